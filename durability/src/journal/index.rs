@@ -1,0 +1,98 @@
+//! How journal records are laid out in a [`DurableKv`](crate::DurableKv) scope.
+//!
+//! | what | value |
+//! | --- | --- |
+//! | key | `i/<inbound id>` or `o/<outbox key>` |
+//! | `idx1` (due-time order) | `<i\|o>/<state>/<16-digit ms>/<id>`: the ms is the due time (pending, failed), the lease expiry (processing, sending) or the last update (done, sent, dead, unknown, quarantine) |
+//! | `idx2` (per-chat order) | `<i\|o>/<chat length, 8 hex>:<chat>:<20-digit seq>.<4-digit part>`, only while the record is open (pending, failed, processing, sending) |
+//!
+//! `idx1` ends with the id so every value is unique and a scan can resume after the last value
+//! it saw. `idx2` being present only on open records makes "is an earlier send of this chat still
+//! waiting?" a one-row range query. The chat is length-prefixed, so a chat id that contains `:`
+//! cannot run into another chat's range.
+
+use crate::operating::RecordKind;
+
+fn prefix(kind: RecordKind) -> &'static str {
+    match kind {
+        RecordKind::Inbound => "i",
+        RecordKind::Outbound => "o",
+    }
+}
+
+/// The storage key of a record.
+pub(crate) fn storage_key(kind: RecordKind, id: &str) -> String {
+    format!("{}/{id}", prefix(kind))
+}
+
+/// The record id of a storage key of `kind`.
+pub(crate) fn id_of(kind: RecordKind, key: &str) -> Option<&str> {
+    key.strip_prefix(prefix(kind))?.strip_prefix('/')
+}
+
+/// The `idx1` value of a record in `state`, ordered by `ms`.
+pub(crate) fn idx1(kind: RecordKind, state: &str, ms: i64, id: &str) -> String {
+    format!("{}/{state}/{:016}/{id}", prefix(kind), ms.max(0))
+}
+
+/// The `idx1` range of every record in `state`.
+pub(crate) fn state_range(kind: RecordKind, state: &str) -> (String, String) {
+    let p = prefix(kind);
+    (format!("{p}/{state}/"), format!("{p}/{state}0"))
+}
+
+/// The `idx1` range of the records in `state` whose ms is at most `ms`.
+pub(crate) fn state_until(kind: RecordKind, state: &str, ms: i64) -> (String, String) {
+    let p = prefix(kind);
+    (
+        format!("{p}/{state}/"),
+        format!("{p}/{state}/{:016}", ms.max(-1).saturating_add(1)),
+    )
+}
+
+/// The `idx2` prefix of a chat.
+fn chat_prefix(kind: RecordKind, chat: &str) -> String {
+    format!("{}/{:08x}:{chat}:", prefix(kind), chat.len())
+}
+
+/// The `idx2` range of every open record of a chat.
+pub(crate) fn chat_range(kind: RecordKind, chat: &str) -> (String, String) {
+    let from = chat_prefix(kind, chat);
+    let mut to = from.clone();
+    to.pop();
+    to.push(';');
+    (from, to)
+}
+
+/// The `idx2` value of an open record.
+pub(crate) fn idx2(kind: RecordKind, chat: &str, seq: u64, part: u32) -> String {
+    format!("{}{seq:020}.{part:04}", chat_prefix(kind, chat))
+}
+
+/// The smallest index value after `value` (to resume a scan).
+pub(crate) fn after(value: &str) -> String {
+    format!("{value}\u{0}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_hold_their_values() {
+        let v = idx1(RecordKind::Outbound, "pending", 42, "k");
+        let (from, to) = state_until(RecordKind::Outbound, "pending", 42);
+        assert!(from <= v && v < to);
+        let (_, to41) = state_until(RecordKind::Outbound, "pending", 41);
+        assert!(v >= to41);
+        let (from, to) = state_range(RecordKind::Outbound, "pending");
+        assert!(from <= v && v < to);
+        let c = idx2(RecordKind::Outbound, "a:b", 7, 2);
+        let (from, to) = chat_range(RecordKind::Outbound, "a:b");
+        assert!(from <= c && c < to);
+        let other = idx2(RecordKind::Outbound, "a", 7, 2);
+        assert!(!(from <= other && other < to));
+        assert_eq!(id_of(RecordKind::Inbound, "i/x/y"), Some("x/y"));
+        assert_eq!(id_of(RecordKind::Inbound, "o/x"), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! Idempotency keys, inbound record ids and content fingerprints.
+//!
+//! Every send gets a key, by the guide's three rules, in this order:
+//!
+//! | rule | key | recognised again on replay | compared by fingerprint |
+//! | --- | --- | --- | --- |
+//! | an explicit key (`idempotency_key`) | as given (`invoice:42`) | yes | never: the key names the send |
+//! | a send made while handling an inbound | `<inbound record id>:<n>` (n from 1) | yes, if sends keep their order | yes (`on_diverged`) |
+//! | neither | `r:<random>` | no (retries and crash survival only) | no |
+//!
+//! A text over the channel's limit becomes one record per part: `key`, `key#2`, `key#3`, …
+//! ([`part_key`]). The part keys depend only on the record key and the part's index, so they
+//! are the same on every replay; the link between parts is stored on the records, never read
+//! back from a key (your own keys may end in `#2`).
+//!
+//! Ids and fingerprints use a fixed 128-bit FNV-1a hash over length-prefixed fields, so they
+//! are stable across processes, versions and platforms (insta-pinned in the tests). They are not
+//! cryptographic: they name records, they do not authenticate them. This module does not read
+//! or write any record.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which rule produced a send key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyKind {
+    /// `<inbound record id>:<n>`: compared by fingerprint on replay.
+    Derived,
+    /// Given by the caller: never compared.
+    Explicit,
+    /// Random: a second call is not recognised as the same send.
+    Random,
+}
+
+/// An idempotency key with the rule that produced it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SendKey {
+    key: String,
+    kind: KeyKind,
+}
+
+impl SendKey {
+    /// The key the caller passed (`idempotency_key`).
+    pub fn explicit(key: impl Into<String>) -> Self {
+        SendKey {
+            key: key.into(),
+            kind: KeyKind::Explicit,
+        }
+    }
+
+    /// The `n`-th send (from 1) made for an inbound record: `<inbound id>:<n>`.
+    pub fn derived(inbound_id: &str, n: u32) -> Self {
+        SendKey {
+            key: format!("{inbound_id}:{n}"),
+            kind: KeyKind::Derived,
+        }
+    }
+
+    /// A derived key from a stable send site (a flow's send id) and an occurrence counter:
+    /// `<inbound id>:<site>:<n>`.
+    pub fn derived_at(inbound_id: &str, site: &str, n: u32) -> Self {
+        SendKey {
+            key: format!("{inbound_id}:{site}:{n}"),
+            kind: KeyKind::Derived,
+        }
+    }
+
+    /// A fresh random key `r:<32 hex digits>`.
+    pub fn random() -> Self {
+        SendKey {
+            key: format!("r:{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+            kind: KeyKind::Random,
+        }
+    }
+
+    /// A key of a given kind (for records read back).
+    pub fn with_kind(key: impl Into<String>, kind: KeyKind) -> Self {
+        SendKey {
+            key: key.into(),
+            kind,
+        }
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+
+    /// The rule that produced it.
+    pub fn kind(&self) -> KeyKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for SendKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+/// The key of part `n` (from 1) of the send `key`: `key`, `key#2`, `key#3`, …
+pub fn part_key(key: &str, n: u32) -> String {
+    if n <= 1 {
+        key.to_owned()
+    } else {
+        format!("{key}#{n}")
+    }
+}
+
+/// The key under which diverged content of the derived key `key` is sent (`on_diverged:
+/// send`): `key~<first 12 hex digits of the new fingerprint>`, the same on every replay.
+pub fn diverged_key(key: &str, fingerprint: &Fingerprint) -> String {
+    let short: String = fingerprint.0.chars().take(12).collect();
+    format!("{key}~{short}")
+}
+
+/// The scope-stable id of an inbound record, from its chat and the channel's message id: the
+/// same message redelivered gets the same id, two chats never share one.
+pub fn inbound_id(chat: &str, message_id: &str) -> String {
+    let mut h = Fnv128::new();
+    h.field(b"inbound");
+    h.field(chat.as_bytes());
+    h.field(message_id.as_bytes());
+    format!("in:{:032x}", h.finish())
+}
+
+/// A fingerprint of a send: its chat and content, before the `before('send')` hooks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// The fingerprint of `content` sent to `chat`. Object keys are sorted first, so two equal
+    /// JSON values always give the same fingerprint.
+    pub fn of(chat: &str, content: &Value) -> Self {
+        let mut canonical = String::new();
+        write_canonical(content, &mut canonical);
+        let mut h = Fnv128::new();
+        h.field(b"send");
+        h.field(chat.as_bytes());
+        h.field(canonical.as_bytes());
+        Fingerprint(format!("{:032x}", h.finish()))
+    }
+
+    /// The hex text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// JSON with object keys sorted, whatever the map type serde_json was built with.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// FNV-1a, 128 bits, over length-prefixed fields (so `("ab","c")` ≠ `("a","bc")`).
+struct Fnv128(u128);
+
+impl Fnv128 {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+
+    fn new() -> Self {
+        Fnv128(Self::OFFSET)
+    }
+
+    fn bytes(&mut self, data: &[u8]) {
+        for b in data {
+            self.0 ^= u128::from(*b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn field(&mut self, data: &[u8]) {
+        self.bytes(&(data.len() as u64).to_le_bytes());
+        self.bytes(data);
+    }
+
+    fn finish(&self) -> u128 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_keys() {
+        assert_eq!(part_key("k", 1), "k");
+        assert_eq!(part_key("k", 2), "k#2");
+        assert_eq!(part_key("k#2", 3), "k#2#3");
+    }
+
+    #[test]
+    fn ids_are_field_separated() {
+        assert_ne!(inbound_id("ab", "c"), inbound_id("a", "bc"));
+        assert_eq!(inbound_id("a", "1"), inbound_id("a", "1"));
+    }
+
+    #[test]
+    fn fingerprint_ignores_key_order() {
+        let a = serde_json::json!({"text": "hi", "buttons": [1, 2]});
+        let b = serde_json::json!({"buttons": [1, 2], "text": "hi"});
+        assert_eq!(Fingerprint::of("c", &a), Fingerprint::of("c", &b));
+        assert_ne!(Fingerprint::of("c", &a), Fingerprint::of("d", &a));
+    }
+}

@@ -1,0 +1,185 @@
+//! Leases, fencing tokens and instance ids.
+//!
+//! A record being processed (inbox) or sent (outbox) is leased to one running incarnation of an
+//! instance. The lease is stored on the record ([`LeaseRecord`]); the holder keeps a handle
+//! ([`InboxLease`], [`OutboxLease`]) carrying the record's fencing token. Every claim raises the
+//! token, and every completion checks it, so a holder whose lease was taken over is refused
+//! (`DurabilityError::StaleLease`, counted in `stale_leases`) instead of overwriting the new
+//! holder's work.
+//!
+//! Who may take a leased record ([`LeaseRecord::status`]):
+//!
+//! | lease found on the record | taken by another instance | taken by this instance id |
+//! | --- | --- | --- |
+//! | expired (`expires_ms <= now`) | yes, new token | yes, new token |
+//! | live, written by an earlier incarnation (before this process recovered, including a write that landed late) | no, wait for expiry | yes at once, new token |
+//! | live, written by this incarnation | no | no: it is a send or a handler this process is running |
+//!
+//! An incarnation is one [`KvDurability`](crate::KvDurability) (one process boot): a random
+//! boot id is written into every lease it takes. This module decides; it does not write.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A lease as stored on a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The instance id of the holder.
+    pub owner: String,
+    /// The boot id of the holder's incarnation.
+    pub incarnation: String,
+    /// The fencing token of this lease.
+    pub token: u64,
+    /// When it was taken (Unix ms).
+    pub taken_ms: i64,
+    /// When it expires unless extended by a heartbeat (Unix ms).
+    pub expires_ms: i64,
+}
+
+/// Where a stored lease stands, seen from one incarnation at one time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseStatus {
+    /// Held by a live holder: nobody else may take it.
+    Live,
+    /// Held by this very incarnation.
+    Mine,
+    /// Expired: anyone may take it over.
+    Expired,
+    /// Held by an earlier incarnation of this instance id: this instance takes it at once.
+    Abandoned,
+}
+
+impl LeaseStatus {
+    /// Whether the record may be taken over.
+    pub fn reclaimable(self) -> bool {
+        matches!(self, LeaseStatus::Expired | LeaseStatus::Abandoned)
+    }
+}
+
+impl LeaseRecord {
+    /// The status of this lease for `me` at `now_ms`.
+    pub fn status(&self, me: &Incarnation, now_ms: i64) -> LeaseStatus {
+        if self.owner == me.instance_id && self.incarnation == me.boot_id {
+            if self.expires_ms <= now_ms {
+                LeaseStatus::Expired
+            } else {
+                LeaseStatus::Mine
+            }
+        } else if self.expires_ms <= now_ms {
+            LeaseStatus::Expired
+        } else if self.owner == me.instance_id {
+            LeaseStatus::Abandoned
+        } else {
+            LeaseStatus::Live
+        }
+    }
+}
+
+/// One running incarnation of an instance: the instance id plus a per-boot id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incarnation {
+    /// The configured (or default) instance id.
+    pub instance_id: String,
+    /// A random id of this boot.
+    pub boot_id: String,
+    /// When this incarnation started recovering (Unix ms).
+    pub recovery_started_ms: i64,
+}
+
+impl Incarnation {
+    /// A new incarnation of `instance_id`, started at `now_ms`.
+    pub fn new(instance_id: impl Into<String>, now_ms: i64) -> Self {
+        Incarnation {
+            instance_id: instance_id.into(),
+            boot_id: format!("{:016x}", fastrand::u64(..)),
+            recovery_started_ms: now_ms,
+        }
+    }
+
+    /// A lease record for this incarnation.
+    pub(crate) fn lease(&self, token: u64, now_ms: i64, lease_ms: i64) -> LeaseRecord {
+        LeaseRecord {
+            owner: self.instance_id.clone(),
+            incarnation: self.boot_id.clone(),
+            token,
+            taken_ms: now_ms,
+            expires_ms: now_ms.saturating_add(lease_ms),
+        }
+    }
+}
+
+/// Instance id helpers.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceId;
+
+impl InstanceId {
+    /// The default instance id: `<hostname>/<bot>/<connection>`, plus a per-boot suffix on a
+    /// backend shared between processes (two processes on one host then never share an id; a
+    /// restart waits for the old leases to expire — set the id explicitly to skip that wait).
+    pub fn default_for(bot: &str, connection: &str, shared_backend: bool) -> String {
+        let host = hostname();
+        let mut id = format!("{host}/{bot}/{connection}");
+        if shared_backend {
+            id.push_str(&format!("/{:08x}", fastrand::u32(..)));
+        }
+        id
+    }
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// The handle of a processing lease on an inbound record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxLease {
+    /// The inbound record id.
+    pub id: String,
+    /// The fencing token.
+    pub token: u64,
+    /// The holder's instance id.
+    pub owner: String,
+    /// When the lease expires unless extended (Unix ms).
+    pub expires_ms: i64,
+    /// The attempt this lease runs (1 for the first run).
+    pub attempt: u32,
+}
+
+/// The handle of a send-in-flight lease on an outbox record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxLease {
+    /// The outbox key.
+    pub key: String,
+    /// The chat the send goes to.
+    pub chat: String,
+    /// The fencing token.
+    pub token: u64,
+    /// The holder's instance id.
+    pub owner: String,
+    /// When the lease expires unless extended (Unix ms).
+    pub expires_ms: i64,
+    /// The attempt (provider call) number, from 1.
+    pub attempt: u32,
+}
+
+impl fmt::Display for InboxLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "inbound `{}` token {}", self.id, self.token)
+    }
+}
+
+impl fmt::Display for OutboxLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "send `{}` token {}", self.key, self.token)
+    }
+}

@@ -1,0 +1,254 @@
+//! Retries, deferral, the dead-letter queue and parts: the pure decisions behind them.
+//!
+//! The journals call these functions; they hold no state and do no I/O, so their rules can be
+//! tested alone and the runtime can reuse them (its inline retry loop uses [`InlineBudget`]).
+//!
+//! | failure | attempts left | decision |
+//! | --- | --- | --- |
+//! | final error (`retryable: false`, unsupported content, payload too large, …) | any | dead-letter now |
+//! | retryable error | yes | retry after `backoff.delay(n)` |
+//! | rate limited (`retry_after`) | yes | retry after `max(backoff.delay(n), retry_after)` |
+//! | retryable or rate limited | no | dead-letter |
+//!
+//! Parts (`key`, `key#2`, …) follow [`part_gate`]: a part waits while its previous part is not
+//! settled (waiting is not an attempt), goes once it was sent (or its fate is unknown, or it was
+//! discarded), and dies with it when it was dead-lettered.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ConfigError, duration_serde};
+use crate::outbox::OutboxState;
+
+/// Exponential backoff with a cap and a random jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Backoff {
+    /// The first delay (`baseMs`).
+    #[serde(alias = "baseMs", with = "duration_serde")]
+    pub base: Duration,
+    /// The longest delay (`capMs`).
+    #[serde(alias = "capMs", with = "duration_serde")]
+    pub cap: Duration,
+    /// The random spread, as a fraction of the delay (`0.2` = ±20 %), in `0.0..=1.0`.
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// A backoff without jitter (deterministic; for tests and tools).
+    pub fn fixed(base: Duration, cap: Duration) -> Self {
+        Backoff {
+            base,
+            cap,
+            jitter: 0.0,
+        }
+    }
+
+    /// The delay before retry number `failures` (1 = after the first failure):
+    /// `min(cap, base × 2^(failures-1))`, spread by ±`jitter` with `unit` (a random number in
+    /// `0.0..1.0`; `0.5` means no spread), and never above `cap`.
+    pub fn delay(&self, failures: u32, unit: f64) -> Duration {
+        let exponent = failures.saturating_sub(1).min(62);
+        let factor = 1u64 << exponent;
+        let base_ms = u64::try_from(self.base.as_millis()).unwrap_or(u64::MAX);
+        let cap_ms = u64::try_from(self.cap.as_millis()).unwrap_or(u64::MAX);
+        let raw = base_ms.saturating_mul(factor).min(cap_ms);
+        let unit = if unit.is_finite() {
+            unit.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        let spread = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit - 1.0);
+        let jittered = (raw as f64 * spread).round();
+        let ms = if jittered.is_finite() && jittered > 0.0 {
+            (jittered as u64).min(cap_ms)
+        } else {
+            0
+        };
+        Duration::from_millis(ms)
+    }
+
+    pub(crate) fn validate(&self, option: &'static str) -> Result<(), ConfigError> {
+        if !self.jitter.is_finite() || !(0.0..=1.0).contains(&self.jitter) {
+            return Err(ConfigError::InvalidJitter {
+                option,
+                jitter: self.jitter,
+            });
+        }
+        if self.cap < self.base {
+            return Err(ConfigError::BackoffCapBelowBase {
+                option,
+                base: self.base,
+                cap: self.cap,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How a failed provider call is classified by the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Retrying cannot help (unsupported content, payload too large, outside the session window,
+    /// recipient unreachable, any error with `retryable: false`): dead-letter now.
+    Final,
+    /// A transient failure: retry with backoff.
+    Retryable,
+    /// The channel asked to wait: retry after at least `retry_after`.
+    RateLimited {
+        /// The channel's `retryAfterMs`.
+        retry_after: Duration,
+    },
+}
+
+/// A failed provider call as the outbox records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendFailure {
+    /// The classification.
+    pub class: ErrorClass,
+    /// A description for the record's `last_error` and the dead-letter event.
+    pub error: String,
+}
+
+impl SendFailure {
+    /// A final failure.
+    pub fn final_error(error: impl Into<String>) -> Self {
+        SendFailure {
+            class: ErrorClass::Final,
+            error: error.into(),
+        }
+    }
+
+    /// A retryable failure.
+    pub fn retryable(error: impl Into<String>) -> Self {
+        SendFailure {
+            class: ErrorClass::Retryable,
+            error: error.into(),
+        }
+    }
+
+    /// A rate limit.
+    pub fn rate_limited(error: impl Into<String>, retry_after: Duration) -> Self {
+        SendFailure {
+            class: ErrorClass::RateLimited { retry_after },
+            error: error.into(),
+        }
+    }
+}
+
+/// What became of a failed attempt (inbound or outbound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    /// Scheduled for another attempt at `at_ms`.
+    Retrying {
+        /// When the record becomes due again (Unix ms).
+        at_ms: i64,
+    },
+    /// Moved to the dead-letter queue (a `Dead` event was emitted).
+    DeadLettered,
+}
+
+/// Decides the fate of a failure after `attempts` charged attempts out of `max_attempts`.
+pub fn decide(
+    attempts: u32,
+    max_attempts: u32,
+    backoff: &Backoff,
+    class: ErrorClass,
+    now_ms: i64,
+    unit: f64,
+) -> FailOutcome {
+    let retry_after = match class {
+        ErrorClass::Final => return FailOutcome::DeadLettered,
+        ErrorClass::Retryable => Duration::ZERO,
+        ErrorClass::RateLimited { retry_after } => retry_after,
+    };
+    if attempts >= max_attempts {
+        return FailOutcome::DeadLettered;
+    }
+    let delay = backoff.delay(attempts, unit).max(retry_after);
+    FailOutcome::Retrying {
+        at_ms: now_ms.saturating_add(duration_ms(delay)),
+    }
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The inline retry budget of `ctx.reply` / `bot.send` (`outbox.inline_max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineBudget {
+    deadline_ms: i64,
+}
+
+/// The next step of an inline send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InlineStep {
+    /// Wait until `at_ms` and try again inline.
+    WaitUntil {
+        /// When to try again (Unix ms).
+        at_ms: i64,
+    },
+    /// Stop waiting: reject with a deferral carrying the key; the sweeper keeps retrying.
+    Defer,
+}
+
+impl InlineBudget {
+    /// Starts the budget of a send made at `now_ms`.
+    pub fn start(now_ms: i64, inline_max: Duration) -> Self {
+        InlineBudget {
+            deadline_ms: now_ms.saturating_add(duration_ms(inline_max)),
+        }
+    }
+
+    /// Whether a retry due at `next_attempt_ms` still fits in the budget.
+    pub fn next(&self, next_attempt_ms: i64) -> InlineStep {
+        if next_attempt_ms <= self.deadline_ms {
+            InlineStep::WaitUntil {
+                at_ms: next_attempt_ms,
+            }
+        } else {
+            InlineStep::Defer
+        }
+    }
+
+    /// When the budget ends (Unix ms).
+    pub fn deadline_ms(&self) -> i64 {
+        self.deadline_ms
+    }
+}
+
+/// What a part may do, given its previous part's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartGate {
+    /// The previous part is settled: this part may be sent.
+    Go,
+    /// The previous part is still pending, failed (waiting for a retry) or in flight.
+    Wait,
+    /// The previous part was dead-lettered: this part dies with it.
+    DieWith,
+}
+
+/// The gate of a part whose previous part is in `previous` (`None`: no previous part, or it
+/// was discarded).
+pub fn part_gate(previous: Option<OutboxState>) -> PartGate {
+    match previous {
+        None | Some(OutboxState::Sent) | Some(OutboxState::Unknown) => PartGate::Go,
+        Some(OutboxState::Dead) => PartGate::DieWith,
+        Some(OutboxState::Pending) | Some(OutboxState::Failed) | Some(OutboxState::Sending) => {
+            PartGate::Wait
+        }
+    }
+}

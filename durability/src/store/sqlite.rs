@@ -1,0 +1,361 @@
+//! [`SqliteStore`]: the [`Store`] in one SQLite file (WAL mode), through `rusqlite`.
+//!
+//! Blocking SQLite calls never run on tokio's worker threads:
+//!
+//! | work | where it runs |
+//! | --- | --- |
+//! | every write | one dedicated writer thread that owns the only write connection, fed by a channel |
+//! | reads | `spawn_blocking`, on a small pool of read-only connections |
+//! | opening, schema check, migrations | the writer thread (read-only stores: `spawn_blocking`) |
+//!
+//! The writer thread commits in groups: it takes every write request queued at that moment
+//! (up to [`SqliteStoreOptions::max_batch`]) and runs them in one transaction, each inside
+//! its own `SAVEPOINT`, so a failing request rolls back only its own statements. A request
+//! is answered only after `COMMIT` succeeded, so an `Ok` means "on disk" at the configured
+//! [`SqliteSynchronous`] level. Other code of the crate (the durable journal) runs its own
+//! statements through the same thread with [`SqliteStore::write`] and [`SqliteStore::read`].
+//!
+//! The file carries a `botmesh_meta` table (`application = botmesh`, `schema_version = N`);
+//! opening refuses a file that is not SQLite, a foreign SQLite database and a schema newer
+//! than this build, and applies missing migrations (see `schema`). A store opened with
+//! [`SqliteStoreOptions::read_only`] (for example in a second process) never writes and
+//! never migrates.
+//!
+//! It does not pool writers, retry failed requests, or cancel a write whose caller stopped
+//! waiting: a request handed to the writer runs to its end.
+
+mod records;
+mod schema;
+mod writer;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction};
+use tokio::sync::oneshot;
+
+use super::StoreError;
+
+pub use writer::SqliteWriteStats;
+
+/// How hard SQLite syncs to disk (`PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqliteSynchronous {
+    /// No syncs: an OS crash or power loss may lose or corrupt recent commits.
+    Off,
+    /// Syncs at WAL checkpoints only: a power loss may lose the last commits, never corrupts.
+    Normal,
+    /// Syncs the WAL at every commit: a commit answered `Ok` survives a power loss (default).
+    #[default]
+    Full,
+    /// As `Full`, and also syncs the directory after the journal changes.
+    Extra,
+}
+
+impl SqliteSynchronous {
+    /// The value given to `PRAGMA synchronous`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqliteSynchronous::Off => "OFF",
+            SqliteSynchronous::Normal => "NORMAL",
+            SqliteSynchronous::Full => "FULL",
+            SqliteSynchronous::Extra => "EXTRA",
+        }
+    }
+}
+
+/// Options of a [`SqliteStore`], set builder-style.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use botmesh_durability::store::{SqliteStoreOptions, SqliteSynchronous};
+/// let options = SqliteStoreOptions::default()
+///     .busy_timeout(Duration::from_secs(10))
+///     .synchronous(SqliteSynchronous::Normal);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteStoreOptions {
+    busy_timeout: Duration,
+    synchronous: SqliteSynchronous,
+    read_only: bool,
+    max_batch: usize,
+}
+
+impl Default for SqliteStoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            synchronous: SqliteSynchronous::Full,
+            read_only: false,
+            max_batch: 64,
+        }
+    }
+}
+
+impl SqliteStoreOptions {
+    /// The defaults: 5 s busy timeout, `synchronous = FULL`, read-write, batches of 64.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How long a statement waits for a lock held by another connection or process before it
+    /// fails with `SQLITE_BUSY` (default 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// How hard commits sync to disk (default [`SqliteSynchronous::Full`]).
+    pub fn synchronous(mut self, synchronous: SqliteSynchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Opens the file read-only (default `false`): the file must already be a botmesh
+    /// database of the current schema; writes fail with [`StoreError::ReadOnly`]. Meant for
+    /// a second process that reads what a running bot writes.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// The most write requests committed in one transaction (default 64; 0 counts as 1).
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// Whether the store is opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+/// A [`Store`](super::Store) in one SQLite file; clones share the same connections.
+///
+/// [`SqliteStore::open`] only records the path: the file is opened by
+/// [`Store::open`](super::Store::open) (or at once by [`SqliteStore::connect`]). Until then,
+/// and after [`Store::close`](super::Store::close), every call fails with
+/// [`StoreError::Closed`].
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    path: PathBuf,
+    options: SqliteStoreOptions,
+    /// Serialises `open` and `close`.
+    lifecycle: tokio::sync::Mutex<()>,
+    /// The open connections; `None` while closed.
+    state: Mutex<Option<Arc<Conns>>>,
+    stats: Arc<writer::Stats>,
+}
+
+/// The connections of an open store.
+struct Conns {
+    /// The writer thread; `None` for a read-only store.
+    writer: Option<writer::WriterHandle>,
+    readers: schema::ReaderPool,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .field("options", &self.shared.options)
+            .field("open", &self.state().is_some())
+            .finish()
+    }
+}
+
+/// Wraps a failed statement as [`StoreError::Query`].
+fn query_error(
+    operation: &'static str,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
+    StoreError::Query {
+        operation,
+        source: Box::new(source),
+    }
+}
+
+impl SqliteStore {
+    /// The schema version this build writes and reads.
+    pub const SCHEMA_VERSION: i64 = schema::SUPPORTED;
+
+    /// A store of the file at `path` with default options; nothing is opened yet.
+    pub fn open(path: impl Into<PathBuf>) -> Self {
+        Self::with_options(path, SqliteStoreOptions::default())
+    }
+
+    /// A store of the file at `path` with `options`; nothing is opened yet.
+    pub fn with_options(path: impl Into<PathBuf>, options: SqliteStoreOptions) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                path: path.into(),
+                options,
+                lifecycle: tokio::sync::Mutex::new(()),
+                state: Mutex::new(None),
+                stats: Arc::default(),
+            }),
+        }
+    }
+
+    /// Opens (creating or migrating) the file at `path` with default options, at once.
+    pub async fn connect(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        Self::connect_with(path, SqliteStoreOptions::default()).await
+    }
+
+    /// Opens the file at `path` with `options`, at once.
+    pub async fn connect_with(
+        path: impl Into<PathBuf>,
+        options: SqliteStoreOptions,
+    ) -> Result<Self, StoreError> {
+        let store = Self::with_options(path, options);
+        store.open_connections().await?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The options the store was made with.
+    pub fn options(&self) -> &SqliteStoreOptions {
+        &self.shared.options
+    }
+
+    /// Counters of the writer thread (transactions, requests, largest group commit), kept
+    /// across `close` and `open`.
+    pub fn write_stats(&self) -> SqliteWriteStats {
+        self.shared.stats.snapshot()
+    }
+
+    /// Runs `f` on the writer connection, inside a transaction shared with the other
+    /// requests queued at the same moment (group commit), and returns its value once that
+    /// transaction committed.
+    ///
+    /// `f` runs inside its own savepoint: when it returns an error (or panics), its statements
+    /// are rolled back and only this call fails, with [`StoreError::Query`] naming
+    /// `operation`. `f` must not end the transaction itself (`COMMIT`, `ROLLBACK`, `RELEASE`
+    /// of an outer savepoint). It runs on the writer thread, so it should be short: every
+    /// other write waits for it. Use [`Transaction::prepare_cached`] for statements run often.
+    ///
+    /// A store opened read-only answers [`StoreError::ReadOnly`]; a closed one
+    /// [`StoreError::Closed`]. Dropping the returned future does not cancel the write.
+    pub async fn write<T, F>(&self, operation: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let reply = {
+            let conns = self.conns()?;
+            let Some(writer) = &conns.writer else {
+                return Err(StoreError::ReadOnly {
+                    file: self.shared.path.clone(),
+                });
+            };
+            let (tx, rx) = oneshot::channel();
+            writer.submit(writer::TypedJob::boxed(operation, f, tx))?;
+            rx
+        };
+        // The writer drops the reply sender unanswered only when it stopped (closed store).
+        reply.await.unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Runs `f` on a read-only connection, inside one read transaction (a consistent
+    /// snapshot that sees every write answered before this call), on tokio's blocking pool.
+    ///
+    /// An error of `f` becomes [`StoreError::Query`] naming `operation`; a closed store
+    /// answers [`StoreError::Closed`].
+    pub async fn read<T, F>(&self, operation: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let conns = self.conns()?;
+        let task = tokio::task::spawn_blocking(move || {
+            let conn = conns.readers.take()?;
+            let result = (|| {
+                let tx = conn.unchecked_transaction()?;
+                let value = f(&tx)?;
+                tx.commit()?;
+                Ok(value)
+            })();
+            conns.readers.give_back(conn);
+            result.map_err(|e: rusqlite::Error| query_error(operation, e))
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(join) => Err(query_error(operation, join)),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, Option<Arc<Conns>>> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connections of the open store, or [`StoreError::Closed`].
+    fn conns(&self) -> Result<Arc<Conns>, StoreError> {
+        self.state().clone().ok_or(StoreError::Closed)
+    }
+
+    /// Opens the connections unless they are open.
+    async fn open_connections(&self) -> Result<(), StoreError> {
+        let _lifecycle = self.shared.lifecycle.lock().await;
+        if self.state().is_some() {
+            return Ok(());
+        }
+        let path = self.shared.path.clone();
+        let options = self.shared.options.clone();
+        let conns = if options.read_only {
+            let file = path.clone();
+            let opened = tokio::task::spawn_blocking(move || {
+                let conn = schema::open_read_only_checked(&path, &options)?;
+                let readers = schema::ReaderPool::new(path, options);
+                readers.give_back(conn);
+                Ok::<_, StoreError>(readers)
+            })
+            .await
+            .map_err(|e| StoreError::Open {
+                file,
+                source: Box::new(e),
+            })??;
+            Conns {
+                writer: None,
+                readers: opened,
+            }
+        } else {
+            let writer =
+                writer::WriterHandle::start(&path, &options, Arc::clone(&self.shared.stats))
+                    .await?;
+            Conns {
+                writer: Some(writer),
+                readers: schema::ReaderPool::new(path, options),
+            }
+        };
+        *self.state() = Some(Arc::new(conns));
+        tracing::debug!(file = %self.shared.path.display(), "sqlite store opened");
+        Ok(())
+    }
+
+    /// Stops the writer after it drained every request queued before this call.
+    async fn close_connections(&self) -> Result<(), StoreError> {
+        let _lifecycle = self.shared.lifecycle.lock().await;
+        let Some(conns) = self.state().take() else {
+            return Ok(());
+        };
+        // Idle readers go first, so the writer's connection is the last one and SQLite
+        // checkpoints the WAL into the main file when it closes.
+        conns.readers.clear();
+        if let Some(writer) = &conns.writer {
+            writer.stop().await;
+        }
+        tracing::debug!(file = %self.shared.path.display(), "sqlite store closed");
+        Ok(())
+    }
+}

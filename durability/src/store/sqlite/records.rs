@@ -1,0 +1,435 @@
+//! The [`Store`] records over SQLite: one statement per call, and the decoding of rows.
+//!
+//! Every write goes through [`SqliteStore::write`] (group commit on the writer thread), every
+//! read through [`SqliteStore::read`]. JSON columns hold `serde_json` text; rows are read
+//! raw inside the closure and decoded after it, so a row that does not decode (bad JSON, an
+//! unknown direction or status) becomes [`StoreError::Corrupt`] naming the record, never a
+//! panic. `u64` fields (`layout_hash`, `step`) are stored as the `i64` of the same bits.
+//! Nothing here knows the `durable` table: that is the journal's.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{SqliteStore, query_error};
+use crate::store::{
+    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
+    Store, StoreError,
+};
+
+/// Encodes a JSON column.
+fn encode(operation: &'static str, value: &serde_json::Value) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| query_error(operation, e))
+}
+
+/// Decodes a JSON column of the record `what` whose key is `key`.
+fn decode(
+    what: &'static str,
+    key: &dyn Fn() -> String,
+    text: &str,
+) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what,
+        key: key(),
+        reason: format!("invalid JSON: {e}"),
+    })
+}
+
+fn direction_str(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Inbound => "inbound",
+        Direction::Outbound => "outbound",
+    }
+}
+
+fn parse_direction(text: &str) -> Option<Direction> {
+    match text {
+        "inbound" => Some(Direction::Inbound),
+        "outbound" => Some(Direction::Outbound),
+        _ => None,
+    }
+}
+
+fn parse_status(text: &str) -> Option<LedgerStatus> {
+    match text {
+        "received" => Some(LedgerStatus::Received),
+        "sent" => Some(LedgerStatus::Sent),
+        "failed" => Some(LedgerStatus::Failed),
+        _ => None,
+    }
+}
+
+fn chat_row(row: &Row<'_>) -> rusqlite::Result<ChatRecord> {
+    Ok(ChatRecord {
+        id: row.get(0)?,
+        is_group: row.get(1)?,
+        title: row.get(2)?,
+        lang: row.get(3)?,
+        first_seen_ms: row.get(4)?,
+        last_activity_ms: row.get(5)?,
+    })
+}
+
+/// A ledger row before decoding.
+struct RawLedger {
+    id: i64,
+    chat: String,
+    message_id: Option<String>,
+    direction: String,
+    status: String,
+    text: Option<String>,
+    content: String,
+    key: Option<String>,
+    error: Option<String>,
+    at_ms: i64,
+}
+
+impl RawLedger {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            chat: row.get(1)?,
+            message_id: row.get(2)?,
+            direction: row.get(3)?,
+            status: row.get(4)?,
+            text: row.get(5)?,
+            content: row.get(6)?,
+            key: row.get(7)?,
+            error: row.get(8)?,
+            at_ms: row.get(9)?,
+        })
+    }
+
+    fn decode(self) -> Result<LedgerEntry, StoreError> {
+        let key = || format!("{}#{}", self.chat, self.id);
+        let corrupt = |reason: String| StoreError::Corrupt {
+            what: "ledger",
+            key: key(),
+            reason,
+        };
+        let direction = parse_direction(&self.direction)
+            .ok_or_else(|| corrupt(format!("unknown direction `{}`", self.direction)))?;
+        let status = parse_status(&self.status)
+            .ok_or_else(|| corrupt(format!("unknown status `{}`", self.status)))?;
+        let content = decode("ledger", &key, &self.content)?;
+        Ok(LedgerEntry {
+            chat: self.chat,
+            message_id: self.message_id,
+            direction,
+            status,
+            text: self.text,
+            content,
+            key: self.key,
+            error: self.error,
+            at_ms: self.at_ms,
+        })
+    }
+}
+
+/// A checkpoint row before decoding (`state` still JSON text).
+type RawCheckpoint = (FlowCheckpoint, String);
+
+const CHECKPOINT_COLUMNS: &str = "chat, flow, layout_hash, state, inbound_id, step, updated_ms";
+
+fn checkpoint_row(row: &Row<'_>) -> rusqlite::Result<RawCheckpoint> {
+    let checkpoint = FlowCheckpoint {
+        chat: row.get(0)?,
+        flow: row.get(1)?,
+        layout_hash: row.get::<_, i64>(2)?.cast_unsigned(),
+        state: serde_json::Value::Null,
+        inbound_id: row.get(4)?,
+        step: row.get::<_, i64>(5)?.cast_unsigned(),
+        updated_ms: row.get(6)?,
+    };
+    Ok((checkpoint, row.get(3)?))
+}
+
+fn decode_checkpoint((mut checkpoint, state): RawCheckpoint) -> Result<FlowCheckpoint, StoreError> {
+    let chat = checkpoint.chat.clone();
+    checkpoint.state = decode("checkpoint", &|| chat.clone(), &state)?;
+    Ok(checkpoint)
+}
+
+fn handoff_row(row: &Row<'_>) -> rusqlite::Result<HandoffRecord> {
+    Ok(HandoffRecord {
+        chat: row.get(0)?,
+        agent: row.get(1)?,
+        reason: row.get(2)?,
+        since_ms: row.get(3)?,
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn open(&self) -> Result<(), StoreError> {
+        self.open_connections().await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.close_connections().await
+    }
+
+    async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError> {
+        let chat = chat.clone();
+        self.write("upsert_chat", move |tx| {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO chats \
+                 (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                chat.id,
+                chat.is_group,
+                chat.title,
+                chat.lang,
+                chat.first_seen_ms,
+                chat.last_activity_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read("chat", move |conn| {
+            conn.prepare_cached(
+                "SELECT id, is_group, title, lang, first_seen_ms, last_activity_ms \
+                 FROM chats WHERE id = ?1",
+            )?
+            .query_row([id], chat_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn upsert_contact(&self, contact: &ContactRecord) -> Result<(), StoreError> {
+        let contact = contact.clone();
+        self.write("upsert_contact", move |tx| {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read("contact", move |conn| {
+            conn.prepare_cached("SELECT id, name, last_seen_ms FROM contacts WHERE id = ?1")?
+                .query_row([id], |row| {
+                    Ok(ContactRecord {
+                        id: row.get(0)?,
+                        name: row.get(1)?,
+                        last_seen_ms: row.get(2)?,
+                    })
+                })
+                .optional()
+        })
+        .await
+    }
+
+    async fn append_ledger(&self, entry: &LedgerEntry) -> Result<(), StoreError> {
+        let content = encode("append_ledger", &entry.content)?;
+        let entry = entry.clone();
+        self.write("append_ledger", move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO ledger \
+                 (chat, message_id, direction, status, text, content, key, error, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                entry.chat,
+                entry.message_id,
+                direction_str(entry.direction),
+                entry.status.as_str(),
+                entry.text,
+                content,
+                entry.key,
+                entry.error,
+                entry.at_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn ledger(&self, chat: &str, limit: usize) -> Result<Vec<LedgerEntry>, StoreError> {
+        let chat = chat.to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .read("ledger", move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id, chat, message_id, direction, status, text, content, key, error, \
+                     at_ms FROM (SELECT * FROM ledger WHERE chat = ?1 ORDER BY id DESC LIMIT ?2) \
+                     ORDER BY id ASC",
+                )?;
+                let rows = stmt.query_map(params![chat, limit], RawLedger::from_row)?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        rows.into_iter().map(RawLedger::decode).collect()
+    }
+
+    async fn save_checkpoint(&self, checkpoint: &FlowCheckpoint) -> Result<(), StoreError> {
+        let state = encode("save_checkpoint", &checkpoint.state)?;
+        let checkpoint = checkpoint.clone();
+        self.write("save_checkpoint", move |tx| {
+            tx.prepare_cached(&format!(
+                "INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+            ))?
+            .execute(params![
+                checkpoint.chat,
+                checkpoint.flow,
+                checkpoint.layout_hash.cast_signed(),
+                state,
+                checkpoint.inbound_id,
+                checkpoint.step.cast_signed(),
+                checkpoint.updated_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        let chat = chat.to_owned();
+        let raw = self
+            .read("checkpoint", move |conn| {
+                conn.prepare_cached(&format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE chat = ?1"
+                ))?
+                .query_row([chat], checkpoint_row)
+                .optional()
+            })
+            .await?;
+        raw.map(decode_checkpoint).transpose()
+    }
+
+    async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
+        let chat = chat.to_owned();
+        self.write("delete_checkpoint", move |tx| {
+            tx.prepare_cached("DELETE FROM checkpoints WHERE chat = ?1")?
+                .execute([chat])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
+        let rows = self
+            .read("checkpoints", |conn| {
+                let mut stmt = conn.prepare_cached(&format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY chat"
+                ))?;
+                let rows = stmt.query_map([], checkpoint_row)?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        rows.into_iter().map(decode_checkpoint).collect()
+    }
+
+    async fn set_handoff(&self, handoff: &HandoffRecord) -> Result<(), StoreError> {
+        let handoff = handoff.clone();
+        self.write("set_handoff", move |tx| {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO handoffs (chat, agent, reason, since_ms) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                handoff.chat,
+                handoff.agent,
+                handoff.reason,
+                handoff.since_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn clear_handoff(&self, chat: &str) -> Result<(), StoreError> {
+        let chat = chat.to_owned();
+        self.write("clear_handoff", move |tx| {
+            tx.prepare_cached("DELETE FROM handoffs WHERE chat = ?1")?
+                .execute([chat])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
+        self.read("handoffs", |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT chat, agent, reason, since_ms FROM handoffs ORDER BY chat",
+            )?;
+            let rows = stmt.query_map([], handoff_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn get_value(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        let (scope2, key2) = (scope.clone(), key.clone());
+        let text: Option<String> = self
+            .read("get_value", move |conn| {
+                conn.prepare_cached("SELECT value FROM kv WHERE scope = ?1 AND key = ?2")?
+                    .query_row([scope2, key2], |row| row.get(0))
+                    .optional()
+            })
+            .await?;
+        text.map(|text| decode("kv", &|| format!("{scope}/{key}"), &text))
+            .transpose()
+    }
+
+    async fn set_value(
+        &self,
+        scope: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let value = encode("set_value", value)?;
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.write("set_value", move |tx| {
+            tx.prepare_cached("INSERT OR REPLACE INTO kv (scope, key, value) VALUES (?1, ?2, ?3)")?
+                .execute([scope, key, value])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.write("delete_value", move |tx| {
+            tx.prepare_cached("DELETE FROM kv WHERE scope = ?1 AND key = ?2")?
+                .execute([scope, key])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        let scope = scope.to_owned();
+        let scope2 = scope.clone();
+        let rows: Vec<(String, String)> = self
+            .read("values", move |conn| {
+                let mut stmt =
+                    conn.prepare_cached("SELECT key, value FROM kv WHERE scope = ?1 ORDER BY key")?;
+                let rows = stmt.query_map([scope2], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                rows.collect()
+            })
+            .await?;
+        rows.into_iter()
+            .map(|(key, text)| {
+                let value = decode("kv", &|| format!("{scope}/{key}"), &text)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+}

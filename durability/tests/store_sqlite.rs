@@ -1,0 +1,444 @@
+//! [`SqliteStore`]: the shared store behaviour, and what only a file can do: reopening,
+//! a second process reading it, refusing foreign files and newer schemas, group commit,
+//! read-only stores and corrupt rows.
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use botmesh_durability::store::{SqliteSynchronous, rusqlite};
+use botmesh_durability::{SqliteStore, SqliteStoreOptions, Store, StoreError};
+use serde_json::json;
+use tempfile::TempDir;
+
+/// A store in a fresh temporary folder, in a subfolder that does not exist yet.
+async fn new_store() -> (SqliteStore, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("nested/folder/bot.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+fn read_only() -> SqliteStoreOptions {
+    SqliteStoreOptions::default().read_only(true)
+}
+
+store_behaviour_tests!(new_store());
+
+/// Asserts that `error` refuses `file` as not a botmesh database, and names it.
+fn assert_refused(error: &StoreError, file: &Path) {
+    match error {
+        StoreError::NotABotmeshDatabase { file: refused, .. } => assert_eq!(refused, file),
+        other => panic!("expected NotABotmeshDatabase, got {other:?}"),
+    }
+    assert!(
+        error.to_string().contains(&file.display().to_string()),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn reopening_the_file_finds_what_was_written() {
+    let (first, _dir) = new_store().await;
+    let second = SqliteStore::open(first.path());
+    common::restart(&first, &second).await;
+    // The same handle reopens too.
+    first.open().await.unwrap();
+    assert_eq!(first.chat("c1").await.unwrap(), Some(common::chat("c1", 1)));
+}
+
+#[tokio::test]
+async fn a_store_is_closed_until_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bot.db");
+    let store = SqliteStore::with_options(
+        &path,
+        SqliteStoreOptions::new()
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(std::time::Duration::from_millis(100)),
+    );
+    assert!(matches!(store.chat("c").await, Err(StoreError::Closed)));
+    assert!(!path.exists());
+    store.open().await.unwrap();
+    assert!(path.exists());
+    store.upsert_chat(&common::chat("c", 0)).await.unwrap();
+    assert_eq!(store.chat("c").await.unwrap(), Some(common::chat("c", 0)));
+}
+
+const CHILD_ENV: &str = "BOTMESH_STORE_CHILD_DB";
+const CHILD_MARK: &str = "BOTMESH-CHILD ";
+
+/// Not a test of its own: `a_second_process_reads_the_file` runs this test binary again with
+/// `BOTMESH_STORE_CHILD_DB` set, and this reads that file read-only and prints what it finds.
+#[tokio::test]
+#[allow(clippy::print_stdout)]
+async fn child_reads_the_file() {
+    let Some(path) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let store = SqliteStore::connect_with(PathBuf::from(path), read_only())
+        .await
+        .unwrap();
+    let chat = store.chat("c1").await.unwrap();
+    let ledger = store.ledger("c1", 10).await.unwrap();
+    let value = store.get_value("user:1", "k").await.unwrap();
+    let write = store.set_value("user:1", "k", &json!("child")).await;
+    let report = json!({
+        "title": chat.and_then(|c| c.title),
+        "ledger": ledger.iter().map(|e| e.text.clone()).collect::<Vec<_>>(),
+        "value": value,
+        "write_refused": matches!(write, Err(StoreError::ReadOnly { .. })),
+    });
+    println!("{CHILD_MARK}{report}");
+}
+
+/// Runs `child_reads_the_file` in a new process on `path`; returns what it printed.
+fn run_child(path: &Path) -> serde_json::Value {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_reads_the_file",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|line| Some(&line[line.find(CHILD_MARK)? + CHILD_MARK.len()..]))
+        .unwrap_or_else(|| panic!("child printed no report: {stdout}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[tokio::test]
+async fn a_second_process_reads_the_file() {
+    let (store, _dir) = new_store().await;
+    store.upsert_chat(&common::chat("c1", 1)).await.unwrap();
+    for n in 0..3 {
+        store.append_ledger(&common::entry("c1", n)).await.unwrap();
+    }
+    store
+        .set_value("user:1", "k", &json!({"a": 1}))
+        .await
+        .unwrap();
+    let expected = json!({
+        "title": "title 1",
+        "ledger": ["text 0", "text 1", "text 2"],
+        "value": {"a": 1},
+        "write_refused": true,
+    });
+    // While this process holds the file open (the data may still be in the WAL)…
+    assert_eq!(run_child(store.path()), expected);
+    // …and after it closed it (the WAL checkpointed and removed).
+    store.close().await.unwrap();
+    assert_eq!(run_child(store.path()), expected);
+    // The child changed nothing.
+    store.open().await.unwrap();
+    assert_eq!(
+        store.get_value("user:1", "k").await.unwrap(),
+        Some(json!({"a": 1}))
+    );
+}
+
+#[tokio::test]
+async fn random_bytes_are_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("random.db");
+    let mut rng = fastrand::Rng::with_seed(7);
+    let bytes: Vec<u8> = (0..8192).map(|_| rng.u8(..)).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let error = SqliteStore::connect(&path).await.unwrap_err();
+    assert_refused(&error, &path);
+    let error = SqliteStore::connect_with(&path, read_only())
+        .await
+        .unwrap_err();
+    assert_refused(&error, &path);
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[tokio::test]
+async fn a_text_file_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("short.txt", "not a database\n".to_owned()),
+        ("long.txt", "a line of notes\n".repeat(500)),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &text).unwrap();
+        let error = SqliteStore::connect(&path).await.unwrap_err();
+        assert_refused(&error, &path);
+        assert!(
+            error.to_string().contains("not an SQLite database"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+}
+
+/// Makes an SQLite file with `sql` in it, outside botmesh.
+fn foreign_db(path: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+/// The names of the tables of an SQLite file.
+fn tables(path: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let names = stmt.query_map([], |row| row.get(0)).unwrap();
+    names.collect::<Result<_, _>>().unwrap()
+}
+
+#[tokio::test]
+async fn a_foreign_sqlite_database_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    foreign_db(
+        &path,
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);
+         INSERT INTO users (name) VALUES ('ada');",
+    );
+    let error = SqliteStore::connect(&path).await.unwrap_err();
+    assert_refused(&error, &path);
+    assert!(error.to_string().contains("users"), "{error}");
+    assert_eq!(tables(&path), ["users"]);
+
+    // A botmesh_meta of another application is refused too.
+    let other = dir.path().join("other.db");
+    foreign_db(
+        &other,
+        "CREATE TABLE botmesh_meta (key TEXT PRIMARY KEY, value TEXT);
+         INSERT INTO botmesh_meta VALUES ('application', 'otherbot'), ('schema_version', '1');",
+    );
+    let error = SqliteStore::connect(&other).await.unwrap_err();
+    assert_refused(&error, &other);
+    assert!(error.to_string().contains("otherbot"), "{error}");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused_naming_the_file() {
+    let (store, _dir) = new_store().await;
+    let path = store.path().to_path_buf();
+    store.close().await.unwrap();
+    foreign_db(
+        &path,
+        "UPDATE botmesh_meta SET value = '999' WHERE key = 'schema_version';",
+    );
+    for options in [SqliteStoreOptions::default(), read_only()] {
+        let error = SqliteStore::connect_with(&path, options).await.unwrap_err();
+        match &error {
+            StoreError::SchemaTooNew {
+                file,
+                found,
+                supported,
+            } => {
+                assert_eq!(file, &path);
+                assert_eq!(*found, 999);
+                assert_eq!(*supported, SqliteStore::SCHEMA_VERSION);
+            }
+            other => panic!("expected SchemaTooNew, got {other:?}"),
+        }
+        assert!(error.to_string().contains(&path.display().to_string()));
+    }
+    // The store that wrote it cannot reopen it either, and says so again.
+    assert!(matches!(
+        store.open().await,
+        Err(StoreError::SchemaTooNew { found: 999, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_new_file_is_initialised_with_the_schema() {
+    let (store, _dir) = new_store().await;
+    let meta = store
+        .read("meta", |conn| {
+            let mut stmt = conn.prepare("SELECT key, value FROM botmesh_meta ORDER BY key")?;
+            let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<Result<Vec<(String, String)>, _>>()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        meta,
+        [
+            ("application".to_owned(), "botmesh".to_owned()),
+            (
+                "schema_version".to_owned(),
+                SqliteStore::SCHEMA_VERSION.to_string()
+            ),
+        ]
+    );
+    let mode: String = store
+        .read("journal_mode", |conn| {
+            conn.query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        })
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    for table in [
+        "botmesh_meta",
+        "chats",
+        "checkpoints",
+        "contacts",
+        "durable",
+        "handoffs",
+        "kv",
+        "ledger",
+    ] {
+        assert!(tables(store.path()).iter().any(|t| t == table), "{table}");
+    }
+}
+
+#[tokio::test]
+async fn write_and_read_closures_reach_the_durable_table() {
+    let (store, _dir) = new_store().await;
+    let version = store
+        .write("durable_put", |tx| {
+            tx.execute(
+                "INSERT INTO durable (scope, key, version, value, idx1) VALUES (?1, ?2, 1, ?3, ?4)",
+                rusqlite::params!["bot", "inbox/1", b"payload".to_vec(), "0001"],
+            )?;
+            tx.query_row(
+                "SELECT version FROM durable WHERE scope = 'bot' AND key = 'inbox/1'",
+                [],
+                |row| row.get::<_, i64>(0),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(version, 1);
+    let value: Vec<u8> = store
+        .read("durable_get", |conn| {
+            conn.query_row(
+                "SELECT value FROM durable WHERE scope = 'bot' AND idx1 = '0001'",
+                [],
+                |row| row.get(0),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, b"payload");
+    // A failing closure names its operation.
+    let error = store
+        .read("durable_missing", |conn| {
+            conn.query_row("SELECT nope FROM durable", [], |row| row.get::<_, i64>(0))
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Query {
+                operation: "durable_missing",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_store_sees_what_the_writer_writes() {
+    let (writer, _dir) = new_store().await;
+    writer.set_value("s", "a", &json!(1)).await.unwrap();
+    let reader = SqliteStore::connect_with(writer.path(), read_only())
+        .await
+        .unwrap();
+    assert!(reader.options().is_read_only());
+    assert_eq!(reader.get_value("s", "a").await.unwrap(), Some(json!(1)));
+    writer.set_value("s", "b", &json!(2)).await.unwrap();
+    writer
+        .save_checkpoint(&common::checkpoint("c", 3))
+        .await
+        .unwrap();
+    assert_eq!(reader.values("s").await.unwrap().len(), 2);
+    assert_eq!(
+        reader.checkpoints().await.unwrap(),
+        vec![common::checkpoint("c", 3)]
+    );
+    // Writes are refused, naming the file.
+    match reader.set_value("s", "c", &json!(3)).await {
+        Err(StoreError::ReadOnly { file }) => assert_eq!(file, writer.path()),
+        other => panic!("expected ReadOnly, got {other:?}"),
+    }
+    assert!(matches!(
+        reader.write("raw", |_tx| Ok(())).await,
+        Err(StoreError::ReadOnly { .. })
+    ));
+    // The reader outlives the writer.
+    writer.close().await.unwrap();
+    assert_eq!(reader.values("s").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_read_only_store_does_not_create_or_initialise() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    let error = SqliteStore::connect_with(&missing, read_only())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, StoreError::Open { file, .. } if file == &missing),
+        "{error:?}"
+    );
+    assert!(!missing.exists());
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let error = SqliteStore::connect_with(&empty, read_only())
+        .await
+        .unwrap_err();
+    assert_refused(&error, &empty);
+    assert_eq!(std::fs::read(&empty).unwrap(), b"");
+}
+
+#[tokio::test]
+async fn corrupt_rows_are_reported_not_panicked_on() {
+    let (store, _dir) = new_store().await;
+    store.append_ledger(&common::entry("c", 0)).await.unwrap();
+    store
+        .write("corrupt", |tx| {
+            tx.execute_batch(
+                "INSERT INTO kv (scope, key, value) VALUES ('user:1', 'bad', '{not json');
+                 INSERT INTO checkpoints (chat, flow, layout_hash, state, step, updated_ms)
+                     VALUES ('c9', 'f', 1, '[1,', 1, 1);
+                 INSERT INTO ledger (chat, direction, status, content, at_ms)
+                     VALUES ('c', 'sideways', 'sent', '{}', 1);
+                 INSERT INTO ledger (chat, direction, status, content, at_ms)
+                     VALUES ('d', 'inbound', 'sent', 'nope', 1);",
+            )
+        })
+        .await
+        .unwrap();
+    let corrupt = |result: Result<_, StoreError>| match result {
+        Err(StoreError::Corrupt { what, key, reason }) => (what, key, reason),
+        other => panic!("expected Corrupt, got {:?}", other.map(|_: ()| ())),
+    };
+    let (what, key, _) = corrupt(store.get_value("user:1", "bad").await.map(|_| ()));
+    assert_eq!((what, key.as_str()), ("kv", "user:1/bad"));
+    let (what, key, _) = corrupt(store.values("user:1").await.map(|_| ()));
+    assert_eq!((what, key.as_str()), ("kv", "user:1/bad"));
+    let (what, key, reason) = corrupt(store.checkpoint("c9").await.map(|_| ()));
+    assert_eq!((what, key.as_str()), ("checkpoint", "c9"));
+    assert!(reason.contains("JSON"), "{reason}");
+    let (what, ..) = corrupt(store.checkpoints().await.map(|_| ()));
+    assert_eq!(what, "checkpoint");
+    let (what, key, reason) = corrupt(store.ledger("c", 10).await.map(|_| ()));
+    assert_eq!((what, key.as_str()), ("ledger", "c#2"));
+    assert!(reason.contains("sideways"), "{reason}");
+    let (what, ..) = corrupt(store.ledger("d", 10).await.map(|_| ()));
+    assert_eq!(what, "ledger");
+}

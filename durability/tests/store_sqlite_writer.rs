@@ -1,0 +1,221 @@
+//! [`SqliteStore`]'s writer thread: group commit, failures isolated within a group, and
+//! `close()` draining the queue. Requests are made to queue up deterministically by holding
+//! the writer inside a request while the others are sent.
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used)]
+
+use botmesh_durability::store::rusqlite;
+use botmesh_durability::{Direction, LedgerEntry, LedgerStatus, SqliteStore, Store, StoreError};
+use serde_json::json;
+use tempfile::TempDir;
+
+async fn new_store() -> (SqliteStore, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("bot.db"))
+        .await
+        .unwrap();
+    (store, dir)
+}
+
+fn entry(chat: &str, n: i64) -> LedgerEntry {
+    LedgerEntry {
+        chat: chat.to_owned(),
+        message_id: None,
+        direction: Direction::Outbound,
+        status: LedgerStatus::Sent,
+        text: Some(format!("text {n}")),
+        content: json!({ "n": n }),
+        key: None,
+        error: None,
+        at_ms: 10_000 + n,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_from_50_tasks_all_land() {
+    let (store, _dir) = new_store().await;
+    let tasks: Vec<_> = (0..50)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store.append_ledger(&entry("c", n)).await.unwrap();
+                let key = format!("k{n:02}");
+                store.set_value("s", &key, &json!(n)).await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut ledger: Vec<i64> = store
+        .ledger("c", 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.at_ms - 10_000)
+        .collect();
+    ledger.sort_unstable();
+    assert_eq!(ledger, (0..50).collect::<Vec<_>>());
+    let values = store.values("s").await.unwrap();
+    assert_eq!(values.len(), 50);
+    assert_eq!(values[7], ("k07".to_owned(), json!(7)));
+    let stats = store.write_stats();
+    assert_eq!(stats.requests, 100);
+    assert!(stats.transactions <= stats.requests, "{stats:?}");
+}
+
+/// Holds the writer thread inside a request until the returned sender is dropped or sent to,
+/// so that the requests made meanwhile queue up into one group.
+async fn hold_writer(
+    store: &SqliteStore,
+) -> (tokio::task::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
+    let store = store.clone();
+    let holder = tokio::spawn(async move {
+        store
+            .write("hold", move |_tx| {
+                let _ = inside_tx.send(());
+                let _ = release_rx.recv();
+                Ok(())
+            })
+            .await
+            .unwrap();
+    });
+    inside_rx.await.unwrap();
+    (holder, release_tx)
+}
+
+/// Lets every spawned task of this current-thread runtime make its first poll (and so queue
+/// its request).
+async fn let_tasks_queue() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn queued_writes_commit_in_one_transaction() {
+    let (store, _dir) = new_store().await;
+    let (holder, release) = hold_writer(&store).await;
+    let writes: Vec<_> = (0..20)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.set_value("s", &format!("k{n:02}"), &json!(n)).await })
+        })
+        .collect();
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    for write in writes {
+        write.await.unwrap().unwrap();
+    }
+    // The holding request alone, then the twenty together.
+    let stats = store.write_stats();
+    assert_eq!(stats.requests, 21, "{stats:?}");
+    assert_eq!(stats.transactions, 2, "{stats:?}");
+    assert_eq!(stats.largest_batch, 20, "{stats:?}");
+    assert_eq!(store.values("s").await.unwrap().len(), 20);
+}
+
+#[tokio::test]
+async fn a_failing_request_fails_alone_in_its_group() {
+    let (store, _dir) = new_store().await;
+    let (holder, release) = hold_writer(&store).await;
+    let spawn_set = |key: &'static str| {
+        let store = store.clone();
+        tokio::spawn(async move { store.set_value("s", key, &json!(key)).await })
+    };
+    let first = spawn_set("before");
+    let failing = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .write("half_then_fail", |tx| {
+                    tx.execute(
+                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'half', '1')",
+                        [],
+                    )?;
+                    tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+                    Ok(())
+                })
+                .await
+        })
+    };
+    let panicking = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .write("panics", |tx| -> Result<(), rusqlite::Error> {
+                    tx.execute(
+                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
+                        [],
+                    )?;
+                    panic!("a bug in a write closure");
+                })
+                .await
+        })
+    };
+    let last = spawn_set("after");
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    first.await.unwrap().unwrap();
+    last.await.unwrap().unwrap();
+    let error = failing.await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Query {
+                operation: "half_then_fail",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("no_such_table"), "{error}");
+    let error = panicking.await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("panicked"), "{error}");
+    assert_eq!(store.write_stats().largest_batch, 4);
+    // The failed requests' own statements were rolled back, the others committed.
+    let keys: Vec<String> = store
+        .values("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, ["after", "before"]);
+    // The writer still works.
+    store.set_value("s", "later", &json!(1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn close_drains_the_queued_writes() {
+    let (store, _dir) = new_store().await;
+    let (holder, release) = hold_writer(&store).await;
+    let writes: Vec<_> = (0..10)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.set_value("s", &format!("k{n}"), &json!(n)).await })
+        })
+        .collect();
+    let_tasks_queue().await;
+    let closing = {
+        let store = store.clone();
+        tokio::spawn(async move { store.close().await })
+    };
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    closing.await.unwrap().unwrap();
+    for write in writes {
+        write.await.unwrap().unwrap();
+    }
+    assert!(matches!(
+        store.set_value("s", "late", &json!(0)).await,
+        Err(StoreError::Closed)
+    ));
+    store.open().await.unwrap();
+    assert_eq!(store.values("s").await.unwrap().len(), 10);
+}

@@ -1,0 +1,208 @@
+//! [`BotBuilder`]: configuration defaults, the store, the clock, every subsystem, in a fixed
+//! order; `build()` validates the configuration and assembles the kernel and its lifecycle.
+//!
+//! Nothing starts here: `build()` does no I/O. `Bot::start()` runs the lifecycle.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use botmesh_durability::{MemoryStore, Store};
+use tokio::sync::{Notify, watch};
+
+use crate::bot::Bot;
+use crate::bot::dedupe::Dedupe;
+use crate::bot::gates::Gates;
+use crate::bot::kernel::{Kernel, RunState};
+use crate::bot::lang::LangResolver;
+use crate::bot::lifecycle::{LifecycleStep, RestoreStep, StorageStep, TransportStep};
+use crate::bot::queue::ChatQueues;
+use crate::bot::routes::Routes;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
+use crate::error::BotError;
+use crate::events::EventOutlet;
+use crate::message::{ChatId, Message, UserId};
+use crate::metrics::Counters;
+use crate::provider::{Provider, TransportStatus};
+
+/// Builds a [`Bot`].
+///
+/// ```
+/// use botmesh::prelude::*;
+/// use botmesh::testing::MockProvider;
+///
+/// let bot = Bot::builder(MockProvider::new())
+///     .bot_id("shop")
+///     .default_lang("en")
+///     .group_mode(GroupMode::MentionsOrCommands)
+///     .build()
+///     .unwrap();
+/// # let _ = bot;
+/// ```
+pub struct BotBuilder {
+    provider: Arc<dyn Provider>,
+    store: Option<Arc<dyn Store>>,
+    config: BotConfig,
+    clock: Arc<dyn Clock>,
+    lang_resolver: Option<LangResolver>,
+    steps: Vec<Arc<dyn LifecycleStep>>,
+}
+
+impl BotBuilder {
+    pub(crate) fn new(provider: Arc<dyn Provider>) -> Self {
+        Self {
+            provider,
+            store: None,
+            config: BotConfig::default(),
+            clock: Arc::new(SystemClock),
+            lang_resolver: None,
+            steps: Vec::new(),
+        }
+    }
+
+    /// The store (a [`MemoryStore`] by default).
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The store, shared.
+    pub fn store_arc(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: BotConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The bot's id.
+    pub fn bot_id(mut self, id: impl Into<String>) -> Self {
+        self.config.bot_id = id.into();
+        self
+    }
+
+    /// The fallback language.
+    pub fn default_lang(mut self, lang: impl Into<String>) -> Self {
+        self.config.default_lang = lang.into();
+        self
+    }
+
+    /// A custom language resolver.
+    pub fn lang_resolver(mut self, f: impl Fn(&Message) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.lang_resolver = Some(Arc::new(f));
+        self
+    }
+
+    /// Group mode.
+    pub fn group_mode(mut self, mode: GroupMode) -> Self {
+        self.config.group_mode = mode;
+        self
+    }
+
+    /// Admits only these chats (may be called several times).
+    pub fn allow_chat(mut self, chat: impl Into<ChatId>) -> Self {
+        self.config.access.allow_chats.insert(chat.into());
+        self
+    }
+
+    /// Admits only these senders (may be called several times).
+    pub fn allow_user(mut self, user: impl Into<UserId>) -> Self {
+        self.config.access.allow_users.insert(user.into());
+        self
+    }
+
+    /// Refuses a chat.
+    pub fn block_chat(mut self, chat: impl Into<ChatId>) -> Self {
+        self.config.access.block_chats.insert(chat.into());
+        self
+    }
+
+    /// Refuses a sender.
+    pub fn block_user(mut self, user: impl Into<UserId>) -> Self {
+        self.config.access.block_users.insert(user.into());
+        self
+    }
+
+    /// Turns the pacer on.
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.config.pacing = Some(pacing);
+        self
+    }
+
+    /// The inline retry of rate-limited replies.
+    pub fn rate_limit_retry(mut self, policy: RateLimitRetry) -> Self {
+        self.config.rate_limit_retry = policy;
+        self
+    }
+
+    /// How often live stream previews are edited at most.
+    pub fn stream_interval(mut self, every: Duration) -> Self {
+        self.config.stream_interval = every;
+        self
+    }
+
+    /// The wall clock (a [`crate::clock::ManualClock`] in tests).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Adds a lifecycle step, started after the transport and stopped before it.
+    pub fn step(mut self, step: impl LifecycleStep) -> Self {
+        self.steps.push(Arc::new(step));
+        self
+    }
+
+    /// Validates the configuration and builds the bot. No I/O happens until `start()`.
+    pub fn build(self) -> Result<Bot, BotError> {
+        self.config.validate()?;
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let capabilities = self.provider.capabilities();
+        if capabilities.text_limit == 0 {
+            return Err(BotError::config("provider.text_limit", "the provider reports a text limit of 0"));
+        }
+        let (input_ended, _) = watch::channel(false);
+        let (cancel_background, _) = watch::channel(false);
+        let steps: Vec<Arc<dyn LifecycleStep>> =
+            vec![Arc::new(StorageStep), Arc::new(RestoreStep), Arc::new(TransportStep)];
+        let kernel = Kernel {
+            dedupe: Dedupe::new(self.config.dedupe_capacity),
+            gates: Gates::new(self.config.access.clone()),
+            config: self.config,
+            provider: self.provider,
+            capabilities,
+            store,
+            clock: self.clock,
+            routes: RwLock::new(Routes::default()),
+            events: EventOutlet::new(),
+            counters: Counters::default(),
+            queues: ChatQueues::default(),
+            lang_resolver: self.lang_resolver,
+            run_state: Mutex::new(RunState::Idle),
+            accepting: AtomicBool::new(false),
+            transport: Mutex::new(TransportStatus::Starting),
+            input_ended,
+            cancel_background,
+            next_owner: AtomicU64::new(0),
+            plugins: Mutex::new(HashMap::new()),
+            steps,
+            custom_steps: Mutex::new(self.steps),
+            started_steps: Mutex::new(Vec::new()),
+            flows: crate::flow::FlowRuntime::default(),
+            stopped: Notify::new(),
+        };
+        Ok(Bot::from_kernel(Arc::new(kernel)))
+    }
+}
+
+impl std::fmt::Debug for BotBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BotBuilder").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+

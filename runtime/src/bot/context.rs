@@ -1,0 +1,272 @@
+//! The context factory and [`Ctx`]: what a handler receives for a message, an interaction or a
+//! `bot.trigger()`.
+//!
+//! A `Ctx` knows its chat, sender, the message or interaction, the inbound record id (the base
+//! of derived send keys: `<record id>:<n>`, the n-th send made for that message), its language,
+//! and the interaction-ack state. Sending goes through the outbound module; `Ctx` only supplies
+//! the key rule, pacing and the inline rate-limit retry. Cheap to clone.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::bot::outbound::{self, KeyRule, SendOutcome, SendRequest};
+use crate::bot::stream::ReplyStream;
+use crate::bot::{Bot, interaction_ack, persistence, presence};
+use crate::error::BotError;
+use crate::message::{ChatId, Interaction, Message, MessageId, Outgoing, OutgoingContent, UserId};
+
+pub(crate) struct CtxInner {
+    pub(crate) bot: Bot,
+    pub(crate) chat: ChatId,
+    pub(crate) sender: UserId,
+    pub(crate) sender_name: Option<String>,
+    pub(crate) is_group: bool,
+    pub(crate) message: Option<Message>,
+    pub(crate) interaction: Option<Interaction>,
+    pub(crate) inbound_id: Option<String>,
+    pub(crate) sends: AtomicU32,
+    pub(crate) lang: Mutex<String>,
+    pub(crate) acked: AtomicBool,
+    pub(crate) command: Option<(String, String)>,
+}
+
+/// A handler's context. Cheap to clone; clones share the send counter.
+#[derive(Clone)]
+pub struct Ctx(pub(crate) Arc<CtxInner>);
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("chat", &self.0.chat)
+            .field("sender", &self.0.sender)
+            .field("inbound_id", &self.0.inbound_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a context is made for.
+pub(crate) enum CtxSource {
+    Message(Message),
+    Interaction(Interaction),
+    Trigger { chat: ChatId, sender: UserId },
+}
+
+impl Ctx {
+    /// Builds the context of a message, an interaction or a trigger.
+    pub(crate) fn new(bot: Bot, source: CtxSource, inbound_id: Option<String>, lang: String) -> Self {
+        let prefixes = bot.kernel.config.command_prefixes.clone();
+        let (chat, sender, sender_name, is_group, message, interaction) = match source {
+            CtxSource::Message(m) => {
+                (m.chat.clone(), m.sender.clone(), m.sender_name.clone(), m.is_group, Some(m), None)
+            }
+            CtxSource::Interaction(i) => {
+                (i.chat.clone(), i.sender.clone(), i.sender_name.clone(), i.is_group, None, Some(i))
+            }
+            CtxSource::Trigger { chat, sender } => (chat, sender, None, false, None, None),
+        };
+        let command = message.as_ref().and_then(|m| parse_command(m.text_content(), &prefixes));
+        Ctx(Arc::new(CtxInner {
+            bot,
+            chat,
+            sender,
+            sender_name,
+            is_group,
+            message,
+            interaction,
+            inbound_id,
+            sends: AtomicU32::new(0),
+            lang: Mutex::new(lang),
+            acked: AtomicBool::new(false),
+            command,
+        }))
+    }
+
+    /// The bot (a plugin's handler sees its plugin-scoped bot).
+    pub fn bot(&self) -> &Bot {
+        &self.0.bot
+    }
+
+    /// The chat.
+    pub fn chat(&self) -> &ChatId {
+        &self.0.chat
+    }
+
+    /// Who wrote (or pressed, or for whom the trigger runs).
+    pub fn sender(&self) -> &UserId {
+        &self.0.sender
+    }
+
+    /// The sender's display name, when known.
+    pub fn sender_name(&self) -> Option<&str> {
+        self.0.sender_name.as_deref()
+    }
+
+    /// Whether the chat is a group.
+    pub fn is_group(&self) -> bool {
+        self.0.is_group
+    }
+
+    /// The message, when the context was made for one.
+    pub fn message(&self) -> Option<&Message> {
+        self.0.message.as_ref()
+    }
+
+    /// The interaction, when the context was made for one.
+    pub fn interaction(&self) -> Option<&Interaction> {
+        self.0.interaction.as_ref()
+    }
+
+    /// The text: a message's text (or caption), an interaction's data, or `""`.
+    pub fn text(&self) -> &str {
+        if let Some(m) = &self.0.message {
+            return m.text_content();
+        }
+        self.0.interaction.as_ref().map_or("", |i| i.data.as_str())
+    }
+
+    /// The command name when the message is a command (`/order 2` → `"order"`).
+    pub fn command(&self) -> Option<&str> {
+        self.0.command.as_ref().map(|(c, _)| c.as_str())
+    }
+
+    /// The text after the command (`/order 2 apples` → `"2 apples"`), or `""`.
+    pub fn args(&self) -> &str {
+        self.0.command.as_ref().map_or("", |(_, a)| a.as_str())
+    }
+
+    /// The inbound record id that feeds this context's derived send keys.
+    pub fn inbound_id(&self) -> Option<&str> {
+        self.0.inbound_id.as_deref()
+    }
+
+    /// The chat's language (`ctx.lang`).
+    pub fn lang(&self) -> String {
+        self.0.lang.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sets and stores the chat's language.
+    pub async fn set_lang(&self, lang: &str) -> Result<(), BotError> {
+        let lang = crate::bot::lang::normalize(lang);
+        *self.0.lang.lock().unwrap_or_else(|e| e.into_inner()) = lang.clone();
+        persistence::save_lang(&self.0.bot.kernel, &self.0.chat, &lang).await?;
+        Ok(())
+    }
+
+    /// Replies in the chat: paced (when the pacer is on), retried in place when rate limited,
+    /// keyed `<inbound record id>:<n>` unless `outgoing` carries an explicit key.
+    ///
+    /// Returns `skipped: true` when a `before` send hook aborted it.
+    pub async fn reply(&self, outgoing: impl Into<Outgoing>) -> Result<SendOutcome, BotError> {
+        let outgoing = outgoing.into();
+        let key = match &outgoing.idempotency_key {
+            Some(k) => KeyRule::Explicit(k.clone()),
+            None => self.next_derived_key(),
+        };
+        self.send_keyed(outgoing, key).await
+    }
+
+    /// Sends with buttons under the text.
+    pub async fn reply_buttons<I, B>(&self, text: impl Into<String>, buttons: I) -> Result<SendOutcome, BotError>
+    where
+        I: IntoIterator<Item = B>,
+        B: Into<crate::message::Button>,
+    {
+        self.reply(Outgoing::buttons(text, buttons)).await
+    }
+
+    /// The next derived key rule of this context (`<inbound>:<n>`), counting the send.
+    pub(crate) fn next_derived_key(&self) -> KeyRule {
+        let n = self.0.sends.fetch_add(1, Ordering::SeqCst) + 1;
+        match &self.0.inbound_id {
+            Some(id) => KeyRule::Derived { inbound: id.clone(), n },
+            None => KeyRule::Random,
+        }
+    }
+
+    /// Sends under a given key rule (used by flows, whose keys are decided at compile time).
+    pub(crate) async fn send_keyed(&self, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
+        interaction_ack::before_send(self).await;
+        let k = &self.0.bot.kernel;
+        outbound::send(
+            k,
+            SendRequest {
+                chat: self.0.chat.clone(),
+                outgoing,
+                key,
+                paced: k.config.pacing.is_some(),
+                inline_rate_limit_retry: true,
+            },
+        )
+        .await
+    }
+
+    /// Edits a message the bot sent (same hooks as a send, with `edit_of` set).
+    pub async fn edit(&self, message_id: &MessageId, content: impl Into<OutgoingContent>) -> Result<SendOutcome, BotError> {
+        interaction_ack::before_send(self).await;
+        outbound::edit(&self.0.bot.kernel, &self.0.chat, message_id, content.into(), false).await
+    }
+
+    /// Starts a streamed reply: live previews by edits, the final text through the full path.
+    pub fn stream(&self) -> ReplyStream {
+        ReplyStream::new(self.clone())
+    }
+
+    /// Shows a typing indicator (skipped and counted while the transport is not ready).
+    pub async fn typing(&self) {
+        presence::typing(&self.0.bot.kernel, &self.0.chat).await;
+    }
+
+    /// Marks the message read (skipped and counted while the transport is not ready).
+    pub async fn mark_read(&self) {
+        if let Some(m) = &self.0.message {
+            presence::mark_read(&self.0.bot.kernel, &self.0.chat, &m.id).await;
+        }
+    }
+
+    /// Acknowledges the interaction now, with an optional notice; later acks do nothing.
+    pub async fn ack(&self, notice: Option<&str>) {
+        interaction_ack::ack(self, notice).await;
+    }
+
+    /// Reads a value stored for the sender (`user:<id>` scope of the store).
+    pub async fn user_get(&self, key: &str) -> Result<Option<serde_json::Value>, BotError> {
+        let scope = format!("user:{}", self.0.sender);
+        Ok(self.0.bot.kernel.store.get_value(&scope, key).await?)
+    }
+
+    /// Stores a value for the sender (`user:<id>` scope of the store).
+    pub async fn user_set(&self, key: &str, value: serde_json::Value) -> Result<(), BotError> {
+        let scope = format!("user:{}", self.0.sender);
+        Ok(self.0.bot.kernel.store.set_value(&scope, key, &value).await?)
+    }
+}
+
+/// Splits `/name args` (or `/name@botname args`) into `(name, args)`.
+pub(crate) fn parse_command(text: &str, prefixes: &[String]) -> Option<(String, String)> {
+    let text = text.trim_start();
+    let prefix = prefixes.iter().find(|p| text.starts_with(p.as_str()))?;
+    let rest = &text[prefix.len()..];
+    let (head, args) = match rest.find(char::is_whitespace) {
+        Some(i) => (&rest[..i], rest[i..].trim()),
+        None => (rest, ""),
+    };
+    let name = head.split('@').next().unwrap_or(head);
+    if name.is_empty() {
+        return None;
+    }
+    Some((name.to_ascii_lowercase(), args.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_command;
+
+    #[test]
+    fn commands_parse() {
+        let p = vec!["/".to_owned()];
+        assert_eq!(parse_command("/start", &p), Some(("start".into(), "".into())));
+        assert_eq!(parse_command("/Order@shop_bot 2 apples", &p), Some(("order".into(), "2 apples".into())));
+        assert_eq!(parse_command("hello /start", &p), None);
+        assert_eq!(parse_command("/", &p), None);
+    }
+}

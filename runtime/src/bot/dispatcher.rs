@@ -1,0 +1,133 @@
+//! The dispatcher: routes one message or interaction, in the order of the architecture guide.
+//!
+//! language (resolved in the context) → `before` message hooks → handoff gate → command →
+//! active conversation → dormant resume → matchers (first match wins, in registration order)
+//! → catch-all → interaction ack (if still owed) → `after` message hooks + `message` event.
+//! Handlers run in their own task, so a panic is reported as an error instead of killing the
+//! chat's queue. A handler error goes to the `error` event; it is not retried.
+
+use std::sync::Arc;
+
+use crate::bot::context::Ctx;
+use crate::bot::interaction_ack;
+use crate::bot::routes::{Handler, HookFlow};
+use crate::events::{BotEvent, DropReason};
+use crate::metrics::Counters;
+
+/// Runs a handler in its own task; reports errors and panics.
+pub(crate) async fn run_handler(ctx: &Ctx, handler: Arc<dyn Handler>, context: &'static str) {
+    let k = ctx.0.bot.kernel.clone();
+    let fut = handler.call(ctx.clone());
+    let result = tokio::spawn(fut).await;
+    let err = match result {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(join) if join.is_panic() => format!("panicked: {}", panic_text(join.into_panic())),
+        Err(_) => "cancelled".to_owned(),
+    };
+    Counters::inc(&k.counters.handler_errors);
+    k.events.error(context, Some(ctx.chat()), err);
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic".to_owned()
+    }
+}
+
+/// Routes a context through the stages; see the module docs.
+pub(crate) async fn dispatch(ctx: Ctx) {
+    let k = ctx.0.bot.kernel.clone();
+    Counters::inc(&k.counters.dispatched);
+
+    let before: Vec<_> = {
+        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        r.before_message.iter().map(|r| r.item.clone()).collect()
+    };
+    for hook in before {
+        match hook(ctx.clone()).await {
+            Ok(HookFlow::Continue) => {}
+            Ok(HookFlow::Stop) => {
+                Counters::inc(&k.counters.dropped_hook);
+                k.events.emit(BotEvent::Dropped { chat: ctx.chat().clone(), reason: DropReason::Hook });
+                interaction_ack::routing_ended(&ctx).await;
+                return;
+            }
+            Err(e) => {
+                k.events.error("hook:before_message", Some(ctx.chat()), e);
+                interaction_ack::routing_ended(&ctx).await;
+                return;
+            }
+        }
+    }
+
+    if k.gates.is_handed_off(ctx.chat()) {
+        Counters::inc(&k.counters.dropped_handoff);
+        k.events.emit(BotEvent::Dropped { chat: ctx.chat().clone(), reason: DropReason::Handoff });
+        interaction_ack::routing_ended(&ctx).await;
+        return;
+    }
+
+    let route = route(&ctx).await;
+
+    interaction_ack::routing_ended(&ctx).await;
+    let after: Vec<_> = {
+        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        r.after_message.iter().map(|r| r.item.clone()).collect()
+    };
+    for hook in after {
+        hook(ctx.clone()).await;
+    }
+    if let Some(m) = ctx.message() {
+        k.events.emit(BotEvent::Message {
+            chat: ctx.chat().clone(),
+            message_id: m.id.clone(),
+            route,
+        });
+    }
+}
+
+async fn route(ctx: &Ctx) -> &'static str {
+    let k = ctx.0.bot.kernel.clone();
+
+    if let Some(name) = ctx.command() {
+        let handler = {
+            let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
+            r.commands.iter().find(|c| c.item.0 == name).map(|c| c.item.1.clone())
+        };
+        if let Some(h) = handler {
+            run_handler(ctx, h, "handler:command").await;
+            return "command";
+        }
+    }
+
+    if crate::flow::active_conversation(ctx).await {
+        return "conversation";
+    }
+    if crate::flow::dormant_resume(ctx).await {
+        return "dormant_resume";
+    }
+
+    let matched = {
+        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        r.matchers.iter().find(|m| m.item.0.matches(ctx)).map(|m| m.item.1.clone())
+    };
+    if let Some(h) = matched {
+        run_handler(ctx, h, "handler:matcher").await;
+        return "matcher";
+    }
+
+    let catch_all = {
+        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        r.catch_all.last().map(|c| c.item.clone())
+    };
+    if let Some(h) = catch_all {
+        run_handler(ctx, h, "handler:catch_all").await;
+        return "catch_all";
+    }
+    "none"
+}

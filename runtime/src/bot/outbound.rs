@@ -1,0 +1,315 @@
+//! The outbound path: sends and edits through the `before`/`after` send hooks, the pacer, the
+//! provider, the message ledger, metrics and the `sent` event.
+//!
+//! Order, as the architecture guide draws it: pacer (handler text replies) → `before` send
+//! hooks (abort → `skipped`, or rewrite) → split into parts over the channel's text limit →
+//! provider (with the short in-place rate-limit retry for handler replies) → metrics, `after`
+//! send hooks, ledger `sent`; or ledger `failed` and the error to the caller. The idempotency
+//! key is computed here from its [`KeyRule`] and is never passed to the provider. This module
+//! does not journal (the durable outbox does, when configured) and does not route.
+
+use std::sync::Arc;
+
+use crate::bot::kernel::Kernel;
+use crate::bot::persistence::{self, OutboundEntry};
+use crate::bot::routes::{SendDecision, SendDraft, SentInfo};
+use crate::bot::{presence, rate_limit_retry};
+use crate::error::BotError;
+use crate::events::BotEvent;
+use crate::message::{ChatId, MessageId, Outgoing, OutgoingContent};
+use crate::metrics::Counters;
+
+/// How a send's idempotency key is made (the guide's three key rules, plus flow send sites).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRule {
+    /// Rule 1: the caller's key.
+    Explicit(String),
+    /// Rule 2: `<inbound record id>:<n>`, the n-th send made for that message.
+    Derived {
+        /// The inbound record id.
+        inbound: String,
+        /// The send's position (1-based).
+        n: u32,
+    },
+    /// A flow's compile-time send site: `<inbound record id>:<site>`.
+    Site {
+        /// The inbound record id that fed the step (none for a flow started from code).
+        inbound: Option<String>,
+        /// The site id (flow, state, place in the step, occurrence).
+        site: String,
+    },
+    /// Rule 3: a random key (still journaled and retried, never recognised twice).
+    Random,
+}
+
+impl KeyRule {
+    /// The key string.
+    pub fn key(&self) -> String {
+        match self {
+            KeyRule::Explicit(k) => k.clone(),
+            KeyRule::Derived { inbound, n } => format!("{inbound}:{n}"),
+            KeyRule::Site { inbound: Some(i), site } => format!("{i}:{site}"),
+            KeyRule::Site { inbound: None, site } => format!("code:{site}"),
+            KeyRule::Random => format!("rnd:{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+        }
+    }
+
+    /// Whether the key was given explicitly (explicit keys are never fingerprint-compared).
+    pub fn is_explicit(&self) -> bool {
+        matches!(self, KeyRule::Explicit(_))
+    }
+}
+
+/// The outcome of a send.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SendOutcome {
+    /// The provider's id of the (last part of the) message, when it gives one.
+    pub message_id: Option<MessageId>,
+    /// The send's idempotency key.
+    pub key: Option<String>,
+    /// A `before` send hook aborted it.
+    pub skipped: bool,
+    /// It was answered from the outbox: it had been sent before.
+    pub deduped: bool,
+    /// How many messages went out (a long text is split into parts).
+    pub parts: usize,
+}
+
+pub(crate) struct SendRequest {
+    pub(crate) chat: ChatId,
+    pub(crate) outgoing: Outgoing,
+    pub(crate) key: KeyRule,
+    pub(crate) paced: bool,
+    pub(crate) inline_rate_limit_retry: bool,
+}
+
+/// Runs the `before` send hooks in registration order; `None` when one aborted.
+pub(crate) async fn run_before_send(k: &Kernel, mut draft: SendDraft) -> Option<SendDraft> {
+    let hooks: Vec<_> = {
+        let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes.before_send.iter().map(|r| r.item.clone()).collect()
+    };
+    for hook in hooks {
+        match hook(draft).await {
+            SendDecision::Proceed(d) => draft = d,
+            SendDecision::Abort => return None,
+        }
+    }
+    Some(draft)
+}
+
+async fn run_after_send(k: &Kernel, info: SentInfo) {
+    let hooks: Vec<_> = {
+        let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes.after_send.iter().map(|r| r.item.clone()).collect()
+    };
+    for hook in hooks {
+        hook(info.clone()).await;
+    }
+}
+
+/// Sends one message through the whole outbound path.
+pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcome, BotError> {
+    let SendRequest { chat, mut outgoing, key, paced, inline_rate_limit_retry } = req;
+    let key = key.key();
+    outgoing.idempotency_key = None;
+
+    if paced && outgoing.content.is_text() {
+        if let Some(p) = &k.config.pacing {
+            let delay = p.delay_for(outgoing.content.text().chars().count());
+            if p.typing {
+                presence::typing(k, &chat).await;
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    let draft = SendDraft { chat: chat.clone(), outgoing, edit_of: None, preview: false };
+    let Some(draft) = run_before_send(k, draft).await else {
+        Counters::inc(&k.counters.send_skipped);
+        return Ok(SendOutcome { key: Some(key), skipped: true, ..SendOutcome::default() });
+    };
+    let SendDraft { chat, outgoing, .. } = draft;
+
+    let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
+    if parts.len() > 1 {
+        Counters::inc(&k.counters.split_messages);
+    }
+    let mut outcome = SendOutcome { key: Some(key.clone()), ..SendOutcome::default() };
+    for (i, part) in parts.iter().enumerate() {
+        let part_key = part_key(&key, i);
+        let result = if inline_rate_limit_retry {
+            rate_limit_retry::send_with_retry(k, &chat, part).await
+        } else {
+            k.provider.send(&chat, part).await.map_err(BotError::from)
+        };
+        match result {
+            Ok(sent) => {
+                Counters::inc(&k.counters.sent);
+                persistence::record_outbound(
+                    k,
+                    OutboundEntry {
+                        chat: &chat,
+                        outgoing: part,
+                        message_id: sent.message_id.as_ref(),
+                        key: Some(&part_key),
+                        error: None,
+                    },
+                )
+                .await;
+                run_after_send(
+                    k,
+                    SentInfo {
+                        chat: chat.clone(),
+                        outgoing: part.clone(),
+                        message_id: sent.message_id.clone(),
+                        key: Some(part_key.clone()),
+                        edit: false,
+                    },
+                )
+                .await;
+                k.events.emit(BotEvent::Sent {
+                    chat: chat.clone(),
+                    key: Some(part_key),
+                    message_id: sent.message_id.clone(),
+                });
+                outcome.message_id = sent.message_id;
+                outcome.parts += 1;
+            }
+            Err(err) => {
+                Counters::inc(&k.counters.send_failed);
+                persistence::record_outbound(
+                    k,
+                    OutboundEntry {
+                        chat: &chat,
+                        outgoing: part,
+                        message_id: None,
+                        key: Some(&part_key),
+                        error: Some(err.to_string()),
+                    },
+                )
+                .await;
+                return Err(err);
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Edits a message: `before` send hooks (with `edit_of`), provider, `after` send hooks.
+/// Previews (`ctx.stream()`) run only the `before` hooks.
+pub(crate) async fn edit(
+    k: &Arc<Kernel>,
+    chat: &ChatId,
+    message_id: &MessageId,
+    content: OutgoingContent,
+    preview: bool,
+) -> Result<SendOutcome, BotError> {
+    let draft = SendDraft {
+        chat: chat.clone(),
+        outgoing: content.into(),
+        edit_of: Some(message_id.clone()),
+        preview,
+    };
+    let Some(draft) = run_before_send(k, draft).await else {
+        Counters::inc(&k.counters.send_skipped);
+        return Ok(SendOutcome { skipped: true, ..SendOutcome::default() });
+    };
+    let target = draft.edit_of.clone().unwrap_or_else(|| message_id.clone());
+    k.provider.edit(&draft.chat, &target, &draft.outgoing.content).await?;
+    Counters::inc(&k.counters.edits);
+    if !preview {
+        run_after_send(
+            k,
+            SentInfo {
+                chat: draft.chat.clone(),
+                outgoing: draft.outgoing.clone(),
+                message_id: Some(target.clone()),
+                key: None,
+                edit: true,
+            },
+        )
+        .await;
+    }
+    Ok(SendOutcome { message_id: Some(target), parts: 1, ..SendOutcome::default() })
+}
+
+/// The key of part `index` (0-based) of a send keyed `key`: `key`, `key#2`, `key#3`, …
+pub fn part_key(key: &str, index: usize) -> String {
+    if index == 0 { key.to_owned() } else { format!("{key}#{}", index + 1) }
+}
+
+/// Splits a text message over `limit` characters into parts (buttons stay on the last part);
+/// other content is returned as it is.
+pub(crate) fn split_outgoing(outgoing: &Outgoing, limit: usize) -> Vec<Outgoing> {
+    match &outgoing.content {
+        OutgoingContent::Text { text, buttons } if text.chars().count() > limit && limit > 0 => {
+            let chunks = split_text(text, limit);
+            let n = chunks.len();
+            chunks
+                .into_iter()
+                .enumerate()
+                .map(|(i, chunk)| Outgoing {
+                    content: OutgoingContent::Text {
+                        text: chunk,
+                        buttons: if i + 1 == n { buttons.clone() } else { Vec::new() },
+                    },
+                    reply_to: if i == 0 { outgoing.reply_to.clone() } else { None },
+                    idempotency_key: None,
+                })
+                .collect()
+        }
+        _ => vec![outgoing.clone()],
+    }
+}
+
+/// Splits text into chunks of at most `limit` characters, preferring to cut after a newline,
+/// then after a space. Deterministic: the same text and limit give the same parts.
+pub fn split_text(text: &str, limit: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if limit == 0 || chars.len() <= limit {
+        return vec![text.to_owned()];
+    }
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < chars.len() {
+        let end = (start + limit).min(chars.len());
+        let mut cut = end;
+        if end < chars.len() {
+            let window = &chars[start..end];
+            if let Some(i) = window.iter().rposition(|&c| c == '\n').filter(|&i| i > 0) {
+                cut = start + i + 1;
+            } else if let Some(i) = window.iter().rposition(|&c| c == ' ').filter(|&i| i > 0) {
+                cut = start + i + 1;
+            }
+        }
+        parts.push(chars[start..cut].iter().collect());
+        start = cut;
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_spaces_and_keeps_every_char() {
+        let text = "aaaa bbbb cccc dddd";
+        let parts = split_text(text, 10);
+        assert!(parts.iter().all(|p| p.chars().count() <= 10));
+        assert_eq!(parts.concat(), text);
+        assert_eq!(parts, vec!["aaaa bbbb ", "cccc dddd"]);
+        let hard = split_text("abcdefghij", 3);
+        assert_eq!(hard, vec!["abc", "def", "ghi", "j"]);
+        assert_eq!(split_text("short", 10), vec!["short"]);
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(part_key("k", 0), "k");
+        assert_eq!(part_key("k", 1), "k#2");
+        assert_eq!(KeyRule::Derived { inbound: "c/1".into(), n: 2 }.key(), "c/1:2");
+        assert_ne!(KeyRule::Random.key(), KeyRule::Random.key());
+    }
+}

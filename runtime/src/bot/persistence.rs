@@ -1,0 +1,101 @@
+//! Writes of chats, contacts, the message ledger and handoffs to the store.
+//!
+//! Inbound writes happen in the inbound pipeline before the event is queued; outbound ledger
+//! writes happen on the send path, inside the chat's queue slot, so a chat's writes are issued
+//! in order. With `BotConfig::ledger` off, only handoffs and languages are written. This module
+//! does not decide what to persist when; its callers do.
+
+use botmesh_durability::{
+    ChatRecord, ContactRecord, Direction, HandoffRecord, LedgerEntry, LedgerStatus, StoreError,
+};
+
+use crate::bot::kernel::Kernel;
+use crate::message::{ChatId, Message, MessageId, Outgoing};
+
+pub(crate) async fn record_inbound(k: &Kernel, m: &Message) -> Result<(), StoreError> {
+    if !k.config.ledger {
+        return Ok(());
+    }
+    let now = k.clock.now_ms();
+    let existing = k.store.chat(m.chat.as_str()).await?;
+    let chat = ChatRecord {
+        id: m.chat.0.clone(),
+        is_group: m.is_group,
+        title: existing.as_ref().and_then(|c| c.title.clone()),
+        lang: existing.as_ref().and_then(|c| c.lang.clone()),
+        first_seen_ms: existing.as_ref().map_or(now, |c| c.first_seen_ms),
+        last_activity_ms: now,
+    };
+    k.store.upsert_chat(&chat).await?;
+    k.store
+        .upsert_contact(&ContactRecord {
+            id: m.sender.0.clone(),
+            name: m.sender_name.clone(),
+            last_seen_ms: now,
+        })
+        .await?;
+    k.store
+        .append_ledger(&LedgerEntry {
+            chat: m.chat.0.clone(),
+            message_id: Some(m.id.0.clone()),
+            direction: Direction::Inbound,
+            status: LedgerStatus::Received,
+            text: Some(m.text_content().to_owned()).filter(|t| !t.is_empty()),
+            content: serde_json::to_value(&m.content).unwrap_or(serde_json::Value::Null),
+            key: None,
+            error: None,
+            at_ms: m.timestamp_ms,
+        })
+        .await
+}
+
+pub(crate) struct OutboundEntry<'a> {
+    pub(crate) chat: &'a ChatId,
+    pub(crate) outgoing: &'a Outgoing,
+    pub(crate) message_id: Option<&'a MessageId>,
+    pub(crate) key: Option<&'a str>,
+    pub(crate) error: Option<String>,
+}
+
+pub(crate) async fn record_outbound(k: &Kernel, e: OutboundEntry<'_>) {
+    if !k.config.ledger {
+        return;
+    }
+    let status = if e.error.is_some() { LedgerStatus::Failed } else { LedgerStatus::Sent };
+    let entry = LedgerEntry {
+        chat: e.chat.0.clone(),
+        message_id: e.message_id.map(|m| m.0.clone()),
+        direction: Direction::Outbound,
+        status,
+        text: Some(e.outgoing.content.text().to_owned()).filter(|t| !t.is_empty()),
+        content: serde_json::to_value(&e.outgoing.content).unwrap_or(serde_json::Value::Null),
+        key: e.key.map(str::to_owned),
+        error: e.error,
+        at_ms: k.clock.now_ms(),
+    };
+    if let Err(err) = k.store.append_ledger(&entry).await {
+        k.events.error("persistence:ledger", Some(e.chat), err);
+    }
+}
+
+pub(crate) async fn save_lang(k: &Kernel, chat: &ChatId, lang: &str) -> Result<(), StoreError> {
+    let now = k.clock.now_ms();
+    let mut record = k.store.chat(chat.as_str()).await?.unwrap_or(ChatRecord {
+        id: chat.0.clone(),
+        is_group: false,
+        title: None,
+        lang: None,
+        first_seen_ms: now,
+        last_activity_ms: now,
+    });
+    record.lang = Some(lang.to_owned());
+    k.store.upsert_chat(&record).await
+}
+
+pub(crate) async fn save_handoff(k: &Kernel, record: &HandoffRecord) -> Result<(), StoreError> {
+    k.store.set_handoff(record).await
+}
+
+pub(crate) async fn clear_handoff(k: &Kernel, chat: &ChatId) -> Result<(), StoreError> {
+    k.store.clear_handoff(chat.as_str()).await
+}

@@ -1,0 +1,132 @@
+//! The per-chat FIFO queue: each chat's work runs in arrival order, one item at a time, while
+//! different chats run concurrently. Also the [`WorkTracker`] that `stop()` drains.
+//!
+//! A chat's worker task exists only while the chat has work; it exits when its queue empties.
+//! This module does not know what the work is (dispatch, a trigger, a flow resume).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, mpsc};
+use tokio::task::AbortHandle;
+
+use crate::bot::routes::BoxFuture;
+use crate::message::ChatId;
+
+/// Counts work in flight and wakes waiters when it reaches zero.
+#[derive(Debug, Default)]
+pub(crate) struct WorkTracker {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+impl WorkTracker {
+    pub(crate) fn begin(self: &Arc<Self>) -> WorkGuard {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        WorkGuard(self.clone())
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no work is in flight.
+    pub(crate) async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Marks one unit of work; dropping it ends the unit.
+#[derive(Debug)]
+pub(crate) struct WorkGuard(Arc<WorkTracker>);
+
+impl Drop for WorkGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+type Job = (BoxFuture<()>, WorkGuard);
+
+struct ChatWorker {
+    tx: mpsc::UnboundedSender<Job>,
+    abort: Option<AbortHandle>,
+}
+
+/// The per-chat queues.
+#[derive(Default)]
+pub(crate) struct ChatQueues {
+    workers: Arc<Mutex<HashMap<ChatId, ChatWorker>>>,
+    pub(crate) tracker: Arc<WorkTracker>,
+}
+
+impl ChatQueues {
+    /// Appends `job` to the chat's queue; it runs after every job queued before it for that chat.
+    pub(crate) fn push(&self, chat: &ChatId, job: BoxFuture<()>) {
+        let guard = self.tracker.begin();
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let job = match workers.get(chat) {
+            Some(w) => match w.tx.send((job, guard)) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => (job, guard),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        // A fresh receiver is alive: this send cannot fail.
+        let _ = tx.send(job);
+        let handle = tokio::spawn(run_worker(self.workers.clone(), chat.clone(), rx));
+        workers.insert(chat.clone(), ChatWorker { tx, abort: Some(handle.abort_handle()) });
+    }
+
+    /// Aborts every worker (work not yet started is dropped).
+    pub(crate) fn abort_all(&self) {
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, w) in workers.drain() {
+            if let Some(a) = w.abort {
+                a.abort();
+            }
+        }
+    }
+
+    /// The number of chats with queued or running work.
+    pub(crate) fn active_chats(&self) -> usize {
+        self.workers.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+async fn run_worker(
+    workers: Arc<Mutex<HashMap<ChatId, ChatWorker>>>,
+    chat: ChatId,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+) {
+    loop {
+        let next = match rx.try_recv() {
+            Ok(job) => Some(job),
+            Err(_) => {
+                let mut map = workers.lock().unwrap_or_else(|e| e.into_inner());
+                match rx.try_recv() {
+                    Ok(job) => Some(job),
+                    Err(_) => {
+                        map.remove(&chat);
+                        None
+                    }
+                }
+            }
+        };
+        let Some((job, guard)) = next else { return };
+        job.await;
+        drop(guard);
+    }
+}

@@ -1,0 +1,55 @@
+//! botmesh: chat bots that never lose a message and never send a reply twice.
+//!
+//! A [`Bot`] runs on a [`Provider`](provider::Provider) (a chat channel) and a
+//! [`Store`](botmesh_durability::Store). Handlers are plain async functions of a [`Ctx`]:
+//!
+//! ```no_run
+//! use botmesh::prelude::*;
+//! # async fn demo(provider: botmesh::testing::MockProvider) -> Result<(), BotError> {
+//! let bot = Bot::builder(provider).build()?;
+//! bot.command("start", |ctx: Ctx| async move {
+//!     ctx.reply("Welcome!").await?;
+//!     Ok(())
+//! });
+//! bot.run().await
+//! # }
+//! ```
+//!
+//! The inbound path, the routing order, the outbound path and the lifecycle follow the
+//! architecture guide; see the [`bot`] module for the map of modules.
+
+pub mod bot;
+pub mod clock;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod events;
+pub(crate) mod flow;
+pub mod message;
+pub mod metrics;
+pub mod provider;
+pub mod testing;
+
+pub use bot::{
+    Bot, BotBuilder, BroadcastOptions, BroadcastReport, Ctx, Handler, HookFlow, LifecycleStep,
+    Matcher, Plugin, ReplyStream, RunState, SendDecision, SendDraft, SendOutcome, SentInfo,
+    StopOptions, matcher,
+};
+pub use botmesh_durability as durability;
+pub use config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
+pub use error::{BotError, HandlerError, HandlerResult};
+pub use events::{BotEvent, DropReason};
+pub use metrics::BotMetrics;
+
+/// What a bot author needs, in one import.
+pub mod prelude {
+    pub use crate::bot::{
+        Bot, BotBuilder, BroadcastOptions, Ctx, HookFlow, Matcher, Plugin, SendDecision,
+        SendDraft, StopOptions, matcher,
+    };
+    pub use crate::config::{GroupMode, Pacing};
+    pub use crate::error::{BotError, HandlerError, HandlerResult};
+    pub use crate::events::BotEvent;
+    pub use crate::message::{Button, ChatId, Message, Outgoing, OutgoingContent, UserId};
+    pub use crate::provider::{Provider, ProviderEvent};
+}

@@ -1,0 +1,79 @@
+//! The bot's counters: a set of atomics and the [`BotMetrics`] snapshot `Bot::metrics()` returns.
+//!
+//! Counters only grow. They are cheap (relaxed atomics) and never block the pipelines.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+macro_rules! metrics {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// A snapshot of the bot's counters.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+        pub struct BotMetrics {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        #[derive(Debug, Default)]
+        pub(crate) struct Counters {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        impl Counters {
+            pub(crate) fn snapshot(&self) -> BotMetrics {
+                BotMetrics { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+    };
+}
+
+metrics! {
+    /// Events the provider delivered.
+    received,
+    /// Messages and interactions dispatched to the routes.
+    dispatched,
+    /// Dropped by the access lists.
+    dropped_blocked,
+    /// Dropped as duplicates.
+    dropped_duplicate,
+    /// Not dispatched because of group mode (still persisted).
+    dropped_group,
+    /// Not dispatched because the chat is handed off.
+    dropped_handoff,
+    /// Stopped by a `before` message hook.
+    dropped_hook,
+    /// Messages sent.
+    sent,
+    /// Sends that failed.
+    send_failed,
+    /// Sends aborted by a `before` send hook.
+    send_skipped,
+    /// Sends answered from the outbox (already sent).
+    send_deduped,
+    /// Edits made.
+    edits,
+    /// Inline retries of rate-limited replies.
+    rate_limit_retries,
+    /// Typing indicators and read marks skipped while the transport was not ready.
+    presence_skipped,
+    /// Typing indicators sent.
+    typing_sent,
+    /// Interactions acknowledged.
+    interactions_acked,
+    /// Handlers (and flows) that returned an error or panicked.
+    handler_errors,
+    /// Text messages split into several parts.
+    split_messages,
+    /// Provider events other than messages (calls, reactions, polls, …).
+    provider_events,
+    /// Flow steps run.
+    flow_steps,
+    /// Checkpoints written.
+    checkpoints_written,
+}
+
+impl Counters {
+    pub(crate) fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
