@@ -119,6 +119,32 @@ async fn queued_writes_commit_in_one_transaction() {
 }
 
 #[tokio::test]
+async fn max_batch_bounds_a_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = botmesh_durability::SqliteStoreOptions::default().max_batch(8);
+    let store = SqliteStore::connect_with(dir.path().join("bot.db"), options)
+        .await
+        .unwrap();
+    let (holder, release) = hold_writer(&store).await;
+    let writes: Vec<_> = (0..20)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.set_value("s", &format!("k{n:02}"), &json!(n)).await })
+        })
+        .collect();
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    for write in writes {
+        write.await.unwrap().unwrap();
+    }
+    // The holding request, then 8 + 8 + 4.
+    let stats = store.write_stats();
+    assert_eq!((stats.transactions, stats.requests), (4, 21), "{stats:?}");
+    assert_eq!(stats.largest_batch, 8);
+}
+
+#[tokio::test]
 async fn a_failing_request_fails_alone_in_its_group() {
     let (store, _dir) = new_store().await;
     let (holder, release) = hold_writer(&store).await;
@@ -218,4 +244,51 @@ async fn close_drains_the_queued_writes() {
     ));
     store.open().await.unwrap();
     assert_eq!(store.values("s").await.unwrap().len(), 10);
+}
+
+#[tokio::test]
+async fn a_request_that_ends_the_transaction_fails_only_the_requests_before_it() {
+    let (store, _dir) = new_store().await;
+    let (holder, release) = hold_writer(&store).await;
+    let spawn_set = |key: &'static str| {
+        let store = store.clone();
+        tokio::spawn(async move { store.set_value("s", key, &json!(key)).await })
+    };
+    let before = spawn_set("before");
+    let rogue = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .write("rogue", |tx| tx.execute_batch("ROLLBACK"))
+                .await
+        })
+    };
+    let after = spawn_set("after");
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    // Its writes were rolled back with the transaction: it must not be told they landed.
+    let error = before.await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("before COMMIT"), "{error}");
+    let error = rogue.await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Query {
+                operation: "rogue",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // The requests after it run in a new transaction.
+    after.await.unwrap().unwrap();
+    let keys: Vec<String> = store
+        .values("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, ["after"]);
 }

@@ -90,7 +90,9 @@ impl Default for Pacing {
 impl Pacing {
     /// The delay for a text of `chars` characters.
     pub fn delay_for(&self, chars: usize) -> Duration {
-        let d = self.per_char.saturating_mul(u32::try_from(chars).unwrap_or(u32::MAX));
+        let d = self
+            .per_char
+            .saturating_mul(u32::try_from(chars).unwrap_or(u32::MAX));
         d.clamp(self.min, self.max)
     }
 
@@ -118,7 +120,11 @@ pub struct RateLimitRetry {
 
 impl Default for RateLimitRetry {
     fn default() -> Self {
-        Self { retries: 2, max_wait: Duration::from_secs(10), default_wait: Duration::from_secs(1) }
+        Self {
+            retries: 2,
+            max_wait: Duration::from_secs(10),
+            default_wait: Duration::from_secs(1),
+        }
     }
 }
 
@@ -185,10 +191,16 @@ impl BotConfig {
             return Err(BotError::config("bot_id", "must not be empty"));
         }
         if self.command_prefixes.iter().any(String::is_empty) {
-            return Err(BotError::config("command_prefixes", "a prefix must not be empty"));
+            return Err(BotError::config(
+                "command_prefixes",
+                "a prefix must not be empty",
+            ));
         }
         if self.broadcast_concurrency == 0 {
-            return Err(BotError::config("broadcast_concurrency", "must be at least 1"));
+            return Err(BotError::config(
+                "broadcast_concurrency",
+                "must be at least 1",
+            ));
         }
         if let Some(p) = &self.pacing {
             p.validate()?;

@@ -85,6 +85,9 @@ pub enum BotError {
 impl BotError {
     /// A configuration error.
     pub fn config(option: impl Into<String>, reason: impl Into<String>) -> Self {
-        BotError::Config { option: option.into(), reason: reason.into() }
+        BotError::Config {
+            option: option.into(),
+            reason: reason.into(),
+        }
     }
 }

@@ -114,7 +114,10 @@ pub(crate) struct EventOutlet {
 impl EventOutlet {
     pub(crate) fn new() -> Self {
         let (tx, _) = broadcast::channel(1024);
-        Self { tx, listeners: RwLock::new(Vec::new()) }
+        Self {
+            tx,
+            listeners: RwLock::new(Vec::new()),
+        }
     }
 
     pub(crate) fn emit(&self, event: BotEvent) {
@@ -131,11 +134,20 @@ impl EventOutlet {
         let _ = self.tx.send(event);
     }
 
-    pub(crate) fn error(&self, context: impl Into<String>, chat: Option<&ChatId>, error: impl ToString) {
+    pub(crate) fn error(
+        &self,
+        context: impl Into<String>,
+        chat: Option<&ChatId>,
+        error: impl ToString,
+    ) {
         let context = context.into();
         let error = error.to_string();
         tracing::error!(%context, chat = ?chat.map(|c| c.as_str()), %error, "bot error");
-        self.emit(BotEvent::Error { context, chat: chat.cloned(), error });
+        self.emit(BotEvent::Error {
+            context,
+            chat: chat.cloned(),
+            error,
+        });
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<BotEvent> {
@@ -143,10 +155,16 @@ impl EventOutlet {
     }
 
     pub(crate) fn add_listener(&self, owner: Option<u64>, listener: Listener) {
-        self.listeners.write().unwrap_or_else(|e| e.into_inner()).push((owner, listener));
+        self.listeners
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((owner, listener));
     }
 
     pub(crate) fn remove_owner(&self, owner: u64) {
-        self.listeners.write().unwrap_or_else(|e| e.into_inner()).retain(|(o, _)| *o != Some(owner));
+        self.listeners
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(o, _)| *o != Some(owner));
     }
 }

@@ -44,8 +44,8 @@ pub use metrics::BotMetrics;
 /// What a bot author needs, in one import.
 pub mod prelude {
     pub use crate::bot::{
-        Bot, BotBuilder, BroadcastOptions, Ctx, HookFlow, Matcher, Plugin, SendDecision,
-        SendDraft, StopOptions, matcher,
+        Bot, BotBuilder, BroadcastOptions, Ctx, HookFlow, Matcher, Plugin, SendDecision, SendDraft,
+        SendOutcome, SentInfo, StopOptions, matcher,
     };
     pub use crate::config::{GroupMode, Pacing};
     pub use crate::error::{BotError, HandlerError, HandlerResult};

@@ -96,7 +96,11 @@ pub struct Message {
 
 impl Message {
     /// A text message, handy in tests: `Message::text("m1", "alice", "hello")`.
-    pub fn text(id: impl Into<MessageId>, chat: impl Into<ChatId>, text: impl Into<String>) -> Self {
+    pub fn text(
+        id: impl Into<MessageId>,
+        chat: impl Into<ChatId>,
+        text: impl Into<String>,
+    ) -> Self {
         let chat = chat.into();
         Self {
             id: id.into(),
@@ -300,12 +304,18 @@ impl Button {
     /// A button whose id and title are the same text.
     pub fn new(title: impl Into<String>) -> Self {
         let title = title.into();
-        Self { id: title.clone(), title }
+        Self {
+            id: title.clone(),
+            title,
+        }
     }
 
     /// A button with a distinct id.
     pub fn with_id(id: impl Into<String>, title: impl Into<String>) -> Self {
-        Self { id: id.into(), title: title.into() }
+        Self {
+            id: id.into(),
+            title: title.into(),
+        }
     }
 }
 
@@ -415,19 +425,28 @@ impl OutgoingContent {
 
 impl From<&str> for OutgoingContent {
     fn from(text: &str) -> Self {
-        OutgoingContent::Text { text: text.to_owned(), buttons: Vec::new() }
+        OutgoingContent::Text {
+            text: text.to_owned(),
+            buttons: Vec::new(),
+        }
     }
 }
 
 impl From<String> for OutgoingContent {
     fn from(text: String) -> Self {
-        OutgoingContent::Text { text, buttons: Vec::new() }
+        OutgoingContent::Text {
+            text,
+            buttons: Vec::new(),
+        }
     }
 }
 
 impl From<&String> for OutgoingContent {
     fn from(text: &String) -> Self {
-        OutgoingContent::Text { text: text.clone(), buttons: Vec::new() }
+        OutgoingContent::Text {
+            text: text.clone(),
+            buttons: Vec::new(),
+        }
     }
 }
 
@@ -491,7 +510,11 @@ impl From<(&str, &str)> for Button {
 
 impl From<OutgoingContent> for Outgoing {
     fn from(content: OutgoingContent) -> Self {
-        Self { content, reply_to: None, idempotency_key: None }
+        Self {
+            content,
+            reply_to: None,
+            idempotency_key: None,
+        }
     }
 }
 

@@ -405,7 +405,9 @@ impl ProviderError {
             ProviderError::Network { .. } | ProviderError::NotConnected { .. } => {
                 ErrorClass::Retryable
             }
-            ProviderError::Api { retryable: true, .. } => ErrorClass::Retryable,
+            ProviderError::Api {
+                retryable: true, ..
+            } => ErrorClass::Retryable,
             _ => ErrorClass::Final,
         }
     }
@@ -449,7 +451,10 @@ pub trait Provider: Send + Sync + 'static {
         _message_id: &MessageId,
         _content: &OutgoingContent,
     ) -> Result<(), ProviderError> {
-        Err(ProviderError::Unsupported { provider: self.name().to_owned(), operation: "edit" })
+        Err(ProviderError::Unsupported {
+            provider: self.name().to_owned(),
+            operation: "edit",
+        })
     }
 
     /// Shows a typing indicator.
@@ -458,7 +463,11 @@ pub trait Provider: Send + Sync + 'static {
     }
 
     /// Marks a message read.
-    async fn mark_read(&self, _chat: &ChatId, _message_id: &MessageId) -> Result<(), ProviderError> {
+    async fn mark_read(
+        &self,
+        _chat: &ChatId,
+        _message_id: &MessageId,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
 
@@ -499,9 +508,10 @@ pub trait Provider: Send + Sync + 'static {
             });
         }
         match (&stored.data, stored.v) {
-            (serde_json::Value::String(token), 1) => {
-                Ok(MediaRef { provider: self.name().to_owned(), token: token.clone() })
-            }
+            (serde_json::Value::String(token), 1) => Ok(MediaRef {
+                provider: self.name().to_owned(),
+                token: token.clone(),
+            }),
             _ => Err(ProviderError::MediaUnavailable {
                 reason: MediaUnavailableReason::RehydrateFailed,
                 message: format!("unknown media ref v{} for {}", stored.v, self.name()),

@@ -21,6 +21,10 @@
 //! [`SqliteStoreOptions::read_only`] (for example in a second process) never writes and
 //! never migrates.
 //!
+//! Besides the store's tables, migration 1 creates a `durable` table (`scope`, `key`,
+//! `version`, `value` BLOB, `idx1`, `idx2`) reserved for the durable journal, which reaches it
+//! through `write` and `read`; this module never touches it.
+//!
 //! It does not pool writers, retry failed requests, or cancel a write whose caller stopped
 //! waiting: a request handed to the writer runs to its end.
 
@@ -243,7 +247,7 @@ impl SqliteStore {
     /// are rolled back and only this call fails, with [`StoreError::Query`] naming
     /// `operation`. `f` must not end the transaction itself (`COMMIT`, `ROLLBACK`, `RELEASE`
     /// of an outer savepoint). It runs on the writer thread, so it should be short: every
-    /// other write waits for it. Use [`Transaction::prepare_cached`] for statements run often.
+    /// other write waits for it. Use [`Connection::prepare_cached`] for statements run often.
     ///
     /// A store opened read-only answers [`StoreError::ReadOnly`]; a closed one
     /// [`StoreError::Closed`]. Dropping the returned future does not cancel the write.

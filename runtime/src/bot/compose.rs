@@ -93,7 +93,10 @@ impl BotBuilder {
     }
 
     /// A custom language resolver.
-    pub fn lang_resolver(mut self, f: impl Fn(&Message) -> Option<String> + Send + Sync + 'static) -> Self {
+    pub fn lang_resolver(
+        mut self,
+        f: impl Fn(&Message) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
         self.lang_resolver = Some(Arc::new(f));
         self
     }
@@ -164,12 +167,18 @@ impl BotBuilder {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let capabilities = self.provider.capabilities();
         if capabilities.text_limit == 0 {
-            return Err(BotError::config("provider.text_limit", "the provider reports a text limit of 0"));
+            return Err(BotError::config(
+                "provider.text_limit",
+                "the provider reports a text limit of 0",
+            ));
         }
         let (input_ended, _) = watch::channel(false);
         let (cancel_background, _) = watch::channel(false);
-        let steps: Vec<Arc<dyn LifecycleStep>> =
-            vec![Arc::new(StorageStep), Arc::new(RestoreStep), Arc::new(TransportStep)];
+        let steps: Vec<Arc<dyn LifecycleStep>> = vec![
+            Arc::new(StorageStep),
+            Arc::new(RestoreStep),
+            Arc::new(TransportStep),
+        ];
         let kernel = Kernel {
             dedupe: Dedupe::new(self.config.dedupe_capacity),
             gates: Gates::new(self.config.access.clone()),
@@ -202,7 +211,8 @@ impl BotBuilder {
 
 impl std::fmt::Debug for BotBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BotBuilder").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("BotBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
-

@@ -53,18 +53,35 @@ pub(crate) enum CtxSource {
 
 impl Ctx {
     /// Builds the context of a message, an interaction or a trigger.
-    pub(crate) fn new(bot: Bot, source: CtxSource, inbound_id: Option<String>, lang: String) -> Self {
+    pub(crate) fn new(
+        bot: Bot,
+        source: CtxSource,
+        inbound_id: Option<String>,
+        lang: String,
+    ) -> Self {
         let prefixes = bot.kernel.config.command_prefixes.clone();
         let (chat, sender, sender_name, is_group, message, interaction) = match source {
-            CtxSource::Message(m) => {
-                (m.chat.clone(), m.sender.clone(), m.sender_name.clone(), m.is_group, Some(m), None)
-            }
-            CtxSource::Interaction(i) => {
-                (i.chat.clone(), i.sender.clone(), i.sender_name.clone(), i.is_group, None, Some(i))
-            }
+            CtxSource::Message(m) => (
+                m.chat.clone(),
+                m.sender.clone(),
+                m.sender_name.clone(),
+                m.is_group,
+                Some(m),
+                None,
+            ),
+            CtxSource::Interaction(i) => (
+                i.chat.clone(),
+                i.sender.clone(),
+                i.sender_name.clone(),
+                i.is_group,
+                None,
+                Some(i),
+            ),
             CtxSource::Trigger { chat, sender } => (chat, sender, None, false, None, None),
         };
-        let command = message.as_ref().and_then(|m| parse_command(m.text_content(), &prefixes));
+        let command = message
+            .as_ref()
+            .and_then(|m| parse_command(m.text_content(), &prefixes));
         Ctx(Arc::new(CtxInner {
             bot,
             chat,
@@ -141,7 +158,11 @@ impl Ctx {
 
     /// The chat's language (`ctx.lang`).
     pub fn lang(&self) -> String {
-        self.0.lang.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0
+            .lang
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sets and stores the chat's language.
@@ -166,7 +187,11 @@ impl Ctx {
     }
 
     /// Sends with buttons under the text.
-    pub async fn reply_buttons<I, B>(&self, text: impl Into<String>, buttons: I) -> Result<SendOutcome, BotError>
+    pub async fn reply_buttons<I, B>(
+        &self,
+        text: impl Into<String>,
+        buttons: I,
+    ) -> Result<SendOutcome, BotError>
     where
         I: IntoIterator<Item = B>,
         B: Into<crate::message::Button>,
@@ -178,13 +203,20 @@ impl Ctx {
     pub(crate) fn next_derived_key(&self) -> KeyRule {
         let n = self.0.sends.fetch_add(1, Ordering::SeqCst) + 1;
         match &self.0.inbound_id {
-            Some(id) => KeyRule::Derived { inbound: id.clone(), n },
+            Some(id) => KeyRule::Derived {
+                inbound: id.clone(),
+                n,
+            },
             None => KeyRule::Random,
         }
     }
 
     /// Sends under a given key rule (used by flows, whose keys are decided at compile time).
-    pub(crate) async fn send_keyed(&self, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
+    pub(crate) async fn send_keyed(
+        &self,
+        outgoing: Outgoing,
+        key: KeyRule,
+    ) -> Result<SendOutcome, BotError> {
         interaction_ack::before_send(self).await;
         let k = &self.0.bot.kernel;
         outbound::send(
@@ -201,9 +233,20 @@ impl Ctx {
     }
 
     /// Edits a message the bot sent (same hooks as a send, with `edit_of` set).
-    pub async fn edit(&self, message_id: &MessageId, content: impl Into<OutgoingContent>) -> Result<SendOutcome, BotError> {
+    pub async fn edit(
+        &self,
+        message_id: &MessageId,
+        content: impl Into<OutgoingContent>,
+    ) -> Result<SendOutcome, BotError> {
         interaction_ack::before_send(self).await;
-        outbound::edit(&self.0.bot.kernel, &self.0.chat, message_id, content.into(), false).await
+        outbound::edit(
+            &self.0.bot.kernel,
+            &self.0.chat,
+            message_id,
+            content.into(),
+            false,
+        )
+        .await
     }
 
     /// Starts a streamed reply: live previews by edits, the final text through the full path.
@@ -237,7 +280,13 @@ impl Ctx {
     /// Stores a value for the sender (`user:<id>` scope of the store).
     pub async fn user_set(&self, key: &str, value: serde_json::Value) -> Result<(), BotError> {
         let scope = format!("user:{}", self.0.sender);
-        Ok(self.0.bot.kernel.store.set_value(&scope, key, &value).await?)
+        Ok(self
+            .0
+            .bot
+            .kernel
+            .store
+            .set_value(&scope, key, &value)
+            .await?)
     }
 }
 
@@ -264,8 +313,14 @@ mod tests {
     #[test]
     fn commands_parse() {
         let p = vec!["/".to_owned()];
-        assert_eq!(parse_command("/start", &p), Some(("start".into(), "".into())));
-        assert_eq!(parse_command("/Order@shop_bot 2 apples", &p), Some(("order".into(), "2 apples".into())));
+        assert_eq!(
+            parse_command("/start", &p),
+            Some(("start".into(), "".into()))
+        );
+        assert_eq!(
+            parse_command("/Order@shop_bot 2 apples", &p),
+            Some(("order".into(), "2 apples".into()))
+        );
         assert_eq!(parse_command("hello /start", &p), None);
         assert_eq!(parse_command("/", &p), None);
     }

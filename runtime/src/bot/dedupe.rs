@@ -16,7 +16,10 @@ pub(crate) struct Dedupe {
 
 impl Dedupe {
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { capacity, inner: Mutex::new((HashSet::new(), VecDeque::new())) }
+        Self {
+            capacity,
+            inner: Mutex::new((HashSet::new(), VecDeque::new())),
+        }
     }
 
     /// Records the pair; `false` when it was already seen.
@@ -62,6 +65,9 @@ mod tests {
         assert!(d.first_sight(&c, "1"), "1 fell out of the window");
         d.forget(&c, "3");
         assert!(d.first_sight(&c, "3"));
-        assert!(d.first_sight(&ChatId::from("other"), "2"), "pairs are per chat");
+        assert!(
+            d.first_sight(&ChatId::from("other"), "2"),
+            "pairs are per chat"
+        );
     }
 }

@@ -53,7 +53,10 @@ pub(crate) async fn dispatch(ctx: Ctx) {
             Ok(HookFlow::Continue) => {}
             Ok(HookFlow::Stop) => {
                 Counters::inc(&k.counters.dropped_hook);
-                k.events.emit(BotEvent::Dropped { chat: ctx.chat().clone(), reason: DropReason::Hook });
+                k.events.emit(BotEvent::Dropped {
+                    chat: ctx.chat().clone(),
+                    reason: DropReason::Hook,
+                });
                 interaction_ack::routing_ended(&ctx).await;
                 return;
             }
@@ -67,7 +70,10 @@ pub(crate) async fn dispatch(ctx: Ctx) {
 
     if k.gates.is_handed_off(ctx.chat()) {
         Counters::inc(&k.counters.dropped_handoff);
-        k.events.emit(BotEvent::Dropped { chat: ctx.chat().clone(), reason: DropReason::Handoff });
+        k.events.emit(BotEvent::Dropped {
+            chat: ctx.chat().clone(),
+            reason: DropReason::Handoff,
+        });
         interaction_ack::routing_ended(&ctx).await;
         return;
     }
@@ -97,7 +103,10 @@ async fn route(ctx: &Ctx) -> &'static str {
     if let Some(name) = ctx.command() {
         let handler = {
             let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-            r.commands.iter().find(|c| c.item.0 == name).map(|c| c.item.1.clone())
+            r.commands
+                .iter()
+                .find(|c| c.item.0 == name)
+                .map(|c| c.item.1.clone())
         };
         if let Some(h) = handler {
             run_handler(ctx, h, "handler:command").await;
@@ -114,7 +123,10 @@ async fn route(ctx: &Ctx) -> &'static str {
 
     let matched = {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        r.matchers.iter().find(|m| m.item.0.matches(ctx)).map(|m| m.item.1.clone())
+        r.matchers
+            .iter()
+            .find(|m| m.item.0.matches(ctx))
+            .map(|m| m.item.1.clone())
     };
     if let Some(h) = matched {
         run_handler(ctx, h, "handler:matcher").await;

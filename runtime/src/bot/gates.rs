@@ -20,11 +20,17 @@ pub(crate) struct Gates {
 
 impl Gates {
     pub(crate) fn new(access: AccessList) -> Self {
-        Self { access: RwLock::new(access), handoffs: RwLock::new(HashMap::new()) }
+        Self {
+            access: RwLock::new(access),
+            handoffs: RwLock::new(HashMap::new()),
+        }
     }
 
     pub(crate) fn admits(&self, chat: &ChatId, user: &UserId) -> bool {
-        self.access.read().unwrap_or_else(|e| e.into_inner()).admits(chat, user)
+        self.access
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .admits(chat, user)
     }
 
     pub(crate) fn update_access(&self, f: impl FnOnce(&mut AccessList)) {
@@ -32,7 +38,10 @@ impl Gates {
     }
 
     pub(crate) fn is_handed_off(&self, chat: &ChatId) -> bool {
-        self.handoffs.read().unwrap_or_else(|e| e.into_inner()).contains_key(chat)
+        self.handoffs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(chat)
     }
 
     pub(crate) fn set_handoff(&self, record: HandoffRecord) {
@@ -43,10 +52,19 @@ impl Gates {
     }
 
     pub(crate) fn clear_handoff(&self, chat: &ChatId) -> bool {
-        self.handoffs.write().unwrap_or_else(|e| e.into_inner()).remove(chat).is_some()
+        self.handoffs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(chat)
+            .is_some()
     }
 
     pub(crate) fn handoffs(&self) -> Vec<HandoffRecord> {
-        self.handoffs.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.handoffs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 }

@@ -29,7 +29,9 @@ pub(crate) struct Pipeline(pub(crate) Weak<Kernel>);
 #[async_trait]
 impl InboundPipeline for Pipeline {
     async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
-        let Some(k) = self.0.upgrade() else { return Err(Rejected::NotRunning) };
+        let Some(k) = self.0.upgrade() else {
+            return Err(Rejected::NotRunning);
+        };
         if !k.is_accepting() {
             return Err(Rejected::NotRunning);
         }
@@ -67,7 +69,10 @@ impl InboundPipeline for Pipeline {
                 let event = ProviderEvent::Blocked { chat: chat.clone() };
                 Counters::inc(&k.counters.provider_events);
                 crate::flow::end_chat(&k, &chat, "blocked").await;
-                k.events.emit(BotEvent::Provider { kind: event.kind(), event: Box::new(event) });
+                k.events.emit(BotEvent::Provider {
+                    kind: event.kind(),
+                    event: Box::new(event),
+                });
                 Ok(Accepted::Handled)
             }
             other => {
@@ -110,14 +115,21 @@ fn drop_event(k: &Kernel, chat: &ChatId, reason: DropReason) {
     };
     Counters::inc(counter);
     tracing::debug!(chat = %chat, ?reason, "inbound dropped");
-    k.events.emit(BotEvent::Dropped { chat: chat.clone(), reason });
+    k.events.emit(BotEvent::Dropped {
+        chat: chat.clone(),
+        reason,
+    });
 }
 
 async fn before_event(k: &Kernel, event: &ProviderEvent) -> HookFlow {
     let kind = event.kind();
     let hooks: Vec<_> = {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        r.before_event.iter().filter(|r| r.item.0 == kind).map(|r| r.item.1.clone()).collect()
+        r.before_event
+            .iter()
+            .filter(|r| r.item.0 == kind)
+            .map(|r| r.item.1.clone())
+            .collect()
     };
     for h in hooks {
         if h(event.clone()).await == HookFlow::Stop {
@@ -131,7 +143,11 @@ async fn after_event(k: &Kernel, event: &ProviderEvent) {
     let kind = event.kind();
     let hooks: Vec<_> = {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        r.after_event.iter().filter(|r| r.item.0 == kind).map(|r| r.item.1.clone()).collect()
+        r.after_event
+            .iter()
+            .filter(|r| r.item.0 == kind)
+            .map(|r| r.item.1.clone())
+            .collect()
     };
     for h in hooks {
         h(event.clone()).await;
@@ -151,11 +167,9 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Accepted {
         k.events.error("persistence:inbound", Some(&m.chat), e);
     }
     if m.is_group {
-        let is_command = crate::bot::context::parse_command(
-            m.text_content(),
-            &k.config.command_prefixes,
-        )
-        .is_some();
+        let is_command =
+            crate::bot::context::parse_command(m.text_content(), &k.config.command_prefixes)
+                .is_some();
         let admitted = match k.config.group_mode {
             GroupMode::All => true,
             GroupMode::MentionsOrCommands => m.mentions_bot || is_command,
@@ -204,7 +218,11 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Accepted {
 }
 
 /// The context factory: resolves the language and builds the `Ctx`.
-pub(crate) async fn make_ctx(k: &Arc<Kernel>, source: CtxSource, inbound_id: Option<String>) -> Ctx {
+pub(crate) async fn make_ctx(
+    k: &Arc<Kernel>,
+    source: CtxSource,
+    inbound_id: Option<String>,
+) -> Ctx {
     let chat = match &source {
         CtxSource::Message(m) => m.chat.clone(),
         CtxSource::Interaction(i) => i.chat.clone(),

@@ -23,7 +23,9 @@ pub(crate) async fn ack(ctx: &Ctx, notice: Option<&str>) {
     if !needs_ack(ctx) || ctx.0.acked.swap(true, Ordering::SeqCst) {
         return;
     }
-    let Some(interaction) = &ctx.0.interaction else { return };
+    let Some(interaction) = &ctx.0.interaction else {
+        return;
+    };
     let k = &ctx.0.bot.kernel;
     match k.provider.ack_interaction(interaction, notice).await {
         Ok(()) => Counters::inc(&k.counters.interactions_acked),
@@ -48,8 +50,8 @@ pub(crate) fn arm_deadline(ctx: &Ctx) {
         return;
     };
     let now = ctx.0.bot.kernel.clock.now_ms();
-    let wait = Duration::from_millis(u64::try_from(respond_by - now).unwrap_or(0))
-        .saturating_sub(MARGIN);
+    let wait =
+        Duration::from_millis(u64::try_from(respond_by - now).unwrap_or(0)).saturating_sub(MARGIN);
     let weak = std::sync::Arc::downgrade(&ctx.0);
     tokio::spawn(async move {
         tokio::time::sleep(wait).await;

@@ -31,7 +31,10 @@ pub(crate) fn resolve(
             return normalize(&l);
         }
     }
-    if let Some(h) = message.and_then(|m| m.lang_hint.as_deref()).filter(|h| !h.is_empty()) {
+    if let Some(h) = message
+        .and_then(|m| m.lang_hint.as_deref())
+        .filter(|h| !h.is_empty())
+    {
         return normalize(h);
     }
     normalize(default)

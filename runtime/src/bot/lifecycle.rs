@@ -48,7 +48,10 @@ pub struct StopOptions {
 
 impl Default for StopOptions {
     fn default() -> Self {
-        Self { drain: false, timeout: Duration::from_secs(30) }
+        Self {
+            drain: false,
+            timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -125,20 +128,31 @@ pub(crate) async fn start(bot: &Bot) -> Result<(), BotError> {
     k.set_transport_status(TransportStatus::Starting);
     k.accepting.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut steps: Vec<Arc<dyn LifecycleStep>> = k.steps.clone();
-    steps.extend(k.custom_steps.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned());
+    steps.extend(
+        k.custom_steps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned(),
+    );
     let mut started: Vec<Arc<dyn LifecycleStep>> = Vec::new();
     for step in steps {
         tracing::debug!(step = step.name(), "starting");
         if let Err(e) = step.start(bot).await {
             tracing::error!(step = step.name(), error = %e, "start failed: rolling back");
-            k.accepting.store(false, std::sync::atomic::Ordering::SeqCst);
+            k.accepting
+                .store(false, std::sync::atomic::Ordering::SeqCst);
             for done in started.iter().rev() {
                 if let Err(err) = done.stop(bot).await {
-                    k.events.error(format!("rollback:{}", done.name()), None, err);
+                    k.events
+                        .error(format!("rollback:{}", done.name()), None, err);
                 }
             }
             k.set_run_state(RunState::Stopped);
-            return Err(BotError::StartFailed { step: step.name().to_owned(), source: Box::new(e) });
+            return Err(BotError::StartFailed {
+                step: step.name().to_owned(),
+                source: Box::new(e),
+            });
         }
         started.push(step);
     }
@@ -158,7 +172,8 @@ pub(crate) async fn stop(bot: &Bot, opts: StopOptions) -> Result<(), BotError> {
         }
         *s = RunState::Stopping;
     }
-    k.accepting.store(false, std::sync::atomic::Ordering::SeqCst);
+    k.accepting
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     let _ = k.cancel_background.send(true);
     k.events.emit(BotEvent::Stopping);
 
@@ -170,7 +185,10 @@ pub(crate) async fn stop(bot: &Bot, opts: StopOptions) -> Result<(), BotError> {
         }
     }
     if opts.drain {
-        if tokio::time::timeout(opts.timeout, k.queues.tracker.wait_idle()).await.is_err() {
+        if tokio::time::timeout(opts.timeout, k.queues.tracker.wait_idle())
+            .await
+            .is_err()
+        {
             tracing::warn!(in_flight = k.queues.tracker.in_flight(), "drain timed out");
             k.queues.abort_all();
         }

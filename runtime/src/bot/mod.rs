@@ -60,7 +60,9 @@ pub use lifecycle::{LifecycleStep, StopOptions};
 pub use ops::{BroadcastOptions, BroadcastReport};
 pub use outbound::{KeyRule, SendOutcome, part_key, split_text};
 pub use plugin_host::Plugin;
-pub use routes::{BoxFuture, Handler, HookFlow, Matcher, SendDecision, SendDraft, SentInfo, matcher};
+pub use routes::{
+    BoxFuture, Handler, HookFlow, Matcher, SendDecision, SendDraft, SentInfo, matcher,
+};
 pub use stream::ReplyStream;
 
 use crate::error::{BotError, HandlerError, HandlerResult};
@@ -100,15 +102,24 @@ impl Bot {
     }
 
     pub(crate) fn from_kernel(kernel: Arc<Kernel>) -> Self {
-        Self { kernel, owner: None }
+        Self {
+            kernel,
+            owner: None,
+        }
     }
 
     fn reg<T>(&self, item: T) -> Reg<T> {
-        Reg { owner: self.owner, item }
+        Reg {
+            owner: self.owner,
+            item,
+        }
     }
 
     fn routes_mut(&self) -> std::sync::RwLockWriteGuard<'_, routes::Routes> {
-        self.kernel.routes.write().unwrap_or_else(|e| e.into_inner())
+        self.kernel
+            .routes
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     // ----- routes -----
@@ -148,7 +159,9 @@ impl Bot {
         F: Fn(CallEvent) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
-        let reg = self.reg(Arc::new(move |c| Box::pin(f(c)) as BoxFuture<HandlerResult>) as routes::CallHandler);
+        let reg = self.reg(
+            Arc::new(move |c| Box::pin(f(c)) as BoxFuture<HandlerResult>) as routes::CallHandler,
+        );
         self.routes_mut().calls.push(reg);
         self
     }
@@ -161,7 +174,8 @@ impl Bot {
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<HookFlow, HandlerError>> + Send + 'static,
     {
-        let reg = self.reg(Arc::new(move |c| Box::pin(f(c)) as BoxFuture<_>) as routes::BeforeMessageHook);
+        let reg = self
+            .reg(Arc::new(move |c| Box::pin(f(c)) as BoxFuture<_>) as routes::BeforeMessageHook);
         self.routes_mut().before_message.push(reg);
         self
     }
@@ -172,7 +186,8 @@ impl Bot {
         F: Fn(Ctx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let reg = self.reg(Arc::new(move |c| Box::pin(f(c)) as BoxFuture<_>) as routes::AfterMessageHook);
+        let reg =
+            self.reg(Arc::new(move |c| Box::pin(f(c)) as BoxFuture<_>) as routes::AfterMessageHook);
         self.routes_mut().after_message.push(reg);
         self
     }
@@ -183,7 +198,8 @@ impl Bot {
         F: Fn(SendDraft) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = SendDecision> + Send + 'static,
     {
-        let reg = self.reg(Arc::new(move |d| Box::pin(f(d)) as BoxFuture<_>) as routes::BeforeSendHook);
+        let reg =
+            self.reg(Arc::new(move |d| Box::pin(f(d)) as BoxFuture<_>) as routes::BeforeSendHook);
         self.routes_mut().before_send.push(reg);
         self
     }
@@ -194,7 +210,8 @@ impl Bot {
         F: Fn(SentInfo) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let reg = self.reg(Arc::new(move |s| Box::pin(f(s)) as BoxFuture<_>) as routes::AfterSendHook);
+        let reg =
+            self.reg(Arc::new(move |s| Box::pin(f(s)) as BoxFuture<_>) as routes::AfterSendHook);
         self.routes_mut().after_send.push(reg);
         self
     }
@@ -228,7 +245,9 @@ impl Bot {
 
     /// Calls `listener` for every bot event, synchronously (keep it short).
     pub fn on_event(&self, listener: impl Fn(&BotEvent) + Send + Sync + 'static) -> &Self {
-        self.kernel.events.add_listener(self.owner, Arc::new(listener));
+        self.kernel
+            .events
+            .add_listener(self.owner, Arc::new(listener));
         self
     }
 
@@ -256,7 +275,11 @@ impl Bot {
 
     /// The number of routes and hooks registered (all owners).
     pub fn registrations(&self) -> usize {
-        self.kernel.routes.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.kernel
+            .routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     // ----- lifecycle -----
@@ -288,7 +311,11 @@ impl Bot {
                 tracing::info!("Ctrl-C: stopping");
             }
         }
-        self.stop_with(StopOptions { drain: true, timeout: self.kernel.config.stop_timeout * 6 }).await
+        self.stop_with(StopOptions {
+            drain: true,
+            timeout: self.kernel.config.stop_timeout * 6,
+        })
+        .await
     }
 
     /// Waits until every queued and running piece of work has settled.
@@ -309,28 +336,52 @@ impl Bot {
     // ----- operations -----
 
     /// Sends to a chat outside any handler (keyed by `outgoing`'s explicit key, or randomly).
-    pub async fn send(&self, chat: impl Into<ChatId>, outgoing: impl Into<Outgoing>) -> Result<SendOutcome, BotError> {
+    pub async fn send(
+        &self,
+        chat: impl Into<ChatId>,
+        outgoing: impl Into<Outgoing>,
+    ) -> Result<SendOutcome, BotError> {
         ops::send(self, chat.into(), outgoing.into()).await
     }
 
     /// Sends one message to many chats, `concurrency` at a time; cancelled by `stop()`.
-    pub async fn broadcast<I, C>(&self, chats: I, outgoing: impl Into<Outgoing>, opts: BroadcastOptions) -> BroadcastReport
+    pub async fn broadcast<I, C>(
+        &self,
+        chats: I,
+        outgoing: impl Into<Outgoing>,
+        opts: BroadcastOptions,
+    ) -> BroadcastReport
     where
         I: IntoIterator<Item = C>,
         C: Into<ChatId>,
     {
-        ops::broadcast(self, chats.into_iter().map(Into::into).collect(), outgoing.into(), opts).await
+        ops::broadcast(
+            self,
+            chats.into_iter().map(Into::into).collect(),
+            outgoing.into(),
+            opts,
+        )
+        .await
     }
 
     /// Runs `handler` for a chat as if the chat had written: access lists, the chat's queue
     /// slot, the handoff gate and language resolution apply; dedupe, persistence, message
     /// hooks and matchers do not. Returns once the handler ran.
-    pub async fn trigger(&self, chat: impl Into<ChatId>, handler: impl Handler) -> Result<(), BotError> {
+    pub async fn trigger(
+        &self,
+        chat: impl Into<ChatId>,
+        handler: impl Handler,
+    ) -> Result<(), BotError> {
         ops::trigger(self, chat.into(), Arc::new(handler)).await
     }
 
     /// Hands a chat to a human: the bot stops answering it until [`release`](Self::release).
-    pub async fn handoff(&self, chat: impl Into<ChatId>, agent: Option<String>, reason: Option<String>) -> Result<(), BotError> {
+    pub async fn handoff(
+        &self,
+        chat: impl Into<ChatId>,
+        agent: Option<String>,
+        reason: Option<String>,
+    ) -> Result<(), BotError> {
         ops::handoff(self, chat.into(), agent, reason).await
     }
 

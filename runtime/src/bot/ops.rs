@@ -42,14 +42,21 @@ pub struct BroadcastReport {
     pub cancelled: Vec<ChatId>,
 }
 
-pub(crate) async fn trigger(bot: &Bot, chat: ChatId, handler: Arc<dyn Handler>) -> Result<(), BotError> {
+pub(crate) async fn trigger(
+    bot: &Bot,
+    chat: ChatId,
+    handler: Arc<dyn Handler>,
+) -> Result<(), BotError> {
     let k = bot.kernel.clone();
     if !k.is_accepting() {
         return Err(BotError::NotRunning);
     }
     let user = UserId(chat.0.clone());
     if !k.gates.admits(&chat, &user) {
-        return Err(BotError::config("trigger", format!("chat {chat} is refused by the access lists")));
+        return Err(BotError::config(
+            "trigger",
+            format!("chat {chat} is refused by the access lists"),
+        ));
     }
     let (tx, rx) = oneshot::channel();
     let kernel = k.clone();
@@ -61,22 +68,41 @@ pub(crate) async fn trigger(bot: &Bot, chat: ChatId, handler: Arc<dyn Handler>) 
                 let _ = tx.send(Err(BotError::HandedOff { chat: c.0.clone() }));
                 return;
             }
-            let ctx = make_ctx(&kernel, CtxSource::Trigger { chat: c, sender: user }, None).await;
+            let ctx = make_ctx(
+                &kernel,
+                CtxSource::Trigger {
+                    chat: c,
+                    sender: user,
+                },
+                None,
+            )
+            .await;
             dispatcher::run_handler(&ctx, handler, "handler:trigger").await;
             let _ = tx.send(Ok(()));
         }),
     );
-    rx.await.map_err(|_| BotError::Stopped("the trigger waited for its queue slot"))?
+    rx.await
+        .map_err(|_| BotError::Stopped("the trigger waited for its queue slot"))?
 }
 
-pub(crate) async fn send(bot: &Bot, chat: ChatId, outgoing: Outgoing) -> Result<SendOutcome, BotError> {
+pub(crate) async fn send(
+    bot: &Bot,
+    chat: ChatId,
+    outgoing: Outgoing,
+) -> Result<SendOutcome, BotError> {
     let key = match &outgoing.idempotency_key {
         Some(k) => KeyRule::Explicit(k.clone()),
         None => KeyRule::Random,
     };
     outbound::send(
         &bot.kernel,
-        SendRequest { chat, outgoing, key, paced: false, inline_rate_limit_retry: false },
+        SendRequest {
+            chat,
+            outgoing,
+            key,
+            paced: false,
+            inline_rate_limit_retry: false,
+        },
     )
     .await
 }
@@ -88,7 +114,10 @@ pub(crate) async fn broadcast(
     opts: BroadcastOptions,
 ) -> BroadcastReport {
     let k = bot.kernel.clone();
-    let limit = opts.concurrency.unwrap_or(k.config.broadcast_concurrency).max(1);
+    let limit = opts
+        .concurrency
+        .unwrap_or(k.config.broadcast_concurrency)
+        .max(1);
     let semaphore = Arc::new(Semaphore::new(limit));
     let mut cancel = k.cancel_background.subscribe();
     let mut tasks = tokio::task::JoinSet::new();
@@ -102,7 +131,10 @@ pub(crate) async fn broadcast(
             p = semaphore.clone().acquire_owned() => p,
             _ = cancel.changed() => { report.cancelled.push(chat); continue; }
         };
-        let Ok(permit) = permit else { report.cancelled.push(chat); continue };
+        let Ok(permit) = permit else {
+            report.cancelled.push(chat);
+            continue;
+        };
         let mut o = outgoing.clone();
         if let Some(prefix) = &opts.key_prefix {
             o.idempotency_key = Some(format!("{prefix}:{chat}"));
@@ -132,7 +164,12 @@ pub(crate) async fn handoff(
     reason: Option<String>,
 ) -> Result<(), BotError> {
     let k = &bot.kernel;
-    let record = HandoffRecord { chat: chat.0.clone(), agent, reason, since_ms: k.clock.now_ms() };
+    let record = HandoffRecord {
+        chat: chat.0.clone(),
+        agent,
+        reason,
+        since_ms: k.clock.now_ms(),
+    };
     persistence::save_handoff(k, &record).await?;
     k.gates.set_handoff(record);
     Ok(())

@@ -48,8 +48,14 @@ impl KeyRule {
         match self {
             KeyRule::Explicit(k) => k.clone(),
             KeyRule::Derived { inbound, n } => format!("{inbound}:{n}"),
-            KeyRule::Site { inbound: Some(i), site } => format!("{i}:{site}"),
-            KeyRule::Site { inbound: None, site } => format!("code:{site}"),
+            KeyRule::Site {
+                inbound: Some(i),
+                site,
+            } => format!("{i}:{site}"),
+            KeyRule::Site {
+                inbound: None,
+                site,
+            } => format!("code:{site}"),
             KeyRule::Random => format!("rnd:{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
         }
     }
@@ -110,7 +116,13 @@ async fn run_after_send(k: &Kernel, info: SentInfo) {
 
 /// Sends one message through the whole outbound path.
 pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcome, BotError> {
-    let SendRequest { chat, mut outgoing, key, paced, inline_rate_limit_retry } = req;
+    let SendRequest {
+        chat,
+        mut outgoing,
+        key,
+        paced,
+        inline_rate_limit_retry,
+    } = req;
     let key = key.key();
     outgoing.idempotency_key = None;
 
@@ -124,10 +136,19 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         }
     }
 
-    let draft = SendDraft { chat: chat.clone(), outgoing, edit_of: None, preview: false };
+    let draft = SendDraft {
+        chat: chat.clone(),
+        outgoing,
+        edit_of: None,
+        preview: false,
+    };
     let Some(draft) = run_before_send(k, draft).await else {
         Counters::inc(&k.counters.send_skipped);
-        return Ok(SendOutcome { key: Some(key), skipped: true, ..SendOutcome::default() });
+        return Ok(SendOutcome {
+            key: Some(key),
+            skipped: true,
+            ..SendOutcome::default()
+        });
     };
     let SendDraft { chat, outgoing, .. } = draft;
 
@@ -135,7 +156,10 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     if parts.len() > 1 {
         Counters::inc(&k.counters.split_messages);
     }
-    let mut outcome = SendOutcome { key: Some(key.clone()), ..SendOutcome::default() };
+    let mut outcome = SendOutcome {
+        key: Some(key.clone()),
+        ..SendOutcome::default()
+    };
     for (i, part) in parts.iter().enumerate() {
         let part_key = part_key(&key, i);
         let result = if inline_rate_limit_retry {
@@ -213,10 +237,15 @@ pub(crate) async fn edit(
     };
     let Some(draft) = run_before_send(k, draft).await else {
         Counters::inc(&k.counters.send_skipped);
-        return Ok(SendOutcome { skipped: true, ..SendOutcome::default() });
+        return Ok(SendOutcome {
+            skipped: true,
+            ..SendOutcome::default()
+        });
     };
     let target = draft.edit_of.clone().unwrap_or_else(|| message_id.clone());
-    k.provider.edit(&draft.chat, &target, &draft.outgoing.content).await?;
+    k.provider
+        .edit(&draft.chat, &target, &draft.outgoing.content)
+        .await?;
     Counters::inc(&k.counters.edits);
     if !preview {
         run_after_send(
@@ -231,12 +260,20 @@ pub(crate) async fn edit(
         )
         .await;
     }
-    Ok(SendOutcome { message_id: Some(target), parts: 1, ..SendOutcome::default() })
+    Ok(SendOutcome {
+        message_id: Some(target),
+        parts: 1,
+        ..SendOutcome::default()
+    })
 }
 
 /// The key of part `index` (0-based) of a send keyed `key`: `key`, `key#2`, `key#3`, …
 pub fn part_key(key: &str, index: usize) -> String {
-    if index == 0 { key.to_owned() } else { format!("{key}#{}", index + 1) }
+    if index == 0 {
+        key.to_owned()
+    } else {
+        format!("{key}#{}", index + 1)
+    }
 }
 
 /// Splits a text message over `limit` characters into parts (buttons stay on the last part);
@@ -252,9 +289,17 @@ pub(crate) fn split_outgoing(outgoing: &Outgoing, limit: usize) -> Vec<Outgoing>
                 .map(|(i, chunk)| Outgoing {
                     content: OutgoingContent::Text {
                         text: chunk,
-                        buttons: if i + 1 == n { buttons.clone() } else { Vec::new() },
+                        buttons: if i + 1 == n {
+                            buttons.clone()
+                        } else {
+                            Vec::new()
+                        },
                     },
-                    reply_to: if i == 0 { outgoing.reply_to.clone() } else { None },
+                    reply_to: if i == 0 {
+                        outgoing.reply_to.clone()
+                    } else {
+                        None
+                    },
                     idempotency_key: None,
                 })
                 .collect()
@@ -309,7 +354,14 @@ mod tests {
     fn keys() {
         assert_eq!(part_key("k", 0), "k");
         assert_eq!(part_key("k", 1), "k#2");
-        assert_eq!(KeyRule::Derived { inbound: "c/1".into(), n: 2 }.key(), "c/1:2");
+        assert_eq!(
+            KeyRule::Derived {
+                inbound: "c/1".into(),
+                n: 2
+            }
+            .key(),
+            "c/1:2"
+        );
         assert_ne!(KeyRule::Random.key(), KeyRule::Random.key());
     }
 }

@@ -61,7 +61,11 @@ pub(crate) async fn record_outbound(k: &Kernel, e: OutboundEntry<'_>) {
     if !k.config.ledger {
         return;
     }
-    let status = if e.error.is_some() { LedgerStatus::Failed } else { LedgerStatus::Sent };
+    let status = if e.error.is_some() {
+        LedgerStatus::Failed
+    } else {
+        LedgerStatus::Sent
+    };
     let entry = LedgerEntry {
         chat: e.chat.0.clone(),
         message_id: e.message_id.map(|m| m.0.clone()),

@@ -37,16 +37,25 @@ pub(crate) async fn plug(bot: &Bot, plugin: &dyn Plugin) -> Result<(), BotError>
     let owner = {
         let mut plugins = k.plugins.lock().unwrap_or_else(|e| e.into_inner());
         if plugins.contains_key(&name) {
-            return Err(BotError::config("plugin", format!("`{name}` is already plugged")));
+            return Err(BotError::config(
+                "plugin",
+                format!("`{name}` is already plugged"),
+            ));
         }
         let owner = k.new_owner();
         plugins.insert(name.clone(), owner);
         owner
     };
-    let scoped = Bot { kernel: k.clone(), owner: Some(owner) };
+    let scoped = Bot {
+        kernel: k.clone(),
+        owner: Some(owner),
+    };
     if let Err(e) = plugin.install(&scoped).await {
         remove(bot, owner);
-        k.plugins.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+        k.plugins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&name);
         return Err(e);
     }
     tracing::debug!(plugin = %name, "plugged");
@@ -55,7 +64,10 @@ pub(crate) async fn plug(bot: &Bot, plugin: &dyn Plugin) -> Result<(), BotError>
 
 fn remove(bot: &Bot, owner: u64) {
     let k = &bot.kernel;
-    k.routes.write().unwrap_or_else(|e| e.into_inner()).remove_owner(owner);
+    k.routes
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove_owner(owner);
     k.events.remove_owner(owner);
 }
 
@@ -66,7 +78,10 @@ pub(crate) fn unplug(bot: &Bot, name: &str) -> Result<(), BotError> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(name)
-        .ok_or_else(|| BotError::NotFound { what: "plugin", name: name.to_owned() })?;
+        .ok_or_else(|| BotError::NotFound {
+            what: "plugin",
+            name: name.to_owned(),
+        })?;
     remove(bot, owner);
     tracing::debug!(plugin = %name, "unplugged");
     Ok(())

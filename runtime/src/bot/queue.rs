@@ -87,7 +87,13 @@ impl ChatQueues {
         // A fresh receiver is alive: this send cannot fail.
         let _ = tx.send(job);
         let handle = tokio::spawn(run_worker(self.workers.clone(), chat.clone(), rx));
-        workers.insert(chat.clone(), ChatWorker { tx, abort: Some(handle.abort_handle()) });
+        workers.insert(
+            chat.clone(),
+            ChatWorker {
+                tx,
+                abort: Some(handle.abort_handle()),
+            },
+        );
     }
 
     /// Aborts every worker (work not yet started is dropped).

@@ -21,10 +21,17 @@ pub(crate) async fn send_with_retry(
     loop {
         match k.provider.send(chat, outgoing).await {
             Ok(sent) => return Ok(sent),
-            Err(ProviderError::RateLimited { provider, retry_after }) => {
+            Err(ProviderError::RateLimited {
+                provider,
+                retry_after,
+            }) => {
                 let wait = retry_after.unwrap_or(policy.default_wait);
                 if retries >= policy.retries || wait > policy.max_wait {
-                    return Err(ProviderError::RateLimited { provider, retry_after }.into());
+                    return Err(ProviderError::RateLimited {
+                        provider,
+                        retry_after,
+                    }
+                    .into());
                 }
                 retries += 1;
                 Counters::inc(&k.counters.rate_limit_retries);

@@ -143,7 +143,10 @@ impl Matcher {
                 Some(Content::Media(m)) if m.kind == *kind
             ),
             Matcher::Location => {
-                matches!(ctx.message().map(|m| &m.content), Some(Content::Location(_)))
+                matches!(
+                    ctx.message().map(|m| &m.content),
+                    Some(Content::Location(_))
+                )
             }
             Matcher::Button(id) => ctx.interaction().is_some_and(|i| &i.data == id),
             Matcher::AnyInteraction => ctx.interaction().is_some(),
@@ -157,8 +160,7 @@ pub(crate) type BeforeMessageHook =
 pub(crate) type AfterMessageHook = Arc<dyn Fn(Ctx) -> BoxFuture<()> + Send + Sync>;
 pub(crate) type BeforeSendHook = Arc<dyn Fn(SendDraft) -> BoxFuture<SendDecision> + Send + Sync>;
 pub(crate) type AfterSendHook = Arc<dyn Fn(SentInfo) -> BoxFuture<()> + Send + Sync>;
-pub(crate) type BeforeEventHook =
-    Arc<dyn Fn(ProviderEvent) -> BoxFuture<HookFlow> + Send + Sync>;
+pub(crate) type BeforeEventHook = Arc<dyn Fn(ProviderEvent) -> BoxFuture<HookFlow> + Send + Sync>;
 pub(crate) type AfterEventHook = Arc<dyn Fn(ProviderEvent) -> BoxFuture<()> + Send + Sync>;
 pub(crate) type CallHandler = Arc<dyn Fn(CallEvent) -> BoxFuture<HandlerResult> + Send + Sync>;
 

@@ -27,7 +27,13 @@ pub struct ReplyStream {
 
 impl ReplyStream {
     pub(crate) fn new(ctx: Ctx) -> Self {
-        Self { ctx, text: String::new(), preview: None, last_edit: None, previews: 0 }
+        Self {
+            ctx,
+            text: String::new(),
+            preview: None,
+            last_edit: None,
+            previews: 0,
+        }
     }
 
     /// The text so far.
@@ -47,7 +53,9 @@ impl ReplyStream {
         if !k.capabilities.edits || self.text.trim().is_empty() {
             return Ok(());
         }
-        let due = self.last_edit.is_none_or(|t| t.elapsed() >= k.config.stream_interval);
+        let due = self
+            .last_edit
+            .is_none_or(|t| t.elapsed() >= k.config.stream_interval);
         if !due {
             return Ok(());
         }

@@ -73,7 +73,9 @@ impl Default for MockProvider {
 
 impl std::fmt::Debug for MockProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MockProvider").field("name", &self.0.name).finish_non_exhaustive()
+        f.debug_struct("MockProvider")
+            .field("name", &self.0.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -142,7 +144,8 @@ impl MockProvider {
 
     /// Delivers a text message from user `chat` in chat `chat`.
     pub async fn say(&self, chat: &str, id: &str, text: &str) -> Result<Accepted, Rejected> {
-        self.deliver(ProviderEvent::Message(Message::text(id, chat, text))).await
+        self.deliver(ProviderEvent::Message(Message::text(id, chat, text)))
+            .await
     }
 
     /// Delivers a button press of `data` in `chat`.
@@ -273,11 +276,20 @@ impl Provider for MockProvider {
         if let Some(err) = s.failures.pop_front() {
             return Err(err);
         }
-        let id = MessageId(format!("out-{}", self.0.ids.fetch_add(1, Ordering::SeqCst) + 1));
-        s.sent.push(SentRecord { chat: chat.clone(), outgoing: outgoing.clone(), message_id: id.clone() });
+        let id = MessageId(format!(
+            "out-{}",
+            self.0.ids.fetch_add(1, Ordering::SeqCst) + 1
+        ));
+        s.sent.push(SentRecord {
+            chat: chat.clone(),
+            outgoing: outgoing.clone(),
+            message_id: id.clone(),
+        });
         drop(s);
         self.0.changed.notify_waiters();
-        Ok(SentMessage { message_id: Some(id) })
+        Ok(SentMessage {
+            message_id: Some(id),
+        })
     }
 
     async fn edit(
@@ -287,9 +299,14 @@ impl Provider for MockProvider {
         content: &OutgoingContent,
     ) -> Result<(), ProviderError> {
         if !self.0.caps.edits {
-            return Err(ProviderError::Unsupported { provider: "mock".into(), operation: "edit" });
+            return Err(ProviderError::Unsupported {
+                provider: "mock".into(),
+                operation: "edit",
+            });
         }
-        self.state().edits.push((chat.clone(), message_id.clone(), content.clone()));
+        self.state()
+            .edits
+            .push((chat.clone(), message_id.clone(), content.clone()));
         self.0.changed.notify_waiters();
         Ok(())
     }
@@ -304,8 +321,14 @@ impl Provider for MockProvider {
         Ok(())
     }
 
-    async fn ack_interaction(&self, interaction: &Interaction, notice: Option<&str>) -> Result<(), ProviderError> {
-        self.state().acks.push((interaction.id.clone(), notice.map(str::to_owned)));
+    async fn ack_interaction(
+        &self,
+        interaction: &Interaction,
+        notice: Option<&str>,
+    ) -> Result<(), ProviderError> {
+        self.state()
+            .acks
+            .push((interaction.id.clone(), notice.map(str::to_owned)));
         Ok(())
     }
 }
