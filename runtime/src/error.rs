@@ -60,6 +60,17 @@ pub enum BotError {
         /// The outbox key of the send.
         key: String,
     },
+    /// The durable journal failed (the record it concerns is in the error).
+    #[error(transparent)]
+    Durability(#[from] botmesh_durability::DurabilityError),
+    /// A send was dead-lettered (final error, or out of retries); an operator can retry it.
+    #[error("send {key} is dead-lettered: {error}")]
+    SendDead {
+        /// The outbox key.
+        key: String,
+        /// The last error.
+        error: String,
+    },
     /// The chat is handed off to a human: the bot's send was refused.
     #[error("chat {chat} is handed off to a human")]
     HandedOff {

@@ -18,13 +18,17 @@
 //! The inbound path, the routing order, the outbound path and the lifecycle follow the
 //! architecture guide; see the [`bot`] module for the map of modules.
 
+#[allow(unused_extern_crates)]
+extern crate self as botmesh;
+
 pub mod bot;
 pub mod clock;
 pub mod codec;
 pub mod config;
+pub mod durable;
 pub mod error;
 pub mod events;
-pub(crate) mod flow;
+pub mod flow;
 pub mod message;
 pub mod metrics;
 pub mod provider;
@@ -36,6 +40,7 @@ pub use bot::{
     StopOptions, matcher,
 };
 pub use botmesh_durability as durability;
+pub use botmesh_macros::{flow, persistent};
 pub use config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
 pub use error::{BotError, HandlerError, HandlerResult};
 pub use events::{BotEvent, DropReason};
@@ -50,6 +55,8 @@ pub mod prelude {
     pub use crate::config::{GroupMode, Pacing};
     pub use crate::error::{BotError, HandlerError, HandlerResult};
     pub use crate::events::BotEvent;
+    pub use crate::flow::{Answer, FlowCx, FlowResult, Interrupt};
+    pub use botmesh_macros::{flow, persistent};
     pub use crate::message::{Button, ChatId, Message, Outgoing, OutgoingContent, UserId};
     pub use crate::provider::{Provider, ProviderEvent};
 }

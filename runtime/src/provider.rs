@@ -270,16 +270,9 @@ impl EventSink {
     }
 }
 
-/// A provider's serializable, versioned media reference (journaled by the durable inbox).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredMediaRef {
-    /// The provider that wrote it.
-    pub provider: String,
-    /// The format version.
-    pub v: u32,
-    /// The reference (no credentials).
-    pub data: serde_json::Value,
-}
+/// A provider's serializable, versioned media reference (journaled by the durable inbox):
+/// `{ provider, v, data }`, never carrying credentials.
+pub use botmesh_durability::media_refs::StoredMediaRef;
 
 /// Why replayed media cannot be loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,6 +21,7 @@ use crate::bot::queue::ChatQueues;
 use crate::bot::routes::Routes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
+use crate::durable::{Durable, DurabilityOptions, DurabilityStep};
 use crate::error::BotError;
 use crate::events::EventOutlet;
 use crate::message::{ChatId, Message, UserId};
@@ -48,6 +49,7 @@ pub struct BotBuilder {
     clock: Arc<dyn Clock>,
     lang_resolver: Option<LangResolver>,
     steps: Vec<Arc<dyn LifecycleStep>>,
+    durability: Option<DurabilityOptions>,
 }
 
 impl BotBuilder {
@@ -59,7 +61,15 @@ impl BotBuilder {
             clock: Arc::new(SystemClock),
             lang_resolver: None,
             steps: Vec::new(),
+            durability: None,
         }
+    }
+
+    /// Turns durable processing on: the inbox and outbox journals in `options`' backend.
+    /// Invalid options are refused by [`build`](Self::build).
+    pub fn durability(mut self, options: DurabilityOptions) -> Self {
+        self.durability = Some(options);
+        self
     }
 
     /// The store (a [`MemoryStore`] by default).
@@ -174,11 +184,16 @@ impl BotBuilder {
         }
         let (input_ended, _) = watch::channel(false);
         let (cancel_background, _) = watch::channel(false);
-        let steps: Vec<Arc<dyn LifecycleStep>> = vec![
-            Arc::new(StorageStep),
-            Arc::new(RestoreStep),
-            Arc::new(TransportStep),
-        ];
+        let durable = match self.durability {
+            Some(opts) => Some(Durable::build(opts, &self.config, self.clock.clone())?),
+            None => None,
+        };
+        let mut steps: Vec<Arc<dyn LifecycleStep>> =
+            vec![Arc::new(StorageStep), Arc::new(RestoreStep)];
+        if durable.is_some() {
+            steps.push(Arc::new(DurabilityStep));
+        }
+        steps.push(Arc::new(TransportStep));
         let kernel = Kernel {
             dedupe: Dedupe::new(self.config.dedupe_capacity),
             gates: Gates::new(self.config.access.clone()),
@@ -203,6 +218,7 @@ impl BotBuilder {
             custom_steps: Mutex::new(self.steps),
             started_steps: Mutex::new(Vec::new()),
             flows: crate::flow::FlowRuntime::default(),
+            durable,
             stopped: Notify::new(),
         };
         Ok(Bot::from_kernel(Arc::new(kernel)))

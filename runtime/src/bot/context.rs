@@ -28,6 +28,17 @@ pub(crate) struct CtxInner {
     pub(crate) lang: Mutex<String>,
     pub(crate) acked: AtomicBool,
     pub(crate) command: Option<(String, String)>,
+    pub(crate) stale: bool,
+    pub(crate) replay: bool,
+    pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
+}
+
+/// What the inbound path knows about a context beyond its source.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CtxExtras {
+    pub(crate) stale: bool,
+    pub(crate) replay: bool,
+    pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
 }
 
 /// A handler's context. Cheap to clone; clones share the send counter.
@@ -58,6 +69,7 @@ impl Ctx {
         source: CtxSource,
         inbound_id: Option<String>,
         lang: String,
+        extras: CtxExtras,
     ) -> Self {
         let prefixes = bot.kernel.config.command_prefixes.clone();
         let (chat, sender, sender_name, is_group, message, interaction) = match source {
@@ -95,6 +107,9 @@ impl Ctx {
             lang: Mutex::new(lang),
             acked: AtomicBool::new(false),
             command,
+            stale: extras.stale,
+            replay: extras.replay,
+            media_issue: extras.media_issue,
         }))
     }
 

@@ -9,9 +9,11 @@ use std::sync::Mutex;
 
 use crate::message::ChatId;
 
+type Seen = (HashSet<(ChatId, String)>, VecDeque<(ChatId, String)>);
+
 pub(crate) struct Dedupe {
     capacity: usize,
-    inner: Mutex<(HashSet<(ChatId, String)>, VecDeque<(ChatId, String)>)>,
+    inner: Mutex<Seen>,
 }
 
 impl Dedupe {

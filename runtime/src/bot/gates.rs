@@ -58,13 +58,4 @@ impl Gates {
             .remove(chat)
             .is_some()
     }
-
-    pub(crate) fn handoffs(&self) -> Vec<HandoffRecord> {
-        self.handoffs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
 }

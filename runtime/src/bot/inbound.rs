@@ -12,11 +12,14 @@ use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 
-use crate::bot::context::{Ctx, CtxSource};
+use botmesh_durability::InboxLease;
+
+use crate::bot::context::{Ctx, CtxExtras, CtxSource};
 use crate::bot::kernel::Kernel;
 use crate::bot::routes::HookFlow;
 use crate::bot::{Bot, dispatcher, lang, persistence};
 use crate::config::GroupMode;
+use crate::durable::{self, StalePolicy, inbound::Journaled};
 use crate::events::{BotEvent, DropReason};
 use crate::message::{ChatId, Interaction, Message};
 use crate::metrics::Counters;
@@ -37,8 +40,8 @@ impl InboundPipeline for Pipeline {
         }
         Counters::inc(&k.counters.received);
         match event {
-            ProviderEvent::Message(m) => Ok(admit_message(&k, m).await),
-            ProviderEvent::Interaction(i) => Ok(admit_interaction(&k, i).await),
+            ProviderEvent::Message(m) => admit_message(&k, m).await,
+            ProviderEvent::Interaction(i) => admit_interaction(&k, i).await,
             ProviderEvent::Call(call) => {
                 if !k.gates.admits(&call.chat, &call.sender) {
                     drop_event(&k, &call.chat, DropReason::Blocked);
@@ -154,22 +157,102 @@ async fn after_event(k: &Kernel, event: &ProviderEvent) {
     }
 }
 
-async fn admit_message(k: &Arc<Kernel>, m: Message) -> Accepted {
+async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected> {
     if !k.gates.admits(&m.chat, &m.sender) {
         drop_event(k, &m.chat, DropReason::Blocked);
-        return Accepted::Handled;
+        return Ok(Accepted::Handled);
     }
     if !k.dedupe.first_sight(&m.chat, m.id.as_str()) {
         drop_event(k, &m.chat, DropReason::Duplicate);
-        return Accepted::Duplicate;
+        return Ok(Accepted::Duplicate);
     }
+    let record_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
+    let event = ProviderEvent::Message(m);
+    let lease = match journal(k, &event, &record_id).await {
+        Ok(lease) => lease,
+        Err(JournalOutcome::Duplicate) => {
+            drop_event(k, event.chat(), DropReason::Duplicate);
+            return Ok(Accepted::Duplicate);
+        }
+        Err(JournalOutcome::Rejected(r)) => {
+            if let ProviderEvent::Message(m) = &event {
+                k.dedupe.forget(&m.chat, m.id.as_str());
+            }
+            return Err(r);
+        }
+    };
+    let ProviderEvent::Message(m) = event else { return Ok(Accepted::Handled) };
+    Ok(process_message(k, m, lease, CtxExtras::default()).await)
+}
+
+enum JournalOutcome {
+    Duplicate,
+    Rejected(Rejected),
+}
+
+/// Journals an admitted event when durability is on; `Ok(None)` without durability (or with
+/// `fail_open` when the journal is unavailable).
+async fn journal(
+    k: &Arc<Kernel>,
+    event: &ProviderEvent,
+    record_id: &str,
+) -> Result<Option<InboxLease>, JournalOutcome> {
+    let Some(dur) = k.durable.as_ref() else { return Ok(None) };
+    match durable::inbound::journal(k, dur, event, record_id).await {
+        Journaled::Claimed(lease) => Ok(Some(lease)),
+        Journaled::Duplicate => Err(JournalOutcome::Duplicate),
+        Journaled::Unavailable(reason) => {
+            k.events.error("durability:inbox.journal", Some(event.chat()), &reason);
+            if dur.d.config().fail_open {
+                tracing::warn!(id = %record_id, "journal unavailable: dispatching without it (fail_open)");
+                Ok(None)
+            } else {
+                Err(JournalOutcome::Rejected(Rejected::JournalUnavailable {
+                    id: record_id.to_owned(),
+                    reason,
+                }))
+            }
+        }
+    }
+}
+
+/// What follows admission (live or replayed): persistence, `inbox.max_age`, group mode, then
+/// the chat's queue. A leased record is completed here when the message goes no further.
+pub(crate) async fn process_message(
+    k: &Arc<Kernel>,
+    m: Message,
+    lease: Option<InboxLease>,
+    mut extras: CtxExtras,
+) -> Accepted {
     if let Err(e) = persistence::record_inbound(k, &m).await {
-        k.events.error("persistence:inbound", Some(&m.chat), e);
+        k.events.error("persistence:inbound", Some(&m.chat), &e);
+        if let Some(lease) = &lease {
+            // Before the handlers: retried with the inbox backoff, dead-lettered at the end.
+            durable::inbound::fail_before_handlers(k, lease, &e.to_string()).await;
+            return Accepted::Queued;
+        }
+    }
+    if let Some(max) = k.durable.as_ref().and_then(|d| d.max_age) {
+        let age = k.clock.now_ms().saturating_sub(m.timestamp_ms);
+        if age > i64::try_from(max.age.as_millis()).unwrap_or(i64::MAX) {
+            match max.policy {
+                StalePolicy::Skip => {
+                    drop_event(k, &m.chat, DropReason::Stale);
+                    if let Some(lease) = &lease {
+                        durable::inbound::complete(k, lease).await;
+                    }
+                    return Accepted::Handled;
+                }
+                StalePolicy::MarkStale => extras.stale = true,
+            }
+        }
     }
     if m.is_group {
-        let is_command =
-            crate::bot::context::parse_command(m.text_content(), &k.config.command_prefixes)
-                .is_some();
+        let is_command = crate::bot::context::parse_command(
+            m.text_content(),
+            &k.config.command_prefixes,
+        )
+        .is_some();
         let admitted = match k.config.group_mode {
             GroupMode::All => true,
             GroupMode::MentionsOrCommands => m.mentions_bot || is_command,
@@ -177,6 +260,9 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Accepted {
         };
         if !admitted {
             drop_event(k, &m.chat, DropReason::Group);
+            if let Some(lease) = &lease {
+                durable::inbound::complete(k, lease).await;
+            }
             return Accepted::Handled;
         }
     }
@@ -186,42 +272,86 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Accepted {
     k.queues.push(
         &chat,
         Box::pin(async move {
-            let ctx = make_ctx(&kernel, CtxSource::Message(m), Some(inbound_id)).await;
-            dispatcher::dispatch(ctx).await;
+            let work = async {
+                let ctx =
+                    make_ctx_with(&kernel, CtxSource::Message(m), Some(inbound_id), extras).await;
+                dispatcher::dispatch(ctx).await;
+            };
+            match lease {
+                Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
+                None => work.await,
+            }
         }),
     );
     Accepted::Queued
 }
 
-async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Accepted {
+async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, Rejected> {
     if !k.gates.admits(&i.chat, &i.sender) {
         drop_event(k, &i.chat, DropReason::Blocked);
-        return Accepted::Handled;
+        return Ok(Accepted::Handled);
     }
     let dedupe_id = format!("interaction:{}", i.id);
     if !k.dedupe.first_sight(&i.chat, &dedupe_id) {
         drop_event(k, &i.chat, DropReason::Duplicate);
-        return Accepted::Duplicate;
+        return Ok(Accepted::Duplicate);
     }
-    let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &dedupe_id);
+    let record_id = Kernel::inbound_record_id(i.chat.as_str(), &dedupe_id);
+    let event = ProviderEvent::Interaction(i);
+    let lease = match journal(k, &event, &record_id).await {
+        Ok(lease) => lease,
+        Err(JournalOutcome::Duplicate) => {
+            drop_event(k, event.chat(), DropReason::Duplicate);
+            return Ok(Accepted::Duplicate);
+        }
+        Err(JournalOutcome::Rejected(r)) => {
+            k.dedupe.forget(event.chat(), &dedupe_id);
+            return Err(r);
+        }
+    };
+    let ProviderEvent::Interaction(i) = event else { return Ok(Accepted::Handled) };
+    Ok(process_interaction(k, i, lease, CtxExtras::default()).await)
+}
+
+/// What follows the admission of an interaction (live or replayed): the chat's queue.
+pub(crate) async fn process_interaction(
+    k: &Arc<Kernel>,
+    i: Interaction,
+    lease: Option<InboxLease>,
+    extras: CtxExtras,
+) -> Accepted {
+    let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &format!("interaction:{}", i.id));
     let chat = i.chat.clone();
     let kernel = k.clone();
     k.queues.push(
         &chat,
         Box::pin(async move {
-            let ctx = make_ctx(&kernel, CtxSource::Interaction(i), Some(inbound_id)).await;
-            crate::bot::interaction_ack::arm_deadline(&ctx);
-            dispatcher::dispatch(ctx).await;
+            let work = async {
+                let ctx =
+                    make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras).await;
+                crate::bot::interaction_ack::arm_deadline(&ctx);
+                dispatcher::dispatch(ctx).await;
+            };
+            match lease {
+                Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
+                None => work.await,
+            }
         }),
     );
     Accepted::Queued
 }
 
 /// The context factory: resolves the language and builds the `Ctx`.
-pub(crate) async fn make_ctx(
+pub(crate) async fn make_ctx(k: &Arc<Kernel>, source: CtxSource, inbound_id: Option<String>) -> Ctx {
+    make_ctx_with(k, source, inbound_id, CtxExtras::default()).await
+}
+
+/// The context factory, with what the inbound path knows (replay, stale, media issue).
+pub(crate) async fn make_ctx_with(
     k: &Arc<Kernel>,
     source: CtxSource,
     inbound_id: Option<String>,
+    extras: CtxExtras,
 ) -> Ctx {
     let chat = match &source {
         CtxSource::Message(m) => m.chat.clone(),
@@ -245,5 +375,5 @@ pub(crate) async fn make_ctx(
         message,
         &k.config.default_lang,
     );
-    Ctx::new(Bot::from_kernel(k.clone()), source, inbound_id, lang)
+    Ctx::new(Bot::from_kernel(k.clone()), source, inbound_id, lang, extras)
 }

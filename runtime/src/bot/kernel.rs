@@ -62,6 +62,7 @@ pub(crate) struct Kernel {
     pub(crate) custom_steps: Mutex<Vec<Arc<dyn LifecycleStep>>>,
     pub(crate) started_steps: Mutex<Vec<Arc<dyn LifecycleStep>>>,
     pub(crate) flows: crate::flow::FlowRuntime,
+    pub(crate) durable: Option<crate::durable::Durable>,
     pub(crate) stopped: Notify,
 }
 
@@ -90,8 +91,10 @@ impl Kernel {
         self.next_owner.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// The id of an inbound record: stable for a (chat, channel message id) pair.
+    /// The id of an inbound record: stable for a (chat, channel message id) pair, readable
+    /// (`alice/m1`), and unambiguous (`%` and `/` in the chat id are escaped).
     pub(crate) fn inbound_record_id(chat: &str, message_id: &str) -> String {
+        let chat = chat.replace('%', "%25").replace('/', "%2F");
         format!("{chat}/{message_id}")
     }
 }

@@ -116,14 +116,8 @@ async fn run_after_send(k: &Kernel, info: SentInfo) {
 
 /// Sends one message through the whole outbound path.
 pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcome, BotError> {
-    let SendRequest {
-        chat,
-        mut outgoing,
-        key,
-        paced,
-        inline_rate_limit_retry,
-    } = req;
-    let key = key.key();
+    let SendRequest { chat, mut outgoing, key: rule, paced, inline_rate_limit_retry } = req;
+    let key = rule.key();
     outgoing.idempotency_key = None;
 
     if paced && outgoing.content.is_text() {
@@ -136,30 +130,36 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         }
     }
 
-    let draft = SendDraft {
-        chat: chat.clone(),
-        outgoing,
-        edit_of: None,
-        preview: false,
+    // The durable idempotency lookup comes before the hooks: a send already recorded as sent
+    // is answered from the outbox, with no hooks and no provider call.
+    let fingerprint = match &k.durable {
+        Some(dur) => {
+            let fp = crate::durable::outbound::fingerprint(&chat, &outgoing);
+            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, &fp).await? {
+                Counters::inc(&k.counters.send_deduped);
+                return Ok(done);
+            }
+            Some(fp)
+        }
+        None => None,
     };
+
+    let draft = SendDraft { chat: chat.clone(), outgoing, edit_of: None, preview: false };
     let Some(draft) = run_before_send(k, draft).await else {
         Counters::inc(&k.counters.send_skipped);
-        return Ok(SendOutcome {
-            key: Some(key),
-            skipped: true,
-            ..SendOutcome::default()
-        });
+        return Ok(SendOutcome { key: Some(key), skipped: true, ..SendOutcome::default() });
     };
     let SendDraft { chat, outgoing, .. } = draft;
+
+    if let (Some(dur), Some(fp)) = (&k.durable, fingerprint) {
+        return crate::durable::outbound::deliver(k, dur, &rule, key, chat, outgoing, fp).await;
+    }
 
     let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
     if parts.len() > 1 {
         Counters::inc(&k.counters.split_messages);
     }
-    let mut outcome = SendOutcome {
-        key: Some(key.clone()),
-        ..SendOutcome::default()
-    };
+    let mut outcome = SendOutcome { key: Some(key.clone()), ..SendOutcome::default() };
     for (i, part) in parts.iter().enumerate() {
         let part_key = part_key(&key, i);
         let result = if inline_rate_limit_retry {
@@ -169,55 +169,73 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         };
         match result {
             Ok(sent) => {
-                Counters::inc(&k.counters.sent);
-                persistence::record_outbound(
-                    k,
-                    OutboundEntry {
-                        chat: &chat,
-                        outgoing: part,
-                        message_id: sent.message_id.as_ref(),
-                        key: Some(&part_key),
-                        error: None,
-                    },
-                )
-                .await;
-                run_after_send(
-                    k,
-                    SentInfo {
-                        chat: chat.clone(),
-                        outgoing: part.clone(),
-                        message_id: sent.message_id.clone(),
-                        key: Some(part_key.clone()),
-                        edit: false,
-                    },
-                )
-                .await;
-                k.events.emit(BotEvent::Sent {
-                    chat: chat.clone(),
-                    key: Some(part_key),
-                    message_id: sent.message_id.clone(),
-                });
+                on_sent(k, &chat, part, sent.message_id.clone(), &part_key).await;
                 outcome.message_id = sent.message_id;
                 outcome.parts += 1;
             }
             Err(err) => {
-                Counters::inc(&k.counters.send_failed);
-                persistence::record_outbound(
-                    k,
-                    OutboundEntry {
-                        chat: &chat,
-                        outgoing: part,
-                        message_id: None,
-                        key: Some(&part_key),
-                        error: Some(err.to_string()),
-                    },
-                )
-                .await;
+                on_failed(k, &chat, part, &part_key, &err).await;
                 return Err(err);
             }
         }
     }
     Ok(outcome)
+}
+
+/// What follows a send the provider accepted: metrics, ledger, `after` send hooks, event.
+pub(crate) async fn on_sent(
+    k: &Kernel,
+    chat: &ChatId,
+    part: &Outgoing,
+    message_id: Option<MessageId>,
+    part_key: &str,
+) {
+    Counters::inc(&k.counters.sent);
+    persistence::record_outbound(
+        k,
+        OutboundEntry {
+            chat,
+            outgoing: part,
+            message_id: message_id.as_ref(),
+            key: Some(part_key),
+            error: None,
+        },
+    )
+    .await;
+    run_after_send(
+        k,
+        SentInfo {
+            chat: chat.clone(),
+            outgoing: part.clone(),
+            message_id: message_id.clone(),
+            key: Some(part_key.to_owned()),
+            edit: false,
+        },
+    )
+    .await;
+    k.events.emit(BotEvent::Sent { chat: chat.clone(), key: Some(part_key.to_owned()), message_id });
+}
+
+/// What follows a send that failed for good: metrics and the ledger.
+pub(crate) async fn on_failed(
+    k: &Kernel,
+    chat: &ChatId,
+    part: &Outgoing,
+    part_key: &str,
+    err: &(dyn std::fmt::Display + Sync),
+) {
+    Counters::inc(&k.counters.send_failed);
+    persistence::record_outbound(
+        k,
+        OutboundEntry {
+            chat,
+            outgoing: part,
+            message_id: None,
+            key: Some(part_key),
+            error: Some(err.to_string()),
+        },
+    )
+    .await;
 }
 
 /// Edits a message: `before` send hooks (with `edit_of`), provider, `after` send hooks.

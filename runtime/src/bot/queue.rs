@@ -105,11 +105,6 @@ impl ChatQueues {
             }
         }
     }
-
-    /// The number of chats with queued or running work.
-    pub(crate) fn active_chats(&self) -> usize {
-        self.workers.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
 }
 
 async fn run_worker(

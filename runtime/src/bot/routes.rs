@@ -73,6 +73,7 @@ pub struct SendDraft {
 }
 
 /// What a `before` send hook decides.
+#[allow(clippy::large_enum_variant)] // built once per send, never stored
 #[derive(Debug, Clone, PartialEq)]
 pub enum SendDecision {
     /// Send this (possibly rewritten) draft.

@@ -2,34 +2,230 @@
 //! executor that starts, steps, suspends, checkpoints and resumes them per chat.
 //!
 //! This module is the dispatcher's seam for the "active conversation" and "dormant resume"
-//! stages and the lifecycle's "restore conversations" step.
+//! stages and the lifecycle's "restore conversations" step. The pieces:
+//!
+//! | module | what it does |
+//! | --- | --- |
+//! | `api` | the [`Flow`] trait the macro implements, [`FlowInfo`], [`FlowError`] |
+//! | `cx` | [`FlowCx`]: sends with site keys, asks, calls, the step's input and outcome |
+//! | `ask` | [`Ask`], [`Answer`], [`Interrupt`] |
+//! | `effect` | `cx.effect`, `cx.now`, `cx.random`: recorded once per step |
+//! | `registry` | type erasure, registration, `bot.flow` / `start_flow` / `cancel_flow` |
+//! | `executor` | stepping a chat's flow stack, idle timeouts |
+//! | `checkpoint` | saving and loading stacks, the version policy |
+//!
+//! A chat's next message while a flow waits is the flow's answer, unless it is a registered
+//! command (commands route first). To let users cancel, register a command that calls
+//! [`Bot::cancel_flow`](crate::Bot::cancel_flow).
+
+mod api;
+mod ask;
+mod checkpoint;
+mod cx;
+mod effect;
+mod executor;
+pub(crate) mod registry;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+pub use api::{Checkpointable, Flow, FlowError, FlowInfo, FlowResult, MigrateFn, StartTrigger, Step, VersionPolicy, __done, __take};
+pub use ask::{Answer, Ask, Interrupt};
+pub use cx::{Call, FlowCx, FlowSend};
+pub use registry::{Erased, erase};
 
 use crate::bot::context::Ctx;
 use crate::bot::kernel::Kernel;
 use crate::error::BotError;
 use crate::message::ChatId;
+use executor::Stack;
+
+/// Re-exports for generated code.
+#[doc(hidden)]
+pub mod __private {
+    pub use serde;
+    pub use serde_json;
+}
 
 /// The flow executor's state inside a bot.
-#[derive(Debug, Default)]
-pub(crate) struct FlowRuntime {}
+#[derive(Default)]
+pub(crate) struct FlowRuntime {
+    registry: RwLock<HashMap<&'static str, Erased>>,
+    active: Mutex<HashMap<ChatId, Stack>>,
+    generations: Mutex<HashMap<ChatId, u64>>,
+    firing: Mutex<HashSet<ChatId>>,
+    kernel: OnceLock<Weak<Kernel>>,
+    ticker: AtomicBool,
+}
+
+impl std::fmt::Debug for FlowRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowRuntime").field("flows", &self.read_registry().len()).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FlowRuntime {
+    fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, HashMap<&'static str, Erased>> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remembers the kernel (for queued timeouts and restarts) and starts the timeout ticker.
+    pub(crate) fn bind(&self, k: &Arc<Kernel>) {
+        let _ = self.kernel.set(Arc::downgrade(k));
+        self.spawn_ticker();
+    }
+
+    fn spawn_ticker(&self) {
+        let Some(weak) = self.kernel.get().cloned() else { return };
+        if tokio::runtime::Handle::try_current().is_err() || self.ticker.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(k) = weak.upgrade() else { return };
+                if k.run_state() == crate::bot::RunState::Running {
+                    executor::fire_due(&k);
+                }
+            }
+        });
+    }
+
+    pub(crate) fn register(&self, flow: Erased) {
+        let name = flow.0.info().name;
+        if self.read_registry().contains_key(name) {
+            return;
+        }
+        let callees = flow.0.callees();
+        self.registry.write().unwrap_or_else(|e| e.into_inner()).insert(name, flow);
+        for c in callees {
+            self.register(c);
+        }
+    }
+
+    pub(crate) fn lookup(&self, name: &str) -> Option<Erased> {
+        self.read_registry().get(name).cloned()
+    }
+
+    pub(crate) fn take(&self, chat: &ChatId) -> Option<Stack> {
+        lock(&self.firing).remove(chat);
+        lock(&self.active).remove(chat)
+    }
+
+    pub(crate) fn put(&self, chat: &ChatId, stack: Stack) {
+        lock(&self.active).insert(chat.clone(), stack);
+    }
+
+    pub(crate) fn generation(&self, chat: &ChatId) -> u64 {
+        lock(&self.generations).get(chat).copied().unwrap_or(0)
+    }
+
+    fn bump(&self, chat: &ChatId) {
+        *lock(&self.generations).entry(chat.clone()).or_insert(0) += 1;
+    }
+
+    pub(crate) fn active_name(&self, chat: &ChatId) -> Option<&'static str> {
+        lock(&self.active).get(chat).and_then(Stack::top_name)
+    }
+
+    pub(crate) fn step_of(&self, chat: &ChatId) -> Option<u64> {
+        lock(&self.active).get(chat).map(|s| s.step)
+    }
+
+    pub(crate) fn deadline_of(&self, chat: &ChatId) -> Option<i64> {
+        lock(&self.active).get(chat).and_then(Stack::deadline)
+    }
+
+    pub(crate) fn clear_firing(&self, chat: &ChatId) {
+        lock(&self.firing).remove(chat);
+    }
+
+    /// Chats whose deadline passed and that are not already queued for a timeout.
+    pub(crate) fn due(&self, now: i64) -> Vec<(ChatId, u64)> {
+        let active = lock(&self.active);
+        let mut firing = lock(&self.firing);
+        let mut out: Vec<(ChatId, u64)> = active
+            .iter()
+            .filter(|(c, s)| s.deadline().is_some_and(|d| d <= now) && !firing.contains(*c))
+            .map(|(c, s)| (c.clone(), s.step))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        for (c, _) in &out {
+            firing.insert(c.clone());
+        }
+        out
+    }
+}
 
 /// The "active conversation" stage: a flow waiting in this chat takes the message as its answer.
-pub(crate) async fn active_conversation(_ctx: &Ctx) -> bool {
-    false
+pub(crate) async fn active_conversation(ctx: &Ctx) -> bool {
+    executor::active(ctx).await
 }
 
 /// The "dormant resume" stage: a persistent flow checkpointed in the store resumes.
-pub(crate) async fn dormant_resume(_ctx: &Ctx) -> bool {
-    false
+pub(crate) async fn dormant_resume(ctx: &Ctx) -> bool {
+    executor::dormant(ctx).await
 }
 
 /// Restores persistent conversations on `start()`.
-pub(crate) async fn restore(_k: &Kernel) -> Result<(), BotError> {
+pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
+    k.flows.spawn_ticker();
+    for cp in k.store.checkpoints().await? {
+        let chat = ChatId::from(cp.chat.as_str());
+        match checkpoint::load(k, cp).await {
+            checkpoint::Loaded::Ready(stack) => k.flows.put(&chat, stack),
+            checkpoint::Loaded::Gone => {}
+            checkpoint::Loaded::Restart(flow) => {
+                let Some(kernel) = k.flows.kernel.get().and_then(Weak::upgrade) else { continue };
+                let Some(state) = flow.0.fresh() else { continue };
+                let state = Mutex::new(Some(state));
+                let kk = kernel.clone();
+                kernel.queues.push(
+                    &chat.clone(),
+                    Box::pin(async move {
+                        let user = crate::message::UserId(chat.0.clone());
+                        let ctx = crate::bot::inbound::make_ctx(&kk, crate::bot::context::CtxSource::Trigger { chat, sender: user }, None).await;
+                        let state = lock(&state).take();
+                        if let Some(s) = state {
+                            if let Err(e) = executor::start_in(&ctx, flow, s).await {
+                                kk.events.error("flow:restart", Some(ctx.chat()), e);
+                            }
+                        }
+                    }),
+                );
+            }
+        }
+    }
     Ok(())
 }
 
 /// Aborts in-memory conversations on `stop()` (checkpoints are kept).
-pub(crate) async fn abort_all(_k: &Kernel) {}
+pub(crate) async fn abort_all(k: &Kernel) {
+    let chats: Vec<ChatId> = lock(&k.flows.active).drain().map(|(c, _)| c).collect();
+    for c in &chats {
+        k.flows.bump(c);
+    }
+    lock(&k.flows.firing).clear();
+}
 
 /// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
-pub(crate) async fn end_chat(_k: &Kernel, _chat: &ChatId, _reason: &str) {}
+pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
+    k.flows.bump(chat);
+    match k.flows.take(chat) {
+        Some(stack) => executor::end_stack(k, chat, stack, reason).await,
+        None => {
+            if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
+                checkpoint::drop_checkpoint(k, chat.as_str()).await;
+                k.events.emit(crate::events::BotEvent::Flow { chat: chat.clone(), flow: cp.flow, what: format!("ended:{reason}") });
+            }
+        }
+    }
+}

@@ -1,9 +1,11 @@
 //! Test helpers: [`MockProvider`], a provider that records what the bot does and lets a test
-//! inject events and failures.
+//! inject events and failures, and [`Transcript`], scripted users and readable transcripts.
 //!
 //! Everything here is real runtime code driven from a test: the bot under test runs its whole
 //! pipeline; only the channel is simulated.
 
 mod mock;
+mod transcript;
 
 pub use mock::{MockProvider, SentRecord};
+pub use transcript::Transcript;

@@ -1,0 +1,98 @@
+#![allow(clippy::print_stdout)]
+//! Throughput and latency of the runtime: 10,000 messages from 100 chats through a bot on
+//! `MockProvider`, each answered by one reply. Prints messages per second and p50/p99 latency
+//! (from delivery to the reply leaving through the provider).
+//!
+//! Run with `cargo bench -p botmesh --bench throughput`. This is the baseline that durability
+//! is measured against.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use botmesh::prelude::*;
+use botmesh::testing::MockProvider;
+
+const CHATS: usize = 100;
+const PER_CHAT: usize = 100;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+async fn run_once() -> Result<(f64, Duration, Duration), BotError> {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone()).build()?;
+    let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    bot.catch_all(|ctx: Ctx| async move {
+        let id = ctx.message().map(|m| m.id.to_string()).unwrap_or_default();
+        ctx.reply(format!("{}|{id}", ctx.chat())).await?;
+        Ok(())
+    });
+    let (s, l) = (started.clone(), latencies.clone());
+    bot.after_send(move |info: SentInfo| {
+        let (s, l) = (s.clone(), l.clone());
+        async move {
+            let key = info.outgoing.content.text().to_owned();
+            if let Some(t0) = s.lock().map(|mut m| m.remove(&key)).ok().flatten() {
+                if let Ok(mut l) = l.lock() {
+                    l.push(t0.elapsed());
+                }
+            }
+        }
+    });
+    bot.start().await?;
+    let t0 = Instant::now();
+    let mut feeders = Vec::new();
+    for c in 0..CHATS {
+        let mock = mock.clone();
+        let started = started.clone();
+        feeders.push(tokio::spawn(async move {
+            let chat = format!("chat{c}");
+            for i in 0..PER_CHAT {
+                let id = format!("m{i}");
+                if let Ok(mut m) = started.lock() {
+                    m.insert(format!("{chat}|{id}"), Instant::now());
+                }
+                let _ = mock.say(&chat, &id, "hello").await;
+            }
+        }));
+    }
+    for f in feeders {
+        let _ = f.await;
+    }
+    bot.idle().await;
+    let elapsed = t0.elapsed();
+    bot.stop().await?;
+    let mut lat = latencies.lock().map(|l| l.clone()).unwrap_or_default();
+    lat.sort();
+    let total = CHATS * PER_CHAT;
+    assert_eq!(lat.len(), total, "every message answered once");
+    Ok((total as f64 / elapsed.as_secs_f64(), percentile(&lat, 0.5), percentile(&lat, 0.99)))
+}
+
+fn main() -> Result<(), BotError> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+        BotError::Step { step: "bench".into(), message: e.to_string() }
+    })?;
+    rt.block_on(async {
+        // Warm-up.
+        run_once().await?;
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            runs.push(run_once().await?);
+        }
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (rate, p50, p99) = runs[runs.len() / 2];
+        println!("runtime throughput ({} chats x {} messages, MockProvider, no durability)", CHATS, PER_CHAT);
+        println!("  messages/s: {rate:>10.0}");
+        println!("  p50 latency: {p50:>9.2?}");
+        println!("  p99 latency: {p99:>9.2?}");
+        Ok(())
+    })
+}

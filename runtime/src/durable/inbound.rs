@@ -1,0 +1,144 @@
+//! The durable inbox in the inbound pipeline: journal before dispatch, complete after the work
+//! settled, heartbeat while it runs, and replay what was left unfinished.
+//!
+//! `journal` records an admitted event and leases it to this process in one step
+//! (`journal_and_claim`): a redelivery of a recorded event is a duplicate. `run_leased` runs a
+//! dispatch under the lease (heartbeat every third of `inbox.lease`) and completes the record
+//! whatever the handler returned (a handler that errors is not retried: its side effects ran).
+//! `replay` turns a claimed record back into an event: decode, rehydrate media, and hand it to
+//! the same admission as a live event minus gates, dedupe and journaling. An undecodable
+//! record is dead-lettered with an error event, never dropped silently.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
+use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
+
+use crate::bot::context::CtxExtras;
+use crate::bot::kernel::Kernel;
+use crate::durable::{Durable, media};
+use crate::provider::ProviderEvent;
+
+/// The outcome of journaling an inbound event.
+pub(crate) enum Journaled {
+    /// Recorded and leased: dispatch it under the lease.
+    Claimed(InboxLease),
+    /// Recorded before: a redelivery.
+    Duplicate,
+    /// The journal could not record it.
+    Unavailable(String),
+}
+
+pub(crate) async fn journal(
+    k: &Kernel,
+    dur: &Durable,
+    event: &ProviderEvent,
+    record_id: &str,
+) -> Journaled {
+    let payload = match serde_json::to_value(event) {
+        Ok(p) => p,
+        Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
+    };
+    let mut new = NewInbound {
+        id: record_id.to_owned(),
+        chat: event.chat().0.clone(),
+        payload,
+        media_ref: None,
+    };
+    if let Some(r) = media::serialize_for_journal(k, event) {
+        new = new.with_media_ref(r);
+    }
+    match dur.d.inbox().journal_and_claim(new).await {
+        Ok(InboxJournalClaim::Claimed(Claimed { lease, .. })) => Journaled::Claimed(lease),
+        Ok(InboxJournalClaim::Duplicate(_)) => Journaled::Duplicate,
+        Err(e) => Journaled::Unavailable(e.to_string()),
+    }
+}
+
+/// Runs `work` under the inbox lease (heartbeats while it runs), then completes the record.
+pub(crate) async fn run_leased<F: Future<Output = ()>>(k: &Arc<Kernel>, lease: InboxLease, work: F) {
+    let Some(dur) = k.durable.as_ref() else {
+        work.await;
+        return;
+    };
+    let every = (dur.d.config().inbox.lease / 3).max(Duration::from_millis(10));
+    let hb_kernel = k.clone();
+    let hb_lease = lease.clone();
+    let heartbeat = tokio::spawn(async move {
+        let mut lease = hb_lease;
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(dur) = hb_kernel.durable.as_ref() else { return };
+            match dur.d.inbox().heartbeat(&lease).await {
+                Ok(l) => lease = l,
+                Err(e) => {
+                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed");
+                    return;
+                }
+            }
+        }
+    });
+    work.await;
+    heartbeat.abort();
+    let _ = heartbeat.await;
+    // The heartbeat may have renewed the lease; `complete` checks the fencing token, which a
+    // heartbeat does not change.
+    if let Err(e) = dur.d.inbox().complete(&lease).await {
+        k.events.error("durability:inbox.complete", None, e);
+    }
+}
+
+/// Marks a leased record done without dispatching it (a group message ignored, a stale one).
+pub(crate) async fn complete(k: &Kernel, lease: &InboxLease) {
+    if let Some(dur) = k.durable.as_ref() {
+        if let Err(e) = dur.d.inbox().complete(lease).await {
+            k.events.error("durability:inbox.complete", None, e);
+        }
+    }
+}
+
+/// Charges a failed attempt that happened before the handlers ran (the store was down):
+/// retried with `inbox.backoff`, dead-lettered after `inbox.max_attempts`.
+pub(crate) async fn fail_before_handlers(k: &Kernel, lease: &InboxLease, error: &str) {
+    if let Some(dur) = k.durable.as_ref() {
+        if let Err(e) = dur.d.inbox().fail(lease, error, true).await {
+            k.events.error("durability:inbox.fail", None, e);
+        }
+    }
+}
+
+/// Replays a claimed record: decode, rehydrate media, admit without gates or journaling.
+pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxLease) {
+    let mut event: ProviderEvent = match serde_json::from_value(record.payload.clone()) {
+        Ok(e) => e,
+        Err(e) => {
+            let error = format!("inbound record {} does not decode as an event: {e}", record.id);
+            tracing::error!(id = %record.id, %error, "undecodable inbound record: dead-lettered");
+            if let Some(dur) = k.durable.as_ref() {
+                if let Err(e) = dur.d.inbox().fail(&lease, &error, false).await {
+                    k.events.error("durability:inbox.fail", None, e);
+                }
+            }
+            k.events.error("durability:replay", None, error);
+            return;
+        }
+    };
+    let media_issue = media::rehydrate(k, record.media_ref.as_ref(), &mut event);
+    let extras = CtxExtras { replay: true, media_issue, stale: false };
+    match event {
+        ProviderEvent::Message(m) => {
+            k.dedupe.first_sight(&m.chat, m.id.as_str());
+            crate::bot::inbound::process_message(k, m, Some(lease), extras).await;
+        }
+        ProviderEvent::Interaction(i) => {
+            k.dedupe.first_sight(&i.chat, &format!("interaction:{}", i.id));
+            crate::bot::inbound::process_interaction(k, i, Some(lease), extras).await;
+        }
+        other => {
+            tracing::warn!(kind = ?other.kind(), id = %record.id, "journaled event of a kind that is not replayed");
+            complete(k, &lease).await;
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Durable processing in the bot: the runtime side of the inbox and outbox journals of
+//! `botmesh-durability` (see `docs/durability.md` and the durability guide).
+//!
+//! With [`DurabilityOptions`] on the builder, the bot journals every admitted message before
+//! dispatch and completes it once the work it started settled ([`inbound`]), journals every
+//! send under its idempotency key before the provider is called and answers a replayed send
+//! from the outbox ([`outbound`]), and runs a background sweeper that replays unfinished
+//! inbound records, retries failed sends and purges old records ([`sweeper`]). The lifecycle
+//! gains one step, `durability`, between `restore` and `transport`. Without the option none of
+//! this code runs: the bot runs exactly the code it ran before.
+//!
+//! | the process dies…                                  | on restart                                         |
+//! | --- | --- |
+//! | before the inbound is journaled                    | nothing recorded; processed if the channel redelivers |
+//! | after journaling, before/while the handler runs    | replayed; sent replies answered from the outbox      |
+//! | between "about to call the provider" and "sent"    | ambiguous: `on_ambiguous` skip (unknown) or resend; `durability:ambiguous` |
+//! | after the send is recorded, before the ack         | replayed; every reply answered from the outbox       |
+//! | on every run of the same message                   | dead-lettered after `inbox.max_attempts` runs         |
+
+pub(crate) mod inbound;
+pub(crate) mod media;
+pub(crate) mod outbound;
+pub(crate) mod sweeper;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh_durability::{DurabilityConfig, DurableKv, KvDurability, MemoryKv, Scope};
+use tokio::task::JoinHandle;
+
+use crate::bot::{Bot, LifecycleStep};
+use crate::clock::Clock;
+use crate::config::BotConfig;
+use crate::error::BotError;
+use crate::events::BotEvent;
+
+pub use outbound::EnqueueOutcome;
+
+/// What to do with a message that arrives long after it was sent (after downtime, a bot
+/// should not answer yesterday's messages as if they were new).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StalePolicy {
+    /// Do not dispatch it: complete its record and emit `Dropped { reason: Stale }`.
+    Skip,
+    /// Dispatch it with `ctx.is_stale()` true, so the handler can answer differently.
+    MarkStale,
+}
+
+/// `inbox.max_age`: the age over which a message is stale, and the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxAge {
+    /// Age measured from the message's timestamp to its admission.
+    pub age: Duration,
+    /// What to do with a stale message.
+    pub policy: StalePolicy,
+}
+
+/// The bot's `durability` configuration: a backend and the options of the guide's table.
+///
+/// ```
+/// use botmesh::prelude::*;
+/// use botmesh::durable::{DurabilityOptions, StalePolicy};
+/// use botmesh::durability::DurabilityConfig;
+/// use std::time::Duration;
+///
+/// let mut config = DurabilityConfig::default();
+/// config.outbox.retries = 3;
+/// let bot = Bot::builder(botmesh::testing::MockProvider::new())
+///     .durability(
+///         DurabilityOptions::memory()
+///             .config(config)
+///             .max_age(Duration::from_secs(3600), StalePolicy::Skip),
+///     )
+///     .build()
+///     .unwrap();
+/// # let _ = bot;
+/// ```
+#[derive(Clone)]
+pub struct DurabilityOptions {
+    pub(crate) backend: Arc<dyn DurableKv>,
+    pub(crate) config: DurabilityConfig,
+    pub(crate) max_age: Option<MaxAge>,
+}
+
+impl std::fmt::Debug for DurabilityOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurabilityOptions")
+            .field("config", &self.config)
+            .field("max_age", &self.max_age)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DurabilityOptions {
+    /// Journals in memory (`MemoryDurability`): retries, backoff and the DLQ, no crash survival.
+    pub fn memory() -> Self {
+        Self::backend(MemoryKv::new())
+    }
+
+    /// Journals in `backend` (file, SQLite, Postgres, Redis, or your own `DurableKv`).
+    pub fn backend(backend: impl DurableKv) -> Self {
+        Self::shared(Arc::new(backend))
+    }
+
+    /// Journals in a shared backend.
+    pub fn shared(backend: Arc<dyn DurableKv>) -> Self {
+        Self { backend, config: DurabilityConfig::default(), max_age: None }
+    }
+
+    /// The options of the guide's table (validated when the bot is built).
+    pub fn config(mut self, config: DurabilityConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the lease owner id (stable across restarts, unique per live replica).
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.config.instance_id = Some(id.into());
+        self
+    }
+
+    /// `inbox.max_age`: messages older than `age` when admitted are skipped or marked stale.
+    pub fn max_age(mut self, age: Duration, policy: StalePolicy) -> Self {
+        self.max_age = Some(MaxAge { age, policy });
+        self
+    }
+}
+
+/// The durability of a running bot (`bot.durability()`): the journals and their operator API.
+pub(crate) struct Durable {
+    pub(crate) d: KvDurability,
+    pub(crate) max_age: Option<MaxAge>,
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Durable {
+    pub(crate) fn build(
+        opts: DurabilityOptions,
+        bot: &BotConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, BotError> {
+        let scope = Scope::new(&bot.tenant_id, &bot.environment_id, &bot.bot_id, &bot.connection_id);
+        if let Some(m) = &opts.max_age {
+            if m.age.is_zero() {
+                return Err(BotError::config("durability.inbox.max_age", "must be above zero"));
+            }
+        }
+        let d = KvDurability::builder(opts.backend, scope)
+            .config(opts.config)
+            .shared_clock(clock)
+            .build()
+            .map_err(|e| BotError::config("durability", e.to_string()))?;
+        Ok(Self { d, max_age: opts.max_age, tasks: Mutex::new(Vec::new()) })
+    }
+
+    fn stop_tasks(&self) {
+        for t in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// The `durability` lifecycle step: forwards journal events to bot events, recovers (sends of
+/// unknown outcome, unfinished inbound records) and runs the sweeper until `stop()`.
+pub(crate) struct DurabilityStep;
+
+#[async_trait]
+impl LifecycleStep for DurabilityStep {
+    fn name(&self) -> &str {
+        "durability"
+    }
+
+    fn produces_work(&self) -> bool {
+        true
+    }
+
+    async fn start(&self, bot: &Bot) -> Result<(), BotError> {
+        let k = &bot.kernel;
+        let Some(dur) = &k.durable else { return Ok(()) };
+        let mut events = dur.d.subscribe();
+        let weak = Arc::downgrade(k);
+        let forwarder = tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "durability events lagged");
+                        continue;
+                    }
+                    Err(_) => return,
+                };
+                let Some(k) = weak.upgrade() else { return };
+                k.events.emit(to_bot_event(&event));
+            }
+        });
+        dur.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(forwarder);
+        sweeper::recover(k, dur).await?;
+        let handle = tokio::spawn(sweeper::run(Arc::downgrade(k)));
+        dur.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+        Ok(())
+    }
+
+    async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
+        if let Some(dur) = &bot.kernel.durable {
+            dur.stop_tasks();
+        }
+        Ok(())
+    }
+}
+
+fn to_bot_event(e: &botmesh_durability::DurabilityEvent) -> BotEvent {
+    use botmesh_durability::DurabilityEvent as E;
+    match e {
+        E::Dead { kind, id, error } => BotEvent::Durability {
+            name: "dead".into(),
+            detail: serde_json::json!({ "kind": kind.as_str(), "id": id, "error": error }),
+        },
+        E::Ambiguous { key, chat } => BotEvent::Durability {
+            name: "ambiguous".into(),
+            detail: serde_json::json!({ "key": key, "chat": chat }),
+        },
+        other => BotEvent::Durability {
+            name: "other".into(),
+            detail: serde_json::Value::String(format!("{other:?}")),
+        },
+    }
+}
+
+impl Bot {
+    /// The journals and their operator API (`inbox().list(state)`, `outbox().list(state)`,
+    /// `replay_inbound(id)`, `retry_send(key)`, `discard_send(key)`, `metrics()`), when the bot
+    /// was built with durability.
+    pub fn durability(&self) -> Option<&KvDurability> {
+        self.kernel.durable.as_ref().map(|d| &d.d)
+    }
+}

@@ -1,0 +1,427 @@
+//! The durable outbox on the outbound path: the idempotency lookup, journaling, the inline
+//! retry with deferral, parts, `bot.enqueue`, and the sweeper's delivery of due sends.
+//!
+//! A send is journaled under its key (after the `before` send hooks) before the provider is
+//! called ("about to call" = `begin_attempt`, which takes a lease with a fencing token and
+//! charges an attempt), and `mark_sent` records the provider's id right after. A send whose key
+//! is already recorded as sent is answered from the outbox. A failure is classified (rate
+//! limit with its `retry_after`, retryable, final) and scheduled by the journal; the caller
+//! keeps retrying inline for `outbox.inline_max`, then gets `SendDeferred` carrying the key while
+//! the sweeper keeps trying. Texts over the channel's limit become parts `key`, `key#2`, …
+//! delivered in order. Payloads over `outbox.max_payload_bytes` (or not encodable) bypass the
+//! outbox with a warning. The key never reaches the provider.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::retries::{InlineBudget, InlineStep};
+use botmesh_durability::{
+    DurabilityError, FailOutcome, Fingerprint, KeyKind, NewSend, OutboxLease, OutboxRecord,
+    OutboxState, SendFailure, SendJournal, SendKey,
+};
+use tokio::time::Instant;
+
+use crate::bot::kernel::Kernel;
+use crate::bot::outbound::{self, KeyRule, SendOutcome, on_failed, on_sent, split_outgoing};
+use crate::bot::{Bot, SendDraft};
+use crate::durable::Durable;
+use crate::error::BotError;
+use crate::message::{ChatId, MessageId, Outgoing};
+use crate::provider::{ErrorClass, ProviderError};
+
+/// The fingerprint of a send: its chat and content before the hooks.
+pub(crate) fn fingerprint(chat: &ChatId, outgoing: &Outgoing) -> Fingerprint {
+    let content = serde_json::to_value(&outgoing.content).unwrap_or(serde_json::Value::Null);
+    Fingerprint::of(chat.as_str(), &content)
+}
+
+fn send_key(rule: &KeyRule, key: &str) -> SendKey {
+    let kind = match rule {
+        KeyRule::Explicit(_) => KeyKind::Explicit,
+        KeyRule::Derived { .. } | KeyRule::Site { .. } => KeyKind::Derived,
+        KeyRule::Random => KeyKind::Random,
+    };
+    SendKey::with_kind(key, kind)
+}
+
+fn journal_error(e: DurabilityError) -> BotError {
+    BotError::Durability(e)
+}
+
+fn deduped(record: &OutboxRecord) -> SendOutcome {
+    SendOutcome {
+        message_id: record.provider_message_id.clone().map(MessageId),
+        key: Some(record.key.clone()),
+        skipped: false,
+        deduped: true,
+        parts: 0,
+    }
+}
+
+/// The idempotency lookup: `Some` when the key is recorded as sent (for a derived key, with
+/// the same fingerprint).
+pub(crate) async fn answered(
+    _k: &Kernel,
+    dur: &Durable,
+    key: &str,
+    rule: &KeyRule,
+    fp: &Fingerprint,
+) -> Result<Option<SendOutcome>, BotError> {
+    match dur.d.outbox().lookup(key).await.map_err(journal_error)? {
+        Some(r)
+            if r.state == OutboxState::Sent
+                && (rule.is_explicit() || r.key_kind != KeyKind::Derived || r.fingerprint == *fp) =>
+        {
+            Ok(Some(deduped(&r)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The failure class of a provider error, for the journal.
+pub(crate) fn classify(e: &ProviderError) -> SendFailure {
+    match e.class() {
+        ErrorClass::RateLimited(Some(after)) => SendFailure::rate_limited(e.to_string(), after),
+        ErrorClass::RateLimited(None) | ErrorClass::Retryable => SendFailure::retryable(e.to_string()),
+        ErrorClass::Final => SendFailure::final_error(e.to_string()),
+    }
+}
+
+/// Journals an already-hooked send and delivers it inline (see the module docs).
+pub(crate) async fn deliver(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    rule: &KeyRule,
+    key: String,
+    chat: ChatId,
+    outgoing: Outgoing,
+    fp: Fingerprint,
+) -> Result<SendOutcome, BotError> {
+    let Some(record) = journal(k, dur, rule, &key, &chat, &outgoing, fp).await? else {
+        return direct(k, &chat, &outgoing, &key).await;
+    };
+    if record.state == OutboxState::Sent {
+        return Ok(deduped(&record));
+    }
+    let parts = ensure_parts(k, dur, &record).await?;
+    let mut outcome = SendOutcome { key: Some(record.key.clone()), ..SendOutcome::default() };
+    let budget = Budget::start(dur);
+    for part in parts {
+        match attempt_inline(k, dur, &part.key, &budget).await? {
+            Delivered::Now(id) => {
+                outcome.message_id = id;
+                outcome.parts += 1;
+            }
+            Delivered::Before(id) => {
+                outcome.message_id = id;
+                outcome.deduped = true;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Journals a send; `None` when it bypasses the outbox (too large or not encodable).
+async fn journal(
+    _k: &Kernel,
+    dur: &Durable,
+    rule: &KeyRule,
+    key: &str,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    fp: Fingerprint,
+) -> Result<Option<OutboxRecord>, BotError> {
+    let payload = match serde_json::to_value(outgoing) {
+        Ok(p) => p,
+        Err(e) => {
+            dur.d.outbox().bypass(key, &format!("not encodable: {e}"));
+            return Ok(None);
+        }
+    };
+    let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
+    match dur.d.outbox().journal(new).await.map_err(journal_error)? {
+        SendJournal::Bypassed { size, limit } => {
+            tracing::warn!(key, size, limit, "payload over outbox.max_payload_bytes: sent without the outbox");
+            Ok(None)
+        }
+        journaled => Ok(journaled.record().cloned()),
+    }
+}
+
+/// The records of a send's parts, in order; splits a first part over the text limit.
+async fn ensure_parts(
+    k: &Kernel,
+    dur: &Durable,
+    first: &OutboxRecord,
+) -> Result<Vec<OutboxRecord>, BotError> {
+    if first.part == 1 && first.next_part.is_none() {
+        if let Ok(outgoing) = serde_json::from_value::<Outgoing>(first.payload.clone()) {
+            let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
+            if parts.len() > 1 {
+                crate::metrics::Counters::inc(&k.counters.split_messages);
+                let payloads = parts
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| BotError::Durability(DurabilityError::Encode {
+                        kind: botmesh_durability::RecordKind::Outbound,
+                        id: first.key.clone(),
+                        reason: e.to_string(),
+                    }))?;
+                return dur.d.outbox().split_parts(&first.key, payloads).await.map_err(journal_error);
+            }
+        }
+        return Ok(vec![first.clone()]);
+    }
+    let mut records = vec![first.clone()];
+    let mut next = first.next_part.clone();
+    while let Some(key) = next {
+        match dur.d.outbox().lookup(&key).await.map_err(journal_error)? {
+            Some(r) => {
+                next = r.next_part.clone();
+                records.push(r);
+            }
+            None => break,
+        }
+    }
+    Ok(records)
+}
+
+/// The inline budget, on the journal's clock and on tokio's (a test's manual clock may stand).
+struct Budget {
+    journal: InlineBudget,
+    deadline: Instant,
+}
+
+impl Budget {
+    fn start(dur: &Durable) -> Self {
+        let inline_max = dur.d.config().outbox.inline_max;
+        Self {
+            journal: InlineBudget::start(dur.d.now_ms(), inline_max),
+            deadline: Instant::now() + inline_max,
+        }
+    }
+
+    /// How long to wait before trying again at `at_ms`, or `None` to defer.
+    fn wait_until(&self, dur: &Durable, at_ms: i64) -> Option<Duration> {
+        if Instant::now() >= self.deadline {
+            return None;
+        }
+        match self.journal.next(at_ms) {
+            InlineStep::WaitUntil { at_ms } => {
+                let ms = u64::try_from(at_ms.saturating_sub(dur.d.now_ms())).unwrap_or(0);
+                Some(Duration::from_millis(ms).min(self.deadline - Instant::now()))
+            }
+            InlineStep::Defer => None,
+        }
+    }
+}
+
+enum Delivered {
+    /// Sent by this call, with the provider's id.
+    Now(Option<MessageId>),
+    /// Sent before (or settled as unknown): answered from the outbox.
+    Before(Option<MessageId>),
+}
+
+const POLL: Duration = Duration::from_millis(25);
+
+async fn attempt_inline(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    key: &str,
+    budget: &Budget,
+) -> Result<Delivered, BotError> {
+    loop {
+        let wait_at = match dur.d.outbox().begin_attempt(key).await.map_err(journal_error)? {
+            BeginAttempt::Leased { lease, record } => match attempt(k, dur, lease, record).await? {
+                Attempt::Sent(id) => return Ok(Delivered::Now(id)),
+                Attempt::Retry { at_ms } => at_ms,
+                Attempt::Dead(err) => return Err(err),
+            },
+            BeginAttempt::AlreadySent(r) => {
+                return Ok(Delivered::Before(r.provider_message_id.map(MessageId)));
+            }
+            BeginAttempt::Settled(r) if r.state == OutboxState::Unknown => {
+                return Ok(Delivered::Before(None));
+            }
+            BeginAttempt::Settled(r) => {
+                return Err(BotError::SendDead {
+                    key: r.key,
+                    error: r.last_error.unwrap_or_else(|| "dead-lettered".to_owned()),
+                });
+            }
+            BeginAttempt::NotDue { at_ms } => at_ms,
+            BeginAttempt::Busy { .. } | BeginAttempt::Waiting { .. } => {
+                dur.d.now_ms() + i64::try_from(POLL.as_millis()).unwrap_or(25)
+            }
+        };
+        match budget.wait_until(dur, wait_at) {
+            Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
+            None => {
+                dur.d.outbox().defer(key);
+                return Err(BotError::SendDeferred { key: key.to_owned() });
+            }
+        }
+    }
+}
+
+enum Attempt {
+    Sent(Option<MessageId>),
+    Retry { at_ms: i64 },
+    Dead(BotError),
+}
+
+/// One provider call under a lease: heartbeat while it runs, then `mark_sent` / `mark_failed`.
+async fn attempt(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    lease: OutboxLease,
+    record: OutboxRecord,
+) -> Result<Attempt, BotError> {
+    let chat = ChatId(record.chat.clone());
+    let outgoing: Outgoing = match serde_json::from_value(record.payload.clone()) {
+        Ok(o) => o,
+        Err(e) => {
+            let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
+            tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
+            dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)?;
+            return Ok(Attempt::Dead(BotError::SendDead { key: record.key, error: failure.error }));
+        }
+    };
+    let every = (dur.d.config().outbox.lease / 3).max(Duration::from_millis(5));
+    let hb_kernel = k.clone();
+    let hb_lease = lease.clone();
+    let heartbeat = tokio::spawn(async move {
+        let mut lease = hb_lease;
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(dur) = hb_kernel.durable.as_ref() else { return };
+            match dur.d.outbox().heartbeat(&lease).await {
+                Ok(l) => lease = l,
+                Err(_) => return,
+            }
+        }
+    });
+    let result = k.provider.send(&chat, &outgoing).await;
+    heartbeat.abort();
+    match result {
+        Ok(sent) => {
+            let id = sent.message_id.clone().map(|m| m.0);
+            dur.d.outbox().mark_sent(&lease, id).await.map_err(journal_error)?;
+            on_sent(k, &chat, &outgoing, sent.message_id.clone(), &record.key).await;
+            Ok(Attempt::Sent(sent.message_id))
+        }
+        Err(e) => {
+            let failure = classify(&e);
+            match dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)? {
+                FailOutcome::Retrying { at_ms } => {
+                    tracing::debug!(key = %record.key, error = %e, at_ms, "send failed: retrying");
+                    Ok(Attempt::Retry { at_ms })
+                }
+                FailOutcome::DeadLettered => {
+                    on_failed(k, &chat, &outgoing, &record.key, &e).await;
+                    Ok(Attempt::Dead(e.into()))
+                }
+            }
+        }
+    }
+}
+
+/// A send that bypasses the outbox: straight to the provider, split into parts.
+async fn direct(k: &Arc<Kernel>, chat: &ChatId, outgoing: &Outgoing, key: &str) -> Result<SendOutcome, BotError> {
+    let mut outcome = SendOutcome { key: Some(key.to_owned()), ..SendOutcome::default() };
+    for (i, part) in split_outgoing(outgoing, k.capabilities.text_limit).iter().enumerate() {
+        let part_key = outbound::part_key(key, i);
+        match k.provider.send(chat, part).await {
+            Ok(sent) => {
+                on_sent(k, chat, part, sent.message_id.clone(), &part_key).await;
+                outcome.message_id = sent.message_id;
+                outcome.parts += 1;
+            }
+            Err(e) => {
+                on_failed(k, chat, part, &part_key, &e).await;
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// The sweeper's delivery of one due send: split when oversize, then one attempt.
+pub(crate) async fn deliver_due(k: &Arc<Kernel>, dur: &Durable, record: OutboxRecord) {
+    let key = match ensure_parts(k, dur, &record).await {
+        Ok(parts) => parts.first().map_or(record.key.clone(), |p| p.key.clone()),
+        Err(e) => {
+            k.events.error("durability:sweeper", Some(&ChatId(record.chat.clone())), e);
+            return;
+        }
+    };
+    let result = match dur.d.outbox().begin_attempt(&key).await {
+        Ok(BeginAttempt::Leased { lease, record }) => attempt(k, dur, lease, record).await,
+        Ok(_) => return,
+        Err(e) => Err(journal_error(e)),
+    };
+    if let Err(e) = result {
+        k.events.error("durability:sweeper", Some(&ChatId(record.chat.clone())), e);
+    }
+}
+
+/// What [`Bot::enqueue`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueueOutcome {
+    /// The send's idempotency key.
+    pub key: String,
+    /// A `before` send hook aborted it: nothing was journaled.
+    pub skipped: bool,
+    /// The key was already journaled: this enqueue was a no-op.
+    pub deduped: bool,
+}
+
+impl Bot {
+    /// Journals a send and returns at once; the sweeper delivers it, then runs the `after`
+    /// send hooks and writes the ledger. The `before` send hooks run once, here. A second
+    /// enqueue of the same explicit key is a no-op. Needs durability.
+    ///
+    /// ```
+    /// # use botmesh::prelude::*;
+    /// # async fn demo(bot: Bot) -> Result<(), BotError> {
+    /// let done = bot.enqueue("alice", Outgoing::from("Your appointment is tomorrow at 9").key("reminder:42")).await?;
+    /// assert_eq!(done.key, "reminder:42");
+    /// # Ok(()) }
+    /// ```
+    pub async fn enqueue(
+        &self,
+        chat: impl Into<ChatId>,
+        outgoing: impl Into<Outgoing>,
+    ) -> Result<EnqueueOutcome, BotError> {
+        let k = &self.kernel;
+        let Some(dur) = k.durable.as_ref() else {
+            return Err(BotError::config("durability", "bot.enqueue needs durability"));
+        };
+        let chat = chat.into();
+        let mut outgoing = outgoing.into();
+        let rule = match outgoing.idempotency_key.take() {
+            Some(key) => KeyRule::Explicit(key),
+            None => KeyRule::Random,
+        };
+        let key = rule.key();
+        let fp = fingerprint(&chat, &outgoing);
+        let draft = SendDraft { chat, outgoing, edit_of: None, preview: false };
+        let Some(draft) = outbound::run_before_send(k, draft).await else {
+            return Ok(EnqueueOutcome { key, skipped: true, deduped: false });
+        };
+        let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
+        let Some(record) =
+            journal(k, dur, &rule, &key, &draft.chat, &draft.outgoing, fp).await?
+        else {
+            return Err(BotError::config(
+                "durability.outbox.max_payload_bytes",
+                format!("enqueued send {key} is too large for the outbox"),
+            ));
+        };
+        ensure_parts(k, dur, &record).await?;
+        Ok(EnqueueOutcome { key, skipped: false, deduped: before.is_some() })
+    }
+}

@@ -1,0 +1,211 @@
+//! The contract between `#[flow]`-generated code and the executor: the [`Flow`] trait, what a
+//! flow declares about itself ([`FlowInfo`], [`StartTrigger`], [`VersionPolicy`]), what a step
+//! returns ([`Step`]) and the flow errors ([`FlowError`], [`FlowResult`]).
+//!
+//! Bot authors do not implement [`Flow`] by hand (they may: the executor only relies on this
+//! trait); the macro emits one impl per `#[flow]` function. Nothing here runs a flow: the
+//! executor does.
+
+use std::future::Future;
+
+use crate::bot::context::Ctx;
+use crate::error::HandlerError;
+use crate::flow::FlowCx;
+
+/// What a flow function returns: `Ok(value)` ends the flow (a sub-flow hands `value` to its
+/// caller), `Err` ends it with an error (an [`Interrupt`](crate::flow::Interrupt) error ends it
+/// as cancelled or timed out, not as a failure).
+pub type FlowResult<T = ()> = Result<T, HandlerError>;
+
+/// What one step of a flow did: it suspended at an ask (or a sub-flow call), or it ended.
+#[derive(Debug)]
+pub enum Step<S, O> {
+    /// The flow waits: this is its state.
+    Suspend(S),
+    /// The flow ended with this value.
+    Done(O),
+}
+
+/// How a flow starts on its own (besides `bot.start_flow` and `cx.call`).
+#[derive(Debug, Clone, Copy)]
+pub enum StartTrigger {
+    /// Only from code.
+    None,
+    /// A command: `/name`.
+    Command(&'static str),
+    /// A keyword: the text equals it, ignoring case and surrounding spaces.
+    Keyword(&'static str),
+    /// A regex over the text.
+    Regex(&'static str),
+    /// A matcher function.
+    Matcher(fn(&Ctx) -> bool),
+}
+
+/// A user's migration of a checkpoint written by another layout: the old state (JSON) and
+/// the old layout hash in, the state for the running layout (JSON) out.
+pub type MigrateFn = fn(serde_json::Value, u64) -> Result<serde_json::Value, String>;
+
+/// What happens to a checkpoint written by another layout of the flow's state enum.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum VersionPolicy {
+    /// Drop the checkpoint and start the flow again from the top (event
+    /// `version_mismatch:restarted`).
+    #[default]
+    Restart,
+    /// Drop the checkpoint and end the flow (event `version_mismatch:abandoned`).
+    Abandon,
+    /// Rewrite the old state with a function (event `version_mismatch:migrated`; if the
+    /// function fails, the flow is abandoned).
+    Migrate(MigrateFn),
+}
+
+/// What `#[flow]` knows about a flow at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowInfo {
+    /// The flow's name (the function's name): the prefix of its send sites and its registry key.
+    pub name: &'static str,
+    /// The stable hash of the state enum's layout (variants, fields, field types).
+    pub layout_hash: u64,
+    /// Whether the flow is `#[persistent]` (checkpointed at every suspension).
+    pub persistent: bool,
+    /// How it starts on its own.
+    pub start: StartTrigger,
+    /// What to do with a checkpoint of another layout.
+    pub on_version_mismatch: VersionPolicy,
+    /// The state graph the macro built (states, asks, sends, transitions), as Mermaid.
+    pub mermaid: &'static str,
+    /// The names of the states, `Start` first.
+    pub states: &'static [&'static str],
+}
+
+/// A conversation compiled into a state machine. `#[flow]` implements it; the executor
+/// drives it through type erasure.
+pub trait Flow: Send + Sync + Sized + 'static {
+    /// The state enum: one variant per suspension point plus `Start`.
+    type State: Send + 'static;
+    /// What the flow returns to a caller (`cx.call`).
+    type Output: Send + 'static;
+
+    /// What the macro knows about the flow.
+    fn info() -> FlowInfo;
+
+    /// The start state (carries the flow's arguments).
+    fn into_start(self) -> Self::State;
+
+    /// Runs one step: from `state` to the next suspension or the end.
+    fn step(
+        cx: &mut FlowCx,
+        state: Self::State,
+    ) -> impl Future<Output = Result<Step<Self::State, Self::Output>, HandlerError>> + Send + '_;
+
+    /// Serializes a state (persistent flows; others answer [`FlowError::NotPersistent`]).
+    fn encode(state: &Self::State) -> Result<serde_json::Value, FlowError>;
+
+    /// Deserializes a state written by the same layout.
+    fn decode(value: serde_json::Value) -> Result<Self::State, FlowError>;
+
+    /// The start state of a flow without arguments (for the `Restart` version policy).
+    fn fresh() -> Option<Self::State> {
+        None
+    }
+
+    /// The sub-flows this flow calls, registered with it (so a checkpoint that holds one can
+    /// be restored).
+    fn register_callees(_reg: &mut dyn FnMut(crate::flow::registry::Erased)) {}
+}
+
+/// Errors of flows, each naming the flow (and chat) concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// A state could not be serialized for a checkpoint.
+    #[error("flow `{flow}`: cannot encode its state: {reason}")]
+    Encode {
+        /// The flow.
+        flow: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A checkpoint's state could not be decoded.
+    #[error("flow `{flow}`: cannot decode a checkpoint: {reason}")]
+    Decode {
+        /// The flow.
+        flow: String,
+        /// Why.
+        reason: String,
+    },
+    /// A non-persistent flow was asked to encode its state.
+    #[error("flow `{flow}` is not #[persistent]: its state lives in memory only")]
+    NotPersistent {
+        /// The flow.
+        flow: &'static str,
+    },
+    /// A checkpoint names a flow this bot does not know.
+    #[error("chat {chat}: the checkpoint names flow `{flow}`, which is not registered (bot.flow / bot.register_flow)")]
+    Unknown {
+        /// The chat.
+        chat: String,
+        /// The flow.
+        flow: String,
+    },
+    /// The executor handed a flow a state of the wrong type (a bug).
+    #[error("flow `{flow}`: the executor passed a state of another type")]
+    StateType {
+        /// The flow.
+        flow: &'static str,
+    },
+    /// A sub-flow ended with an error.
+    #[error("sub-flow `{flow}` in chat {chat} failed: {reason}")]
+    Subflow {
+        /// The sub-flow.
+        flow: String,
+        /// The chat.
+        chat: String,
+        /// Its error.
+        reason: String,
+    },
+    /// A sub-flow was interrupted (cancelled or timed out).
+    #[error("sub-flow `{flow}` ended: {interrupt}")]
+    SubflowInterrupted {
+        /// The sub-flow.
+        flow: String,
+        /// How.
+        interrupt: crate::flow::Interrupt,
+    },
+    /// The store failed while recording an effect.
+    #[error("flow `{flow}` in chat {chat}: effect record `{key}`: {reason}")]
+    Effect {
+        /// The flow.
+        flow: &'static str,
+        /// The chat.
+        chat: String,
+        /// The record key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Maps what the flow body produced to a step result (generated code calls this).
+#[doc(hidden)]
+pub fn __done<S, O>(r: FlowResult<O>) -> Result<Step<S, O>, HandlerError> {
+    r.map(Step::Done)
+}
+
+/// Takes the answer a resumed step was fed (generated code). The lowering reads it exactly
+/// once per step: on the first pass through a re-entered loop.
+#[doc(hidden)]
+pub fn __take<T>(slot: &mut Option<T>) -> T {
+    match slot.take() {
+        Some(v) => v,
+        None => unreachable!("#[flow] lowering reads a resumed answer once"),
+    }
+}
+
+/// Marks a type that may be held across an ask in a `#[persistent]` flow.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be held in a persistent flow's checkpoint",
+    label = "this local lives across an ask, so it is saved in the checkpoint",
+    note = "a #[persistent] flow saves every local that lives across an ask: its type must be Serialize + DeserializeOwned"
+)]
+pub trait Checkpointable: serde::Serialize + serde::de::DeserializeOwned {}
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Checkpointable for T {}

@@ -1,0 +1,260 @@
+//! [`FlowCx`]: what a flow body receives. It sends (with compile-time site keys), asks,
+//! calls sub-flows, records effects, and hands the executor what the step decided.
+//!
+//! Keys: a send made by a flow is keyed `KeyRule::Site { inbound, site: "<site>#<n>" }`,
+//! where `inbound` is the inbound record that fed the step (a synthetic
+//! `<chat>/flow:<run>:<step>` for a step no message fed: a start from code, a timeout, a
+//! cancel), `site` the id `#[flow]` gave the call site (or `.key("…")`), and `n` counts the
+//! site's uses within the step (loops). Nothing here depends on timing, so `join!` of two
+//! sends keeps its keys. This module does not decide what runs next: the executor does.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::bot::context::Ctx;
+use crate::bot::outbound::{KeyRule, SendOutcome};
+use crate::error::{BotError, HandlerError};
+use crate::flow::api::{Flow, FlowError, FlowResult};
+use crate::flow::ask::{Answer, Ask, Interrupt};
+use crate::flow::registry::{Erased, erase};
+use crate::message::{ChatId, Outgoing, UserId};
+
+/// What fed a step.
+pub(crate) enum Input {
+    /// The flow starts.
+    Start,
+    /// The chat answered.
+    Answer(Answer),
+    /// The idle deadline passed.
+    Timeout,
+    /// Cancelled from outside.
+    Cancelled,
+    /// A sub-flow returned (or failed).
+    Returned(Result<Box<dyn Any + Send>, FlowError>),
+}
+
+/// What a suspending step asked the executor for.
+pub(crate) enum Pending {
+    /// Wait for an answer (with an idle timeout).
+    Ask { idle: Option<Duration>, site: String },
+    /// The answer failed validation: the re-ask went out, keep waiting.
+    Reask,
+    /// Run a sub-flow first.
+    Call { flow: Erased, start: Box<dyn Any + Send> },
+}
+
+/// A flow's context: `cx` in `async fn order(cx: &mut FlowCx) -> FlowResult`.
+pub struct FlowCx {
+    pub(crate) ctx: Ctx,
+    pub(crate) flow: &'static str,
+    pub(crate) run: String,
+    pub(crate) step: u64,
+    pub(crate) inbound: String,
+    pub(crate) input: Mutex<Option<Input>>,
+    pub(crate) pending: Mutex<Option<Pending>>,
+    occurrences: Mutex<HashMap<String, u32>>,
+    pub(crate) effect_keys: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for FlowCx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowCx")
+            .field("flow", &self.flow)
+            .field("chat", self.ctx.chat())
+            .field("run", &self.run)
+            .field("step", &self.step)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FlowCx {
+    pub(crate) fn new(ctx: Ctx, flow: &'static str, run: String, step: u64, input: Input) -> Self {
+        let inbound = match ctx.inbound_id() {
+            Some(id) => id.to_owned(),
+            None => format!("{}/flow:{run}:{step}", ctx.chat()),
+        };
+        Self {
+            ctx,
+            flow,
+            run,
+            step,
+            inbound,
+            input: Mutex::new(Some(input)),
+            pending: Mutex::new(None),
+            occurrences: Mutex::new(HashMap::new()),
+            effect_keys: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The handler context of the message that fed this step.
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// The chat.
+    pub fn chat(&self) -> &ChatId {
+        self.ctx.chat()
+    }
+
+    /// Who wrote the message that fed this step.
+    pub fn sender(&self) -> &UserId {
+        self.ctx.sender()
+    }
+
+    /// The flow's name.
+    pub fn flow_name(&self) -> &'static str {
+        self.flow
+    }
+
+    /// The step counter of this flow run (1 for the first step).
+    pub fn step_number(&self) -> u64 {
+        self.step
+    }
+
+    /// The key a send at `site` gets now (counts the use).
+    pub(crate) fn site_key(&self, site: &str) -> KeyRule {
+        let mut occ = lock(&self.occurrences);
+        let n = occ.entry(site.to_owned()).or_insert(0);
+        *n += 1;
+        KeyRule::Site { inbound: Some(self.inbound.clone()), site: format!("{site}#{n}") }
+    }
+
+    pub(crate) fn next_occurrence(&self, site: &str) -> u32 {
+        let mut occ = lock(&self.occurrences);
+        let n = occ.entry(site.to_owned()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    /// Sends a message in the chat. Inside a `#[flow]` the macro gives the call its site id.
+    pub fn send(&self, outgoing: impl Into<Outgoing>) -> FlowSend<'_> {
+        FlowSend { cx: self, site: format!("{}/~send", self.flow), outgoing: outgoing.into() }
+    }
+
+    #[doc(hidden)]
+    pub fn __send_at(&self, site: &'static str, outgoing: impl Into<Outgoing>) -> FlowSend<'_> {
+        FlowSend { cx: self, site: site.to_owned(), outgoing: outgoing.into() }
+    }
+
+    /// Asks a question; `.await` it inside a `#[flow]` (the macro lowers it to a suspension).
+    pub fn ask(&self, prompt: impl Into<Outgoing>) -> Ask<Answer> {
+        Ask::new(prompt)
+    }
+
+    /// Calls a sub-flow; `.await` it inside a `#[flow]`: the caller waits until the sub-flow
+    /// ends and gets its value.
+    pub fn call<F: Flow>(&self, flow: F) -> Call<F> {
+        Call(flow)
+    }
+
+    /// Ends the flow as cancelled: `return cx.cancel();`.
+    pub fn cancel<T>(&self) -> FlowResult<T> {
+        Err(Box::new(Interrupt::Cancelled) as HandlerError)
+    }
+
+    /// Sends the prompt and records the wait (generated code at a suspension).
+    #[doc(hidden)]
+    pub async fn __suspend<T>(&mut self, site: &'static str, ask: Ask<T>) -> Result<(), BotError> {
+        let prompt_site = ask.key.clone().unwrap_or_else(|| site.to_owned());
+        if let Some(prompt) = ask.prompt {
+            let key = self.site_key(&prompt_site);
+            self.ctx.send_keyed(prompt, key).await?;
+        }
+        *lock(&self.pending) = Some(Pending::Ask { idle: ask.idle, site: site.to_owned() });
+        Ok(())
+    }
+
+    /// Records a sub-flow call (generated code at a suspension).
+    #[doc(hidden)]
+    pub fn __call<F: Flow>(&mut self, call: Call<F>) {
+        *lock(&self.pending) = Some(Pending::Call { flow: erase::<F>(), start: Box::new(call.0.into_start()) });
+    }
+
+    /// The answer of the ask this flow waited at; `None` when it failed validation (the
+    /// re-ask was sent and the flow keeps waiting). Generated code.
+    #[doc(hidden)]
+    pub async fn __resume_ask<T>(&mut self, site: &'static str, ask: Ask<T>) -> Result<Option<Result<T, Interrupt>>, BotError> {
+        let input = lock(&self.input).take();
+        match input {
+            Some(Input::Answer(a)) => match ask.check(&a) {
+                Ok(v) => Ok(Some(Ok(v))),
+                Err(reask) => {
+                    let key = self.site_key(&format!("{site}/reask"));
+                    self.ctx.send_keyed(Outgoing::from(reask), key).await?;
+                    *lock(&self.pending) = Some(Pending::Reask);
+                    Ok(None)
+                }
+            },
+            Some(Input::Timeout) => Ok(Some(Err(Interrupt::Timeout))),
+            Some(Input::Cancelled) | None => Ok(Some(Err(Interrupt::Cancelled))),
+            Some(Input::Start) | Some(Input::Returned(_)) => {
+                tracing::warn!(flow = self.flow, "an ask resumed with an input meant for another wait");
+                Ok(Some(Err(Interrupt::Cancelled)))
+            }
+        }
+    }
+
+    /// The value of the sub-flow this flow waited for. Generated code.
+    #[doc(hidden)]
+    pub async fn __resume_call<T: 'static>(&mut self) -> Result<Option<Result<T, FlowError>>, BotError> {
+        let input = lock(&self.input).take();
+        Ok(Some(match input {
+            Some(Input::Returned(Ok(v))) => v.downcast::<T>().map(|b| *b).map_err(|_| FlowError::StateType { flow: self.flow }),
+            Some(Input::Returned(Err(e))) => Err(e),
+            Some(Input::Timeout) => Err(FlowError::SubflowInterrupted { flow: self.flow.to_owned(), interrupt: Interrupt::Timeout }),
+            _ => Err(FlowError::SubflowInterrupted { flow: self.flow.to_owned(), interrupt: Interrupt::Cancelled }),
+        }))
+    }
+
+    /// Takes the step's input (the executor).
+    pub(crate) fn take_pending(&self) -> Option<Pending> {
+        lock(&self.pending).take()
+    }
+}
+
+/// A sub-flow call: `.await` it inside a `#[flow]`.
+#[derive(Debug)]
+pub struct Call<F>(F);
+
+/// A send from a flow: `.key("…")` replaces its site id; `.await` sends it.
+#[derive(Debug)]
+#[must_use = "a send does nothing until awaited"]
+pub struct FlowSend<'a> {
+    cx: &'a FlowCx,
+    site: String,
+    outgoing: Outgoing,
+}
+
+impl<'a> FlowSend<'a> {
+    /// Replaces the compile-time site id (the key stays `<inbound>:<key>#<n>`).
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.site = key.into();
+        self
+    }
+
+    /// Sends and returns the outcome (message id, key, whether it was deduplicated);
+    /// `.await` alone returns `()`, as a statement in a flow usually wants.
+    pub fn outcome(self) -> Pin<Box<dyn Future<Output = Result<SendOutcome, BotError>> + Send + 'a>> {
+        let key = self.cx.site_key(&self.site);
+        let ctx = self.cx.ctx.clone();
+        Box::pin(async move { ctx.send_keyed(self.outgoing, key).await })
+    }
+}
+
+impl<'a> IntoFuture for FlowSend<'a> {
+    type Output = Result<(), BotError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let fut = self.outcome();
+        Box::pin(async move { fut.await.map(|_| ()) })
+    }
+}

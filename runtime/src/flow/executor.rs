@@ -1,0 +1,327 @@
+//! The flow executor: starts, steps, suspends and ends flows per chat.
+//!
+//! A chat has at most one active flow stack (a flow and the sub-flows it called, innermost
+//! last). Every step runs inside the chat's queue slot, so steps of one chat never overlap;
+//! starts from code, cancels and idle timeouts go through that queue too. One step:
+//!
+//! | the step | the executor |
+//! | --- | --- |
+//! | suspends at an ask | keeps the stack (memory), checkpoints it when every frame is persistent |
+//! | fails validation | the re-ask went out; waits again at the same ask |
+//! | calls a sub-flow | pushes it and runs its first step with the same input message |
+//! | returns | a sub-flow's value resumes its caller; the root's end deletes the checkpoint |
+//! | fails (or `?` on an interrupt) | like a return, with an error (`ended:error`, `ended:cancelled`, `ended:timeout`) |
+//!
+//! Persistent stacks are reconciled with the store before a step (another replica may have
+//! moved the flow on or ended it). This module does not lower flows (the macro does) and does
+//! not encode states (the checkpoint module does).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bot::context::{Ctx, CtxSource};
+use crate::bot::kernel::Kernel;
+use crate::error::HandlerError;
+use crate::events::BotEvent;
+use crate::flow::api::{FlowError, Step};
+use crate::flow::ask::{Answer, Interrupt};
+use crate::flow::checkpoint::{self, Loaded};
+use crate::flow::cx::{FlowCx, Input, Pending};
+use crate::flow::effect;
+use crate::flow::registry::{AnyBox, Erased};
+use crate::message::{ChatId, UserId};
+use crate::metrics::Counters;
+
+/// What a frame waits for.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Wait {
+    pub(crate) site: String,
+    pub(crate) idle_ms: Option<u64>,
+    pub(crate) deadline_ms: Option<i64>,
+}
+
+/// One flow of a chat's stack.
+pub(crate) struct Frame {
+    pub(crate) flow: Erased,
+    pub(crate) state: AnyBox,
+    /// `None` while the frame waits for a sub-flow.
+    pub(crate) wait: Option<Wait>,
+}
+
+/// A chat's active flows.
+pub(crate) struct Stack {
+    pub(crate) run: String,
+    pub(crate) step: u64,
+    pub(crate) frames: Vec<Frame>,
+    pub(crate) checkpointed: bool,
+}
+
+impl Stack {
+    pub(crate) fn top_name(&self) -> Option<&'static str> {
+        self.frames.last().map(|f| f.flow.0.info().name)
+    }
+
+    pub(crate) fn deadline(&self) -> Option<i64> {
+        self.frames.last().and_then(|f| f.wait.as_ref()).and_then(|w| w.deadline_ms)
+    }
+}
+
+fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
+    k.events.emit(BotEvent::Flow { chat: chat.clone(), flow: flow.to_owned(), what: what.into() });
+}
+
+/// Starts a flow in the context's chat (the caller holds the chat's queue slot).
+pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(), FlowError> {
+    let k = ctx.0.bot.kernel.clone();
+    let chat = ctx.chat().clone();
+    if let Some(old) = k.flows.take(&chat) {
+        end_stack(&k, &chat, old, "replaced").await;
+    } else if k.store.checkpoint(chat.as_str()).await.ok().flatten().is_some() {
+        checkpoint::drop_checkpoint(&k, chat.as_str()).await;
+    }
+    let run = format!("{}", k.clock.now_ms());
+    emit(&k, &chat, flow.0.info().name, "started");
+    let stack = Stack { run, step: 0, frames: vec![Frame { flow, state, wait: None }], checkpointed: false };
+    drive(ctx, stack, Input::Start).await;
+    Ok(())
+}
+
+fn answer_of(ctx: &Ctx) -> Answer {
+    match (ctx.message(), ctx.interaction()) {
+        (_, Some(i)) => Answer::new(i.data.clone(), Some(i.data.clone()), None),
+        (Some(m), None) => Answer::new(m.text_content(), None, Some(m.id.to_string())),
+        (None, None) => Answer::new(ctx.text(), None, None),
+    }
+}
+
+/// Takes the chat's stack, reconciled with the store for persistent flows.
+async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
+    let stack = k.flows.take(chat)?;
+    if !stack.checkpointed {
+        return Some(stack);
+    }
+    match k.store.checkpoint(chat.as_str()).await {
+        Ok(None) => {
+            tracing::debug!(chat = %chat, "flow ended elsewhere: dropping the in-memory copy");
+            None
+        }
+        Ok(Some(cp)) if cp.step != stack.step => match checkpoint::load(k, cp).await {
+            Loaded::Ready(s) => Some(s),
+            Loaded::Gone | Loaded::Restart(_) => None,
+        },
+        Ok(Some(_)) => Some(stack),
+        Err(e) => {
+            k.events.error("flow:checkpoint", Some(chat), e);
+            Some(stack)
+        }
+    }
+}
+
+/// The "active conversation" stage.
+pub(crate) async fn active(ctx: &Ctx) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let Some(stack) = current(&k, ctx.chat()).await else { return false };
+    drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
+    true
+}
+
+/// The "dormant resume" stage: a checkpoint in the store, nothing in memory.
+pub(crate) async fn dormant(ctx: &Ctx) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let cp = match k.store.checkpoint(ctx.chat().as_str()).await {
+        Ok(Some(cp)) => cp,
+        Ok(None) => return false,
+        Err(e) => {
+            k.events.error("flow:checkpoint", Some(ctx.chat()), e);
+            return false;
+        }
+    };
+    match checkpoint::load(&k, cp).await {
+        Loaded::Ready(stack) => {
+            emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
+            drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
+            true
+        }
+        Loaded::Restart(flow) => restart(ctx, flow).await,
+        Loaded::Gone => false,
+    }
+}
+
+async fn restart(ctx: &Ctx, flow: Erased) -> bool {
+    match flow.0.fresh() {
+        Some(state) => {
+            if let Err(e) = start_in(ctx, flow, state).await {
+                ctx.0.bot.kernel.events.error("flow:restart", Some(ctx.chat()), e);
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
+pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let stack = match current(&k, ctx.chat()).await {
+        Some(s) => s,
+        None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
+            Some(cp) => match checkpoint::load(&k, cp).await {
+                Loaded::Ready(s) => s,
+                _ => return false,
+            },
+            None => return false,
+        },
+    };
+    drive(ctx, stack, input).await;
+    true
+}
+
+/// Runs steps until the stack waits or ends, then saves or deletes its checkpoint.
+pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
+    let k = ctx.0.bot.kernel.clone();
+    let chat = ctx.chat().clone();
+    let generation = k.flows.generation(&chat);
+    stack.step += 1;
+    let mut effect_keys = Vec::new();
+    let ended: Option<(&'static str, String, Option<HandlerError>)> = loop {
+        let Some(Frame { flow, state, wait }) = stack.frames.pop() else {
+            break Some(("", "done".to_owned(), None));
+        };
+        let info = flow.0.info();
+        let mut cx = FlowCx::new(ctx.clone(), info.name, stack.run.clone(), stack.step, input);
+        let result = flow.0.step(&mut cx, state).await;
+        Counters::inc(&k.counters.flow_steps);
+        effect_keys.append(&mut cx.effect_keys.lock().unwrap_or_else(|e| e.into_inner()));
+        let pending = cx.take_pending();
+        drop(cx);
+        match result {
+            Ok(Step::Suspend(state)) => match pending {
+                Some(Pending::Ask { idle, site }) => {
+                    let idle_ms = idle.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                    let deadline_ms = idle_ms.map(|ms| k.clock.now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+                    stack.frames.push(Frame { flow, state, wait: Some(Wait { site, idle_ms, deadline_ms }) });
+                    break None;
+                }
+                Some(Pending::Reask) => {
+                    let wait = wait.map(|mut w| {
+                        w.deadline_ms = w.idle_ms.map(|ms| k.clock.now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+                        w
+                    });
+                    stack.frames.push(Frame { flow, state, wait });
+                    break None;
+                }
+                Some(Pending::Call { flow: sub, start }) => {
+                    emit(&k, &chat, info.name, format!("called:{}", sub.0.info().name));
+                    stack.frames.push(Frame { flow, state, wait: None });
+                    stack.frames.push(Frame { flow: sub, state: start, wait: None });
+                    input = Input::Start;
+                }
+                None => {
+                    let err: HandlerError = format!("flow `{}` suspended without an ask", info.name).into();
+                    stack.frames.clear();
+                    break Some((info.name, "error".to_owned(), Some(err)));
+                }
+            },
+            Ok(Step::Done(out)) => {
+                if stack.frames.is_empty() {
+                    break Some((info.name, "done".to_owned(), None));
+                }
+                emit(&k, &chat, info.name, "returned");
+                input = Input::Returned(Ok(out));
+            }
+            Err(e) => {
+                let interrupt = e.downcast_ref::<Interrupt>().copied();
+                if stack.frames.is_empty() {
+                    break Some(match interrupt {
+                        Some(Interrupt::Cancelled) => (info.name, "cancelled".to_owned(), None),
+                        Some(Interrupt::Timeout) => (info.name, "timeout".to_owned(), None),
+                        None => (info.name, "error".to_owned(), Some(e)),
+                    });
+                }
+                input = Input::Returned(Err(match interrupt {
+                    Some(i) => FlowError::SubflowInterrupted { flow: info.name.to_owned(), interrupt: i },
+                    None => FlowError::Subflow { flow: info.name.to_owned(), chat: chat.to_string(), reason: e.to_string() },
+                }));
+            }
+        }
+    };
+    if k.flows.generation(&chat) != generation {
+        tracing::debug!(chat = %chat, "the chat's flows ended during the step: dropping its outcome");
+        return;
+    }
+    match ended {
+        None => {
+            if checkpoint::is_persistent(&stack) {
+                let encoded = checkpoint::encode(&k, chat.as_str(), &stack, ctx.inbound_id().map(str::to_owned));
+                let written = match encoded {
+                    Ok((cp, top)) => checkpoint::write(&k, cp).await.map(|()| top),
+                    Err(e) => Err(e),
+                };
+                match written {
+                    Ok(top) => {
+                        stack.checkpointed = true;
+                        emit(&k, &chat, stack.top_name().unwrap_or(""), format!("checkpoint:{top}:{}", stack.step));
+                    }
+                    Err(e) => k.events.error("flow:checkpoint", Some(&chat), e),
+                }
+            } else if stack.checkpointed {
+                checkpoint::drop_checkpoint(&k, chat.as_str()).await;
+                stack.checkpointed = false;
+            }
+            emit(&k, &chat, stack.top_name().unwrap_or(""), "suspended");
+            k.flows.put(&chat, stack);
+        }
+        Some((name, reason, err)) => {
+            if stack.checkpointed || checkpoint_exists(&k, &chat).await {
+                checkpoint::drop_checkpoint(&k, chat.as_str()).await;
+            }
+            if let Some(e) = err {
+                Counters::inc(&k.counters.handler_errors);
+                k.events.error(format!("flow:{name}"), Some(&chat), e);
+            }
+            emit(&k, &chat, name, format!("ended:{reason}"));
+        }
+    }
+    let scope = effect::scope(chat.as_str());
+    for key in effect_keys {
+        if let Err(e) = k.store.delete_value(&scope, &key).await {
+            tracing::warn!(error = %e, %key, "cannot delete an effect record");
+        }
+    }
+}
+
+async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
+    matches!(k.store.checkpoint(chat.as_str()).await, Ok(Some(_)))
+}
+
+/// Ends a stack that is not stepping (replaced, blocked).
+pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
+    checkpoint::drop_checkpoint(k, chat.as_str()).await;
+    emit(k, chat, stack.top_name().unwrap_or(""), format!("ended:{reason}"));
+}
+
+/// Queues a timeout for every stack whose idle deadline passed; returns how many.
+pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
+    let now = k.clock.now_ms();
+    let due = k.flows.due(now);
+    for (chat, step) in &due {
+        let kernel = k.clone();
+        let chat = chat.clone();
+        let step = *step;
+        k.queues.push(
+            &chat.clone(),
+            Box::pin(async move {
+                let user = UserId(chat.0.clone());
+                let ctx = crate::bot::inbound::make_ctx(&kernel, CtxSource::Trigger { chat: chat.clone(), sender: user }, None).await;
+                let still = kernel.flows.step_of(&chat) == Some(step) && kernel.flows.deadline_of(&chat).is_some_and(|d| d <= kernel.clock.now_ms());
+                if still {
+                    interrupt(&ctx, Input::Timeout).await;
+                } else {
+                    kernel.flows.clear_firing(&chat);
+                }
+            }),
+        );
+    }
+    due.len()
+}

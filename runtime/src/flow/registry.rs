@@ -1,0 +1,182 @@
+//! The flow registry: type-erased handles of the flows a bot knows, and the `Bot` methods
+//! that register, start and cancel flows.
+//!
+//! [`Erased`] wraps a [`Flow`] impl so the executor can step any flow through one vtable:
+//! in-memory states are `Box<dyn Any + Send>`, checkpointed states are JSON. Registering a
+//! flow also registers the sub-flows it calls (so their checkpoints can be restored) and
+//! installs its start trigger as a command or matcher route.
+
+use std::any::Any;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::bot::Bot;
+use crate::bot::context::Ctx;
+use crate::bot::matcher;
+use crate::error::{BotError, HandlerError};
+use crate::flow::api::{Flow, FlowError, FlowInfo, StartTrigger, Step};
+use crate::flow::cx::FlowCx;
+use crate::flow::executor;
+use crate::message::ChatId;
+
+/// A boxed state or value.
+pub(crate) type AnyBox = Box<dyn Any + Send>;
+type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<Step<AnyBox, AnyBox>, HandlerError>> + Send + 'a>>;
+
+/// The executor's view of a flow.
+pub(crate) trait DynFlow: Send + Sync + 'static {
+    fn info(&self) -> FlowInfo;
+    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a>;
+    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError>;
+    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError>;
+    fn callees(&self) -> Vec<Erased>;
+    fn fresh(&self) -> Option<AnyBox>;
+}
+
+/// A type-erased flow handle.
+#[derive(Clone)]
+pub struct Erased(pub(crate) Arc<dyn DynFlow>);
+
+impl std::fmt::Debug for Erased {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Erased").field(&self.0.info().name).finish()
+    }
+}
+
+struct Wrap<F>(PhantomData<fn() -> F>);
+
+impl<F: Flow> DynFlow for Wrap<F> {
+    fn info(&self) -> FlowInfo {
+        F::info()
+    }
+
+    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a> {
+        Box::pin(async move {
+            let state = state
+                .downcast::<F::State>()
+                .map_err(|_| Box::new(FlowError::StateType { flow: F::info().name }) as HandlerError)?;
+            Ok(match F::step(cx, *state).await? {
+                Step::Suspend(s) => Step::Suspend(Box::new(s) as AnyBox),
+                Step::Done(o) => Step::Done(Box::new(o) as AnyBox),
+            })
+        })
+    }
+
+    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError> {
+        let s = state.downcast_ref::<F::State>().ok_or(FlowError::StateType { flow: F::info().name })?;
+        F::encode(s)
+    }
+
+    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError> {
+        Ok(Box::new(F::decode(value)?))
+    }
+
+    fn fresh(&self) -> Option<AnyBox> {
+        F::fresh().map(|s| Box::new(s) as AnyBox)
+    }
+
+    fn callees(&self) -> Vec<Erased> {
+        let mut out = Vec::new();
+        F::register_callees(&mut |e| out.push(e));
+        out
+    }
+}
+
+/// The erased handle of a flow type (generated code uses it to list callees).
+pub fn erase<F: Flow>() -> Erased {
+    Erased(Arc::new(Wrap::<F>(PhantomData)))
+}
+
+impl Bot {
+    /// Registers a flow and installs its start trigger (`#[flow(start = …)]`):
+    /// `bot.flow(order)`. Flows with arguments are registered with
+    /// [`register_flow`](Self::register_flow) and started with [`start_flow`](Self::start_flow).
+    pub fn flow<F: Flow + Clone>(&self, flow: F) -> &Self {
+        self.register_flow::<F>();
+        let info = F::info();
+        let start = move |ctx: Ctx| {
+            let flow = flow.clone();
+            async move { executor::start_in(&ctx, erase::<F>(), Box::new(flow.into_start())).await.map_err(|e| Box::new(e) as HandlerError) }
+        };
+        match info.start {
+            StartTrigger::None => {}
+            StartTrigger::Command(name) => {
+                self.command(name, start);
+            }
+            StartTrigger::Keyword(word) => {
+                self.when(matcher::keyword([word]), start);
+            }
+            StartTrigger::Regex(re) => match matcher::try_regex(re) {
+                Ok(m) => {
+                    self.when(m, start);
+                }
+                Err(e) => self.kernel.events.error(format!("flow:{}", info.name), None, e),
+            },
+            StartTrigger::Matcher(f) => {
+                self.when(matcher::func(f), start);
+            }
+        }
+        self
+    }
+
+    /// Registers a flow (and the sub-flows it calls) without a start trigger.
+    pub fn register_flow<F: Flow>(&self) -> &Self {
+        self.kernel.flows.bind(&self.kernel);
+        self.kernel.flows.register(erase::<F>());
+        self
+    }
+
+    /// Starts `flow` in `chat` from code (through the chat's queue, after the work queued
+    /// before it). A flow already active there ends (`replaced`). Returns once the first step ran.
+    pub async fn start_flow<F: Flow>(&self, chat: impl Into<ChatId>, flow: F) -> Result<(), BotError> {
+        self.register_flow::<F>();
+        let state: AnyBox = Box::new(flow.into_start());
+        let slot = std::sync::Mutex::new(Some(state));
+        self.trigger(chat, move |ctx: Ctx| {
+            let state = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            async move {
+                match state {
+                    Some(s) => executor::start_in(&ctx, erase::<F>(), s).await.map_err(|e| Box::new(e) as HandlerError),
+                    None => Ok(()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Cancels the flow waiting in `chat`: its ask resumes with `Err(Interrupt::Cancelled)`
+    /// (through the chat's queue). Returns whether a flow was waiting.
+    pub async fn cancel_flow(&self, chat: impl Into<ChatId>) -> Result<bool, BotError> {
+        let chat = chat.into();
+        let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = found.clone();
+        self.trigger(chat, move |ctx: Ctx| {
+            let f = f.clone();
+            async move {
+                let was = executor::interrupt(&ctx, crate::flow::cx::Input::Cancelled).await;
+                f.store(was, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .await?;
+        Ok(found.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// The name of the flow active in `chat` (the innermost of a sub-flow stack), if any.
+    pub fn active_flow(&self, chat: &ChatId) -> Option<&'static str> {
+        self.kernel.flows.active_name(chat)
+    }
+
+    /// What `#[flow]` built for a registered flow (its graph as Mermaid included).
+    pub fn flow_info(&self, name: &str) -> Option<FlowInfo> {
+        self.kernel.flows.lookup(name).map(|e| e.0.info())
+    }
+
+    /// Fires the idle timeouts that are due by the bot's clock (a background task does this
+    /// every second; tests with a `ManualClock` call it after moving the clock).
+    pub fn fire_flow_timeouts(&self) -> usize {
+        executor::fire_due(&self.kernel)
+    }
+}

@@ -1,0 +1,213 @@
+//! [`Transcript`]: drives a bot with scripted users and renders what happened as readable
+//! lines for `insta::assert_snapshot!`.
+//!
+//! The harness owns the store, a [`ManualClock`] and a [`MockProvider`]; a setup closure turns
+//! a builder (already given the provider, store and clock) into a bot with its flows. Lines:
+//!
+//! | line | meaning |
+//! | --- | --- |
+//! | `alice: order` | alice wrote "order" |
+//! | `alice [press]: yes` | alice pressed the button `yes` |
+//! | `bot → alice [key=…]: text` | a send, with its idempotency key |
+//! | `· checkpoint order@S1 step 1 (hash …)` | a flow checkpoint was written |
+//! | `· flow order ended:done` | a flow event (started, called, ended, version mismatch) |
+//! | `· clock +30s` / `· restart` | the harness moved the clock / rebuilt the bot on the same store |
+//!
+//! It does not simulate crashes of the provider (see `CrashableProvider`, later) and it
+//! waits for the bot to be idle after every action, so lines are in causal order.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh_durability::{MemoryStore, Store};
+
+use crate::bot::{Bot, BotBuilder};
+use crate::clock::ManualClock;
+use crate::error::BotError;
+use crate::events::BotEvent;
+use crate::message::OutgoingContent;
+use crate::testing::MockProvider;
+
+type Setup = Box<dyn Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync>;
+
+/// A scripted conversation with a bot; see the module docs.
+pub struct Transcript {
+    setup: Setup,
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+    provider: MockProvider,
+    bot: Bot,
+    lines: Arc<Mutex<Vec<String>>>,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript").field("lines", &self.lines().len()).finish_non_exhaustive()
+    }
+}
+
+fn push(lines: &Mutex<Vec<String>>, line: String) {
+    lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+}
+
+impl Transcript {
+    /// A transcript on a fresh [`MemoryStore`]; `setup` builds the bot and registers its flows.
+    pub async fn new(setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static) -> Result<Self, BotError> {
+        Self::with_store(Arc::new(MemoryStore::new()), setup).await
+    }
+
+    /// A transcript on a given store.
+    pub async fn with_store(
+        store: Arc<dyn Store>,
+        setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static,
+    ) -> Result<Self, BotError> {
+        let clock = ManualClock::new(1_700_000_000_000);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let setup: Setup = Box::new(setup);
+        let (bot, provider) = Self::build(&setup, &store, &clock, &lines).await?;
+        Ok(Self { setup, store, clock, provider, bot, lines, next_id: 0 })
+    }
+
+    async fn build(
+        setup: &Setup,
+        store: &Arc<dyn Store>,
+        clock: &ManualClock,
+        lines: &Arc<Mutex<Vec<String>>>,
+    ) -> Result<(Bot, MockProvider), BotError> {
+        let provider = MockProvider::new();
+        let builder = Bot::builder(provider.clone()).store_arc(store.clone()).clock(clock.clone());
+        let bot = setup(builder)?;
+        let l = lines.clone();
+        bot.after_send(move |info| {
+            let l = l.clone();
+            async move {
+                if info.edit {
+                    return;
+                }
+                let mut line = format!(
+                    "bot → {} [key={}]: {}",
+                    info.chat,
+                    info.key.as_deref().unwrap_or("-"),
+                    info.outgoing.content.text()
+                );
+                if let OutgoingContent::Text { buttons, .. } = &info.outgoing.content {
+                    if !buttons.is_empty() {
+                        let b: Vec<&str> = buttons.iter().map(|b| b.id.as_str()).collect();
+                        line.push_str(&format!(" [buttons: {}]", b.join(" | ")));
+                    }
+                }
+                push(&l, line);
+            }
+        });
+        let l = lines.clone();
+        let b = bot.clone();
+        bot.on_event(move |e| match e {
+            BotEvent::Flow { flow, what, .. } => {
+                if let Some(rest) = what.strip_prefix("checkpoint:") {
+                    let (top, step) = rest.rsplit_once(':').unwrap_or((rest, "?"));
+                    let hash = top
+                        .split('@')
+                        .next()
+                        .and_then(|f| b.flow_info(f))
+                        .map(|i| format!("{:08x}", i.layout_hash >> 32))
+                        .unwrap_or_default();
+                    push(&l, format!("· checkpoint {top} step {step} (hash {hash})"));
+                } else if what != "suspended" && what != "resumed" && what != "returned" {
+                    push(&l, format!("· flow {flow} {what}"));
+                }
+            }
+            BotEvent::Error { context, error, .. } => push(&l, format!("· error {context}: {error}")),
+            _ => {}
+        });
+        bot.start().await?;
+        Ok((bot, provider))
+    }
+
+    /// The bot under test.
+    pub fn bot(&self) -> &Bot {
+        &self.bot
+    }
+
+    /// The mock channel.
+    pub fn provider(&self) -> &MockProvider {
+        &self.provider
+    }
+
+    /// The shared store.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// `chat` writes `text`; returns once the bot is idle.
+    pub async fn says(&mut self, chat: &str, text: &str) {
+        self.next_id += 1;
+        let id = format!("m{}", self.next_id);
+        push(&self.lines, format!("{chat}: {text}"));
+        if let Err(e) = self.provider.say(chat, &id, text).await {
+            push(&self.lines, format!("· rejected: {e:?}"));
+        }
+        self.bot.idle().await;
+    }
+
+    /// `chat` presses the button `data`; returns once the bot is idle.
+    pub async fn press(&mut self, chat: &str, data: &str) {
+        self.next_id += 1;
+        let id = format!("p{}", self.next_id);
+        push(&self.lines, format!("{chat} [press]: {data}"));
+        if let Err(e) = self.provider.press(chat, &id, data).await {
+            push(&self.lines, format!("· rejected: {e:?}"));
+        }
+        self.bot.idle().await;
+    }
+
+    /// Moves the clock and fires the idle timeouts that became due.
+    pub async fn advance(&mut self, by: Duration) {
+        self.clock.advance(by);
+        push(&self.lines, format!("· clock +{}", humantime::format_duration(by)));
+        self.bot.fire_flow_timeouts();
+        self.bot.idle().await;
+    }
+
+    /// Adds a note line.
+    pub fn note(&self, text: &str) {
+        push(&self.lines, format!("· {text}"));
+    }
+
+    /// Stops and drops the bot, then builds and starts a new one on the same store (flows
+    /// continue from their checkpoints).
+    pub async fn restart(&mut self) -> Result<(), BotError> {
+        self.bot.stop().await?;
+        push(&self.lines, "· restart".to_owned());
+        let (bot, provider) = Self::build(&self.setup, &self.store, &self.clock, &self.lines).await?;
+        self.bot = bot;
+        self.provider = provider;
+        self.bot.idle().await;
+        Ok(())
+    }
+
+    /// The lines so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The send keys so far, in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.lines()
+            .iter()
+            .filter_map(|l| l.split_once("[key=").and_then(|(_, r)| r.split_once(']')).map(|(k, _)| k.to_owned()))
+            .collect()
+    }
+
+    /// The transcript, one line each.
+    pub fn render(&self) -> String {
+        let mut s = self.lines().join("\n");
+        s.push('\n');
+        s
+    }
+}
