@@ -122,9 +122,10 @@ impl Message {
     }
 }
 
-/// What an inbound message carries.
+/// What an inbound message carries. Serialized adjacently tagged:
+/// `{"kind": "text", "data": "hello"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum Content {
     /// Plain text.
     Text(String),
@@ -357,9 +358,10 @@ pub enum MediaSource {
     },
 }
 
-/// The content of an outgoing message.
+/// The content of an outgoing message. Serialized adjacently tagged:
+/// `{"kind": "text", "data": {"text": "hello"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
 pub enum OutgoingContent {
     /// Text, optionally with buttons under it.
     Text {
@@ -541,4 +543,37 @@ impl From<&String> for Outgoing {
 pub struct SentMessage {
     /// The channel's id of the sent message (for edits), when it gives one.
     pub message_id: Option<MessageId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_content_kind_round_trips_through_json() {
+        let contents = vec![
+            Content::Text("hi".into()),
+            Content::Contacts(vec![ContactCard { name: "Ann".into(), phones: vec!["1".into()] }]),
+            Content::Location(Location { latitude: 1.5, longitude: 2.0, name: None, address: None }),
+            Content::Other(serde_json::json!({"x": 1})),
+        ];
+        for c in contents {
+            let v = serde_json::to_value(&c).expect("encodes");
+            assert_eq!(serde_json::from_value::<Content>(v).expect("decodes"), c);
+        }
+        let out = vec![
+            OutgoingContent::from("hi"),
+            OutgoingContent::Contacts(vec![ContactCard { name: "Ann".into(), phones: vec![] }]),
+            OutgoingContent::Media {
+                media_kind: MediaKind::Image,
+                source: MediaSource::Bytes { data: vec![1, 2, 3], file_name: None },
+                caption: None,
+                mime: None,
+            },
+        ];
+        for c in out {
+            let v = serde_json::to_value(&c).expect("encodes");
+            assert_eq!(serde_json::from_value::<OutgoingContent>(v).expect("decodes"), c);
+        }
+    }
 }

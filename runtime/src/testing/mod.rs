@@ -9,3 +9,10 @@ mod transcript;
 
 pub use mock::{MockProvider, SentRecord};
 pub use transcript::Transcript;
+
+#[cfg(feature = "testing")]
+mod crashable;
+#[cfg(feature = "testing")]
+pub use crashable::CrashableProvider;
+#[cfg(feature = "testing")]
+pub use botmesh_durability::testing::crash::{CRASH_POINTS, Crashable, crashable};

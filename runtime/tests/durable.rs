@@ -1,0 +1,600 @@
+//! Durable processing through `MockProvider` on `MemoryDurability`: every option of the guide's
+//! table that the runtime applies, the outbox rules, retries, deferral, the DLQ, parts, fencing
+//! across two bots, fail-closed and fail-open, `inbox.max_age`, media refs and bad records.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh::durability::{
+    Backoff, CasOutcome, DurabilityConfig, DurableKv, Entry, InboxState, KvError, KvOp, KvRecord,
+    MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, Scope, Versioned,
+};
+use botmesh::durable::{DurabilityOptions, StalePolicy};
+use botmesh::message::{Content, InboundMedia, MediaKind, MediaRef, Message};
+use botmesh::prelude::*;
+use botmesh::provider::{
+    Accepted, Capabilities, MediaUnavailableReason, ProviderError, ProviderEvent, Rejected,
+};
+use botmesh::testing::MockProvider;
+
+fn fast_config() -> DurabilityConfig {
+    let mut c = DurabilityConfig::default();
+    c.poll = Duration::from_millis(20);
+    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    c.outbox.inline_max = Duration::from_secs(2);
+    c
+}
+
+struct Harness {
+    bot: Bot,
+    mock: MockProvider,
+    events: Arc<Mutex<Vec<BotEvent>>>,
+}
+
+fn harness(kv: Arc<dyn DurableKv>, store: MemoryStore, config: DurabilityConfig) -> Harness {
+    harness_with(kv, store, config, MockProvider::new(), |b| b)
+}
+
+fn harness_with(
+    kv: Arc<dyn DurableKv>,
+    store: MemoryStore,
+    config: DurabilityConfig,
+    mock: MockProvider,
+    f: impl FnOnce(BotBuilder) -> BotBuilder,
+) -> Harness {
+    let bot = f(Bot::builder(mock.clone())
+        .store(store)
+        .durability(DurabilityOptions::shared(kv).config(config).instance_id("test-1")))
+    .build()
+    .expect("valid durability config");
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let e = events.clone();
+    bot.on_event(move |ev| e.lock().unwrap().push(ev.clone()));
+    Harness { bot, mock, events }
+}
+
+impl Harness {
+    fn durability_events(&self, name: &str) -> usize {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, BotEvent::Durability { name: n, .. } if n == name))
+            .count()
+    }
+    fn errors(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                BotEvent::Error { context, error, .. } => Some(format!("{context}: {error}")),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+async fn settle(bot: &Bot) {
+    bot.idle().await;
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    bot.idle().await;
+}
+
+fn two_replies(bot: &Bot) {
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("one").await?;
+        ctx.reply("two").await?;
+        Ok(())
+    });
+}
+
+#[tokio::test]
+async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let store = MemoryStore::new();
+    let h = harness(kv.clone(), store.clone(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued));
+    settle(&h.bot).await;
+    h.bot.stop().await.unwrap();
+
+    let h2 = harness(kv, store, fast_config());
+    two_replies(&h2.bot);
+    h2.bot.start().await.unwrap();
+    assert_eq!(h2.mock.say("a", "m1", "hi").await, Ok(Accepted::Duplicate));
+    settle(&h2.bot).await;
+    assert!(h2.mock.sent().is_empty(), "the redelivered message is not processed again");
+    assert_eq!(h.mock.texts("a"), ["one", "two"]);
+    let m = h2.bot.durability().unwrap().metrics();
+    assert_eq!(m.inbound_duplicates, 1);
+}
+
+#[tokio::test]
+async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let h = harness(kv, MemoryStore::new(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    let d = h.bot.durability().unwrap();
+    let sent = d.outbox().list(OutboxState::Sent, 10).await.unwrap();
+    let mut keys: Vec<_> = sent.iter().map(|r| r.key.clone()).collect();
+    keys.sort();
+    assert_eq!(keys, ["a/m1:1", "a/m1:2"]);
+    assert!(h.mock.keys_seen().is_empty(), "the key never reaches the provider");
+    // An operator replays the inbound: its handler runs again, every reply is answered
+    // from the outbox.
+    let inbound = d.inbox().list(InboxState::Done, 10).await.unwrap();
+    assert_eq!(inbound.len(), 1);
+    d.replay_inbound(&inbound[0].id).await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["one", "two"], "no reply twice");
+    assert_eq!(h.bot.metrics().send_deduped, 2);
+    assert_eq!(d.metrics().inbound_replayed, 1);
+}
+
+#[tokio::test]
+async fn retryable_failures_are_retried_with_backoff() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    for _ in 0..2 {
+        h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "reset".into() });
+    }
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["one", "two"]);
+    assert_eq!(h.bot.durability().unwrap().metrics().outbox_retried, 2);
+}
+
+#[tokio::test]
+async fn a_rate_limit_waits_at_least_its_retry_after() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let t = Arc::new(Mutex::new(None));
+    let t2 = t.clone();
+    h.bot.catch_all(move |ctx: Ctx| {
+        let t2 = t2.clone();
+        async move {
+            let t0 = tokio::time::Instant::now();
+            ctx.reply("after the wait").await?;
+            *t2.lock().unwrap() = Some(t0.elapsed());
+            Ok(())
+        }
+    });
+    h.bot.start().await.unwrap();
+    h.mock.rate_limit_next_send(Some(Duration::from_millis(300)));
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    h.bot.idle().await;
+    assert_eq!(h.mock.texts("a"), ["after the wait"]);
+    let waited = t.lock().unwrap().expect("handler ran");
+    assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
+}
+
+#[tokio::test]
+async fn final_errors_go_straight_to_the_dead_letter_queue() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let r = results.clone();
+    h.bot.catch_all(move |ctx: Ctx| {
+        let r = r.clone();
+        async move {
+            let res = ctx.reply("unsendable").await;
+            r.lock().unwrap().push(res.map_err(|e| e.to_string()));
+            Ok(())
+        }
+    });
+    h.bot.start().await.unwrap();
+    for err in [
+        ProviderError::UnsupportedContent { provider: "mock".into(), what: "sticker".into() },
+        ProviderError::PayloadTooLarge { provider: "mock".into(), size: 10, limit: 5 },
+        ProviderError::OutsideSessionWindow { provider: "mock".into(), chat: "a".into() },
+        ProviderError::RecipientUnreachable { provider: "mock".into(), chat: "a".into(), reason: "gone".into() },
+        ProviderError::Api { provider: "mock".into(), status: Some(400), code: None, message: "bad".into(), retryable: false },
+    ] {
+        h.mock.fail_next_send(err);
+    }
+    for i in 0..5 {
+        h.mock.say("a", &format!("m{i}"), "hi").await.unwrap();
+    }
+    settle(&h.bot).await;
+    assert!(h.mock.sent().is_empty());
+    let d = h.bot.durability().unwrap();
+    assert_eq!(d.outbox().list(OutboxState::Dead, 10).await.unwrap().len(), 5);
+    assert_eq!(d.metrics().outbox_dead, 5);
+    assert_eq!(d.metrics().outbox_retried, 0, "final errors are never retried");
+    assert_eq!(h.durability_events("dead"), 5);
+    assert!(results.lock().unwrap().iter().all(|r| r.is_err()));
+    // An operator retries one: it goes out.
+    d.retry_send("a/m0:1").await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["unsendable"]);
+}
+
+#[tokio::test]
+async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
+    let mut config = fast_config();
+    config.outbox.inline_max = Duration::from_millis(30);
+    config.outbox.backoff = Backoff::fixed(Duration::from_millis(60), Duration::from_millis(60));
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), config);
+    let outcome = Arc::new(Mutex::new(None));
+    let o = outcome.clone();
+    h.bot.catch_all(move |ctx: Ctx| {
+        let o = o.clone();
+        async move {
+            let r = ctx.reply("eventually").await;
+            *o.lock().unwrap() = Some(r);
+            Ok(())
+        }
+    });
+    h.bot.start().await.unwrap();
+    h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "down".into() });
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    h.bot.idle().await;
+    match outcome.lock().unwrap().take() {
+        Some(Err(BotError::SendDeferred { key })) => assert_eq!(key, "a/m1:1"),
+        other => panic!("expected SendDeferred, got {other:?}"),
+    }
+    assert_eq!(h.mock.wait_for_sends(1, Duration::from_secs(3)).await, 1);
+    assert_eq!(h.mock.texts("a"), ["eventually"]);
+    assert_eq!(h.bot.durability().unwrap().metrics().outbox_deferred, 1);
+}
+
+#[tokio::test]
+async fn enqueue_with_an_explicit_key_sends_once() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let after = Arc::new(AtomicUsize::new(0));
+    let a = after.clone();
+    h.bot.after_send(move |_| {
+        let a = a.clone();
+        async move {
+            a.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    h.bot.start().await.unwrap();
+    let first = h.bot.enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
+    let second = h.bot.enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
+    assert!(!first.deduped && second.deduped);
+    assert_eq!(h.mock.wait_for_sends(1, Duration::from_secs(2)).await, 1);
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["Tomorrow at 9"]);
+    assert_eq!(after.load(Ordering::SeqCst), 1, "after hooks run once the sweeper delivered");
+    let ledger = h.bot.store().ledger("a", 5).await.unwrap();
+    assert_eq!(ledger.len(), 1);
+    // bot.send with the same explicit key is answered from the outbox.
+    let again = h.bot.send("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
+    assert!(again.deduped);
+    assert_eq!(h.mock.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn enqueue_without_durability_is_refused() {
+    let bot = Bot::builder(MockProvider::new()).build().unwrap();
+    assert!(matches!(bot.enqueue("a", "x").await, Err(BotError::Config { .. })));
+}
+
+#[tokio::test]
+async fn two_bots_sharing_a_backend_each_send_their_own_explicit_key() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let mk = |bot_id: &'static str| {
+        harness_with(kv.clone(), MemoryStore::new(), fast_config(), MockProvider::new(), |b| {
+            b.bot_id(bot_id)
+        })
+    };
+    let (a, b) = (mk("clinic"), mk("shop"));
+    a.bot.start().await.unwrap();
+    b.bot.start().await.unwrap();
+    a.bot.send("x", Outgoing::from("from clinic").key("reminder:1")).await.unwrap();
+    let r = b.bot.send("x", Outgoing::from("from shop").key("reminder:1")).await.unwrap();
+    assert!(!r.deduped, "explicit keys are per bot");
+    assert_eq!(a.mock.texts("x"), ["from clinic"]);
+    assert_eq!(b.mock.texts("x"), ["from shop"]);
+}
+
+#[tokio::test]
+async fn long_texts_become_parts_delivered_in_order() {
+    let caps = Capabilities { text_limit: 10, ..Capabilities::default() };
+    let h = harness_with(
+        Arc::new(MemoryKv::new()),
+        MemoryStore::new(),
+        fast_config(),
+        MockProvider::with_capabilities(caps),
+        |b| b,
+    );
+    h.bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("aaaa bbbb cccc dddd eeee").await?;
+        Ok(())
+    });
+    h.bot.start().await.unwrap();
+    h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "x".into() });
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["aaaa bbbb ", "cccc dddd ", "eeee"]);
+    let d = h.bot.durability().unwrap();
+    let mut keys: Vec<_> =
+        d.outbox().list(OutboxState::Sent, 10).await.unwrap().into_iter().map(|r| r.key).collect();
+    keys.sort();
+    assert_eq!(keys, ["a/m1:1", "a/m1:1#2", "a/m1:1#3"]);
+}
+
+/// A backend that can be taken down.
+#[derive(Clone)]
+struct FlakyKv {
+    inner: MemoryKv,
+    down: Arc<AtomicBool>,
+}
+
+impl FlakyKv {
+    fn check(&self) -> Result<(), KvError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(KvError::Unavailable { operation: "test", source: "backend down for the test".into() });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl DurableKv for FlakyKv {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        self.check()?;
+        self.inner.get(scope, key).await
+    }
+    async fn cas(&self, scope: &Scope, key: &str, expected: Option<u64>, entry: Entry) -> Result<CasOutcome, KvError> {
+        self.check()?;
+        self.inner.cas(scope, key, expected, entry).await
+    }
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        self.check()?;
+        self.inner.delete(scope, key, expected).await
+    }
+    async fn range(
+        &self,
+        scope: &Scope,
+        index: botmesh::durability::kv::Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        self.check()?;
+        self.inner.range(scope, index, from, to, limit).await
+    }
+    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        self.check()?;
+        self.inner.batch(scope, ops).await
+    }
+}
+
+#[tokio::test]
+async fn fail_closed_refuses_and_a_redelivery_is_processed() {
+    let flaky = FlakyKv { inner: MemoryKv::new(), down: Arc::default() };
+    let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    flaky.down.store(true, Ordering::SeqCst);
+    let r = h.mock.say("a", "m1", "hi").await;
+    assert!(matches!(r, Err(Rejected::JournalUnavailable { .. })), "{r:?}");
+    settle(&h.bot).await;
+    assert!(h.mock.sent().is_empty(), "not dispatched without the journal");
+    assert!(h.errors().iter().any(|e| e.contains("inbox.journal")));
+    flaky.down.store(false, Ordering::SeqCst);
+    assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued), "the redelivery is processed");
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["one", "two"]);
+}
+
+#[tokio::test]
+async fn fail_open_dispatches_without_the_journal() {
+    let flaky = FlakyKv { inner: MemoryKv::new(), down: Arc::default() };
+    let mut config = fast_config();
+    config.fail_open = true;
+    let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), config);
+    h.bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("still answered").await.map(|_| ()).or_else(|e| {
+            // The outbox is down too: the send fails, the inbound was still dispatched.
+            assert!(matches!(e, BotError::Durability(_)), "{e}");
+            Ok::<(), BotError>(())
+        })?;
+        Ok(())
+    });
+    h.bot.start().await.unwrap();
+    flaky.down.store(true, Ordering::SeqCst);
+    assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued));
+    settle(&h.bot).await;
+    assert_eq!(h.bot.metrics().dispatched, 1);
+}
+
+#[tokio::test]
+async fn a_handler_that_errors_is_not_retried() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    h.bot.catch_all(move |_ctx: Ctx| {
+        let r = r.clone();
+        async move {
+            r.fetch_add(1, Ordering::SeqCst);
+            Err("card declined".into())
+        }
+    });
+    h.bot.start().await.unwrap();
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let d = h.bot.durability().unwrap();
+    assert_eq!(d.inbox().list(InboxState::Done, 10).await.unwrap().len(), 1);
+}
+
+fn old_message(id: &str, age: Duration) -> ProviderEvent {
+    let mut m = Message::text(id, "a", "hello from yesterday");
+    m.timestamp_ms -= i64::try_from(age.as_millis()).unwrap();
+    ProviderEvent::Message(m)
+}
+
+#[tokio::test]
+async fn max_age_skips_or_marks_stale_messages() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .durability(DurabilityOptions::shared(kv.clone()).config(fast_config()).max_age(Duration::from_secs(3600), StalePolicy::Skip))
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" }).await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.deliver(old_message("old", Duration::from_secs(86_400))).await.unwrap();
+    mock.deliver(old_message("new", Duration::from_secs(5))).await.unwrap();
+    settle(&bot).await;
+    assert_eq!(mock.texts("a"), ["fresh"]);
+
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .durability(DurabilityOptions::memory().config(fast_config()).max_age(Duration::from_secs(3600), StalePolicy::MarkStale))
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" }).await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.deliver(old_message("old", Duration::from_secs(86_400))).await.unwrap();
+    settle(&bot).await;
+    assert_eq!(mock.texts("a"), ["stale"]);
+}
+
+#[tokio::test]
+async fn invalid_durability_options_are_refused_at_build_time() {
+    let mut config = DurabilityConfig::default();
+    config.outbox.lease = Duration::from_millis(10);
+    let err = Bot::builder(MockProvider::new())
+        .durability(DurabilityOptions::memory().config(config))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("lease"), "{err}");
+}
+
+fn media_message(id: &str) -> ProviderEvent {
+    let mut m = Message::text(id, "a", "");
+    m.content = Content::Media(InboundMedia {
+        kind: MediaKind::Image,
+        media_ref: MediaRef { provider: "mock".into(), token: "file-123".into() },
+        mime: Some("image/png".into()),
+        caption: None,
+        file_name: None,
+        size: None,
+    });
+    ProviderEvent::Message(m)
+}
+
+#[tokio::test]
+async fn media_refs_are_journaled_and_rehydrated_on_replay() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let h = harness(kv, MemoryStore::new(), fast_config());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    h.bot.when(botmesh::matcher::media(MediaKind::Image), move |ctx: Ctx| {
+        let s = s.clone();
+        async move {
+            let r = ctx.load_media(true).await;
+            s.lock().unwrap().push((ctx.is_replay(), r.map_err(|e| e.to_string())));
+            Ok(())
+        }
+    });
+    h.bot.start().await.unwrap();
+    h.mock.deliver(media_message("m1")).await.unwrap();
+    settle(&h.bot).await;
+    let d = h.bot.durability().unwrap();
+    let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
+    let stored = done[0].media_ref.clone().expect("the media ref is journaled");
+    assert_eq!(stored.provider, "mock");
+    assert_eq!(stored.data, serde_json::json!("file-123"));
+    d.replay_inbound(&done[0].id).await.unwrap();
+    settle(&h.bot).await;
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    // MockProvider cannot download: both fail the same way, with the provider's error, not
+    // MediaUnavailable: the replayed reference was rebuilt.
+    assert!(!seen[0].0 && seen[1].0);
+    assert!(seen[1].1.as_ref().unwrap_err().contains("download_media is not supported"));
+}
+
+#[tokio::test]
+async fn media_unavailable_reasons_on_replay() {
+    use botmesh::durability::media_refs::StoredMediaRef;
+    let cases = [
+        (None, MediaUnavailableReason::NotDurable),
+        (Some(StoredMediaRef::new("telegram", 1, serde_json::json!("x"))), MediaUnavailableReason::ProviderMismatch),
+        (Some(StoredMediaRef::new("mock", 99, serde_json::json!({"bad": true}))), MediaUnavailableReason::RehydrateFailed),
+    ];
+    for (i, (stored, expected)) in cases.into_iter().enumerate() {
+        let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+        let got = Arc::new(Mutex::new(None));
+        let g = got.clone();
+        h.bot.catch_all(move |ctx: Ctx| {
+            let g = g.clone();
+            async move {
+                let quiet = ctx.load_media(false).await?;
+                assert!(quiet.is_none(), "without throw_on_error: None");
+                match ctx.load_media(true).await {
+                    Err(BotError::Provider(ProviderError::MediaUnavailable { reason, .. })) => {
+                        *g.lock().unwrap() = Some(reason)
+                    }
+                    other => panic!("expected MediaUnavailable, got {other:?}"),
+                }
+                Ok(())
+            }
+        });
+        h.bot.start().await.unwrap();
+        let d = h.bot.durability().unwrap();
+        let payload = serde_json::to_value(media_message(&format!("m{i}"))).unwrap();
+        let mut new = NewInbound::new("a", &format!("m{i}"), payload);
+        new.media_ref = stored;
+        d.inbox().journal(new).await.unwrap();
+        settle(&h.bot).await;
+        assert_eq!(*got.lock().unwrap(), Some(expected), "case {i}");
+    }
+}
+
+#[tokio::test]
+async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    let d = h.bot.durability().unwrap();
+    d.inbox().journal(NewInbound::new("a", "junk", serde_json::json!({"not": "an event"}))).await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(d.inbox().list(InboxState::Dead, 10).await.unwrap().len(), 1);
+    assert!(h.errors().iter().any(|e| e.contains("does not decode")), "{:?}", h.errors());
+    assert_eq!(h.durability_events("dead"), 1);
+    // The sweeper goes on.
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), ["one", "two"]);
+}
+
+#[tokio::test]
+async fn without_durability_nothing_is_journaled() {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone()).build().unwrap();
+    two_replies(&bot);
+    bot.start().await.unwrap();
+    mock.say("a", "m1", "hi").await.unwrap();
+    bot.idle().await;
+    assert!(bot.durability().is_none());
+    assert_eq!(mock.texts("a"), ["one", "two"]);
+}
+
+#[tokio::test]
+async fn on_ambiguous_resend_is_configurable() {
+    let mut config = fast_config();
+    config.outbox.on_ambiguous = OnAmbiguous::Resend;
+    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), config);
+    h.bot.start().await.unwrap();
+    assert_eq!(h.bot.durability().unwrap().config().outbox.on_ambiguous, OnAmbiguous::Resend);
+}
