@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 
@@ -24,9 +25,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-async fn run_once() -> Result<(f64, Duration, Duration), BotError> {
+async fn run_once(durable: bool) -> Result<(f64, Duration, Duration), BotError> {
     let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone()).build()?;
+    let mut builder = Bot::builder(mock.clone());
+    if durable {
+        builder = builder.durability(DurabilityOptions::memory());
+    }
+    let bot = builder.build()?;
     let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
     bot.catch_all(|ctx: Ctx| async move {
@@ -81,18 +86,25 @@ fn main() -> Result<(), BotError> {
         BotError::Step { step: "bench".into(), message: e.to_string() }
     })?;
     rt.block_on(async {
-        // Warm-up.
-        run_once().await?;
-        let mut runs = Vec::new();
-        for _ in 0..3 {
-            runs.push(run_once().await?);
+        let mut results = Vec::new();
+        for (name, durable) in [("no durability", false), ("MemoryDurability", true)] {
+            // Warm-up, then the median of three runs.
+            run_once(durable).await?;
+            let mut runs = Vec::new();
+            for _ in 0..3 {
+                runs.push(run_once(durable).await?);
+            }
+            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            results.push((name, runs[runs.len() / 2]));
         }
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (rate, p50, p99) = runs[runs.len() / 2];
-        println!("runtime throughput ({} chats x {} messages, MockProvider, no durability)", CHATS, PER_CHAT);
-        println!("  messages/s: {rate:>10.0}");
-        println!("  p50 latency: {p50:>9.2?}");
-        println!("  p99 latency: {p99:>9.2?}");
+        println!("runtime throughput: {CHATS} chats x {PER_CHAT} messages, one reply each, MockProvider");
+        println!("{:<18} {:>12} {:>12} {:>12}", "durability", "messages/s", "p50", "p99");
+        for (name, (rate, p50, p99)) in &results {
+            println!("{name:<18} {rate:>12.0} {:>12} {:>12}", format!("{p50:.2?}"), format!("{p99:.2?}"));
+        }
+        let base = results[0].1.0;
+        let mem = results[1].1.0;
+        println!("MemoryDurability overhead: {:.1}% of the throughput without durability", (1.0 - mem / base) * 100.0);
         Ok(())
     })
 }

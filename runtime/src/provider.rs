@@ -22,6 +22,23 @@ use crate::message::{
     SentMessage, UserId,
 };
 
+tokio::task_local! {
+    static SEND_KEY: Option<String>;
+}
+
+/// The idempotency key of the send being made, for display only: the black-box `jsonl`
+/// provider prints it with each `send` line. The key is never part of what a provider sends
+/// to its channel (`Outgoing::idempotency_key` is always `None` in [`Provider::send`]); a
+/// channel provider must not forward this either.
+pub fn current_send_key() -> Option<String> {
+    SEND_KEY.try_with(Clone::clone).ok().flatten()
+}
+
+/// Runs a provider call with [`current_send_key`] set.
+pub(crate) async fn with_send_key<F: std::future::Future>(key: Option<String>, f: F) -> F::Output {
+    SEND_KEY.scope(key, f).await
+}
+
 /// What a provider can do; the runtime adapts to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capabilities {

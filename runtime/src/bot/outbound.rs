@@ -163,9 +163,11 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     for (i, part) in parts.iter().enumerate() {
         let part_key = part_key(&key, i);
         let result = if inline_rate_limit_retry {
-            rate_limit_retry::send_with_retry(k, &chat, part).await
+            rate_limit_retry::send_with_retry(k, &chat, part, &part_key).await
         } else {
-            k.provider.send(&chat, part).await.map_err(BotError::from)
+            crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(&chat, part))
+                .await
+                .map_err(BotError::from)
         };
         match result {
             Ok(sent) => {

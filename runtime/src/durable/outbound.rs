@@ -304,7 +304,11 @@ async fn attempt(
             }
         }
     });
-    let result = k.provider.send(&chat, &outgoing).await;
+    let result = crate::provider::with_send_key(
+        Some(record.key.clone()),
+        k.provider.send(&chat, &outgoing),
+    )
+    .await;
     heartbeat.abort();
     match result {
         Ok(sent) => {
@@ -334,7 +338,7 @@ async fn direct(k: &Arc<Kernel>, chat: &ChatId, outgoing: &Outgoing, key: &str) 
     let mut outcome = SendOutcome { key: Some(key.to_owned()), ..SendOutcome::default() };
     for (i, part) in split_outgoing(outgoing, k.capabilities.text_limit).iter().enumerate() {
         let part_key = outbound::part_key(key, i);
-        match k.provider.send(chat, part).await {
+        match crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(chat, part)).await {
             Ok(sent) => {
                 on_sent(k, chat, part, sent.message_id.clone(), &part_key).await;
                 outcome.message_id = sent.message_id;
