@@ -1,0 +1,16 @@
+use botmesh::prelude::*;
+
+struct Basket {
+    items: Vec<String>,
+}
+
+#[flow]
+#[persistent]
+async fn f(cx: &mut FlowCx) -> FlowResult {
+    let basket: Basket = Basket { items: vec![cx.ask("Item?").await?.text().to_owned()] };
+    cx.ask("Confirm?").await?;
+    cx.send(basket.items.join(", ")).await?;
+    Ok(())
+}
+
+fn main() {}
