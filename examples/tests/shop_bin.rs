@@ -1,0 +1,199 @@
+//! The `shop` binary as a black box: JSON lines in, JSON lines out, a SQLite file between runs.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary with `args`, `input` on stdin; fails the test after 60 s.
+fn shop(args: &[&str], input: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shop"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shop");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_owned();
+    let writer = std::thread::spawn(move || {
+        // The shop may exit before reading everything (bad arguments): ignore broken pipes.
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for shop") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("shop did not exit within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    writer.join().expect("writer thread");
+    Run {
+        code: status.code(),
+        stdout: out_reader.join().expect("stdout thread"),
+        stderr: err_reader.join().expect("stderr thread"),
+    }
+}
+
+fn jsonl(db: &Path, input: &str) -> Vec<Value> {
+    let db = db.to_str().expect("utf-8 temp path");
+    let run = shop(&["--jsonl", "--db", db], input);
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON: {l}: {e}"))
+        })
+        .collect()
+}
+
+fn of<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+fn texts(lines: &[Value]) -> Vec<&str> {
+    of(lines, "send")
+        .iter()
+        .filter_map(|s| s["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn start_is_acked_and_answered_and_the_data_dir_is_created() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("nested").join("shop.db");
+    let lines = jsonl(&db, "{\"id\":\"1\",\"chat\":\"a\",\"text\":\"/start\"}\n");
+    assert_eq!(lines[0], json!({"type": "ack", "id": "1"}));
+    let sends = of(&lines, "send");
+    assert_eq!(sends.len(), 1, "{lines:?}");
+    assert_eq!(sends[0]["chat"], "a");
+    assert_eq!(sends[0]["key"], "a/1:1");
+    assert!(
+        sends[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Welcome"))
+    );
+    assert_eq!(sends[0]["buttons"][0]["id"], "order");
+    assert!(db.exists());
+}
+
+#[test]
+fn an_order_is_taken_then_shown_by_status_in_a_second_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("shop.db");
+    let input = concat!(
+        "{\"id\":\"1\",\"chat\":\"alice\",\"text\":\"/start\"}\n",
+        "{\"id\":\"2\",\"chat\":\"alice\",\"button\":\"order\"}\n",
+        "{\"id\":\"3\",\"chat\":\"alice\",\"button\":\"coffee\"}\n",
+        "{\"id\":\"4\",\"chat\":\"alice\",\"text\":\"a dozen\"}\n",
+        "this line is not JSON\n",
+        "{\"id\":\"6\",\"chat\":\"alice\",\"text\":\"100\"}\n",
+        "{\"id\":\"7\",\"chat\":\"alice\",\"text\":\"2\"}\n",
+        "{\"id\":\"8\",\"chat\":\"alice\",\"button\":\"yes\"}\n",
+    );
+    let lines = jsonl(&db, input);
+
+    let acks: Vec<&str> = of(&lines, "ack")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(acks, ["1", "2", "3", "4", "6", "7", "8"]);
+    let errors = of(&lines, "error");
+    assert_eq!(errors.len(), 1, "{lines:?}");
+    assert_eq!(errors[0]["line"], 5);
+
+    let said = texts(&lines);
+    let expected = [
+        "What would you like? Tea 3.00 · Coffee 3.50 · Cake 4.00",
+        "How many Coffee? (1-99)",
+        "Please answer with a whole number from 1 to 99.",
+        "How many Coffee? (1-99)",
+        "Please answer with a whole number from 1 to 99.",
+        "How many Coffee? (1-99)",
+        "2 × Coffee for 7.00. Place the order?",
+        "Order #1 placed: 2 × Coffee for 7.00. Send /status to see your orders.",
+    ];
+    assert_eq!(&said[1..], expected, "{lines:?}");
+    let confirm = of(&lines, "send")
+        .into_iter()
+        .find(|s| s["text"] == expected[6])
+        .expect("confirm");
+    assert_eq!(
+        confirm["buttons"],
+        json!([{"id": "yes", "title": "Yes"}, {"id": "no", "title": "No"}])
+    );
+    // Every send carries its idempotency key: `<chat>/<inbound id>:<n>`.
+    for send in of(&lines, "send") {
+        assert!(
+            send["key"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("alice/")),
+            "{send}"
+        );
+    }
+
+    let second = jsonl(
+        &db,
+        concat!(
+            "{\"id\":\"s1\",\"chat\":\"alice\",\"text\":\"/status\"}\n",
+            "{\"id\":\"s2\",\"chat\":\"bob\",\"text\":\"/status\"}\n",
+        ),
+    );
+    let said = texts(&second);
+    assert_eq!(said.len(), 2, "{second:?}");
+    let alice = said
+        .iter()
+        .find(|t| t.contains("Your orders"))
+        .expect("alice's orders");
+    assert!(alice.contains("#1 2 × Coffee — 7.00"), "{alice}");
+    assert!(said.iter().any(|t| t.contains("no orders yet")), "{said:?}");
+}
+
+#[test]
+fn help_and_bad_arguments() {
+    let help = shop(&["--help"], "");
+    assert_eq!(help.code, Some(0));
+    assert!(help.stdout.contains("Usage: shop"), "{}", help.stdout);
+
+    let bad = shop(&["--frobnicate"], "");
+    assert_eq!(bad.code, Some(2));
+    assert!(
+        bad.stderr.contains("unknown argument `--frobnicate`"),
+        "{}",
+        bad.stderr
+    );
+    assert!(bad.stdout.is_empty());
+
+    let missing = shop(&["--db"], "");
+    assert_eq!(missing.code, Some(2));
+    assert!(
+        missing.stderr.contains("`--db` needs a value"),
+        "{}",
+        missing.stderr
+    );
+}

@@ -1,0 +1,103 @@
+//! The shop bot in process, on the mock provider and the memory store.
+
+use std::time::Duration;
+
+use botmesh::prelude::*;
+use botmesh::testing::MockProvider;
+use botmesh_examples::shop::{self, conversation, orders};
+
+async fn shop_on_mock() -> (MockProvider, Bot) {
+    let provider = MockProvider::new();
+    let bot = shop::shop_bot(Bot::builder(provider.clone()).bot_id(shop::BOT_ID)).expect("builds");
+    bot.start().await.expect("starts");
+    (provider, bot)
+}
+
+#[tokio::test]
+async fn cancel_bad_item_no_and_hints() {
+    let (mock, bot) = shop_on_mock().await;
+    let chat = ChatId::from("c");
+    mock.say("c", "1", "hello").await.expect("accepted");
+    mock.say("c", "2", "/order").await.expect("accepted");
+    mock.say("c", "3", "pizza").await.expect("accepted");
+    mock.press("c", "4", "tea").await.expect("accepted");
+    mock.say("c", "5", "/status").await.expect("accepted");
+    mock.say("c", "6", "/cancel").await.expect("accepted");
+    mock.say("c", "7", "/cancel").await.expect("accepted");
+    mock.say("c", "8", "what?").await.expect("accepted");
+    mock.say("c", "9", "/order").await.expect("accepted");
+    mock.say("c", "10", "cake").await.expect("accepted");
+    mock.say("c", "11", "1").await.expect("accepted");
+    mock.say("c", "12", "maybe").await.expect("accepted");
+    mock.press("c", "13", "no").await.expect("accepted");
+    bot.idle().await;
+    mock.wait_for_sends(15, Duration::from_secs(5)).await;
+    let texts = mock.texts("c");
+    let expected = [
+        "Welcome to the botmesh shop!",
+        "What would you like?",
+        "Sorry, we don't sell that.",
+        "What would you like?",
+        "How many Tea? (1-99)",
+        "You have no orders yet. Send /order to place one.\nIn progress: choosing how many Tea.",
+        "Order cancelled.",
+        "There is no order in progress.",
+        "Sorry, I didn't get that.",
+        "What would you like?",
+        "How many Cake? (1-99)",
+        "1 × Cake for 4.00. Place the order?",
+        "Please answer Yes or No.",
+        "1 × Cake for 4.00. Place the order?",
+        "Order dropped.",
+    ];
+    assert_eq!(texts.len(), expected.len(), "{texts:#?}");
+    for (text, start) in texts.iter().zip(expected) {
+        assert!(
+            text.starts_with(start),
+            "{text:?} does not start with {start:?}"
+        );
+    }
+    let store = bot.store();
+    assert!(
+        orders::list(store.as_ref(), &chat)
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert_eq!(
+        conversation::load(store.as_ref(), &chat)
+            .await
+            .expect("load"),
+        None
+    );
+    bot.stop().await.expect("stops");
+}
+
+#[tokio::test]
+async fn a_redelivered_confirmation_stores_the_order_once() {
+    let (mock, bot) = shop_on_mock().await;
+    let chat = ChatId::from("d");
+    mock.say("d", "1", "/order").await.expect("accepted");
+    mock.say("d", "2", "tea").await.expect("accepted");
+    mock.say("d", "3", "4").await.expect("accepted");
+    mock.say("d", "4", "yes").await.expect("accepted");
+    bot.idle().await;
+    let store = bot.store();
+    let placed = orders::list(store.as_ref(), &chat).await.expect("list");
+    assert_eq!(placed.len(), 1);
+    assert_eq!((placed[0].quantity, placed[0].total_cents), (4, 1200));
+    // The same confirming record again (as after a crash before the state was cleared).
+    let tea = shop::catalogue::find("tea").expect("tea");
+    let again = orders::place(store.as_ref(), &chat, tea, 4, placed[0].inbound.as_deref())
+        .await
+        .expect("place");
+    assert_eq!(again, placed[0]);
+    assert_eq!(
+        orders::list(store.as_ref(), &chat)
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
+    bot.stop().await.expect("stops");
+}
