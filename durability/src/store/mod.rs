@@ -15,7 +15,10 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteStore, SqliteStoreOptions, SqliteSynchronous, SqliteWriteStats};
+pub use sqlite::{
+    SqliteDurableKv, SqliteKvError, SqliteStore, SqliteStoreOptions, SqliteSynchronous,
+    SqliteWriteStats,
+};
 
 /// The `rusqlite` this crate links, for closures given to [`SqliteStore::write`] and
 /// [`SqliteStore::read`].
@@ -219,6 +222,28 @@ pub trait Store: Send + Sync + 'static {
 
     /// Inserts or replaces a chat.
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError>;
+    /// Records an inbound message in one go: the chat (inserted, or only its `is_group` and
+    /// `last_activity_ms` updated, keeping its title, language and first sighting), the contact
+    /// (inserted or replaced) and the ledger entry. The default makes the separate calls; a
+    /// backend may do it in one transaction (SQLite does).
+    async fn record_inbound(
+        &self,
+        chat: &ChatRecord,
+        contact: &ContactRecord,
+        entry: &LedgerEntry,
+    ) -> Result<(), StoreError> {
+        let merged = match self.chat(&chat.id).await? {
+            Some(existing) => ChatRecord {
+                is_group: chat.is_group,
+                last_activity_ms: chat.last_activity_ms,
+                ..existing
+            },
+            None => chat.clone(),
+        };
+        self.upsert_chat(&merged).await?;
+        self.upsert_contact(contact).await?;
+        self.append_ledger(entry).await
+    }
     /// Reads a chat.
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError>;
     /// Inserts or replaces a contact.

@@ -28,6 +28,7 @@
 //! It does not pool writers, retry failed requests, or cancel a write whose caller stopped
 //! waiting: a request handed to the writer runs to its end.
 
+mod durable;
 mod records;
 mod schema;
 mod writer;
@@ -42,6 +43,7 @@ use tokio::sync::oneshot;
 
 use super::StoreError;
 
+pub use durable::{SqliteDurableKv, SqliteKvError};
 pub use writer::SqliteWriteStats;
 
 /// How hard SQLite syncs to disk (`PRAGMA synchronous`).

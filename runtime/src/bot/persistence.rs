@@ -17,36 +17,30 @@ pub(crate) async fn record_inbound(k: &Kernel, m: &Message) -> Result<(), StoreE
         return Ok(());
     }
     let now = k.clock.now_ms();
-    let existing = k.store.chat(m.chat.as_str()).await?;
     let chat = ChatRecord {
         id: m.chat.0.clone(),
         is_group: m.is_group,
-        title: existing.as_ref().and_then(|c| c.title.clone()),
-        lang: existing.as_ref().and_then(|c| c.lang.clone()),
-        first_seen_ms: existing.as_ref().map_or(now, |c| c.first_seen_ms),
+        title: None,
+        lang: None,
+        first_seen_ms: now,
         last_activity_ms: now,
     };
-    k.store.upsert_chat(&chat).await?;
-    k.store
-        .upsert_contact(&ContactRecord {
-            id: m.sender.0.clone(),
-            name: m.sender_name.clone(),
-            last_seen_ms: now,
-        })
-        .await?;
-    k.store
-        .append_ledger(&LedgerEntry {
-            chat: m.chat.0.clone(),
-            message_id: Some(m.id.0.clone()),
-            direction: Direction::Inbound,
-            status: LedgerStatus::Received,
-            text: Some(m.text_content().to_owned()).filter(|t| !t.is_empty()),
-            content: serde_json::to_value(&m.content).unwrap_or(serde_json::Value::Null),
-            key: None,
-            error: None,
-            at_ms: m.timestamp_ms,
-        })
-        .await
+    let contact =
+        ContactRecord { id: m.sender.0.clone(), name: m.sender_name.clone(), last_seen_ms: now };
+    let entry = LedgerEntry {
+        chat: m.chat.0.clone(),
+        message_id: Some(m.id.0.clone()),
+        direction: Direction::Inbound,
+        status: LedgerStatus::Received,
+        text: Some(m.text_content().to_owned()).filter(|t| !t.is_empty()),
+        content: serde_json::to_value(&m.content).unwrap_or(serde_json::Value::Null),
+        key: None,
+        error: None,
+        at_ms: m.timestamp_ms,
+    };
+    // One call (one transaction on SQLite): an existing chat keeps its title, language and
+    // first sighting.
+    k.store.record_inbound(&chat, &contact, &entry).await
 }
 
 pub(crate) struct OutboundEntry<'a> {

@@ -189,6 +189,54 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn record_inbound(
+        &self,
+        chat: &ChatRecord,
+        contact: &ContactRecord,
+        entry: &LedgerEntry,
+    ) -> Result<(), StoreError> {
+        let content = encode("record_inbound", &entry.content)?;
+        let (chat, contact, entry) = (chat.clone(), contact.clone(), entry.clone());
+        self.write("record_inbound", move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
+                 last_activity_ms = excluded.last_activity_ms",
+            )?
+            .execute(params![
+                chat.id,
+                chat.is_group,
+                chat.title,
+                chat.lang,
+                chat.first_seen_ms,
+                chat.last_activity_ms
+            ])?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
+            tx.prepare_cached(
+                "INSERT INTO ledger \
+                 (chat, message_id, direction, status, text, content, key, error, at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                entry.chat,
+                entry.message_id,
+                direction_str(entry.direction),
+                entry.status.as_str(),
+                entry.text,
+                content,
+                entry.key,
+                entry.error,
+                entry.at_ms
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
         let id = id.to_owned();
         self.read("chat", move |conn| {

@@ -1,0 +1,293 @@
+//! [`SqliteDurableKv`]: the [`DurableKv`] of a [`SqliteStore`], in the `durable` table of the
+//! store's own file (the guide's `store.durability()`).
+//!
+//! | call | runs on | how |
+//! | --- | --- | --- |
+//! | `get`, `range` | a read connection ([`SqliteStore::read`]) | one read transaction |
+//! | `cas`, `delete`, `batch` | the writer thread ([`SqliteStore::write`]) | one savepoint inside the group-commit transaction; a whole `batch` in one |
+//!
+//! The writer's transactions are `BEGIN IMMEDIATE`: the version check and the write happen
+//! under SQLite's write lock, so a compare-and-set holds across every process that shares the
+//! file (several processes on one host; [`DurableKv::shared_between_processes`] is `true`).
+//! An `Ok` means committed at the store's `synchronous` level (`FULL` by default: durable).
+//!
+//! Versions come from one counter row kept in the same table under a reserved scope
+//! (`"\0botmesh:versions"`, which no [`Scope`] produces), bumped in the writing transaction,
+//! so a version is never given twice, also across processes and after delete + re-create.
+//! Index values are `TEXT` compared with SQLite's `BINARY` collation (bytewise UTF-8).
+//!
+//! It touches no other table, and it neither creates nor migrates the `durable` table: the
+//! store's migration 1 does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::SqliteStore;
+use crate::config::DurabilityConfig;
+use crate::error::DurabilityError;
+use crate::journal::KvDurability;
+use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use crate::store::StoreError;
+
+/// The scope of the version counter row (no [`Scope`] id contains a NUL).
+const COUNTER_SCOPE: &str = "\0botmesh:versions";
+const COUNTER_KEY: &str = "last_version";
+
+/// A failure of the `durable` table, naming the database file.
+#[derive(Debug, thiserror::Error)]
+#[error("durable table of `{file}`: {source}")]
+pub struct SqliteKvError {
+    /// The database file.
+    pub file: PathBuf,
+    /// The store's error.
+    #[source]
+    pub source: StoreError,
+}
+
+/// The [`DurableKv`] kept in the `durable` table of a [`SqliteStore`]'s file. Cheap to clone;
+/// it shares the store's connections (open and close the store, not this).
+#[derive(Debug, Clone)]
+pub struct SqliteDurableKv {
+    store: SqliteStore,
+}
+
+impl SqliteStore {
+    /// The durable journals' backend in this store's file.
+    pub fn durability_kv(&self) -> SqliteDurableKv {
+        SqliteDurableKv {
+            store: self.clone(),
+        }
+    }
+
+    /// The inbox and outbox journals of `scope` in this store's file (`store.durability()`).
+    pub fn durability(
+        &self,
+        scope: Scope,
+        config: DurabilityConfig,
+    ) -> Result<KvDurability<SqliteDurableKv>, DurabilityError> {
+        KvDurability::new(Arc::new(self.durability_kv()), scope, config)
+    }
+}
+
+impl SqliteDurableKv {
+    /// The store whose file holds the table.
+    pub fn store(&self) -> &SqliteStore {
+        &self.store
+    }
+
+    fn error(&self, operation: &'static str) -> impl FnOnce(StoreError) -> KvError {
+        let file = self.store.path().to_path_buf();
+        move |source| match source {
+            StoreError::Closed => KvError::Closed,
+            source => KvError::Unavailable {
+                operation,
+                source: Box::new(SqliteKvError { file, source }),
+            },
+        }
+    }
+
+    async fn write_ops(
+        &self,
+        operation: &'static str,
+        scope: &Scope,
+        ops: Vec<KvOp>,
+    ) -> Result<Vec<CasOutcome>, KvError> {
+        let scope = scope.id().to_owned();
+        self.store
+            .write(operation, move |tx| {
+                ops.into_iter().map(|op| apply(tx, &scope, op)).collect()
+            })
+            .await
+            .map_err(self.error(operation))
+    }
+
+    async fn write_one(
+        &self,
+        operation: &'static str,
+        scope: &Scope,
+        op: KvOp,
+    ) -> Result<CasOutcome, KvError> {
+        let mut outcomes = self.write_ops(operation, scope, vec![op]).await?;
+        outcomes.pop().ok_or_else(|| KvError::Unavailable {
+            operation,
+            source: "the writer returned no outcome".into(),
+        })
+    }
+}
+
+fn to_version(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn current_version(tx: &Transaction<'_>, scope: &str, key: &str) -> rusqlite::Result<Option<u64>> {
+    tx.prepare_cached("SELECT version FROM durable WHERE scope = ?1 AND key = ?2")?
+        .query_row(params![scope, key], |row| row.get::<_, i64>(0))
+        .optional()
+        .map(|v| v.map(to_version))
+}
+
+/// Takes the next version from the counter row (created above every stored version).
+fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
+    let bumped = tx
+        .prepare_cached(
+            "UPDATE durable SET version = version + 1 WHERE scope = ?1 AND key = ?2 RETURNING version",
+        )?
+        .query_row(params![COUNTER_SCOPE, COUNTER_KEY], |row| row.get::<_, i64>(0))
+        .optional()?;
+    if let Some(v) = bumped {
+        return Ok(to_version(v));
+    }
+    let first: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM durable",
+        [],
+        |row| row.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO durable (scope, key, version, value) VALUES (?1, ?2, ?3, x'')",
+        params![COUNTER_SCOPE, COUNTER_KEY, first],
+    )?;
+    Ok(to_version(first))
+}
+
+fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
+    match op {
+        KvOp::Cas {
+            key,
+            expected,
+            entry,
+        } => {
+            let current = current_version(tx, scope, &key)?;
+            if current != expected {
+                return Ok(CasOutcome::Conflict { current });
+            }
+            let version = next_version(tx)?;
+            let Entry { value, idx1, idx2 } = entry;
+            tx.prepare_cached(
+                "INSERT INTO durable (scope, key, version, value, idx1, idx2)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (scope, key) DO UPDATE SET
+                   version = excluded.version, value = excluded.value,
+                   idx1 = excluded.idx1, idx2 = excluded.idx2",
+            )?
+            .execute(params![
+                scope,
+                key,
+                i64::try_from(version).unwrap_or(i64::MAX),
+                value,
+                idx1,
+                idx2
+            ])?;
+            Ok(CasOutcome::Ok { version })
+        }
+        KvOp::Delete { key, expected } => {
+            let current = current_version(tx, scope, &key)?;
+            if current != Some(expected) {
+                return Ok(CasOutcome::Conflict { current });
+            }
+            tx.prepare_cached("DELETE FROM durable WHERE scope = ?1 AND key = ?2")?
+                .execute(params![scope, key])?;
+            Ok(CasOutcome::Ok { version: expected })
+        }
+    }
+}
+
+fn versioned(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Versioned> {
+    Ok(Versioned {
+        version: to_version(row.get(first)?),
+        value: row.get(first + 1)?,
+        idx1: row.get(first + 2)?,
+        idx2: row.get(first + 3)?,
+    })
+}
+
+#[async_trait]
+impl DurableKv for SqliteDurableKv {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        let (scope, key) = (scope.id().to_owned(), key.to_owned());
+        self.store
+            .read("durable.get", move |conn| {
+                conn.prepare_cached(
+                    "SELECT version, value, idx1, idx2 FROM durable WHERE scope = ?1 AND key = ?2",
+                )?
+                .query_row(params![scope, key], |row| versioned(row, 0))
+                .optional()
+            })
+            .await
+            .map_err(self.error("get"))
+    }
+
+    async fn cas(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        let op = KvOp::Cas {
+            key: key.to_owned(),
+            expected,
+            entry,
+        };
+        self.write_one("cas", scope, op).await
+    }
+
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        let op = KvOp::Delete {
+            key: key.to_owned(),
+            expected,
+        };
+        self.write_one("delete", scope, op).await
+    }
+
+    async fn range(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        if from >= to || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = match index {
+            Index::One => {
+                "SELECT key, version, value, idx1, idx2 FROM durable
+                 WHERE scope = ?1 AND idx1 >= ?2 AND idx1 < ?3 ORDER BY idx1, key LIMIT ?4"
+            }
+            Index::Two => {
+                "SELECT key, version, value, idx1, idx2 FROM durable
+                 WHERE scope = ?1 AND idx2 >= ?2 AND idx2 < ?3 ORDER BY idx2, key LIMIT ?4"
+            }
+        };
+        let (scope, from, to) = (scope.id().to_owned(), from.to_owned(), to.to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.store
+            .read("durable.range", move |conn| {
+                conn.prepare_cached(sql)?
+                    .query_map(params![scope, from, to, limit], |row| {
+                        Ok(KvRecord {
+                            key: row.get(0)?,
+                            entry: versioned(row, 1)?,
+                        })
+                    })?
+                    .collect()
+            })
+            .await
+            .map_err(self.error("range"))
+    }
+
+    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write_ops("batch", scope, ops).await
+    }
+
+    fn shared_between_processes(&self) -> bool {
+        true
+    }
+}
