@@ -200,7 +200,9 @@ impl DurabilityConfig {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// A duration string that is neither `"15s"`-like nor plain milliseconds.
-    #[error("invalid duration `{input}`: {reason} (write e.g. \"15s\", \"250ms\", \"7d\" or milliseconds)")]
+    #[error(
+        "invalid duration `{input}`: {reason} (write e.g. \"15s\", \"250ms\", \"7d\" or milliseconds)"
+    )]
     InvalidDuration {
         /// The text given.
         input: String,
@@ -259,13 +261,12 @@ pub enum ConfigError {
 pub fn parse_duration(input: &str) -> Result<Duration, ConfigError> {
     let text = input.trim();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|e| ConfigError::InvalidDuration {
+        return text.parse::<u64>().map(Duration::from_millis).map_err(|e| {
+            ConfigError::InvalidDuration {
                 input: input.to_owned(),
                 reason: e.to_string(),
-            });
+            }
+        });
     }
     humantime::parse_duration(text).map_err(|e| ConfigError::InvalidDuration {
         input: input.to_owned(),

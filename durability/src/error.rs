@@ -4,7 +4,7 @@
 //! log line or an alert says which message is affected. Outcomes that are part of normal
 //! operation (a duplicate inbound, a send already recorded, a record leased elsewhere) are not
 //! errors: they are variants of each operation's outcome enum. Configuration errors have their
-//! own type, [`ConfigError`](crate::config::ConfigError), wrapped here when a durability is built.
+//! own type, [`crate::config::ConfigError`], wrapped here when a durability is built.
 
 use crate::config::ConfigError;
 use crate::kv::KvError;

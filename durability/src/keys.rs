@@ -136,12 +136,12 @@ impl Fingerprint {
     /// The fingerprint of `content` sent to `chat`. Object keys are sorted first, so two equal
     /// JSON values always give the same fingerprint.
     pub fn of(chat: &str, content: &Value) -> Self {
-        let mut canonical = String::new();
+        let mut canonical = Vec::with_capacity(128);
         write_canonical(content, &mut canonical);
         let mut h = Fnv128::new();
         h.field(b"send");
         h.field(chat.as_bytes());
-        h.field(canonical.as_bytes());
+        h.field(&canonical);
         Fingerprint(format!("{:032x}", h.finish()))
     }
 
@@ -157,34 +157,48 @@ impl fmt::Display for Fingerprint {
     }
 }
 
-/// JSON with object keys sorted, whatever the map type serde_json was built with.
-fn write_canonical(value: &Value, out: &mut String) {
+/// JSON with object keys sorted, whatever the map type serde_json was built with. Keys and
+/// scalars are written by serde_json straight into `out` (the same text as `to_string`, without
+/// a temporary string per key or value).
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(v, out);
+            out.push(b'{');
+            if map.keys().is_sorted() {
+                write_entries(map.iter(), out);
+            } else {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        // Writing a scalar to a `Vec` cannot fail.
+        other => {
+            let _ = serde_json::to_writer(&mut *out, other);
+        }
+    }
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Writing a string to a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *out, k);
+        out.push(b':');
+        write_canonical(v, out);
     }
 }
 

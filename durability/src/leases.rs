@@ -12,8 +12,9 @@
 //! | lease found on the record | taken by another instance | taken by this instance id |
 //! | --- | --- | --- |
 //! | expired (`expires_ms <= now`) | yes, new token | yes, new token |
-//! | live, written by an earlier incarnation (before this process recovered, including a write that landed late) | no, wait for expiry | yes at once, new token |
-//! | live, written by this incarnation | no | no: it is a send or a handler this process is running |
+//! | live, taken by another incarnation before this one started recovering (the dead process's, including a write that landed late) | no, wait for expiry | yes at once, new token |
+//! | live, taken by another incarnation after this one started (a second live process with the same id) | no | no, wait for expiry |
+//! | live, taken by this incarnation | no | no: it is a send or a handler this process is running |
 //!
 //! An incarnation is one [`KvDurability`](crate::KvDurability) (one process boot): a random
 //! boot id is written into every lease it takes. This module decides; it does not write.
@@ -46,7 +47,8 @@ pub enum LeaseStatus {
     Mine,
     /// Expired: anyone may take it over.
     Expired,
-    /// Held by an earlier incarnation of this instance id: this instance takes it at once.
+    /// Taken by another incarnation of this instance id before this one started recovering:
+    /// this instance takes it at once.
     Abandoned,
 }
 
@@ -68,7 +70,7 @@ impl LeaseRecord {
             }
         } else if self.expires_ms <= now_ms {
             LeaseStatus::Expired
-        } else if self.owner == me.instance_id {
+        } else if self.owner == me.instance_id && self.taken_ms <= me.recovery_started_ms {
             LeaseStatus::Abandoned
         } else {
             LeaseStatus::Live
@@ -181,5 +183,48 @@ impl fmt::Display for InboxLease {
 impl fmt::Display for OutboxLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "send `{}` token {}", self.key, self.token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_may_take_a_lease() {
+        let me = Incarnation::new("i1", 1_000);
+        let lease = |owner: &str, boot: &str, taken_ms: i64, expires_ms: i64| LeaseRecord {
+            owner: owner.into(),
+            incarnation: boot.into(),
+            token: 1,
+            taken_ms,
+            expires_ms,
+        };
+        let mine = me.boot_id.clone();
+        assert_eq!(
+            lease("i1", &mine, 900, 2_000).status(&me, 1_000),
+            LeaseStatus::Mine
+        );
+        assert_eq!(
+            lease("i1", &mine, 900, 999).status(&me, 1_000),
+            LeaseStatus::Expired
+        );
+        assert_eq!(
+            lease("other", "b", 900, 2_000).status(&me, 1_000),
+            LeaseStatus::Live
+        );
+        assert_eq!(
+            lease("other", "b", 900, 1_000).status(&me, 1_000),
+            LeaseStatus::Expired
+        );
+        assert_eq!(
+            lease("i1", "old", 900, 2_000).status(&me, 1_000),
+            LeaseStatus::Abandoned
+        );
+        assert_eq!(
+            lease("i1", "twin", 1_001, 2_000).status(&me, 1_500),
+            LeaseStatus::Live,
+            "a lease taken after this incarnation started is not an abandoned one"
+        );
     }
 }

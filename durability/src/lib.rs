@@ -1,15 +1,79 @@
 //! botmesh-durability: everything botmesh persists.
 //!
 //! - [`store`]: the [`Store`] SPI (chats, contacts, message ledger, flow checkpoints, handoffs,
-//!   per-scope data) with [`MemoryStore`] and, behind the `sqlite` feature, [`SqliteStore`].
+//!   per-scope data) with [`MemoryStore`] and, behind the `sqlite` feature, [`SqliteStore`]
+//!   (whose file also holds the journals: `SqliteStore::durability`).
+//! - Behind the `file` feature (default): [`file`](mod@file), `FileDurability`, the journals in one local
+//!   file for a single process.
+//! - The durable journals: [`kv`] (the [`DurableKv`] backend SPI and [`MemoryKv`]),
+//!   [`KvDurability`] (the [`inbox`] and the [`outbox`] on any `DurableKv`), [`keys`]
+//!   (idempotency keys, inbound ids, fingerprints), [`retries`] (backoff, deferral, DLQ, parts),
+//!   [`leases`] (fencing, instance ids), [`operating`] (metrics, events, operator API),
+//!   [`retention`], [`media_refs`], [`config`] and [`error`].
+//! - Behind the `postgres` and `redis` features: `backends` (`PostgresKv` / `PostgresStore`,
+//!   `RedisKv` / `RedisStore`), shared by several replicas.
+//! - Behind the `testing` feature: `testing::conformance` (the suite every backend passes) and
+//!   `testing::crash` (the crash harness).
 //!
 //! This crate knows nothing of messages, chats' channels or providers: it keeps opaque JSON.
+//! The runtime calls the journals from its inbound and outbound pipelines:
+//!
+//! ```text
+//! inbound:  inbox.journal_and_claim ─► handlers ─► (each send) ─► inbox.complete
+//! send:     outbox.lookup ─► hooks ─► outbox.journal ─► outbox.begin_attempt
+//!           ─► provider ─► outbox.mark_sent | mark_failed | mark_ambiguous
+//! sweeper:  inbox.claim_due, outbox.due (recovers ambiguous sends), purge
+//! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(any(feature = "postgres", feature = "redis"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "redis"))))]
+pub mod backends;
+pub mod clock;
+pub mod config;
+pub mod error;
+#[cfg(feature = "file")]
+#[cfg_attr(docsrs, doc(cfg(feature = "file")))]
+pub mod file;
+pub mod inbox;
+mod journal;
+pub mod keys;
+pub mod kv;
+pub mod leases;
+pub mod media_refs;
+pub mod operating;
+pub mod outbox;
+pub mod retention;
+pub mod retries;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{DurabilityConfig, InboxConfig, OnAmbiguous, OnDiverged, OutboxConfig};
+pub use error::DurabilityError;
+#[cfg(feature = "file")]
+pub use file::{FileDurability, FileError, FileOptions, FileStats};
+pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
+pub use journal::{KvDurability, KvDurabilityBuilder, MemoryDurability};
+pub use keys::{Fingerprint, KeyKind, SendKey};
+pub use kv::{
+    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
+};
+pub use leases::{InboxLease, OutboxLease};
+pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};
+pub use outbox::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
+pub use retries::{Backoff, ErrorClass, FailOutcome, SendFailure};
 pub use store::{
-    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry,
-    LedgerStatus, MemoryStore, Store, StoreError,
+    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
+    MemoryStore, Store, StoreError,
 };
 #[cfg(feature = "sqlite")]
-pub use store::{SqliteStore, SqliteStoreOptions};
+pub use store::{SqliteDurableKv, SqliteStore, SqliteStoreOptions};
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use backends::postgres::{PostgresConfig, PostgresError, PostgresKv, PostgresStore};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use backends::redis::{RedisConfig, RedisError, RedisKv, RedisStore};

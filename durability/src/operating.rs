@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::journal::KvDurability;
 use crate::error::DurabilityError;
+use crate::journal::KvDurability;
 use crate::kv::{DurableKv, WritePoint};
 
 /// Which journal a record belongs to.
@@ -183,7 +183,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 
     /// Sends a dead, failed or unknown send again (`retrySend(key)`).
-    pub async fn retry_send(&self, key: &str) -> Result<crate::outbox::OutboxRecord, DurabilityError> {
+    pub async fn retry_send(
+        &self,
+        key: &str,
+    ) -> Result<crate::outbox::OutboxRecord, DurabilityError> {
         self.outbox().retry(key).await
     }
 
@@ -222,6 +225,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             RecordKind::Inbound => WritePoint::InboxQuarantine,
             RecordKind::Outbound => WritePoint::OutboxQuarantine,
         };
-        self.delete_any(point, kind, id, "discard_quarantined").await
+        self.delete_any(point, kind, id, "discard_quarantined")
+            .await
     }
 }

@@ -1,1 +1,45 @@
-//! placeholder
+//! Channel providers for botmesh: one module per channel, each behind its cargo feature.
+//!
+//! | feature | module | what it is |
+//! | --- | --- | --- |
+//! | `console` (default) | [`console`] | an interactive chat in the terminal |
+//! | `jsonl` (default) | [`jsonl`] | the black-box interface: JSON lines in, JSON lines out |
+//! | `telegram` | `telegram` | the Telegram Bot API: long polling or webhooks |
+//! | `whatsapp-cloud` | `whatsapp` | the WhatsApp Business Cloud API (Meta Graph), webhooks |
+//! | `twilio` | `twilio` | Twilio Programmable Messaging: SMS, MMS, WhatsApp, webhooks |
+//! | `webhook` (pulled in by the three above) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
+//!
+//! The network channels (`telegram`, `whatsapp-cloud`, `twilio`), the shared webhook server
+//! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
+//! default. A provider turns its channel's wire protocol into
+//! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
+//! journals (the runtime does).
+
+#[cfg(any(feature = "console", feature = "jsonl"))]
+mod lines;
+
+#[cfg(feature = "console")]
+pub mod console;
+#[cfg(feature = "jsonl")]
+pub mod jsonl;
+
+#[cfg(feature = "console")]
+pub use console::ConsoleProvider;
+#[cfg(feature = "jsonl")]
+pub use jsonl::JsonlProvider;
+
+#[cfg(feature = "webhook")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
+pub mod http;
+#[cfg(feature = "telegram")]
+#[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]
+pub mod telegram;
+#[cfg(feature = "twilio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "twilio")))]
+pub mod twilio;
+#[cfg(feature = "webhook")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
+pub mod webhook;
+#[cfg(feature = "whatsapp-cloud")]
+#[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-cloud")))]
+pub mod whatsapp;

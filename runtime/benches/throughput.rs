@@ -4,7 +4,8 @@
 //! (from delivery to the reply leaving through the provider).
 //!
 //! Run with `cargo bench -p botmesh --bench throughput`. This is the baseline that durability
-//! is measured against.
+//! is measured against. `BOTMESH_BENCH_ONLY=none` (or `memory`) runs one variant alone, for a
+//! profile (`perf record`) or an instruction count (`perf stat`) of that variant.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -86,8 +87,14 @@ fn main() -> Result<(), BotError> {
         BotError::Step { step: "bench".into(), message: e.to_string() }
     })?;
     rt.block_on(async {
+        let only = std::env::var("BOTMESH_BENCH_ONLY").ok();
         let mut results = Vec::new();
         for (name, durable) in [("no durability", false), ("MemoryDurability", true)] {
+            match only.as_deref() {
+                Some("none") if durable => continue,
+                Some("memory") if !durable => continue,
+                _ => {}
+            }
             // Warm-up, then the median of three runs.
             run_once(durable).await?;
             let mut runs = Vec::new();
@@ -102,9 +109,12 @@ fn main() -> Result<(), BotError> {
         for (name, (rate, p50, p99)) in &results {
             println!("{name:<18} {rate:>12.0} {:>12} {:>12}", format!("{p50:.2?}"), format!("{p99:.2?}"));
         }
-        let base = results[0].1.0;
-        let mem = results[1].1.0;
-        println!("MemoryDurability overhead: {:.1}% of the throughput without durability", (1.0 - mem / base) * 100.0);
+        if let [(_, (base, ..)), (_, (mem, ..))] = results[..] {
+            println!(
+                "MemoryDurability overhead: {:.1}% of the throughput without durability",
+                (1.0 - mem / base) * 100.0
+            );
+        }
         Ok(())
     })
 }

@@ -40,7 +40,13 @@ async fn order_straight_through() {
     t.says("alice", "hello?").await;
     insta::assert_snapshot!(t.render());
     assert_eq!(t.bot().active_flow(&"alice".into()), None);
-    assert!(t.store().checkpoint("alice").await.expect("store").is_none());
+    assert!(
+        t.store()
+            .checkpoint("alice")
+            .await
+            .expect("store")
+            .is_none()
+    );
 }
 
 #[tokio::test]

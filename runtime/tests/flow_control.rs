@@ -35,7 +35,8 @@ async fn survey(cx: &mut FlowCx) -> FlowResult {
     };
     {
         let summary = answers.join(", ");
-        cx.send(format!("Rounds: {total}; colours: {summary}")).await?;
+        cx.send(format!("Rounds: {total}; colours: {summary}"))
+            .await?;
     }
     Ok(())
 }
@@ -44,10 +45,20 @@ async fn survey(cx: &mut FlowCx) -> FlowResult {
 #[flow(start = command("pay"))]
 #[persistent]
 async fn pay(cx: &mut FlowCx) -> FlowResult {
-    let amount: u32 = cx.ask("How much?").parse::<u32>("That is not a number, try again.").await?;
-    match cx.ask(format!("Pay {amount}?")).buttons(["yes", "no"]).idle(Duration::from_secs(60)).await {
+    let amount: u32 = cx
+        .ask("How much?")
+        .parse::<u32>("That is not a number, try again.")
+        .await?;
+    match cx
+        .ask(format!("Pay {amount}?"))
+        .buttons(["yes", "no"])
+        .idle(Duration::from_secs(60))
+        .await
+    {
         Ok(a) if a.is_yes() => {
-            let receipt: String = cx.effect(async move { format!("receipt-{amount}") }).await?;
+            let receipt: String = cx
+                .effect(async move { format!("receipt-{amount}") })
+                .await?;
             cx.send(format!("Paid: {receipt}")).await?;
         }
         Ok(_) => cx.send("Not paid.").await?,
@@ -64,7 +75,11 @@ async fn pay(cx: &mut FlowCx) -> FlowResult {
 #[flow]
 #[persistent]
 async fn ask_name(cx: &mut FlowCx, greeting: String) -> FlowResult<String> {
-    let name: String = cx.ask(format!("{greeting} What is your name?")).await?.text().to_owned();
+    let name: String = cx
+        .ask(format!("{greeting} What is your name?"))
+        .await?
+        .text()
+        .to_owned();
     Ok(name.to_uppercase())
 }
 
@@ -86,16 +101,33 @@ async fn names(cx: &mut FlowCx) -> FlowResult {
 #[flow(start = command("memo"))]
 async fn memo(cx: &mut FlowCx) -> FlowResult {
     let started: std::time::Instant = std::time::Instant::now();
-    let n: u32 = cx.ask("Pick a number").parse::<u32>("A number, please.").await?;
+    let n: u32 = cx
+        .ask("Pick a number")
+        .parse::<u32>("A number, please.")
+        .await?;
     let _ = started.elapsed();
     cx.send(format!("You picked {n}")).await?;
+    Ok(())
+}
+
+/// An ask in a `while` condition, and recorded randomness.
+#[flow(start = command("more"))]
+#[persistent]
+async fn more(cx: &mut FlowCx) -> FlowResult {
+    let mut n: u32 = 0;
+    while cx.ask(format!("{n} so far. More?")).await?.is_yes() {
+        n += 1;
+    }
+    let dice: u64 = cx.random().await % 6 + 1;
+    let _ = dice;
+    cx.send(format!("Total {n}")).await?;
     Ok(())
 }
 
 async fn transcript() -> Transcript {
     Transcript::new(|b| {
         let bot = b.build()?;
-        bot.flow(survey).flow(pay).flow(names).flow(memo);
+        bot.flow(survey).flow(pay).flow(names).flow(memo).flow(more);
         let cancel = bot.clone();
         bot.command("cancel", move |ctx: Ctx| {
             let bot = cancel.clone();
@@ -123,6 +155,17 @@ async fn loops_and_early_returns() {
     t.says("bob", "none").await;
     t.says("cat", "survey").await;
     t.says("cat", "quit").await;
+    insta::assert_snapshot!(t.render());
+}
+
+#[tokio::test]
+async fn ask_in_a_while_condition() {
+    let mut t = transcript().await;
+    t.says("ann", "/more").await;
+    t.says("ann", "yes").await;
+    t.restart().await.expect("restart");
+    t.says("ann", "y").await;
+    t.says("ann", "no").await;
     insta::assert_snapshot!(t.render());
 }
 
@@ -167,13 +210,34 @@ async fn non_persistent_flows_live_in_memory() {
 
 #[tokio::test]
 async fn started_from_code_and_blocked() {
-    let mut t = transcript().await;
+    let t = transcript().await;
     t.bot().start_flow("dan", names).await.expect("start");
     t.bot().idle().await;
     assert_eq!(t.bot().active_flow(&"dan".into()), Some("ask_name"));
-    t.provider().deliver(ProviderEvent::Blocked { chat: "dan".into() }).await.expect("delivered");
+    t.provider()
+        .deliver(ProviderEvent::Blocked { chat: "dan".into() })
+        .await
+        .expect("delivered");
     t.bot().idle().await;
     assert_eq!(t.bot().active_flow(&"dan".into()), None);
     assert!(t.store().checkpoint("dan").await.expect("store").is_none());
     insta::assert_snapshot!(t.render());
+}
+
+#[tokio::test]
+async fn a_flow_moves_between_replicas() {
+    let store: std::sync::Arc<dyn botmesh::durability::Store> =
+        std::sync::Arc::new(botmesh::durability::MemoryStore::new());
+    let setup = |b: BotBuilder| {
+        let bot = b.build()?;
+        bot.flow(survey);
+        Ok(bot)
+    };
+    let mut a = Transcript::with_store(store.clone(), setup).await.expect("replica a");
+    let mut b = Transcript::with_store(store.clone(), setup).await.expect("replica b");
+    a.says_id("ann", "m1", "survey").await;
+    b.says_id("ann", "m2", "red").await;
+    a.says_id("ann", "m3", "blue").await;
+    assert!(store.checkpoint("ann").await.expect("store").is_none());
+    insta::assert_snapshot!(format!("replica a:\n{}replica b:\n{}", a.render(), b.render()));
 }

@@ -11,6 +11,8 @@
 //! waiting?" a one-row range query. The chat is length-prefixed, so a chat id that contains `:`
 //! cannot run into another chat's range.
 
+use std::fmt::Write as _;
+
 use crate::operating::RecordKind;
 
 fn prefix(kind: RecordKind) -> &'static str {
@@ -22,7 +24,11 @@ fn prefix(kind: RecordKind) -> &'static str {
 
 /// The storage key of a record.
 pub(crate) fn storage_key(kind: RecordKind, id: &str) -> String {
-    format!("{}/{id}", prefix(kind))
+    let mut key = String::with_capacity(2 + id.len());
+    key.push_str(prefix(kind));
+    key.push('/');
+    key.push_str(id);
+    key
 }
 
 /// The record id of a storage key of `kind`.
@@ -30,9 +36,16 @@ pub(crate) fn id_of(kind: RecordKind, key: &str) -> Option<&str> {
     key.strip_prefix(prefix(kind))?.strip_prefix('/')
 }
 
-/// The `idx1` value of a record in `state`, ordered by `ms`.
+/// The `idx1` value of a record in `state`, ordered by `ms` (built in one allocation).
 pub(crate) fn idx1(kind: RecordKind, state: &str, ms: i64, id: &str) -> String {
-    format!("{}/{state}/{:016}/{id}", prefix(kind), ms.max(0))
+    let mut value = String::with_capacity(2 + state.len() + 1 + 20 + 1 + id.len());
+    value.push_str(prefix(kind));
+    value.push('/');
+    value.push_str(state);
+    // Writing to a `String` cannot fail.
+    let _ = write!(value, "/{:016}/", ms.max(0));
+    value.push_str(id);
+    value
 }
 
 /// The `idx1` range of every record in `state`.
@@ -50,9 +63,20 @@ pub(crate) fn state_until(kind: RecordKind, state: &str, ms: i64) -> (String, St
     )
 }
 
-/// The `idx2` prefix of a chat.
-fn chat_prefix(kind: RecordKind, chat: &str) -> String {
-    format!("{}/{:08x}:{chat}:", prefix(kind), chat.len())
+/// The `idx2` prefix of a chat, in a string with room for `extra` more bytes.
+fn chat_prefix_with(kind: RecordKind, chat: &str, extra: usize) -> String {
+    let mut value = String::with_capacity(2 + 8 + 1 + chat.len() + 1 + extra);
+    value.push_str(prefix(kind));
+    // Writing to a `String` cannot fail.
+    let _ = write!(value, "/{:08x}:", chat.len());
+    value.push_str(chat);
+    value.push(':');
+    value
+}
+
+/// The `idx2` prefix of a chat: where its range starts.
+pub(crate) fn chat_prefix(kind: RecordKind, chat: &str) -> String {
+    chat_prefix_with(kind, chat, 0)
 }
 
 /// The `idx2` range of every open record of a chat.
@@ -64,9 +88,12 @@ pub(crate) fn chat_range(kind: RecordKind, chat: &str) -> (String, String) {
     (from, to)
 }
 
-/// The `idx2` value of an open record.
+/// The `idx2` value of an open record (built in one allocation).
 pub(crate) fn idx2(kind: RecordKind, chat: &str, seq: u64, part: u32) -> String {
-    format!("{}{seq:020}.{part:04}", chat_prefix(kind, chat))
+    let mut value = chat_prefix_with(kind, chat, 20 + 1 + 10);
+    // Writing to a `String` cannot fail.
+    let _ = write!(value, "{seq:020}.{part:04}");
+    value
 }
 
 /// The smallest index value after `value` (to resume a scan).

@@ -6,7 +6,8 @@
 //! version. That is all [`KvDurability`](crate::KvDurability) needs to build the inbox and the
 //! outbox on top: record layout, states, leases, time and retries live there, not here.
 //!
-//! What a backend must guarantee (the [conformance suite](crate) checks every point):
+//! What a backend must guarantee (the conformance suite, `testing::conformance` under the
+//! `testing` feature, checks every point):
 //!
 //! | operation | contract |
 //! | --- | --- |
@@ -208,6 +209,8 @@ pub enum WritePoint {
     InboxDeadLetter,
     /// An operator replays an inbound record.
     InboxReplay,
+    /// An operator discards an inbound record.
+    InboxDiscard,
     /// An undecodable inbound record is quarantined.
     InboxQuarantine,
     /// A send is journaled under its idempotency key.
@@ -238,7 +241,7 @@ pub enum WritePoint {
 
 impl WritePoint {
     /// Every write point, in pipeline order.
-    pub const ALL: [WritePoint; 21] = [
+    pub const ALL: [WritePoint; 22] = [
         WritePoint::InboxJournal,
         WritePoint::InboxClaim,
         WritePoint::InboxHeartbeat,
@@ -247,6 +250,7 @@ impl WritePoint {
         WritePoint::InboxRelease,
         WritePoint::InboxDeadLetter,
         WritePoint::InboxReplay,
+        WritePoint::InboxDiscard,
         WritePoint::InboxQuarantine,
         WritePoint::OutboxJournal,
         WritePoint::OutboxSplit,
@@ -273,6 +277,7 @@ impl WritePoint {
             WritePoint::InboxRelease => "inbox.release",
             WritePoint::InboxDeadLetter => "inbox.deadLetter",
             WritePoint::InboxReplay => "inbox.replay",
+            WritePoint::InboxDiscard => "inbox.discard",
             WritePoint::InboxQuarantine => "inbox.quarantine",
             WritePoint::OutboxJournal => "outbox.journal",
             WritePoint::OutboxSplit => "outbox.split",
@@ -361,8 +366,7 @@ pub trait DurableKv: Send + Sync + 'static {
     ) -> Result<CasOutcome, KvError>;
 
     /// Removes `key` if its version is `expected`.
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64)
-    -> Result<CasOutcome, KvError>;
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError>;
 
     /// Entries whose `index` value is in `from..to` (bytewise), sorted by (value, key), at most
     /// `limit` of them. Entries without a value for that index are never listed.
@@ -444,12 +448,7 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     ) -> Result<CasOutcome, KvError> {
         (**self).cas(scope, key, expected, entry).await
     }
-    async fn delete(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: u64,
-    ) -> Result<CasOutcome, KvError> {
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
         (**self).delete(scope, key, expected).await
     }
     async fn range(

@@ -1,10 +1,11 @@
 //! The durable inbox in the inbound pipeline: journal before dispatch, complete after the work
 //! settled, heartbeat while it runs, and replay what was left unfinished.
 //!
-//! `journal` records an admitted event and leases it to this process in one step
-//! (`journal_and_claim`): a redelivery of a recorded event is a duplicate. `run_leased` runs a
-//! dispatch under the lease (heartbeat every third of `inbox.lease`) and completes the record
-//! whatever the handler returned (a handler that errors is not retried: its side effects ran).
+//! `journal` records an admitted event (as JSON text, a `Payload`) and leases it to this process
+//! in one step (`journal_and_claim`): a redelivery of a recorded event is a duplicate.
+//! `run_leased` runs a dispatch under the lease (heartbeat every third of `inbox.lease`, beside
+//! the dispatch in the same task) and completes the record whatever the handler returned (a
+//! handler that errors is not retried: its side effects ran).
 //! `replay` turns a claimed record back into an event: decode, rehydrate media, and hand it to
 //! the same admission as a live event minus gates, dedupe and journaling. An undecodable
 //! record is dead-lettered with an error event, never dropped silently.
@@ -13,12 +14,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
+use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
 use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
 use crate::bot::context::CtxExtras;
 use crate::bot::kernel::Kernel;
-use crate::durable::{Durable, media};
+use crate::durable::{Durable, media, with_heartbeat};
 use crate::provider::ProviderEvent;
 
 /// The outcome of journaling an inbound event.
@@ -37,7 +38,7 @@ pub(crate) async fn journal(
     event: &ProviderEvent,
     record_id: &str,
 ) -> Journaled {
-    let payload = match serde_json::to_value(event) {
+    let payload = match Payload::encode(event) {
         Ok(p) => p,
         Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
     };
@@ -64,25 +65,20 @@ pub(crate) async fn run_leased<F: Future<Output = ()>>(k: &Arc<Kernel>, lease: I
         return;
     };
     let every = (dur.d.config().inbox.lease / 3).max(Duration::from_millis(10));
-    let hb_kernel = k.clone();
-    let hb_lease = lease.clone();
-    let heartbeat = tokio::spawn(async move {
-        let mut lease = hb_lease;
+    let beats = async {
+        let mut renewed: Option<InboxLease> = None;
         loop {
             tokio::time::sleep(every).await;
-            let Some(dur) = hb_kernel.durable.as_ref() else { return };
-            match dur.d.inbox().heartbeat(&lease).await {
-                Ok(l) => lease = l,
+            match dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(&lease)).await {
+                Ok(l) => renewed = Some(l),
                 Err(e) => {
                     tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed");
                     return;
                 }
             }
         }
-    });
-    work.await;
-    heartbeat.abort();
-    let _ = heartbeat.await;
+    };
+    with_heartbeat(work, beats).await;
     // The heartbeat may have renewed the lease; `complete` checks the fencing token, which a
     // heartbeat does not change.
     if let Err(e) = dur.d.inbox().complete(&lease).await {
@@ -111,7 +107,7 @@ pub(crate) async fn fail_before_handlers(k: &Kernel, lease: &InboxLease, error: 
 
 /// Replays a claimed record: decode, rehydrate media, admit without gates or journaling.
 pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxLease) {
-    let mut event: ProviderEvent = match serde_json::from_value(record.payload.clone()) {
+    let mut event: ProviderEvent = match record.payload.decode() {
         Ok(e) => e,
         Err(e) => {
             let error = format!("inbound record {} does not decode as an event: {e}", record.id);

@@ -22,6 +22,8 @@ pub(crate) mod media;
 pub(crate) mod outbound;
 pub(crate) mod sweeper;
 
+use std::future::Future;
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -206,6 +208,22 @@ impl LifecycleStep for DurabilityStep {
             dur.stop_tasks();
         }
         Ok(())
+    }
+}
+
+/// Runs `work` to completion while `beats` runs beside it, in the same task: the lease
+/// heartbeat of a handler or a provider call. `beats` sleeps before its first heartbeat, and
+/// `work` is polled first, so a call that completes at once never arms a timer, and none ever
+/// spawns a task. When `beats` ends (a heartbeat failed), `work` still runs to its end; when
+/// `work` ends, `beats` is dropped, cancelling a heartbeat in flight (the fencing token of the
+/// lease is unchanged by a heartbeat, so the completion that follows holds either way).
+pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(work: W, beats: B) -> W::Output {
+    let mut work = pin!(work);
+    let mut beats = pin!(beats);
+    tokio::select! {
+        biased;
+        out = &mut work => out,
+        () = &mut beats => work.await,
     }
 }
 

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::outbox::{BeginAttempt, Payload};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::{
     DurabilityError, FailOutcome, Fingerprint, KeyKind, NewSend, OutboxLease, OutboxRecord,
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::bot::kernel::Kernel;
 use crate::bot::outbound::{self, KeyRule, SendOutcome, on_failed, on_sent, split_outgoing};
 use crate::bot::{Bot, SendDraft};
-use crate::durable::Durable;
+use crate::durable::{Durable, with_heartbeat};
 use crate::error::BotError;
 use crate::message::{ChatId, MessageId, Outgoing};
 use crate::provider::{ErrorClass, ProviderError};
@@ -98,17 +98,20 @@ pub(crate) async fn deliver(
     outgoing: Outgoing,
     fp: Fingerprint,
 ) -> Result<SendOutcome, BotError> {
-    let Some(record) = journal(k, dur, rule, &key, &chat, &outgoing, fp).await? else {
+    let Some((record, fresh)) = journal(k, dur, rule, &key, &chat, &outgoing, fp).await? else {
         return direct(k, &chat, &outgoing, &key).await;
     };
     if record.state == OutboxState::Sent {
         return Ok(deduped(&record));
     }
-    let parts = ensure_parts(k, dur, &record).await?;
     let mut outcome = SendOutcome { key: Some(record.key.clone()), ..SendOutcome::default() };
+    // A record this call journaled holds `outgoing` itself: no need to decode it back.
+    let known = fresh.then_some(&outgoing);
+    let parts = ensure_parts(k, dur, record, known).await?;
+    let known = known.filter(|_| parts.len() == 1);
     let budget = Budget::start(dur);
     for part in parts {
-        match attempt_inline(k, dur, &part.key, &budget).await? {
+        match attempt_inline(k, dur, &part.key, &budget, known).await? {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -122,7 +125,8 @@ pub(crate) async fn deliver(
     Ok(outcome)
 }
 
-/// Journals a send; `None` when it bypasses the outbox (too large or not encodable).
+/// Journals a send: the record to carry on with, and whether this call wrote it (its payload
+/// is then `outgoing`); `None` when it bypasses the outbox (too large or not encodable).
 async fn journal(
     _k: &Kernel,
     dur: &Durable,
@@ -131,8 +135,8 @@ async fn journal(
     chat: &ChatId,
     outgoing: &Outgoing,
     fp: Fingerprint,
-) -> Result<Option<OutboxRecord>, BotError> {
-    let payload = match serde_json::to_value(outgoing) {
+) -> Result<Option<(OutboxRecord, bool)>, BotError> {
+    let payload = match Payload::encode(outgoing) {
         Ok(p) => p,
         Err(e) => {
             dur.d.outbox().bypass(key, &format!("not encodable: {e}"));
@@ -145,19 +149,41 @@ async fn journal(
             tracing::warn!(key, size, limit, "payload over outbox.max_payload_bytes: sent without the outbox");
             Ok(None)
         }
-        journaled => Ok(journaled.record().cloned()),
+        journaled => {
+            let fresh = match &journaled {
+                SendJournal::Journaled(_) => true,
+                SendJournal::Diverged { resend: Some(next), .. } => matches!(**next, SendJournal::Journaled(_)),
+                _ => false,
+            };
+            Ok(journaled.into_record().map(|r| (r, fresh)))
+        }
     }
 }
 
-/// The records of a send's parts, in order; splits a first part over the text limit.
+/// Whether a send is a text over the channel's limit (what `split_outgoing` splits).
+fn over_limit(outgoing: &Outgoing, limit: usize) -> bool {
+    limit > 0 && outgoing.content.is_text() && outgoing.content.text().chars().count() > limit
+}
+
+/// The records of a send's parts, in order; splits a first part over the text limit. `known`
+/// is the first record's content when the caller has it (it is then not decoded again).
 async fn ensure_parts(
     k: &Kernel,
     dur: &Durable,
-    first: &OutboxRecord,
+    first: OutboxRecord,
+    known: Option<&Outgoing>,
 ) -> Result<Vec<OutboxRecord>, BotError> {
     if first.part == 1 && first.next_part.is_none() {
-        if let Ok(outgoing) = serde_json::from_value::<Outgoing>(first.payload.clone()) {
-            let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
+        let decoded;
+        let outgoing = match known {
+            Some(o) => Some(o),
+            None => {
+                decoded = first.payload.decode::<Outgoing>().ok();
+                decoded.as_ref()
+            }
+        };
+        if let Some(outgoing) = outgoing.filter(|o| over_limit(o, k.capabilities.text_limit)) {
+            let parts = split_outgoing(outgoing, k.capabilities.text_limit);
             if parts.len() > 1 {
                 crate::metrics::Counters::inc(&k.counters.split_messages);
                 let payloads = parts
@@ -172,10 +198,10 @@ async fn ensure_parts(
                 return dur.d.outbox().split_parts(&first.key, payloads).await.map_err(journal_error);
             }
         }
-        return Ok(vec![first.clone()]);
+        return Ok(vec![first]);
     }
-    let mut records = vec![first.clone()];
     let mut next = first.next_part.clone();
+    let mut records = vec![first];
     while let Some(key) = next {
         match dur.d.outbox().lookup(&key).await.map_err(journal_error)? {
             Some(r) => {
@@ -232,10 +258,11 @@ async fn attempt_inline(
     dur: &Durable,
     key: &str,
     budget: &Budget,
+    known: Option<&Outgoing>,
 ) -> Result<Delivered, BotError> {
     loop {
         let wait_at = match dur.d.outbox().begin_attempt(key).await.map_err(journal_error)? {
-            BeginAttempt::Leased { lease, record } => match attempt(k, dur, lease, record).await? {
+            BeginAttempt::Leased { lease, record } => match attempt(k, dur, lease, record, known).await? {
                 Attempt::Sent(id) => return Ok(Delivered::Now(id)),
                 Attempt::Retry { at_ms } => at_ms,
                 Attempt::Dead(err) => return Err(err),
@@ -274,47 +301,50 @@ enum Attempt {
 }
 
 /// One provider call under a lease: heartbeat while it runs, then `mark_sent` / `mark_failed`.
+/// `known` is the content the record was journaled with, when the caller has it; it is used
+/// only while the record is unsplit (splitting is the one change of a journaled payload).
 async fn attempt(
     k: &Arc<Kernel>,
     dur: &Durable,
     lease: OutboxLease,
     record: OutboxRecord,
+    known: Option<&Outgoing>,
 ) -> Result<Attempt, BotError> {
     let chat = ChatId(record.chat.clone());
-    let outgoing: Outgoing = match serde_json::from_value(record.payload.clone()) {
-        Ok(o) => o,
-        Err(e) => {
-            let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
-            tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
-            dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)?;
-            return Ok(Attempt::Dead(BotError::SendDead { key: record.key, error: failure.error }));
-        }
+    let unsplit = record.next_part.is_none() && record.previous_part.is_none();
+    let decoded;
+    let outgoing: &Outgoing = match known.filter(|_| unsplit) {
+        Some(o) => o,
+        None => match record.payload.decode::<Outgoing>() {
+            Ok(o) => {
+                decoded = o;
+                &decoded
+            }
+            Err(e) => {
+                let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
+                tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
+                dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)?;
+                return Ok(Attempt::Dead(BotError::SendDead { key: record.key, error: failure.error }));
+            }
+        },
     };
     let every = (dur.d.config().outbox.lease / 3).max(Duration::from_millis(5));
-    let hb_kernel = k.clone();
-    let hb_lease = lease.clone();
-    let heartbeat = tokio::spawn(async move {
-        let mut lease = hb_lease;
+    let beats = async {
+        let mut renewed: Option<OutboxLease> = None;
         loop {
             tokio::time::sleep(every).await;
-            let Some(dur) = hb_kernel.durable.as_ref() else { return };
-            match dur.d.outbox().heartbeat(&lease).await {
-                Ok(l) => lease = l,
+            match dur.d.outbox().heartbeat(renewed.as_ref().unwrap_or(&lease)).await {
+                Ok(l) => renewed = Some(l),
                 Err(_) => return,
             }
         }
-    });
-    let result = crate::provider::with_send_key(
-        Some(record.key.clone()),
-        k.provider.send(&chat, &outgoing),
-    )
-    .await;
-    heartbeat.abort();
+    };
+    let result = with_heartbeat(k.provider.send(&chat, outgoing), beats).await;
     match result {
         Ok(sent) => {
             let id = sent.message_id.clone().map(|m| m.0);
             dur.d.outbox().mark_sent(&lease, id).await.map_err(journal_error)?;
-            on_sent(k, &chat, &outgoing, sent.message_id.clone(), &record.key).await;
+            on_sent(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
         Err(e) => {
@@ -325,7 +355,7 @@ async fn attempt(
                     Ok(Attempt::Retry { at_ms })
                 }
                 FailOutcome::DeadLettered => {
-                    on_failed(k, &chat, &outgoing, &record.key, &e).await;
+                    on_failed(k, &chat, outgoing, &record.key, &e).await;
                     Ok(Attempt::Dead(e.into()))
                 }
             }
@@ -355,20 +385,22 @@ async fn direct(k: &Arc<Kernel>, chat: &ChatId, outgoing: &Outgoing, key: &str) 
 
 /// The sweeper's delivery of one due send: split when oversize, then one attempt.
 pub(crate) async fn deliver_due(k: &Arc<Kernel>, dur: &Durable, record: OutboxRecord) {
-    let key = match ensure_parts(k, dur, &record).await {
-        Ok(parts) => parts.first().map_or(record.key.clone(), |p| p.key.clone()),
+    let chat = ChatId(record.chat.clone());
+    let first_key = record.key.clone();
+    let key = match ensure_parts(k, dur, record, None).await {
+        Ok(parts) => parts.into_iter().next().map_or(first_key, |p| p.key),
         Err(e) => {
-            k.events.error("durability:sweeper", Some(&ChatId(record.chat.clone())), e);
+            k.events.error("durability:sweeper", Some(&chat), e);
             return;
         }
     };
     let result = match dur.d.outbox().begin_attempt(&key).await {
-        Ok(BeginAttempt::Leased { lease, record }) => attempt(k, dur, lease, record).await,
+        Ok(BeginAttempt::Leased { lease, record }) => attempt(k, dur, lease, record, None).await,
         Ok(_) => return,
         Err(e) => Err(journal_error(e)),
     };
     if let Err(e) = result {
-        k.events.error("durability:sweeper", Some(&ChatId(record.chat.clone())), e);
+        k.events.error("durability:sweeper", Some(&chat), e);
     }
 }
 
@@ -417,7 +449,7 @@ impl Bot {
             return Ok(EnqueueOutcome { key, skipped: true, deduped: false });
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
-        let Some(record) =
+        let Some((record, fresh)) =
             journal(k, dur, &rule, &key, &draft.chat, &draft.outgoing, fp).await?
         else {
             return Err(BotError::config(
@@ -425,7 +457,7 @@ impl Bot {
                 format!("enqueued send {key} is too large for the outbox"),
             ));
         };
-        ensure_parts(k, dur, &record).await?;
+        ensure_parts(k, dur, record, fresh.then_some(&draft.outgoing)).await?;
         Ok(EnqueueOutcome { key, skipped: false, deduped: before.is_some() })
     }
 }

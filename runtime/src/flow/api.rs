@@ -140,7 +140,9 @@ pub enum FlowError {
         flow: &'static str,
     },
     /// A checkpoint names a flow this bot does not know.
-    #[error("chat {chat}: the checkpoint names flow `{flow}`, which is not registered (bot.flow / bot.register_flow)")]
+    #[error(
+        "chat {chat}: the checkpoint names flow `{flow}`, which is not registered (bot.flow / bot.register_flow)"
+    )]
     Unknown {
         /// The chat.
         chat: String,
@@ -200,6 +202,58 @@ pub fn __take<T>(slot: &mut Option<T>) -> T {
         None => unreachable!("#[flow] lowering reads a resumed answer once"),
     }
 }
+
+/// A state's variant name and fields (generated `decode`).
+#[doc(hidden)]
+pub fn __split_state(
+    value: serde_json::Value,
+    flow: &'static str,
+) -> Result<(String, serde_json::Map<String, serde_json::Value>), FlowError> {
+    let bad = |reason: &str| FlowError::Decode {
+        flow: flow.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let serde_json::Value::Object(m) = value else {
+        return Err(bad("a state is a one-key object"));
+    };
+    let mut it = m.into_iter();
+    match (it.next(), it.next()) {
+        (Some((name, serde_json::Value::Object(fields))), None) => Ok((name, fields)),
+        _ => Err(bad("a state is a one-key object of fields")),
+    }
+}
+
+/// Takes one field of a state (generated `decode`).
+#[doc(hidden)]
+pub fn __field(
+    fields: &mut serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    flow: &'static str,
+) -> Result<serde_json::Value, FlowError> {
+    fields.remove(name).ok_or_else(|| FlowError::Decode {
+        flow: flow.to_owned(),
+        reason: format!("missing field `{name}`"),
+    })
+}
+
+/// Encodes one field (generated code).
+#[doc(hidden)]
+pub fn __enc<T: Checkpointable>(v: &T) -> Result<serde_json::Value, String> {
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+/// Decodes one field (generated code).
+#[doc(hidden)]
+pub fn __dec<T: Checkpointable>(v: serde_json::Value) -> Result<T, String> {
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// The codec of one state field (generated code).
+#[doc(hidden)]
+pub type __Codec<T> = (
+    fn(&T) -> Result<serde_json::Value, String>,
+    fn(serde_json::Value) -> Result<T, String>,
+);
 
 /// Marks a type that may be held across an ask in a `#[persistent]` flow.
 #[diagnostic::on_unimplemented(

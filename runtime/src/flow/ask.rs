@@ -33,8 +33,16 @@ pub struct Answer {
 
 impl Answer {
     /// An answer (the executor builds them; handy in tests).
-    pub fn new(text: impl Into<String>, button: Option<String>, message_id: Option<String>) -> Self {
-        Self { text: text.into(), button, message_id }
+    pub fn new(
+        text: impl Into<String>,
+        button: Option<String>,
+        message_id: Option<String>,
+    ) -> Self {
+        Self {
+            text: text.into(),
+            button,
+            message_id,
+        }
     }
 
     /// The text of the message, or the data of the pressed button.
@@ -49,7 +57,10 @@ impl Answer {
 
     /// Whether the answer reads as "yes" (yes, y, ok, sure, 👍, or a `yes` button).
     pub fn is_yes(&self) -> bool {
-        matches!(self.text.trim().to_lowercase().as_str(), "yes" | "y" | "ok" | "okay" | "sure" | "yep" | "👍")
+        matches!(
+            self.text.trim().to_lowercase().as_str(),
+            "yes" | "y" | "ok" | "okay" | "sure" | "yep" | "👍"
+        )
     }
 
     /// The channel's message id of the answer, when it was a message.
@@ -101,25 +112,52 @@ impl<T> fmt::Debug for Ask<T> {
 impl Ask<Answer> {
     /// An ask with this prompt.
     pub fn new(prompt: impl Into<Outgoing>) -> Self {
-        Self { prompt: Some(prompt.into()), idle: None, key: None, parse: Box::new(|a| Ok(a.clone())) }
+        Self {
+            prompt: Some(prompt.into()),
+            idle: None,
+            key: None,
+            parse: Box::new(|a| Ok(a.clone())),
+        }
     }
 
     /// The answer-side of an ask, rebuilt when the flow resumes (generated code).
     #[doc(hidden)]
     pub fn __resumed() -> Self {
-        Self { prompt: None, idle: None, key: None, parse: Box::new(|a| Ok(a.clone())) }
+        Self {
+            prompt: None,
+            idle: None,
+            key: None,
+            parse: Box::new(|a| Ok(a.clone())),
+        }
     }
 
     /// Accepts the answer when `f` maps it to `Some(value)`; otherwise sends `reask` and keeps
     /// waiting. `f` and `reask` are evaluated again when the flow resumes.
-    pub fn validate<U>(self, f: impl Fn(&Answer) -> Option<U> + Send + Sync + 'static, reask: impl Into<String>) -> Ask<U> {
+    pub fn validate<U>(
+        self,
+        f: impl Fn(&Answer) -> Option<U> + Send + Sync + 'static,
+        reask: impl Into<String>,
+    ) -> Ask<U> {
         let reask = reask.into();
-        Ask { prompt: self.prompt, idle: self.idle, key: self.key, parse: Box::new(move |a| f(a).ok_or_else(|| reask.clone())) }
+        Ask {
+            prompt: self.prompt,
+            idle: self.idle,
+            key: self.key,
+            parse: Box::new(move |a| f(a).ok_or_else(|| reask.clone())),
+        }
     }
 
     /// Like [`validate`](Self::validate), with the re-ask message chosen by `f`.
-    pub fn validate_with<U>(self, f: impl Fn(&Answer) -> Result<U, String> + Send + Sync + 'static) -> Ask<U> {
-        Ask { prompt: self.prompt, idle: self.idle, key: self.key, parse: Box::new(f) }
+    pub fn validate_with<U>(
+        self,
+        f: impl Fn(&Answer) -> Result<U, String> + Send + Sync + 'static,
+    ) -> Ask<U> {
+        Ask {
+            prompt: self.prompt,
+            idle: self.idle,
+            key: self.key,
+            parse: Box::new(f),
+        }
     }
 
     /// Parses the trimmed answer text with `FromStr`; on failure sends `reask`.
@@ -137,7 +175,10 @@ impl<T> Ask<T> {
     {
         if let Some(p) = &mut self.prompt {
             let text = p.content.text().to_owned();
-            p.content = OutgoingContent::Text { text, buttons: buttons.into_iter().map(Into::into).collect() };
+            p.content = OutgoingContent::Text {
+                text,
+                buttons: buttons.into_iter().map(Into::into).collect(),
+            };
         }
         self
     }

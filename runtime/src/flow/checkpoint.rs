@@ -53,7 +53,12 @@ pub(crate) fn variant_name(state: &serde_json::Value) -> String {
 }
 
 /// Encodes the stack into a checkpoint; also returns the top frame's `flow@State`.
-pub(crate) fn encode(k: &Kernel, chat: &str, stack: &Stack, inbound: Option<String>) -> Result<(FlowCheckpoint, String), FlowError> {
+pub(crate) fn encode(
+    k: &Kernel,
+    chat: &str,
+    stack: &Stack,
+    inbound: Option<String>,
+) -> Result<(FlowCheckpoint, String), FlowError> {
     let mut frames = Vec::with_capacity(stack.frames.len());
     for f in &stack.frames {
         let info = f.flow.0.info();
@@ -64,10 +69,19 @@ pub(crate) fn encode(k: &Kernel, chat: &str, stack: &Stack, inbound: Option<Stri
             wait: f.wait.clone(),
         });
     }
-    let top = frames.last().map(|f| format!("{}@{}", f.flow, variant_name(&f.state))).unwrap_or_default();
+    let top = frames
+        .last()
+        .map(|f| format!("{}@{}", f.flow, variant_name(&f.state)))
+        .unwrap_or_default();
     let root = stack.frames.first().map(|f| f.flow.0.info());
-    let saved = SavedStack { run: stack.run.clone(), frames };
-    let state = serde_json::to_value(&saved).map_err(|e| FlowError::Encode { flow: root.map_or("", |i| i.name), reason: e.to_string() })?;
+    let saved = SavedStack {
+        run: stack.run.clone(),
+        frames,
+    };
+    let state = serde_json::to_value(&saved).map_err(|e| FlowError::Encode {
+        flow: root.map_or("", |i| i.name),
+        reason: e.to_string(),
+    })?;
     let cp = FlowCheckpoint {
         chat: chat.to_owned(),
         flow: root.map(|i| i.name.to_owned()).unwrap_or_default(),
@@ -82,7 +96,13 @@ pub(crate) fn encode(k: &Kernel, chat: &str, stack: &Stack, inbound: Option<Stri
 
 /// Writes a checkpoint.
 pub(crate) async fn write(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowError> {
-    k.store.save_checkpoint(&cp).await.map_err(|e| FlowError::Encode { flow: "checkpoint", reason: e.to_string() })?;
+    k.store
+        .save_checkpoint(&cp)
+        .await
+        .map_err(|e| FlowError::Encode {
+            flow: "checkpoint",
+            reason: e.to_string(),
+        })?;
     Counters::inc(&k.counters.checkpoints_written);
     Ok(())
 }
@@ -98,7 +118,11 @@ pub(crate) enum Loaded {
 }
 
 fn event(k: &Kernel, chat: &str, flow: &str, what: &str) {
-    k.events.emit(BotEvent::Flow { chat: chat.into(), flow: flow.to_owned(), what: what.to_owned() });
+    k.events.emit(BotEvent::Flow {
+        chat: chat.into(),
+        flow: flow.to_owned(),
+        what: what.to_owned(),
+    });
 }
 
 /// Decodes a checkpoint, applying the version policy (and deleting what it drops).
@@ -107,7 +131,14 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     let saved: SavedStack = match serde_json::from_value(cp.state) {
         Ok(s) => s,
         Err(e) => {
-            k.events.error(format!("flow:{}", cp.flow), Some(&chat.as_str().into()), FlowError::Decode { flow: cp.flow.clone(), reason: e.to_string() });
+            k.events.error(
+                format!("flow:{}", cp.flow),
+                Some(&chat.as_str().into()),
+                FlowError::Decode {
+                    flow: cp.flow.clone(),
+                    reason: e.to_string(),
+                },
+            );
             return Loaded::Gone;
         }
     };
@@ -115,7 +146,14 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     let mut migrated = false;
     for f in saved.frames {
         let Some(flow) = k.flows.lookup(&f.flow) else {
-            k.events.error(format!("flow:{}", f.flow), Some(&chat.as_str().into()), FlowError::Unknown { chat: chat.clone(), flow: f.flow.clone() });
+            k.events.error(
+                format!("flow:{}", f.flow),
+                Some(&chat.as_str().into()),
+                FlowError::Unknown {
+                    chat: chat.clone(),
+                    flow: f.flow.clone(),
+                },
+            );
             return Loaded::Gone;
         };
         let info = flow.0.info();
@@ -130,7 +168,10 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                 VersionPolicy::Restart => {
                     drop_checkpoint(k, &chat).await;
                     event(k, &chat, info.name, "version_mismatch:restarted");
-                    let root = frames.first().map(|fr: &Frame| fr.flow.clone()).unwrap_or(flow);
+                    let root = frames
+                        .first()
+                        .map(|fr: &Frame| fr.flow.clone())
+                        .unwrap_or(flow);
                     return Loaded::Restart(root);
                 }
                 VersionPolicy::Migrate(m) => match m(state, f.hash) {
@@ -141,7 +182,11 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                     }
                     Err(reason) => {
                         drop_checkpoint(k, &chat).await;
-                        k.events.error(format!("flow:{}", info.name), Some(&chat.as_str().into()), format!("migration failed: {reason}"));
+                        k.events.error(
+                            format!("flow:{}", info.name),
+                            Some(&chat.as_str().into()),
+                            format!("migration failed: {reason}"),
+                        );
                         event(k, &chat, info.name, "version_mismatch:abandoned");
                         return Loaded::Gone;
                     }
@@ -149,16 +194,29 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
             }
         }
         match flow.0.decode(state) {
-            Ok(state) => frames.push(Frame { flow, state, wait: f.wait }),
+            Ok(state) => frames.push(Frame {
+                flow,
+                state,
+                wait: f.wait,
+            }),
             Err(e) => {
                 drop_checkpoint(k, &chat).await;
-                k.events.error(format!("flow:{}", info.name), Some(&chat.as_str().into()), e);
+                k.events.error(
+                    format!("flow:{}", info.name),
+                    Some(&chat.as_str().into()),
+                    e,
+                );
                 event(k, &chat, info.name, "version_mismatch:abandoned");
                 return Loaded::Gone;
             }
         }
     }
-    let stack = Stack { run: saved.run, step: cp.step, frames, checkpointed: true };
+    let stack = Stack {
+        run: saved.run,
+        step: cp.step,
+        frames,
+        checkpointed: true,
+    };
     if migrated {
         let encoded = encode(k, &chat, &stack, cp.inbound_id);
         let written = match encoded {
@@ -166,7 +224,8 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
             Err(e) => Err(e),
         };
         if let Err(e) = written {
-            k.events.error("flow:migrate", Some(&chat.as_str().into()), e);
+            k.events
+                .error("flow:migrate", Some(&chat.as_str().into()), e);
         }
     }
     Loaded::Ready(stack)

@@ -40,11 +40,17 @@ pub(crate) enum Input {
 /// What a suspending step asked the executor for.
 pub(crate) enum Pending {
     /// Wait for an answer (with an idle timeout).
-    Ask { idle: Option<Duration>, site: String },
+    Ask {
+        idle: Option<Duration>,
+        site: String,
+    },
     /// The answer failed validation: the re-ask went out, keep waiting.
     Reask,
     /// Run a sub-flow first.
-    Call { flow: Erased, start: Box<dyn Any + Send> },
+    Call {
+        flow: Erased,
+        start: Box<dyn Any + Send>,
+    },
 }
 
 /// A flow's context: `cx` in `async fn order(cx: &mut FlowCx) -> FlowResult`.
@@ -124,7 +130,10 @@ impl FlowCx {
         let mut occ = lock(&self.occurrences);
         let n = occ.entry(site.to_owned()).or_insert(0);
         *n += 1;
-        KeyRule::Site { inbound: Some(self.inbound.clone()), site: format!("{site}#{n}") }
+        KeyRule::Site {
+            inbound: Some(self.inbound.clone()),
+            site: format!("{site}#{n}"),
+        }
     }
 
     pub(crate) fn next_occurrence(&self, site: &str) -> u32 {
@@ -136,12 +145,20 @@ impl FlowCx {
 
     /// Sends a message in the chat. Inside a `#[flow]` the macro gives the call its site id.
     pub fn send(&self, outgoing: impl Into<Outgoing>) -> FlowSend<'_> {
-        FlowSend { cx: self, site: format!("{}/~send", self.flow), outgoing: outgoing.into() }
+        FlowSend {
+            cx: self,
+            site: format!("{}/~send", self.flow),
+            outgoing: outgoing.into(),
+        }
     }
 
     #[doc(hidden)]
     pub fn __send_at(&self, site: &'static str, outgoing: impl Into<Outgoing>) -> FlowSend<'_> {
-        FlowSend { cx: self, site: site.to_owned(), outgoing: outgoing.into() }
+        FlowSend {
+            cx: self,
+            site: site.to_owned(),
+            outgoing: outgoing.into(),
+        }
     }
 
     /// Asks a question; `.await` it inside a `#[flow]` (the macro lowers it to a suspension).
@@ -168,20 +185,30 @@ impl FlowCx {
             let key = self.site_key(&prompt_site);
             self.ctx.send_keyed(prompt, key).await?;
         }
-        *lock(&self.pending) = Some(Pending::Ask { idle: ask.idle, site: site.to_owned() });
+        *lock(&self.pending) = Some(Pending::Ask {
+            idle: ask.idle,
+            site: site.to_owned(),
+        });
         Ok(())
     }
 
     /// Records a sub-flow call (generated code at a suspension).
     #[doc(hidden)]
     pub fn __call<F: Flow>(&mut self, call: Call<F>) {
-        *lock(&self.pending) = Some(Pending::Call { flow: erase::<F>(), start: Box::new(call.0.into_start()) });
+        *lock(&self.pending) = Some(Pending::Call {
+            flow: erase::<F>(),
+            start: Box::new(call.0.into_start()),
+        });
     }
 
     /// The answer of the ask this flow waited at; `None` when it failed validation (the
     /// re-ask was sent and the flow keeps waiting). Generated code.
     #[doc(hidden)]
-    pub async fn __resume_ask<T>(&mut self, site: &'static str, ask: Ask<T>) -> Result<Option<Result<T, Interrupt>>, BotError> {
+    pub async fn __resume_ask<T>(
+        &mut self,
+        site: &'static str,
+        ask: Ask<T>,
+    ) -> Result<Option<Result<T, Interrupt>>, BotError> {
         let input = lock(&self.input).take();
         match input {
             Some(Input::Answer(a)) => match ask.check(&a) {
@@ -196,7 +223,10 @@ impl FlowCx {
             Some(Input::Timeout) => Ok(Some(Err(Interrupt::Timeout))),
             Some(Input::Cancelled) | None => Ok(Some(Err(Interrupt::Cancelled))),
             Some(Input::Start) | Some(Input::Returned(_)) => {
-                tracing::warn!(flow = self.flow, "an ask resumed with an input meant for another wait");
+                tracing::warn!(
+                    flow = self.flow,
+                    "an ask resumed with an input meant for another wait"
+                );
                 Ok(Some(Err(Interrupt::Cancelled)))
             }
         }
@@ -204,13 +234,24 @@ impl FlowCx {
 
     /// The value of the sub-flow this flow waited for. Generated code.
     #[doc(hidden)]
-    pub async fn __resume_call<T: 'static>(&mut self) -> Result<Option<Result<T, FlowError>>, BotError> {
+    pub async fn __resume_call<T: 'static>(
+        &mut self,
+    ) -> Result<Option<Result<T, FlowError>>, BotError> {
         let input = lock(&self.input).take();
         Ok(Some(match input {
-            Some(Input::Returned(Ok(v))) => v.downcast::<T>().map(|b| *b).map_err(|_| FlowError::StateType { flow: self.flow }),
+            Some(Input::Returned(Ok(v))) => v
+                .downcast::<T>()
+                .map(|b| *b)
+                .map_err(|_| FlowError::StateType { flow: self.flow }),
             Some(Input::Returned(Err(e))) => Err(e),
-            Some(Input::Timeout) => Err(FlowError::SubflowInterrupted { flow: self.flow.to_owned(), interrupt: Interrupt::Timeout }),
-            _ => Err(FlowError::SubflowInterrupted { flow: self.flow.to_owned(), interrupt: Interrupt::Cancelled }),
+            Some(Input::Timeout) => Err(FlowError::SubflowInterrupted {
+                flow: self.flow.to_owned(),
+                interrupt: Interrupt::Timeout,
+            }),
+            _ => Err(FlowError::SubflowInterrupted {
+                flow: self.flow.to_owned(),
+                interrupt: Interrupt::Cancelled,
+            }),
         }))
     }
 
@@ -242,7 +283,9 @@ impl<'a> FlowSend<'a> {
 
     /// Sends and returns the outcome (message id, key, whether it was deduplicated);
     /// `.await` alone returns `()`, as a statement in a flow usually wants.
-    pub fn outcome(self) -> Pin<Box<dyn Future<Output = Result<SendOutcome, BotError>> + Send + 'a>> {
+    pub fn outcome(
+        self,
+    ) -> Pin<Box<dyn Future<Output = Result<SendOutcome, BotError>> + Send + 'a>> {
         let key = self.cx.site_key(&self.site);
         let ctx = self.cx.ctx.clone();
         Box::pin(async move { ctx.send_keyed(self.outgoing, key).await })

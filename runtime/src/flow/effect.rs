@@ -90,15 +90,28 @@ impl FlowCx {
             key: key.clone(),
             reason,
         };
-        if let Some(v) = store.get_value(&scope, &key).await.map_err(|e| err(e.to_string()))? {
+        if let Some(v) = store
+            .get_value(&scope, &key)
+            .await
+            .map_err(|e| err(e.to_string()))?
+        {
             tracing::debug!(flow = self.flow, %key, "effect replayed from its record");
-            self.effect_keys.lock().unwrap_or_else(|e| e.into_inner()).push(key.clone());
+            self.effect_keys
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(key.clone());
             return serde_json::from_value(v).map_err(|e| err(e.to_string()));
         }
         let value = effect.await;
         let json = serde_json::to_value(&value).map_err(|e| err(e.to_string()))?;
-        store.set_value(&scope, &key, &json).await.map_err(|e| err(e.to_string()))?;
-        self.effect_keys.lock().unwrap_or_else(|e| e.into_inner()).push(key);
+        store
+            .set_value(&scope, &key, &json)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        self.effect_keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(key);
         Ok(value)
     }
 }

@@ -63,12 +63,19 @@ impl Stack {
     }
 
     pub(crate) fn deadline(&self) -> Option<i64> {
-        self.frames.last().and_then(|f| f.wait.as_ref()).and_then(|w| w.deadline_ms)
+        self.frames
+            .last()
+            .and_then(|f| f.wait.as_ref())
+            .and_then(|w| w.deadline_ms)
     }
 }
 
 fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
-    k.events.emit(BotEvent::Flow { chat: chat.clone(), flow: flow.to_owned(), what: what.into() });
+    k.events.emit(BotEvent::Flow {
+        chat: chat.clone(),
+        flow: flow.to_owned(),
+        what: what.into(),
+    });
 }
 
 /// Starts a flow in the context's chat (the caller holds the chat's queue slot).
@@ -77,12 +84,28 @@ pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(
     let chat = ctx.chat().clone();
     if let Some(old) = k.flows.take(&chat) {
         end_stack(&k, &chat, old, "replaced").await;
-    } else if k.store.checkpoint(chat.as_str()).await.ok().flatten().is_some() {
+    } else if k
+        .store
+        .checkpoint(chat.as_str())
+        .await
+        .ok()
+        .flatten()
+        .is_some()
+    {
         checkpoint::drop_checkpoint(&k, chat.as_str()).await;
     }
     let run = format!("{}", k.clock.now_ms());
     emit(&k, &chat, flow.0.info().name, "started");
-    let stack = Stack { run, step: 0, frames: vec![Frame { flow, state, wait: None }], checkpointed: false };
+    let stack = Stack {
+        run,
+        step: 0,
+        frames: vec![Frame {
+            flow,
+            state,
+            wait: None,
+        }],
+        checkpointed: false,
+    };
     drive(ctx, stack, Input::Start).await;
     Ok(())
 }
@@ -121,7 +144,9 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
 /// The "active conversation" stage.
 pub(crate) async fn active(ctx: &Ctx) -> bool {
     let k = ctx.0.bot.kernel.clone();
-    let Some(stack) = current(&k, ctx.chat()).await else { return false };
+    let Some(stack) = current(&k, ctx.chat()).await else {
+        return false;
+    };
     drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
     true
 }
@@ -152,7 +177,11 @@ async fn restart(ctx: &Ctx, flow: Erased) -> bool {
     match flow.0.fresh() {
         Some(state) => {
             if let Err(e) = start_in(ctx, flow, state).await {
-                ctx.0.bot.kernel.events.error("flow:restart", Some(ctx.chat()), e);
+                ctx.0
+                    .bot
+                    .kernel
+                    .events
+                    .error("flow:restart", Some(ctx.chat()), e);
             }
             true
         }
@@ -199,26 +228,56 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
             Ok(Step::Suspend(state)) => match pending {
                 Some(Pending::Ask { idle, site }) => {
                     let idle_ms = idle.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                    let deadline_ms = idle_ms.map(|ms| k.clock.now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-                    stack.frames.push(Frame { flow, state, wait: Some(Wait { site, idle_ms, deadline_ms }) });
+                    let deadline_ms = idle_ms.map(|ms| {
+                        k.clock
+                            .now_ms()
+                            .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+                    });
+                    stack.frames.push(Frame {
+                        flow,
+                        state,
+                        wait: Some(Wait {
+                            site,
+                            idle_ms,
+                            deadline_ms,
+                        }),
+                    });
                     break None;
                 }
                 Some(Pending::Reask) => {
                     let wait = wait.map(|mut w| {
-                        w.deadline_ms = w.idle_ms.map(|ms| k.clock.now_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+                        w.deadline_ms = w.idle_ms.map(|ms| {
+                            k.clock
+                                .now_ms()
+                                .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+                        });
                         w
                     });
                     stack.frames.push(Frame { flow, state, wait });
                     break None;
                 }
                 Some(Pending::Call { flow: sub, start }) => {
-                    emit(&k, &chat, info.name, format!("called:{}", sub.0.info().name));
-                    stack.frames.push(Frame { flow, state, wait: None });
-                    stack.frames.push(Frame { flow: sub, state: start, wait: None });
+                    emit(
+                        &k,
+                        &chat,
+                        info.name,
+                        format!("called:{}", sub.0.info().name),
+                    );
+                    stack.frames.push(Frame {
+                        flow,
+                        state,
+                        wait: None,
+                    });
+                    stack.frames.push(Frame {
+                        flow: sub,
+                        state: start,
+                        wait: None,
+                    });
                     input = Input::Start;
                 }
                 None => {
-                    let err: HandlerError = format!("flow `{}` suspended without an ask", info.name).into();
+                    let err: HandlerError =
+                        format!("flow `{}` suspended without an ask", info.name).into();
                     stack.frames.clear();
                     break Some((info.name, "error".to_owned(), Some(err)));
                 }
@@ -240,8 +299,15 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
                     });
                 }
                 input = Input::Returned(Err(match interrupt {
-                    Some(i) => FlowError::SubflowInterrupted { flow: info.name.to_owned(), interrupt: i },
-                    None => FlowError::Subflow { flow: info.name.to_owned(), chat: chat.to_string(), reason: e.to_string() },
+                    Some(i) => FlowError::SubflowInterrupted {
+                        flow: info.name.to_owned(),
+                        interrupt: i,
+                    },
+                    None => FlowError::Subflow {
+                        flow: info.name.to_owned(),
+                        chat: chat.to_string(),
+                        reason: e.to_string(),
+                    },
                 }));
             }
         }
@@ -253,7 +319,12 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
     match ended {
         None => {
             if checkpoint::is_persistent(&stack) {
-                let encoded = checkpoint::encode(&k, chat.as_str(), &stack, ctx.inbound_id().map(str::to_owned));
+                let encoded = checkpoint::encode(
+                    &k,
+                    chat.as_str(),
+                    &stack,
+                    ctx.inbound_id().map(str::to_owned),
+                );
                 let written = match encoded {
                     Ok((cp, top)) => checkpoint::write(&k, cp).await.map(|()| top),
                     Err(e) => Err(e),
@@ -261,7 +332,12 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
                 match written {
                     Ok(top) => {
                         stack.checkpointed = true;
-                        emit(&k, &chat, stack.top_name().unwrap_or(""), format!("checkpoint:{top}:{}", stack.step));
+                        emit(
+                            &k,
+                            &chat,
+                            stack.top_name().unwrap_or(""),
+                            format!("checkpoint:{top}:{}", stack.step),
+                        );
                     }
                     Err(e) => k.events.error("flow:checkpoint", Some(&chat), e),
                 }
@@ -298,7 +374,41 @@ async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
 /// Ends a stack that is not stepping (replaced, blocked).
 pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
     checkpoint::drop_checkpoint(k, chat.as_str()).await;
-    emit(k, chat, stack.top_name().unwrap_or(""), format!("ended:{reason}"));
+    emit(
+        k,
+        chat,
+        stack.top_name().unwrap_or(""),
+        format!("ended:{reason}"),
+    );
+}
+
+/// Runs `job` with a trigger context of `chat`, in the chat's queue.
+pub(crate) fn queue<Fut>(
+    k: &Arc<Kernel>,
+    chat: ChatId,
+    job: impl FnOnce(Ctx) -> Fut + Send + 'static,
+) -> Result<(), crate::error::BotError>
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if !k.is_accepting() {
+        return Err(crate::error::BotError::NotRunning);
+    }
+    let kernel = k.clone();
+    k.queues.push(
+        &chat.clone(),
+        Box::pin(async move {
+            let user = UserId(chat.0.clone());
+            let ctx = crate::bot::inbound::make_ctx(
+                &kernel,
+                CtxSource::Trigger { chat, sender: user },
+                None,
+            )
+            .await;
+            job(ctx).await;
+        }),
+    );
+    Ok(())
 }
 
 /// Queues a timeout for every stack whose idle deadline passed; returns how many.
@@ -313,8 +423,20 @@ pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
             &chat.clone(),
             Box::pin(async move {
                 let user = UserId(chat.0.clone());
-                let ctx = crate::bot::inbound::make_ctx(&kernel, CtxSource::Trigger { chat: chat.clone(), sender: user }, None).await;
-                let still = kernel.flows.step_of(&chat) == Some(step) && kernel.flows.deadline_of(&chat).is_some_and(|d| d <= kernel.clock.now_ms());
+                let ctx = crate::bot::inbound::make_ctx(
+                    &kernel,
+                    CtxSource::Trigger {
+                        chat: chat.clone(),
+                        sender: user,
+                    },
+                    None,
+                )
+                .await;
+                let still = kernel.flows.step_of(&chat) == Some(step)
+                    && kernel
+                        .flows
+                        .deadline_of(&chat)
+                        .is_some_and(|d| d <= kernel.clock.now_ms());
                 if still {
                     interrupt(&ctx, Input::Timeout).await;
                 } else {

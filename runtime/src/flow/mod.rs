@@ -31,7 +31,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
-pub use api::{Checkpointable, Flow, FlowError, FlowInfo, FlowResult, MigrateFn, StartTrigger, Step, VersionPolicy, __done, __take};
+pub use api::{
+    __Codec, __dec, __done, __enc, __field, __split_state, __take, Checkpointable, Flow, FlowError,
+    FlowInfo, FlowResult, MigrateFn, StartTrigger, Step, VersionPolicy,
+};
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};
 pub use registry::{Erased, erase};
@@ -62,7 +65,9 @@ pub(crate) struct FlowRuntime {
 
 impl std::fmt::Debug for FlowRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FlowRuntime").field("flows", &self.read_registry().len()).finish_non_exhaustive()
+        f.debug_struct("FlowRuntime")
+            .field("flows", &self.read_registry().len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -82,8 +87,12 @@ impl FlowRuntime {
     }
 
     fn spawn_ticker(&self) {
-        let Some(weak) = self.kernel.get().cloned() else { return };
-        if tokio::runtime::Handle::try_current().is_err() || self.ticker.swap(true, Ordering::SeqCst) {
+        let Some(weak) = self.kernel.get().cloned() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err()
+            || self.ticker.swap(true, Ordering::SeqCst)
+        {
             return;
         }
         tokio::spawn(async move {
@@ -105,7 +114,10 @@ impl FlowRuntime {
             return;
         }
         let callees = flow.0.callees();
-        self.registry.write().unwrap_or_else(|e| e.into_inner()).insert(name, flow);
+        self.registry
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, flow);
         for c in callees {
             self.register(c);
         }
@@ -184,15 +196,24 @@ pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
             checkpoint::Loaded::Ready(stack) => k.flows.put(&chat, stack),
             checkpoint::Loaded::Gone => {}
             checkpoint::Loaded::Restart(flow) => {
-                let Some(kernel) = k.flows.kernel.get().and_then(Weak::upgrade) else { continue };
-                let Some(state) = flow.0.fresh() else { continue };
+                let Some(kernel) = k.flows.kernel.get().and_then(Weak::upgrade) else {
+                    continue;
+                };
+                let Some(state) = flow.0.fresh() else {
+                    continue;
+                };
                 let state = Mutex::new(Some(state));
                 let kk = kernel.clone();
                 kernel.queues.push(
                     &chat.clone(),
                     Box::pin(async move {
                         let user = crate::message::UserId(chat.0.clone());
-                        let ctx = crate::bot::inbound::make_ctx(&kk, crate::bot::context::CtxSource::Trigger { chat, sender: user }, None).await;
+                        let ctx = crate::bot::inbound::make_ctx(
+                            &kk,
+                            crate::bot::context::CtxSource::Trigger { chat, sender: user },
+                            None,
+                        )
+                        .await;
                         let state = lock(&state).take();
                         if let Some(s) = state {
                             if let Err(e) = executor::start_in(&ctx, flow, s).await {
@@ -224,7 +245,11 @@ pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
         None => {
             if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
                 checkpoint::drop_checkpoint(k, chat.as_str()).await;
-                k.events.emit(crate::events::BotEvent::Flow { chat: chat.clone(), flow: cp.flow, what: format!("ended:{reason}") });
+                k.events.emit(crate::events::BotEvent::Flow {
+                    chat: chat.clone(),
+                    flow: cp.flow,
+                    what: format!("ended:{reason}"),
+                });
             }
         }
     }

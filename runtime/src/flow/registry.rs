@@ -23,7 +23,8 @@ use crate::message::ChatId;
 
 /// A boxed state or value.
 pub(crate) type AnyBox = Box<dyn Any + Send>;
-type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<Step<AnyBox, AnyBox>, HandlerError>> + Send + 'a>>;
+type StepFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Step<AnyBox, AnyBox>, HandlerError>> + Send + 'a>>;
 
 /// The executor's view of a flow.
 pub(crate) trait DynFlow: Send + Sync + 'static {
@@ -54,9 +55,11 @@ impl<F: Flow> DynFlow for Wrap<F> {
 
     fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a> {
         Box::pin(async move {
-            let state = state
-                .downcast::<F::State>()
-                .map_err(|_| Box::new(FlowError::StateType { flow: F::info().name }) as HandlerError)?;
+            let state = state.downcast::<F::State>().map_err(|_| {
+                Box::new(FlowError::StateType {
+                    flow: F::info().name,
+                }) as HandlerError
+            })?;
             Ok(match F::step(cx, *state).await? {
                 Step::Suspend(s) => Step::Suspend(Box::new(s) as AnyBox),
                 Step::Done(o) => Step::Done(Box::new(o) as AnyBox),
@@ -65,7 +68,11 @@ impl<F: Flow> DynFlow for Wrap<F> {
     }
 
     fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError> {
-        let s = state.downcast_ref::<F::State>().ok_or(FlowError::StateType { flow: F::info().name })?;
+        let s = state
+            .downcast_ref::<F::State>()
+            .ok_or(FlowError::StateType {
+                flow: F::info().name,
+            })?;
         F::encode(s)
     }
 
@@ -98,7 +105,11 @@ impl Bot {
         let info = F::info();
         let start = move |ctx: Ctx| {
             let flow = flow.clone();
-            async move { executor::start_in(&ctx, erase::<F>(), Box::new(flow.into_start())).await.map_err(|e| Box::new(e) as HandlerError) }
+            async move {
+                executor::start_in(&ctx, erase::<F>(), Box::new(flow.into_start()))
+                    .await
+                    .map_err(|e| Box::new(e) as HandlerError)
+            }
         };
         match info.start {
             StartTrigger::None => {}
@@ -112,7 +123,10 @@ impl Bot {
                 Ok(m) => {
                     self.when(m, start);
                 }
-                Err(e) => self.kernel.events.error(format!("flow:{}", info.name), None, e),
+                Err(e) => self
+                    .kernel
+                    .events
+                    .error(format!("flow:{}", info.name), None, e),
             },
             StartTrigger::Matcher(f) => {
                 self.when(matcher::func(f), start);
@@ -128,40 +142,40 @@ impl Bot {
         self
     }
 
-    /// Starts `flow` in `chat` from code (through the chat's queue, after the work queued
-    /// before it). A flow already active there ends (`replaced`). Returns once the first step ran.
-    pub async fn start_flow<F: Flow>(&self, chat: impl Into<ChatId>, flow: F) -> Result<(), BotError> {
+    /// Starts `flow` in `chat` from code: queued on the chat's queue, after the work queued
+    /// before it (so it is safe to call from a handler of that chat). A flow already active
+    /// there ends (`replaced`). Returns once queued; `bot.idle()` waits for the first step.
+    pub async fn start_flow<F: Flow>(
+        &self,
+        chat: impl Into<ChatId>,
+        flow: F,
+    ) -> Result<(), BotError> {
         self.register_flow::<F>();
         let state: AnyBox = Box::new(flow.into_start());
-        let slot = std::sync::Mutex::new(Some(state));
-        self.trigger(chat, move |ctx: Ctx| {
-            let state = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            async move {
-                match state {
-                    Some(s) => executor::start_in(&ctx, erase::<F>(), s).await.map_err(|e| Box::new(e) as HandlerError),
-                    None => Ok(()),
-                }
+        executor::queue(&self.kernel, chat.into(), move |ctx| async move {
+            if let Err(e) = executor::start_in(&ctx, erase::<F>(), state).await {
+                ctx.0
+                    .bot
+                    .kernel
+                    .events
+                    .error("flow:start", Some(ctx.chat()), e);
             }
         })
-        .await
     }
 
-    /// Cancels the flow waiting in `chat`: its ask resumes with `Err(Interrupt::Cancelled)`
-    /// (through the chat's queue). Returns whether a flow was waiting.
+    /// Cancels the flow waiting in `chat`: its ask resumes with `Err(Interrupt::Cancelled)`,
+    /// through the chat's queue (so it is safe to call from a handler of that chat, e.g. a
+    /// `/cancel` command). Returns whether a flow was waiting when it was called.
     pub async fn cancel_flow(&self, chat: impl Into<ChatId>) -> Result<bool, BotError> {
         let chat = chat.into();
-        let found = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let f = found.clone();
-        self.trigger(chat, move |ctx: Ctx| {
-            let f = f.clone();
-            async move {
-                let was = executor::interrupt(&ctx, crate::flow::cx::Input::Cancelled).await;
-                f.store(was, std::sync::atomic::Ordering::SeqCst);
-                Ok(())
-            }
-        })
-        .await?;
-        Ok(found.load(std::sync::atomic::Ordering::SeqCst))
+        let waiting = self.kernel.flows.active_name(&chat).is_some()
+            || self.kernel.store.checkpoint(chat.as_str()).await?.is_some();
+        if waiting {
+            executor::queue(&self.kernel, chat, |ctx| async move {
+                executor::interrupt(&ctx, crate::flow::cx::Input::Cancelled).await;
+            })?;
+        }
+        Ok(waiting)
     }
 
     /// The name of the flow active in `chat` (the innermost of a sub-flow stack), if any.

@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use botmesh_durability::DurableKv;
 use botmesh_durability::testing::crash::Crashable;
 
-use crate::message::{ChatId, Interaction, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
+use crate::message::{
+    ChatId, Interaction, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage,
+};
 use crate::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
 
 /// A provider that stops reaching its channel once the crash switch tripped.
@@ -32,17 +34,28 @@ impl CrashableProvider {
     /// Wraps `inner`; it dies when `switch` crashed.
     pub fn new<K: DurableKv + ?Sized>(inner: impl Provider, switch: &Crashable<K>) -> Self {
         let switch = switch.clone();
-        Self { inner: Arc::new(inner), crashed: Arc::new(move || switch.is_crashed()) }
+        Self {
+            inner: Arc::new(inner),
+            crashed: Arc::new(move || switch.is_crashed()),
+        }
     }
 
     /// Wraps `inner`; it dies when `crashed()` says so.
-    pub fn with_switch(inner: impl Provider, crashed: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        Self { inner: Arc::new(inner), crashed: Arc::new(crashed) }
+    pub fn with_switch(
+        inner: impl Provider,
+        crashed: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            crashed: Arc::new(crashed),
+        }
     }
 
     fn dead(&self) -> Result<(), ProviderError> {
         if (self.crashed)() {
-            return Err(ProviderError::NotConnected { provider: self.inner.name().to_owned() });
+            return Err(ProviderError::NotConnected {
+                provider: self.inner.name().to_owned(),
+            });
         }
         Ok(())
     }
@@ -92,7 +105,11 @@ impl Provider for CrashableProvider {
         self.inner.mark_read(chat, message_id).await
     }
 
-    async fn ack_interaction(&self, interaction: &Interaction, notice: Option<&str>) -> Result<(), ProviderError> {
+    async fn ack_interaction(
+        &self,
+        interaction: &Interaction,
+        notice: Option<&str>,
+    ) -> Result<(), ProviderError> {
         self.dead()?;
         self.inner.ack_interaction(interaction, notice).await
     }

@@ -43,7 +43,9 @@ pub struct Transcript {
 
 impl std::fmt::Debug for Transcript {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transcript").field("lines", &self.lines().len()).finish_non_exhaustive()
+        f.debug_struct("Transcript")
+            .field("lines", &self.lines().len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -53,7 +55,9 @@ fn push(lines: &Mutex<Vec<String>>, line: String) {
 
 impl Transcript {
     /// A transcript on a fresh [`MemoryStore`]; `setup` builds the bot and registers its flows.
-    pub async fn new(setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static) -> Result<Self, BotError> {
+    pub async fn new(
+        setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static,
+    ) -> Result<Self, BotError> {
         Self::with_store(Arc::new(MemoryStore::new()), setup).await
     }
 
@@ -66,7 +70,15 @@ impl Transcript {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let setup: Setup = Box::new(setup);
         let (bot, provider) = Self::build(&setup, &store, &clock, &lines).await?;
-        Ok(Self { setup, store, clock, provider, bot, lines, next_id: 0 })
+        Ok(Self {
+            setup,
+            store,
+            clock,
+            provider,
+            bot,
+            lines,
+            next_id: 0,
+        })
     }
 
     async fn build(
@@ -76,7 +88,9 @@ impl Transcript {
         lines: &Arc<Mutex<Vec<String>>>,
     ) -> Result<(Bot, MockProvider), BotError> {
         let provider = MockProvider::new();
-        let builder = Bot::builder(provider.clone()).store_arc(store.clone()).clock(clock.clone());
+        let builder = Bot::builder(provider.clone())
+            .store_arc(store.clone())
+            .clock(clock.clone());
         let bot = setup(builder)?;
         let l = lines.clone();
         bot.after_send(move |info| {
@@ -117,7 +131,9 @@ impl Transcript {
                     push(&l, format!("· flow {flow} {what}"));
                 }
             }
-            BotEvent::Error { context, error, .. } => push(&l, format!("· error {context}: {error}")),
+            BotEvent::Error { context, error, .. } => {
+                push(&l, format!("· error {context}: {error}"))
+            }
             _ => {}
         });
         bot.start().await?;
@@ -155,6 +171,27 @@ impl Transcript {
         self.bot.idle().await;
     }
 
+    /// `chat` writes `text` as the channel message `id` (a redelivery after a crash reuses
+    /// the id); returns once the bot is idle.
+    pub async fn says_id(&mut self, chat: &str, id: &str, text: &str) {
+        push(&self.lines, format!("{chat}: {text}"));
+        if let Err(e) = self.provider.say(chat, id, text).await {
+            push(&self.lines, format!("· rejected: {e:?}"));
+        }
+        self.bot.idle().await;
+    }
+
+    /// `chat` writes `text` without waiting for the bot; returns the message id.
+    pub async fn says_nowait(&mut self, chat: &str, text: &str) -> String {
+        self.next_id += 1;
+        let id = format!("m{}", self.next_id);
+        push(&self.lines, format!("{chat}: {text}"));
+        if let Err(e) = self.provider.say(chat, &id, text).await {
+            push(&self.lines, format!("· rejected: {e:?}"));
+        }
+        id
+    }
+
     /// `chat` presses the button `data`; returns once the bot is idle.
     pub async fn press(&mut self, chat: &str, data: &str) {
         self.next_id += 1;
@@ -169,7 +206,10 @@ impl Transcript {
     /// Moves the clock and fires the idle timeouts that became due.
     pub async fn advance(&mut self, by: Duration) {
         self.clock.advance(by);
-        push(&self.lines, format!("· clock +{}", humantime::format_duration(by)));
+        push(
+            &self.lines,
+            format!("· clock +{}", humantime::format_duration(by)),
+        );
         self.bot.fire_flow_timeouts();
         self.bot.idle().await;
     }
@@ -184,7 +224,8 @@ impl Transcript {
     pub async fn restart(&mut self) -> Result<(), BotError> {
         self.bot.stop().await?;
         push(&self.lines, "· restart".to_owned());
-        let (bot, provider) = Self::build(&self.setup, &self.store, &self.clock, &self.lines).await?;
+        let (bot, provider) =
+            Self::build(&self.setup, &self.store, &self.clock, &self.lines).await?;
         self.bot = bot;
         self.provider = provider;
         self.bot.idle().await;
@@ -200,7 +241,11 @@ impl Transcript {
     pub fn keys(&self) -> Vec<String> {
         self.lines()
             .iter()
-            .filter_map(|l| l.split_once("[key=").and_then(|(_, r)| r.split_once(']')).map(|(k, _)| k.to_owned()))
+            .filter_map(|l| {
+                l.split_once("[key=")
+                    .and_then(|(_, r)| r.split_once(']'))
+                    .map(|(k, _)| k.to_owned())
+            })
             .collect()
     }
 

@@ -7,7 +7,8 @@ struct Basket {
 #[flow]
 #[persistent]
 async fn f(cx: &mut FlowCx) -> FlowResult {
-    let basket: Basket = Basket { items: vec![cx.ask("Item?").await?.text().to_owned()] };
+    let first: String = cx.ask("Item?").await?.text().to_owned();
+    let basket: Basket = Basket { items: vec![first] };
     cx.ask("Confirm?").await?;
     cx.send(basket.items.join(", ")).await?;
     Ok(())

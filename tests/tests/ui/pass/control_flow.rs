@@ -30,7 +30,7 @@ async fn everything(cx: &mut FlowCx) -> FlowResult<u32> {
             break;
         }
     }
-    let r = {
+    let r: u32 = {
         let inner: u32 = match cx.ask("Inner?").idle(Duration::from_secs(5)).await {
             Ok(a) => a.text().len() as u32,
             Err(Interrupt::Timeout) => 0,

@@ -1,0 +1,438 @@
+//! [`PostgresKv`]: the [`DurableKv`] in one PostgreSQL table, `{prefix}durable`.
+//!
+//! | operation | SQL (one statement, or one transaction for `batch`) |
+//! | --- | --- |
+//! | `get` | `SELECT … WHERE scope = $1 AND key = $2` |
+//! | `cas(key, None, e)` | `INSERT … ON CONFLICT (scope, key) DO NOTHING RETURNING version` |
+//! | `cas(key, Some(v), e)` | `UPDATE … SET version = nextval(…) … WHERE … AND version = $v RETURNING version` |
+//! | `delete(key, v)` | `DELETE … WHERE … AND version = $v RETURNING version` |
+//! | `range` | `… WHERE scope = $1 AND idx1 >= $2 AND idx1 < $3 ORDER BY idx1, key LIMIT $4` |
+//! | `batch` | every op above in one transaction (one commit: group commit) |
+//!
+//! A write that does not apply reads the current version in the same statement (a CTE), so a
+//! conflict costs one round trip. Versions come from the sequence `{prefix}durable_version`,
+//! shared by every scope, so a version is never reused, also after a delete and re-create
+//! (the same rule as `MemoryKv`). `key`, `idx1` and `idx2` are `text COLLATE "C"` (byte order);
+//! a NUL byte, which `text` cannot hold, is stored with an order-preserving escape. A write
+//! answers `Ok` only after its commit, so it is as durable as the server's
+//! `synchronous_commit` makes it (on by default).
+//!
+//! It does not know what a record is and never reads the store's tables.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{PgPool, PostgresConfig, PostgresError, is_connection_lost, query_err};
+use crate::backends::{order_escape, order_unescape};
+use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+
+/// The statements of one table prefix.
+struct Sql {
+    get: String,
+    create: String,
+    update: String,
+    delete: String,
+    range1: String,
+    range2: String,
+}
+
+impl Sql {
+    fn new(t: &str, seq: &str) -> Self {
+        let current = |cte: &str| {
+            format!(
+                "SELECT version, true FROM {cte} UNION ALL SELECT version, false FROM {t} \
+                 WHERE scope = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM {cte})"
+            )
+        };
+        let range = |idx: &str| {
+            format!(
+                "SELECT key, version, value, idx1, idx2 FROM {t} WHERE scope = $1 \
+                 AND {idx} >= $2 AND {idx} < $3 ORDER BY {idx}, key LIMIT $4"
+            )
+        };
+        Sql {
+            get: format!(
+                "SELECT version, value, idx1, idx2 FROM {t} WHERE scope = $1 AND key = $2"
+            ),
+            create: format!(
+                "WITH w AS (INSERT INTO {t} (scope, key, version, value, idx1, idx2) \
+                 VALUES ($1, $2, nextval('{seq}'), $3, $4, $5) \
+                 ON CONFLICT (scope, key) DO NOTHING RETURNING version) {}",
+                current("w")
+            ),
+            update: format!(
+                "WITH w AS (UPDATE {t} SET version = nextval('{seq}'), value = $4, idx1 = $5, \
+                 idx2 = $6 WHERE scope = $1 AND key = $2 AND version = $3 RETURNING version) {}",
+                current("w")
+            ),
+            delete: format!(
+                "WITH w AS (DELETE FROM {t} WHERE scope = $1 AND key = $2 AND version = $3 \
+                 RETURNING version) {}",
+                current("w")
+            ),
+            range1: range("idx1"),
+            range2: range("idx2"),
+        }
+    }
+}
+
+/// The [`DurableKv`] on PostgreSQL; cheap to clone (clones share the pool).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use botmesh_durability::{KvDurability, kv::Scope, DurabilityConfig};
+/// # use botmesh_durability::backends::postgres::{PostgresConfig, PostgresKv};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let kv = PostgresKv::connect_with(
+///     "postgres://bot@db.internal:5432/bots",
+///     PostgresConfig::new().table_prefix("shop_"),
+/// )
+/// .await?;
+/// let durability = KvDurability::new(Arc::new(kv), Scope::new("t", "prod", "shop", "wa"), DurabilityConfig::default())?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresKv {
+    pool: PgPool,
+    table: Arc<str>,
+    sql: Arc<Sql>,
+}
+
+impl std::fmt::Debug for PostgresKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresKv")
+            .field("server", &self.pool.target)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresKv {
+    /// Connects with the default [`PostgresConfig`] (prefix `botmesh_`) and creates the table.
+    pub async fn connect(url: &str) -> Result<Self, PostgresError> {
+        Self::connect_with(url, PostgresConfig::default()).await
+    }
+
+    /// Connects with `config` (its own pool, no TLS) and creates the table if missing.
+    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let prefix = config.checked_prefix()?.to_owned();
+        let pool = PgPool::connect(url, &config).await?;
+        Self::start(pool, &prefix).await
+    }
+
+    /// Uses `pool` (yours: never closed here) and creates the table if missing.
+    pub async fn with_pool(pool: Pool, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let prefix = config.checked_prefix()?.to_owned();
+        Self::start(PgPool::injected(pool), &prefix).await
+    }
+
+    async fn start(pool: PgPool, prefix: &str) -> Result<Self, PostgresError> {
+        let table = format!("{prefix}durable");
+        let seq = format!("{prefix}durable_version");
+        let ddl = format!(
+            "CREATE SEQUENCE IF NOT EXISTS {seq};
+             CREATE TABLE IF NOT EXISTS {table} (
+                 scope text COLLATE \"C\" NOT NULL,
+                 key text COLLATE \"C\" NOT NULL,
+                 version bigint NOT NULL,
+                 value bytea NOT NULL,
+                 idx1 text COLLATE \"C\",
+                 idx2 text COLLATE \"C\",
+                 PRIMARY KEY (scope, key));
+             CREATE INDEX IF NOT EXISTS {table}_idx1 ON {table} (scope, idx1, key)
+                 WHERE idx1 IS NOT NULL;
+             CREATE INDEX IF NOT EXISTS {table}_idx2 ON {table} (scope, idx2, key)
+                 WHERE idx2 IS NOT NULL;"
+        );
+        pool.create_schema(&table, &ddl).await?;
+        tracing::debug!(server = %pool.target, %table, "PostgreSQL durable table ready");
+        Ok(PostgresKv {
+            sql: Arc::new(Sql::new(&table, &seq)),
+            table: table.into(),
+            pool,
+        })
+    }
+
+    /// The durable table's name (`{prefix}durable`).
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The pool (the one given to [`with_pool`](Self::with_pool), or the one created here).
+    pub fn pool(&self) -> &Pool {
+        &self.pool.pool
+    }
+
+    /// Closes the pool if it was created from a connection string; an injected pool stays open.
+    pub fn close(&self) {
+        self.pool.close();
+    }
+
+    fn unavailable(&self, operation: &'static str, e: PostgresError) -> KvError {
+        KvError::Unavailable {
+            operation,
+            source: Box::new(e),
+        }
+    }
+
+    fn failed(&self, operation: &'static str, key: &str, e: tokio_postgres::Error) -> KvError {
+        self.unavailable(operation, query_err(&self.table, key, e))
+    }
+
+    /// Runs one statement. A connection found lost before the statement ran is replaced and
+    /// the statement retried; after it ran, only when `idempotent`.
+    async fn query(
+        &self,
+        operation: &'static str,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        idempotent: bool,
+    ) -> Result<Vec<Row>, KvError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let client = self
+                .pool
+                .client()
+                .await
+                .map_err(|e| self.unavailable(operation, e))?;
+            let statement = match client.prepare_cached(sql).await {
+                Ok(s) => s,
+                Err(e) if attempt == 1 && is_connection_lost(&e) => continue,
+                Err(e) => return Err(self.failed(operation, key, e)),
+            };
+            match client.query(&statement, params).await {
+                Ok(rows) => return Ok(rows),
+                Err(e) if idempotent && attempt == 1 && is_connection_lost(&e) => continue,
+                Err(e) => return Err(self.failed(operation, key, e)),
+            }
+        }
+    }
+
+    fn decode_version(&self, key: &str, v: i64) -> Result<u64, KvError> {
+        u64::try_from(v).map_err(|_| {
+            self.unavailable("decode", query_err(&self.table, key, "negative version"))
+        })
+    }
+
+    /// Reads a `(version, applied)` answer of a write statement.
+    fn outcome(&self, key: &str, rows: &[Row]) -> Result<Option<CasOutcome>, KvError> {
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let version: i64 = row.try_get(0).map_err(|e| self.failed("decode", key, e))?;
+        let applied: bool = row.try_get(1).map_err(|e| self.failed("decode", key, e))?;
+        let version = self.decode_version(key, version)?;
+        Ok(Some(if applied {
+            CasOutcome::Ok { version }
+        } else {
+            CasOutcome::Conflict {
+                current: Some(version),
+            }
+        }))
+    }
+
+    fn versioned(&self, key: &str, row: &Row, first: usize) -> Result<Versioned, KvError> {
+        let err = |e| self.failed("decode", key, e);
+        let version: i64 = row.try_get(first).map_err(err)?;
+        let value: Vec<u8> = row.try_get(first + 1).map_err(err)?;
+        let idx1: Option<String> = row.try_get(first + 2).map_err(err)?;
+        let idx2: Option<String> = row.try_get(first + 3).map_err(err)?;
+        Ok(Versioned {
+            version: self.decode_version(key, version)?,
+            value,
+            idx1: idx1.map(|v| order_unescape(&v).into_owned()),
+            idx2: idx2.map(|v| order_unescape(&v).into_owned()),
+        })
+    }
+
+    async fn cas_on(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        scope: &str,
+        key: &str,
+        expected: Option<u64>,
+        entry: &Entry,
+    ) -> Result<CasOutcome, KvError> {
+        let k = order_escape(key);
+        let i1 = entry.idx1.as_deref().map(order_escape);
+        let i2 = entry.idx2.as_deref().map(order_escape);
+        let (i1, i2) = (i1.as_deref(), i2.as_deref());
+        let rows = match expected {
+            None => {
+                let st = client.prepare_cached(&self.sql.create).await;
+                let st = st.map_err(|e| self.failed("cas", key, e))?;
+                client
+                    .query(&st, &[&scope, &k.as_ref(), &entry.value, &i1, &i2])
+                    .await
+            }
+            Some(v) => {
+                let Ok(v) = i64::try_from(v) else {
+                    return Ok(CasOutcome::Conflict { current: None });
+                };
+                let st = client.prepare_cached(&self.sql.update).await;
+                let st = st.map_err(|e| self.failed("cas", key, e))?;
+                client
+                    .query(&st, &[&scope, &k.as_ref(), &v, &entry.value, &i1, &i2])
+                    .await
+            }
+        }
+        .map_err(|e| self.failed("cas", key, e))?;
+        match self.outcome(key, &rows)? {
+            Some(outcome) => Ok(outcome),
+            // An insert lost to a row committed after this statement's snapshot: read it.
+            None if expected.is_none() => {
+                let st = client.prepare_cached(&self.sql.get).await;
+                let st = st.map_err(|e| self.failed("cas", key, e))?;
+                let row = client.query_opt(&st, &[&scope, &k.as_ref()]).await;
+                let row = row.map_err(|e| self.failed("cas", key, e))?;
+                let current = match row {
+                    Some(row) => Some(self.versioned(key, &row, 0)?.version),
+                    None => None,
+                };
+                Ok(CasOutcome::Conflict { current })
+            }
+            None => Ok(CasOutcome::Conflict { current: None }),
+        }
+    }
+
+    async fn delete_on(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        scope: &str,
+        key: &str,
+        expected: u64,
+    ) -> Result<CasOutcome, KvError> {
+        let Ok(v) = i64::try_from(expected) else {
+            return Ok(CasOutcome::Conflict { current: None });
+        };
+        let k = order_escape(key);
+        let st = client.prepare_cached(&self.sql.delete).await;
+        let st = st.map_err(|e| self.failed("delete", key, e))?;
+        let rows = client.query(&st, &[&scope, &k.as_ref(), &v]).await;
+        let rows = rows.map_err(|e| self.failed("delete", key, e))?;
+        Ok(self
+            .outcome(key, &rows)?
+            .unwrap_or(CasOutcome::Conflict { current: None }))
+    }
+}
+
+#[async_trait]
+impl DurableKv for PostgresKv {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        let k = order_escape(key);
+        let rows = self
+            .query("get", key, &self.sql.get, &[&scope.id(), &k.as_ref()], true)
+            .await?;
+        match rows.first() {
+            Some(row) => Ok(Some(self.versioned(key, row, 0)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn cas(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        let client = self
+            .pool
+            .client()
+            .await
+            .map_err(|e| self.unavailable("cas", e))?;
+        self.cas_on(&client, scope.id(), key, expected, &entry)
+            .await
+    }
+
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        let client = self
+            .pool
+            .client()
+            .await
+            .map_err(|e| self.unavailable("delete", e))?;
+        self.delete_on(&client, scope.id(), key, expected).await
+    }
+
+    async fn range(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        if from >= to || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let sql = match index {
+            Index::One => &self.sql.range1,
+            Index::Two => &self.sql.range2,
+        };
+        let (from_e, to_e) = (order_escape(from), order_escape(to));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&scope.id(), &from_e.as_ref(), &to_e.as_ref(), &limit];
+        let rows = self.query("range", from, sql, &params, true).await?;
+        rows.iter()
+            .map(|row| {
+                let key: String = row.try_get(0).map_err(|e| self.failed("range", from, e))?;
+                let entry = self.versioned(&key, row, 1)?;
+                Ok(KvRecord {
+                    key: order_unescape(&key).into_owned(),
+                    entry,
+                })
+            })
+            .collect()
+    }
+
+    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self
+            .pool
+            .client()
+            .await
+            .map_err(|e| self.unavailable("batch", e))?;
+        if client.is_closed() {
+            // Lost while idle: nothing was sent on it, so take another one.
+            client = self
+                .pool
+                .client()
+                .await
+                .map_err(|e| self.unavailable("batch", e))?;
+        }
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| self.failed("batch", scope.id(), e))?;
+        let mut out = Vec::with_capacity(ops.len());
+        for op in &ops {
+            out.push(match op {
+                KvOp::Cas {
+                    key,
+                    expected,
+                    entry,
+                } => self.cas_on(&tx, scope.id(), key, *expected, entry).await?,
+                KvOp::Delete { key, expected } => {
+                    self.delete_on(&tx, scope.id(), key, *expected).await?
+                }
+            });
+        }
+        tx.commit()
+            .await
+            .map_err(|e| self.failed("batch", scope.id(), e))?;
+        Ok(out)
+    }
+
+    fn shared_between_processes(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,391 @@
+//! PostgreSQL backends (feature `postgres`): [`PostgresKv`], the [`DurableKv`] of the journals,
+//! and [`PostgresStore`], the [`Store`]; both through `tokio-postgres` and a `deadpool-postgres`
+//! pool.
+//!
+//! | backend | tables (created idempotently on start, under an advisory lock) |
+//! | --- | --- |
+//! | [`PostgresKv`] | `{prefix}durable(scope, key, version, value, idx1, idx2)`, its two indexes, the sequence `{prefix}durable_version` |
+//! | [`PostgresStore`] | `{prefix}meta` (schema version), `{prefix}chats`, `{prefix}contacts`, `{prefix}ledger`, `{prefix}checkpoints`, `{prefix}handoffs`, `{prefix}kv` |
+//!
+//! The table prefix defaults to `botmesh_`. Neither backend touches the other's tables, so one
+//! database (and one pool) can hold both, and several bots (scopes) share one durable table.
+//!
+//! Connections, as the guide describes them:
+//!
+//! - Built from a connection string, a backend creates its own pool (no TLS: `NoTls`) and
+//!   closes it in `close()`. A connection string that cannot connect fails with
+//!   [`PostgresError::Connect`], which names the host and port, never the password.
+//! - Built from a pool ([`PostgresConfig`] + `with_pool`), the pool stays yours: it is never
+//!   closed here. Build it with your own TLS connector if the server needs TLS.
+//! - A connection the server drops (restart, failover) is reported with `tracing::error!` (for
+//!   pools this module creates) and replaced on the next query: the pool recycles closed
+//!   connections. Reads are retried once on a fresh connection; a write whose connection died is
+//!   reported as failed, because it may or may not have committed (the journals re-read and
+//!   re-decide).
+//!
+//! This module does not run migrations beyond creating missing tables, and does not speak TLS
+//! itself.
+//!
+//! [`DurableKv`]: crate::DurableKv
+//! [`Store`]: crate::Store
+
+mod kv;
+mod store;
+
+pub use kv::PostgresKv;
+pub use store::PostgresStore;
+
+/// The `deadpool-postgres` this crate links, to build a pool for `with_pool`.
+pub use deadpool_postgres;
+/// The `tokio-postgres` this crate links.
+pub use tokio_postgres;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::config::Host;
+
+/// A boxed error, as the underlying crates return them.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Errors of the PostgreSQL backends. None of them carries the password.
+#[derive(Debug, thiserror::Error)]
+pub enum PostgresError {
+    /// The connection string could not be parsed.
+    #[error("invalid PostgreSQL connection string: {reason}")]
+    InvalidConnectionString {
+        /// What is wrong (never the string itself, which may hold a password).
+        reason: String,
+    },
+    /// The table prefix is not a plain SQL identifier.
+    #[error(
+        "invalid table prefix `{prefix}`: use ASCII letters, digits and `_`, starting with a \
+         letter or `_`, at most 40 characters"
+    )]
+    InvalidTablePrefix {
+        /// The prefix refused.
+        prefix: String,
+    },
+    /// No connection could be made.
+    #[error("cannot connect to PostgreSQL at {target}: {source}")]
+    Connect {
+        /// `host:port` (or the socket path, or "an injected pool").
+        target: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// A table could not be created or checked.
+    #[error("PostgreSQL at {target}: cannot create or check table `{table}`: {source}")]
+    Schema {
+        /// `host:port`.
+        target: String,
+        /// The table.
+        table: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// The store tables were written by a newer botmesh.
+    #[error(
+        "table `{table}` holds schema version {found}, newer than the {supported} this botmesh supports"
+    )]
+    SchemaTooNew {
+        /// The meta table.
+        table: String,
+        /// The version found.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// A query failed.
+    #[error("PostgreSQL table `{table}`, key `{key}`: {source}")]
+    Query {
+        /// The table.
+        table: String,
+        /// The key (or scope, or chat) the query was about.
+        key: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+/// Options shared by [`PostgresKv`] and [`PostgresStore`], set builder-style.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    table_prefix: String,
+    max_connections: usize,
+    connect_timeout: Duration,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            table_prefix: "botmesh_".to_owned(),
+            max_connections: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PostgresConfig {
+    /// The defaults: prefix `botmesh_`, 16 connections, 10 s connect timeout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The prefix of every table name (default `botmesh_`): ASCII letters, digits and `_`.
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// The size of a pool created from a connection string (default 16).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a new connection may take (default 10 s), for pools created here.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The configured prefix, validated.
+    pub(crate) fn checked_prefix(&self) -> Result<&str, PostgresError> {
+        let p = &self.table_prefix;
+        let mut chars = p.chars();
+        let first_ok = chars
+            .next()
+            .is_none_or(|c| c.is_ascii_alphabetic() || c == '_');
+        let rest_ok = p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if first_ok && rest_ok && p.len() <= 40 {
+            Ok(p)
+        } else {
+            Err(PostgresError::InvalidTablePrefix { prefix: p.clone() })
+        }
+    }
+}
+
+/// A pool with who owns it and where it points (for errors and logs).
+#[derive(Clone)]
+pub(crate) struct PgPool {
+    pub(crate) pool: Pool,
+    pub(crate) owned: bool,
+    pub(crate) target: Arc<str>,
+}
+
+impl PgPool {
+    /// A pool created from `url` (no TLS); checks that one connection can be made.
+    pub(crate) async fn connect(url: &str, config: &PostgresConfig) -> Result<Self, PostgresError> {
+        let mut pg: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            PostgresError::InvalidConnectionString {
+                reason: e.to_string(),
+            }
+        })?;
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(config.connect_timeout);
+        }
+        let target: Arc<str> = describe(&pg).into();
+        let manager = Manager::from_connect(
+            pg,
+            LoggingConnect {
+                target: Arc::clone(&target),
+            },
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.max_connections)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(config.connect_timeout))
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| PostgresError::Connect {
+                target: target.to_string(),
+                source: Box::new(e),
+            })?;
+        let pg_pool = PgPool {
+            pool,
+            owned: true,
+            target,
+        };
+        drop(pg_pool.client().await?);
+        Ok(pg_pool)
+    }
+
+    /// Wraps a pool given by the user (never closed here).
+    pub(crate) fn injected(pool: Pool) -> Self {
+        PgPool {
+            pool,
+            owned: false,
+            target: "an injected pool".into(),
+        }
+    }
+
+    /// A connection, or a [`PostgresError::Connect`] naming the target.
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, PostgresError> {
+        self.pool.get().await.map_err(|e| PostgresError::Connect {
+            target: self.target.to_string(),
+            source: Box::new(e),
+        })
+    }
+
+    /// Closes the pool if this crate created it; an injected pool stays open.
+    pub(crate) fn close(&self) {
+        if self.owned {
+            self.pool.close();
+        }
+    }
+
+    /// Creates tables with `ddl` in one transaction under an advisory lock named after `table`,
+    /// so that processes starting together do not race on `CREATE … IF NOT EXISTS`.
+    pub(crate) async fn create_schema(&self, table: &str, ddl: &str) -> Result<(), PostgresError> {
+        let schema_err = |e: tokio_postgres::Error| PostgresError::Schema {
+            target: self.target.to_string(),
+            table: table.to_owned(),
+            source: Box::new(e),
+        };
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(schema_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock_key(table)])
+            .await
+            .map_err(schema_err)?;
+        tx.batch_execute(ddl).await.map_err(schema_err)?;
+        tx.commit().await.map_err(schema_err)
+    }
+}
+
+/// A stable 64-bit advisory lock key for a table name (FNV-1a).
+fn lock_key(table: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "botmesh:schema:".bytes().chain(table.bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// `host:port[,host:port…]` of a config, without user or password.
+fn describe(pg: &tokio_postgres::Config) -> String {
+    let ports = pg.get_ports();
+    let port = |i: usize| {
+        ports
+            .get(i)
+            .or_else(|| ports.first())
+            .copied()
+            .unwrap_or(5432)
+    };
+    let hosts: Vec<String> = pg
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            Host::Tcp(name) => format!("{name}:{}", port(i)),
+            Host::Unix(path) => format!("{}/.s.PGSQL.{}", path.display(), port(i)),
+        })
+        .collect();
+    if hosts.is_empty() {
+        let addrs: Vec<String> = pg
+            .get_hostaddrs()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{a}:{}", port(i)))
+            .collect();
+        if addrs.is_empty() {
+            return format!("localhost:{}", port(0));
+        }
+        return addrs.join(",");
+    }
+    hosts.join(",")
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Connects without TLS and drives the connection in a task that reports its end with
+/// `tracing::error!` (the pool then replaces the connection on the next query).
+struct LoggingConnect {
+    target: Arc<str>,
+}
+
+impl deadpool_postgres::Connect for LoggingConnect {
+    fn connect(
+        &self,
+        pg_config: &tokio_postgres::Config,
+    ) -> BoxFuture<
+        '_,
+        Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
+    > {
+        let pg_config = pg_config.clone();
+        let target = Arc::clone(&self.target);
+        Box::pin(async move {
+            let (client, connection) = pg_config.connect(NoTls).await?;
+            let task = tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::error!(
+                        target: "botmesh_durability::postgres",
+                        server = %target,
+                        %error,
+                        "PostgreSQL connection lost; it is replaced on the next query"
+                    );
+                }
+            });
+            Ok((client, task))
+        })
+    }
+}
+
+/// Whether an error means the connection is gone (the query may be retried on a new one).
+pub(crate) fn is_connection_lost(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    error.as_db_error().is_some_and(|db| {
+        // admin_shutdown, crash_shutdown, cannot_connect_now
+        matches!(db.code().code(), "57P01" | "57P02" | "57P03")
+    })
+}
+
+/// A [`PostgresError::Query`] for `table` and `key`.
+pub(crate) fn query_err(table: &str, key: &str, e: impl Into<BoxError>) -> PostgresError {
+    PostgresError::Query {
+        table: table.to_owned(),
+        key: key.to_owned(),
+        source: e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PostgresConfig, describe};
+
+    #[test]
+    fn the_target_names_host_and_port_without_the_password() {
+        let pg: tokio_postgres::Config = "postgres://ada:s3cret@db.example:6543/bots"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let target = describe(&pg);
+        assert_eq!(target, "db.example:6543");
+        assert!(!target.contains("s3cret"));
+    }
+
+    #[test]
+    fn prefixes_are_plain_identifiers() {
+        assert!(PostgresConfig::new().checked_prefix().is_ok());
+        for bad in ["1x", "a-b", "x;drop", "é"] {
+            assert!(
+                PostgresConfig::new()
+                    .table_prefix(bad)
+                    .checked_prefix()
+                    .is_err()
+            );
+        }
+    }
+}

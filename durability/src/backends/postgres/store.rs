@@ -1,0 +1,459 @@
+//! [`PostgresStore`]: the [`Store`] in PostgreSQL tables.
+//!
+//! | records | table | key |
+//! | --- | --- | --- |
+//! | schema marker | `{prefix}meta(name, value)`: `application = botmesh`, `schema_version = 1` | `name` |
+//! | chats | `{prefix}chats` | `id` |
+//! | contacts | `{prefix}contacts` | `id` |
+//! | ledger | `{prefix}ledger` (append-only, ordered by a `bigserial`) | `seq` |
+//! | flow checkpoints | `{prefix}checkpoints` (`layout_hash` and `step` stored as the bits of a `bigint`) | `chat` |
+//! | handoffs | `{prefix}handoffs` | `chat` |
+//! | per-scope values | `{prefix}kv` (`key` in byte order, `COLLATE "C"`) | `(scope, key)` |
+//!
+//! `open()` creates missing tables (idempotently, under an advisory lock) and refuses a
+//! schema version newer than this build's. JSON is kept as `text`, unparsed. The store never
+//! reads or writes the durable table of [`PostgresKv`](super::PostgresKv).
+//!
+//! `close()` makes every call fail with [`StoreError::Closed`] until the next `open()`, and
+//! drops the idle connections of a pool created here (an injected pool is left as it is). It
+//! does not migrate data from older schemas (there is only version 1) and does not retry.
+
+mod rows;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{PgPool, PostgresConfig, PostgresError, query_err};
+use crate::store::{
+    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
+};
+
+/// The schema version this build writes and reads.
+const SCHEMA_VERSION: i64 = 1;
+
+/// A [`Store`] on PostgreSQL; clones share the pool and the open/closed state.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    prefix: Arc<str>,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.pool.target)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects with the default [`PostgresConfig`] and opens the store (creates the tables).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, PostgresConfig::default()).await
+    }
+
+    /// Connects with `config` (its own pool, no TLS) and opens the store.
+    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self, StoreError> {
+        let prefix = config.checked_prefix().map_err(open_err)?.to_owned();
+        let pool = PgPool::connect(url, &config).await.map_err(open_err)?;
+        Self::start(pool, prefix).await
+    }
+
+    /// Uses `pool` (yours: never closed here) and opens the store.
+    pub async fn with_pool(pool: Pool, config: PostgresConfig) -> Result<Self, StoreError> {
+        let prefix = config.checked_prefix().map_err(open_err)?.to_owned();
+        Self::start(PgPool::injected(pool), prefix).await
+    }
+
+    async fn start(pool: PgPool, prefix: String) -> Result<Self, StoreError> {
+        let store = PostgresStore {
+            pool,
+            prefix: prefix.into(),
+            closed: Arc::new(AtomicBool::new(true)),
+        };
+        store.open().await?;
+        Ok(store)
+    }
+
+    /// The table prefix.
+    pub fn table_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The pool (the one given to [`with_pool`](Self::with_pool), or the one created here).
+    pub fn pool(&self) -> &Pool {
+        &self.pool.pool
+    }
+
+    fn t(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    async fn create_schema(&self) -> Result<(), PostgresError> {
+        let p = &self.prefix;
+        let meta = self.t("meta");
+        let ddl = format!(
+            "CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL);
+             INSERT INTO {meta} (name, value) VALUES ('application', 'botmesh'),
+                 ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (name) DO NOTHING;
+             CREATE TABLE IF NOT EXISTS {p}chats (id text PRIMARY KEY, is_group boolean NOT NULL,
+                 title text, lang text, first_seen_ms bigint NOT NULL,
+                 last_activity_ms bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS {p}contacts (id text PRIMARY KEY, name text,
+                 last_seen_ms bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS {p}ledger (seq bigserial PRIMARY KEY, chat text NOT NULL,
+                 message_id text, direction text NOT NULL, status text NOT NULL, text text,
+                 content text NOT NULL, key text, error text, at_ms bigint NOT NULL);
+             CREATE INDEX IF NOT EXISTS {p}ledger_chat ON {p}ledger (chat, seq);
+             CREATE TABLE IF NOT EXISTS {p}checkpoints (chat text PRIMARY KEY, flow text NOT NULL,
+                 layout_hash bigint NOT NULL, state text NOT NULL, inbound_id text,
+                 step bigint NOT NULL, updated_ms bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS {p}handoffs (chat text PRIMARY KEY, agent text,
+                 reason text, since_ms bigint NOT NULL);
+             CREATE TABLE IF NOT EXISTS {p}kv (scope text NOT NULL,
+                 key text COLLATE \"C\" NOT NULL, value text NOT NULL,
+                 PRIMARY KEY (scope, key));"
+        );
+        self.pool.create_schema(&meta, &ddl).await?;
+        let client = self.pool.client().await?;
+        let sql = format!("SELECT value FROM {meta} WHERE name = 'schema_version'");
+        let row = client
+            .query_opt(&sql, &[])
+            .await
+            .map_err(|e| query_err(&meta, "schema_version", e))?;
+        let found = match row {
+            Some(row) => {
+                let v: String = row
+                    .try_get(0)
+                    .map_err(|e| query_err(&meta, "schema_version", e))?;
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|e| query_err(&meta, "schema_version", format!("not a number: {e}")))?
+            }
+            None => SCHEMA_VERSION,
+        };
+        if found > SCHEMA_VERSION {
+            return Err(PostgresError::SchemaTooNew {
+                table: meta,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Runs one statement on an open store.
+    async fn query(
+        &self,
+        operation: &'static str,
+        table: &str,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.check_open()?;
+        let table = self.t(table);
+        let client = self.pool.client().await.map_err(|e| StoreError::Query {
+            operation,
+            source: Box::new(e),
+        })?;
+        let fail = |e: tokio_postgres::Error| StoreError::Query {
+            operation,
+            source: Box::new(query_err(&table, key, e)),
+        };
+        let statement = client.prepare_cached(sql).await.map_err(fail)?;
+        client.query(&statement, params).await.map_err(fail)
+    }
+}
+
+fn open_err(e: PostgresError) -> StoreError {
+    StoreError::Query {
+        operation: "open",
+        source: Box::new(e),
+    }
+}
+
+const CHECKPOINT_COLUMNS: &str = "chat, flow, layout_hash, state, inbound_id, step, updated_ms";
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn open(&self) -> Result<(), StoreError> {
+        self.create_schema().await.map_err(open_err)?;
+        self.closed.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.closed.store(true, Ordering::Release);
+        if self.pool.owned {
+            // Idle connections are dropped; a later `open()` makes new ones.
+            let _ = self.pool.pool.retain(|_, _| false);
+        }
+        Ok(())
+    }
+
+    async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
+             is_group = $2, title = $3, lang = $4, first_seen_ms = $5, last_activity_ms = $6",
+            self.t("chats")
+        );
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &c.id,
+            &c.is_group,
+            &c.title,
+            &c.lang,
+            &c.first_seen_ms,
+            &c.last_activity_ms,
+        ];
+        self.query("upsert_chat", "chats", &c.id, &sql, &params)
+            .await?;
+        Ok(())
+    }
+
+    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
+        let sql = format!(
+            "SELECT is_group, title, lang, first_seen_ms, last_activity_ms FROM {} WHERE id = $1",
+            self.t("chats")
+        );
+        let rows = self.query("chat", "chats", id, &sql, &[&id]).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let bad = |e: tokio_postgres::Error| rows::corrupt("chat", id, e);
+        Ok(Some(ChatRecord {
+            id: id.to_owned(),
+            is_group: row.try_get(0).map_err(bad)?,
+            title: row.try_get(1).map_err(bad)?,
+            lang: row.try_get(2).map_err(bad)?,
+            first_seen_ms: row.try_get(3).map_err(bad)?,
+            last_activity_ms: row.try_get(4).map_err(bad)?,
+        }))
+    }
+
+    async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (id, name, last_seen_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET name = $2, last_seen_ms = $3",
+            self.t("contacts")
+        );
+        let params: [&(dyn ToSql + Sync); 3] = [&c.id, &c.name, &c.last_seen_ms];
+        self.query("upsert_contact", "contacts", &c.id, &sql, &params)
+            .await?;
+        Ok(())
+    }
+
+    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
+        let sql = format!(
+            "SELECT name, last_seen_ms FROM {} WHERE id = $1",
+            self.t("contacts")
+        );
+        let rows = self.query("contact", "contacts", id, &sql, &[&id]).await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let bad = |e: tokio_postgres::Error| rows::corrupt("contact", id, e);
+        Ok(Some(ContactRecord {
+            id: id.to_owned(),
+            name: row.try_get(0).map_err(bad)?,
+            last_seen_ms: row.try_get(1).map_err(bad)?,
+        }))
+    }
+
+    async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (chat, message_id, direction, status, text, content, key, error, at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            self.t("ledger")
+        );
+        let content = e.content.to_string();
+        let params: [&(dyn ToSql + Sync); 9] = [
+            &e.chat,
+            &e.message_id,
+            &rows::direction_str(e.direction),
+            &e.status.as_str(),
+            &e.text,
+            &content,
+            &e.key,
+            &e.error,
+            &e.at_ms,
+        ];
+        self.query("append_ledger", "ledger", &e.chat, &sql, &params)
+            .await?;
+        Ok(())
+    }
+
+    async fn ledger(&self, chat: &str, limit: usize) -> Result<Vec<LedgerEntry>, StoreError> {
+        if limit == 0 {
+            self.check_open()?;
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT chat, message_id, direction, status, text, content, key, error, at_ms FROM \
+             (SELECT * FROM {} WHERE chat = $1 ORDER BY seq DESC LIMIT $2) last ORDER BY seq",
+            self.t("ledger")
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query("ledger", "ledger", chat, &sql, &[&chat, &limit])
+            .await?;
+        rows.iter().map(rows::ledger_entry).collect()
+    }
+
+    async fn save_checkpoint(&self, c: &FlowCheckpoint) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (chat) DO UPDATE SET flow = $2, layout_hash = $3, state = $4, \
+             inbound_id = $5, step = $6, updated_ms = $7",
+            self.t("checkpoints")
+        );
+        let state = c.state.to_string();
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &c.chat,
+            &c.flow,
+            &rows::u64_bits(c.layout_hash),
+            &state,
+            &c.inbound_id,
+            &rows::u64_bits(c.step),
+            &c.updated_ms,
+        ];
+        self.query("save_checkpoint", "checkpoints", &c.chat, &sql, &params)
+            .await?;
+        Ok(())
+    }
+
+    async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECKPOINT_COLUMNS} FROM {} WHERE chat = $1",
+            self.t("checkpoints")
+        );
+        let rows = self
+            .query("checkpoint", "checkpoints", chat, &sql, &[&chat])
+            .await?;
+        rows.first().map(rows::checkpoint_row).transpose()
+    }
+
+    async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
+        let sql = format!("DELETE FROM {} WHERE chat = $1", self.t("checkpoints"));
+        self.query("delete_checkpoint", "checkpoints", chat, &sql, &[&chat])
+            .await?;
+        Ok(())
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
+        let sql = format!(
+            "SELECT {CHECKPOINT_COLUMNS} FROM {} ORDER BY chat",
+            self.t("checkpoints")
+        );
+        let rows = self
+            .query("checkpoints", "checkpoints", "*", &sql, &[])
+            .await?;
+        rows.iter().map(rows::checkpoint_row).collect()
+    }
+
+    async fn set_handoff(&self, h: &HandoffRecord) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (chat, agent, reason, since_ms) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (chat) DO UPDATE SET agent = $2, reason = $3, since_ms = $4",
+            self.t("handoffs")
+        );
+        let params: [&(dyn ToSql + Sync); 4] = [&h.chat, &h.agent, &h.reason, &h.since_ms];
+        self.query("set_handoff", "handoffs", &h.chat, &sql, &params)
+            .await?;
+        Ok(())
+    }
+
+    async fn clear_handoff(&self, chat: &str) -> Result<(), StoreError> {
+        let sql = format!("DELETE FROM {} WHERE chat = $1", self.t("handoffs"));
+        self.query("clear_handoff", "handoffs", chat, &sql, &[&chat])
+            .await?;
+        Ok(())
+    }
+
+    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
+        let sql = format!(
+            "SELECT chat, agent, reason, since_ms FROM {} ORDER BY chat",
+            self.t("handoffs")
+        );
+        let rows = self.query("handoffs", "handoffs", "*", &sql, &[]).await?;
+        rows.iter().map(rows::handoff_row).collect()
+    }
+
+    async fn get_value(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let sql = format!(
+            "SELECT value FROM {} WHERE scope = $1 AND key = $2",
+            self.t("kv")
+        );
+        let rows = self
+            .query("get_value", "kv", key, &sql, &[&scope, &key])
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let text: String = row.try_get(0).map_err(|e| rows::corrupt("value", key, e))?;
+        rows::json("value", key, &text).map(Some)
+    }
+
+    async fn set_value(
+        &self,
+        scope: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (scope, key, value) VALUES ($1, $2, $3) \
+             ON CONFLICT (scope, key) DO UPDATE SET value = $3",
+            self.t("kv")
+        );
+        let text = value.to_string();
+        self.query("set_value", "kv", key, &sql, &[&scope, &key, &text])
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        let sql = format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"));
+        self.query("delete_value", "kv", key, &sql, &[&scope, &key])
+            .await?;
+        Ok(())
+    }
+
+    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        let sql = format!(
+            "SELECT key, value FROM {} WHERE scope = $1 ORDER BY key",
+            self.t("kv")
+        );
+        let rows = self.query("values", "kv", scope, &sql, &[&scope]).await?;
+        rows.iter()
+            .map(|row| {
+                let key: String = row
+                    .try_get(0)
+                    .map_err(|e| rows::corrupt("value", scope, e))?;
+                let text: String = row
+                    .try_get(1)
+                    .map_err(|e| rows::corrupt("value", &key, e))?;
+                let value = rows::json("value", &key, &text)?;
+                Ok((key, value))
+            })
+            .collect()
+    }
+}

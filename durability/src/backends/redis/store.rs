@@ -1,0 +1,423 @@
+//! [`RedisStore`]: the [`Store`] on Redis, under `{prefix}:store:`.
+//!
+//! | records | key | type |
+//! | --- | --- | --- |
+//! | schema marker | `{prefix}:store:meta` (`application = botmesh`, `schema_version = 1`) | hash |
+//! | a chat | `{prefix}:store:chat:<id>` | string (JSON) |
+//! | a contact | `{prefix}:store:contact:<id>` | string (JSON) |
+//! | a chat's ledger | `{prefix}:store:ledger:<chat>` (`RPUSH`, read with `LRANGE -n -1`) | list of JSON |
+//! | checkpoints | `{prefix}:store:checkpoints` (field: chat) | hash of JSON |
+//! | handoffs | `{prefix}:store:handoffs` (field: chat) | hash of JSON |
+//! | per-scope values | `{prefix}:store:kv:<scope>` (field: key; listed sorted by key bytes) | hash of JSON |
+//!
+//! `open()` writes the schema marker if missing and refuses a newer schema version; `close()`
+//! makes every call fail with [`StoreError::Closed`] until the next `open()`. Each call is one
+//! command, retried once after a lost connection (every command here is idempotent except
+//! `RPUSH`, which is not retried). The store never touches the durable keys of
+//! [`RedisKv`](super::RedisKv) (`{prefix}:{durable:…}`), and needs Redis persistence (AOF) to
+//! survive a Redis restart, like the journals.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+use redis::{Cmd, FromRedisValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Conn, RedisConfig, RedisError, client, connect, is_connection_lost};
+use crate::store::{
+    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
+};
+
+/// The schema version this build writes and reads.
+const SCHEMA_VERSION: i64 = 1;
+
+/// A [`Store`] on Redis; clones share the connection and the open/closed state.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: Conn,
+    prefix: Arc<str>,
+    closed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn store_err(operation: &'static str, e: RedisError) -> StoreError {
+    StoreError::Query {
+        operation,
+        source: Box::new(e),
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` with the default [`RedisConfig`] and opens the store.
+    pub async fn open_url(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, RedisConfig::default()).await
+    }
+
+    /// Connects to `url` with `config` and opens the store.
+    pub async fn open_with(url: &str, config: RedisConfig) -> Result<Self, StoreError> {
+        let client = client(url).map_err(|e| store_err("open", e))?;
+        Self::with_client(client, config).await
+    }
+
+    /// Connects through `client` with `config` and opens the store.
+    pub async fn with_client(
+        client: redis::Client,
+        config: RedisConfig,
+    ) -> Result<Self, StoreError> {
+        let prefix = config
+            .checked_prefix()
+            .map_err(|e| store_err("open", e))?
+            .to_owned();
+        let conn = connect(client, &config)
+            .await
+            .map_err(|e| store_err("open", e))?;
+        Self::start(conn, prefix).await
+    }
+
+    /// Connects to the Redis Cluster whose seed nodes are `nodes` and opens the store (feature
+    /// `redis-cluster`).
+    #[cfg(feature = "redis-cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+    pub async fn open_cluster(nodes: &[&str], config: RedisConfig) -> Result<Self, StoreError> {
+        let prefix = config
+            .checked_prefix()
+            .map_err(|e| store_err("open", e))?
+            .to_owned();
+        let (conn, _) = super::connect_cluster(nodes, &config)
+            .await
+            .map_err(|e| store_err("open", e))?;
+        Self::start(conn, prefix).await
+    }
+
+    /// Uses a connection manager you opened, and opens the store.
+    pub async fn with_connection(
+        conn: ConnectionManager,
+        config: &RedisConfig,
+    ) -> Result<Self, StoreError> {
+        let prefix = config
+            .checked_prefix()
+            .map_err(|e| store_err("open", e))?
+            .to_owned();
+        Self::start(Conn::Single(conn), prefix).await
+    }
+
+    async fn start(conn: Conn, prefix: String) -> Result<Self, StoreError> {
+        let store = RedisStore {
+            conn,
+            prefix: prefix.into(),
+            closed: Arc::new(AtomicBool::new(true)),
+        };
+        store.open().await?;
+        Ok(store)
+    }
+
+    /// `{prefix}:store:<rest>`.
+    fn key(&self, rest: &str) -> String {
+        format!("{}:store:{rest}", self.prefix)
+    }
+
+    /// Runs one command on an open store; retried once after a lost connection if `retry`.
+    async fn run<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        cmd: &Cmd,
+        retry: bool,
+    ) -> Result<T, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        self.run_open(operation, key, cmd, retry).await
+    }
+
+    async fn run_open<T: FromRedisValue>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        cmd: &Cmd,
+        retry: bool,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.clone();
+        let fail = |source| {
+            store_err(
+                operation,
+                RedisError::Command {
+                    key: key.to_owned(),
+                    source,
+                },
+            )
+        };
+        match cmd.query_async(&mut conn).await {
+            Ok(v) => Ok(v),
+            Err(e) if retry && is_connection_lost(&e) => {
+                tracing::error!(
+                    target: "botmesh_durability::redis",
+                    operation, error = %e,
+                    "Redis connection lost; reconnecting and retrying once"
+                );
+                cmd.query_async(&mut conn).await.map_err(fail)
+            }
+            Err(e) => Err(fail(e)),
+        }
+    }
+
+    fn encode(what: &'static str, key: &str, value: &impl Serialize) -> Result<String, StoreError> {
+        serde_json::to_string(value).map_err(|e| StoreError::Corrupt {
+            what,
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn decode<T: DeserializeOwned>(
+        what: &'static str,
+        key: &str,
+        json: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(json).map_err(|e| StoreError::Corrupt {
+            what,
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn put(
+        &self,
+        operation: &'static str,
+        key: String,
+        json: String,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key).arg(json);
+        self.run::<()>(operation, &key, &cmd, true).await
+    }
+
+    async fn fetch<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        what: &'static str,
+        key: String,
+    ) -> Result<Option<T>, StoreError> {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&key);
+        let json: Option<String> = self.run(operation, &key, &cmd, true).await?;
+        json.map(|j| Self::decode(what, &key, &j)).transpose()
+    }
+
+    async fn hset(
+        &self,
+        operation: &'static str,
+        hash: String,
+        field: &str,
+        json: String,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&hash).arg(field).arg(json);
+        self.run::<()>(operation, &hash, &cmd, true).await
+    }
+
+    async fn hdel(
+        &self,
+        operation: &'static str,
+        hash: String,
+        field: &str,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(&hash).arg(field);
+        self.run::<()>(operation, &hash, &cmd, true).await
+    }
+
+    async fn hall<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        what: &'static str,
+        hash: String,
+    ) -> Result<Vec<(String, T)>, StoreError> {
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(&hash);
+        let mut pairs: Vec<(String, String)> = self.run(operation, &hash, &cmd, true).await?;
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        pairs
+            .into_iter()
+            .map(|(field, json)| {
+                let value = Self::decode(what, &field, &json)?;
+                Ok((field, value))
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn open(&self) -> Result<(), StoreError> {
+        let meta = self.key("meta");
+        let mut cmd = redis::cmd("HSETNX");
+        cmd.arg(&meta).arg("application").arg("botmesh");
+        self.run_open::<()>("open", &meta, &cmd, true).await?;
+        let mut cmd = redis::cmd("HSETNX");
+        cmd.arg(&meta).arg("schema_version").arg(SCHEMA_VERSION);
+        self.run_open::<()>("open", &meta, &cmd, true).await?;
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&meta).arg("schema_version");
+        let found: Option<i64> = self.run_open("open", &meta, &cmd, true).await?;
+        let found = found.unwrap_or(SCHEMA_VERSION);
+        if found > SCHEMA_VERSION {
+            return Err(store_err(
+                "open",
+                RedisError::SchemaTooNew {
+                    key: meta,
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+            ));
+        }
+        self.closed.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.closed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError> {
+        let json = Self::encode("chat", &chat.id, chat)?;
+        self.put("upsert_chat", self.key(&format!("chat:{}", chat.id)), json)
+            .await
+    }
+
+    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
+        self.fetch("chat", "chat", self.key(&format!("chat:{id}")))
+            .await
+    }
+
+    async fn upsert_contact(&self, contact: &ContactRecord) -> Result<(), StoreError> {
+        let json = Self::encode("contact", &contact.id, contact)?;
+        let key = self.key(&format!("contact:{}", contact.id));
+        self.put("upsert_contact", key, json).await
+    }
+
+    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
+        self.fetch("contact", "contact", self.key(&format!("contact:{id}")))
+            .await
+    }
+
+    async fn append_ledger(&self, entry: &LedgerEntry) -> Result<(), StoreError> {
+        let json = Self::encode("ledger", &entry.chat, entry)?;
+        let key = self.key(&format!("ledger:{}", entry.chat));
+        let mut cmd = redis::cmd("RPUSH");
+        cmd.arg(&key).arg(json);
+        // Not retried: a push whose reply was lost may have landed.
+        self.run::<()>("append_ledger", &key, &cmd, false).await
+    }
+
+    async fn ledger(&self, chat: &str, limit: usize) -> Result<Vec<LedgerEntry>, StoreError> {
+        let key = self.key(&format!("ledger:{chat}"));
+        if limit == 0 {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(StoreError::Closed);
+            }
+            return Ok(Vec::new());
+        }
+        let start = -i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(&key).arg(start).arg(-1);
+        let items: Vec<String> = self.run("ledger", &key, &cmd, true).await?;
+        items
+            .iter()
+            .map(|j| Self::decode("ledger", chat, j))
+            .collect()
+    }
+
+    async fn save_checkpoint(&self, checkpoint: &FlowCheckpoint) -> Result<(), StoreError> {
+        let json = Self::encode("checkpoint", &checkpoint.chat, checkpoint)?;
+        self.hset(
+            "save_checkpoint",
+            self.key("checkpoints"),
+            &checkpoint.chat,
+            json,
+        )
+        .await
+    }
+
+    async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        let hash = self.key("checkpoints");
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&hash).arg(chat);
+        let json: Option<String> = self.run("checkpoint", &hash, &cmd, true).await?;
+        json.map(|j| Self::decode("checkpoint", chat, &j))
+            .transpose()
+    }
+
+    async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
+        self.hdel("delete_checkpoint", self.key("checkpoints"), chat)
+            .await
+    }
+
+    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
+        let all = self
+            .hall("checkpoints", "checkpoint", self.key("checkpoints"))
+            .await?;
+        Ok(all.into_iter().map(|(_, c)| c).collect())
+    }
+
+    async fn set_handoff(&self, handoff: &HandoffRecord) -> Result<(), StoreError> {
+        let json = Self::encode("handoff", &handoff.chat, handoff)?;
+        self.hset("set_handoff", self.key("handoffs"), &handoff.chat, json)
+            .await
+    }
+
+    async fn clear_handoff(&self, chat: &str) -> Result<(), StoreError> {
+        self.hdel("clear_handoff", self.key("handoffs"), chat).await
+    }
+
+    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
+        let all = self
+            .hall("handoffs", "handoff", self.key("handoffs"))
+            .await?;
+        Ok(all.into_iter().map(|(_, h)| h).collect())
+    }
+
+    async fn get_value(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let hash = self.key(&format!("kv:{scope}"));
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(&hash).arg(key);
+        let json: Option<String> = self.run("get_value", &hash, &cmd, true).await?;
+        json.map(|j| Self::decode("value", key, &j)).transpose()
+    }
+
+    async fn set_value(
+        &self,
+        scope: &str,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let json = Self::encode("value", key, value)?;
+        self.hset("set_value", self.key(&format!("kv:{scope}")), key, json)
+            .await
+    }
+
+    async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
+        self.hdel("delete_value", self.key(&format!("kv:{scope}")), key)
+            .await
+    }
+
+    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        self.hall("values", "value", self.key(&format!("kv:{scope}")))
+            .await
+    }
+}

@@ -1,0 +1,373 @@
+//! Claiming, heartbeating, completing and failing inbound records.
+//!
+//! | record found by `claim` | lease on it | outcome |
+//! | --- | --- | --- |
+//! | `pending` (due, for `claim_due`) | — | leased under a new token, attempt charged |
+//! | `processing` | live, another holder or this incarnation | `Busy` |
+//! | `processing` | expired, or this instance id's earlier incarnation | leased under a new token (a replay) |
+//! | `processing` / `pending`, `attempts >= max_attempts` | abandoned | dead-lettered (`Dead` event) |
+//! | `done` / `dead` | — | `Settled` |
+//!
+//! `complete`, `fail`, `heartbeat` and `release` check the fencing token: a holder whose lease
+//! was taken over gets `StaleLease` (counted in `stale_leases`) and changes nothing.
+
+use std::time::Duration;
+
+use super::{InboundRecord, Inbox, InboxState};
+use crate::error::DurabilityError;
+use crate::journal::{Step, index};
+use crate::kv::{DurableKv, WritePoint};
+use crate::leases::{InboxLease, LeaseStatus};
+use crate::operating::{Counter, DurabilityEvent, RecordKind};
+use crate::retries::{self, ErrorClass, FailOutcome, duration_ms};
+
+/// A record leased to this process, with its lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    /// The lease to heartbeat and complete with.
+    pub lease: InboxLease,
+    /// The record as leased.
+    pub record: InboundRecord,
+}
+
+/// The outcome of [`Inbox::claim`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// Leased to this process: run the handler.
+    Leased(Claimed),
+    /// Leased by a live holder (another replica, or this process itself).
+    Busy {
+        /// The holder's instance id.
+        owner: String,
+        /// When its lease expires (Unix ms).
+        expires_ms: i64,
+    },
+    /// Pending but not due before `at_ms` (only from `claim_due`).
+    NotDue {
+        /// When it becomes due (Unix ms).
+        at_ms: i64,
+    },
+    /// Already `done` or `dead`: nothing to run.
+    Settled(InboundRecord),
+    /// Out of attempts: dead-lettered now instead of run again.
+    DeadLettered(InboundRecord),
+}
+
+enum Decision {
+    Lease,
+    Busy { owner: String, expires_ms: i64 },
+    NotDue { at_ms: i64 },
+    Settled,
+    DeadLetter { reason: String },
+}
+
+impl<K: DurableKv + ?Sized> Inbox<'_, K> {
+    /// Takes a lease on `record` for this incarnation (new token, attempt charged).
+    pub(crate) fn take_lease(&self, record: &mut InboundRecord, now: i64) -> InboxLease {
+        let lease_ms = duration_ms(self.d.config().inbox.lease);
+        record.fence += 1;
+        record.attempts += 1;
+        record.state = InboxState::Processing;
+        record.updated_ms = now;
+        let stored = self.d.incarnation().lease(record.fence, now, lease_ms);
+        let handle = InboxLease {
+            id: record.id.clone(),
+            token: stored.token,
+            owner: stored.owner.clone(),
+            expires_ms: stored.expires_ms,
+            attempt: record.attempts,
+        };
+        record.lease = Some(stored);
+        handle
+    }
+
+    fn decide(&self, r: &InboundRecord, now: i64, honour_due: bool) -> Decision {
+        let max = self.d.config().inbox.max_attempts;
+        match r.state {
+            InboxState::Done | InboxState::Dead => Decision::Settled,
+            InboxState::Pending if honour_due && r.next_attempt_ms > now => Decision::NotDue {
+                at_ms: r.next_attempt_ms,
+            },
+            InboxState::Pending if r.attempts >= max => Decision::DeadLetter {
+                reason: format!("out of attempts ({} of {max})", r.attempts),
+            },
+            InboxState::Pending => Decision::Lease,
+            InboxState::Processing => {
+                let status = r.lease.as_ref().map_or(LeaseStatus::Expired, |l| {
+                    l.status(self.d.incarnation(), now)
+                });
+                match (status, &r.lease) {
+                    (LeaseStatus::Live | LeaseStatus::Mine, Some(l)) => Decision::Busy {
+                        owner: l.owner.clone(),
+                        expires_ms: l.expires_ms,
+                    },
+                    _ if r.attempts >= max => Decision::DeadLetter {
+                        reason: format!(
+                            "abandoned {} times without completing (the process died or froze while handling it)",
+                            r.attempts
+                        ),
+                    },
+                    _ => Decision::Lease,
+                }
+            }
+        }
+    }
+
+    /// Leases a record to this process for `inbox.lease`, whatever its due time. See the
+    /// module table for every outcome.
+    pub async fn claim(&self, id: &str) -> Result<Claim, DurabilityError> {
+        self.claim_inner(id, false).await
+    }
+
+    async fn claim_inner(&self, id: &str, honour_due: bool) -> Result<Claim, DurabilityError> {
+        let claim = self
+            .d
+            .modify(
+                WritePoint::InboxClaim,
+                "claim",
+                id,
+                |r: &mut InboundRecord, now| {
+                    Ok(match self.decide(r, now, honour_due) {
+                        Decision::Settled => Step::Keep(Claim::Settled(r.clone())),
+                        Decision::NotDue { at_ms } => Step::Keep(Claim::NotDue { at_ms }),
+                        Decision::Busy { owner, expires_ms } => {
+                            Step::Keep(Claim::Busy { owner, expires_ms })
+                        }
+                        Decision::DeadLetter { reason } => {
+                            r.state = InboxState::Dead;
+                            r.lease = None;
+                            r.last_error = Some(reason);
+                            r.updated_ms = now;
+                            Step::WriteAt(
+                                WritePoint::InboxDeadLetter,
+                                Claim::DeadLettered(r.clone()),
+                            )
+                        }
+                        Decision::Lease => {
+                            let lease = self.take_lease(r, now);
+                            Step::Write(Claim::Leased(Claimed {
+                                lease,
+                                record: r.clone(),
+                            }))
+                        }
+                    })
+                },
+            )
+            .await?;
+        match &claim {
+            Claim::Leased(c) if c.record.attempts > 1 => {
+                self.d.count(Counter::InboundReplayed);
+                tracing::info!(id = %id, attempt = c.record.attempts, "inbound record replayed");
+            }
+            Claim::DeadLettered(r) => self.dead_lettered(r),
+            _ => {}
+        }
+        Ok(claim)
+    }
+
+    fn dead_lettered(&self, r: &InboundRecord) {
+        let error = r.last_error.clone().unwrap_or_default();
+        tracing::error!(id = %r.id, chat = %r.chat, %error, "inbound record dead-lettered");
+        self.d.count(Counter::InboundDead);
+        self.d.emit(DurabilityEvent::Dead {
+            kind: RecordKind::Inbound,
+            id: r.id.clone(),
+            error,
+        });
+    }
+
+    /// The sweeper's call: leases up to `limit` records that are due (pending and due, or
+    /// processing under an expired lease or one of this instance id's earlier incarnations),
+    /// returned in arrival order so each chat's events replay in order. Records out of attempts
+    /// are dead-lettered instead. Undecodable records are quarantined and skipped.
+    pub async fn claim_due(&self, limit: usize) -> Result<Vec<Claimed>, DurabilityError> {
+        let now = self.d.now_ms();
+        let mut candidates: Vec<(u64, String)> = Vec::new();
+        let (from, to) = index::state_until(RecordKind::Inbound, "pending", now);
+        for l in self.d.scan::<InboundRecord>(&from, &to, limit).await? {
+            candidates.push((l.record.seq, l.record.id));
+        }
+        let (mut cursor, to) = index::state_range(RecordKind::Inbound, "processing");
+        loop {
+            let (page, next) = self.d.scan_page::<InboundRecord>(&cursor, &to, 128).await?;
+            for l in page {
+                if matches!(
+                    self.decide(&l.record, now, true),
+                    Decision::Lease | Decision::DeadLetter { .. }
+                ) {
+                    candidates.push((l.record.seq, l.record.id));
+                }
+            }
+            match next {
+                Some(next) if candidates.len() < limit.saturating_mul(2) => cursor = next,
+                _ => break,
+            }
+        }
+        candidates.sort();
+        let mut claimed = Vec::new();
+        for (_, id) in candidates {
+            if claimed.len() >= limit {
+                break;
+            }
+            match self.claim_inner(&id, true).await {
+                Ok(Claim::Leased(c)) => claimed.push(c),
+                Ok(_) => {}
+                Err(DurabilityError::NotFound { .. } | DurabilityError::Corrupt { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(claimed)
+    }
+
+    fn check_fence(r: &InboundRecord, lease: &InboxLease) -> Result<(), DurabilityError> {
+        let held = r.state == InboxState::Processing
+            && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
+        if held {
+            Ok(())
+        } else {
+            Err(DurabilityError::StaleLease {
+                kind: RecordKind::Inbound,
+                id: r.id.clone(),
+                token: lease.token,
+                current: r.fence,
+            })
+        }
+    }
+
+    fn counted<T>(&self, result: Result<T, DurabilityError>) -> Result<T, DurabilityError> {
+        if let Err(e @ DurabilityError::StaleLease { .. }) = &result {
+            self.d.count(Counter::StaleLeases);
+            tracing::warn!(error = %e, "stale inbound lease refused");
+        }
+        result
+    }
+
+    /// Extends a processing lease by `inbox.lease` from now.
+    pub async fn heartbeat(&self, lease: &InboxLease) -> Result<InboxLease, DurabilityError> {
+        let lease_ms = duration_ms(self.d.config().inbox.lease);
+        let result = self
+            .d
+            .modify(
+                WritePoint::InboxHeartbeat,
+                "heartbeat",
+                &lease.id,
+                |r: &mut InboundRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    let mut extended = lease.clone();
+                    extended.expires_ms = now.saturating_add(lease_ms);
+                    if let Some(l) = r.lease.as_mut() {
+                        l.expires_ms = extended.expires_ms;
+                    }
+                    r.updated_ms = now;
+                    Ok(Step::Write(extended))
+                },
+            )
+            .await;
+        self.counted(result)
+    }
+
+    /// Marks the record done: its effects settled. Refused with `StaleLease` when the lease
+    /// was taken over.
+    pub async fn complete(&self, lease: &InboxLease) -> Result<InboundRecord, DurabilityError> {
+        let result = self
+            .d
+            .modify_record(
+                WritePoint::InboxComplete,
+                "complete",
+                &lease.id,
+                self.d.take_snapshot(&lease.id),
+                |r: &mut InboundRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    r.state = InboxState::Done;
+                    r.lease = None;
+                    r.updated_ms = now;
+                    Ok(Step::Write(()))
+                },
+            )
+            .await;
+        self.counted(result).map(|((), record)| record)
+    }
+
+    /// Records a failed run before the handlers ran (the store is down, …): retried with
+    /// `inbox.backoff` while attempts remain and `retryable`, dead-lettered otherwise.
+    pub async fn fail(
+        &self,
+        lease: &InboxLease,
+        error: &str,
+        retryable: bool,
+    ) -> Result<FailOutcome, DurabilityError> {
+        let config = &self.d.config().inbox;
+        let class = if retryable {
+            ErrorClass::Retryable
+        } else {
+            ErrorClass::Final
+        };
+        let unit = self.d.unit();
+        let result = self
+            .d
+            .modify(
+                WritePoint::InboxFail,
+                "fail",
+                &lease.id,
+                |r: &mut InboundRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    let outcome = retries::decide(
+                        r.attempts,
+                        config.max_attempts,
+                        &config.backoff,
+                        class,
+                        now,
+                        unit,
+                    );
+                    r.lease = None;
+                    r.last_error = Some(error.to_owned());
+                    r.updated_ms = now;
+                    match outcome {
+                        FailOutcome::Retrying { at_ms } => {
+                            r.state = InboxState::Pending;
+                            r.next_attempt_ms = at_ms;
+                        }
+                        FailOutcome::DeadLettered => r.state = InboxState::Dead,
+                    }
+                    Ok(Step::Write((outcome, r.clone())))
+                },
+            )
+            .await;
+        let (outcome, record) = self.counted(result)?;
+        match outcome {
+            FailOutcome::DeadLettered => self.dead_lettered(&record),
+            FailOutcome::Retrying { at_ms } => {
+                tracing::warn!(id = %record.id, %error, retry_at_ms = at_ms, "inbound attempt failed; retrying");
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Gives a lease back without charging its attempt: the record is pending again, due after
+    /// `delay` (a suspended step whose checkpoint write failed, a shutdown).
+    pub async fn release(
+        &self,
+        lease: &InboxLease,
+        delay: Duration,
+    ) -> Result<(), DurabilityError> {
+        let delay_ms = duration_ms(delay);
+        let result = self
+            .d
+            .modify(
+                WritePoint::InboxRelease,
+                "release",
+                &lease.id,
+                |r: &mut InboundRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    r.state = InboxState::Pending;
+                    r.lease = None;
+                    r.attempts = r.attempts.saturating_sub(1);
+                    r.next_attempt_ms = now.saturating_add(delay_ms);
+                    r.updated_ms = now;
+                    Ok(Step::Write(()))
+                },
+            )
+            .await;
+        self.counted(result)
+    }
+}

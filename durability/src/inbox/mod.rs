@@ -1,0 +1,390 @@
+//! The inbox: every admitted inbound event is journaled before any handler runs, and marked
+//! done only once its effects settled.
+//!
+//! A record moves through these states (`attempts` is charged when a run is leased):
+//!
+//! ```text
+//!  journal ──► pending ──claim──► processing ──complete──► done ──(retention)──► purged
+//!                ▲                  │   │
+//!                └──fail(retryable)─┘   └──fail(final) / out of attempts──► dead
+//!  replay(id): dead | done ──► pending (whole attempt budget again)
+//! ```
+//!
+//! What a crash leaves behind and what the next start does (the guide's table, inbox side):
+//!
+//! | the process dies… | record found | on restart |
+//! | --- | --- | --- |
+//! | before `journal` | none | nothing recorded; processed if the channel redelivers it |
+//! | after `journal`, before or while the handler runs | `pending`, or `processing` under the dead incarnation's lease | claimed again at once by the same instance id (after lease expiry by any other) and replayed; `inbound_replayed` counts it |
+//! | after `complete` | `done` | a redelivery is a `Duplicate` until retention purges the record |
+//! | on every run of the same message | `processing`, attempts = `max_attempts` | dead-lettered instead of claimed (`Dead` event), so it stops crashing each start |
+//!
+//! Handlers are at least once: a replay runs the handler again. The inbox does not know what a
+//! payload means, does not run handlers and does not sleep: the runtime calls
+//! [`Inbox::claim_due`] from its sweeper every `poll`.
+
+mod leasing;
+
+pub use leasing::{Claim, Claimed};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DurabilityError;
+pub use crate::journal::Payload;
+use crate::journal::snapshots::{SnapshotMap, Snapshots};
+use crate::journal::{JournalRecord, KvDurability, index};
+use crate::keys;
+use crate::kv::{CasOutcome, DurableKv, WritePoint};
+use crate::leases::LeaseRecord;
+use crate::media_refs::StoredMediaRef;
+use crate::operating::{Counter, RecordKind};
+
+/// The state of an inbound record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InboxState {
+    /// Journaled, waiting to be (re)processed at `next_attempt_ms`.
+    Pending,
+    /// Leased to a running handler.
+    Processing,
+    /// Its effects settled.
+    Done,
+    /// Dead-lettered.
+    Dead,
+}
+
+impl InboxState {
+    /// Every state.
+    pub const ALL: [InboxState; 4] = [
+        InboxState::Pending,
+        InboxState::Processing,
+        InboxState::Done,
+        InboxState::Dead,
+    ];
+
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InboxState::Pending => "pending",
+            InboxState::Processing => "processing",
+            InboxState::Done => "done",
+            InboxState::Dead => "dead",
+        }
+    }
+}
+
+/// An inbound event as the inbox keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboundRecord {
+    /// The scope-stable id ([`keys::inbound_id`] of chat + channel message id).
+    pub id: String,
+    /// The chat it belongs to.
+    pub chat: String,
+    /// The event itself (opaque JSON).
+    pub payload: Payload,
+    /// A serializable media reference, when the provider gave one.
+    #[serde(default)]
+    pub media_ref: Option<StoredMediaRef>,
+    /// Where it stands.
+    pub state: InboxState,
+    /// Runs charged so far.
+    pub attempts: u32,
+    /// The current processing lease, while `processing`.
+    #[serde(default)]
+    pub lease: Option<LeaseRecord>,
+    /// The last fencing token issued.
+    #[serde(default)]
+    pub fence: u64,
+    /// When it is due (pending) (Unix ms).
+    pub next_attempt_ms: i64,
+    /// The last failure.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Arrival order (per-chat ordering).
+    pub seq: u64,
+    /// When it was journaled (Unix ms).
+    pub created_ms: i64,
+    /// When it last changed (Unix ms).
+    pub updated_ms: i64,
+}
+
+impl JournalRecord for InboundRecord {
+    const KIND: RecordKind = RecordKind::Inbound;
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn indexes(&self) -> (String, Option<String>) {
+        let kind = RecordKind::Inbound;
+        let ms = match self.state {
+            InboxState::Pending => self.next_attempt_ms,
+            InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            InboxState::Done | InboxState::Dead => self.updated_ms,
+        };
+        let idx1 = index::idx1(kind, self.state.as_str(), ms, &self.id);
+        let open = matches!(self.state, InboxState::Pending | InboxState::Processing);
+        let idx2 = open.then(|| index::idx2(kind, &self.chat, self.seq, 0));
+        (idx1, idx2)
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(self.state, InboxState::Pending | InboxState::Processing)
+    }
+
+    fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
+        &all.inbound
+    }
+}
+
+/// An inbound event to journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewInbound {
+    /// The record id (see [`NewInbound::new`]).
+    pub id: String,
+    /// The chat.
+    pub chat: String,
+    /// The event (opaque JSON).
+    pub payload: Payload,
+    /// A serializable media reference, if any.
+    pub media_ref: Option<StoredMediaRef>,
+}
+
+impl NewInbound {
+    /// An event of `chat` with the channel's `message_id`; the id is derived from both.
+    /// `payload` is a [`Payload`] (or a `serde_json::Value`).
+    pub fn new(chat: impl Into<String>, message_id: &str, payload: impl Into<Payload>) -> Self {
+        let chat = chat.into();
+        NewInbound {
+            id: keys::inbound_id(&chat, message_id),
+            chat,
+            payload: payload.into(),
+            media_ref: None,
+        }
+    }
+
+    /// Adds a media reference.
+    pub fn with_media_ref(mut self, media_ref: StoredMediaRef) -> Self {
+        self.media_ref = Some(media_ref);
+        self
+    }
+}
+
+/// The outcome of [`Inbox::journal`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxJournal {
+    /// Newly journaled (pending).
+    Journaled(InboundRecord),
+    /// Already journaled: a redelivery. Do not dispatch it again.
+    Duplicate(InboundRecord),
+}
+
+/// The outcome of [`Inbox::journal_and_claim`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxJournalClaim {
+    /// Newly journaled and leased to this process: run the handler, then `complete`.
+    Claimed(Claimed),
+    /// Already journaled: a redelivery. Do not dispatch it again.
+    Duplicate(InboundRecord),
+}
+
+/// The inbox of a [`KvDurability`].
+pub struct Inbox<'a, K: ?Sized> {
+    pub(crate) d: &'a KvDurability<K>,
+}
+
+impl<K: DurableKv + ?Sized> KvDurability<K> {
+    /// The inbox journal.
+    pub fn inbox(&self) -> Inbox<'_, K> {
+        Inbox { d: self }
+    }
+}
+
+impl<K: DurableKv + ?Sized> Inbox<'_, K> {
+    fn new_record(&self, new: NewInbound, now: i64) -> InboundRecord {
+        InboundRecord {
+            id: new.id,
+            chat: new.chat,
+            payload: new.payload,
+            media_ref: new.media_ref,
+            state: InboxState::Pending,
+            attempts: 0,
+            lease: None,
+            fence: 0,
+            next_attempt_ms: now,
+            last_error: None,
+            seq: self.d.next_seq(),
+            created_ms: now,
+            updated_ms: now,
+        }
+    }
+
+    /// Writes an inbound event down before any handler runs (`pending`, due now). A second
+    /// journal of the same id is a [`InboxJournal::Duplicate`] (counted in
+    /// `inbound_duplicates`), whatever state the first one is in.
+    pub async fn journal(&self, new: NewInbound) -> Result<InboxJournal, DurabilityError> {
+        let record = self.new_record(new, self.d.now_ms());
+        match self.create(&record).await? {
+            None => Ok(InboxJournal::Journaled(record)),
+            Some(existing) => Ok(InboxJournal::Duplicate(existing)),
+        }
+    }
+
+    /// Journals an inbound event already leased to this process, in one write (the live path:
+    /// journal, then run the handler at once). Charges the first attempt.
+    pub async fn journal_and_claim(
+        &self,
+        new: NewInbound,
+    ) -> Result<InboxJournalClaim, DurabilityError> {
+        let now = self.d.now_ms();
+        let mut record = self.new_record(new, now);
+        let lease = self.take_lease(&mut record, now);
+        match self.create(&record).await? {
+            None => Ok(InboxJournalClaim::Claimed(Claimed { lease, record })),
+            Some(existing) => Ok(InboxJournalClaim::Duplicate(existing)),
+        }
+    }
+
+    /// Creates the record; returns the existing one when the id is already journaled.
+    async fn create(
+        &self,
+        record: &InboundRecord,
+    ) -> Result<Option<InboundRecord>, DurabilityError> {
+        for _ in 0..8 {
+            match self
+                .d
+                .put(WritePoint::InboxJournal, "journal", None, record)
+                .await?
+            {
+                CasOutcome::Ok { version } => {
+                    self.d.count(Counter::InboundJournaled);
+                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
+                    self.d.note_written(version, record);
+                    return Ok(None);
+                }
+                CasOutcome::Conflict { .. } => {
+                    if let Some(existing) =
+                        self.d.load::<InboundRecord>(&record.id, "journal").await?
+                    {
+                        self.d.count(Counter::InboundDuplicates);
+                        tracing::debug!(id = %record.id, state = existing.record.state.as_str(), "inbound duplicate");
+                        return Ok(Some(existing.record));
+                    }
+                    // Purged between the two calls: try to create it again.
+                }
+            }
+        }
+        Err(DurabilityError::Contention {
+            kind: RecordKind::Inbound,
+            id: record.id.clone(),
+            operation: "journal",
+        })
+    }
+
+    /// Reads a record.
+    pub async fn get(&self, id: &str) -> Result<Option<InboundRecord>, DurabilityError> {
+        Ok(self
+            .d
+            .load::<InboundRecord>(id, "get")
+            .await?
+            .map(|l| l.record))
+    }
+
+    /// The records in `state`, oldest (or soonest due) first, at most `limit`. `list(Dead)` is
+    /// the inbound dead-letter queue. Undecodable records are quarantined and skipped.
+    pub async fn list(
+        &self,
+        state: InboxState,
+        limit: usize,
+    ) -> Result<Vec<InboundRecord>, DurabilityError> {
+        let (from, to) = index::state_range(RecordKind::Inbound, state.as_str());
+        Ok(self
+            .d
+            .scan::<InboundRecord>(&from, &to, limit)
+            .await?
+            .into_iter()
+            .map(|l| l.record)
+            .collect())
+    }
+
+    /// The open (pending or processing) records of a chat, in arrival order.
+    pub async fn open_for_chat(
+        &self,
+        chat: &str,
+        limit: usize,
+    ) -> Result<Vec<InboundRecord>, DurabilityError> {
+        let (from, to) = index::chat_range(RecordKind::Inbound, chat);
+        let raw = self
+            .d
+            .range_idx2_raw(RecordKind::Inbound, &from, &to, limit)
+            .await?;
+        let mut out = Vec::with_capacity(raw.len());
+        for r in raw {
+            if let Some(id) = index::id_of(RecordKind::Inbound, &r.key)
+                && let Ok(Some(rec)) = self.get(id).await
+            {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Processes a dead or done record again (`replayInbound`): it becomes pending, due now,
+    /// with its whole attempt budget. Counted in `inbound_replayed`.
+    pub async fn replay(&self, id: &str) -> Result<InboundRecord, DurabilityError> {
+        let seq = self.d.next_seq();
+        let record = self
+            .d
+            .modify(
+                WritePoint::InboxReplay,
+                "replay",
+                id,
+                |r: &mut InboundRecord, now| match r.state {
+                    InboxState::Dead | InboxState::Done => {
+                        r.state = InboxState::Pending;
+                        r.attempts = 0;
+                        r.lease = None;
+                        r.next_attempt_ms = now;
+                        r.updated_ms = now;
+                        r.seq = seq;
+                        Ok(crate::journal::Step::Write(r.clone()))
+                    }
+                    other => Err(DurabilityError::InvalidState {
+                        kind: RecordKind::Inbound,
+                        id: r.id.clone(),
+                        state: other.as_str(),
+                        operation: "replay",
+                    }),
+                },
+            )
+            .await?;
+        self.d.count(Counter::InboundReplayed);
+        tracing::info!(id = %id, "inbound record replayed by operator");
+        Ok(record)
+    }
+
+    /// Forgets a record (any state but a live `processing`). Returns whether it existed.
+    pub async fn discard(&self, id: &str) -> Result<bool, DurabilityError> {
+        if let Ok(Some(rec)) = self.get(id).await
+            && rec.state == InboxState::Processing
+            && rec.lease.as_ref().is_some_and(|l| {
+                !l.status(self.d.incarnation(), self.d.now_ms())
+                    .reclaimable()
+            })
+        {
+            return Err(DurabilityError::InvalidState {
+                kind: RecordKind::Inbound,
+                id: id.to_owned(),
+                state: rec.state.as_str(),
+                operation: "discard",
+            });
+        }
+        self.d
+            .delete_any(WritePoint::InboxDiscard, RecordKind::Inbound, id, "discard")
+            .await
+    }
+}

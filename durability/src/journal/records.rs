@@ -1,0 +1,419 @@
+//! Reading and writing journal records: encoding, compare-and-set loops, scans and the
+//! quarantine of undecodable records.
+//!
+//! | stored bytes | `load` (one record) | `scan` / `scan_page` (listing, sweeping) |
+//! | --- | --- | --- |
+//! | a valid record | `Some(Loaded { version, record })` | listed |
+//! | missing | `None` | — |
+//! | not a valid record | quarantined once, `Err(Corrupt)` | quarantined once, skipped |
+//! | already quarantined | `Err(Corrupt)`, not reported again | not listed (its `idx1` moved) |
+//!
+//! Quarantining moves the entry's `idx1` to `<i|o>/quarantine/<ms>/<id>`, drops its `idx2`
+//! and keeps the bytes for an operator; it logs with `tracing::error!`, counts the record as
+//! dead and emits a `Dead` event. A failure to quarantine is logged and never raised.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::snapshots::{self, SnapshotMap, Snapshots};
+use super::{KvDurability, MAX_CAS_RETRIES, index};
+use crate::error::DurabilityError;
+use crate::kv::{
+    CasOutcome, DurableKv, Entry, Index, KvError, KvRecord, Versioned, WritePhase, WritePoint,
+};
+use crate::operating::{Counter, DurabilityEvent, RecordKind};
+
+/// Bytes reserved for a record's fields besides its payload when it is encoded.
+const ENCODE_SLACK: usize = 640;
+
+impl<K: DurableKv + ?Sized> KvDurability<K> {
+    /// The entry of a record encoded for storage.
+    pub(crate) fn encode<R: JournalRecord>(record: &R) -> Result<Entry, DurabilityError> {
+        // Sized up front: the payload plus room for the other fields, so the buffer is not
+        // grown (copied) several times while the record is written.
+        let mut value = Vec::with_capacity(record.payload_len() + ENCODE_SLACK);
+        serde_json::to_writer(&mut value, record).map_err(|e| DurabilityError::Encode {
+            kind: R::KIND,
+            id: record.id().to_owned(),
+            reason: e.to_string(),
+        })?;
+        let (idx1, idx2) = record.indexes();
+        Ok(Entry {
+            value,
+            idx1: Some(idx1),
+            idx2,
+        })
+    }
+
+    /// Writes a record (create with `expected: None`).
+    pub(crate) async fn put<R: JournalRecord>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        expected: Option<u64>,
+        record: &R,
+    ) -> Result<CasOutcome, DurabilityError> {
+        let entry = Self::encode(record)?;
+        let key = index::storage_key(R::KIND, record.id());
+        self.cas_at(point, &key, expected, entry)
+            .await
+            .map_err(Self::backend_err(R::KIND, record.id(), operation))
+    }
+
+    /// Reads and decodes a record. An undecodable record is quarantined and reported as
+    /// [`DurabilityError::Corrupt`].
+    pub(crate) async fn load<R: JournalRecord>(
+        &self,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<Option<Loaded<R>>, DurabilityError> {
+        let key = index::storage_key(R::KIND, id);
+        let found = self
+            .kv
+            .get(&self.shared.scope, &key)
+            .await
+            .map_err(Self::backend_err(R::KIND, id, operation))?;
+        let Some(entry) = found else {
+            return Ok(None);
+        };
+        match serde_json::from_slice::<R>(&entry.value) {
+            Ok(record) => Ok(Some(Loaded {
+                version: entry.version,
+                record,
+            })),
+            Err(e) => {
+                let reason = e.to_string();
+                self.quarantine(R::KIND, &key, entry, &reason).await;
+                Err(DurabilityError::Corrupt {
+                    kind: R::KIND,
+                    id: id.to_owned(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Decodes a listed entry, quarantining it when it is not a valid record.
+    async fn decode_listed<R: JournalRecord>(&self, raw: KvRecord) -> Option<Loaded<R>> {
+        match serde_json::from_slice::<R>(&raw.entry.value) {
+            Ok(record) => Some(Loaded {
+                version: raw.entry.version,
+                record,
+            }),
+            Err(e) => {
+                self.quarantine(R::KIND, &raw.key, raw.entry, &e.to_string())
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Moves an undecodable record out of every index except the quarantine, logs it and
+    /// emits `Dead`. Failing to do so is logged, never raised: the caller goes on.
+    async fn quarantine(&self, kind: RecordKind, key: &str, entry: Versioned, reason: &str) {
+        let id = index::id_of(kind, key).unwrap_or(key).to_owned();
+        let (q_from, q_to) = index::state_range(kind, "quarantine");
+        if entry
+            .idx1
+            .as_deref()
+            .is_some_and(|v| v >= q_from.as_str() && v < q_to.as_str())
+        {
+            return; // already quarantined and reported
+        }
+        let point = match kind {
+            RecordKind::Inbound => WritePoint::InboxQuarantine,
+            RecordKind::Outbound => WritePoint::OutboxQuarantine,
+        };
+        let moved = Entry {
+            value: entry.value,
+            idx1: Some(index::idx1(kind, "quarantine", self.now_ms(), &id)),
+            idx2: None,
+        };
+        match self.cas_at(point, key, Some(entry.version), moved).await {
+            Ok(CasOutcome::Ok { .. }) => {
+                tracing::error!(%kind, id = %id, %reason, "undecodable journal record quarantined");
+                self.count(match kind {
+                    RecordKind::Inbound => Counter::InboundDead,
+                    RecordKind::Outbound => Counter::OutboxDead,
+                });
+                self.emit(DurabilityEvent::Dead {
+                    kind,
+                    id,
+                    error: format!("undecodable record: {reason}"),
+                });
+            }
+            Ok(CasOutcome::Conflict { .. }) => {
+                tracing::warn!(%kind, id = %id, "undecodable record changed while being quarantined");
+            }
+            Err(e) => {
+                tracing::error!(%kind, id = %id, error = %e, %reason, "cannot quarantine undecodable record");
+            }
+        }
+    }
+
+    /// One page of decoded records whose `idx1` is in `from..to`, and the cursor to resume at
+    /// (`None` when the range is exhausted). Undecodable entries are quarantined and skipped.
+    pub(crate) async fn scan_page<R: JournalRecord>(
+        &self,
+        from: &str,
+        to: &str,
+        page: usize,
+    ) -> Result<(Vec<Loaded<R>>, Option<String>), DurabilityError> {
+        let raw = self.range_raw(R::KIND, from, to, page).await?;
+        let exhausted = raw.len() < page;
+        let cursor = raw
+            .last()
+            .and_then(|r| r.entry.idx1.as_deref())
+            .map(index::after);
+        let mut out = Vec::with_capacity(raw.len());
+        for r in raw {
+            if let Some(loaded) = self.decode_listed::<R>(r).await {
+                out.push(loaded);
+            }
+        }
+        Ok((out, if exhausted { None } else { cursor }))
+    }
+
+    /// Up to `limit` decoded records whose `idx1` is in `from..to`.
+    pub(crate) async fn scan<R: JournalRecord>(
+        &self,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<Loaded<R>>, DurabilityError> {
+        let mut out = Vec::new();
+        let mut cursor = from.to_owned();
+        while out.len() < limit {
+            let (page, next) = self.scan_page::<R>(&cursor, to, limit - out.len()).await?;
+            out.extend(page);
+            match next {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Raw entries of `idx1` in `from..to`.
+    pub(crate) async fn range_raw(
+        &self,
+        kind: RecordKind,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, DurabilityError> {
+        self.kv
+            .range(&self.shared.scope, Index::One, from, to, limit)
+            .await
+            .map_err(Self::backend_err(kind, from, "list"))
+    }
+
+    /// Raw entries of `idx2` in `from..to`.
+    pub(crate) async fn range_idx2_raw(
+        &self,
+        kind: RecordKind,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, DurabilityError> {
+        self.kv
+            .range(&self.shared.scope, Index::Two, from, to, limit)
+            .await
+            .map_err(Self::backend_err(kind, from, "list by chat"))
+    }
+
+    /// Reads a record, lets `decide` change it, and writes it back by CAS; re-reads and
+    /// re-decides on a conflict. `decide` returns `Write(t)` to write the changed record or
+    /// `Keep(t)` to leave it as it is. Starts from this incarnation's snapshot of the record
+    /// when it has one (see [`super::snapshots`]).
+    pub(crate) async fn modify<R, T, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        decide: F,
+    ) -> Result<T, DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
+        T: Send,
+    {
+        let start = self.take_snapshot::<R>(id);
+        self.modify_from(point, operation, id, start, decide).await
+    }
+
+    /// [`modify`](Self::modify) starting from `start` (a snapshot the caller took), or from a
+    /// read when `None`. A decision taken on `start` counts only if it writes and the write
+    /// lands on `start`'s version; otherwise the record is read and decided again.
+    pub(crate) async fn modify_from<R, T, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        start: Option<Loaded<R>>,
+        decide: F,
+    ) -> Result<T, DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
+        T: Send,
+    {
+        self.modify_record(point, operation, id, start, decide)
+            .await
+            .map(|(out, _)| out)
+    }
+
+    /// [`modify_from`](Self::modify_from) that also returns the record as written (or as found,
+    /// for `Keep`), so a caller that needs it does not clone it inside `decide`.
+    pub(crate) async fn modify_record<R, T, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        mut start: Option<Loaded<R>>,
+        mut decide: F,
+    ) -> Result<(T, R), DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
+        T: Send,
+    {
+        for _ in 0..MAX_CAS_RETRIES {
+            let (from_snapshot, loaded) = match start.take() {
+                Some(snapshot) => (true, snapshot),
+                None => match self.load::<R>(id, operation).await? {
+                    Some(loaded) => (false, loaded),
+                    None => {
+                        return Err(DurabilityError::NotFound {
+                            kind: R::KIND,
+                            id: id.to_owned(),
+                        });
+                    }
+                },
+            };
+            let Loaded {
+                version,
+                mut record,
+            } = loaded;
+            let decided = decide(&mut record, self.now_ms());
+            let (at, out) = match decided {
+                // Only a write can confirm a snapshot: decide again on a fresh read.
+                Ok(Step::Keep(_)) | Err(_) if from_snapshot => continue,
+                Err(e) => return Err(e),
+                Ok(Step::Keep(out)) => return Ok((out, record)),
+                Ok(Step::Write(out)) => (point, out),
+                Ok(Step::WriteAt(at, out)) => (at, out),
+            };
+            if let CasOutcome::Ok { version } =
+                self.put(at, operation, Some(version), &record).await?
+            {
+                self.note_written(version, &record);
+                return Ok((out, record));
+            }
+        }
+        Err(DurabilityError::Contention {
+            kind: R::KIND,
+            id: id.to_owned(),
+            operation,
+        })
+    }
+
+    /// Takes this incarnation's snapshot of a record (see [`super::snapshots`]).
+    pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Loaded<R>> {
+        snapshots::take(R::snapshots(&self.shared.snapshots), id)
+    }
+
+    /// Remembers (a copy of) a record this incarnation has just written at `version`, if it is
+    /// open; forgets its snapshot otherwise.
+    pub(crate) fn note_written<R: JournalRecord>(&self, version: u64, record: &R) {
+        let map = R::snapshots(&self.shared.snapshots);
+        if record.is_open() {
+            let loaded = Loaded {
+                version,
+                record: record.clone(),
+            };
+            snapshots::keep(map, record.id(), loaded);
+        } else {
+            snapshots::forget(map, record.id());
+        }
+    }
+
+    /// Deletes a record whatever its content (also an undecodable one). Returns whether it
+    /// existed.
+    pub(crate) async fn delete_any(
+        &self,
+        point: WritePoint,
+        kind: RecordKind,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<bool, DurabilityError> {
+        let key = index::storage_key(kind, id);
+        for _ in 0..MAX_CAS_RETRIES {
+            let found = self
+                .kv
+                .get(&self.shared.scope, &key)
+                .await
+                .map_err(Self::backend_err(kind, id, operation))?;
+            let Some(entry) = found else {
+                return Ok(false);
+            };
+            let err = Self::backend_err(kind, id, operation);
+            let deleted = async {
+                self.hook(point, WritePhase::Before)?;
+                let outcome = self
+                    .kv
+                    .delete(&self.shared.scope, &key, entry.version)
+                    .await?;
+                if outcome.is_ok() {
+                    self.hook(point, WritePhase::After)?;
+                }
+                Ok::<_, KvError>(outcome)
+            }
+            .await
+            .map_err(err)?;
+            if deleted.is_ok() {
+                return Ok(true);
+            }
+        }
+        Err(DurabilityError::Contention {
+            kind,
+            id: id.to_owned(),
+            operation,
+        })
+    }
+}
+
+/// What a [`KvDurability::modify`] decision does.
+pub(crate) enum Step<T> {
+    /// Write the changed record, then return `T`.
+    Write(T),
+    /// Write the changed record under another write point (a claim that dead-letters).
+    WriteAt(WritePoint, T),
+    /// Leave the record as it is and return `T`.
+    Keep(T),
+}
+
+/// A decoded record with the version it was read at.
+#[derive(Debug, Clone)]
+pub(crate) struct Loaded<R> {
+    pub(crate) version: u64,
+    pub(crate) record: R,
+}
+
+/// A record kept in a journal.
+pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sync {
+    /// Its journal.
+    const KIND: RecordKind;
+    /// Its inbound id or outbox key.
+    fn id(&self) -> &str;
+    /// Its `idx1` and `idx2` values.
+    fn indexes(&self) -> (String, Option<String>);
+    /// Whether it will change again (it is not settled): only open records keep a snapshot.
+    fn is_open(&self) -> bool;
+    /// The size of its payload's JSON text.
+    fn payload_len(&self) -> usize;
+    /// Its journal's snapshots.
+    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self>
+    where
+        Self: Sized;
+}

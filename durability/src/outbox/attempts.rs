@@ -1,0 +1,400 @@
+//! One provider call: `begin_attempt` ("about to call the provider"), then `mark_sent`,
+//! `mark_failed` or `mark_ambiguous`; `heartbeat` while the call runs.
+//!
+//! | record found by `begin_attempt` | outcome |
+//! | --- | --- |
+//! | `sent` | `AlreadySent`: answer from the record, call nothing |
+//! | `dead`, `unknown` | `Settled`: only an operator's `retry` sends it again |
+//! | `sending`, live lease | `Busy` |
+//! | `sending`, abandoned lease | ambiguity resolved first (`on_ambiguous`), then decided again |
+//! | `pending` / `failed`, not due | `NotDue { at_ms }` |
+//! | previous part not settled, or an earlier send of the chat still open | `Waiting { behind }` (no attempt charged) |
+//! | previous part dead | the part dies with it (`Settled`) |
+//! | otherwise | `Leased`: `sending`, new fencing token, attempt charged |
+//!
+//! The `mark_*` calls check the fencing token: a holder whose lease was taken over gets
+//! `StaleLease` (counted in `stale_leases`) and the record is left as the new holder made it.
+
+use super::{Outbox, OutboxRecord, OutboxState};
+use crate::config::OnAmbiguous;
+use crate::error::DurabilityError;
+use crate::journal::{Step, index};
+use crate::kv::{DurableKv, WritePoint};
+use crate::leases::{LeaseStatus, OutboxLease};
+use crate::operating::{Counter, DurabilityEvent, RecordKind};
+use crate::retries::{self, FailOutcome, PartGate, SendFailure, duration_ms};
+
+/// The outcome of [`Outbox::begin_attempt`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeginAttempt {
+    /// Leased to this process: call the provider now, then `mark_sent` / `mark_failed`.
+    Leased {
+        /// The lease (carries the fencing token).
+        lease: OutboxLease,
+        /// The record as leased.
+        record: OutboxRecord,
+    },
+    /// Already sent: answer from the record.
+    AlreadySent(OutboxRecord),
+    /// Dead or unknown: nothing to send until an operator retries it.
+    Settled(OutboxRecord),
+    /// Another holder (or this process) has a call in flight.
+    Busy {
+        /// The holder's instance id.
+        owner: String,
+        /// When its lease expires (Unix ms).
+        expires_ms: i64,
+    },
+    /// Not due before `at_ms` (a scheduled retry).
+    NotDue {
+        /// When it becomes due (Unix ms).
+        at_ms: i64,
+    },
+    /// Waits behind an earlier send of the chat or its previous part (not an attempt).
+    Waiting {
+        /// The key it waits behind.
+        behind: String,
+    },
+}
+
+/// What [`Outbox::mark_ambiguous`] (or recovery) did with a send of unknown outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmbiguousOutcome {
+    /// Marked `unknown` (`on_ambiguous: skip`): never sent again by itself.
+    Unknown,
+    /// Made due again (`on_ambiguous: resend`).
+    Resend,
+}
+
+impl<K: DurableKv + ?Sized> Outbox<'_, K> {
+    /// "About to call the provider": leases the send to this process and charges an attempt,
+    /// unless the table in the module documentation says otherwise.
+    pub async fn begin_attempt(&self, key: &str) -> Result<BeginAttempt, DurabilityError> {
+        for _ in 0..8 {
+            let now = self.d.now_ms();
+            // This incarnation's snapshot of a send it has just journaled (or failed) saves the
+            // read when it is due: the lease below is written on the snapshot's version, so it
+            // only lands if the snapshot is still the stored record. Any other state is
+            // decided on a fresh read.
+            let snapshot = self
+                .d
+                .take_snapshot::<OutboxRecord>(key)
+                .filter(|s| {
+                    matches!(s.record.state, OutboxState::Pending | OutboxState::Failed)
+                        && s.record.next_attempt_ms <= now
+                });
+            let fresh;
+            let r: &OutboxRecord = match &snapshot {
+                Some(s) => &s.record,
+                None => {
+                    fresh = self.lookup(key).await?.ok_or_else(|| DurabilityError::NotFound {
+                        kind: RecordKind::Outbound,
+                        id: key.to_owned(),
+                    })?;
+                    &fresh
+                }
+            };
+            match r.state {
+                OutboxState::Sent => return Ok(BeginAttempt::AlreadySent(r.clone())),
+                OutboxState::Dead | OutboxState::Unknown => {
+                    return Ok(BeginAttempt::Settled(r.clone()));
+                }
+                OutboxState::Sending => {
+                    let status = r
+                        .lease
+                        .as_ref()
+                        .map(|l| (l.status(self.d.incarnation(), now), l));
+                    match status {
+                        Some((LeaseStatus::Live | LeaseStatus::Mine, l)) => {
+                            return Ok(BeginAttempt::Busy {
+                                owner: l.owner.clone(),
+                                expires_ms: l.expires_ms,
+                            });
+                        }
+                        _ => {
+                            self.resolve_ambiguous(key).await?;
+                            continue;
+                        }
+                    }
+                }
+                OutboxState::Pending | OutboxState::Failed => {}
+            }
+            if r.next_attempt_ms > now {
+                return Ok(BeginAttempt::NotDue {
+                    at_ms: r.next_attempt_ms,
+                });
+            }
+            match self.gate(r).await? {
+                PartGate::Wait => {
+                    return Ok(BeginAttempt::Waiting {
+                        behind: r.previous_part.clone().unwrap_or_default(),
+                    });
+                }
+                PartGate::DieWith => {
+                    self.die_with_previous(&r.key).await?;
+                    continue;
+                }
+                PartGate::Go => {}
+            }
+            if let Some(behind) = self.earlier_open(r).await? {
+                return Ok(BeginAttempt::Waiting { behind });
+            }
+            let lease_ms = duration_ms(self.d.config().outbox.lease);
+            let me = self.d.incarnation();
+            let leased = self
+                .d
+                .modify_from(
+                    WritePoint::OutboxBeginAttempt,
+                    "begin_attempt",
+                    key,
+                    snapshot,
+                    |r: &mut OutboxRecord, now| {
+                        if !matches!(r.state, OutboxState::Pending | OutboxState::Failed)
+                            || r.next_attempt_ms > now
+                        {
+                            return Ok(Step::Keep(None));
+                        }
+                        r.fence += 1;
+                        r.attempts += 1;
+                        r.state = OutboxState::Sending;
+                        r.updated_ms = now;
+                        let stored = me.lease(r.fence, now, lease_ms);
+                        let lease = OutboxLease {
+                            key: r.key.clone(),
+                            chat: r.chat.clone(),
+                            token: stored.token,
+                            owner: stored.owner.clone(),
+                            expires_ms: stored.expires_ms,
+                            attempt: r.attempts,
+                        };
+                        r.lease = Some(stored);
+                        Ok(Step::Write(Some((lease, r.clone()))))
+                    },
+                )
+                .await?;
+            if let Some((lease, record)) = leased {
+                return Ok(BeginAttempt::Leased { lease, record });
+            }
+        }
+        Err(DurabilityError::Contention {
+            kind: RecordKind::Outbound,
+            id: key.to_owned(),
+            operation: "begin_attempt",
+        })
+    }
+
+    /// The key of the earliest open send of the same chat journaled before `r`, if any.
+    pub(crate) async fn earlier_open(
+        &self,
+        r: &OutboxRecord,
+    ) -> Result<Option<String>, DurabilityError> {
+        let from = index::chat_prefix(RecordKind::Outbound, &r.chat);
+        let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
+        let found = self
+            .d
+            .range_idx2_raw(RecordKind::Outbound, &from, &mine, 1)
+            .await?;
+        Ok(found
+            .into_iter()
+            .next()
+            .and_then(|e| index::id_of(RecordKind::Outbound, &e.key).map(str::to_owned))
+            .filter(|k| k != &r.key))
+    }
+
+    fn check_fence(r: &OutboxRecord, lease: &OutboxLease) -> Result<(), DurabilityError> {
+        let held = r.state == OutboxState::Sending
+            && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
+        if held {
+            Ok(())
+        } else {
+            Err(DurabilityError::StaleLease {
+                kind: RecordKind::Outbound,
+                id: r.key.clone(),
+                token: lease.token,
+                current: r.fence,
+            })
+        }
+    }
+
+    fn counted<T>(&self, result: Result<T, DurabilityError>) -> Result<T, DurabilityError> {
+        if let Err(e @ DurabilityError::StaleLease { .. }) = &result {
+            self.d.count(Counter::StaleLeases);
+            tracing::warn!(error = %e, "stale outbox lease refused");
+        }
+        result
+    }
+
+    /// Extends a send-in-flight lease by `outbox.lease` from now (a slow upload is never taken
+    /// for an abandoned send).
+    pub async fn heartbeat(&self, lease: &OutboxLease) -> Result<OutboxLease, DurabilityError> {
+        let lease_ms = duration_ms(self.d.config().outbox.lease);
+        let result = self
+            .d
+            .modify(
+                WritePoint::OutboxHeartbeat,
+                "heartbeat",
+                &lease.key,
+                |r: &mut OutboxRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    let mut extended = lease.clone();
+                    extended.expires_ms = now.saturating_add(lease_ms);
+                    if let Some(l) = r.lease.as_mut() {
+                        l.expires_ms = extended.expires_ms;
+                    }
+                    r.updated_ms = now;
+                    Ok(Step::Write(extended))
+                },
+            )
+            .await;
+        self.counted(result)
+    }
+
+    /// Records that the provider accepted the send, with its message id.
+    pub async fn mark_sent(
+        &self,
+        lease: &OutboxLease,
+        provider_message_id: Option<String>,
+    ) -> Result<OutboxRecord, DurabilityError> {
+        let result = self
+            .d
+            .modify_record(
+                WritePoint::OutboxMarkSent,
+                "mark_sent",
+                &lease.key,
+                self.d.take_snapshot(&lease.key),
+                |r: &mut OutboxRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    r.state = OutboxState::Sent;
+                    r.provider_message_id.clone_from(&provider_message_id);
+                    r.lease = None;
+                    r.last_error = None;
+                    r.updated_ms = now;
+                    Ok(Step::Write(()))
+                },
+            )
+            .await;
+        self.counted(result).map(|((), record)| record)
+    }
+
+    /// Records a failed provider call: retried with `outbox.backoff` (a rate limit waits at
+    /// least its `retry_after`) while retries remain, dead-lettered otherwise or when final.
+    /// A dead-lettered send takes its later parts with it.
+    pub async fn mark_failed(
+        &self,
+        lease: &OutboxLease,
+        failure: &SendFailure,
+    ) -> Result<FailOutcome, DurabilityError> {
+        let config = &self.d.config().outbox;
+        let max_calls = config.retries.saturating_add(1);
+        let unit = self.d.unit();
+        let result = self
+            .d
+            .modify(
+                WritePoint::OutboxMarkFailed,
+                "mark_failed",
+                &lease.key,
+                |r: &mut OutboxRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    let outcome = retries::decide(
+                        r.attempts,
+                        max_calls,
+                        &config.backoff,
+                        failure.class,
+                        now,
+                        unit,
+                    );
+                    r.lease = None;
+                    r.last_error = Some(failure.error.clone());
+                    r.updated_ms = now;
+                    match outcome {
+                        FailOutcome::Retrying { at_ms } => {
+                            r.state = OutboxState::Failed;
+                            r.next_attempt_ms = at_ms;
+                        }
+                        FailOutcome::DeadLettered => r.state = OutboxState::Dead,
+                    }
+                    Ok(Step::Write((outcome, r.clone())))
+                },
+            )
+            .await;
+        let (outcome, record) = self.counted(result)?;
+        match outcome {
+            FailOutcome::Retrying { at_ms } => {
+                self.d.count(Counter::OutboxRetried);
+                tracing::warn!(key = %record.key, error = %failure.error, retry_at_ms = at_ms, "send failed; retrying");
+            }
+            FailOutcome::DeadLettered => {
+                self.dead_lettered(&record);
+                self.cascade_dead(&record).await?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Records that the provider call's outcome is unknown (the request may have reached the
+    /// channel): `on_ambiguous` decides, and `Ambiguous` is emitted either way.
+    pub async fn mark_ambiguous(
+        &self,
+        lease: &OutboxLease,
+        error: &str,
+    ) -> Result<AmbiguousOutcome, DurabilityError> {
+        let policy = self.d.config().outbox.on_ambiguous;
+        let result = self
+            .d
+            .modify(
+                WritePoint::OutboxMarkAmbiguous,
+                "mark_ambiguous",
+                &lease.key,
+                |r: &mut OutboxRecord, now| {
+                    Self::check_fence(r, lease)?;
+                    Self::apply_ambiguity(r, policy, error, now);
+                    Ok(Step::Write(r.clone()))
+                },
+            )
+            .await;
+        let record = self.counted(result)?;
+        Ok(self.ambiguous(&record, policy))
+    }
+
+    pub(crate) fn apply_ambiguity(
+        r: &mut OutboxRecord,
+        policy: OnAmbiguous,
+        error: &str,
+        now: i64,
+    ) {
+        r.lease = None;
+        r.last_error = Some(format!("outcome unknown: {error}"));
+        r.updated_ms = now;
+        match policy {
+            OnAmbiguous::Skip => r.state = OutboxState::Unknown,
+            OnAmbiguous::Resend => {
+                r.state = OutboxState::Pending;
+                r.next_attempt_ms = now;
+            }
+        }
+    }
+
+    pub(crate) fn ambiguous(&self, r: &OutboxRecord, policy: OnAmbiguous) -> AmbiguousOutcome {
+        self.d.count(Counter::OutboxAmbiguous);
+        tracing::warn!(key = %r.key, chat = %r.chat, ?policy, "send outcome is ambiguous");
+        self.d.emit(DurabilityEvent::Ambiguous {
+            key: r.key.clone(),
+            chat: r.chat.clone(),
+        });
+        match policy {
+            OnAmbiguous::Skip => AmbiguousOutcome::Unknown,
+            OnAmbiguous::Resend => AmbiguousOutcome::Resend,
+        }
+    }
+
+    pub(crate) fn dead_lettered(&self, r: &OutboxRecord) {
+        let error = r.last_error.clone().unwrap_or_default();
+        tracing::error!(key = %r.key, chat = %r.chat, %error, "send dead-lettered");
+        self.d.count(Counter::OutboxDead);
+        self.d.emit(DurabilityEvent::Dead {
+            kind: RecordKind::Outbound,
+            id: r.key.clone(),
+            error,
+        });
+    }
+}

@@ -1,0 +1,449 @@
+//! The outbox: every send is written down under an idempotency key before the provider is
+//! called, and the provider's message id is recorded right after.
+//!
+//! ```text
+//!  journal ──► pending ──begin_attempt──► sending ──mark_sent──► sent ──(retention)──► purged
+//!               ▲  ▲                        │  │
+//!               │  └── failed ◄─retryable───┘  └──final / out of retries──► dead ──┐
+//!               │                              (its later parts die with it)       │
+//!               └────────────── retry(key): dead | failed | unknown ◄──────────────┘
+//!  sending under a dead incarnation's lease ──recovery──► unknown (skip) | pending (resend)
+//! ```
+//!
+//! What a crash leaves behind and what the next start does (the guide's table, outbox side):
+//!
+//! | the process dies… | record found | on restart |
+//! | --- | --- | --- |
+//! | before `journal` | none | the replayed handler journals and sends it |
+//! | after `journal`, before `begin_attempt` | `pending` | the replay's `journal` finds it (`Recorded`), then sends it |
+//! | between `begin_attempt` ("about to call the provider") and `mark_sent` | `sending` under the dead incarnation's lease | ambiguous: `on_ambiguous: skip` → `unknown` (never a duplicate); `resend` → pending again (never lost); `Ambiguous` either way |
+//! | after `mark_sent` | `sent` | the replay's `journal` finds it: answered from the outbox, nothing sent |
+//!
+//! Ordering: a later send to a chat never overtakes an earlier one that is still pending,
+//! failed (waiting for its retry) or in flight; a part (`key#2`, …) waits behind its previous
+//! part (waiting is not an attempt) and dies with it. Derived keys are compared by fingerprint
+//! on replay (`on_diverged`); explicit keys never are. The outbox does not call providers, run
+//! hooks or sleep: the runtime does, around these calls.
+
+mod attempts;
+mod operator;
+mod parts;
+mod sweep;
+
+pub use attempts::{AmbiguousOutcome, BeginAttempt};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::OnDiverged;
+use crate::error::DurabilityError;
+pub use crate::journal::Payload;
+use crate::journal::snapshots::{SnapshotMap, Snapshots};
+use crate::journal::{JournalRecord, KvDurability, Loaded, index};
+use crate::keys::{self, Fingerprint, KeyKind, SendKey};
+use crate::kv::{CasOutcome, DurableKv, WritePoint};
+use crate::leases::LeaseRecord;
+use crate::operating::{Counter, RecordKind};
+
+/// The state of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutboxState {
+    /// Journaled, waiting to be sent at `next_attempt_ms`.
+    Pending,
+    /// A provider call is in flight (leased).
+    Sending,
+    /// The provider accepted it; `provider_message_id` is recorded.
+    Sent,
+    /// The last attempt failed; retried at `next_attempt_ms`.
+    Failed,
+    /// Dead-lettered.
+    Dead,
+    /// Its outcome is unknown after a crash (`on_ambiguous: skip`).
+    Unknown,
+}
+
+impl OutboxState {
+    /// Every state.
+    pub const ALL: [OutboxState; 6] = [
+        OutboxState::Pending,
+        OutboxState::Sending,
+        OutboxState::Sent,
+        OutboxState::Failed,
+        OutboxState::Dead,
+        OutboxState::Unknown,
+    ];
+
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxState::Pending => "pending",
+            OutboxState::Sending => "sending",
+            OutboxState::Sent => "sent",
+            OutboxState::Failed => "failed",
+            OutboxState::Dead => "dead",
+            OutboxState::Unknown => "unknown",
+        }
+    }
+
+    /// Whether a later send of the same chat must wait behind a send in this state.
+    pub fn is_open(self) -> bool {
+        matches!(
+            self,
+            OutboxState::Pending | OutboxState::Sending | OutboxState::Failed
+        )
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A send as the outbox keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRecord {
+    /// The idempotency key.
+    pub key: String,
+    /// The rule that produced the key.
+    pub key_kind: KeyKind,
+    /// The chat it goes to.
+    pub chat: String,
+    /// The content to send (opaque JSON, after the `before('send')` hooks).
+    pub payload: Payload,
+    /// The fingerprint of chat + content before the hooks.
+    pub fingerprint: Fingerprint,
+    /// The part this one waits behind (`key` for `key#2`), stored, never read from the key.
+    #[serde(default)]
+    pub previous_part: Option<String>,
+    /// The part that waits behind this one.
+    #[serde(default)]
+    pub next_part: Option<String>,
+    /// The part number, from 1.
+    #[serde(default = "one")]
+    pub part: u32,
+    /// Journal order within the chat (parts share their first part's).
+    pub seq: u64,
+    /// Where it stands.
+    pub state: OutboxState,
+    /// Provider calls charged so far.
+    pub attempts: u32,
+    /// The provider's message id, once sent.
+    #[serde(default)]
+    pub provider_message_id: Option<String>,
+    /// The in-flight lease, while `sending`.
+    #[serde(default)]
+    pub lease: Option<LeaseRecord>,
+    /// The last fencing token issued.
+    #[serde(default)]
+    pub fence: u64,
+    /// When it is due (pending, failed) (Unix ms).
+    pub next_attempt_ms: i64,
+    /// The last failure.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Dead because its previous part was dead-lettered (revived by a retry of that part).
+    #[serde(default)]
+    pub died_with_previous: bool,
+    /// When it was journaled (Unix ms).
+    pub created_ms: i64,
+    /// When it last changed (Unix ms).
+    pub updated_ms: i64,
+}
+
+impl JournalRecord for OutboxRecord {
+    const KIND: RecordKind = RecordKind::Outbound;
+
+    fn id(&self) -> &str {
+        &self.key
+    }
+
+    fn indexes(&self) -> (String, Option<String>) {
+        let kind = RecordKind::Outbound;
+        let ms = match self.state {
+            OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
+            OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
+        };
+        let idx1 = index::idx1(kind, self.state.as_str(), ms, &self.key);
+        let idx2 = self
+            .state
+            .is_open()
+            .then(|| index::idx2(kind, &self.chat, self.seq, self.part));
+        (idx1, idx2)
+    }
+
+    fn is_open(&self) -> bool {
+        self.state.is_open()
+    }
+
+    fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
+        &all.outbound
+    }
+}
+
+/// A send to journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSend {
+    /// The idempotency key.
+    pub key: SendKey,
+    /// The chat.
+    pub chat: String,
+    /// The content (after the `before('send')` hooks).
+    pub payload: Payload,
+    /// The fingerprint of chat + content before the hooks; computed from `payload` if `None`.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl NewSend {
+    /// A send of `payload` (a [`Payload`] or a `serde_json::Value`) to `chat` under `key`.
+    pub fn new(key: SendKey, chat: impl Into<String>, payload: impl Into<Payload>) -> Self {
+        NewSend {
+            key,
+            chat: chat.into(),
+            payload: payload.into(),
+            fingerprint: None,
+        }
+    }
+
+    /// Sets the fingerprint (of the content before the hooks).
+    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = Some(fingerprint);
+        self
+    }
+}
+
+/// The outcome of [`Outbox::journal`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum SendJournal {
+    /// Newly journaled (pending): send it.
+    Journaled(OutboxRecord),
+    /// The key is already recorded (same content, or an explicit key): answer from this record
+    /// (sent: its provider id; otherwise carry on with it). Counted in `outbox_deduped`.
+    Recorded(OutboxRecord),
+    /// A derived key recorded with other content (counted in `outbox_diverged`). `resend` is
+    /// the journal of the new content under [`keys::diverged_key`] (`on_diverged: send`), or
+    /// `None` (`skip`: answer from `recorded`).
+    Diverged {
+        /// The record found under the key.
+        recorded: OutboxRecord,
+        /// The new content's journal, under its own key.
+        resend: Option<Box<SendJournal>>,
+    },
+    /// The payload is over `outbox.max_payload_bytes`: send it without the outbox.
+    Bypassed {
+        /// The payload's JSON size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl SendJournal {
+    /// The record the runtime carries on with (`None` when bypassed).
+    pub fn record(&self) -> Option<&OutboxRecord> {
+        match self {
+            SendJournal::Journaled(r) | SendJournal::Recorded(r) => Some(r),
+            SendJournal::Diverged {
+                resend: Some(next), ..
+            } => next.record(),
+            SendJournal::Diverged { recorded, .. } => Some(recorded),
+            SendJournal::Bypassed { .. } => None,
+        }
+    }
+
+    /// The record the runtime carries on with, by value (`None` when bypassed).
+    pub fn into_record(self) -> Option<OutboxRecord> {
+        match self {
+            SendJournal::Journaled(r) | SendJournal::Recorded(r) => Some(r),
+            SendJournal::Diverged {
+                resend: Some(next), ..
+            } => next.into_record(),
+            SendJournal::Diverged { recorded, .. } => Some(recorded),
+            SendJournal::Bypassed { .. } => None,
+        }
+    }
+}
+
+/// The outbox of a [`KvDurability`].
+pub struct Outbox<'a, K: ?Sized> {
+    pub(crate) d: &'a KvDurability<K>,
+}
+
+impl<K: DurableKv + ?Sized> KvDurability<K> {
+    /// The outbox journal.
+    pub fn outbox(&self) -> Outbox<'_, K> {
+        Outbox { d: self }
+    }
+}
+
+enum Created {
+    /// Written: the new record.
+    New(OutboxRecord),
+    /// The key was taken: the record found, and the one that was not written.
+    Existing {
+        found: OutboxRecord,
+        ours: Box<OutboxRecord>,
+    },
+}
+
+impl<K: DurableKv + ?Sized> Outbox<'_, K> {
+    /// The record under `key` (the idempotency lookup before the hooks run).
+    pub async fn lookup(&self, key: &str) -> Result<Option<OutboxRecord>, DurabilityError> {
+        Ok(self
+            .d
+            .load::<OutboxRecord>(key, "lookup")
+            .await?
+            .map(|l| l.record))
+    }
+
+    fn new_record(
+        &self,
+        key: SendKey,
+        chat: String,
+        payload: Payload,
+        fp: Fingerprint,
+    ) -> OutboxRecord {
+        let now = self.d.now_ms();
+        OutboxRecord {
+            key: key.as_str().to_owned(),
+            key_kind: key.kind(),
+            chat,
+            payload,
+            fingerprint: fp,
+            previous_part: None,
+            next_part: None,
+            part: 1,
+            seq: self.d.next_seq(),
+            state: OutboxState::Pending,
+            attempts: 0,
+            provider_message_id: None,
+            lease: None,
+            fence: 0,
+            next_attempt_ms: now,
+            last_error: None,
+            died_with_previous: false,
+            created_ms: now,
+            updated_ms: now,
+        }
+    }
+
+    async fn create(&self, record: OutboxRecord) -> Result<Created, DurabilityError> {
+        for _ in 0..8 {
+            match self
+                .d
+                .put(WritePoint::OutboxJournal, "journal", None, &record)
+                .await?
+            {
+                CasOutcome::Ok { version } => {
+                    self.d.count(Counter::OutboxJournaled);
+                    tracing::debug!(key = %record.key, chat = %record.chat, "send journaled");
+                    self.d.note_written(version, &record);
+                    return Ok(Created::New(record));
+                }
+                CasOutcome::Conflict { .. } => {
+                    if let Some(Loaded {
+                        record: existing, ..
+                    }) = self.d.load::<OutboxRecord>(&record.key, "journal").await?
+                    {
+                        return Ok(Created::Existing {
+                            found: existing,
+                            ours: Box::new(record),
+                        });
+                    }
+                }
+            }
+        }
+        Err(DurabilityError::Contention {
+            kind: RecordKind::Outbound,
+            id: record.key,
+            operation: "journal",
+        })
+    }
+
+    /// Writes a send down under its key before the provider is called. A key already recorded
+    /// is `Recorded` (or `Diverged` for a derived key whose fingerprint differs); a payload over
+    /// `outbox.max_payload_bytes` is `Bypassed` with a warning.
+    pub async fn journal(&self, new: NewSend) -> Result<SendJournal, DurabilityError> {
+        let config = &self.d.config().outbox;
+        let size = new.payload.len();
+        if size > config.max_payload_bytes {
+            self.bypass(
+                new.key.as_str(),
+                &format!(
+                    "payload of {size} bytes is over the {} bytes limit",
+                    config.max_payload_bytes
+                ),
+            );
+            return Ok(SendJournal::Bypassed {
+                size,
+                limit: config.max_payload_bytes,
+            });
+        }
+        let NewSend {
+            key,
+            chat,
+            payload,
+            fingerprint,
+        } = new;
+        let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
+        let kind = key.kind();
+        let record = self.new_record(key, chat, payload, fp.clone());
+        let (existing, ours) = match self.create(record).await? {
+            Created::New(r) => return Ok(SendJournal::Journaled(r)),
+            Created::Existing { found, ours } => (found, ours),
+        };
+        let diverged = kind == KeyKind::Derived
+            && existing.key_kind == KeyKind::Derived
+            && existing.fingerprint != fp;
+        if !diverged {
+            self.d.count(Counter::OutboxDeduped);
+            tracing::debug!(key = %existing.key, state = existing.state.as_str(), "send already recorded");
+            return Ok(SendJournal::Recorded(existing));
+        }
+        self.d.count(Counter::OutboxDiverged);
+        tracing::warn!(
+            key = %existing.key,
+            policy = ?config.on_diverged,
+            "replay produced different content under the same derived key"
+        );
+        let resend = match config.on_diverged {
+            OnDiverged::Skip => None,
+            OnDiverged::Send => {
+                let key =
+                    SendKey::with_kind(keys::diverged_key(&existing.key, &fp), KeyKind::Derived);
+                let record = self.new_record(key, ours.chat, ours.payload, fp);
+                Some(Box::new(match self.create(record).await? {
+                    Created::New(r) => SendJournal::Journaled(r),
+                    Created::Existing { found: r, .. } => {
+                        self.d.count(Counter::OutboxDeduped);
+                        SendJournal::Recorded(r)
+                    }
+                }))
+            }
+        };
+        Ok(SendJournal::Diverged {
+            recorded: existing,
+            resend,
+        })
+    }
+
+    /// The sends in `state`, soonest due (or oldest) first, at most `limit`. `list(Dead)` is
+    /// the outbound dead-letter queue. Undecodable records are quarantined and skipped.
+    pub async fn list(
+        &self,
+        state: OutboxState,
+        limit: usize,
+    ) -> Result<Vec<OutboxRecord>, DurabilityError> {
+        let (from, to) = index::state_range(RecordKind::Outbound, state.as_str());
+        Ok(self
+            .d
+            .scan::<OutboxRecord>(&from, &to, limit)
+            .await?
+            .into_iter()
+            .map(|l| l.record)
+            .collect())
+    }
+}

@@ -1,0 +1,430 @@
+//! Conformance cases on the raw `DurableKv` contract (no journal involved).
+
+use std::sync::Arc;
+
+use super::{Ctx, ensure};
+use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, Scope};
+
+type Case = Result<(), String>;
+
+pub(super) fn scope() -> Scope {
+    Scope::new("tenant", "test", "bot", "conn")
+}
+
+pub(super) fn entry(value: &str, idx1: Option<&str>, idx2: Option<&str>) -> Entry {
+    Entry {
+        value: value.as_bytes().to_vec(),
+        idx1: idx1.map(str::to_owned),
+        idx2: idx2.map(str::to_owned),
+    }
+}
+
+fn version(outcome: CasOutcome) -> Result<u64, String> {
+    match outcome {
+        CasOutcome::Ok { version } => Ok(version),
+        CasOutcome::Conflict { current } => {
+            Err(format!("unexpected conflict (current {current:?})"))
+        }
+    }
+}
+
+pub(super) async fn keys_in(
+    kv: &Arc<dyn DurableKv>,
+    s: &Scope,
+    index: Index,
+    from: &str,
+    to: &str,
+) -> Result<Vec<String>, String> {
+    Ok(kv
+        .range(s, index, from, to, 100)
+        .await
+        .ctx("range")?
+        .into_iter()
+        .map(|r| r.key)
+        .collect())
+}
+
+pub(super) async fn create_only_if_absent(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    ensure!(
+        kv.get(&s, "k").await.ctx("get")?.is_none(),
+        "a missing key must read as None"
+    );
+    let v1 = version(
+        kv.cas(&s, "k", None, entry("a", None, None))
+            .await
+            .ctx("create")?,
+    )?;
+    let again = kv
+        .cas(&s, "k", None, entry("b", None, None))
+        .await
+        .ctx("second create")?;
+    ensure!(
+        again == CasOutcome::Conflict { current: Some(v1) },
+        "second create must conflict with the current version, got {again:?}"
+    );
+    let got = kv
+        .get(&s, "k")
+        .await
+        .ctx("get")?
+        .ok_or("created key is missing")?;
+    ensure!(
+        got.value == b"a" && got.version == v1,
+        "the first create must stay, got {got:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn replace_needs_current_version(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let v1 = version(
+        kv.cas(&s, "k", None, entry("a", None, None))
+            .await
+            .ctx("create")?,
+    )?;
+    let v2 = version(
+        kv.cas(&s, "k", Some(v1), entry("b", None, None))
+            .await
+            .ctx("replace")?,
+    )?;
+    ensure!(v2 != v1, "a replace must change the version");
+    let stale = kv
+        .cas(&s, "k", Some(v1), entry("c", None, None))
+        .await
+        .ctx("stale replace")?;
+    ensure!(
+        stale == CasOutcome::Conflict { current: Some(v2) },
+        "a stale replace must conflict, got {stale:?}"
+    );
+    let missing = kv
+        .cas(&s, "nope", Some(v1), entry("c", None, None))
+        .await
+        .ctx("replace missing")?;
+    ensure!(
+        missing == CasOutcome::Conflict { current: None },
+        "replacing a missing key must conflict with None, got {missing:?}"
+    );
+    let got = kv.get(&s, "k").await.ctx("get")?.ok_or("key missing")?;
+    ensure!(
+        got.value == b"b" && got.version == v2,
+        "value must be the replaced one, got {got:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn delete_needs_current_version(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let v1 = version(
+        kv.cas(&s, "k", None, entry("a", Some("i"), Some("j")))
+            .await
+            .ctx("create")?,
+    )?;
+    let stale = kv.delete(&s, "k", v1 + 1000).await.ctx("stale delete")?;
+    ensure!(
+        matches!(stale, CasOutcome::Conflict { current: Some(v) } if v == v1),
+        "a delete at a wrong version must conflict, got {stale:?}"
+    );
+    let done = kv.delete(&s, "k", v1).await.ctx("delete")?;
+    ensure!(
+        done.is_ok(),
+        "delete at the current version must succeed, got {done:?}"
+    );
+    ensure!(
+        kv.get(&s, "k").await.ctx("get")?.is_none(),
+        "a deleted key must be gone"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::One, "", "~").await?.is_empty(),
+        "a deleted key must leave idx1"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::Two, "", "~").await?.is_empty(),
+        "a deleted key must leave idx2"
+    );
+    let again = kv.delete(&s, "k", v1).await.ctx("delete again")?;
+    ensure!(
+        again == CasOutcome::Conflict { current: None },
+        "deleting a missing key must conflict with None, got {again:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn versions_never_reused(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let mut seen = Vec::new();
+    let mut current = version(
+        kv.cas(&s, "k", None, entry("a", None, None))
+            .await
+            .ctx("create")?,
+    )?;
+    seen.push(current);
+    for i in 0..3 {
+        current = version(
+            kv.cas(&s, "k", Some(current), entry(&format!("v{i}"), None, None))
+                .await
+                .ctx("replace")?,
+        )?;
+        ensure!(!seen.contains(&current), "version {current} was reused");
+        seen.push(current);
+    }
+    kv.delete(&s, "k", current).await.ctx("delete")?;
+    let recreated = version(
+        kv.cas(&s, "k", None, entry("again", None, None))
+            .await
+            .ctx("re-create")?,
+    )?;
+    ensure!(
+        !seen.contains(&recreated),
+        "a re-created key got version {recreated}, which it had before: a stale holder could overwrite it"
+    );
+    for old in &seen {
+        let stale = kv
+            .cas(&s, "k", Some(*old), entry("stale", None, None))
+            .await
+            .ctx("stale cas")?;
+        ensure!(
+            !stale.is_ok(),
+            "a CAS at the old version {old} overwrote the re-created key"
+        );
+    }
+    Ok(())
+}
+
+pub(super) async fn failed_cas_changes_nothing(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let v1 = version(
+        kv.cas(&s, "k", None, entry("a", Some("x1"), Some("y1")))
+            .await
+            .ctx("create")?,
+    )?;
+    let out = kv
+        .cas(&s, "k", Some(v1 + 1000), entry("b", Some("x2"), None))
+        .await
+        .ctx("conflicting cas")?;
+    ensure!(!out.is_ok(), "a CAS at a wrong version must conflict");
+    let got = kv.get(&s, "k").await.ctx("get")?.ok_or("key missing")?;
+    ensure!(
+        got.value == b"a" && got.idx1.as_deref() == Some("x1") && got.idx2.as_deref() == Some("y1"),
+        "a failed CAS changed the entry: {got:?}"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::One, "x1", "x1~").await? == ["k"],
+        "a failed CAS moved idx1"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::One, "x2", "x2~").await?.is_empty(),
+        "a failed CAS added idx1"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::Two, "y1", "y1~").await? == ["k"],
+        "a failed CAS moved idx2"
+    );
+    Ok(())
+}
+
+pub(super) async fn write_moves_indexes_together(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let v1 = version(
+        kv.cas(&s, "k", None, entry("a", Some("a/1"), Some("c/1")))
+            .await
+            .ctx("create")?,
+    )?;
+    let v2 = version(
+        kv.cas(&s, "k", Some(v1), entry("b", Some("b/1"), None))
+            .await
+            .ctx("replace")?,
+    )?;
+    ensure!(
+        keys_in(&kv, &s, Index::One, "a/", "a0").await?.is_empty(),
+        "the old idx1 value is still listed"
+    );
+    let listed = kv
+        .range(&s, Index::One, "b/", "b0", 10)
+        .await
+        .ctx("range")?;
+    ensure!(
+        listed.len() == 1 && listed[0].entry.value == b"b" && listed[0].entry.version == v2,
+        "the new idx1 value must list the new entry, got {listed:?}"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::Two, "", "~").await?.is_empty(),
+        "an idx2 set to None is still listed"
+    );
+    Ok(())
+}
+
+pub(super) async fn batch_reports_each_op(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let v = version(
+        kv.cas(&s, "exists", None, entry("a", Some("i/a"), None))
+            .await
+            .ctx("create")?,
+    )?;
+    let outcomes = kv
+        .batch(
+            &s,
+            vec![
+                KvOp::Cas {
+                    key: "new".into(),
+                    expected: None,
+                    entry: entry("n", Some("i/n"), None),
+                },
+                KvOp::Cas {
+                    key: "exists".into(),
+                    expected: None,
+                    entry: entry("x", None, None),
+                },
+                KvOp::Cas {
+                    key: "exists".into(),
+                    expected: Some(v),
+                    entry: entry("b", Some("i/b"), None),
+                },
+                KvOp::Delete {
+                    key: "missing".into(),
+                    expected: 1,
+                },
+            ],
+        )
+        .await
+        .ctx("batch")?;
+    ensure!(
+        outcomes.len() == 4,
+        "one outcome per op expected, got {}",
+        outcomes.len()
+    );
+    ensure!(
+        outcomes[0].is_ok(),
+        "create in a batch failed: {:?}",
+        outcomes[0]
+    );
+    ensure!(
+        outcomes[1] == CasOutcome::Conflict { current: Some(v) },
+        "a conflicting op must report its conflict, got {:?}",
+        outcomes[1]
+    );
+    ensure!(
+        outcomes[2].is_ok(),
+        "an op after a conflict must still apply, got {:?}",
+        outcomes[2]
+    );
+    ensure!(
+        outcomes[3] == CasOutcome::Conflict { current: None },
+        "deleting a missing key must conflict, got {:?}",
+        outcomes[3]
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::One, "i/", "i0").await? == ["exists", "new"],
+        "batch writes must be indexed"
+    );
+    Ok(())
+}
+
+pub(super) async fn concurrent_creates_have_one_winner(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let kv = Arc::clone(&kv);
+        let s = s.clone();
+        tasks.spawn(async move {
+            kv.cas(&s, "race", None, entry(&format!("w{i}"), Some("r"), None))
+                .await
+        });
+    }
+    let mut winners = 0;
+    while let Some(joined) = tasks.join_next().await {
+        if joined.ctx("task")?.ctx("cas")?.is_ok() {
+            winners += 1;
+        }
+    }
+    ensure!(
+        winners == 1,
+        "{winners} concurrent creates of one key succeeded, expected exactly 1"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::One, "r", "r~").await? == ["race"],
+        "the key must be indexed once"
+    );
+    Ok(())
+}
+
+pub(super) async fn values_are_opaque_bytes(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let samples: [&[u8]; 4] = [b"", &[0, 159, 146, 150, 255], b"{not json", &[0xC3, 0x28]];
+    for (i, bytes) in samples.iter().enumerate() {
+        let key = format!("bytes{i}");
+        let e = Entry {
+            value: bytes.to_vec(),
+            idx1: Some(format!("b/{i}")),
+            idx2: None,
+        };
+        kv.cas(&s, &key, None, e).await.ctx("create")?;
+        let got = kv.get(&s, &key).await.ctx("get")?.ok_or("missing")?;
+        ensure!(
+            got.value == *bytes,
+            "value {i} did not round-trip: {:?} != {bytes:?}",
+            got.value
+        );
+    }
+    let listed = kv
+        .range(&s, Index::One, "b/", "b0", 10)
+        .await
+        .ctx("range")?;
+    ensure!(
+        listed.len() == 4 && listed[1].entry.value == samples[1],
+        "listed values must be the stored bytes"
+    );
+    Ok(())
+}
+
+pub(super) async fn scopes_are_isolated(kv: Arc<dyn DurableKv>) -> Case {
+    let a = Scope::new("t", "prod", "bot-a", "c");
+    let b = Scope::new("t", "prod", "bot-b", "c");
+    // Ids that only differ in how parts are split must not collide either.
+    let c = Scope::new("t", "prod", "bot-a/c", "");
+    ensure!(a.id() != c.id(), "scope ids {a} and {c} collide");
+    let va = version(
+        kv.cas(&a, "same", None, entry("A", Some("i"), Some("j")))
+            .await
+            .ctx("create in a")?,
+    )?;
+    version(
+        kv.cas(&b, "same", None, entry("B", Some("i"), Some("j")))
+            .await
+            .ctx("create in b")?,
+    )?;
+    ensure!(
+        kv.get(&c, "same").await.ctx("get c")?.is_none(),
+        "scope {c} sees {a}'s key"
+    );
+    ensure!(
+        kv.get(&a, "same")
+            .await
+            .ctx("get a")?
+            .ok_or("a missing")?
+            .value
+            == b"A",
+        "scope a must keep its own value"
+    );
+    ensure!(
+        kv.get(&b, "same")
+            .await
+            .ctx("get b")?
+            .ok_or("b missing")?
+            .value
+            == b"B",
+        "scope b must keep its own value"
+    );
+    for index in [Index::One, Index::Two] {
+        let listed = kv.range(&a, index, "", "~", 10).await.ctx("range a")?;
+        ensure!(
+            listed.len() == 1 && listed[0].entry.value == b"A",
+            "{index:?} of scope a lists another scope's entries: {listed:?}"
+        );
+    }
+    kv.delete(&a, "same", va).await.ctx("delete a")?;
+    ensure!(
+        kv.get(&b, "same").await.ctx("get b")?.is_some(),
+        "a delete in scope a removed scope b's key"
+    );
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The test environment shared by the journal tests: one in-memory backend and one manual
+//! clock, durabilities opened on them, and short helpers for the common steps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh_durability::inbox::InboxJournalClaim;
+use botmesh_durability::leases::{InboxLease, OutboxLease};
+use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::{
+    Backoff, DurabilityConfig, DurabilityEvent, KvDurability, ManualClock, MemoryKv, NewInbound,
+    NewSend, OutboxState, Scope, SendJournal, SendKey,
+};
+use serde_json::json;
+
+pub(crate) const T0: i64 = 1_700_000_000_000;
+
+pub(crate) struct Env {
+    pub(crate) kv: Arc<MemoryKv>,
+    pub(crate) clock: ManualClock,
+}
+
+impl Env {
+    pub(crate) fn new() -> Self {
+        Env {
+            kv: Arc::new(MemoryKv::new()),
+            clock: ManualClock::new(T0),
+        }
+    }
+
+    pub(crate) fn open(
+        &self,
+        instance: &str,
+        tweak: impl FnOnce(&mut DurabilityConfig),
+    ) -> KvDurability<MemoryKv> {
+        self.open_in(Scope::new("t", "test", "bot", "c"), instance, tweak)
+    }
+
+    pub(crate) fn open_in(
+        &self,
+        scope: Scope,
+        instance: &str,
+        tweak: impl FnOnce(&mut DurabilityConfig),
+    ) -> KvDurability<MemoryKv> {
+        let mut config = DurabilityConfig {
+            instance_id: Some(instance.into()),
+            ..Default::default()
+        };
+        config.inbox.backoff = Backoff::fixed(Duration::from_secs(1), Duration::from_secs(60));
+        config.outbox.backoff = Backoff::fixed(Duration::from_secs(1), Duration::from_secs(60));
+        tweak(&mut config);
+        KvDurability::builder(Arc::clone(&self.kv), scope)
+            .config(config)
+            .clock(self.clock.clone())
+            .build()
+            .expect("valid config")
+    }
+}
+
+pub(crate) async fn claim_new(d: &KvDurability<MemoryKv>, chat: &str, msg: &str) -> InboxLease {
+    match d
+        .inbox()
+        .journal_and_claim(NewInbound::new(chat, msg, json!({ "text": msg })))
+        .await
+        .expect("journal")
+    {
+        InboxJournalClaim::Claimed(c) => c.lease,
+        InboxJournalClaim::Duplicate(r) => panic!("unexpected duplicate {r:?}"),
+    }
+}
+
+pub(crate) async fn journal(
+    d: &KvDurability<MemoryKv>,
+    key: SendKey,
+    chat: &str,
+    text: &str,
+) -> SendJournal {
+    d.outbox()
+        .journal(NewSend::new(key, chat, json!({ "text": text })))
+        .await
+        .expect("journal send")
+}
+
+pub(crate) async fn lease(d: &KvDurability<MemoryKv>, key: &str) -> OutboxLease {
+    match d.outbox().begin_attempt(key).await.expect("begin_attempt") {
+        BeginAttempt::Leased { lease, .. } => lease,
+        other => panic!("expected a lease on {key}, got {other:?}"),
+    }
+}
+
+pub(crate) async fn send_ok(d: &KvDurability<MemoryKv>, key: &str) {
+    let l = lease(d, key).await;
+    d.outbox()
+        .mark_sent(&l, Some(format!("p-{key}")))
+        .await
+        .expect("mark_sent");
+}
+
+pub(crate) async fn state(d: &KvDurability<MemoryKv>, key: &str) -> OutboxState {
+    d.outbox()
+        .lookup(key)
+        .await
+        .expect("lookup")
+        .expect("record")
+        .state
+}
+
+pub(crate) fn events(
+    rx: &mut tokio::sync::broadcast::Receiver<DurabilityEvent>,
+) -> Vec<DurabilityEvent> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}

@@ -1,0 +1,570 @@
+//! Expand: turns a parsed, validated and lowered flow into Rust: the flow's unit (or tuple)
+//! struct named like the function, its state enum (serde-derived when `#[persistent]`), the
+//! step function (one `match` arm per state), the layout hash, the Mermaid graph, the send,
+//! effect and ask site ids, and the `::botmesh::flow::Flow` impl.
+//!
+//! When a check fails, every collected error is emitted as `compile_error!` next to a
+//! best-effort item (the struct and a stub impl), so the rest of the crate still type-checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{ToTokens, format_ident, quote};
+use syn::visit_mut::VisitMut;
+use syn::{Expr, Ident, Stmt};
+
+use crate::codec;
+use crate::errors::Errors;
+use crate::graph::{self, StateNode};
+use crate::liveness::{self, Binding};
+use crate::lower;
+use crate::parse::{self, FlowDef, Policy, Start};
+use crate::sites::{Sites, analyze, fnv1a};
+use crate::validate::{self, Kind, Suspension};
+
+/// `#[flow(…)]`.
+pub(crate) fn flow(args: TokenStream, item: TokenStream, persistent: bool) -> TokenStream {
+    let errors = Errors::default();
+    let args = parse::parse_args(args, &errors);
+    let Some(def) = parse::parse_fn(item, args, persistent, &errors) else {
+        return errors.to_compile_errors();
+    };
+    let out = expand(def, &errors);
+    debug_print(&out);
+    out
+}
+
+/// `#[persistent]`: finds the `#[flow(…)]` next to it and expands it as persistent.
+pub(crate) fn persistent(args: TokenStream, item: TokenStream) -> TokenStream {
+    let errors = Errors::default();
+    if !args.is_empty() {
+        errors.spanned(&args, "#[persistent] takes no arguments");
+    }
+    let mut func: syn::ItemFn = match syn::parse2(item) {
+        Ok(f) => f,
+        Err(e) => {
+            errors.push(syn::Error::new(
+                e.span(),
+                "#[persistent] goes on a `#[flow]` function",
+            ));
+            return errors.to_compile_errors();
+        }
+    };
+    let pos = func
+        .attrs
+        .iter()
+        .position(|a| a.path().segments.last().is_some_and(|s| s.ident == "flow"));
+    let Some(pos) = pos else {
+        errors.at(
+            func.sig.ident.span(),
+            "#[persistent] goes with #[flow]: add `#[flow(start = …)]` to this function",
+        );
+        return errors.to_compile_errors();
+    };
+    let attr = func.attrs.remove(pos);
+    let flow_args = match attr.meta {
+        syn::Meta::List(l) => l.tokens,
+        _ => TokenStream::new(),
+    };
+    let out = flow(flow_args, func.into_token_stream(), true);
+    let errs = errors.to_compile_errors();
+    quote!(#errs #out)
+}
+
+#[allow(clippy::print_stderr)]
+fn debug_print(out: &TokenStream) {
+    if std::env::var_os("BOTMESH_MACROS_DEBUG").is_some() {
+        eprintln!("{out}");
+    }
+}
+
+fn field_list(bs: &[Binding], with_mut: bool) -> Vec<TokenStream> {
+    bs.iter()
+        .map(|b| {
+            let n = &b.name;
+            if with_mut && b.mutable {
+                quote!(mut #n)
+            } else {
+                quote!(#n)
+            }
+        })
+        .collect()
+}
+
+/// Expands a parsed flow (errors collected in `errors`).
+pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
+    let FlowDef {
+        attrs,
+        vis,
+        name,
+        cx,
+        params,
+        output,
+        mut body,
+        persistent,
+        args,
+    } = def;
+    let flow_name = name.to_string();
+    let state_ty = format_ident!("__{}_State", name);
+
+    let suspensions: Vec<Suspension> = validate::validate(&mut body, &cx, errors);
+    lower::desugar_while(&mut body);
+
+    let not_cx = |mut s: BTreeSet<String>| {
+        s.remove(&cx.to_string());
+        s
+    };
+    let mut prompt_uses = BTreeMap::new();
+    let mut answer_uses = BTreeMap::new();
+    for s in &suspensions {
+        match &s.kind {
+            Kind::Ask { chain, answer_side } => {
+                prompt_uses.insert(
+                    s.id,
+                    not_cx(liveness::free_vars_tokens(chain.to_token_stream())),
+                );
+                answer_uses.insert(
+                    s.id,
+                    not_cx(liveness::free_vars_tokens(quote!(#(#answer_side)*))),
+                );
+            }
+            Kind::Call { call, .. } => {
+                prompt_uses.insert(
+                    s.id,
+                    not_cx(liveness::free_vars_tokens(call.to_token_stream())),
+                );
+            }
+        }
+    }
+    let param_bindings: Vec<Binding> = params
+        .iter()
+        .map(|p| Binding {
+            name: p.name.clone(),
+            ty: Some(p.ty.clone()),
+            mutable: p.mutable,
+        })
+        .collect();
+    let lowered = liveness::lower(
+        &body,
+        suspensions.len(),
+        &param_bindings,
+        &prompt_uses,
+        &answer_uses,
+    );
+
+    // Live locals must name their type.
+    let what = |s: &Suspension| match &s.kind {
+        Kind::Ask { .. } => format!("the ask #{} (`{}`)", s.id, s.label),
+        Kind::Call { .. } => format!("the sub-flow call #{} (`{}`)", s.id, s.label),
+    };
+    for (s, l) in suspensions.iter().zip(&lowered) {
+        for b in &l.live {
+            if b.ty.is_none() {
+                errors.at(
+                    b.name.span(),
+                    format!(
+                        "`{n}` lives across {w}, so the flow keeps it in its state, and a kept local must name its type: write `let {n}: Type = …` (a pattern binding: rebind it first, `let {n}: Type = {n};`)",
+                        n = b.name,
+                        w = what(s)
+                    ),
+                );
+            }
+        }
+    }
+
+    let out_ty = &output;
+    if !errors.is_empty() {
+        let stub = stub(&attrs, &vis, &name, &params, out_ty, persistent);
+        let errs = errors.to_compile_errors();
+        return quote!(#errs #stub);
+    }
+
+    // State enum.
+    let mut variants = Vec::new();
+    let mut layout = String::new();
+    let mut state_names = vec!["Start".to_owned()];
+    // (variant, field, type, checker fn name) of every state field, for the codecs.
+    let mut codec_fields: Vec<codec::CodecField> = Vec::new();
+    {
+        let fields: Vec<TokenStream> = params
+            .iter()
+            .map(|p| {
+                let (n, t) = (&p.name, &p.ty);
+                quote!(#n: #t)
+            })
+            .collect();
+        layout.push_str("Start{");
+        for p in &params {
+            let t = &p.ty;
+            layout.push_str(&format!("{}:{};", p.name, quote!(#t)));
+            let f = format_ident!(
+                "{}_is_a_flow_argument",
+                p.name.to_string().trim_start_matches("r#")
+            );
+            codec_fields.push((format_ident!("Start"), p.name.clone(), t.clone(), f));
+        }
+        layout.push('}');
+        variants.push(quote!(Start { #(#fields),* }));
+    }
+    for (s, l) in suspensions.iter().zip(&lowered) {
+        let v = format_ident!("S{}", s.id);
+        state_names.push(v.to_string());
+        layout.push_str(&format!("{v}{{"));
+        let mut fields = Vec::new();
+        for b in &l.live {
+            let (n, t) = (&b.name, b.ty.as_ref());
+            layout.push_str(&format!("{}:{};", n, quote!(#t)));
+            fields.push(quote!(#n: #t));
+            if let Some(t) = t {
+                let kind = if matches!(s.kind, Kind::Ask { .. }) {
+                    "ask"
+                } else {
+                    "call"
+                };
+                let f = format_ident!(
+                    "{}_lives_across_{}_{}",
+                    n.to_string().trim_start_matches("r#"),
+                    kind,
+                    s.id
+                );
+                codec_fields.push((v.clone(), n.clone(), t.clone(), f));
+            }
+        }
+        layout.push('}');
+        variants.push(quote!(#v { #(#fields),* }));
+    }
+    let layout_hash = Literal::u64_suffixed(fnv1a(&layout));
+
+    // Suspension code.
+    let susp_by_id: BTreeMap<usize, (&Suspension, &liveness::Lowered)> = suspensions
+        .iter()
+        .zip(&lowered)
+        .map(|(s, l)| (s.id, (s, l)))
+        .collect();
+    let suspend = |k: usize| -> Expr {
+        let Some((s, l)) = susp_by_id.get(&k) else {
+            return syn::parse_quote!({});
+        };
+        let v = format_ident!("S{}", k);
+        let live = field_list(&l.live, false);
+        let ret = quote!(return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* })););
+        match &s.kind {
+            Kind::Ask { chain, .. } => {
+                let site = format!("{flow_name}/ask{k}");
+                syn::parse_quote!({
+                    let __botmesh_ask = #chain;
+                    #cx.__suspend(#site, __botmesh_ask).await?;
+                    #ret
+                })
+            }
+            Kind::Call { call, .. } => syn::parse_quote!({
+                #cx.__call(#call);
+                #ret
+            }),
+        }
+    };
+
+    let mut arms = Vec::new();
+    let mut nodes = Vec::new();
+    let node = |name: String, stmts: &[Stmt], sends: usize| -> StateNode {
+        let (reached, ends) = analyze(stmts);
+        let edges = reached
+            .into_iter()
+            .filter_map(|k| susp_by_id.get(&k).map(|(s, _)| (k, s)))
+            .map(|(k, s)| {
+                let label = match &s.kind {
+                    Kind::Ask { .. } => format!("ask \"{}\"", s.label),
+                    Kind::Call { .. } => s.label.clone(),
+                };
+                (format!("S{k}"), label)
+            })
+            .collect();
+        StateNode {
+            name,
+            edges,
+            ends,
+            sends,
+        }
+    };
+
+    // Start arm.
+    {
+        let mut fwd = lower::forward_stmts(body.stmts.clone(), &suspend);
+        let mut sites = Sites {
+            cx: &cx,
+            prefix: format!("{flow_name}/Start"),
+            sends: 0,
+            effects: 0,
+        };
+        fwd.iter_mut().for_each(|s| sites.visit_stmt_mut(s));
+        nodes.push(node("Start".into(), &body.stmts, sites.sends));
+        let fields = field_list(&param_bindings, true);
+        arms.push(quote! {
+            #state_ty::Start { #(#fields),* } => {
+                let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = { #(#fwd)* };
+                ::botmesh::flow::__done(__botmesh_r)
+            }
+        });
+    }
+    for (s, l) in suspensions.iter().zip(&lowered) {
+        let v = format_ident!("S{}", s.id);
+        let mut fwd = lower::forward_stmts(l.rest.clone(), &suspend);
+        let mut sites = Sites {
+            cx: &cx,
+            prefix: format!("{flow_name}/{v}"),
+            sends: 0,
+            effects: 0,
+        };
+        fwd.iter_mut().for_each(|st| sites.visit_stmt_mut(st));
+        nodes.push(node(v.to_string(), &l.rest, sites.sends));
+        let pat = field_list(&l.live, true);
+        let live = field_list(&l.live, false);
+        let resume = match &s.kind {
+            Kind::Ask { answer_side, .. } => {
+                let site = format!("{flow_name}/ask{}", s.id);
+                quote!(#cx.__resume_ask(#site, ::botmesh::flow::Ask::__resumed() #(#answer_side)*).await?)
+            }
+            Kind::Call { callee, .. } => {
+                quote!(#cx.__resume_call::<<#callee as ::botmesh::flow::Flow>::Output>().await?)
+            }
+        };
+        arms.push(quote! {
+            #state_ty::#v { #(#pat),* } => {
+                let mut __botmesh_resumed = match #resume {
+                    ::core::option::Option::Some(__botmesh_v) => ::core::option::Option::Some(__botmesh_v),
+                    ::core::option::Option::None => {
+                        return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* }));
+                    }
+                };
+                let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = { #(#fwd)* };
+                ::botmesh::flow::__done(__botmesh_r)
+            }
+        });
+    }
+    let mermaid = graph::mermaid(&flow_name, &nodes);
+
+    let (codec_items, encode, decode) = codec::codecs(
+        &name,
+        &state_ty,
+        &flow_name,
+        persistent,
+        &state_names,
+        &codec_fields,
+    );
+    let start = start_tokens(&args.start);
+    let policy = match &args.policy {
+        Policy::Restart => quote!(::botmesh::flow::VersionPolicy::Restart),
+        Policy::Abandon => quote!(::botmesh::flow::VersionPolicy::Abandon),
+        Policy::Migrate(p) => quote!(::botmesh::flow::VersionPolicy::Migrate(#p)),
+    };
+    let mut callees: Vec<syn::Path> = Vec::new();
+    for s in &suspensions {
+        if let Kind::Call { callee, .. } = &s.kind {
+            if !callees.iter().any(|c| c == callee) {
+                callees.push(callee.clone());
+            }
+        }
+    }
+    let (strukt, into_start, fresh) = struct_tokens(&vis, &name, &params, &state_ty);
+    let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let others: Vec<_> = attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let _ = others;
+    let state_doc = format!("The states of flow `{flow_name}` (generated by `#[flow]`).");
+    quote! {
+        #(#docs)*
+        #strukt
+
+        #[doc = #state_doc]
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, missing_docs)]
+        #vis enum #state_ty { #(#variants),* }
+
+        #codec_items
+
+        impl #name {
+            /// The state graph `#[flow]` built for this flow, as a Mermaid diagram.
+            #[allow(dead_code)]
+            pub const MERMAID: &'static str = #mermaid;
+        }
+
+        impl ::botmesh::flow::Flow for #name {
+            type State = #state_ty;
+            type Output = #out_ty;
+
+            fn info() -> ::botmesh::flow::FlowInfo {
+                ::botmesh::flow::FlowInfo {
+                    name: #flow_name,
+                    layout_hash: #layout_hash,
+                    persistent: #persistent,
+                    start: #start,
+                    on_version_mismatch: #policy,
+                    mermaid: #mermaid,
+                    states: &[#(#state_names),*],
+                }
+            }
+
+            fn into_start(self) -> Self::State { #into_start }
+
+            #fresh
+
+            #[allow(unused_variables, unused_mut, unused_labels, unreachable_code, unused_assignments, unused_braces, unused_parens, clippy::all, clippy::pedantic, clippy::nursery)]
+            fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::botmesh::flow::Step<Self::State, Self::Output>, ::botmesh::HandlerError>> + ::core::marker::Send + '_
+            {
+                async move {
+                    match __botmesh_state { #(#arms)* }
+                }
+            }
+
+            fn encode(state: &Self::State) -> ::core::result::Result<::botmesh::flow::__private::serde_json::Value, ::botmesh::flow::FlowError> { #encode }
+
+            fn decode(value: ::botmesh::flow::__private::serde_json::Value) -> ::core::result::Result<Self::State, ::botmesh::flow::FlowError> { #decode }
+
+            fn register_callees(reg: &mut dyn ::core::ops::FnMut(::botmesh::flow::Erased)) {
+                let _ = &reg;
+                #( reg(::botmesh::flow::erase::<#callees>()); )*
+            }
+        }
+    }
+}
+
+fn start_tokens(s: &Start) -> TokenStream {
+    match s {
+        Start::None => quote!(::botmesh::flow::StartTrigger::None),
+        Start::Command(l) => quote!(::botmesh::flow::StartTrigger::Command(#l)),
+        Start::Keyword(l) => quote!(::botmesh::flow::StartTrigger::Keyword(#l)),
+        Start::Regex(l) => quote!(::botmesh::flow::StartTrigger::Regex(#l)),
+        Start::Matcher(p) => quote!(::botmesh::flow::StartTrigger::Matcher(#p)),
+    }
+}
+
+fn struct_tokens(
+    vis: &syn::Visibility,
+    name: &Ident,
+    params: &[parse::Param],
+    state_ty: &Ident,
+) -> (TokenStream, TokenStream, TokenStream) {
+    if params.is_empty() {
+        (
+            quote! {
+                #[allow(non_camel_case_types)]
+                #[derive(Debug, Clone, Copy, Default)]
+                #vis struct #name;
+            },
+            quote!(#state_ty::Start {}),
+            quote!(fn fresh() -> ::core::option::Option<Self::State> { ::core::option::Option::Some(#state_ty::Start {}) }),
+        )
+    } else {
+        let tys = params.iter().map(|p| &p.ty);
+        let inits = params.iter().enumerate().map(|(i, p)| {
+            let n = &p.name;
+            let idx = syn::Index::from(i);
+            quote!(#n: self.#idx)
+        });
+        (
+            quote! {
+                #[allow(non_camel_case_types)]
+                #vis struct #name(#(pub #tys),*);
+            },
+            quote!(#state_ty::Start { #(#inits),* }),
+            quote!(),
+        )
+    }
+}
+
+/// The best-effort item next to the errors: the struct and an impl whose step fails.
+fn stub(
+    attrs: &[syn::Attribute],
+    vis: &syn::Visibility,
+    name: &Ident,
+    params: &[parse::Param],
+    out: &syn::Type,
+    persistent: bool,
+) -> TokenStream {
+    let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let flow_name = name.to_string();
+    let dummy = Ident::new("__BotmeshUnused", Span::call_site());
+    let (strukt, _, _) = struct_tokens(vis, name, params, &dummy);
+    quote! {
+        #(#docs)*
+        #strukt
+        impl ::botmesh::flow::Flow for #name {
+            type State = ();
+            type Output = #out;
+            fn info() -> ::botmesh::flow::FlowInfo {
+                ::botmesh::flow::FlowInfo {
+                    name: #flow_name,
+                    layout_hash: 0,
+                    persistent: #persistent,
+                    start: ::botmesh::flow::StartTrigger::None,
+                    on_version_mismatch: ::botmesh::flow::VersionPolicy::Abandon,
+                    mermaid: "",
+                    states: &[],
+                }
+            }
+            fn into_start(self) -> Self::State {}
+            fn step(_cx: &mut ::botmesh::flow::FlowCx, _state: Self::State)
+                -> impl ::core::future::Future<Output = ::core::result::Result<::botmesh::flow::Step<Self::State, Self::Output>, ::botmesh::HandlerError>> + ::core::marker::Send + '_
+            {
+                async { ::core::result::Result::Err(::core::convert::From::from("this flow did not compile")) }
+            }
+            fn encode(_state: &Self::State) -> ::core::result::Result<::botmesh::flow::__private::serde_json::Value, ::botmesh::flow::FlowError> {
+                ::core::result::Result::Err(::botmesh::flow::FlowError::NotPersistent { flow: #flow_name })
+            }
+            fn decode(_value: ::botmesh::flow::__private::serde_json::Value) -> ::core::result::Result<Self::State, ::botmesh::flow::FlowError> {
+                ::core::result::Result::Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_the_design_example() {
+        let out = flow(
+            quote!(start = command("order")),
+            quote! {
+                async fn order(cx: &mut FlowCx) -> FlowResult {
+                    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+                    let qty: u32 = loop {
+                        let answer = cx.ask("How many?").await?;
+                        match answer.text().trim().parse() {
+                            Ok(n) if n > 0 => break n,
+                            _ => cx.send("Please answer with a number.").await?,
+                        }
+                    };
+                    cx.send(format!("Ordered {qty} x {item}")).await?;
+                    Ok(())
+                }
+            },
+            true,
+        );
+        let text = out.to_string();
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(text.contains("S2 { item : String }"), "{text}");
+        assert!(text.contains("\"order/S2/s1\""), "{text}");
+        assert!(text.contains("item_lives_across_ask_2"), "{text}");
+        assert!(!text.contains("Serialize"), "{text}");
+    }
+
+    #[test]
+    fn reports_untyped_live_locals() {
+        let out = flow(
+            quote!(),
+            quote! {
+                async fn f(cx: &mut FlowCx) -> FlowResult {
+                    let name = cx.ask("Name?").await?.text().to_owned();
+                    let _age = cx.ask("Age?").await?;
+                    cx.send(name).await?;
+                    Ok(())
+                }
+            },
+            false,
+        );
+        let text = out.to_string();
+        assert!(text.contains("`name` lives across the ask #2"), "{text}");
+    }
+}

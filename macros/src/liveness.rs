@@ -1,0 +1,500 @@
+//! Liveness: which locals live across each suspension point of a lowered flow.
+//!
+//! A local is live across suspension `k` when it is in scope at `k` (a parameter, or a `let`
+//! / pattern binding on the path from the function body down to the marker) and used free in
+//! the resume code of `k` (`lower::resume_stmts`); a later suspension `j` met in that code
+//! uses what lives across `j` and what its own prompt uses, so the sets are computed to a
+//! fixed point. Free names are found with scopes (`let`, closures, match arms, `if let`,
+//! loops) and inside macro calls (identifiers and `{name}` format captures), erring on the
+//! side of keeping a local. This module reports nothing: `expand` turns an untyped live local
+//! into an error.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::visit::{self, Visit};
+use syn::{Block, Expr, Ident, Pat, Stmt, Type};
+
+use crate::lower::{expr_has, marker_id, markers_in_stmts, resume_stmts, stmt_has};
+
+/// A local in scope at a suspension point.
+#[derive(Clone)]
+#[cfg_attr(test, derive(Debug))]
+pub(crate) struct Binding {
+    pub(crate) name: Ident,
+    pub(crate) ty: Option<Type>,
+    pub(crate) mutable: bool,
+}
+
+// ----- scopes -----
+
+/// Adds the names a pattern binds (with their types when the pattern says them).
+pub(crate) fn pat_bindings(p: &Pat, ty: Option<&Type>, out: &mut Vec<Binding>) {
+    match p {
+        Pat::Type(t) => pat_bindings(&t.pat, Some(&t.ty), out),
+        Pat::Ident(i) => {
+            out.push(Binding {
+                name: i.ident.clone(),
+                ty: ty.cloned(),
+                mutable: i.mutability.is_some(),
+            });
+            if let Some((_, sub)) = &i.subpat {
+                pat_bindings(sub, None, out);
+            }
+        }
+        Pat::Tuple(t) => {
+            let tys: Option<Vec<&Type>> = match ty {
+                Some(Type::Tuple(tt)) if tt.elems.len() == t.elems.len() => {
+                    Some(tt.elems.iter().collect())
+                }
+                _ => None,
+            };
+            for (i, el) in t.elems.iter().enumerate() {
+                pat_bindings(el, tys.as_ref().map(|v| v[i]), out);
+            }
+        }
+        Pat::TupleStruct(t) => t.elems.iter().for_each(|el| pat_bindings(el, None, out)),
+        Pat::Struct(s) => s
+            .fields
+            .iter()
+            .for_each(|f| pat_bindings(&f.pat, None, out)),
+        Pat::Or(o) => {
+            if let Some(first) = o.cases.first() {
+                pat_bindings(first, None, out);
+            }
+        }
+        Pat::Paren(p) => pat_bindings(&p.pat, ty, out),
+        Pat::Reference(r) => pat_bindings(&r.pat, None, out),
+        Pat::Slice(s) => s.elems.iter().for_each(|el| pat_bindings(el, None, out)),
+        Pat::Guard(g) => pat_bindings(&g.pat, ty, out),
+        _ => {}
+    }
+}
+
+/// The locals in scope at marker `k` (outermost first; later entries shadow earlier ones).
+pub(crate) fn scope_at(stmts: &[Stmt], k: usize, out: &mut Vec<Binding>) -> bool {
+    for s in stmts {
+        if stmt_has(s, k) {
+            match s {
+                Stmt::Local(l) => {
+                    if let Some(init) = &l.init {
+                        if expr_has(&init.expr, k) {
+                            scope_in_expr(&init.expr, k, out);
+                        } else if let Some((_, els)) = &init.diverge {
+                            scope_in_expr(els, k, out);
+                        }
+                    }
+                }
+                Stmt::Expr(e, _) => scope_in_expr(e, k, out),
+                _ => {}
+            }
+            return true;
+        }
+        if let Stmt::Local(l) = s {
+            pat_bindings(&l.pat, None, out);
+        }
+    }
+    false
+}
+
+fn let_bindings(cond: &Expr, out: &mut Vec<Binding>) {
+    match cond {
+        Expr::Let(l) => pat_bindings(&l.pat, None, out),
+        Expr::Binary(b) => {
+            let_bindings(&b.left, out);
+            let_bindings(&b.right, out);
+        }
+        _ => {}
+    }
+}
+
+fn scope_in_expr(e: &Expr, k: usize, out: &mut Vec<Binding>) {
+    if marker_id(e) == Some(k) {
+        return;
+    }
+    match e {
+        Expr::Await(a) => scope_in_expr(&a.base, k, out),
+        Expr::Try(t) => scope_in_expr(&t.expr, k, out),
+        Expr::MethodCall(m) => scope_in_expr(&m.receiver, k, out),
+        Expr::Field(f) => scope_in_expr(&f.base, k, out),
+        Expr::Paren(p) => scope_in_expr(&p.expr, k, out),
+        Expr::Group(g) => scope_in_expr(&g.expr, k, out),
+        Expr::Cast(c) => scope_in_expr(&c.expr, k, out),
+        Expr::Let(l) => scope_in_expr(&l.expr, k, out),
+        Expr::Assign(a) => scope_in_expr(&a.right, k, out),
+        Expr::Return(r) => r.expr.iter().for_each(|x| scope_in_expr(x, k, out)),
+        Expr::Break(b) => b.expr.iter().for_each(|x| scope_in_expr(x, k, out)),
+        Expr::If(i) => {
+            if expr_has(&i.cond, k) {
+                scope_in_expr(&i.cond, k, out);
+            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
+                let_bindings(&i.cond, out);
+                scope_at(&i.then_branch.stmts, k, out);
+            } else if let Some((_, els)) = &i.else_branch {
+                scope_in_expr(els, k, out);
+            }
+        }
+        Expr::Match(m) => {
+            if expr_has(&m.expr, k) {
+                scope_in_expr(&m.expr, k, out);
+            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
+                pat_bindings(&arm.pat, None, out);
+                scope_in_expr(&arm.body, k, out);
+            }
+        }
+        Expr::Loop(l) => {
+            scope_at(&l.body.stmts, k, out);
+        }
+        Expr::Block(b) => {
+            scope_at(&b.block.stmts, k, out);
+        }
+        Expr::Unsafe(u) => {
+            scope_at(&u.block.stmts, k, out);
+        }
+        _ => {}
+    }
+}
+
+// ----- free variables -----
+
+/// Names used free in code (respecting `let`, closure, arm and loop scopes); a marker `j`
+/// uses `marker_uses[j]`.
+struct FreeVars<'a> {
+    scopes: Vec<HashSet<String>>,
+    used: BTreeSet<String>,
+    marker_uses: &'a BTreeMap<usize, BTreeSet<String>>,
+}
+
+impl FreeVars<'_> {
+    fn bound(&self, n: &str) -> bool {
+        self.scopes.iter().any(|s| s.contains(n))
+    }
+    fn use_name(&mut self, n: &str) {
+        if !self.bound(n) {
+            self.used.insert(n.to_owned());
+        }
+    }
+    fn bind_pat(&mut self, p: &Pat) {
+        let mut b = Vec::new();
+        pat_bindings(p, None, &mut b);
+        if let Some(top) = self.scopes.last_mut() {
+            top.extend(b.into_iter().map(|b| b.name.to_string()));
+        }
+    }
+    fn tokens(&mut self, ts: TokenStream) {
+        let toks: Vec<TokenTree> = ts.into_iter().collect();
+        for (i, t) in toks.iter().enumerate() {
+            match t {
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Ident(id) => {
+                    let after_dot =
+                        i >= 1 && matches!(&toks[i - 1], TokenTree::Punct(p) if p.as_char() == '.');
+                    if !after_dot {
+                        self.use_name(&id.to_string());
+                    }
+                }
+                TokenTree::Literal(l) => {
+                    let s = l.to_string();
+                    if s.starts_with('"') {
+                        for name in format_captures(&s) {
+                            self.use_name(&name);
+                        }
+                    }
+                }
+                TokenTree::Punct(_) => {}
+            }
+        }
+    }
+}
+
+/// `{name}` / `{name:…}` captures in a format string literal.
+fn format_captures(lit: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = lit.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '{' {
+            if chars.get(i + 1) == Some(&'{') {
+                i += 2;
+                continue;
+            }
+            let mut j = i + 1;
+            let mut name = String::new();
+            while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                name.push(chars[j]);
+                j += 1;
+            }
+            if !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && matches!(chars.get(j), Some('}' | ':'))
+            {
+                out.push(name);
+            }
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+impl<'a> Visit<'a> for FreeVars<'_> {
+    fn visit_block(&mut self, b: &'a Block) {
+        self.scopes.push(HashSet::new());
+        for s in &b.stmts {
+            self.visit_stmt(s);
+        }
+        self.scopes.pop();
+    }
+    fn visit_local(&mut self, l: &'a syn::Local) {
+        if let Some(init) = &l.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, els)) = &init.diverge {
+                self.visit_expr(els);
+            }
+        }
+        self.bind_pat(&l.pat);
+    }
+    fn visit_expr_closure(&mut self, c: &'a syn::ExprClosure) {
+        self.scopes.push(HashSet::new());
+        for p in &c.inputs {
+            self.bind_pat(p);
+        }
+        self.visit_expr(&c.body);
+        self.scopes.pop();
+    }
+    fn visit_arm(&mut self, a: &'a syn::Arm) {
+        self.scopes.push(HashSet::new());
+        self.bind_pat(&a.pat);
+        if let Pat::Guard(g) = &a.pat {
+            self.visit_expr(&g.guard);
+        }
+        self.visit_expr(&a.body);
+        self.scopes.pop();
+    }
+    fn visit_expr_if(&mut self, i: &'a syn::ExprIf) {
+        self.visit_expr(&i.cond);
+        let mut b = Vec::new();
+        let_bindings(&i.cond, &mut b);
+        self.scopes
+            .push(b.into_iter().map(|b| b.name.to_string()).collect());
+        self.visit_block(&i.then_branch);
+        self.scopes.pop();
+        if let Some((_, els)) = &i.else_branch {
+            self.visit_expr(els);
+        }
+    }
+    fn visit_expr_let(&mut self, l: &'a syn::ExprLet) {
+        self.visit_expr(&l.expr);
+    }
+    fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
+        self.visit_expr(&w.cond);
+        let mut b = Vec::new();
+        let_bindings(&w.cond, &mut b);
+        self.scopes
+            .push(b.into_iter().map(|b| b.name.to_string()).collect());
+        self.visit_block(&w.body);
+        self.scopes.pop();
+    }
+    fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
+        self.visit_expr(&f.expr);
+        self.scopes.push(HashSet::new());
+        self.bind_pat(&f.pat);
+        self.visit_block(&f.body);
+        self.scopes.pop();
+    }
+    fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+        if p.qself.is_none() && p.path.segments.len() == 1 && p.path.leading_colon.is_none() {
+            if let Some(id) = p.path.get_ident() {
+                self.use_name(&id.to_string());
+            }
+        }
+    }
+    fn visit_expr(&mut self, e: &'a Expr) {
+        if let Some(k) = marker_id(e) {
+            if let Some(names) = self.marker_uses.get(&k) {
+                for n in names.clone() {
+                    self.use_name(&n);
+                }
+            }
+            return;
+        }
+        visit::visit_expr(self, e);
+    }
+    fn visit_macro(&mut self, m: &'a syn::Macro) {
+        self.tokens(m.tokens.clone());
+    }
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+/// The names used free in `stmts`.
+pub(crate) fn free_vars(
+    stmts: &[Stmt],
+    marker_uses: &BTreeMap<usize, BTreeSet<String>>,
+) -> BTreeSet<String> {
+    let mut fv = FreeVars {
+        scopes: vec![HashSet::new()],
+        used: BTreeSet::new(),
+        marker_uses,
+    };
+    for s in stmts {
+        fv.visit_stmt(s);
+    }
+    fv.used
+}
+
+/// The names used free in token streams (ask chains).
+pub(crate) fn free_vars_tokens(ts: TokenStream) -> BTreeSet<String> {
+    let empty = BTreeMap::new();
+    let mut fv = FreeVars {
+        scopes: vec![HashSet::new()],
+        used: BTreeSet::new(),
+        marker_uses: &empty,
+    };
+    fv.tokens(ts);
+    fv.used
+}
+
+/// One suspension point, lowered.
+pub(crate) struct Lowered {
+    /// The rest of the program after the suspension (markers of later suspensions kept).
+    pub(crate) rest: Vec<Stmt>,
+    /// The locals in scope at the suspension (innermost binding of each name).
+    pub(crate) scope: Vec<Binding>,
+    /// The live locals, in scope order.
+    pub(crate) live: Vec<Binding>,
+}
+
+/// Lowers every suspension `1..=n` of `body` (already validated and desugared).
+/// `params` are in scope everywhere; `prompt_uses[k]` / `answer_uses[k]` are the names the
+/// suspension's own expressions use at suspend / resume time.
+pub(crate) fn lower(
+    body: &Block,
+    n: usize,
+    params: &[Binding],
+    prompt_uses: &BTreeMap<usize, BTreeSet<String>>,
+    answer_uses: &BTreeMap<usize, BTreeSet<String>>,
+) -> Vec<Lowered> {
+    let mut flags = 0usize;
+    let mut out: Vec<Lowered> = Vec::with_capacity(n);
+    for k in 1..=n {
+        let rest = resume_stmts(&body.stmts, k, &mut flags);
+        let mut scope = params.to_vec();
+        scope_at(&body.stmts, k, &mut scope);
+        // innermost binding of each name wins
+        let mut dedup: Vec<Binding> = Vec::new();
+        for b in scope {
+            dedup.retain(|d| d.name != b.name);
+            dedup.push(b);
+        }
+        out.push(Lowered {
+            rest,
+            scope: dedup,
+            live: Vec::new(),
+        });
+    }
+    // fixed point
+    loop {
+        let mut uses: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        for (i, l) in out.iter().enumerate() {
+            let k = i + 1;
+            let mut u: BTreeSet<String> = l.live.iter().map(|b| b.name.to_string()).collect();
+            u.extend(prompt_uses.get(&k).cloned().unwrap_or_default());
+            uses.insert(k, u);
+        }
+        let mut changed = false;
+        for (i, l) in out.iter_mut().enumerate() {
+            let k = i + 1;
+            let mut used = free_vars(&l.rest, &uses);
+            used.extend(answer_uses.get(&k).cloned().unwrap_or_default());
+            let live: Vec<Binding> = l
+                .scope
+                .iter()
+                .filter(|b| used.contains(&b.name.to_string()))
+                .cloned()
+                .collect();
+            if live
+                .iter()
+                .map(|b| b.name.to_string())
+                .ne(l.live.iter().map(|b| b.name.to_string()))
+            {
+                l.live = live;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::Errors;
+    use crate::lower::{desugar_while, forward_stmts};
+    use quote::quote;
+    use syn::parse_quote;
+
+    fn prep(mut body: Block) -> (Block, usize) {
+        let e = Errors::default();
+        let s = crate::validate::validate(&mut body, &parse_quote!(cx), &e);
+        assert!(e.is_empty(), "{:?}", e.messages());
+        desugar_while(&mut body);
+        (body, s.len())
+    }
+
+    #[test]
+    fn design_example_lowers() {
+        let (body, n) = prep(parse_quote!({
+            let item: String = cx.ask("What would you like?").await?.text().to_owned();
+            let qty: u32 = loop {
+                let answer = cx.ask("How many?").await?;
+                match answer.text().trim().parse() {
+                    Ok(n) if n > 0 => break n,
+                    _ => cx.send("Please answer with a number.").await?,
+                }
+            };
+            cx.send(format!("Ordered {qty} x {item}")).await?;
+            Ok(())
+        }));
+        assert_eq!(n, 2);
+        let l = lower(&body, n, &[], &BTreeMap::new(), &BTreeMap::new());
+        let live1: Vec<String> = l[0].live.iter().map(|b| b.name.to_string()).collect();
+        let live2: Vec<String> = l[1].live.iter().map(|b| b.name.to_string()).collect();
+        assert_eq!(live1, Vec::<String>::new());
+        assert_eq!(live2, vec!["item"]);
+        let rest2 = &l[1].rest;
+        let text = quote!(#(#rest2)*).to_string();
+        assert!(text.contains("__botmesh_first_"), "{text}");
+        assert!(
+            text.contains("let answer = :: botmesh :: flow :: __take (& mut __botmesh_resumed) ?"),
+            "{text}"
+        );
+        let fwd = forward_stmts(rest2.clone(), &|k| parse_quote!({ suspend(#k) }));
+        let text = quote!(#(#fwd)*).to_string();
+        assert!(text.contains("suspend (2"), "{text}");
+    }
+
+    #[test]
+    fn untyped_live_local_is_found() {
+        let (body, n) = prep(parse_quote!({
+            let name = cx.ask("Name?").await?.text().to_owned();
+            let age: u32 = cx.ask("Age?").parse::<u32>("a number").await?;
+            cx.send(format!("{name} is {age}")).await?;
+            Ok(())
+        }));
+        let l = lower(&body, n, &[], &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(l[1].live.len(), 1);
+        assert!(l[1].live[0].ty.is_none());
+    }
+
+    #[test]
+    fn format_captures_parse() {
+        assert_eq!(
+            format_captures("\"{a} {{b}} {c:>3} {0} {}\""),
+            vec!["a", "c"]
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! Lower: splits a validated body at its suspension markers into one piece of structured Rust
+//! per state, and computes which locals live across each suspension.
+//!
+//! For suspension `k`, the resume code is "the rest of the program" rebuilt outward from the
+//! marker: the rest of its block; for an `if`/`match` branch, the rest of that branch; for a
+//! `loop`, the same labelled loop re-entered through a first-iteration flag
+//! (`if first { first = false; rest } else { whole body }`), so `break`, `continue` and
+//! `break value` keep their meaning; up to the end of the function. `while` loops holding a
+//! suspension are first rewritten as `loop { if cond { body } else { break } }`.
+//!
+//! Forward code (what a state runs until the next suspension) replaces the statement that
+//! holds a marker at its head by the suspension itself (an early `return` carrying the live
+//! locals) and drops the statements after it.
+//!
+//! Which locals live across a suspension is `liveness`'s job. This module builds syntax only;
+//! `expand` turns it into the step function.
+
+use quote::{format_ident, quote};
+use syn::visit::{self, Visit};
+use syn::visit_mut::{self, VisitMut};
+use syn::{Block, Expr, Stmt};
+
+use crate::validate::MARKER;
+
+/// The marker id of an expression, if it is one.
+pub(crate) fn marker_id(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Macro(m) if m.mac.path.is_ident(MARKER) => {
+            m.mac.tokens.to_string().trim().parse().ok()
+        }
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct FindMarkers(Vec<usize>);
+
+impl<'a> Visit<'a> for FindMarkers {
+    fn visit_expr(&mut self, e: &'a Expr) {
+        match marker_id(e) {
+            Some(k) => self.0.push(k),
+            None => visit::visit_expr(self, e),
+        }
+    }
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+/// The markers in a statement list, in order.
+pub(crate) fn markers_in_stmts(stmts: &[Stmt]) -> Vec<usize> {
+    let mut f = FindMarkers::default();
+    for s in stmts {
+        f.visit_stmt(s);
+    }
+    f.0
+}
+
+pub(crate) fn expr_has(e: &Expr, k: usize) -> bool {
+    let mut f = FindMarkers::default();
+    f.visit_expr(e);
+    f.0.contains(&k)
+}
+
+fn expr_has_any(e: &Expr) -> bool {
+    let mut f = FindMarkers::default();
+    f.visit_expr(e);
+    !f.0.is_empty()
+}
+
+pub(crate) fn stmt_has(s: &Stmt, k: usize) -> bool {
+    markers_in_stmts(std::slice::from_ref(s)).contains(&k)
+}
+
+fn stmt_has_any(s: &Stmt) -> bool {
+    !markers_in_stmts(std::slice::from_ref(s)).is_empty()
+}
+
+// ----- while → loop -----
+
+struct DesugarWhile;
+
+impl VisitMut for DesugarWhile {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        visit_mut::visit_expr_mut(self, e);
+        if let Expr::While(w) = e {
+            if expr_has_any(&Expr::While(w.clone())) {
+                let label = &w.label;
+                let cond = &w.cond;
+                let body = &w.body;
+                let brk = match &w.label {
+                    Some(l) => {
+                        let name = &l.name;
+                        quote!(break #name)
+                    }
+                    None => quote!(break),
+                };
+                *e = syn::parse_quote!(#label loop { if #cond #body else { #brk } });
+            }
+        }
+    }
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// Rewrites `while` loops that hold a suspension as `loop { if cond { body } else { break } }`.
+pub(crate) fn desugar_while(body: &mut Block) {
+    DesugarWhile.visit_block_mut(body);
+}
+
+// ----- resume code -----
+
+/// Rebuilds the rest of `stmts` from the statement that holds marker `k`.
+pub(crate) fn resume_stmts(stmts: &[Stmt], k: usize, flags: &mut usize) -> Vec<Stmt> {
+    let Some(i) = stmts.iter().position(|s| stmt_has(s, k)) else {
+        return Vec::new();
+    };
+    let mut out = vec![resume_stmt(&stmts[i], k, flags)];
+    out.extend(stmts[i + 1..].iter().cloned());
+    out
+}
+
+fn resume_stmt(s: &Stmt, k: usize, flags: &mut usize) -> Stmt {
+    match s {
+        Stmt::Local(l) => {
+            let mut l = l.clone();
+            if let Some(init) = &mut l.init {
+                if expr_has(&init.expr, k) {
+                    *init.expr = resume_expr(&init.expr, k, flags);
+                } else if let Some((_, els)) = &init.diverge {
+                    if expr_has(els, k) {
+                        return Stmt::Expr(resume_expr(els, k, flags), None);
+                    }
+                }
+            }
+            Stmt::Local(l)
+        }
+        Stmt::Expr(e, semi) => Stmt::Expr(resume_expr(e, k, flags), *semi),
+        other => other.clone(),
+    }
+}
+
+fn block_expr(stmts: Vec<Stmt>) -> Expr {
+    syn::parse_quote!({ #(#stmts)* })
+}
+
+fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
+    if marker_id(e) == Some(k) {
+        return syn::parse_quote!(::botmesh::flow::__take(&mut __botmesh_resumed));
+    }
+    let mut e = e.clone();
+    match &mut e {
+        Expr::Await(a) => *a.base = resume_expr(&a.base, k, flags),
+        Expr::Try(t) => *t.expr = resume_expr(&t.expr, k, flags),
+        Expr::MethodCall(m) => *m.receiver = resume_expr(&m.receiver, k, flags),
+        Expr::Field(f) => *f.base = resume_expr(&f.base, k, flags),
+        Expr::Paren(p) => *p.expr = resume_expr(&p.expr, k, flags),
+        Expr::Group(g) => *g.expr = resume_expr(&g.expr, k, flags),
+        Expr::Cast(c) => *c.expr = resume_expr(&c.expr, k, flags),
+        Expr::Let(l) => *l.expr = resume_expr(&l.expr, k, flags),
+        Expr::Assign(a) => *a.right = resume_expr(&a.right, k, flags),
+        Expr::Return(r) => {
+            if let Some(x) = &mut r.expr {
+                **x = resume_expr(x, k, flags);
+            }
+        }
+        Expr::Break(b) => {
+            if let Some(x) = &mut b.expr {
+                **x = resume_expr(x, k, flags);
+            }
+        }
+        Expr::If(i) => {
+            if expr_has(&i.cond, k) {
+                *i.cond = resume_expr(&i.cond, k, flags);
+            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
+                return block_expr(resume_stmts(&i.then_branch.stmts, k, flags));
+            } else if let Some((_, els)) = &i.else_branch {
+                let inner = resume_expr(els, k, flags);
+                return syn::parse_quote!({ #inner });
+            }
+        }
+        Expr::Match(m) => {
+            if expr_has(&m.expr, k) {
+                *m.expr = resume_expr(&m.expr, k, flags);
+            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
+                let inner = resume_expr(&arm.body, k, flags);
+                return syn::parse_quote!({ #inner });
+            }
+        }
+        Expr::Loop(l) => {
+            *flags += 1;
+            let flag = format_ident!("__botmesh_first_{}", *flags);
+            let rest = resume_stmts(&l.body.stmts, k, flags);
+            let label = &l.label;
+            let body = &l.body;
+            return syn::parse_quote!({
+                let mut #flag = true;
+                #label loop {
+                    if #flag { #flag = false; #(#rest)* } else #body
+                }
+            });
+        }
+        Expr::Block(b) => {
+            let rest = resume_stmts(&b.block.stmts, k, flags);
+            let label = &b.label;
+            return syn::parse_quote!(#label { #(#rest)* });
+        }
+        Expr::Unsafe(u) => {
+            let rest = resume_stmts(&u.block.stmts, k, flags);
+            return syn::parse_quote!(unsafe { #(#rest)* });
+        }
+        _ => {}
+    }
+    e
+}
+
+// ----- forward code -----
+
+/// The marker at the head of an expression (evaluated before anything else in it).
+pub(crate) fn direct_marker(e: &Expr) -> Option<usize> {
+    if let Some(k) = marker_id(e) {
+        return Some(k);
+    }
+    match e {
+        Expr::Await(a) => direct_marker(&a.base),
+        Expr::Try(t) => direct_marker(&t.expr),
+        Expr::MethodCall(m) => direct_marker(&m.receiver),
+        Expr::Field(f) => direct_marker(&f.base),
+        Expr::Paren(p) => direct_marker(&p.expr),
+        Expr::Group(g) => direct_marker(&g.expr),
+        Expr::Cast(c) => direct_marker(&c.expr),
+        Expr::Let(l) => direct_marker(&l.expr),
+        Expr::Assign(a) => direct_marker(&a.right),
+        Expr::If(i) => direct_marker(&i.cond),
+        Expr::Match(m) => direct_marker(&m.expr),
+        Expr::Return(r) => r.expr.as_deref().and_then(direct_marker),
+        Expr::Break(b) => b.expr.as_deref().and_then(direct_marker),
+        _ => None,
+    }
+}
+
+fn direct_marker_stmt(s: &Stmt) -> Option<usize> {
+    match s {
+        Stmt::Local(l) => l.init.as_ref().and_then(|i| direct_marker(&i.expr)),
+        Stmt::Expr(e, _) => direct_marker(e),
+        _ => None,
+    }
+}
+
+/// Replaces suspensions by `suspend(k)` (a diverging block) and drops what follows them.
+pub(crate) fn forward_stmts(stmts: Vec<Stmt>, suspend: &dyn Fn(usize) -> Expr) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        if !stmt_has_any(&s) {
+            out.push(s);
+            continue;
+        }
+        if let Some(k) = direct_marker_stmt(&s) {
+            out.push(Stmt::Expr(suspend(k), None));
+            break;
+        }
+        out.push(match s {
+            Stmt::Local(mut l) => {
+                if let Some(init) = &mut l.init {
+                    *init.expr = forward_expr(*init.expr.clone(), suspend);
+                    if let Some((_, els)) = &mut init.diverge {
+                        **els = forward_expr((**els).clone(), suspend);
+                    }
+                }
+                Stmt::Local(l)
+            }
+            Stmt::Expr(e, semi) => Stmt::Expr(forward_expr(e, suspend), semi),
+            other => other,
+        });
+    }
+    out
+}
+
+fn forward_block(b: &mut Block, suspend: &dyn Fn(usize) -> Expr) {
+    b.stmts = forward_stmts(std::mem::take(&mut b.stmts), suspend);
+}
+
+fn forward_expr(mut e: Expr, suspend: &dyn Fn(usize) -> Expr) -> Expr {
+    if !expr_has_any(&e) {
+        return e;
+    }
+    if let Some(k) = direct_marker(&e) {
+        return suspend(k);
+    }
+    match &mut e {
+        Expr::Await(a) => *a.base = forward_expr(*a.base.clone(), suspend),
+        Expr::Try(t) => *t.expr = forward_expr(*t.expr.clone(), suspend),
+        Expr::MethodCall(m) => *m.receiver = forward_expr(*m.receiver.clone(), suspend),
+        Expr::Field(f) => *f.base = forward_expr(*f.base.clone(), suspend),
+        Expr::Paren(p) => *p.expr = forward_expr(*p.expr.clone(), suspend),
+        Expr::Group(g) => *g.expr = forward_expr(*g.expr.clone(), suspend),
+        Expr::Cast(c) => *c.expr = forward_expr(*c.expr.clone(), suspend),
+        Expr::Assign(a) => *a.right = forward_expr(*a.right.clone(), suspend),
+        Expr::Return(r) => {
+            if let Some(x) = &mut r.expr {
+                **x = forward_expr((**x).clone(), suspend);
+            }
+        }
+        Expr::Break(b) => {
+            if let Some(x) = &mut b.expr {
+                **x = forward_expr((**x).clone(), suspend);
+            }
+        }
+        Expr::If(i) => {
+            forward_block(&mut i.then_branch, suspend);
+            if let Some((_, els)) = &mut i.else_branch {
+                **els = forward_expr((**els).clone(), suspend);
+            }
+        }
+        Expr::Match(m) => {
+            for arm in &mut m.arms {
+                *arm.body = forward_expr(*arm.body.clone(), suspend);
+            }
+        }
+        Expr::Loop(l) => forward_block(&mut l.body, suspend),
+        Expr::While(w) => forward_block(&mut w.body, suspend),
+        Expr::Block(b) => forward_block(&mut b.block, suspend),
+        Expr::Unsafe(u) => forward_block(&mut u.block, suspend),
+        _ => {}
+    }
+    e
+}

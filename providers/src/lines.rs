@@ -1,0 +1,206 @@
+//! Line-oriented I/O shared by the console and jsonl providers.
+//!
+//! [`LineSource`] reads one line at a time, only when asked: from any `AsyncRead` (tests use
+//! `tokio::io::duplex`) or from the process's stdin. Stdin is read by a dedicated thread that
+//! reads exactly one line per request, because tokio's own `stdin()` blocks runtime shutdown
+//! until the user presses enter; the thread is detached and dies with the process.
+//!
+//! [`LineSink`] writes whole lines from one writer task fed by a channel, so lines from
+//! concurrent senders never interleave and the callers never block on the terminal or the
+//! pipe. A write error is logged once; later lines are dropped. This module knows nothing
+//! of messages or JSON.
+
+use std::io::{self, BufRead};
+use std::sync::Mutex;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// A boxed reader.
+pub(crate) type BoxReader = Box<dyn AsyncRead + Send + Unpin>;
+/// A boxed writer.
+pub(crate) type BoxWriter = Box<dyn AsyncWrite + Send + Unpin>;
+
+type LineReply = oneshot::Sender<io::Result<Option<Vec<u8>>>>;
+
+/// Where input lines come from.
+pub(crate) enum LineSource {
+    /// Any async reader.
+    Reader(BufReader<BoxReader>),
+    /// The process's stdin, read by a dedicated thread (started on the first read).
+    Stdin(Option<std::sync::mpsc::Sender<LineReply>>),
+}
+
+impl LineSource {
+    /// Lines of an async reader.
+    pub(crate) fn reader(reader: impl AsyncRead + Send + Unpin + 'static) -> Self {
+        LineSource::Reader(BufReader::new(Box::new(reader)))
+    }
+
+    /// Lines of the process's stdin.
+    pub(crate) fn stdin() -> Self {
+        LineSource::Stdin(None)
+    }
+
+    /// The next line without its line ending, or `None` at the end of input.
+    pub(crate) async fn next_line(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let line = match self {
+            LineSource::Reader(reader) => {
+                let mut buf = Vec::new();
+                match reader.read_until(b'\n', &mut buf).await? {
+                    0 => None,
+                    _ => Some(buf),
+                }
+            }
+            LineSource::Stdin(requests) => {
+                let tx = match requests {
+                    Some(tx) => tx.clone(),
+                    None => {
+                        let tx = spawn_stdin_thread()?;
+                        *requests = Some(tx.clone());
+                        tx
+                    }
+                };
+                let (reply, answer) = oneshot::channel();
+                // The thread ends after the end of input (or an error): input is over then.
+                if tx.send(reply).is_err() {
+                    return Ok(None);
+                }
+                match answer.await {
+                    Ok(line) => line?,
+                    Err(_) => None,
+                }
+            }
+        };
+        Ok(line.map(trim_line_ending))
+    }
+}
+
+/// Starts the thread that reads one stdin line per request.
+fn spawn_stdin_thread() -> io::Result<std::sync::mpsc::Sender<LineReply>> {
+    let (tx, rx) = std::sync::mpsc::channel::<LineReply>();
+    std::thread::Builder::new()
+        .name("botmesh-stdin".to_owned())
+        .spawn(move || {
+            let stdin = io::stdin();
+            let mut lock = stdin.lock();
+            while let Ok(reply) = rx.recv() {
+                let mut buf = Vec::new();
+                let result = match lock.read_until(b'\n', &mut buf) {
+                    Ok(0) => Ok(None),
+                    Ok(_) => Ok(Some(buf)),
+                    Err(e) => Err(e),
+                };
+                let done = !matches!(result, Ok(Some(_)));
+                // The asking task may be gone (the provider stopped): the line is dropped then.
+                let _ = reply.send(result);
+                if done {
+                    break;
+                }
+            }
+        })?;
+    Ok(tx)
+}
+
+fn trim_line_ending(mut line: Vec<u8>) -> Vec<u8> {
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+    }
+    line
+}
+
+enum Command {
+    Line(String),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Writes whole lines, in the order given, from one task.
+pub(crate) struct LineSink {
+    tx: mpsc::UnboundedSender<Command>,
+    idle: Mutex<Option<(mpsc::UnboundedReceiver<Command>, BoxWriter)>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl LineSink {
+    /// A sink writing to `writer`; its task starts with the first line written inside a
+    /// tokio runtime (lines written before wait in the channel).
+    pub(crate) fn new(writer: impl AsyncWrite + Send + Unpin + 'static) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            tx,
+            idle: Mutex::new(Some((rx, Box::new(writer)))),
+            task: Mutex::new(None),
+        }
+    }
+
+    fn ensure_started(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.is_none() {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if let Some((rx, writer)) = idle.take() {
+            let task = handle.spawn(write_lines(rx, writer));
+            *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        }
+    }
+
+    /// Queues one line (without its `\n`).
+    pub(crate) fn line(&self, line: String) {
+        self.ensure_started();
+        // The writer task lives as long as the sink, unless the runtime is gone.
+        let _ = self.tx.send(Command::Line(line));
+    }
+
+    /// Waits until every line queued so far is written and flushed.
+    pub(crate) async fn flush(&self) {
+        self.ensure_started();
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Command::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+impl Drop for LineSink {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+async fn write_lines(mut rx: mpsc::UnboundedReceiver<Command>, mut writer: BoxWriter) {
+    let mut failed = false;
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Line(mut line) => {
+                if failed {
+                    continue;
+                }
+                line.push('\n');
+                let mut result = writer.write_all(line.as_bytes()).await;
+                if result.is_ok() && rx.is_empty() {
+                    result = writer.flush().await;
+                }
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "cannot write output: dropping further lines");
+                    failed = true;
+                }
+            }
+            Command::Flush(done) => {
+                if !failed && let Err(e) = writer.flush().await {
+                    tracing::warn!(error = %e, "cannot flush output: dropping further lines");
+                    failed = true;
+                }
+                let _ = done.send(());
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! [`TelegramConfig`]: the token, the API base URL, and how updates arrive (long polling or
+//! a webhook), from code or from environment variables.
+//!
+//! | env var | meaning | default |
+//! | --- | --- | --- |
+//! | `TELEGRAM_BOT_TOKEN` | the token from @BotFather (required) | — |
+//! | `TELEGRAM_API_BASE` | the Bot API base URL (a local Bot API server, a fake in tests) | `https://api.telegram.org` |
+//! | `TELEGRAM_WEBHOOK_SECRET` | set: webhook mode, with this `secret_token` (1–256 of `A-Z a-z 0-9 _ -`) | unset: long polling |
+//! | `TELEGRAM_WEBHOOK_PATH` | the route the webhook server serves | `/telegram` |
+//! | `TELEGRAM_WEBHOOK_URL` | the public URL given to `setWebhook` at start | unset: set it yourself |
+//! | `TELEGRAM_POLL_TIMEOUT_SECS` | the long-poll timeout of `getUpdates` | `30` |
+
+use std::time::Duration;
+
+use crate::http::GuardedClient;
+
+/// A configuration error; names the setting or environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TelegramConfigError {
+    /// A required environment variable is not set.
+    #[error("{0} is not set")]
+    MissingEnv(&'static str),
+    /// A setting has an invalid value (the value is not repeated: it may be a secret).
+    #[error("{setting} is invalid: {reason}")]
+    Invalid {
+        /// The setting or environment variable.
+        setting: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How updates arrive.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TelegramMode {
+    /// `getUpdates` long polling; the offset is confirmed only after the pipeline accepted.
+    Polling {
+        /// The long-poll timeout.
+        timeout: Duration,
+    },
+    /// Telegram POSTs updates to a route of the [`crate::webhook::WebhookServer`].
+    Webhook {
+        /// The `secret_token` checked against `X-Telegram-Bot-Api-Secret-Token`.
+        secret_token: String,
+        /// The route (`/telegram`).
+        path: String,
+        /// The public URL to register with `setWebhook` at start, if any.
+        url: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for TelegramMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TelegramMode::Polling { timeout } => {
+                f.debug_struct("Polling").field("timeout", timeout).finish()
+            }
+            TelegramMode::Webhook { path, url, .. } => f
+                .debug_struct("Webhook")
+                .field("path", path)
+                .field("url", url)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// The Telegram provider's settings.
+#[derive(Clone)]
+pub struct TelegramConfig {
+    pub(crate) token: String,
+    pub(crate) api_base: String,
+    pub(crate) mode: TelegramMode,
+    pub(crate) media_client: Option<GuardedClient>,
+    pub(crate) request_timeout: Duration,
+}
+
+impl std::fmt::Debug for TelegramConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramConfig")
+            .field("api_base", &self.api_base)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default API base.
+pub const DEFAULT_API_BASE: &str = "https://api.telegram.org";
+
+impl TelegramConfig {
+    /// Long polling on the public Bot API with `token`.
+    pub fn new(token: impl Into<String>) -> Self {
+        Self {
+            token: token.into(),
+            api_base: DEFAULT_API_BASE.to_owned(),
+            mode: TelegramMode::Polling {
+                timeout: Duration::from_secs(30),
+            },
+            media_client: None,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Reads the settings from the environment (see the module table).
+    pub fn from_env() -> Result<Self, TelegramConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`from_env`](Self::from_env), from any lookup (tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TelegramConfigError> {
+        let token = get("TELEGRAM_BOT_TOKEN")
+            .filter(|t| !t.trim().is_empty())
+            .ok_or(TelegramConfigError::MissingEnv("TELEGRAM_BOT_TOKEN"))?;
+        let mut cfg = Self::new(token.trim());
+        if let Some(base) = get("TELEGRAM_API_BASE").filter(|b| !b.is_empty()) {
+            cfg = cfg.api_base_checked(&base, "TELEGRAM_API_BASE")?;
+        }
+        if let Some(secret) = get("TELEGRAM_WEBHOOK_SECRET").filter(|s| !s.is_empty()) {
+            check_secret(&secret, "TELEGRAM_WEBHOOK_SECRET")?;
+            let path = get("TELEGRAM_WEBHOOK_PATH").unwrap_or_else(|| "/telegram".to_owned());
+            if !path.starts_with('/') {
+                return Err(TelegramConfigError::Invalid {
+                    setting: "TELEGRAM_WEBHOOK_PATH",
+                    reason: "must start with '/'".to_owned(),
+                });
+            }
+            cfg.mode = TelegramMode::Webhook {
+                secret_token: secret,
+                path,
+                url: get("TELEGRAM_WEBHOOK_URL").filter(|u| !u.is_empty()),
+            };
+        } else if let Some(t) = get("TELEGRAM_POLL_TIMEOUT_SECS") {
+            let secs = t
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| TelegramConfigError::Invalid {
+                    setting: "TELEGRAM_POLL_TIMEOUT_SECS",
+                    reason: format!("{t:?} is not a number of seconds"),
+                })?;
+            cfg.mode = TelegramMode::Polling {
+                timeout: Duration::from_secs(secs),
+            };
+        }
+        Ok(cfg)
+    }
+
+    fn api_base_checked(
+        mut self,
+        base: &str,
+        setting: &'static str,
+    ) -> Result<Self, TelegramConfigError> {
+        let parsed = url::Url::parse(base).map_err(|e| TelegramConfigError::Invalid {
+            setting,
+            reason: e.to_string(),
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(TelegramConfigError::Invalid {
+                setting,
+                reason: "must be an http(s) URL".to_owned(),
+            });
+        }
+        self.api_base = base.trim_end_matches('/').to_owned();
+        Ok(self)
+    }
+
+    /// Uses another Bot API base URL (a local Bot API server, or a fake in tests).
+    pub fn api_base(self, base: &str) -> Result<Self, TelegramConfigError> {
+        self.api_base_checked(base, "api_base")
+    }
+
+    /// Long polling with this `getUpdates` timeout.
+    pub fn polling(mut self, timeout: Duration) -> Self {
+        self.mode = TelegramMode::Polling { timeout };
+        self
+    }
+
+    /// Webhook mode: updates arrive on `path` of the webhook server, carrying `secret_token`.
+    pub fn webhook(
+        mut self,
+        path: impl Into<String>,
+        secret_token: impl Into<String>,
+    ) -> Result<Self, TelegramConfigError> {
+        let secret_token = secret_token.into();
+        check_secret(&secret_token, "secret_token")?;
+        let path = path.into();
+        if !path.starts_with('/') {
+            return Err(TelegramConfigError::Invalid {
+                setting: "webhook path",
+                reason: "must start with '/'".to_owned(),
+            });
+        }
+        self.mode = TelegramMode::Webhook {
+            secret_token,
+            path,
+            url: None,
+        };
+        Ok(self)
+    }
+
+    /// In webhook mode, registers `url` with `setWebhook` at start.
+    pub fn set_webhook_url(mut self, public_url: impl Into<String>) -> Self {
+        if let TelegramMode::Webhook { url, .. } = &mut self.mode {
+            *url = Some(public_url.into());
+        }
+        self
+    }
+
+    /// The client media downloads go through (by default a [`GuardedClient`] with no
+    /// allow-list).
+    pub fn media_client(mut self, client: GuardedClient) -> Self {
+        self.media_client = Some(client);
+        self
+    }
+
+    /// The timeout of API calls other than the long poll (30 s by default).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> &TelegramMode {
+        &self.mode
+    }
+}
+
+fn check_secret(secret: &str, setting: &'static str) -> Result<(), TelegramConfigError> {
+    let ok = (1..=256).contains(&secret.len())
+        && secret
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(TelegramConfigError::Invalid {
+            setting,
+            reason: "must be 1-256 characters of A-Z, a-z, 0-9, _ and -".to_owned(),
+        })
+    }
+}

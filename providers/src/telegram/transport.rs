@@ -1,0 +1,208 @@
+//! The two ways updates reach the provider: the `getUpdates` poller and the webhook route.
+//!
+//! The poller keeps `offset` = one past the last update the pipeline accepted (or that had
+//! nothing to deliver); a rejected update ends the batch, and after a backoff the next
+//! `getUpdates` returns it again. On a graceful stop it confirms what was accepted with one
+//! last `getUpdates(offset, timeout = 0)`. A malformed update in a batch is logged and
+//! skipped (fetching it again would not mend it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use botmesh::provider::{EventSink, ProviderError, TransportStatus};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::api::{Api, CallError, Size};
+use super::{Inner, TelegramMode, backoff, update};
+use crate::webhook::{Answer, constant_time_eq, deliver_all};
+
+/// The header Telegram puts the `secret_token` in.
+pub(crate) const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+
+const ALLOWED_UPDATES: [&str; 4] = [
+    "message",
+    "edited_message",
+    "callback_query",
+    "my_chat_member",
+];
+
+/// A running poller.
+pub(crate) struct Poller {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Poller {
+    pub(crate) fn spawn(api: Api, timeout: Duration, sink: EventSink) -> Self {
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(poll_loop(api, timeout, sink, stop_rx));
+        Self { stop, task }
+    }
+
+    /// Stops after the update being delivered (if any); waits up to 2 s, then aborts (a crash).
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(true);
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
+    }
+}
+
+async fn poll_loop(api: Api, timeout: Duration, sink: EventSink, mut stop: watch::Receiver<bool>) {
+    let mut offset: Option<i64> = None;
+    let mut confirmed: Option<i64> = None;
+    let mut failures: u32 = 0;
+    let mut status = TransportStatus::Starting;
+    let mut report = |s: TransportStatus| {
+        if s != status {
+            status = s;
+            sink.transport_status(s);
+        }
+    };
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let mut body = json!({ "timeout": timeout.as_secs(), "allowed_updates": ALLOWED_UPDATES });
+        if let Some(o) = offset {
+            body["offset"] = json!(o);
+        }
+        let call = api.call_timeout(
+            "getUpdates",
+            &body,
+            timeout + Duration::from_secs(10),
+            Size::default(),
+        );
+        let result = tokio::select! {
+            r = call => r,
+            _ = stop.changed() => break,
+        };
+        let wait = match result {
+            Ok(Value::Array(updates)) => {
+                report(TransportStatus::Ready);
+                failures = 0;
+                confirmed = offset;
+                let mut rejected = false;
+                for raw in updates {
+                    let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
+                        tracing::warn!("telegram: an update without update_id; ignored");
+                        continue;
+                    };
+                    match update::parse_update(raw) {
+                        Err(e) => {
+                            tracing::warn!(update_id = id, error = %e, "telegram: skipping a malformed update");
+                        }
+                        Ok((_, None)) => {
+                            tracing::debug!(
+                                update_id = id,
+                                "telegram: update of a kind the bot does not take"
+                            );
+                        }
+                        Ok((_, Some(event))) => {
+                            if let Err(r) = sink.deliver(event).await {
+                                tracing::warn!(update_id = id, reason = %r, "telegram: update not accepted; it will be fetched again");
+                                rejected = true;
+                                break;
+                            }
+                        }
+                    }
+                    offset = Some(id + 1);
+                }
+                rejected.then(|| backoff(0))
+            }
+            Ok(other) => {
+                tracing::warn!(answer = %other, "telegram: getUpdates returned no array");
+                failures += 1;
+                Some(backoff(failures))
+            }
+            Err(e) => {
+                failures += 1;
+                let e = ProviderError::from(e);
+                match &e {
+                    ProviderError::RateLimited { retry_after, .. } => {
+                        Some(retry_after.unwrap_or_else(|| backoff(failures)))
+                    }
+                    ProviderError::Network { .. } => {
+                        report(TransportStatus::Disconnected);
+                        tracing::warn!(error = %e, "telegram: getUpdates failed; retrying");
+                        Some(backoff(failures))
+                    }
+                    _ => {
+                        report(TransportStatus::Disconnected);
+                        tracing::error!(error = %e, "telegram: getUpdates refused (token revoked? a webhook set elsewhere?)");
+                        Some(backoff(failures.max(4)))
+                    }
+                }
+            }
+        };
+        if let Some(wait) = wait {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    }
+    // Confirms what the pipeline accepted since the last poll, so a restart does not fetch it
+    // again. Best effort: if it fails, the durable inbox dedupes the redelivery.
+    if let Some(o) = offset
+        && offset != confirmed
+    {
+        let body =
+            json!({ "offset": o, "timeout": 0, "limit": 1, "allowed_updates": ALLOWED_UPDATES });
+        if let Err(CallError::Provider(e)) = api
+            .call_timeout("getUpdates", &body, Duration::from_secs(5), Size::default())
+            .await
+        {
+            tracing::warn!(error = %e, "telegram: could not confirm the last offset on stop");
+        }
+    }
+    report(TransportStatus::Stopped);
+}
+
+/// The webhook route (empty in polling mode).
+pub(crate) fn routes(inner: Arc<Inner>) -> Router {
+    let TelegramMode::Webhook { path, .. } = &inner.config.mode else {
+        return Router::new();
+    };
+    let path = path.clone();
+    Router::new().route(&path, post(webhook)).with_state(inner)
+}
+
+async fn webhook(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Answer {
+    let TelegramMode::Webhook { secret_token, .. } = &inner.config.mode else {
+        return Answer::NotAccepted(None);
+    };
+    match headers.get(SECRET_HEADER) {
+        None => return Answer::MissingSignature("X-Telegram-Bot-Api-Secret-Token"),
+        Some(v) if !constant_time_eq(v.as_bytes(), secret_token.as_bytes()) => {
+            return Answer::BadSignature("X-Telegram-Bot-Api-Secret-Token");
+        }
+        Some(_) => {}
+    }
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return Answer::Malformed(format!("body is not JSON: {e}")),
+    };
+    let event = match update::parse_update(value) {
+        Ok((_, event)) => event,
+        Err(e) => return Answer::Malformed(e.to_string()),
+    };
+    match event {
+        None => Answer::Ok(None),
+        Some(event) => match deliver_all(&inner.slot, vec![event]).await {
+            Ok(()) => Answer::Ok(None),
+            Err(answer) => answer,
+        },
+    }
+}

@@ -1,0 +1,448 @@
+//! [`TwilioProvider`]: SMS, MMS and WhatsApp through Twilio Programmable Messaging.
+//!
+//! | request on a webhook route | answer |
+//! | --- | --- |
+//! | no `X-Twilio-Signature` | 401, nothing delivered |
+//! | a body that is not a form | 400, nothing delivered |
+//! | a signature that does not match the public URL and every parameter | 403, nothing delivered |
+//! | a form without `MessageSid`, `From`, `To` (or a status without `MessageStatus`) | 400 |
+//! | accepted by the pipeline | 200 with an empty TwiML `<Response/>` |
+//! | otherwise (not started, rejected) | 503 |
+//!
+//! Twilio does not retry a 5xx by default (it calls the number's fallback URL); add
+//! `#rc=3&rp=5xx` to the webhook URL configured at Twilio so a 503 is retried, and the
+//! runtime dedupes by `MessageSid`.
+//!
+//! Sends go to `POST /2010-04-01/Accounts/<sid>/Messages.json` (form, Basic auth):
+//!
+//! | content | what Twilio gets |
+//! | --- | --- |
+//! | text | `Body` (over 1600 characters: several messages) |
+//! | text with buttons, list | `Body` with numbered options (`1. Yes`); a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat) |
+//! | media by URL | `MediaUrl` and the caption as `Body` (bytes, paths and tokens: `UnsupportedContent`: Twilio fetches media itself) |
+//! | location, contacts | a readable `Body` |
+//! | template | `ContentSid` (the template name, `HX…`) and `ContentVariables` (`{"1": …}`) |
+//! | reaction | `UnsupportedContent` |
+//!
+//! | Twilio answer | class |
+//! | --- | --- |
+//! | 429 / 20429 | `RateLimited` (with `Retry-After` when given) |
+//! | 5xx | retryable `Api` |
+//! | 21211, 21214, 21408, 21610, 21612, 21614 | `RecipientUnreachable` |
+//! | 63016 | `OutsideSessionWindow` |
+//! | 21617 (body too long), 21620 (media too large) | `PayloadTooLarge` |
+//! | 21619 (no body and no media), 21623 | `UnsupportedContent` |
+//! | other 4xx (20003 credentials, 21606, 21608 sender) | final `Api` |
+//!
+//! Media: the journaled reference is `{"url": …}` (v1), accepted back only when it is on the
+//! API origin or an `https` `twilio.com` host, because the download sends the account's
+//! credentials (Basic auth) through the SSRF-guarded [`GuardedClient`]; the redirect to
+//! Twilio's CDN drops them. It does not delete media (that is retention's job) or handle
+//! voice calls.
+
+mod config;
+mod inbound;
+mod outbound;
+mod signature;
+mod webhook;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::routing::post;
+use botmesh::message::{
+    Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
+};
+use botmesh::provider::{
+    Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, StoredMediaRef,
+    TransportStatus,
+};
+use serde_json::{Value, json};
+
+pub use config::{DEFAULT_API_BASE, TwilioConfig, TwilioConfigError, TwilioSender};
+pub use signature::{signature, verify};
+
+use crate::http::{Auth, GuardedClient, HttpError};
+use crate::webhook::SinkSlot;
+
+/// The provider's name, as media refs carry it.
+pub const NAME: &str = "twilio";
+
+/// Twilio's `Body` limit.
+pub const TEXT_LIMIT: usize = 1600;
+
+/// The largest media a download reads.
+pub const MEDIA_LIMIT: u64 = 20 * 1024 * 1024;
+
+const TWIML_EMPTY: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>";
+
+/// A Twilio sender (a number, a WhatsApp sender, or a Messaging Service). Cheap to clone.
+///
+/// ```no_run
+/// use botmesh::prelude::*;
+/// use botmesh_providers::twilio::{TwilioConfig, TwilioProvider};
+/// use botmesh_providers::webhook::WebhookServer;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let twilio = TwilioProvider::new(TwilioConfig::from_env()?)?;
+/// let server = WebhookServer::new().mount(twilio.webhook_routes()).bind("0.0.0.0:8080").await?;
+/// Bot::builder(twilio).build()?.run().await?;
+/// server.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct TwilioProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: TwilioConfig,
+    http: reqwest::Client,
+    media: GuardedClient,
+    slot: SinkSlot,
+    options: Mutex<HashMap<ChatId, Vec<Button>>>,
+}
+
+impl std::fmt::Debug for TwilioProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TwilioProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn api_error(
+    status: Option<u16>,
+    code: Option<i64>,
+    message: String,
+    retryable: bool,
+) -> ProviderError {
+    ProviderError::Api {
+        provider: NAME.to_owned(),
+        status,
+        code: code.map(|c| c.to_string()),
+        message,
+        retryable,
+    }
+}
+
+fn unsupported(what: impl Into<String>) -> ProviderError {
+    ProviderError::UnsupportedContent {
+        provider: NAME.to_owned(),
+        what: what.into(),
+    }
+}
+
+impl TwilioProvider {
+    /// A provider with these settings.
+    pub fn new(config: TwilioConfig) -> Result<Self, ProviderError> {
+        let http = crate::http::base_builder()
+            .timeout(config.request_timeout)
+            .build()
+            .map_err(|e| {
+                api_error(
+                    None,
+                    None,
+                    format!("cannot build the HTTP client: {}", e.without_url()),
+                    false,
+                )
+            })?;
+        let media = match &config.media_client {
+            Some(c) => c.clone(),
+            None => {
+                GuardedClient::new().map_err(|e| api_error(None, None, e.to_string(), false))?
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                http,
+                media,
+                slot: SinkSlot::default(),
+                options: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The inbound message and status callback routes to mount on a
+    /// [`crate::webhook::WebhookServer`].
+    pub fn webhook_routes(&self) -> Router {
+        Router::new()
+            .route(&self.inner.config.path, post(webhook::inbound_route))
+            .route(&self.inner.config.status_path, post(webhook::status_route))
+            .with_state(self.inner.clone())
+    }
+
+    /// Whether a media URL may be journaled and downloaded with the account's credentials:
+    /// on the API origin, or an `https` URL on a `twilio.com` host.
+    fn media_url_allowed(&self, url: &str) -> bool {
+        let Ok(u) = url::Url::parse(url) else {
+            return false;
+        };
+        let api_origin = url::Url::parse(&self.inner.config.api_base).map(|a| a.origin());
+        if api_origin.is_ok_and(|o| o == u.origin()) {
+            return true;
+        }
+        u.scheme() == "https"
+            && u.host_str().is_some_and(|h| {
+                h.eq_ignore_ascii_case("twilio.com")
+                    || h.to_ascii_lowercase().ends_with(".twilio.com")
+            })
+    }
+
+    async fn create(
+        &self,
+        chat: &ChatId,
+        mut form: Vec<(String, String)>,
+    ) -> Result<Option<MessageId>, ProviderError> {
+        let c = &self.inner.config;
+        form.insert(0, ("To".to_owned(), chat.to_string()));
+        match &c.sender {
+            TwilioSender::From(f) => form.push(("From".to_owned(), f.clone())),
+            TwilioSender::MessagingService(m) => {
+                form.push(("MessagingServiceSid".to_owned(), m.clone()))
+            }
+        }
+        if let Some(cb) = &c.status_callback {
+            form.push(("StatusCallback".to_owned(), cb.clone()));
+        }
+        let url = format!(
+            "{}/2010-04-01/Accounts/{}/Messages.json",
+            c.api_base, c.account_sid
+        );
+        let resp = self
+            .inner
+            .http
+            .post(url)
+            .basic_auth(&c.account_sid, Some(&c.auth_token))
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| ProviderError::Network {
+                provider: NAME.to_owned(),
+                message: format!("send: {}", e.without_url()),
+            })?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            return Ok(body["sid"].as_str().map(|s| MessageId(s.to_owned())));
+        }
+        let size = form.iter().map(|(_, v)| v.len() as u64).sum();
+        Err(outbound::classify(status, &body, chat, retry_after, size))
+    }
+
+    fn remember_options(&self, chat: &ChatId, options: Vec<Button>) {
+        let mut map = self.inner.options.lock().unwrap_or_else(|e| e.into_inner());
+        if options.is_empty() {
+            map.remove(chat);
+        } else {
+            map.insert(chat.clone(), options);
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for TwilioProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: TEXT_LIMIT,
+            interactions_require_ack: false,
+            edits: false,
+            typing: false,
+            mark_read: false,
+        }
+    }
+
+    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
+        sink.transport_status(TransportStatus::Ready);
+        self.inner.slot.set(Some(sink));
+        Ok(())
+    }
+
+    async fn stop(&self) -> Result<(), ProviderError> {
+        self.inner.slot.set(None);
+        Ok(())
+    }
+
+    async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
+        let kv = |k: &str, v: String| (k.to_owned(), v);
+        let (forms, options): (Vec<Vec<(String, String)>>, Option<Vec<Button>>) =
+            match &outgoing.content {
+                OutgoingContent::Text { text, buttons } => {
+                    if text.trim().is_empty() {
+                        return Err(unsupported("an empty text"));
+                    }
+                    let body = outbound::with_options(text, buttons);
+                    let parts = botmesh::bot::split_text(&body, TEXT_LIMIT);
+                    (
+                        parts.into_iter().map(|p| vec![kv("Body", p)]).collect(),
+                        Some(buttons.clone()),
+                    )
+                }
+                OutgoingContent::List { text, sections, .. } => {
+                    let rows: Vec<Button> = sections.iter().flat_map(|s| s.rows.clone()).collect();
+                    let body = outbound::with_options(text, &rows);
+                    let parts = botmesh::bot::split_text(&body, TEXT_LIMIT);
+                    (
+                        parts.into_iter().map(|p| vec![kv("Body", p)]).collect(),
+                        Some(rows),
+                    )
+                }
+                OutgoingContent::Media {
+                    source, caption, ..
+                } => {
+                    let MediaSource::Url { url } = source else {
+                        return Err(unsupported(
+                            "media other than a public URL (Twilio fetches MediaUrl itself)",
+                        ));
+                    };
+                    let mut form = vec![kv("MediaUrl", url.clone())];
+                    if let Some(c) = caption.as_ref().filter(|c| !c.is_empty()) {
+                        if c.chars().count() > TEXT_LIMIT {
+                            return Err(unsupported(format!(
+                                "a caption over {TEXT_LIMIT} characters"
+                            )));
+                        }
+                        form.push(kv("Body", c.clone()));
+                    }
+                    (vec![form], None)
+                }
+                OutgoingContent::Location(l) => {
+                    let mut body = String::new();
+                    for part in [&l.name, &l.address].into_iter().flatten() {
+                        body.push_str(part);
+                        body.push('\n');
+                    }
+                    body.push_str(&format!(
+                        "https://maps.google.com/?q={},{}",
+                        l.latitude, l.longitude
+                    ));
+                    (vec![vec![kv("Body", body)]], None)
+                }
+                OutgoingContent::Contacts(cards) => {
+                    if cards.is_empty() {
+                        return Err(unsupported("an empty list of contacts"));
+                    }
+                    let body = cards
+                        .iter()
+                        .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    (vec![vec![kv("Body", body)]], None)
+                }
+                OutgoingContent::Template { name, params, .. } => {
+                    if !name.starts_with("HX") {
+                        return Err(unsupported(format!(
+                            "template {name:?}: Twilio templates are Content SIDs (HX…)"
+                        )));
+                    }
+                    let vars: serde_json::Map<String, Value> = params
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| ((i + 1).to_string(), json!(p)))
+                        .collect();
+                    (
+                        vec![vec![
+                            kv("ContentSid", name.clone()),
+                            kv("ContentVariables", Value::Object(vars).to_string()),
+                        ]],
+                        None,
+                    )
+                }
+                OutgoingContent::Reaction(_) => return Err(unsupported("reactions")),
+            };
+        let mut last = None;
+        for form in forms {
+            last = self.create(chat, form).await?.or(last);
+        }
+        if let Some(options) = options {
+            self.remember_options(chat, options);
+        }
+        Ok(SentMessage { message_id: last })
+    }
+
+    async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
+        if media.provider != NAME {
+            return Err(ProviderError::MediaUnavailable {
+                reason: MediaUnavailableReason::ProviderMismatch,
+                message: format!("a {} media ref given to {NAME}", media.provider),
+            });
+        }
+        if !self.media_url_allowed(&media.token) {
+            return Err(api_error(
+                None,
+                None,
+                "refusing to send the account's credentials to a media URL off the API origin and twilio.com".to_owned(),
+                false,
+            ));
+        }
+        let c = &self.inner.config;
+        let auth = Auth::Basic {
+            user: c.account_sid.clone(),
+            password: c.auth_token.clone(),
+        };
+        self.inner
+            .media
+            .download_limited(&media.token, Some(&auth), MEDIA_LIMIT)
+            .await
+            .map(|d| d.bytes)
+            .map_err(|e| match e {
+                HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
+                    provider: NAME.to_owned(),
+                    size: limit.saturating_add(1),
+                    limit,
+                },
+                e if e.is_retryable() => ProviderError::Network {
+                    provider: NAME.to_owned(),
+                    message: e.to_string(),
+                },
+                e => api_error(None, None, format!("media download: {e}"), false),
+            })
+    }
+
+    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
+        (media.provider == NAME && self.media_url_allowed(&media.token)).then(|| StoredMediaRef {
+            provider: NAME.to_owned(),
+            v: 1,
+            data: json!({ "url": media.token }),
+        })
+    }
+
+    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
+        let fail = |reason, message: String| ProviderError::MediaUnavailable { reason, message };
+        if stored.provider != NAME {
+            return Err(fail(
+                MediaUnavailableReason::ProviderMismatch,
+                format!("written by {}, read by {NAME}", stored.provider),
+            ));
+        }
+        if stored.v != 1 {
+            return Err(fail(
+                MediaUnavailableReason::RehydrateFailed,
+                format!("unknown {NAME} media ref v{}", stored.v),
+            ));
+        }
+        match stored.data.get("url").and_then(Value::as_str) {
+            Some(url) if self.media_url_allowed(url) => Ok(MediaRef {
+                provider: NAME.to_owned(),
+                token: url.to_owned(),
+            }),
+            _ => Err(fail(
+                MediaUnavailableReason::RehydrateFailed,
+                "the stored media URL is not on the API origin or a twilio.com host".to_owned(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! [`WhatsAppProvider`]: the WhatsApp Business Cloud API (Meta Graph) over the shared webhook
+//! server.
+//!
+//! | request on the webhook route | answer |
+//! | --- | --- |
+//! | `GET ?hub.mode=subscribe&hub.verify_token=<ours>&hub.challenge=N` | 200, body `N` (plain text) |
+//! | `GET` with another mode or token | 403 |
+//! | `POST` without `X-Hub-Signature-256` | 401, nothing delivered |
+//! | `POST` whose HMAC-SHA256 of the raw body (key: the app secret) differs | 403, nothing delivered |
+//! | `POST` that is not a webhook envelope | 400, nothing delivered |
+//! | `POST` whose every message and status the pipeline accepted | 200 |
+//! | otherwise (not started, rejected) | 503: Meta retries (for days), the runtime dedupes by `wamid` |
+//!
+//! Sends go to `POST /<version>/<phone number id>/messages` ([`outbound`] has the tables of
+//! bodies and error codes). The 24-hour customer-service window: the provider remembers when
+//! each chat last wrote (in memory); a free-form send to a chat known to be silent for more
+//! than 24 h fails with `OutsideSessionWindow` without a call, as does Meta's error 131047.
+//! Templates are always allowed.
+//!
+//! Media: the journaled reference is `{"media_id": …}` (v1, digits only). A download asks the
+//! Graph for the media's short-lived URL, fetches it through the SSRF-guarded
+//! [`GuardedClient`] with the bearer token (Meta's CDN needs it), and checks its `sha256`.
+//! Inbound media ids expire after about 7 days (30 for uploads).
+//!
+//! It does not edit messages (the Cloud API cannot), show typing, manage templates, or route
+//! several phone numbers (run one provider per number, on distinct paths).
+
+mod config;
+mod inbound;
+mod outbound;
+mod webhook;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::routing::get;
+use botmesh::message::{
+    ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
+};
+use botmesh::provider::{
+    Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, StoredMediaRef,
+    TransportStatus,
+};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub use config::{DEFAULT_API_BASE, DEFAULT_API_VERSION, WhatsAppConfig, WhatsAppConfigError};
+
+use crate::http::{Auth, GuardedClient, HttpError};
+use crate::webhook::SinkSlot;
+use outbound::MediaField;
+
+/// The provider's name, as media refs carry it.
+pub const NAME: &str = "whatsapp-cloud";
+
+/// The customer-service window.
+pub const SESSION_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// The largest media the provider downloads or uploads (documents; 100 MB).
+pub const MEDIA_LIMIT: u64 = 100 * 1024 * 1024;
+
+/// The signature header.
+const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+
+/// A WhatsApp Cloud API phone number. Cheap to clone.
+///
+/// ```no_run
+/// use botmesh::prelude::*;
+/// use botmesh_providers::webhook::WebhookServer;
+/// use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let whatsapp = WhatsAppProvider::new(WhatsAppConfig::from_env()?)?;
+/// let server = WebhookServer::new().mount(whatsapp.webhook_routes()).bind("0.0.0.0:8080").await?;
+/// let bot = Bot::builder(whatsapp).build()?;
+/// bot.run().await?;
+/// server.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct WhatsAppProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: WhatsAppConfig,
+    http: reqwest::Client,
+    media: GuardedClient,
+    slot: SinkSlot,
+    last_inbound: Mutex<HashMap<ChatId, i64>>,
+}
+
+impl std::fmt::Debug for WhatsAppProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WhatsAppProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn api_error(status: Option<u16>, message: String, retryable: bool) -> ProviderError {
+    ProviderError::Api {
+        provider: NAME.to_owned(),
+        status,
+        code: None,
+        message,
+        retryable,
+    }
+}
+
+fn network(what: &str, e: reqwest::Error) -> ProviderError {
+    ProviderError::Network {
+        provider: NAME.to_owned(),
+        message: format!("{what}: {}", e.without_url()),
+    }
+}
+
+impl WhatsAppProvider {
+    /// A provider with these settings.
+    pub fn new(config: WhatsAppConfig) -> Result<Self, ProviderError> {
+        let http = crate::http::base_builder()
+            .timeout(config.request_timeout)
+            .build()
+            .map_err(|e| {
+                api_error(
+                    None,
+                    format!("cannot build the HTTP client: {}", e.without_url()),
+                    false,
+                )
+            })?;
+        let media = match &config.media_client {
+            Some(c) => c.clone(),
+            None => GuardedClient::new().map_err(|e| api_error(None, e.to_string(), false))?,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                http,
+                media,
+                slot: SinkSlot::default(),
+                last_inbound: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The GET (verification) and POST (notifications) routes to mount on a
+    /// [`crate::webhook::WebhookServer`].
+    pub fn webhook_routes(&self) -> Router {
+        Router::new()
+            .route(
+                &self.inner.config.path,
+                get(webhook::verify).post(webhook::notify),
+            )
+            .with_state(self.inner.clone())
+    }
+
+    fn url(&self, tail: &str) -> String {
+        let c = &self.inner.config;
+        format!("{}/{}/{}", c.api_base, c.api_version, tail)
+    }
+
+    async fn post_message(
+        &self,
+        chat: &ChatId,
+        body: &Value,
+    ) -> Result<Option<MessageId>, ProviderError> {
+        let resp = self
+            .inner
+            .http
+            .post(self.url(&format!("{}/messages", self.inner.config.phone_number_id)))
+            .bearer_auth(&self.inner.config.access_token)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| network("send", e))?;
+        let status = resp.status().as_u16();
+        let answer: Value = resp.json().await.unwrap_or(Value::Null);
+        if !(200..300).contains(&status) {
+            let size = body.to_string().len() as u64;
+            return Err(outbound::classify(status, &answer, Some(chat), size));
+        }
+        Ok(answer["messages"][0]["id"]
+            .as_str()
+            .map(|id| MessageId(id.to_owned())))
+    }
+
+    async fn upload(
+        &self,
+        bytes: Vec<u8>,
+        file_name: String,
+        mime: &str,
+    ) -> Result<String, ProviderError> {
+        let part = reqwest::multipart::Part::bytes(bytes)
+            .file_name(file_name)
+            .mime_str(mime)
+            .map_err(|_| ProviderError::UnsupportedContent {
+                provider: NAME.to_owned(),
+                what: format!("MIME type {mime:?}"),
+            })?;
+        let form = reqwest::multipart::Form::new()
+            .text("messaging_product", "whatsapp")
+            .text("type", mime.to_owned())
+            .part("file", part);
+        let resp = self
+            .inner
+            .http
+            .post(self.url(&format!("{}/media", self.inner.config.phone_number_id)))
+            .bearer_auth(&self.inner.config.access_token)
+            .multipart(form)
+            .send()
+            .await
+            .map_err(|e| network("media upload", e))?;
+        let status = resp.status().as_u16();
+        let answer: Value = resp.json().await.unwrap_or(Value::Null);
+        match answer["id"].as_str() {
+            Some(id) if (200..300).contains(&status) => Ok(id.to_owned()),
+            _ => Err(outbound::classify(status, &answer, None, 0)),
+        }
+    }
+
+    fn check_window(&self, chat: &ChatId, content: &OutgoingContent) -> Result<(), ProviderError> {
+        if matches!(content, OutgoingContent::Template { .. }) {
+            return Ok(());
+        }
+        let last = self
+            .inner
+            .last_inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(chat)
+            .copied();
+        match last {
+            Some(t) if botmesh::clock::now_ms() - t > SESSION_WINDOW_MS => {
+                Err(ProviderError::OutsideSessionWindow {
+                    provider: NAME.to_owned(),
+                    chat: chat.to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records that `chat` wrote at `at_ms` (the webhook does it; tests and restores may too).
+    pub fn note_inbound(&self, chat: &ChatId, at_ms: i64) {
+        let mut map = self
+            .inner
+            .last_inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(chat.clone()).or_insert(at_ms);
+        *entry = (*entry).max(at_ms);
+    }
+}
+
+fn default_mime(kind: botmesh::message::MediaKind) -> &'static str {
+    use botmesh::message::MediaKind::*;
+    match kind {
+        Image => "image/jpeg",
+        Document => "application/pdf",
+        Audio | Voice => "audio/ogg",
+        Video => "video/mp4",
+        Sticker => "image/webp",
+    }
+}
+
+fn upload_limit(kind: botmesh::message::MediaKind) -> u64 {
+    use botmesh::message::MediaKind::*;
+    match kind {
+        Image => 5 * 1024 * 1024,
+        Audio | Voice | Video => 16 * 1024 * 1024,
+        Sticker => 500 * 1024,
+        Document => MEDIA_LIMIT,
+    }
+}
+
+fn plausible_media_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[async_trait]
+impl Provider for WhatsAppProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            text_limit: outbound::TEXT_LIMIT,
+            interactions_require_ack: false,
+            edits: false,
+            typing: false,
+            mark_read: true,
+        }
+    }
+
+    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
+        sink.transport_status(TransportStatus::Ready);
+        self.inner.slot.set(Some(sink));
+        Ok(())
+    }
+
+    async fn stop(&self) -> Result<(), ProviderError> {
+        self.inner.slot.set(None);
+        Ok(())
+    }
+
+    async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
+        self.check_window(chat, &outgoing.content)?;
+        let reply_to = outgoing.reply_to.as_ref();
+        let bodies = match &outgoing.content {
+            OutgoingContent::Media {
+                media_kind,
+                source,
+                caption,
+                mime,
+            } => {
+                let mut file_name = None;
+                let field = match source {
+                    MediaSource::Url { url } => MediaField::Link(url.clone()),
+                    MediaSource::Token { token } => MediaField::Id(token.clone()),
+                    MediaSource::Bytes {
+                        data,
+                        file_name: name,
+                    } => {
+                        file_name = name.clone();
+                        self.upload_checked(
+                            *media_kind,
+                            data.clone(),
+                            name.clone(),
+                            mime.as_deref(),
+                        )
+                        .await?
+                    }
+                    MediaSource::Path { path } => {
+                        let data = tokio::fs::read(path).await.map_err(|e| {
+                            ProviderError::UnsupportedContent {
+                                provider: NAME.to_owned(),
+                                what: format!("cannot read {}: {e}", path.display()),
+                            }
+                        })?;
+                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                        file_name = name.clone();
+                        self.upload_checked(*media_kind, data, name, mime.as_deref())
+                            .await?
+                    }
+                };
+                vec![outbound::media_body(
+                    chat,
+                    reply_to,
+                    *media_kind,
+                    field,
+                    caption.as_deref(),
+                    file_name.as_deref(),
+                )?]
+            }
+            content => outbound::bodies(chat, reply_to, content)?,
+        };
+        let mut last = None;
+        for body in &bodies {
+            last = self.post_message(chat, body).await?.or(last);
+        }
+        Ok(SentMessage { message_id: last })
+    }
+
+    async fn mark_read(&self, chat: &ChatId, message_id: &MessageId) -> Result<(), ProviderError> {
+        let body = json!({ "messaging_product": "whatsapp", "status": "read", "message_id": message_id.as_str() });
+        self.post_message(chat, &body).await.map(|_| ())
+    }
+
+    async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
+        if media.provider != NAME {
+            return Err(ProviderError::MediaUnavailable {
+                reason: MediaUnavailableReason::ProviderMismatch,
+                message: format!("a {} media ref given to {NAME}", media.provider),
+            });
+        }
+        if !plausible_media_id(&media.token) {
+            return Err(api_error(None, "not a WhatsApp media id".to_owned(), false));
+        }
+        let token = &self.inner.config.access_token;
+        let resp = self
+            .inner
+            .http
+            .get(self.url(&media.token))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|e| network("media lookup", e))?;
+        let status = resp.status().as_u16();
+        let info: Value = resp.json().await.unwrap_or(Value::Null);
+        if !(200..300).contains(&status) {
+            return Err(outbound::classify(status, &info, None, 0));
+        }
+        let url = info["url"].as_str().ok_or_else(|| {
+            api_error(
+                Some(status),
+                "the media lookup returned no url".to_owned(),
+                false,
+            )
+        })?;
+        let size = info["file_size"]
+            .as_u64()
+            .or_else(|| info["file_size"].as_str().and_then(|s| s.parse().ok()));
+        if let Some(size) = size.filter(|s| *s > MEDIA_LIMIT) {
+            return Err(ProviderError::PayloadTooLarge {
+                provider: NAME.to_owned(),
+                size,
+                limit: MEDIA_LIMIT,
+            });
+        }
+        let downloaded = self
+            .inner
+            .media
+            .download_limited(url, Some(&Auth::Bearer(token.clone())), MEDIA_LIMIT)
+            .await
+            .map_err(http_to_provider)?;
+        if let Some(expected) = info["sha256"].as_str() {
+            let actual = hex::encode(Sha256::digest(&downloaded.bytes));
+            if !actual.eq_ignore_ascii_case(expected) {
+                return Err(api_error(
+                    None,
+                    "the media's sha256 does not match the Graph's".to_owned(),
+                    true,
+                ));
+            }
+        }
+        Ok(downloaded.bytes)
+    }
+
+    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
+        (media.provider == NAME && plausible_media_id(&media.token)).then(|| StoredMediaRef {
+            provider: NAME.to_owned(),
+            v: 1,
+            data: json!({ "media_id": media.token }),
+        })
+    }
+
+    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
+        let fail = |reason, message: String| ProviderError::MediaUnavailable { reason, message };
+        if stored.provider != NAME {
+            return Err(fail(
+                MediaUnavailableReason::ProviderMismatch,
+                format!("written by {}, read by {NAME}", stored.provider),
+            ));
+        }
+        if stored.v != 1 {
+            return Err(fail(
+                MediaUnavailableReason::RehydrateFailed,
+                format!("unknown {NAME} media ref v{}", stored.v),
+            ));
+        }
+        match stored.data.get("media_id").and_then(Value::as_str) {
+            Some(id) if plausible_media_id(id) => Ok(MediaRef {
+                provider: NAME.to_owned(),
+                token: id.to_owned(),
+            }),
+            _ => Err(fail(
+                MediaUnavailableReason::RehydrateFailed,
+                "the stored media ref has no valid media_id".to_owned(),
+            )),
+        }
+    }
+}
+
+impl WhatsAppProvider {
+    async fn upload_checked(
+        &self,
+        kind: botmesh::message::MediaKind,
+        data: Vec<u8>,
+        name: Option<String>,
+        mime: Option<&str>,
+    ) -> Result<MediaField, ProviderError> {
+        let limit = upload_limit(kind);
+        if data.len() as u64 > limit {
+            return Err(ProviderError::PayloadTooLarge {
+                provider: NAME.to_owned(),
+                size: data.len() as u64,
+                limit,
+            });
+        }
+        let mime = mime.unwrap_or(default_mime(kind));
+        let name = name.unwrap_or_else(|| outbound::media_type(kind).to_owned());
+        Ok(MediaField::Id(self.upload(data, name, mime).await?))
+    }
+}
+
+fn http_to_provider(e: HttpError) -> ProviderError {
+    match e {
+        HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
+            provider: NAME.to_owned(),
+            size: limit.saturating_add(1),
+            limit,
+        },
+        e if e.is_retryable() => ProviderError::Network {
+            provider: NAME.to_owned(),
+            message: e.to_string(),
+        },
+        e => api_error(None, format!("media download: {e}"), false),
+    }
+}

@@ -1,0 +1,219 @@
+//! A fake Twilio REST API: `POST /2010-04-01/Accounts/<sid>/Messages.json` (Basic auth, form
+//! body, 201 with the documented Message resource, documented error bodies), media resources
+//! that redirect to a CDN path, and a webhook sender that signs forms as Twilio does.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::json_resp;
+
+#[derive(Default)]
+struct S {
+    sid: String,
+    token: String,
+    sent: Vec<Vec<(String, String)>>,
+    failures: VecDeque<(u16, Value, Option<u64>)>,
+    media: Vec<(String, Vec<u8>)>,
+    next: u64,
+}
+
+#[derive(Clone)]
+pub struct FakeTwilio {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<S>>,
+}
+
+impl FakeTwilio {
+    pub async fn start(sid: &str, token: &str) -> Self {
+        let state = Arc::new(Mutex::new(S {
+            sid: sid.to_owned(),
+            token: token.to_owned(),
+            ..S::default()
+        }));
+        let router = Router::new()
+            .route("/2010-04-01/Accounts/{sid}/Messages.json", post(create))
+            .route(
+                "/2010-04-01/Accounts/{sid}/Messages/{mm}/Media/{me}",
+                get(media),
+            )
+            .route("/cdn/{me}", get(cdn))
+            .with_state(state.clone());
+        Self {
+            addr: super::serve(router).await,
+            state,
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn s(&self) -> std::sync::MutexGuard<'_, S> {
+        self.state.lock().expect("fake twilio lock")
+    }
+
+    /// Every created message's form, in order.
+    pub fn sent(&self) -> Vec<Vec<(String, String)>> {
+        self.s().sent.clone()
+    }
+
+    /// The value of `key` in the `n`-th created message.
+    pub fn param(&self, n: usize, key: &str) -> Option<String> {
+        self.sent()
+            .get(n)
+            .and_then(|f| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    }
+
+    pub fn fail_next(&self, status: u16, code: i64, message: &str, retry_after: Option<u64>) {
+        self.s().failures.push_back((
+            status,
+            json!({"code": code, "message": message, "more_info": format!("https://www.twilio.com/docs/errors/{code}"), "status": status}),
+            retry_after,
+        ));
+    }
+
+    /// Adds media `me` of message `mm`; returns its MediaUrl.
+    pub fn add_media(&self, mm: &str, me: &str, bytes: &[u8]) -> String {
+        let mut s = self.s();
+        s.media.push((me.to_owned(), bytes.to_vec()));
+        format!(
+            "http://{}/2010-04-01/Accounts/{}/Messages/{mm}/Media/{me}",
+            self.addr, s.sid
+        )
+    }
+
+    /// POSTs `params` to `url`, signed for `signed_url` with `token` (None: no header).
+    pub async fn post_webhook(
+        url: &str,
+        signed_url: &str,
+        token: Option<&str>,
+        params: &[(&str, &str)],
+    ) -> (u16, String) {
+        let body = serde_urlencoded::to_string(params).expect("form");
+        let mut req = super::client()
+            .post(url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(t) = token {
+            req = req.header(
+                "X-Twilio-Signature",
+                botmesh_providers::twilio::signature(t, signed_url, params),
+            );
+        }
+        match req.send().await {
+            Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(_) => (0, String::new()),
+        }
+    }
+}
+
+fn authorized(s: &S, headers: &HeaderMap) -> bool {
+    let expected = format!(
+        "Basic {}",
+        botmesh::codec::encode_base64(format!("{}:{}", s.sid, s.token).as_bytes())
+    );
+    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
+}
+
+fn error(status: u16, code: i64, message: &str) -> Response {
+    json_resp(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+        json!({"code": code, "message": message, "more_info": format!("https://www.twilio.com/docs/errors/{code}"), "status": status}),
+    )
+}
+
+async fn create(
+    State(state): State<Arc<Mutex<S>>>,
+    Path(sid): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut s = state.lock().expect("lock");
+    if sid != s.sid || !authorized(&s, &headers) {
+        return error(401, 20003, "Authenticate");
+    }
+    let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) else {
+        return error(400, 21601, "Invalid form");
+    };
+    s.sent.push(form.clone());
+    if let Some((status, body, retry_after)) = s.failures.pop_front() {
+        let mut resp = json_resp(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+            body,
+        );
+        if let Some(r) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(r));
+        }
+        return resp;
+    }
+    let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    if get("To").is_none() {
+        return error(400, 21604, "A 'To' phone number is required.");
+    }
+    if get("From").is_none() && get("MessagingServiceSid").is_none() {
+        return error(400, 21603, "A 'From' phone number is required.");
+    }
+    if get("Body").is_none() && get("MediaUrl").is_none() && get("ContentSid").is_none() {
+        return error(
+            400,
+            21619,
+            "A text message body or media urls must be specified.",
+        );
+    }
+    if get("Body").is_some_and(|b| b.chars().count() > 1600) {
+        return error(
+            400,
+            21617,
+            "The concatenated message body exceeds the 1600 character limit.",
+        );
+    }
+    s.next += 1;
+    let sid = format!("SM{:032x}", s.next);
+    json_resp(
+        StatusCode::CREATED,
+        json!({"sid": sid, "account_sid": s.sid, "api_version": "2010-04-01", "body": get("Body"),
+               "date_created": "Thu, 30 Jul 2015 20:12:31 +0000", "date_sent": null, "direction": "outbound-api",
+               "error_code": null, "error_message": null, "from": get("From"), "messaging_service_sid": get("MessagingServiceSid"),
+               "num_media": "0", "num_segments": "1", "price": null, "price_unit": "USD", "status": "queued",
+               "to": get("To"), "uri": format!("/2010-04-01/Accounts/{}/Messages/{sid}.json", s.sid)}),
+    )
+}
+
+async fn media(
+    State(state): State<Arc<Mutex<S>>>,
+    Path((_sid, _mm, me)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let s = state.lock().expect("lock");
+    if !authorized(&s, &headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    (
+        StatusCode::TEMPORARY_REDIRECT,
+        [(header::LOCATION, format!("/cdn/{me}"))],
+    )
+        .into_response()
+}
+
+async fn cdn(State(state): State<Arc<Mutex<S>>>, Path(me): Path<String>) -> Response {
+    let s = state.lock().expect("lock");
+    match s.media.iter().find(|(id, _)| *id == me) {
+        Some((_, bytes)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "image/jpeg")],
+            bytes.clone(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}

@@ -1,0 +1,297 @@
+//! The jsonl provider driven through in-memory pipes with a real bot.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use botmesh::prelude::*;
+use botmesh_providers::JsonlProvider;
+use serde_json::{Value, json};
+use support::{Gate, Gated, Output};
+use tokio::io::{AsyncWriteExt, DuplexStream};
+
+struct Harness {
+    input: DuplexStream,
+    output: Output,
+    provider: JsonlProvider,
+    bot: Bot,
+}
+
+fn harness(gate: Option<std::sync::Arc<Gate>>) -> Harness {
+    let (input, provider_in) = tokio::io::duplex(64 * 1024);
+    let (provider_out, output) = tokio::io::duplex(64 * 1024);
+    let provider = JsonlProvider::with_io(provider_in, provider_out);
+    let bot = match gate {
+        Some(gate) => Bot::builder(Gated {
+            inner: provider.clone(),
+            gate,
+        }),
+        None => Bot::builder(provider.clone()),
+    }
+    .build()
+    .expect("bot builds");
+    provider.attach(&bot);
+    bot.command("start", |ctx: Ctx| async move {
+        ctx.reply_buttons("Continue?", [("yes", "Yes"), ("no", "No")])
+            .await?;
+        Ok(())
+    });
+    bot.when(matcher::button("yes"), |ctx: Ctx| async move {
+        ctx.reply("You said yes").await?;
+        Ok(())
+    });
+    bot.command("slow", |ctx: Ctx| async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        ctx.reply("done at last").await?;
+        Ok(())
+    });
+    bot.command("fail", |_ctx: Ctx| async move { Err("boom".into()) });
+    bot.command("edit", |ctx: Ctx| async move {
+        ctx.typing().await;
+        let sent = ctx.reply("draft").await?;
+        if let Some(id) = sent.message_id {
+            ctx.edit(&id, "final").await?;
+        }
+        Ok(())
+    });
+    Harness {
+        input,
+        output: Output::new(output),
+        provider,
+        bot,
+    }
+}
+
+async fn write(input: &mut DuplexStream, text: &str) {
+    input.write_all(text.as_bytes()).await.expect("write input");
+}
+
+fn parse(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn acks_only_after_acceptance_and_nacks_refusals() {
+    let gate = Gate::closed();
+    let Harness {
+        mut input,
+        mut output,
+        bot,
+        ..
+    } = harness(Some(gate.clone()));
+    let run = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.run().await }
+    });
+    write(
+        &mut input,
+        "{\"id\":\"m1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
+    )
+    .await;
+    write(
+        &mut input,
+        "{\"id\":\"m2\",\"chat\":\"a\",\"text\":\"hello\"}\n",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        output.next_within(Duration::from_millis(200)).await,
+        None,
+        "no ack before acceptance"
+    );
+    assert_eq!(
+        gate.calls(),
+        1,
+        "the next line is read only once the first was delivered"
+    );
+
+    gate.reject_next
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    gate.permits.add_permits(1);
+    let nack = output.next_json().await;
+    assert_eq!(nack["type"], "nack", "{nack}");
+    assert_eq!(nack["id"], "m1");
+    assert!(
+        nack["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("disk on fire")),
+        "{nack}"
+    );
+
+    gate.permits.add_permits(100);
+    assert_eq!(output.next_json().await, json!({"type": "ack", "id": "m2"}));
+    // A redelivery of the refused line is accepted.
+    write(
+        &mut input,
+        "{\"id\":\"m1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
+    )
+    .await;
+    assert_eq!(output.next_json().await, json!({"type": "ack", "id": "m1"}));
+    let send = output.next_json().await;
+    assert_eq!(send["type"], "send");
+    assert_eq!(send["text"], "Continue?");
+    assert_eq!(send["key"], "a/m1:1");
+
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+}
+
+#[tokio::test]
+async fn malformed_lines_report_their_number_and_input_goes_on() {
+    let Harness {
+        mut input,
+        mut output,
+        provider,
+        bot,
+    } = harness(None);
+    let run = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.run().await }
+    });
+    write(
+        &mut input,
+        concat!(
+            "{\"id\":\"1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
+            "this is not json\n",
+            "\n",
+            "{\"id\":\"3\",\"text\":\"no chat\"}\n",
+            "{\"id\":\"5\",\"chat\":\"a\",\"button\":\"yes\",\"title\":\"Yes\"}\n",
+        ),
+    )
+    .await;
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+    provider.flush().await;
+    let lines = parse(&output.rest().await);
+
+    let errors: Vec<&Value> = lines.iter().filter(|l| l["type"] == "error").collect();
+    assert_eq!(errors.len(), 2, "{lines:?}");
+    assert_eq!(errors[0]["line"], 2);
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("invalid JSON"))
+    );
+    assert_eq!(errors[1]["line"], 4);
+    assert!(
+        errors[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`chat`"))
+    );
+
+    let acks: Vec<&Value> = lines.iter().filter(|l| l["type"] == "ack").collect();
+    assert_eq!(
+        acks,
+        vec![
+            &json!({"type": "ack", "id": "1"}),
+            &json!({"type": "ack", "id": "5"})
+        ]
+    );
+
+    let sends: Vec<&Value> = lines.iter().filter(|l| l["type"] == "send").collect();
+    assert_eq!(sends.len(), 2, "{lines:?}");
+    assert_eq!(sends[0]["chat"], "a");
+    assert_eq!(sends[0]["key"], "a/1:1");
+    assert_eq!(
+        sends[0]["buttons"],
+        json!([{"id": "yes", "title": "Yes"}, {"id": "no", "title": "No"}])
+    );
+    assert!(sends[0]["message_id"].is_string());
+    assert_eq!(sends[1]["text"], "You said yes");
+    assert_eq!(sends[1]["key"], "a/interaction:5:1");
+    // A message's ack comes before the sends it causes.
+    let pos = |v: &Value| lines.iter().position(|l| l == v).expect("present");
+    assert!(pos(acks[0]) < pos(sends[0]));
+    assert!(pos(acks[1]) < pos(sends[1]));
+}
+
+#[tokio::test]
+async fn end_of_input_stops_the_bot_after_the_drain() {
+    let Harness {
+        mut input,
+        mut output,
+        provider,
+        bot,
+    } = harness(None);
+    let started = Instant::now();
+    let run = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.run().await }
+    });
+    write(
+        &mut input,
+        "{\"id\":\"s1\",\"chat\":\"b\",\"text\":\"/slow\"}\n",
+    )
+    .await;
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the drain waited for the handler"
+    );
+    assert_eq!(bot.run_state(), botmesh::RunState::Stopped);
+    provider.flush().await;
+    let lines = parse(&output.rest().await);
+    assert_eq!(lines[0], json!({"type": "ack", "id": "s1"}));
+    assert_eq!(lines[1]["type"], "send");
+    assert_eq!(lines[1]["text"], "done at last");
+    assert_eq!(lines[1]["key"], "b/s1:1");
+}
+
+#[tokio::test]
+async fn duplicates_are_acked_and_errors_edits_typing_print() {
+    let Harness {
+        mut input,
+        mut output,
+        provider,
+        bot,
+    } = harness(None);
+    let run = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.run().await }
+    });
+    write(
+        &mut input,
+        concat!(
+            "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
+            "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
+            "{\"id\":\"d2\",\"chat\":\"c\",\"text\":\"/fail\"}\n",
+        ),
+    )
+    .await;
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+    provider.flush().await;
+    let lines = parse(&output.rest().await);
+    let of = |t: &str| {
+        lines
+            .iter()
+            .filter(|l| l["type"] == t)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("ack").len(), 3, "a duplicate is acked too: {lines:?}");
+    assert_eq!(of("typing"), vec![json!({"type": "typing", "chat": "c"})]);
+    let sends = of("send");
+    assert_eq!(sends.len(), 1, "the duplicate was not handled twice");
+    let edits = of("edit");
+    assert_eq!(edits.len(), 1);
+    assert_eq!(edits[0]["text"], "final");
+    assert_eq!(edits[0]["message_id"], sends[0]["message_id"]);
+    let events = of("event");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "dropped" && e["reason"] == "duplicate"),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(
+            |e| e["name"] == "error" && e["error"].as_str().is_some_and(|s| s.contains("boom"))
+        ),
+        "{events:?}"
+    );
+}

@@ -1,0 +1,122 @@
+//! The README's shop, end to end over the Telegram provider and the fake Bot API: the menu,
+//! an order taken with inline-keyboard presses and a typed quantity, the confirmation, and
+//! `/status`, each press answered with `answerCallbackQuery`.
+#![cfg(feature = "telegram")]
+
+mod fakes;
+
+use std::time::Duration;
+
+use botmesh::prelude::*;
+use botmesh_examples::shop;
+use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
+use fakes::telegram::{FakeTelegram, updates};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "777:shop-token";
+const ANA: i64 = 2222;
+
+/// The last `sendMessage` to Ana, once `n` were sent.
+async fn nth_reply(fake: &FakeTelegram, n: usize) -> Value {
+    let calls = fake.wait_calls("sendMessage", n).await;
+    assert!(calls.len() >= n, "expected {n} replies, got {calls:#?}");
+    calls[n - 1].clone()
+}
+
+fn button_ids(msg: &Value) -> Vec<String> {
+    msg["reply_markup"]["inline_keyboard"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row[0]["callback_data"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The message id the fake gave the `n`-th reply (ids start at 501).
+fn sent_id(n: usize) -> i64 {
+    500 + n as i64
+}
+
+#[tokio::test]
+async fn the_shop_takes_an_order_over_telegram() {
+    let fake = FakeTelegram::start(TOKEN).await;
+    let config = TelegramConfig::new(TOKEN)
+        .api_base(&fake.base_url())
+        .expect("base")
+        .polling(Duration::from_secs(1));
+    let telegram = TelegramProvider::new(config).expect("provider");
+    let bot = shop::shop_bot(Bot::builder(telegram).bot_id(shop::BOT_ID)).expect("shop");
+    bot.start().await.expect("start");
+
+    fake.push_update(updates::text(ANA, 1, "/start"));
+    let menu = nth_reply(&fake, 1).await;
+    assert!(
+        menu["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Welcome to the botmesh shop!"),
+        "{menu}"
+    );
+    assert_eq!(button_ids(&menu), ["order", "status"]);
+
+    fake.push_update(updates::callback(ANA, "cq-1", sent_id(1), "order"));
+    let items = nth_reply(&fake, 2).await;
+    assert!(
+        items["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("What would you like?"),
+        "{items}"
+    );
+    assert_eq!(button_ids(&items), ["tea", "coffee", "cake"]);
+
+    fake.push_update(updates::callback(ANA, "cq-2", sent_id(2), "coffee"));
+    let how_many = nth_reply(&fake, 3).await;
+    assert_eq!(how_many["text"], "How many Coffee? (1-99)");
+
+    fake.push_update(updates::text(ANA, 2, "2"));
+    let confirm = nth_reply(&fake, 4).await;
+    assert!(
+        confirm["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 × Coffee"),
+        "{confirm}"
+    );
+    assert_eq!(button_ids(&confirm), ["yes", "no"]);
+
+    fake.push_update(updates::callback(ANA, "cq-3", sent_id(4), "yes"));
+    let placed = nth_reply(&fake, 5).await;
+    assert!(
+        placed["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Order #1 placed: 2 × Coffee"),
+        "{placed}"
+    );
+
+    fake.push_update(updates::text(ANA, 3, "/status"));
+    let status = nth_reply(&fake, 6).await;
+    assert!(
+        status["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Your orders (1):"),
+        "{status}"
+    );
+
+    // Every press was answered exactly once, and every reply went to Ana.
+    bot.idle().await;
+    let answered: Vec<Value> = fake
+        .calls("answerCallbackQuery")
+        .into_iter()
+        .map(|c| c["callback_query_id"].clone())
+        .collect();
+    assert_eq!(answered, [json!("cq-1"), json!("cq-2"), json!("cq-3")]);
+    assert_eq!(fake.texts_to(ANA).len(), 6);
+    bot.stop().await.expect("stop");
+    assert!(
+        fake.unconfirmed().is_empty(),
+        "stop confirms the last offset"
+    );
+}

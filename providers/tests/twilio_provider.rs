@@ -1,0 +1,747 @@
+//! The Twilio provider against the fake REST API: the `X-Twilio-Signature` check, malformed
+//! forms, SMS / MMS / WhatsApp inbound kinds and status callbacks, every content kind sent,
+//! error classes, media downloads through the guarded client, media refs restricted to the
+//! API origin and twilio.com, and a crash before the 200 ending in one reply.
+#![cfg(feature = "twilio")]
+
+mod fakes;
+
+use std::time::Duration;
+
+use botmesh::message::{
+    Button, ChatId, ContactCard, Content, Location, MediaKind, MediaRef, MediaSource, Outgoing,
+    OutgoingContent, Reaction,
+};
+use botmesh::prelude::*;
+use botmesh::provider::{
+    ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
+};
+use botmesh_providers::http::GuardedClient;
+use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
+use botmesh_providers::webhook::{RunningWebhookServer, WebhookServer};
+use fakes::twilio::FakeTwilio;
+use fakes::{Mode, Recorder};
+use serde_json::json;
+
+const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
+const TOKEN: &str = "twilio-auth-token";
+const PUBLIC: &str = "https://bot.example";
+const USER: &str = "+15551234567";
+
+fn config(fake: &FakeTwilio) -> TwilioConfig {
+    TwilioConfig::new(SID, TOKEN, TwilioSender::From("+15557654321".into()))
+        .api_base(&fake.base_url())
+        .expect("base")
+        .webhook_base_url(PUBLIC)
+        .expect("public url")
+        .media_client(GuardedClient::allowing_localhost().expect("client"))
+}
+
+async fn mounted(tw: &TwilioProvider) -> (RunningWebhookServer, String) {
+    let server = WebhookServer::new()
+        .mount(tw.webhook_routes())
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let local = format!("http://{}", server.local_addr());
+    (server, local)
+}
+
+fn sms<'a>(sid: &'a str, body: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("MessageSid", sid),
+        ("SmsSid", sid),
+        ("SmsMessageSid", sid),
+        ("AccountSid", SID),
+        ("From", USER),
+        ("To", "+15557654321"),
+        ("Body", body),
+        ("NumMedia", "0"),
+        ("NumSegments", "1"),
+        ("SmsStatus", "received"),
+        ("ApiVersion", "2010-04-01"),
+        ("FromCountry", "US"),
+    ]
+}
+
+async fn post(local: &str, params: &[(&str, &str)]) -> u16 {
+    FakeTwilio::post_webhook(
+        &format!("{local}/twilio"),
+        &format!("{PUBLIC}/twilio"),
+        Some(TOKEN),
+        params,
+    )
+    .await
+    .0
+}
+
+#[tokio::test]
+async fn the_signature_is_checked_over_url_and_every_parameter() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    tw.start(rec.sink()).await.expect("start");
+    let (server, local) = mounted(&tw).await;
+    let url = format!("{local}/twilio");
+    let params = sms("SM1f0e8ae6ade43cb3c0ce4525424e404f", "Hello");
+
+    assert_eq!(
+        FakeTwilio::post_webhook(&url, &format!("{PUBLIC}/twilio"), None, &params)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        FakeTwilio::post_webhook(
+            &url,
+            &format!("{PUBLIC}/twilio"),
+            Some("other-token"),
+            &params
+        )
+        .await
+        .0,
+        403
+    );
+    assert_eq!(
+        FakeTwilio::post_webhook(&url, "https://evil.example/twilio", Some(TOKEN), &params)
+            .await
+            .0,
+        403
+    );
+    // Signed over fewer parameters than were sent (a dropped or added parameter).
+    let sig =
+        botmesh_providers::twilio::signature(TOKEN, &format!("{PUBLIC}/twilio"), &params[..3]);
+    let resp = fakes::client()
+        .post(&url)
+        .header("X-Twilio-Signature", sig)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(&params).expect("form"))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(resp.status().as_u16(), 403);
+    assert!(rec.events().is_empty());
+
+    // Accepted: signed on the public URL, with or without the default port; TwiML back.
+    let (status, body) =
+        FakeTwilio::post_webhook(&url, &format!("{PUBLIC}/twilio"), Some(TOKEN), &params).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>")
+    );
+    let again = sms("SM2", "Hi");
+    assert_eq!(
+        FakeTwilio::post_webhook(&url, "https://bot.example:443/twilio", Some(TOKEN), &again)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(rec.events().len(), 2);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_forms_get_400_and_deliver_nothing() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    tw.start(rec.sink()).await.expect("start");
+    let (server, local) = mounted(&tw).await;
+    assert_eq!(
+        post(&local, &[("From", USER), ("To", "+1"), ("Body", "no sid")]).await,
+        400
+    );
+    assert_eq!(
+        post(
+            &local,
+            &[
+                ("MessageSid", "SM3"),
+                ("From", USER),
+                ("To", "+1"),
+                ("NumMedia", "two")
+            ]
+        )
+        .await,
+        400
+    );
+    assert_eq!(
+        post(
+            &local,
+            &[
+                ("MessageSid", "SM4"),
+                ("From", USER),
+                ("To", "+1"),
+                ("NumMedia", "1")
+            ]
+        )
+        .await,
+        400,
+        "MediaUrl0 missing"
+    );
+    let resp = fakes::client()
+        .post(format!("{local}/twilio"))
+        .header("X-Twilio-Signature", "x")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("a=%zz&&=")
+        .send()
+        .await
+        .expect("post");
+    assert!(
+        matches!(resp.status().as_u16(), 400 | 403),
+        "{}",
+        resp.status()
+    );
+    assert_eq!(
+        FakeTwilio::post_webhook(
+            &format!("{local}/twilio/status"),
+            &format!("{PUBLIC}/twilio/status"),
+            Some(TOKEN),
+            &[("MessageSid", "SM1")]
+        )
+        .await
+        .0,
+        400
+    );
+    assert!(rec.events().is_empty(), "{:?}", rec.events());
+
+    rec.set_mode(Mode::Reject);
+    assert_eq!(post(&local, &sms("SM5", "later")).await, 503);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn receives_sms_mms_whatsapp_kinds_and_statuses() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    tw.start(rec.sink()).await.expect("start");
+    let (server, local) = mounted(&tw).await;
+    let url0 = fake.add_media("MM1", "ME1", b"jpeg");
+    let url1 = fake.add_media("MM1", "ME2", b"ogg");
+
+    assert_eq!(post(&local, &sms("SM10", "hello")).await, 200);
+    let mms = vec![
+        ("MessageSid", "MM1"),
+        ("From", USER),
+        ("To", "+15557654321"),
+        ("Body", "look"),
+        ("NumMedia", "2"),
+        ("MediaUrl0", url0.as_str()),
+        ("MediaContentType0", "image/jpeg"),
+        ("MediaUrl1", url1.as_str()),
+        ("MediaContentType1", "audio/ogg"),
+    ];
+    assert_eq!(post(&local, &mms).await, 200);
+    let wa = "whatsapp:+15551234567";
+    let loc = vec![
+        ("MessageSid", "SM11"),
+        ("From", wa),
+        ("To", "whatsapp:+14155238886"),
+        ("ProfileName", "Ana"),
+        ("WaId", "15551234567"),
+        ("MessageType", "location"),
+        ("Latitude", "52.37"),
+        ("Longitude", "4.89"),
+        ("Label", "Dam"),
+        ("NumMedia", "0"),
+    ];
+    assert_eq!(post(&local, &loc).await, 200);
+    let quick = vec![
+        ("MessageSid", "SM12"),
+        ("From", wa),
+        ("To", "whatsapp:+14155238886"),
+        ("Body", "Stop promotions"),
+        ("ButtonText", "Stop promotions"),
+        ("ButtonPayload", "STOP_PROMO"),
+        ("NumMedia", "0"),
+    ];
+    assert_eq!(post(&local, &quick).await, 200);
+
+    // Options offered with a send come back as interactions, by number or title.
+    tw.send(
+        &ChatId::from(USER),
+        &Outgoing::buttons("Continue?", [("yes", "Yes"), ("no", "No")]),
+    )
+    .await
+    .expect("send");
+    assert_eq!(post(&local, &sms("SM13", "2")).await, 200);
+    assert_eq!(post(&local, &sms("SM14", "yes")).await, 200);
+
+    let status = [
+        ("MessageSid", "SM99"),
+        ("MessageStatus", "undelivered"),
+        ("ErrorCode", "30003"),
+        ("AccountSid", SID),
+        ("From", "+15557654321"),
+        ("To", USER),
+        ("ApiVersion", "2010-04-01"),
+    ];
+    assert_eq!(
+        FakeTwilio::post_webhook(
+            &format!("{local}/twilio/status"),
+            &format!("{PUBLIC}/twilio/status"),
+            Some(TOKEN),
+            &status
+        )
+        .await
+        .0,
+        200
+    );
+
+    let ev = rec.events();
+    assert_eq!(ev.len(), 8, "{ev:#?}");
+    assert!(
+        matches!(&ev[0], ProviderEvent::Message(m) if m.id.as_str() == "SM10" && m.chat.as_str() == USER && m.content == Content::Text("hello".into()))
+    );
+    assert!(
+        matches!(&ev[1], ProviderEvent::Message(m) if m.id.as_str() == "MM1"
+        && matches!(&m.content, Content::Media(x) if x.kind == MediaKind::Image && x.media_ref.token == url0 && x.caption.as_deref() == Some("look")))
+    );
+    assert!(
+        matches!(&ev[2], ProviderEvent::Message(m) if m.id.as_str() == "MM1/1"
+        && matches!(&m.content, Content::Media(x) if x.kind == MediaKind::Voice && x.caption.is_none()))
+    );
+    assert!(
+        matches!(&ev[3], ProviderEvent::Message(m) if m.sender_name.as_deref() == Some("Ana")
+        && matches!(&m.content, Content::Location(l) if l.latitude == 52.37 && l.name.as_deref() == Some("Dam")))
+    );
+    assert!(
+        matches!(&ev[4], ProviderEvent::Interaction(i) if i.data == "STOP_PROMO" && i.chat.as_str() == wa)
+    );
+    assert!(matches!(&ev[5], ProviderEvent::Interaction(i) if i.data == "no" && i.id == "SM13"));
+    assert!(matches!(&ev[6], ProviderEvent::Interaction(i) if i.data == "yes"));
+    assert!(
+        matches!(&ev[7], ProviderEvent::Status(s) if s.status == "undelivered" && s.error.as_deref() == Some("30003") && s.chat.as_str() == USER)
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(
+        config(&fake)
+            .status_callback("https://bot.example/twilio/status")
+            .expect("cb"),
+    )
+    .expect("provider");
+    let c = ChatId::from(USER);
+    let sent = tw.send(&c, &Outgoing::from("Hello")).await.expect("text");
+    assert!(
+        sent.message_id
+            .is_some_and(|id| id.as_str().starts_with("SM"))
+    );
+    assert_eq!(fake.param(0, "To").as_deref(), Some(USER));
+    assert_eq!(fake.param(0, "From").as_deref(), Some("+15557654321"));
+    assert_eq!(fake.param(0, "Body").as_deref(), Some("Hello"));
+    assert_eq!(
+        fake.param(0, "StatusCallback").as_deref(),
+        Some("https://bot.example/twilio/status")
+    );
+
+    tw.send(
+        &c,
+        &Outgoing::buttons("Continue?", [("yes", "Yes"), ("no", "No")]),
+    )
+    .await
+    .expect("buttons");
+    assert_eq!(
+        fake.param(1, "Body").as_deref(),
+        Some("Continue?\n1. Yes\n2. No")
+    );
+    tw.send(
+        &c,
+        &Outgoing::from(OutgoingContent::List {
+            text: "Menu".into(),
+            button: "Pick".into(),
+            sections: vec![botmesh::message::ListSection {
+                title: "S".into(),
+                rows: vec![Button::with_id("r1", "Row")],
+            }],
+        }),
+    )
+    .await
+    .expect("list");
+    assert_eq!(fake.param(2, "Body").as_deref(), Some("Menu\n1. Row"));
+
+    tw.send(&c, &Outgoing::from("x".repeat(2000)))
+        .await
+        .expect("long");
+    assert_eq!(
+        fake.sent().len(),
+        5,
+        "2000 characters go out as two messages"
+    );
+
+    tw.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Media {
+            media_kind: MediaKind::Image,
+            source: MediaSource::Url {
+                url: "https://example.com/a.jpg".into(),
+            },
+            caption: Some("cap".into()),
+            mime: None,
+        }),
+    )
+    .await
+    .expect("media");
+    assert_eq!(
+        fake.param(5, "MediaUrl").as_deref(),
+        Some("https://example.com/a.jpg")
+    );
+    assert_eq!(fake.param(5, "Body").as_deref(), Some("cap"));
+
+    tw.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Template {
+            name: "HXb5b62575e6e4ff6129ad7c8efe1f983e".into(),
+            language: "en".into(),
+            params: vec!["12/1".into(), "3pm".into()],
+        }),
+    )
+    .await
+    .expect("template");
+    assert_eq!(
+        fake.param(6, "ContentSid").as_deref(),
+        Some("HXb5b62575e6e4ff6129ad7c8efe1f983e")
+    );
+    let vars: serde_json::Value =
+        serde_json::from_str(&fake.param(6, "ContentVariables").expect("vars")).expect("json");
+    assert_eq!(vars, json!({"1": "12/1", "2": "3pm"}));
+
+    tw.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Location(Location {
+            latitude: 1.5,
+            longitude: 2.5,
+            name: Some("Here".into()),
+            address: None,
+        })),
+    )
+    .await
+    .expect("location");
+    assert_eq!(
+        fake.param(7, "Body").as_deref(),
+        Some("Here\nhttps://maps.google.com/?q=1.5,2.5")
+    );
+    tw.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
+            name: "Bo".into(),
+            phones: vec!["+1555".into()],
+        }])),
+    )
+    .await
+    .expect("contacts");
+    assert_eq!(fake.param(8, "Body").as_deref(), Some("Bo: +1555"));
+
+    let n = fake.sent().len();
+    for bad in [
+        Outgoing::from(OutgoingContent::Reaction(Reaction {
+            message_id: "SM1".into(),
+            emoji: "👍".into(),
+        })),
+        Outgoing::from(OutgoingContent::Media {
+            media_kind: MediaKind::Image,
+            source: MediaSource::Bytes {
+                data: vec![1],
+                file_name: None,
+            },
+            caption: None,
+            mime: None,
+        }),
+        Outgoing::from(OutgoingContent::Template {
+            name: "order_update".into(),
+            language: "en".into(),
+            params: vec![],
+        }),
+    ] {
+        assert!(matches!(
+            tw.send(&c, &bad).await,
+            Err(ProviderError::UnsupportedContent { .. })
+        ));
+    }
+    assert_eq!(fake.sent().len(), n);
+
+    let service = TwilioProvider::new(
+        TwilioConfig::new(SID, TOKEN, TwilioSender::MessagingService("MG123".into()))
+            .api_base(&fake.base_url())
+            .expect("base"),
+    )
+    .expect("provider");
+    service
+        .send(&c, &Outgoing::from("via service"))
+        .await
+        .expect("service");
+    assert_eq!(
+        fake.param(n, "MessagingServiceSid").as_deref(),
+        Some("MG123")
+    );
+    assert_eq!(fake.param(n, "From"), None);
+}
+
+#[tokio::test]
+async fn maps_twilio_errors_onto_classes() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let hi = Outgoing::from("hi");
+    fake.fail_next(429, 20429, "Too Many Requests", Some(3));
+    assert_eq!(
+        tw.send(&c, &hi).await.expect_err("429").class(),
+        ErrorClass::RateLimited(Some(Duration::from_secs(3)))
+    );
+    fake.fail_next(503, 20500, "Service unavailable", None);
+    assert_eq!(
+        tw.send(&c, &hi).await.expect_err("503").class(),
+        ErrorClass::Retryable
+    );
+    fake.fail_next(
+        400,
+        21211,
+        "The 'To' number +1555 is not a valid phone number.",
+        None,
+    );
+    assert!(matches!(
+        tw.send(&c, &hi).await,
+        Err(ProviderError::RecipientUnreachable { .. })
+    ));
+    fake.fail_next(
+        400,
+        21610,
+        "Attempt to send to unsubscribed recipient",
+        None,
+    );
+    assert!(matches!(
+        tw.send(&c, &hi).await,
+        Err(ProviderError::RecipientUnreachable { .. })
+    ));
+    fake.fail_next(
+        400,
+        63016,
+        "Failed to send freeform message because you are outside the allowed window.",
+        None,
+    );
+    assert!(matches!(
+        tw.send(&c, &hi).await,
+        Err(ProviderError::OutsideSessionWindow { .. })
+    ));
+    fake.fail_next(
+        400,
+        21617,
+        "The concatenated message body exceeds the 1600 character limit.",
+        None,
+    );
+    assert!(matches!(
+        tw.send(&c, &hi).await,
+        Err(ProviderError::PayloadTooLarge { limit: 1600, .. })
+    ));
+    fake.fail_next(401, 20003, "Authenticate", None);
+    let e = tw.send(&c, &hi).await.expect_err("401");
+    assert_eq!(e.class(), ErrorClass::Final);
+    assert!(!e.to_string().contains(TOKEN));
+    fake.fail_next(400, 21608, "The number is unverified", None);
+    assert_eq!(
+        tw.send(&c, &hi).await.expect_err("trial").class(),
+        ErrorClass::Final
+    );
+
+    let gone = TwilioProvider::new(
+        TwilioConfig::new(SID, TOKEN, TwilioSender::From("+1".into()))
+            .api_base("http://127.0.0.1:9")
+            .expect("base"),
+    )
+    .expect("provider");
+    assert!(matches!(
+        gone.send(&c, &hi).await,
+        Err(ProviderError::Network { .. })
+    ));
+}
+
+#[tokio::test]
+async fn downloads_media_through_the_guarded_client_only_from_twilio() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let url = fake.add_media("MM1", "ME1", b"jpeg-bytes");
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let r = |u: &str| MediaRef {
+        provider: "twilio".into(),
+        token: u.into(),
+    };
+    assert_eq!(
+        tw.download_media(&r(&url))
+            .await
+            .expect("download via redirect"),
+        b"jpeg-bytes"
+    );
+    // Never sends the credentials elsewhere.
+    let e = tw
+        .download_media(&r("https://evil.example/steal"))
+        .await
+        .expect_err("off origin");
+    assert!(e.to_string().contains("refusing"), "{e}");
+    let strict = TwilioProvider::new(
+        TwilioConfig::new(SID, TOKEN, TwilioSender::From("+1".into()))
+            .api_base(&fake.base_url())
+            .expect("base"),
+    )
+    .expect("provider");
+    let e = strict.download_media(&r(&url)).await.expect_err("guard");
+    assert!(
+        e.to_string().contains("refused to connect") && !e.to_string().contains(TOKEN),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_and_every_rejection() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let url = fake.add_media("MM1", "ME1", b"x");
+    for token in [
+        url.as_str(),
+        "https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME1",
+        "https://media.twiliocdn.twilio.com/x",
+    ] {
+        let media = MediaRef {
+            provider: "twilio".into(),
+            token: token.into(),
+        };
+        let stored = tw.serialize_media_ref(&media).expect("durable");
+        assert_eq!(stored.data, json!({"url": token}));
+        let back: StoredMediaRef =
+            serde_json::from_value(serde_json::to_value(&stored).expect("json")).expect("parse");
+        assert_eq!(tw.rehydrate_media_ref(&back).expect("rehydrate"), media);
+    }
+    for off in [
+        "https://evil.example/x",
+        "http://api.twilio.com/x",
+        "https://twilio.com.evil.example/x",
+    ] {
+        assert!(
+            tw.serialize_media_ref(&MediaRef {
+                provider: "twilio".into(),
+                token: off.into()
+            })
+            .is_none(),
+            "not-durable: {off}"
+        );
+    }
+    let good = StoredMediaRef {
+        provider: "twilio".into(),
+        v: 1,
+        data: json!({"url": url}),
+    };
+    let reason = |s: StoredMediaRef| match tw.rehydrate_media_ref(&s) {
+        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        reason(StoredMediaRef {
+            provider: "telegram".into(),
+            ..good.clone()
+        }),
+        MediaUnavailableReason::ProviderMismatch
+    );
+    assert_eq!(
+        reason(StoredMediaRef {
+            v: 2,
+            ..good.clone()
+        }),
+        MediaUnavailableReason::RehydrateFailed
+    );
+    assert_eq!(
+        reason(StoredMediaRef {
+            data: json!({"url": "https://evil.example/x"}),
+            ..good.clone()
+        }),
+        MediaUnavailableReason::RehydrateFailed
+    );
+    assert_eq!(
+        reason(StoredMediaRef {
+            data: json!({"href": "x"}),
+            ..good
+        }),
+        MediaUnavailableReason::RehydrateFailed
+    );
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let params = sms("SM77", "ping");
+    let a = TwilioProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    rec.set_mode(Mode::Hang);
+    a.start(rec.sink()).await.expect("start");
+    let (server_a, local_a) = mounted(&a).await;
+    let sig = botmesh_providers::twilio::signature(TOKEN, &format!("{PUBLIC}/twilio"), &params);
+    let first = fakes::client()
+        .post(format!("{local_a}/twilio"))
+        .header("X-Twilio-Signature", sig)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(&params).expect("form"))
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await;
+    assert!(first.is_err(), "no answer reached Twilio");
+    server_a.abort();
+
+    let b = TwilioProvider::new(config(&fake)).expect("provider");
+    let (server_b, local_b) = mounted(&b).await;
+    let bot = Bot::builder(b).build().expect("bot");
+    bot.on_message(|ctx: Ctx| async move {
+        ctx.reply(format!("pong: {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot.start().await.expect("start");
+    assert_eq!(post(&local_b, &params).await, 200);
+    assert_eq!(post(&local_b, &params).await, 200, "retried again (rc=2)");
+    bot.idle().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let bodies: Vec<_> = (0..fake.sent().len())
+        .filter_map(|i| fake.param(i, "Body"))
+        .collect();
+    assert_eq!(bodies, ["pong: ping"]);
+    bot.stop().await.expect("stop");
+    server_b.shutdown().await;
+}
+
+#[test]
+fn config_from_env_names_the_variable() {
+    let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(
+        TwilioConfig::from_lookup(lookup(&[("TWILIO_ACCOUNT_SID", "AC1")])).expect_err("token"),
+        TwilioConfigError::MissingEnv("TWILIO_AUTH_TOKEN")
+    );
+    assert_eq!(
+        TwilioConfig::from_lookup(lookup(&[
+            ("TWILIO_ACCOUNT_SID", "AC1"),
+            ("TWILIO_AUTH_TOKEN", "t")
+        ]))
+        .expect_err("sender"),
+        TwilioConfigError::MissingEnv("TWILIO_FROM")
+    );
+    let e = TwilioConfig::from_lookup(lookup(&[
+        ("TWILIO_ACCOUNT_SID", "AC1"),
+        ("TWILIO_AUTH_TOKEN", "t"),
+        ("TWILIO_FROM", "+1"),
+        ("TWILIO_WEBHOOK_BASE_URL", "bot.example"),
+    ]))
+    .expect_err("url");
+    assert!(e.to_string().contains("TWILIO_WEBHOOK_BASE_URL"));
+    let cfg = TwilioConfig::from_lookup(lookup(&[
+        ("TWILIO_ACCOUNT_SID", "AC1"),
+        ("TWILIO_AUTH_TOKEN", "sekrit"),
+        ("TWILIO_MESSAGING_SERVICE_SID", "MG1"),
+    ]))
+    .expect("config");
+    assert!(!format!("{cfg:?}").contains("sekrit"));
+}

@@ -1,0 +1,764 @@
+//! The WhatsApp Cloud provider against the fake Graph API: the verification handshake, the
+//! `X-Hub-Signature-256` check, every inbound kind and status, every content kind sent, error
+//! classes, the 24-hour window, media downloads through the guarded client, media refs, and a
+//! crash before the 200 ending in one reply.
+#![cfg(feature = "whatsapp-cloud")]
+
+mod fakes;
+
+use std::time::Duration;
+
+use botmesh::message::{
+    Button, ChatId, ContactCard, Content, ListSection, Location, MediaKind, MediaRef, MediaSource,
+    MessageId, Outgoing, OutgoingContent, Reaction,
+};
+use botmesh::prelude::*;
+use botmesh::provider::{
+    ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
+};
+use botmesh_providers::http::GuardedClient;
+use botmesh_providers::webhook::{RunningWebhookServer, WebhookServer};
+use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
+use fakes::whatsapp::{FakeWhatsApp, hooks};
+use fakes::{Mode, Recorder};
+use serde_json::json;
+
+const TOKEN: &str = "EAAGfake-access-token";
+const SECRET: &str = "app-secret-1";
+const VERIFY: &str = "verify-me";
+
+fn config(fake: &FakeWhatsApp) -> WhatsAppConfig {
+    WhatsAppConfig::new(TOKEN, "106540352242922", SECRET, VERIFY)
+        .api_base(&fake.base_url())
+        .expect("base")
+        .media_client(GuardedClient::allowing_localhost().expect("client"))
+}
+
+async fn mounted(wa: &WhatsAppProvider) -> (RunningWebhookServer, String) {
+    let server = WebhookServer::new()
+        .mount(wa.webhook_routes())
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/whatsapp", server.local_addr());
+    (server, url)
+}
+
+fn chat() -> ChatId {
+    ChatId::from(hooks::WA_ID)
+}
+
+async fn post(url: &str, body: &serde_json::Value) -> u16 {
+    let bytes = serde_json::to_vec(body).expect("json");
+    FakeWhatsApp::post_webhook(url, Some(&FakeWhatsApp::sign(SECRET, &bytes)), &bytes).await
+}
+
+#[tokio::test]
+async fn answers_the_verification_handshake() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let (server, url) = mounted(&wa).await;
+    let get = |q: String| {
+        let url = url.clone();
+        async move {
+            let r = fakes::client()
+                .get(format!("{url}?{q}"))
+                .send()
+                .await
+                .expect("get");
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    assert_eq!(
+        get(format!(
+            "hub.mode=subscribe&hub.verify_token={VERIFY}&hub.challenge=1158201444"
+        ))
+        .await,
+        (200, "1158201444".to_owned())
+    );
+    assert_eq!(
+        get("hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1".into())
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        get(format!(
+            "hub.mode=unsubscribe&hub.verify_token={VERIFY}&hub.challenge=1"
+        ))
+        .await
+        .0,
+        403
+    );
+    assert_eq!(
+        get(format!("hub.mode=subscribe&hub.verify_token={VERIFY}"))
+            .await
+            .0,
+        403
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_signature_is_checked_over_the_raw_body() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    wa.start(rec.sink()).await.expect("start");
+    let (server, url) = mounted(&wa).await;
+    let body = serde_json::to_vec(&hooks::text("wamid.A1", "hi")).expect("json");
+
+    assert_eq!(FakeWhatsApp::post_webhook(&url, None, &body).await, 401);
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some(&FakeWhatsApp::sign("other", &body)), &body).await,
+        403
+    );
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some("sha256=zz"), &body).await,
+        403
+    );
+    let sig = FakeWhatsApp::sign(SECRET, &body);
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some(sig.trim_start_matches("sha256=")), &body).await,
+        403
+    );
+    // A body re-encoded after signing (Meta escapes non-ASCII) no longer matches.
+    let mut reencoded = body.clone();
+    reencoded.push(b' ');
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some(&sig), &reencoded).await,
+        403
+    );
+    assert!(rec.events().is_empty());
+
+    // Meta's check vector: HMAC_SHA256("secret", "test"). The signature passes; "test" is no JSON.
+    let wa2 =
+        WhatsAppProvider::new(WhatsAppConfig::new(TOKEN, "1", "secret", VERIFY)).expect("provider");
+    let (server2, url2) = mounted(&wa2).await;
+    let vector = "sha256=0329a06b62cd16b33eb6792be8c60b158d89a2ee3a876fce9a881ebb488c0914";
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url2, Some(vector), b"test").await,
+        400
+    );
+
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some(&sig), &body).await,
+        200
+    );
+    assert_eq!(rec.events().len(), 1);
+    server.shutdown().await;
+    server2.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_malformed_batch_delivers_nothing() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    wa.start(rec.sink()).await.expect("start");
+    let (server, url) = mounted(&wa).await;
+    // The first message is fine, the second has no `from`: the whole body is refused.
+    let bad = hooks::messages(vec![
+        hooks::msg("wamid.OK", "text", json!({"body": "fine"})),
+        json!({"id": "wamid.BAD", "timestamp": "1718000000", "type": "text", "text": {"body": "x"}}),
+    ]);
+    assert_eq!(post(&url, &bad).await, 400);
+    assert_eq!(
+        post(&url, &json!({"object": "page", "entry": []})).await,
+        400
+    );
+    assert_eq!(
+        post(
+            &url,
+            &hooks::messages(vec![hooks::msg("wamid.T", "text", json!({"body": "x"}))])
+                .to_string()
+                .replace("1718000000", "soon")
+                .parse::<serde_json::Value>()
+                .expect("json")
+        )
+        .await,
+        400
+    );
+    let raw = b"{\"object\":\"whatsapp_business_account\",\"entry\":[";
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url, Some(&FakeWhatsApp::sign(SECRET, raw)), raw).await,
+        400
+    );
+    assert!(rec.events().is_empty(), "{:?}", rec.events());
+
+    // Rejected by the pipeline: 503 so Meta retries.
+    rec.set_mode(Mode::Reject);
+    assert_eq!(post(&url, &hooks::text("wamid.R", "retry me")).await, 503);
+    wa.stop().await.expect("stop");
+    rec.set_mode(Mode::Accept);
+    assert_eq!(
+        post(&url, &hooks::text("wamid.R", "retry me")).await,
+        503,
+        "stopped"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn receives_every_message_kind_and_status() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    wa.start(rec.sink()).await.expect("start");
+    let (server, url) = mounted(&wa).await;
+    let ctx = json!({"from": "15550783881", "id": "wamid.SENT1"});
+    let mut button_reply = hooks::msg(
+        "wamid.B",
+        "interactive",
+        json!({"type": "button_reply", "button_reply": {"id": "yes", "title": "Yes"}}),
+    );
+    button_reply["context"] = ctx.clone();
+    let body = hooks::messages(vec![
+        hooks::msg("wamid.T", "text", json!({"body": "hi"})),
+        hooks::msg(
+            "wamid.I",
+            "image",
+            json!({"id": "1234567890", "mime_type": "image/jpeg", "sha256": "abc", "caption": "look"}),
+        ),
+        hooks::msg(
+            "wamid.D",
+            "document",
+            json!({"id": "2234567890", "mime_type": "application/pdf", "sha256": "abc", "filename": "a.pdf"}),
+        ),
+        hooks::msg(
+            "wamid.V",
+            "audio",
+            json!({"id": "3234567890", "mime_type": "audio/ogg; codecs=opus", "sha256": "abc", "voice": true}),
+        ),
+        hooks::msg(
+            "wamid.L",
+            "location",
+            json!({"latitude": 52.37, "longitude": 4.89, "name": "Dam", "address": "Amsterdam"}),
+        ),
+        button_reply,
+        hooks::msg(
+            "wamid.LR",
+            "interactive",
+            json!({"type": "list_reply", "list_reply": {"id": "row1", "title": "Row 1", "description": "…"}}),
+        ),
+        hooks::msg(
+            "wamid.TB",
+            "button",
+            json!({"payload": "STOP_PROMO", "text": "Stop promotions"}),
+        ),
+        hooks::msg(
+            "wamid.R",
+            "reaction",
+            json!({"message_id": "wamid.SENT1", "emoji": "👍"}),
+        ),
+        json!({"from": hooks::WA_ID, "id": "wamid.U", "timestamp": "1718000000", "type": "unsupported",
+               "errors": [{"code": 131051, "title": "Message type unknown"}]}),
+    ]);
+    assert_eq!(post(&url, &body).await, 200);
+    let statuses = hooks::envelope(json!({"messaging_product": "whatsapp", "statuses": [
+        {"id": "wamid.SENT1", "status": "delivered", "timestamp": "1718000005", "recipient_id": hooks::WA_ID},
+        {"id": "wamid.SENT2", "status": "failed", "timestamp": "1718000006", "recipient_id": hooks::WA_ID,
+         "errors": [{"code": 131047, "title": "Re-engagement message"}]}
+    ]}));
+    assert_eq!(post(&url, &statuses).await, 200);
+
+    let ev = rec.events();
+    assert_eq!(ev.len(), 12, "{ev:#?}");
+    let msg = |i: usize| match &ev[i] {
+        ProviderEvent::Message(m) => m.clone(),
+        other => panic!("event {i} is not a message: {other:?}"),
+    };
+    let t = msg(0);
+    assert_eq!(
+        (t.id.as_str(), t.chat.as_str(), t.sender_name.as_deref()),
+        ("wamid.T", hooks::WA_ID, Some("Ana"))
+    );
+    assert_eq!(t.content, Content::Text("hi".into()));
+    assert_eq!(t.timestamp_ms, 1_718_000_000_000);
+    assert!(
+        matches!(&msg(1).content, Content::Media(m) if m.kind == MediaKind::Image && m.media_ref.token == "1234567890" && m.caption.as_deref() == Some("look"))
+    );
+    assert!(
+        matches!(&msg(2).content, Content::Media(m) if m.kind == MediaKind::Document && m.file_name.as_deref() == Some("a.pdf"))
+    );
+    assert!(matches!(&msg(3).content, Content::Media(m) if m.kind == MediaKind::Voice));
+    assert!(matches!(&msg(4).content, Content::Location(l) if l.name.as_deref() == Some("Dam")));
+    let ProviderEvent::Interaction(b) = &ev[5] else {
+        panic!("button reply")
+    };
+    assert_eq!(
+        (b.data.as_str(), b.title.as_deref(), b.message_id.clone()),
+        ("yes", Some("Yes"), Some(MessageId::from("wamid.SENT1")))
+    );
+    assert!(matches!(&ev[6], ProviderEvent::Interaction(i) if i.data == "row1"));
+    assert!(matches!(&ev[7], ProviderEvent::Interaction(i) if i.data == "STOP_PROMO"));
+    assert!(matches!(&ev[8], ProviderEvent::Reaction { reaction, .. } if reaction.emoji == "👍"));
+    assert!(matches!(&msg(9).content, Content::Other(_)));
+    assert!(
+        matches!(&ev[10], ProviderEvent::Status(s) if s.status == "delivered" && s.message_id.as_str() == "wamid.SENT1")
+    );
+    assert!(
+        matches!(&ev[11], ProviderEvent::Status(s) if s.status == "failed" && s.error.as_deref().is_some_and(|e| e.starts_with("131047")))
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let c = chat();
+    let sent = wa
+        .send(&c, &Outgoing::from("Hello").reply_to("wamid.IN"))
+        .await
+        .expect("text");
+    assert_eq!(sent.message_id, Some(MessageId::from("wamid.OUT1")));
+    let b = &fake.sent()[0];
+    assert_eq!(b["messaging_product"], "whatsapp");
+    assert_eq!(b["to"], hooks::WA_ID);
+    assert_eq!(b["text"]["body"], "Hello");
+    assert_eq!(b["context"]["message_id"], "wamid.IN");
+
+    wa.send(
+        &c,
+        &Outgoing::buttons(
+            "Pick",
+            [("yes", "Yes"), ("no", "A title longer than twenty")],
+        ),
+    )
+    .await
+    .expect("buttons");
+    let b = &fake.sent()[1]["interactive"];
+    assert_eq!(b["type"], "button");
+    assert_eq!(
+        b["action"]["buttons"][0],
+        json!({"type": "reply", "reply": {"id": "yes", "title": "Yes"}})
+    );
+    assert_eq!(
+        b["action"]["buttons"][1]["reply"]["title"]
+            .as_str()
+            .map(|t| t.chars().count()),
+        Some(20)
+    );
+
+    let five: Vec<Button> = (1..=5)
+        .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
+        .collect();
+    wa.send(&c, &Outgoing::buttons("Many", five))
+        .await
+        .expect("buttons as list");
+    assert_eq!(fake.sent()[2]["interactive"]["type"], "list");
+    assert_eq!(
+        fake.sent()[2]["interactive"]["action"]["sections"][0]["rows"]
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::List {
+            text: "Menu".into(),
+            button: "Options".into(),
+            sections: vec![ListSection {
+                title: "S1".into(),
+                rows: vec![Button::with_id("row1", "Row 1")],
+            }],
+        }),
+    )
+    .await
+    .expect("list");
+    assert_eq!(
+        fake.sent()[3]["interactive"]["action"],
+        json!({"button": "Options", "sections": [{"title": "S1", "rows": [{"id": "row1", "title": "Row 1"}]}]})
+    );
+
+    let media = |kind, source, caption: Option<&str>| {
+        Outgoing::from(OutgoingContent::Media {
+            media_kind: kind,
+            source,
+            caption: caption.map(Into::into),
+            mime: None,
+        })
+    };
+    wa.send(
+        &c,
+        &media(
+            MediaKind::Image,
+            MediaSource::Url {
+                url: "https://example.com/a.jpg".into(),
+            },
+            Some("cap"),
+        ),
+    )
+    .await
+    .expect("image link");
+    assert_eq!(
+        fake.sent()[4]["image"],
+        json!({"link": "https://example.com/a.jpg", "caption": "cap"})
+    );
+    wa.send(
+        &c,
+        &media(
+            MediaKind::Document,
+            MediaSource::Bytes {
+                data: b"%PDF".to_vec(),
+                file_name: Some("a.pdf".into()),
+            },
+            None,
+        ),
+    )
+    .await
+    .expect("upload");
+    let up = &fake.uploads()[0];
+    assert_eq!(
+        (up["messaging_product"].clone(), up["type"].clone()),
+        (json!("whatsapp"), json!("application/pdf"))
+    );
+    assert_eq!(up["file"]["file_name"], "a.pdf");
+    assert_eq!(fake.sent()[5]["document"]["filename"], "a.pdf");
+    assert!(
+        fake.sent()[5]["document"]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("9000"))
+    );
+
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Template {
+            name: "order_update".into(),
+            language: "en_US".into(),
+            params: vec!["42".into()],
+        }),
+    )
+    .await
+    .expect("template");
+    assert_eq!(
+        fake.sent()[6]["template"],
+        json!({"name": "order_update", "language": {"code": "en_US"},
+        "components": [{"type": "body", "parameters": [{"type": "text", "text": "42"}]}]})
+    );
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Location(Location {
+            latitude: 1.0,
+            longitude: 2.0,
+            name: Some("Here".into()),
+            address: None,
+        })),
+    )
+    .await
+    .expect("location");
+    assert_eq!(fake.sent()[7]["location"]["name"], "Here");
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
+            name: "Bo".into(),
+            phones: vec!["+1555".into()],
+        }])),
+    )
+    .await
+    .expect("contacts");
+    assert_eq!(fake.sent()[8]["contacts"][0]["phones"][0]["phone"], "+1555");
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Reaction(Reaction {
+            message_id: "wamid.IN".into(),
+            emoji: "👍".into(),
+        })),
+    )
+    .await
+    .expect("reaction");
+    assert_eq!(
+        fake.sent()[9]["reaction"],
+        json!({"message_id": "wamid.IN", "emoji": "👍"})
+    );
+
+    let long = "a ".repeat(3000);
+    wa.send(&c, &Outgoing::from(long))
+        .await
+        .expect("long text in parts");
+    assert_eq!(fake.sent().len(), 12);
+
+    wa.mark_read(&c, &MessageId::from("wamid.IN"))
+        .await
+        .expect("read");
+    assert_eq!(
+        fake.sent()[12],
+        json!({"messaging_product": "whatsapp", "status": "read", "message_id": "wamid.IN"})
+    );
+
+    // Refused before a call.
+    let n = fake.sent().len();
+    for bad in [
+        Outgoing::buttons("x".repeat(1025), ["ok"]),
+        Outgoing::buttons("x", (0..11).map(|i| format!("b{i}")).collect::<Vec<_>>()),
+    ] {
+        assert!(matches!(
+            wa.send(&c, &bad).await,
+            Err(ProviderError::UnsupportedContent { .. })
+        ));
+    }
+    let big = media(
+        MediaKind::Image,
+        MediaSource::Bytes {
+            data: vec![0; 5 * 1024 * 1024 + 1],
+            file_name: None,
+        },
+        None,
+    );
+    assert!(matches!(
+        wa.send(&c, &big).await,
+        Err(ProviderError::PayloadTooLarge { .. })
+    ));
+    assert_eq!(fake.sent().len(), n);
+}
+
+#[tokio::test]
+async fn maps_graph_errors_and_the_session_window() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let c = chat();
+    let hi = Outgoing::from("hi");
+    let check = |status, code, msg: &str| {
+        fake.fail_next(status, code, msg);
+        let wa = wa.clone();
+        let c = c.clone();
+        let hi = hi.clone();
+        async move { wa.send(&c, &hi).await.expect_err("scripted failure") }
+    };
+    let e = check(400, 130429, "(#130429) Rate limit hit").await;
+    assert!(matches!(e.class(), ErrorClass::RateLimited(_)), "{e}");
+    let e = check(429, 4, "(#4) Application request limit reached").await;
+    assert!(matches!(e.class(), ErrorClass::RateLimited(_)), "{e}");
+    let e = check(400, 131047, "Re-engagement message").await;
+    assert!(
+        matches!(&e, ProviderError::OutsideSessionWindow { chat, .. } if chat == hooks::WA_ID),
+        "{e}"
+    );
+    assert_eq!(e.class(), ErrorClass::Final);
+    assert!(matches!(
+        check(400, 131026, "Message undeliverable").await,
+        ProviderError::RecipientUnreachable { .. }
+    ));
+    assert!(matches!(
+        check(400, 131051, "Unsupported message type").await,
+        ProviderError::UnsupportedContent { .. }
+    ));
+    assert_eq!(
+        check(500, 131000, "Something went wrong").await.class(),
+        ErrorClass::Retryable
+    );
+    assert_eq!(
+        check(503, 131016, "Service unavailable").await.class(),
+        ErrorClass::Retryable
+    );
+    assert_eq!(
+        check(401, 190, "Access token expired").await.class(),
+        ErrorClass::Final
+    );
+    assert_eq!(
+        check(400, 132001, "Template does not exist").await.class(),
+        ErrorClass::Final
+    );
+
+    // The window: a chat known to have written 25 h ago gets no free-form message.
+    let before = fake.sent().len();
+    wa.note_inbound(&c, botmesh::clock::now_ms() - 25 * 60 * 60 * 1000);
+    let e = wa.send(&c, &hi).await.expect_err("outside the window");
+    assert!(matches!(e, ProviderError::OutsideSessionWindow { .. }));
+    assert_eq!(fake.sent().len(), before, "no call was made");
+    wa.send(
+        &c,
+        &Outgoing::from(OutgoingContent::Template {
+            name: "hello".into(),
+            language: "en".into(),
+            params: vec![],
+        }),
+    )
+    .await
+    .expect("templates are always allowed");
+    wa.note_inbound(&c, botmesh::clock::now_ms());
+    wa.send(&c, &hi).await.expect("inside the window again");
+
+    // Unreachable Graph: a retryable network error.
+    let gone = WhatsAppProvider::new(
+        WhatsAppConfig::new(TOKEN, "1", SECRET, VERIFY)
+            .api_base("http://127.0.0.1:9")
+            .expect("base"),
+    )
+    .expect("provider");
+    let e = gone.send(&c, &hi).await.expect_err("network");
+    assert!(
+        matches!(e, ProviderError::Network { .. }) && !e.to_string().contains(TOKEN),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn downloads_media_through_the_guarded_client() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    fake.add_media("1234567890", b"jpeg-bytes", "image/jpeg");
+    fake.add_media("666", b"original", "image/jpeg");
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let r = |id: &str| MediaRef {
+        provider: "whatsapp-cloud".into(),
+        token: id.into(),
+    };
+    assert_eq!(
+        wa.download_media(&r("1234567890")).await.expect("download"),
+        b"jpeg-bytes"
+    );
+    let e = wa
+        .download_media(&r("666"))
+        .await
+        .expect_err("sha256 mismatch");
+    assert!(e.to_string().contains("sha256"), "{e}");
+    assert_eq!(
+        wa.download_media(&r("404404"))
+            .await
+            .expect_err("unknown")
+            .class(),
+        ErrorClass::Final
+    );
+    let strict = WhatsAppProvider::new(
+        WhatsAppConfig::new(TOKEN, "1", SECRET, VERIFY)
+            .api_base(&fake.base_url())
+            .expect("base"),
+    )
+    .expect("provider");
+    let e = strict
+        .download_media(&r("1234567890"))
+        .await
+        .expect_err("guard");
+    assert!(e.to_string().contains("refused to connect"), "{e}");
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_and_every_rejection() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let media = MediaRef {
+        provider: "whatsapp-cloud".into(),
+        token: "1234567890".into(),
+    };
+    let stored = wa.serialize_media_ref(&media).expect("durable");
+    assert_eq!(stored.data, json!({"media_id": "1234567890"}));
+    let back: StoredMediaRef =
+        serde_json::from_value(serde_json::to_value(&stored).expect("json")).expect("parse");
+    assert_eq!(wa.rehydrate_media_ref(&back).expect("rehydrate"), media);
+    assert!(
+        wa.serialize_media_ref(&MediaRef {
+            provider: "whatsapp-cloud".into(),
+            token: "https://x".into()
+        })
+        .is_none(),
+        "not-durable"
+    );
+    let reason = |s: StoredMediaRef| match wa.rehydrate_media_ref(&s) {
+        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        reason(StoredMediaRef {
+            provider: "telegram".into(),
+            ..stored.clone()
+        }),
+        MediaUnavailableReason::ProviderMismatch
+    );
+    assert_eq!(
+        reason(StoredMediaRef {
+            v: 9,
+            ..stored.clone()
+        }),
+        MediaUnavailableReason::RehydrateFailed
+    );
+    assert_eq!(
+        reason(StoredMediaRef {
+            data: json!({"media_id": "12/../x"}),
+            ..stored
+        }),
+        MediaUnavailableReason::RehydrateFailed
+    );
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    // Sent just now: inside the 24-hour window.
+    let now = (botmesh::clock::now_ms() / 1000).to_string();
+    let bytes = hooks::text("wamid.PING", "ping")
+        .to_string()
+        .replace("1718000000", &now)
+        .into_bytes();
+    let sig = FakeWhatsApp::sign(SECRET, &bytes);
+
+    let a = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    rec.set_mode(Mode::Hang);
+    a.start(rec.sink()).await.expect("start");
+    let (server_a, url_a) = mounted(&a).await;
+    let first = fakes::client()
+        .post(&url_a)
+        .header("X-Hub-Signature-256", &sig)
+        .body(bytes.clone())
+        .timeout(Duration::from_millis(500))
+        .send()
+        .await;
+    assert!(first.is_err(), "no 2xx reached Meta");
+    server_a.abort();
+
+    let b = WhatsAppProvider::new(config(&fake)).expect("provider");
+    let (server_b, url_b) = mounted(&b).await;
+    let bot = Bot::builder(b).build().expect("bot");
+    bot.on_message(|ctx: Ctx| async move {
+        ctx.reply(format!("pong: {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot.start().await.expect("start");
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url_b, Some(&sig), &bytes).await,
+        200
+    );
+    assert_eq!(
+        FakeWhatsApp::post_webhook(&url_b, Some(&sig), &bytes).await,
+        200,
+        "a second retry"
+    );
+    bot.idle().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let texts: Vec<_> = fake
+        .sent()
+        .iter()
+        .filter_map(|b| b["text"]["body"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(texts, ["pong: ping"]);
+    bot.stop().await.expect("stop");
+    server_b.shutdown().await;
+}
+
+#[test]
+fn config_from_env_names_the_variable() {
+    let full = [
+        ("WHATSAPP_ACCESS_TOKEN", "t"),
+        ("WHATSAPP_PHONE_NUMBER_ID", "106540352242922"),
+        ("WHATSAPP_APP_SECRET", "s"),
+        ("WHATSAPP_VERIFY_TOKEN", "v"),
+    ];
+    let lookup = |skip: &'static str| {
+        move |k: &str| {
+            full.iter()
+                .find(|(n, _)| *n == k && *n != skip)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(
+        WhatsAppConfig::from_lookup(lookup("WHATSAPP_APP_SECRET")).expect_err("missing"),
+        WhatsAppConfigError::MissingEnv("WHATSAPP_APP_SECRET")
+    );
+    let cfg = WhatsAppConfig::from_lookup(lookup("")).expect("complete");
+    assert!(
+        !format!("{cfg:?}").contains("\"t\""),
+        "secrets leaked into Debug"
+    );
+}
