@@ -2,13 +2,16 @@
 //! process in the middle of handlers and sends and start it again on the same file.
 //!
 //! ```text
-//! crashbot --db PATH [--backend sqlite|file] [--work-ms N]
+//! crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID]
+//!          [--instance ID] [--lease-ms N] [--work-ms N]
 //! ```
 //!
 //! Every message `T` is answered by `T:one`, then (after `--work-ms` of "work") `T:two`.
 //! Data lives in the SQLite store at `--db`; the journals in its `durable` table (`sqlite`) or
-//! in `<db>.journal` with an append log (`file`). The instance id is fixed, so a restart
-//! reclaims the killed process's leases at once.
+//! in `<db>.journal` with an append log (`file`), or on a server (`postgres`, `redis`, with
+//! `--url`). The instance id is `crashbot` unless `--instance` says otherwise: a restart with
+//! the same id reclaims the killed process's leases at once; replicas with their own ids claim
+//! them once the leases (`--lease-ms`) expired.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +25,10 @@ use botmesh_providers::jsonl::JsonlProvider;
 struct Args {
     db: PathBuf,
     backend: String,
+    url: Option<String>,
+    bot_id: String,
+    instance: String,
+    lease_ms: Option<u64>,
     work_ms: u64,
 }
 
@@ -30,10 +37,24 @@ fn parse() -> Result<Args, String> {
     let mut db = None;
     let mut backend = "sqlite".to_owned();
     let mut work_ms = 20;
+    let mut url = None;
+    let mut bot_id = "crashbot".to_owned();
+    let mut instance = "crashbot".to_owned();
+    let mut lease_ms = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--db" => db = args.next().map(PathBuf::from),
             "--backend" => backend = args.next().ok_or("--backend needs a value")?,
+            "--url" => url = Some(args.next().ok_or("--url needs a value")?),
+            "--bot-id" => bot_id = args.next().ok_or("--bot-id needs a value")?,
+            "--instance" => instance = args.next().ok_or("--instance needs a value")?,
+            "--lease-ms" => {
+                lease_ms = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--lease-ms needs a number")?,
+                )
+            }
             "--work-ms" => {
                 work_ms = args
                     .next()
@@ -43,13 +64,25 @@ fn parse() -> Result<Args, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    Ok(Args { db: db.ok_or("--db PATH is required")?, backend, work_ms })
+    Ok(Args {
+        db: db.ok_or("--db PATH is required")?,
+        backend,
+        url,
+        bot_id,
+        instance,
+        lease_ms,
+        work_ms,
+    })
 }
 
 async fn run(args: Args) -> Result<(), BotError> {
     let store = SqliteStore::open(&args.db);
     let mut config = DurabilityConfig::default();
-    config.instance_id = Some("crashbot".into());
+    config.instance_id = Some(args.instance.clone());
+    if let Some(ms) = args.lease_ms {
+        config.inbox.lease = Duration::from_millis(ms);
+        config.outbox.lease = Duration::from_millis(ms);
+    }
     config.poll = Duration::from_millis(50);
     config.outbox.backoff = Backoff::fixed(Duration::from_millis(20), Duration::from_millis(20));
     config.inbox.backoff = Backoff::fixed(Duration::from_millis(20), Duration::from_millis(20));
@@ -62,11 +95,25 @@ async fn run(args: Args) -> Result<(), BotError> {
                 .map_err(|e| BotError::config("--backend file", e.to_string()))?;
             DurabilityOptions::backend(file)
         }
+        "postgres" => {
+            let url = args.url.as_deref().ok_or_else(|| BotError::config("--url", "required"))?;
+            let kv = botmesh::durability::PostgresKv::connect(url)
+                .await
+                .map_err(|e| BotError::config("--url", e.to_string()))?;
+            DurabilityOptions::backend(kv)
+        }
+        "redis" => {
+            let url = args.url.as_deref().ok_or_else(|| BotError::config("--url", "required"))?;
+            let kv = botmesh::durability::RedisKv::open(url)
+                .await
+                .map_err(|e| BotError::config("--url", e.to_string()))?;
+            DurabilityOptions::backend(kv)
+        }
         other => return Err(BotError::config("--backend", format!("unknown backend `{other}`"))),
     };
     let provider = JsonlProvider::stdio();
     let bot = Bot::builder(provider.clone())
-        .bot_id("crashbot")
+        .bot_id(args.bot_id.clone())
         .store(store)
         .durability(durability.config(config))
         .build()?;
@@ -88,7 +135,7 @@ async fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file] [--work-ms N]");
+            eprintln!("crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]");
             return ExitCode::from(2);
         }
     };
