@@ -3,7 +3,8 @@
 //!
 //! The pipeline, one module each: `parse` (attribute and signature) → `validate` (where asks
 //! stand; suspension markers) → `lower` (split at suspensions) and `liveness` → `expand`
-//! (state enum, step function, keys, `Flow` impl) with `codec` (persistent states), plus
+//! (state enum, step function, keys, `Flow` impl) with `codec` (persistent states) and
+//! `items` (flow struct, constructor, stub), plus
 //! `errors` (collected, spanned errors), `sites` (send and effect site ids) and `graph` (the
 //! Mermaid state graph). Entry points stay thin: everything below works on `proc_macro2`
 //! types and is unit-tested with `parse_quote!`. Set `BOTMESH_MACROS_DEBUG=1` to print each
@@ -13,6 +14,7 @@ mod codec;
 mod errors;
 mod expand;
 mod graph;
+mod items;
 mod liveness;
 mod lower;
 mod parse;

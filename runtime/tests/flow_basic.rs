@@ -61,5 +61,5 @@ async fn order_across_a_restart() {
 
 #[test]
 fn order_graph() {
-    insta::assert_snapshot!(order::MERMAID);
+    insta::assert_snapshot!(botmesh::flow::mermaid(order));
 }

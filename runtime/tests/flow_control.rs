@@ -233,11 +233,19 @@ async fn a_flow_moves_between_replicas() {
         bot.flow(survey);
         Ok(bot)
     };
-    let mut a = Transcript::with_store(store.clone(), setup).await.expect("replica a");
-    let mut b = Transcript::with_store(store.clone(), setup).await.expect("replica b");
+    let mut a = Transcript::with_store(store.clone(), setup)
+        .await
+        .expect("replica a");
+    let mut b = Transcript::with_store(store.clone(), setup)
+        .await
+        .expect("replica b");
     a.says_id("ann", "m1", "survey").await;
     b.says_id("ann", "m2", "red").await;
     a.says_id("ann", "m3", "blue").await;
     assert!(store.checkpoint("ann").await.expect("store").is_none());
-    insta::assert_snapshot!(format!("replica a:\n{}replica b:\n{}", a.render(), b.render()));
+    insta::assert_snapshot!(format!(
+        "replica a:\n{}replica b:\n{}",
+        a.render(),
+        b.render()
+    ));
 }

@@ -68,12 +68,16 @@ async fn written_by_v1(store: Arc<dyn Store>) -> String {
     t.render()
 }
 
-async fn read_by<F: botmesh::flow::Flow + Clone>(flow: F) -> String {
+async fn read_by<F, T>(flow: F) -> String
+where
+    F: Fn() -> T + Copy + Send + Sync + 'static,
+    T: botmesh::flow::Flow,
+{
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let before = written_by_v1(store.clone()).await;
     let mut t = Transcript::with_store(store.clone(), move |b| {
         let bot = b.build()?;
-        bot.flow(flow.clone());
+        bot.flow(flow);
         Ok(bot)
     })
     .await

@@ -19,6 +19,7 @@ use super::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope,
 /// One stored entry. The key and the index values are shared with the index sets (`Arc<str>`),
 /// so re-indexing an entry on a write clones pointers, not strings.
 struct Stored {
+    key: Arc<str>,
     version: u64,
     value: Vec<u8>,
     idx1: Option<Arc<str>>,
@@ -36,8 +37,49 @@ impl Stored {
     }
 }
 
-/// An index set: `(value, key)` pairs in byte order.
-type IndexSet = BTreeSet<(Arc<str>, Arc<str>)>;
+/// An index entry: `(value, key)`, ordered bytewise by value, then key (the `range` order).
+/// The comparison runs eight bytes at a time: index values share long prefixes (`o/sent/000…`),
+/// and this is the hot loop of every write's re-indexing.
+#[derive(Clone, PartialEq, Eq)]
+struct IndexEntry {
+    value: Arc<str>,
+    key: Arc<str>,
+}
+
+impl Ord for IndexEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        bytewise(self.value.as_bytes(), other.value.as_bytes())
+            .then_with(|| bytewise(self.key.as_bytes(), other.key.as_bytes()))
+    }
+}
+
+impl PartialOrd for IndexEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// `a.cmp(b)` for byte strings (lexicographic), comparing big-endian words first.
+fn bytewise(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let (mut a_words, mut b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut a_words).zip(&mut b_words) {
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    let done = a.len().min(b.len()) / 8 * 8;
+    a[done..].cmp(&b[done..])
+}
+
+fn word(chunk: &[u8]) -> u64 {
+    let mut bytes = [0; 8];
+    bytes.copy_from_slice(chunk);
+    u64::from_be_bytes(bytes)
+}
+
+/// An index set, in `range` order.
+type IndexSet = BTreeSet<IndexEntry>;
 
 #[derive(Default)]
 struct ScopeData {
@@ -62,10 +104,16 @@ fn reindex(set: &mut IndexSet, key: &Arc<str>, old: Option<&Arc<str>>, new: Opti
         return;
     }
     if let Some(o) = old {
-        set.remove(&(Arc::clone(o), Arc::clone(key)));
+        set.remove(&IndexEntry {
+            value: Arc::clone(o),
+            key: Arc::clone(key),
+        });
     }
     if let Some(n) = new {
-        set.insert((Arc::clone(n), Arc::clone(key)));
+        set.insert(IndexEntry {
+            value: Arc::clone(n),
+            key: Arc::clone(key),
+        });
     }
 }
 
@@ -77,30 +125,47 @@ impl ScopeData {
         entry: Entry,
         next_version: u64,
     ) -> CasOutcome {
-        let current = self.entries.get_key_value(key);
-        if current.map(|(_, s)| s.version) != expected {
-            return CasOutcome::Conflict {
-                current: current.map(|(_, s)| s.version),
-            };
+        let ScopeData {
+            entries,
+            idx1: set1,
+            idx2: set2,
+        } = self;
+        match entries.get_mut(key) {
+            // Replace in place: one lookup, no new key.
+            Some(stored) if expected == Some(stored.version) => {
+                let idx1 = shared_value(entry.idx1, stored.idx1.as_ref());
+                let idx2 = shared_value(entry.idx2, stored.idx2.as_ref());
+                reindex(set1, &stored.key, stored.idx1.as_ref(), idx1.as_ref());
+                reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
+                stored.version = next_version;
+                stored.value = entry.value;
+                stored.idx1 = idx1;
+                stored.idx2 = idx2;
+            }
+            Some(stored) => {
+                return CasOutcome::Conflict {
+                    current: Some(stored.version),
+                };
+            }
+            None if expected.is_some() => return CasOutcome::Conflict { current: None },
+            None => {
+                let key: Arc<str> = Arc::from(key);
+                let idx1 = entry.idx1.map(Arc::from);
+                let idx2 = entry.idx2.map(Arc::from);
+                reindex(set1, &key, None, idx1.as_ref());
+                reindex(set2, &key, None, idx2.as_ref());
+                entries.insert(
+                    Arc::clone(&key),
+                    Stored {
+                        key,
+                        version: next_version,
+                        value: entry.value,
+                        idx1,
+                        idx2,
+                    },
+                );
+            }
         }
-        let (key, old) = match current {
-            Some((k, s)) => (Arc::clone(k), Some((s.idx1.clone(), s.idx2.clone()))),
-            None => (Arc::from(key), None),
-        };
-        let (old1, old2) = old.unwrap_or((None, None));
-        let idx1 = shared_value(entry.idx1, old1.as_ref());
-        let idx2 = shared_value(entry.idx2, old2.as_ref());
-        reindex(&mut self.idx1, &key, old1.as_ref(), idx1.as_ref());
-        reindex(&mut self.idx2, &key, old2.as_ref(), idx2.as_ref());
-        self.entries.insert(
-            key,
-            Stored {
-                version: next_version,
-                value: entry.value,
-                idx1,
-                idx2,
-            },
-        );
         CasOutcome::Ok {
             version: next_version,
         }
@@ -111,9 +176,9 @@ impl ScopeData {
         if current != Some(expected) {
             return CasOutcome::Conflict { current };
         }
-        if let Some((key, old)) = self.entries.remove_entry(key) {
-            reindex(&mut self.idx1, &key, old.idx1.as_ref(), None);
-            reindex(&mut self.idx2, &key, old.idx2.as_ref(), None);
+        if let Some(old) = self.entries.remove(key) {
+            reindex(&mut self.idx1, &old.key, old.idx1.as_ref(), None);
+            reindex(&mut self.idx2, &old.key, old.idx2.as_ref(), None);
         }
         CasOutcome::Ok { version: expected }
     }
@@ -220,13 +285,16 @@ impl DurableKv for MemoryKv {
             Index::One => &data.idx1,
             Index::Two => &data.idx2,
         };
-        let start: (Arc<str>, Arc<str>) = (Arc::from(from), Arc::from(""));
+        let start = IndexEntry {
+            value: Arc::from(from),
+            key: Arc::from(""),
+        };
         let out = set
             .range(start..)
-            .take_while(|(value, _)| &**value < to)
-            .filter_map(|(_, key)| {
-                data.entries.get(key).map(|entry| KvRecord {
-                    key: key.to_string(),
+            .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
+            .filter_map(|e| {
+                data.entries.get(&e.key).map(|entry| KvRecord {
+                    key: e.key.to_string(),
                     entry: entry.versioned(),
                 })
             })
@@ -250,5 +318,23 @@ impl DurableKv for MemoryKv {
                 })
                 .collect()
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytewise;
+
+    #[test]
+    fn bytewise_is_the_byte_order() {
+        let words = [
+            "", "a", "ab", "abcdefgh", "abcdefgh\u{0}", "abcdefghi", "abcdefgg", "o/sent/0001/k",
+            "o/sent/0001/k\u{0}", "o/sent/0002", "o/sent0", "o/sending/9", "é", "\u{ff}",
+        ];
+        for a in words {
+            for b in words {
+                assert_eq!(bytewise(a.as_bytes(), b.as_bytes()), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
     }
 }

@@ -141,9 +141,9 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             }
             let lease_ms = duration_ms(self.d.config().outbox.lease);
             let me = self.d.incarnation();
-            let leased = self
+            let (leased, record) = self
                 .d
-                .modify_from(
+                .modify_record(
                     WritePoint::OutboxBeginAttempt,
                     "begin_attempt",
                     key,
@@ -168,11 +168,11 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                             attempt: r.attempts,
                         };
                         r.lease = Some(stored);
-                        Ok(Step::Write(Some((lease, r.clone()))))
+                        Ok(Step::Write(Some(lease)))
                     },
                 )
                 .await?;
-            if let Some((lease, record)) = leased {
+            if let Some(lease) = leased {
                 return Ok(BeginAttempt::Leased { lease, record });
             }
         }

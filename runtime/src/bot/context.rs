@@ -31,6 +31,9 @@ pub(crate) struct CtxInner {
     pub(crate) stale: bool,
     pub(crate) replay: bool,
     pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
+    /// A send or edit of this context failed because the durable journal was unavailable: the
+    /// inbound record is then retried instead of completed.
+    pub(crate) journal_failed: AtomicBool,
 }
 
 /// What the inbound path knows about a context beyond its source.
@@ -110,6 +113,7 @@ impl Ctx {
             stale: extras.stale,
             replay: extras.replay,
             media_issue: extras.media_issue,
+            journal_failed: AtomicBool::new(false),
         }))
     }
 
@@ -234,7 +238,7 @@ impl Ctx {
     ) -> Result<SendOutcome, BotError> {
         interaction_ack::before_send(self).await;
         let k = &self.0.bot.kernel;
-        outbound::send(
+        let result = outbound::send(
             k,
             SendRequest {
                 chat: self.0.chat.clone(),
@@ -244,7 +248,20 @@ impl Ctx {
                 inline_rate_limit_retry: true,
             },
         )
-        .await
+        .await;
+        self.note_journal_failure(&result);
+        result
+    }
+
+    /// Whether a send of this context failed because the journal was unavailable.
+    pub(crate) fn journal_failed(&self) -> bool {
+        self.0.journal_failed.load(Ordering::SeqCst)
+    }
+
+    fn note_journal_failure<T>(&self, result: &Result<T, BotError>) {
+        if matches!(result, Err(BotError::Durability(_))) {
+            self.0.journal_failed.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Edits a message the bot sent (same hooks as a send, with `edit_of` set).

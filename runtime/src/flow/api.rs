@@ -114,6 +114,87 @@ pub trait Flow: Send + Sync + Sized + 'static {
     fn register_callees(_reg: &mut dyn FnMut(crate::flow::registry::Erased)) {}
 }
 
+/// A flow's constructor: the function `#[flow]` leaves in place of the flow function
+/// (`order`, `ask_name(greeting)`), returning the flow value. Implemented for functions of up
+/// to four arguments that return a [`Flow`].
+pub trait FlowFn<Args>: Copy + Send + Sync + 'static {
+    /// The flow it makes.
+    type Flow: Flow;
+}
+
+macro_rules! flow_fn {
+    ($($a:ident),*) => {
+        impl<F, T: Flow, $($a),*> FlowFn<($($a,)*)> for F
+        where
+            F: Fn($($a),*) -> T + Copy + Send + Sync + 'static,
+        {
+            type Flow = T;
+        }
+    };
+}
+flow_fn!();
+flow_fn!(A1);
+flow_fn!(A1, A2);
+flow_fn!(A1, A2, A3);
+flow_fn!(A1, A2, A3, A4);
+
+/// Marks [`IntoFlow`] for a flow value.
+#[derive(Debug)]
+pub enum ByValue {}
+/// Marks [`IntoFlow`] for a constructor without arguments.
+#[derive(Debug)]
+pub enum ByConstructor {}
+
+/// What `bot.start_flow` and `cx.call` take: a flow value (`ask_name("Hi".into())`) or the
+/// constructor of a flow without arguments (`order`).
+pub trait IntoFlow<Marker>: Send + 'static {
+    /// The flow.
+    type Flow: Flow;
+    /// The flow value.
+    fn into_flow(self) -> Self::Flow;
+}
+
+impl<T: Flow> IntoFlow<ByValue> for T {
+    type Flow = T;
+    fn into_flow(self) -> T {
+        self
+    }
+}
+
+impl<F, T: Flow> IntoFlow<ByConstructor> for F
+where
+    F: Fn() -> T + Send + 'static,
+{
+    type Flow = T;
+    fn into_flow(self) -> T {
+        self()
+    }
+}
+
+/// The state graph `#[flow]` built for a flow, as Mermaid: `botmesh::flow::mermaid(order)`.
+pub fn mermaid<A, F: FlowFn<A>>(_flow: F) -> &'static str {
+    <F::Flow as Flow>::info().mermaid
+}
+
+/// What `#[flow]` knows about a flow: `botmesh::flow::info(order)`.
+pub fn info<A, F: FlowFn<A>>(_flow: F) -> FlowInfo {
+    <F::Flow as Flow>::info()
+}
+
+/// The output type of a flow constructor (generated code).
+#[doc(hidden)]
+pub fn __output_of<A, F: FlowFn<A>>(
+    _flow: F,
+) -> std::marker::PhantomData<<F::Flow as Flow>::Output> {
+    std::marker::PhantomData
+}
+
+/// The erased handle of a flow constructor (generated code).
+#[doc(hidden)]
+pub fn __erase_fn<A, F: FlowFn<A>>(_flow: F) -> crate::flow::Erased {
+    crate::flow::erase::<F::Flow>()
+}
+
 /// Errors of flows, each naming the flow (and chat) concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::bot::context::Ctx;
 use crate::bot::outbound::{KeyRule, SendOutcome};
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{Flow, FlowError, FlowResult};
+use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow};
 use crate::flow::ask::{Answer, Ask, Interrupt};
 use crate::flow::registry::{Erased, erase};
 use crate::message::{ChatId, Outgoing, UserId};
@@ -168,8 +168,8 @@ impl FlowCx {
 
     /// Calls a sub-flow; `.await` it inside a `#[flow]`: the caller waits until the sub-flow
     /// ends and gets its value.
-    pub fn call<F: Flow>(&self, flow: F) -> Call<F> {
-        Call(flow)
+    pub fn call<M, I: IntoFlow<M>>(&self, flow: I) -> Call<I::Flow> {
+        Call(flow.into_flow())
     }
 
     /// Ends the flow as cancelled: `return cx.cancel();`.
@@ -236,6 +236,7 @@ impl FlowCx {
     #[doc(hidden)]
     pub async fn __resume_call<T: 'static>(
         &mut self,
+        _output: std::marker::PhantomData<T>,
     ) -> Result<Option<Result<T, FlowError>>, BotError> {
         let input = lock(&self.input).take();
         Ok(Some(match input {

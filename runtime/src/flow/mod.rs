@@ -1,7 +1,28 @@
 //! Flows: conversations compiled by `#[flow]` into checkpointable state machines, and the
 //! executor that starts, steps, suspends, checkpoints and resumes them per chat.
 //!
-//! This module is the dispatcher's seam for the "active conversation" and "dormant resume"
+//! ```no_run
+//! use botmesh::prelude::*;
+//!
+//! /// Takes an order in two questions.
+//! #[flow(start = command("order"))]
+//! #[persistent]
+//! async fn order(cx: &mut FlowCx) -> FlowResult {
+//!     let item: String = cx.ask("What would you like?").await?.text().to_owned();
+//!     let qty: u32 = cx.ask("How many?").parse::<u32>("A number, please.").await?;
+//!     cx.send(format!("Ordered {qty} x {item}")).await?;
+//!     Ok(())
+//! }
+//!
+//! # async fn demo(bot: Bot) -> Result<(), BotError> {
+//! bot.flow(order); // installs `/order`; `bot.start_flow(chat, order)` starts it from code
+//! println!("{}", botmesh::flow::mermaid(order)); // the state graph
+//! # Ok(()) }
+//! ```
+//!
+//! `#[flow]` replaces the function by a constructor of the same name (`order()`, or
+//! `ask_name(greeting)` for a flow with arguments) returning a hidden struct that implements
+//! [`Flow`]. This module is the dispatcher's seam for the "active conversation" and "dormant resume"
 //! stages and the lifecycle's "restore conversations" step. The pieces:
 //!
 //! | module | what it does |
@@ -32,8 +53,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 pub use api::{
-    __Codec, __dec, __done, __enc, __field, __split_state, __take, Checkpointable, Flow, FlowError,
-    FlowInfo, FlowResult, MigrateFn, StartTrigger, Step, VersionPolicy,
+    __Codec, __dec, __done, __enc, __erase_fn, __field, __output_of, __split_state, __take,
+    ByConstructor, ByValue, Checkpointable, Flow, FlowError, FlowFn, FlowInfo, FlowResult,
+    IntoFlow, MigrateFn, StartTrigger, Step, VersionPolicy, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};

@@ -16,7 +16,7 @@ use crate::bot::Bot;
 use crate::bot::context::Ctx;
 use crate::bot::matcher;
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{Flow, FlowError, FlowInfo, StartTrigger, Step};
+use crate::flow::api::{Flow, FlowError, FlowFn, FlowInfo, IntoFlow, StartTrigger, Step};
 use crate::flow::cx::FlowCx;
 use crate::flow::executor;
 use crate::message::ChatId;
@@ -100,13 +100,17 @@ impl Bot {
     /// Registers a flow and installs its start trigger (`#[flow(start = …)]`):
     /// `bot.flow(order)`. Flows with arguments are registered with
     /// [`register_flow`](Self::register_flow) and started with [`start_flow`](Self::start_flow).
-    pub fn flow<F: Flow + Clone>(&self, flow: F) -> &Self {
-        self.register_flow::<F>();
-        let info = F::info();
+    pub fn flow<F, T>(&self, flow: F) -> &Self
+    where
+        F: Fn() -> T + Copy + Send + Sync + 'static,
+        T: Flow,
+    {
+        self.register_flow(flow);
+        let info = T::info();
         let start = move |ctx: Ctx| {
-            let flow = flow.clone();
+            let flow = flow();
             async move {
-                executor::start_in(&ctx, erase::<F>(), Box::new(flow.into_start()))
+                executor::start_in(&ctx, erase::<T>(), Box::new(flow.into_start()))
                     .await
                     .map_err(|e| Box::new(e) as HandlerError)
             }
@@ -135,25 +139,32 @@ impl Bot {
         self
     }
 
-    /// Registers a flow (and the sub-flows it calls) without a start trigger.
-    pub fn register_flow<F: Flow>(&self) -> &Self {
-        self.kernel.flows.bind(&self.kernel);
-        self.kernel.flows.register(erase::<F>());
+    /// Registers a flow (and the sub-flows it calls) without installing its start trigger:
+    /// `bot.register_flow(ask_name)`. Needed to restore a checkpoint of a flow that is only
+    /// started from code.
+    pub fn register_flow<A, F: FlowFn<A>>(&self, flow: F) -> &Self {
+        let _ = flow;
+        self.register_erased(erase::<F::Flow>());
         self
+    }
+
+    fn register_erased(&self, flow: Erased) {
+        self.kernel.flows.bind(&self.kernel);
+        self.kernel.flows.register(flow);
     }
 
     /// Starts `flow` in `chat` from code: queued on the chat's queue, after the work queued
     /// before it (so it is safe to call from a handler of that chat). A flow already active
     /// there ends (`replaced`). Returns once queued; `bot.idle()` waits for the first step.
-    pub async fn start_flow<F: Flow>(
+    pub async fn start_flow<M, I: IntoFlow<M>>(
         &self,
         chat: impl Into<ChatId>,
-        flow: F,
+        flow: I,
     ) -> Result<(), BotError> {
-        self.register_flow::<F>();
-        let state: AnyBox = Box::new(flow.into_start());
+        self.register_erased(erase::<I::Flow>());
+        let state: AnyBox = Box::new(flow.into_flow().into_start());
         executor::queue(&self.kernel, chat.into(), move |ctx| async move {
-            if let Err(e) = executor::start_in(&ctx, erase::<F>(), state).await {
+            if let Err(e) = executor::start_in(&ctx, erase::<I::Flow>(), state).await {
                 ctx.0
                     .bot
                     .kernel
