@@ -214,6 +214,7 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     let stack = Stack {
         run: saved.run,
         step: cp.step,
+        fed_by: cp.inbound_id.clone(),
         frames,
         checkpointed: true,
     };

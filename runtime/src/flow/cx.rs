@@ -183,7 +183,7 @@ impl FlowCx {
         let prompt_site = ask.key.clone().unwrap_or_else(|| site.to_owned());
         if let Some(prompt) = ask.prompt {
             let key = self.site_key(&prompt_site);
-            self.ctx.send_keyed(prompt, key).await?;
+            send_in_flow(&self.ctx, prompt, key).await?;
         }
         *lock(&self.pending) = Some(Pending::Ask {
             idle: ask.idle,
@@ -215,7 +215,7 @@ impl FlowCx {
                 Ok(v) => Ok(Some(Ok(v))),
                 Err(reask) => {
                     let key = self.site_key(&format!("{site}/reask"));
-                    self.ctx.send_keyed(Outgoing::from(reask), key).await?;
+                    send_in_flow(&self.ctx, Outgoing::from(reask), key).await?;
                     *lock(&self.pending) = Some(Pending::Reask);
                     Ok(None)
                 }
@@ -289,7 +289,19 @@ impl<'a> FlowSend<'a> {
     ) -> Pin<Box<dyn Future<Output = Result<SendOutcome, BotError>> + Send + 'a>> {
         let key = self.cx.site_key(&self.site);
         let ctx = self.cx.ctx.clone();
-        Box::pin(async move { ctx.send_keyed(self.outgoing, key).await })
+        Box::pin(async move { send_in_flow(&ctx, self.outgoing, key).await })
+    }
+}
+
+/// A flow's send: a send the durable outbox deferred (`SendDeferred`) counts as made, since the
+/// outbox now owns it and the sweeper delivers it in order; the step goes on.
+async fn send_in_flow(ctx: &Ctx, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
+    match ctx.send_keyed(outgoing, key).await {
+        Err(BotError::SendDeferred { key }) => {
+            tracing::debug!(%key, chat = %ctx.chat(), "flow send deferred to the outbox sweeper");
+            Ok(SendOutcome { key: Some(key), ..SendOutcome::default() })
+        }
+        other => other,
     }
 }
 

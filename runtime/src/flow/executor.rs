@@ -53,6 +53,9 @@ pub(crate) struct Frame {
 pub(crate) struct Stack {
     pub(crate) run: String,
     pub(crate) step: u64,
+    /// The inbound record that fed the step which wrote the current state (a redelivery or
+    /// replay of that record must not be taken as the next answer).
+    pub(crate) fed_by: Option<String>,
     pub(crate) frames: Vec<Frame>,
     pub(crate) checkpointed: bool,
 }
@@ -99,6 +102,7 @@ pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(
     let stack = Stack {
         run,
         step: 0,
+        fed_by: None,
         frames: vec![Frame {
             flow,
             state,
@@ -141,12 +145,25 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
     }
 }
 
+/// Whether this context's inbound record already fed the step that wrote `fed_by`'s state: a
+/// replay after a crash between the checkpoint and the inbound's completion, or a redelivery.
+/// Its replies went out with that step (a replay answers them from the outbox); it must not
+/// be taken as the answer to the next question.
+fn already_fed(ctx: &Ctx, fed_by: Option<&str>) -> bool {
+    matches!((ctx.inbound_id(), fed_by), (Some(a), Some(b)) if a == b)
+}
+
 /// The "active conversation" stage.
 pub(crate) async fn active(ctx: &Ctx) -> bool {
     let k = ctx.0.bot.kernel.clone();
     let Some(stack) = current(&k, ctx.chat()).await else {
         return false;
     };
+    if already_fed(ctx, stack.fed_by.as_deref()) {
+        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
+        k.flows.put(ctx.chat(), stack);
+        return true;
+    }
     drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
     true
 }
@@ -162,6 +179,10 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
             return false;
         }
     };
+    if already_fed(ctx, cp.inbound_id.as_deref()) {
+        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
+        return true;
+    }
     match checkpoint::load(&k, cp).await {
         Loaded::Ready(stack) => {
             emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
@@ -316,8 +337,17 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
         tracing::debug!(chat = %chat, "the chat's flows ended during the step: dropping its outcome");
         return;
     }
+    if ctx.journal_failed() && ended.as_ref().is_some_and(|(_, r, _)| r == "error") {
+        // The step was cut because the durable journal was unavailable, not by the flow: keep
+        // the last checkpoint, so the replay of this message re-runs the step from it (its
+        // sends already made are answered from the outbox).
+        tracing::warn!(chat = %chat, "flow step cut by the journal: kept for the replay");
+        emit(&k, &chat, stack.top_name().unwrap_or(""), "interrupted:journal");
+        return;
+    }
     match ended {
         None => {
+            stack.fed_by = ctx.inbound_id().map(str::to_owned);
             if checkpoint::is_persistent(&stack) {
                 let encoded = checkpoint::encode(
                     &k,
