@@ -3,18 +3,23 @@
 //! | trigger | answer |
 //! | --- | --- |
 //! | `/start`, `/menu`, `menu`, `hi`, `hello` | the menu, with buttons `Order` and `My orders` |
-//! | `/order`, `order`, the `order` button | the order conversation ([`conversation`]) |
+//! | `/order`, `order`, the `order` button | the order conversation ([`order_flow`]) |
 //! | `/status`, the `status` button | the chat's stored orders, or "no orders yet" |
 //! | `/cancel` | abandons the order in progress |
 //! | anything else | the answer to the conversation's question, or a hint |
 //!
-//! Confirmed orders live in the store's key/value scope `orders:<chat>` ([`orders`]); the
-//! conversation's state lives in `conversation:<chat>`. Nothing is kept in memory, so a
-//! restarted shop (same database) carries on where it stopped. It does not take payments,
-//! track stock, or treat groups specially.
+//! Two builds of the same shop: [`shop_bot`] runs the order conversation as a `#[flow]`
+//! ([`order_flow`], its state in the flow's checkpoint), [`hand_written_bot`] runs the
+//! baseline written by hand on the runtime API ([`hand_written`], its state in the key/value
+//! scope `conversation:<chat>`); the benchmark `flow` compares them. Confirmed orders live in
+//! the store's key/value scope `orders:<chat>` ([`orders`]) in both. Nothing is kept in
+//! memory only, so a restarted shop (same database) carries on where it stopped. It does not
+//! take payments, track stock, or treat groups specially.
 
+pub mod answers;
 pub mod catalogue;
-pub mod conversation;
+pub mod hand_written;
+pub mod order_flow;
 pub mod orders;
 
 use botmesh::prelude::*;
@@ -25,23 +30,59 @@ use catalogue::price;
 pub const BOT_ID: &str = "shop";
 
 /// Builds the shop on `builder` (which carries the provider and the store) and registers its
-/// routes. The caller picks the provider, the store and the bot id.
+/// routes, with the order conversation as a `#[flow]`. The caller picks the provider, the
+/// store and the bot id.
 pub fn shop_bot(builder: BotBuilder) -> Result<Bot, BotError> {
     let bot = builder.build()?;
     register(&bot);
     Ok(bot)
 }
 
-/// Registers the shop's routes on an existing bot.
+/// Builds the same shop with the hand-written order conversation ([`hand_written`]): the
+/// baseline of the `flow` benchmark.
+pub fn hand_written_bot(builder: BotBuilder) -> Result<Bot, BotError> {
+    let bot = builder.build()?;
+    register_hand_written(&bot);
+    Ok(bot)
+}
+
+/// Registers the shop's routes on an existing bot (the `#[flow]` order conversation).
 pub fn register(bot: &Bot) {
+    register_menu_and_status(bot);
+    order_flow::register(bot);
+    bot.when(matcher::keyword(["menu", "hi", "hello", "start"]), menu);
+    bot.catch_all(hint);
+}
+
+/// Registers the shop's routes with the hand-written order conversation.
+pub fn register_hand_written(bot: &Bot) {
+    register_menu_and_status(bot);
+    hand_written::register(bot);
+    bot.when(matcher::keyword(["menu", "hi", "hello", "start"]), menu);
+    bot.catch_all(answer_or_hint);
+}
+
+fn register_menu_and_status(bot: &Bot) {
     bot.command("start", menu);
     bot.command("menu", menu);
     bot.command("help", menu);
     bot.command("status", status);
     bot.when(matcher::button("status"), status);
-    conversation::register(bot);
-    bot.when(matcher::keyword(["menu", "hi", "hello", "start"]), menu);
-    bot.catch_all(answer_or_hint);
+}
+
+/// What the chat's order in progress is at, for the menu and `/status`, from the store: the
+/// flow's checkpoint when the bot runs the `#[flow]` (its state is the runtime's, so it reads
+/// "an order"), else the hand-written conversation's state (which knows its question).
+async fn in_progress(ctx: &Ctx) -> Result<Option<String>, HandlerError> {
+    let store = ctx.bot().store();
+    let flow = botmesh::flow::info(order_flow::order).name;
+    if ctx.bot().flow_info(flow).is_some() {
+        let waiting = order_flow::in_progress(store.as_ref(), ctx.chat()).await?;
+        return Ok(waiting.then(|| "an order, waiting for your answer".to_owned()));
+    }
+    Ok(hand_written::load(store.as_ref(), ctx.chat())
+        .await?
+        .map(|step| step.describe()))
 }
 
 /// Shows the menu.
@@ -50,10 +91,7 @@ pub async fn menu(ctx: Ctx) -> HandlerResult {
         "Welcome to the botmesh shop! What would you like to do?\n\
          /order to order, /status for your orders, /cancel to drop an order in progress.",
     );
-    if conversation::load(ctx.bot().store().as_ref(), ctx.chat())
-        .await?
-        .is_some()
-    {
+    if in_progress(&ctx).await?.is_some() {
         text.push_str("\nYou have an order in progress: answer the last question, or /cancel.");
     }
     ctx.reply_buttons(text, [("order", "Order"), ("status", "My orders")])
@@ -80,18 +118,24 @@ pub async fn status(ctx: Ctx) -> HandlerResult {
         }
         text
     };
-    if let Some(step) = conversation::load(store.as_ref(), ctx.chat()).await? {
-        text.push_str(&format!("\nIn progress: {}.", step.describe()));
+    if let Some(step) = in_progress(&ctx).await? {
+        text.push_str(&format!("\nIn progress: {step}."));
     }
     ctx.reply(text).await?;
     Ok(())
 }
 
-/// The conversation's answer, or a hint when no order is in progress.
+/// The hand-written conversation's answer, or a hint when no order is in progress.
 async fn answer_or_hint(ctx: Ctx) -> HandlerResult {
-    if conversation::answer(&ctx).await? {
+    if hand_written::answer(&ctx).await? {
         return Ok(());
     }
+    hint(ctx).await
+}
+
+/// The hint for a message nothing else took (with the flow version, a waiting order flow
+/// takes every message before this catch-all).
+async fn hint(ctx: Ctx) -> HandlerResult {
     ctx.reply("Sorry, I didn't get that. Send /start for the menu.")
         .await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! The order conversation, written by hand with the runtime's own API: item → quantity →
-//! confirmation. This is the baseline that a `#[flow]` version will replace, kept for the
-//! benchmark that compares the two.
+//! confirmation. The shop now runs the `#[flow]` version ([`order_flow`](super::order_flow));
+//! this baseline is kept, compiled and tested, for the benchmark that compares the two
+//! (`examples/benches/flow.rs`) and is what [`hand_written_bot`](super::hand_written_bot) builds.
 //!
 //! The state is a small serde enum, [`Conversation`], stored per chat in the key/value scope
 //! `conversation:<chat>` (key `state`). Routes advance it: `/order`, the word `order` and the
@@ -25,14 +26,12 @@ use botmesh::message::{Button, ChatId};
 use botmesh::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::answers::{MAX_QUANTITY, is_no, is_yes, parse_quantity};
 use super::catalogue::{self, CATALOGUE, price};
 use super::orders;
 
 /// The key of the state within the chat's scope.
 const KEY: &str = "state";
-
-/// The largest quantity one order may carry.
-pub const MAX_QUANTITY: u32 = 99;
 
 /// Where a chat's order conversation stands: the question it waits an answer for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,15 +169,6 @@ async fn ask(ctx: &Ctx, state: &Conversation) -> HandlerResult {
     Ok(())
 }
 
-/// Parses a quantity: a whole number from 1 to [`MAX_QUANTITY`].
-pub fn parse_quantity(answer: &str) -> Option<u32> {
-    answer
-        .trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|n| (1..=MAX_QUANTITY).contains(n))
-}
-
 /// Takes the message or button press as the answer to the conversation's question.
 /// Returns `false` when no conversation is in progress in the chat.
 pub async fn answer(ctx: &Ctx) -> Result<bool, HandlerError> {
@@ -251,28 +241,9 @@ pub async fn answer(ctx: &Ctx) -> Result<bool, HandlerError> {
     Ok(true)
 }
 
-fn is_yes(text: &str) -> bool {
-    ["yes", "y", "ok"]
-        .iter()
-        .any(|w| w.eq_ignore_ascii_case(text))
-}
-
-fn is_no(text: &str) -> bool {
-    ["no", "n"].iter().any(|w| w.eq_ignore_ascii_case(text))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantities_are_validated() {
-        assert_eq!(parse_quantity(" 2 "), Some(2));
-        assert_eq!(parse_quantity("99"), Some(99));
-        for bad in ["0", "100", "-1", "two", "2.5", ""] {
-            assert_eq!(parse_quantity(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn state_round_trips_as_tagged_json() {
