@@ -93,6 +93,11 @@ impl SendKey {
     pub fn kind(&self) -> KeyKind {
         self.kind
     }
+
+    /// The key text, by value.
+    pub fn into_string(self) -> String {
+        self.key
+    }
 }
 
 impl fmt::Display for SendKey {

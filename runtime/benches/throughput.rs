@@ -79,13 +79,21 @@ async fn run_once(durable: bool) -> Result<(f64, Duration, Duration), BotError> 
     lat.sort();
     let total = CHATS * PER_CHAT;
     assert_eq!(lat.len(), total, "every message answered once");
-    Ok((total as f64 / elapsed.as_secs_f64(), percentile(&lat, 0.5), percentile(&lat, 0.99)))
+    Ok((
+        total as f64 / elapsed.as_secs_f64(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+    ))
 }
 
 fn main() -> Result<(), BotError> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
-        BotError::Step { step: "bench".into(), message: e.to_string() }
-    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BotError::Step {
+            step: "bench".into(),
+            message: e.to_string(),
+        })?;
     rt.block_on(async {
         let only = std::env::var("BOTMESH_BENCH_ONLY").ok();
         let mut results = Vec::new();
@@ -104,10 +112,19 @@ fn main() -> Result<(), BotError> {
             runs.sort_by(|a, b| a.0.total_cmp(&b.0));
             results.push((name, runs[runs.len() / 2]));
         }
-        println!("runtime throughput: {CHATS} chats x {PER_CHAT} messages, one reply each, MockProvider");
-        println!("{:<18} {:>12} {:>12} {:>12}", "durability", "messages/s", "p50", "p99");
+        println!(
+            "runtime throughput: {CHATS} chats x {PER_CHAT} messages, one reply each, MockProvider"
+        );
+        println!(
+            "{:<18} {:>12} {:>12} {:>12}",
+            "durability", "messages/s", "p50", "p99"
+        );
         for (name, (rate, p50, p99)) in &results {
-            println!("{name:<18} {rate:>12.0} {:>12} {:>12}", format!("{p50:.2?}"), format!("{p99:.2?}"));
+            println!(
+                "{name:<18} {rate:>12.0} {:>12} {:>12}",
+                format!("{p50:.2?}"),
+                format!("{p99:.2?}")
+            );
         }
         if let [(_, (base, ..)), (_, (mem, ..))] = results[..] {
             println!(

@@ -665,3 +665,36 @@ async fn start_twice_is_refused_and_restart_after_stop_works() {
     bot.start().await.unwrap();
     assert_eq!(mock.start_stop_counts(), (2, 1));
 }
+
+/// A provider whose input is already over when it starts (an empty stdin).
+struct EmptyInput;
+
+#[async_trait]
+impl botmesh::provider::Provider for EmptyInput {
+    fn name(&self) -> &str {
+        "empty"
+    }
+    async fn start(&self, sink: botmesh::provider::EventSink) -> Result<(), ProviderError> {
+        sink.end_of_input();
+        Ok(())
+    }
+    async fn stop(&self) -> Result<(), ProviderError> {
+        Ok(())
+    }
+    async fn send(
+        &self,
+        _chat: &ChatId,
+        _outgoing: &botmesh::message::Outgoing,
+    ) -> Result<botmesh::message::SentMessage, ProviderError> {
+        Ok(botmesh::message::SentMessage { message_id: None })
+    }
+}
+
+#[tokio::test]
+async fn run_returns_when_the_input_ended_during_start() {
+    let bot = Bot::builder(EmptyInput).build().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), bot.run())
+        .await
+        .expect("run() noticed the end of input signalled before it waited")
+        .unwrap();
+}

@@ -21,11 +21,18 @@ struct Running {
 }
 
 fn spawn(db: &Path, backend: &str) -> Running {
+    // The bot's log, to explain a failure.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(db.with_extension("log"))
+        .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
         .args(["--db", db.to_str().unwrap(), "--backend", backend, "--work-ms", "15"])
+        .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("crashbot starts");
     let stdout = child.stdout.take().unwrap();
@@ -84,7 +91,16 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
             assert!(status.success(), "{backend} seed {seed}: the restarted bot exits cleanly");
             break;
         }
-        assert!(Instant::now() < deadline, "{backend} seed {seed}: the restarted bot did not exit");
+        if Instant::now() >= deadline {
+            let _ = second.child.kill();
+            let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            let out = second.lines.lock().unwrap().clone();
+            panic!(
+                "{backend} seed {seed}: the restarted bot did not exit\nstdout: {out:?}\nlog tail:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     second.reader.join().unwrap();
@@ -108,10 +124,16 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
         for part in ["one", "two"] {
             let text = format!("t{i}:{part}");
             let count = sends.iter().filter(|s| **s == text).count();
+            let explain = || {
+                let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
+                let id = format!("m{i}");
+                let related: Vec<&str> = log.lines().filter(|l| l.contains(&id)).collect();
+                format!("log lines about {id}:\n{}\nsends: {sends:?}", related.join("\n"))
+            };
             if ambiguous.contains(&text) {
-                assert!(count <= 1, "{backend} seed {seed}: ambiguous {text} duplicated under skip");
+                assert!(count <= 1, "{backend} seed {seed}: ambiguous {text} duplicated under skip\n{}", explain());
             } else {
-                assert_eq!(count, 1, "{backend} seed {seed}: {text} delivered {count} times; acked {acked:?}");
+                assert_eq!(count, 1, "{backend} seed {seed}: {text} delivered {count} times; acked {acked:?}\n{}", explain());
             }
         }
     }

@@ -217,7 +217,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
             fence: 0,
             next_attempt_ms: now,
             last_error: None,
-            seq: self.d.next_seq(),
+            seq: self.d.next_seq_at(now),
             created_ms: now,
             updated_ms: now,
         }
@@ -267,8 +267,9 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                     return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {
+                    // Boxed: a redelivery is rare, and this future sits in every admission's.
                     if let Some(existing) =
-                        self.d.load::<InboundRecord>(&record.id, "journal").await?
+                        Box::pin(self.d.load::<InboundRecord>(&record.id, "journal")).await?
                     {
                         self.d.count(Counter::InboundDuplicates);
                         tracing::debug!(id = %record.id, state = existing.record.state.as_str(), "inbound duplicate");

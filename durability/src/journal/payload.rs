@@ -149,5 +149,8 @@ mod tests {
         let r: R = serde_json::from_str(&text).unwrap();
         assert_eq!(r.payload, p);
         assert_eq!(Payload::default(), Value::Null);
+        // Through a `Value` too (a record converted with `serde_json::from_value`).
+        let via_value: R = serde_json::from_value(json!({"payload": {"a": 1}})).unwrap();
+        assert_eq!(via_value.payload, json!({"a": 1}));
     }
 }

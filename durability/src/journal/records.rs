@@ -15,7 +15,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::snapshots::{self, SnapshotMap, Snapshots};
+use super::snapshots::{self, Snapshot, SnapshotMap, Snapshots};
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
@@ -83,7 +83,8 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             })),
             Err(e) => {
                 let reason = e.to_string();
-                self.quarantine(R::KIND, &key, entry, &reason).await;
+                // Boxed: a rare path, kept out of the (hot) load future's size.
+                Box::pin(self.quarantine(R::KIND, &key, entry, &reason)).await;
                 Err(DurabilityError::Corrupt {
                     kind: R::KIND,
                     id: id.to_owned(),
@@ -250,7 +251,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         point: WritePoint,
         operation: &'static str,
         id: &str,
-        start: Option<Loaded<R>>,
+        start: Option<Snapshot<R>>,
         decide: F,
     ) -> Result<T, DurabilityError>
     where
@@ -270,7 +271,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         point: WritePoint,
         operation: &'static str,
         id: &str,
-        mut start: Option<Loaded<R>>,
+        mut start: Option<Snapshot<R>>,
         mut decide: F,
     ) -> Result<(T, R), DurabilityError>
     where
@@ -278,11 +279,13 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
         T: Send,
     {
+        // The record is kept boxed and the read boxed too: this future sits inside every
+        // handler's and every send's future, so it holds pointers, not records.
         for _ in 0..MAX_CAS_RETRIES {
-            let (from_snapshot, loaded) = match start.take() {
+            let (from_snapshot, mut loaded) = match start.take() {
                 Some(snapshot) => (true, snapshot),
-                None => match self.load::<R>(id, operation).await? {
-                    Some(loaded) => (false, loaded),
+                None => match Box::pin(self.load::<R>(id, operation)).await? {
+                    Some(loaded) => (false, Box::new(loaded)),
                     None => {
                         return Err(DurabilityError::NotFound {
                             kind: R::KIND,
@@ -291,24 +294,21 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
                     }
                 },
             };
-            let Loaded {
-                version,
-                mut record,
-            } = loaded;
-            let decided = decide(&mut record, self.now_ms());
+            let decided = decide(&mut loaded.record, self.now_ms());
             let (at, out) = match decided {
                 // Only a write can confirm a snapshot: decide again on a fresh read.
                 Ok(Step::Keep(_)) | Err(_) if from_snapshot => continue,
                 Err(e) => return Err(e),
-                Ok(Step::Keep(out)) => return Ok((out, record)),
+                Ok(Step::Keep(out)) => return Ok((out, loaded.record)),
                 Ok(Step::Write(out)) => (point, out),
                 Ok(Step::WriteAt(at, out)) => (at, out),
             };
-            if let CasOutcome::Ok { version } =
-                self.put(at, operation, Some(version), &record).await?
+            if let CasOutcome::Ok { version } = self
+                .put(at, operation, Some(loaded.version), &loaded.record)
+                .await?
             {
-                self.note_written(version, &record);
-                return Ok((out, record));
+                self.note_written(version, &loaded.record);
+                return Ok((out, loaded.record));
             }
         }
         Err(DurabilityError::Contention {
@@ -319,7 +319,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 
     /// Takes this incarnation's snapshot of a record (see [`super::snapshots`]).
-    pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Loaded<R>> {
+    pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Snapshot<R>> {
         snapshots::take(R::snapshots(&self.shared.snapshots), id)
     }
 
@@ -328,10 +328,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     pub(crate) fn note_written<R: JournalRecord>(&self, version: u64, record: &R) {
         let map = R::snapshots(&self.shared.snapshots);
         if record.is_open() {
-            let loaded = Loaded {
+            let loaded = Box::new(Loaded {
                 version,
                 record: record.clone(),
-            };
+            });
             snapshots::keep(map, record.id(), loaded);
         } else {
             snapshots::forget(map, record.id());

@@ -37,8 +37,12 @@ use crate::outbox::OutboxRecord;
 /// payload with the caller's copy of the record, so this is about the records' fields.
 pub(crate) const MAX_SNAPSHOTS: usize = 1 << 16;
 
+/// A snapshot: a record and the version this incarnation wrote it at (boxed, so the futures
+/// that carry one stay small).
+pub(crate) type Snapshot<R> = Box<Loaded<R>>;
+
 /// The snapshots of one journal, by record id.
-pub(crate) type SnapshotMap<R> = Mutex<HashMap<String, Loaded<R>>>;
+pub(crate) type SnapshotMap<R> = Mutex<HashMap<String, Snapshot<R>>>;
 
 /// The snapshots of both journals.
 #[derive(Default)]
@@ -47,18 +51,18 @@ pub(crate) struct Snapshots {
     pub(crate) outbound: SnapshotMap<OutboxRecord>,
 }
 
-fn lock<R>(map: &SnapshotMap<R>) -> MutexGuard<'_, HashMap<String, Loaded<R>>> {
+fn lock<R>(map: &SnapshotMap<R>) -> MutexGuard<'_, HashMap<String, Snapshot<R>>> {
     // Each operation below leaves the map consistent, so a poisoned lock is still usable.
     map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Takes the snapshot of `id`, if any.
-pub(crate) fn take<R>(map: &SnapshotMap<R>, id: &str) -> Option<Loaded<R>> {
+pub(crate) fn take<R>(map: &SnapshotMap<R>, id: &str) -> Option<Snapshot<R>> {
     lock(map).remove(id)
 }
 
 /// Remembers `record` as written at `version` (replacing an older snapshot).
-pub(crate) fn keep<R>(map: &SnapshotMap<R>, id: &str, loaded: Loaded<R>) {
+pub(crate) fn keep<R>(map: &SnapshotMap<R>, id: &str, loaded: Snapshot<R>) {
     let mut map = lock(map);
     if map.len() >= MAX_SNAPSHOTS && !map.contains_key(id) {
         map.clear();

@@ -328,12 +328,28 @@ mod tests {
     #[test]
     fn bytewise_is_the_byte_order() {
         let words = [
-            "", "a", "ab", "abcdefgh", "abcdefgh\u{0}", "abcdefghi", "abcdefgg", "o/sent/0001/k",
-            "o/sent/0001/k\u{0}", "o/sent/0002", "o/sent0", "o/sending/9", "é", "\u{ff}",
+            "",
+            "a",
+            "ab",
+            "abcdefgh",
+            "abcdefgh\u{0}",
+            "abcdefghi",
+            "abcdefgg",
+            "o/sent/0001/k",
+            "o/sent/0001/k\u{0}",
+            "o/sent/0002",
+            "o/sent0",
+            "o/sending/9",
+            "é",
+            "\u{ff}",
         ];
         for a in words {
             for b in words {
-                assert_eq!(bytewise(a.as_bytes(), b.as_bytes()), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(
+                    bytewise(a.as_bytes(), b.as_bytes()),
+                    a.cmp(b),
+                    "{a:?} vs {b:?}"
+                );
             }
         }
     }

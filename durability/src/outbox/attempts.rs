@@ -76,21 +76,21 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             // read when it is due: the lease below is written on the snapshot's version, so it
             // only lands if the snapshot is still the stored record. Any other state is
             // decided on a fresh read.
-            let snapshot = self
-                .d
-                .take_snapshot::<OutboxRecord>(key)
-                .filter(|s| {
-                    matches!(s.record.state, OutboxState::Pending | OutboxState::Failed)
-                        && s.record.next_attempt_ms <= now
-                });
+            let snapshot = self.d.take_snapshot::<OutboxRecord>(key).filter(|s| {
+                matches!(s.record.state, OutboxState::Pending | OutboxState::Failed)
+                    && s.record.next_attempt_ms <= now
+            });
             let fresh;
             let r: &OutboxRecord = match &snapshot {
                 Some(s) => &s.record,
                 None => {
-                    fresh = self.lookup(key).await?.ok_or_else(|| DurabilityError::NotFound {
-                        kind: RecordKind::Outbound,
-                        id: key.to_owned(),
-                    })?;
+                    fresh = self
+                        .lookup(key)
+                        .await?
+                        .ok_or_else(|| DurabilityError::NotFound {
+                            kind: RecordKind::Outbound,
+                            id: key.to_owned(),
+                        })?;
                     &fresh
                 }
             };
@@ -112,7 +112,8 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                             });
                         }
                         _ => {
-                            self.resolve_ambiguous(key).await?;
+                            // Rare paths are boxed, keeping this (hot) future small.
+                            Box::pin(self.resolve_ambiguous(key)).await?;
                             continue;
                         }
                     }
@@ -124,14 +125,19 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     at_ms: r.next_attempt_ms,
                 });
             }
-            match self.gate(r).await? {
+            let gate = if r.previous_part.is_some() {
+                Box::pin(self.gate(r)).await?
+            } else {
+                PartGate::Go
+            };
+            match gate {
                 PartGate::Wait => {
                     return Ok(BeginAttempt::Waiting {
                         behind: r.previous_part.clone().unwrap_or_default(),
                     });
                 }
                 PartGate::DieWith => {
-                    self.die_with_previous(&r.key).await?;
+                    Box::pin(self.die_with_previous(&r.key)).await?;
                     continue;
                 }
                 PartGate::Go => {}
@@ -325,7 +331,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             }
             FailOutcome::DeadLettered => {
                 self.dead_lettered(&record);
-                self.cascade_dead(&record).await?;
+                Box::pin(self.cascade_dead(&record)).await?;
             }
         }
         Ok(outcome)

@@ -308,15 +308,15 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     ) -> OutboxRecord {
         let now = self.d.now_ms();
         OutboxRecord {
-            key: key.as_str().to_owned(),
             key_kind: key.kind(),
+            key: key.into_string(),
             chat,
             payload,
             fingerprint: fp,
             previous_part: None,
             next_part: None,
             part: 1,
-            seq: self.d.next_seq(),
+            seq: self.d.next_seq_at(now),
             state: OutboxState::Pending,
             attempts: 0,
             provider_message_id: None,
@@ -346,7 +346,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 CasOutcome::Conflict { .. } => {
                     if let Some(Loaded {
                         record: existing, ..
-                    }) = self.d.load::<OutboxRecord>(&record.key, "journal").await?
+                    }) = Box::pin(self.d.load::<OutboxRecord>(&record.key, "journal")).await?
                     {
                         return Ok(Created::Existing {
                             found: existing,
@@ -390,14 +390,14 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         } = new;
         let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
         let kind = key.kind();
-        let record = self.new_record(key, chat, payload, fp.clone());
+        let record = self.new_record(key, chat, payload, fp);
         let (existing, ours) = match self.create(record).await? {
             Created::New(r) => return Ok(SendJournal::Journaled(r)),
             Created::Existing { found, ours } => (found, ours),
         };
         let diverged = kind == KeyKind::Derived
             && existing.key_kind == KeyKind::Derived
-            && existing.fingerprint != fp;
+            && existing.fingerprint != ours.fingerprint;
         if !diverged {
             self.d.count(Counter::OutboxDeduped);
             tracing::debug!(key = %existing.key, state = existing.state.as_str(), "send already recorded");
@@ -412,10 +412,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let resend = match config.on_diverged {
             OnDiverged::Skip => None,
             OnDiverged::Send => {
-                let key =
-                    SendKey::with_kind(keys::diverged_key(&existing.key, &fp), KeyKind::Derived);
-                let record = self.new_record(key, ours.chat, ours.payload, fp);
-                Some(Box::new(match self.create(record).await? {
+                let key = keys::diverged_key(&existing.key, &ours.fingerprint);
+                let key = SendKey::with_kind(key, KeyKind::Derived);
+                let record = self.new_record(key, ours.chat, ours.payload, ours.fingerprint);
+                Some(Box::new(match Box::pin(self.create(record)).await? {
                     Created::New(r) => SendJournal::Journaled(r),
                     Created::Existing { found: r, .. } => {
                         self.d.count(Counter::OutboxDeduped);

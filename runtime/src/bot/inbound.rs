@@ -103,7 +103,7 @@ impl InboundPipeline for Pipeline {
 
     fn end_of_input(&self) {
         if let Some(k) = self.0.upgrade() {
-            let _ = k.input_ended.send(true);
+            let _ = k.input_ended.send_replace(true);
         }
     }
 }
@@ -275,11 +275,14 @@ pub(crate) async fn process_message(
             let work = async {
                 let ctx =
                     make_ctx_with(&kernel, CtxSource::Message(m), Some(inbound_id), extras).await;
-                dispatcher::dispatch(ctx).await;
+                dispatcher::dispatch(ctx.clone()).await;
+                ctx.journal_failed()
             };
             match lease {
                 Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
-                None => work.await,
+                None => {
+                    work.await;
+                }
             }
         }),
     );
@@ -330,11 +333,14 @@ pub(crate) async fn process_interaction(
                 let ctx =
                     make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras).await;
                 crate::bot::interaction_ack::arm_deadline(&ctx);
-                dispatcher::dispatch(ctx).await;
+                dispatcher::dispatch(ctx.clone()).await;
+                ctx.journal_failed()
             };
             match lease {
                 Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
-                None => work.await,
+                None => {
+                    work.await;
+                }
             }
         }),
     );

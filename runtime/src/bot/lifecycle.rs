@@ -123,8 +123,8 @@ pub(crate) async fn start(bot: &Bot) -> Result<(), BotError> {
             _ => return Err(BotError::AlreadyStarted),
         }
     }
-    let _ = k.input_ended.send(false);
-    let _ = k.cancel_background.send(false);
+    let _ = k.input_ended.send_replace(false);
+    let _ = k.cancel_background.send_replace(false);
     k.set_transport_status(TransportStatus::Starting);
     k.accepting.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut steps: Vec<Arc<dyn LifecycleStep>> = k.steps.clone();
@@ -174,7 +174,7 @@ pub(crate) async fn stop(bot: &Bot, opts: StopOptions) -> Result<(), BotError> {
     }
     k.accepting
         .store(false, std::sync::atomic::Ordering::SeqCst);
-    let _ = k.cancel_background.send(true);
+    let _ = k.cancel_background.send_replace(true);
     k.events.emit(BotEvent::Stopping);
 
     let started = std::mem::take(&mut *k.started_steps.lock().unwrap_or_else(|e| e.into_inner()));

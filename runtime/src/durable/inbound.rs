@@ -58,8 +58,16 @@ pub(crate) async fn journal(
     }
 }
 
-/// Runs `work` under the inbox lease (heartbeats while it runs), then completes the record.
-pub(crate) async fn run_leased<F: Future<Output = ()>>(k: &Arc<Kernel>, lease: InboxLease, work: F) {
+/// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
+/// completed, or, when `work` reports that the journal failed under it (a send could not be
+/// journaled), charged as a retryable failure so the sweeper replays the message (its sends
+/// already made are answered from the outbox). A settle write that fails is retried a few
+/// times; past that, the lease expires and the record is replayed.
+pub(crate) async fn run_leased<F: Future<Output = bool>>(
+    k: &Arc<Kernel>,
+    lease: InboxLease,
+    work: F,
+) {
     let Some(dur) = k.durable.as_ref() else {
         work.await;
         return;
@@ -69,7 +77,9 @@ pub(crate) async fn run_leased<F: Future<Output = ()>>(k: &Arc<Kernel>, lease: I
         let mut renewed: Option<InboxLease> = None;
         loop {
             tokio::time::sleep(every).await;
-            match dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(&lease)).await {
+            // Boxed: heartbeats are rare, and the call would otherwise sit in every dispatch's
+            // future.
+            match Box::pin(dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(&lease))).await {
                 Ok(l) => renewed = Some(l),
                 Err(e) => {
                     tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed");
@@ -78,11 +88,39 @@ pub(crate) async fn run_leased<F: Future<Output = ()>>(k: &Arc<Kernel>, lease: I
             }
         }
     };
-    with_heartbeat(work, beats).await;
-    // The heartbeat may have renewed the lease; `complete` checks the fencing token, which a
-    // heartbeat does not change.
-    if let Err(e) = dur.d.inbox().complete(&lease).await {
-        k.events.error("durability:inbox.complete", None, e);
+    let journal_failed = with_heartbeat(work, beats).await;
+    // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
+    // which a heartbeat does not change.
+    let mut wait = Duration::from_millis(100);
+    for attempt in 1..=5 {
+        let result = if journal_failed {
+            dur.d
+                .inbox()
+                .fail(&lease, "the journal was unavailable while the handler ran", true)
+                .await
+                .map(|_| ())
+        } else {
+            dur.d.inbox().complete(&lease).await.map(|_| ())
+        };
+        match result {
+            Ok(()) => return,
+            // A backend that went away may come back (a restart, a failover); one that is
+            // closed or crashed (the crash harness) will not.
+            Err(
+                e @ botmesh_durability::DurabilityError::Backend {
+                    source: botmesh_durability::KvError::Unavailable { .. },
+                    ..
+                },
+            ) if attempt < 5 => {
+                tracing::warn!(id = %lease.id, error = %e, attempt, "settling the inbound record failed: retrying");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(e) => {
+                k.events.error("durability:inbox.settle", None, e);
+                return;
+            }
+        }
     }
 }
 
@@ -110,7 +148,10 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
     let mut event: ProviderEvent = match record.payload.decode() {
         Ok(e) => e,
         Err(e) => {
-            let error = format!("inbound record {} does not decode as an event: {e}", record.id);
+            let error = format!(
+                "inbound record {} does not decode as an event: {e}",
+                record.id
+            );
             tracing::error!(id = %record.id, %error, "undecodable inbound record: dead-lettered");
             if let Some(dur) = k.durable.as_ref() {
                 if let Err(e) = dur.d.inbox().fail(&lease, &error, false).await {
@@ -122,14 +163,19 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
         }
     };
     let media_issue = media::rehydrate(k, record.media_ref.as_ref(), &mut event);
-    let extras = CtxExtras { replay: true, media_issue, stale: false };
+    let extras = CtxExtras {
+        replay: true,
+        media_issue,
+        stale: false,
+    };
     match event {
         ProviderEvent::Message(m) => {
             k.dedupe.first_sight(&m.chat, m.id.as_str());
             crate::bot::inbound::process_message(k, m, Some(lease), extras).await;
         }
         ProviderEvent::Interaction(i) => {
-            k.dedupe.first_sight(&i.chat, &format!("interaction:{}", i.id));
+            k.dedupe
+                .first_sight(&i.chat, &format!("interaction:{}", i.id));
             crate::bot::inbound::process_interaction(k, i, Some(lease), extras).await;
         }
         other => {

@@ -19,9 +19,10 @@ pub(crate) fn serialize_for_journal(k: &Kernel, event: &ProviderEvent) -> Option
         return None;
     }
     match event {
-        ProviderEvent::Message(Message { content: Content::Media(m), .. }) => {
-            k.provider.serialize_media_ref(&m.media_ref)
-        }
+        ProviderEvent::Message(Message {
+            content: Content::Media(m),
+            ..
+        }) => k.provider.serialize_media_ref(&m.media_ref),
         _ => None,
     }
 }
@@ -32,15 +33,24 @@ pub(crate) fn rehydrate(
     stored: Option<&StoredMediaRef>,
     event: &mut ProviderEvent,
 ) -> Option<MediaUnavailableReason> {
-    let media_refs = k.durable.as_ref().is_some_and(|d| d.d.config().inbox.media_refs);
-    let ProviderEvent::Message(Message { content: Content::Media(m), .. }) = event else {
+    let media_refs = k
+        .durable
+        .as_ref()
+        .is_some_and(|d| d.d.config().inbox.media_refs);
+    let ProviderEvent::Message(Message {
+        content: Content::Media(m),
+        ..
+    }) = event
+    else {
         return None;
     };
     if !media_refs {
         // Journaled as the token it was: the download may or may not work.
         return None;
     }
-    let Some(stored) = stored else { return Some(MediaUnavailableReason::NotDurable) };
+    let Some(stored) = stored else {
+        return Some(MediaUnavailableReason::NotDurable);
+    };
     if stored.provider != k.provider.name() {
         return Some(MediaUnavailableReason::ProviderMismatch);
     }
@@ -75,13 +85,23 @@ impl Ctx {
             if throw_on_error {
                 return Err(ProviderError::MediaUnavailable {
                     reason,
-                    message: format!("the media of {} cannot be loaded after a replay", self.chat()),
+                    message: format!(
+                        "the media of {} cannot be loaded after a replay",
+                        self.chat()
+                    ),
                 }
                 .into());
             }
             return Ok(None);
         }
-        match self.0.bot.kernel.provider.download_media(&media.media_ref).await {
+        match self
+            .0
+            .bot
+            .kernel
+            .provider
+            .download_media(&media.media_ref)
+            .await
+        {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if throw_on_error => Err(e.into()),
             Err(e) => {

@@ -107,7 +107,11 @@ impl DurabilityOptions {
 
     /// Journals in a shared backend.
     pub fn shared(backend: Arc<dyn DurableKv>) -> Self {
-        Self { backend, config: DurabilityConfig::default(), max_age: None }
+        Self {
+            backend,
+            config: DurabilityConfig::default(),
+            max_age: None,
+        }
     }
 
     /// The options of the guide's table (validated when the bot is built).
@@ -133,7 +137,12 @@ impl DurabilityOptions {
 pub(crate) struct Durable {
     pub(crate) d: KvDurability,
     pub(crate) max_age: Option<MaxAge>,
+    /// The event forwarder (runs until the next start or the bot is dropped, so events of the
+    /// drain still reach the bot's listeners).
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The sweeper, stopped gracefully: it finishes the record in hand.
+    pub(crate) sweeper: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) stop_sweeper: tokio::sync::watch::Sender<bool>,
 }
 
 impl Durable {
@@ -142,10 +151,18 @@ impl Durable {
         bot: &BotConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, BotError> {
-        let scope = Scope::new(&bot.tenant_id, &bot.environment_id, &bot.bot_id, &bot.connection_id);
+        let scope = Scope::new(
+            &bot.tenant_id,
+            &bot.environment_id,
+            &bot.bot_id,
+            &bot.connection_id,
+        );
         if let Some(m) = &opts.max_age {
             if m.age.is_zero() {
-                return Err(BotError::config("durability.inbox.max_age", "must be above zero"));
+                return Err(BotError::config(
+                    "durability.inbox.max_age",
+                    "must be above zero",
+                ));
             }
         }
         let d = KvDurability::builder(opts.backend, scope)
@@ -153,12 +170,36 @@ impl Durable {
             .shared_clock(clock)
             .build()
             .map_err(|e| BotError::config("durability", e.to_string()))?;
-        Ok(Self { d, max_age: opts.max_age, tasks: Mutex::new(Vec::new()) })
+        Ok(Self {
+            d,
+            max_age: opts.max_age,
+            tasks: Mutex::new(Vec::new()),
+            sweeper: Mutex::new(None),
+            stop_sweeper: tokio::sync::watch::channel(false).0,
+        })
     }
 
-    fn stop_tasks(&self) {
-        for t in self.tasks.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+    fn abort_tasks(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             t.abort();
+        }
+    }
+
+    /// Asks the sweeper to stop after the record in hand (a send it started completes and is
+    /// recorded); aborts it if it does not within `grace`.
+    async fn stop_sweeper(&self, grace: Duration) {
+        let _ = self.stop_sweeper.send_replace(true);
+        let handle = self.sweeper.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut h) = handle {
+            if tokio::time::timeout(grace, &mut h).await.is_err() {
+                tracing::warn!(?grace, "the durability sweeper did not stop in time: aborted");
+                h.abort();
+            }
         }
     }
 }
@@ -180,6 +221,8 @@ impl LifecycleStep for DurabilityStep {
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
+        dur.abort_tasks();
+        let _ = dur.stop_sweeper.send_replace(false);
         let mut events = dur.d.subscribe();
         let weak = Arc::downgrade(k);
         let forwarder = tokio::spawn(async move {
@@ -196,16 +239,19 @@ impl LifecycleStep for DurabilityStep {
                 k.events.emit(to_bot_event(&event));
             }
         });
-        dur.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(forwarder);
+        dur.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(forwarder);
         sweeper::recover(k, dur).await?;
-        let handle = tokio::spawn(sweeper::run(Arc::downgrade(k)));
-        dur.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(handle);
+        let handle = tokio::spawn(sweeper::run(Arc::downgrade(k), dur.stop_sweeper.subscribe()));
+        *dur.sweeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(())
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
         if let Some(dur) = &bot.kernel.durable {
-            dur.stop_tasks();
+            dur.stop_sweeper(bot.kernel.config.stop_timeout).await;
         }
         Ok(())
     }
@@ -217,7 +263,10 @@ impl LifecycleStep for DurabilityStep {
 /// spawns a task. When `beats` ends (a heartbeat failed), `work` still runs to its end; when
 /// `work` ends, `beats` is dropped, cancelling a heartbeat in flight (the fencing token of the
 /// lease is unchanged by a heartbeat, so the completion that follows holds either way).
-pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(work: W, beats: B) -> W::Output {
+pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(
+    work: W,
+    beats: B,
+) -> W::Output {
     let mut work = pin!(work);
     let mut beats = pin!(beats);
     tokio::select! {

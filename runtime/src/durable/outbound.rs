@@ -71,7 +71,9 @@ pub(crate) async fn answered(
     match dur.d.outbox().lookup(key).await.map_err(journal_error)? {
         Some(r)
             if r.state == OutboxState::Sent
-                && (rule.is_explicit() || r.key_kind != KeyKind::Derived || r.fingerprint == *fp) =>
+                && (rule.is_explicit()
+                    || r.key_kind != KeyKind::Derived
+                    || r.fingerprint == *fp) =>
         {
             Ok(Some(deduped(&r)))
         }
@@ -83,7 +85,9 @@ pub(crate) async fn answered(
 pub(crate) fn classify(e: &ProviderError) -> SendFailure {
     match e.class() {
         ErrorClass::RateLimited(Some(after)) => SendFailure::rate_limited(e.to_string(), after),
-        ErrorClass::RateLimited(None) | ErrorClass::Retryable => SendFailure::retryable(e.to_string()),
+        ErrorClass::RateLimited(None) | ErrorClass::Retryable => {
+            SendFailure::retryable(e.to_string())
+        }
         ErrorClass::Final => SendFailure::final_error(e.to_string()),
     }
 }
@@ -104,7 +108,10 @@ pub(crate) async fn deliver(
     if record.state == OutboxState::Sent {
         return Ok(deduped(&record));
     }
-    let mut outcome = SendOutcome { key: Some(record.key.clone()), ..SendOutcome::default() };
+    let mut outcome = SendOutcome {
+        key: Some(record.key.clone()),
+        ..SendOutcome::default()
+    };
     // A record this call journaled holds `outgoing` itself: no need to decode it back.
     let known = fresh.then_some(&outgoing);
     let parts = ensure_parts(k, dur, record, known).await?;
@@ -146,13 +153,20 @@ async fn journal(
     let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
     match dur.d.outbox().journal(new).await.map_err(journal_error)? {
         SendJournal::Bypassed { size, limit } => {
-            tracing::warn!(key, size, limit, "payload over outbox.max_payload_bytes: sent without the outbox");
+            tracing::warn!(
+                key,
+                size,
+                limit,
+                "payload over outbox.max_payload_bytes: sent without the outbox"
+            );
             Ok(None)
         }
         journaled => {
             let fresh = match &journaled {
                 SendJournal::Journaled(_) => true,
-                SendJournal::Diverged { resend: Some(next), .. } => matches!(**next, SendJournal::Journaled(_)),
+                SendJournal::Diverged {
+                    resend: Some(next), ..
+                } => matches!(**next, SendJournal::Journaled(_)),
                 _ => false,
             };
             Ok(journaled.into_record().map(|r| (r, fresh)))
@@ -190,12 +204,19 @@ async fn ensure_parts(
                     .iter()
                     .map(serde_json::to_value)
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| BotError::Durability(DurabilityError::Encode {
-                        kind: botmesh_durability::RecordKind::Outbound,
-                        id: first.key.clone(),
-                        reason: e.to_string(),
-                    }))?;
-                return dur.d.outbox().split_parts(&first.key, payloads).await.map_err(journal_error);
+                    .map_err(|e| {
+                        BotError::Durability(DurabilityError::Encode {
+                            kind: botmesh_durability::RecordKind::Outbound,
+                            id: first.key.clone(),
+                            reason: e.to_string(),
+                        })
+                    })?;
+                return dur
+                    .d
+                    .outbox()
+                    .split_parts(&first.key, payloads)
+                    .await
+                    .map_err(journal_error);
             }
         }
         return Ok(vec![first]);
@@ -261,12 +282,20 @@ async fn attempt_inline(
     known: Option<&Outgoing>,
 ) -> Result<Delivered, BotError> {
     loop {
-        let wait_at = match dur.d.outbox().begin_attempt(key).await.map_err(journal_error)? {
-            BeginAttempt::Leased { lease, record } => match attempt(k, dur, lease, record, known).await? {
-                Attempt::Sent(id) => return Ok(Delivered::Now(id)),
-                Attempt::Retry { at_ms } => at_ms,
-                Attempt::Dead(err) => return Err(err),
-            },
+        let wait_at = match dur
+            .d
+            .outbox()
+            .begin_attempt(key)
+            .await
+            .map_err(journal_error)?
+        {
+            BeginAttempt::Leased { lease, record } => {
+                match attempt(k, dur, lease, record, known).await? {
+                    Attempt::Sent(id) => return Ok(Delivered::Now(id)),
+                    Attempt::Retry { at_ms } => at_ms,
+                    Attempt::Dead(err) => return Err(err),
+                }
+            }
             BeginAttempt::AlreadySent(r) => {
                 return Ok(Delivered::Before(r.provider_message_id.map(MessageId)));
             }
@@ -288,7 +317,9 @@ async fn attempt_inline(
             Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
             None => {
                 dur.d.outbox().defer(key);
-                return Err(BotError::SendDeferred { key: key.to_owned() });
+                return Err(BotError::SendDeferred {
+                    key: key.to_owned(),
+                });
             }
         }
     }
@@ -323,8 +354,15 @@ async fn attempt(
             Err(e) => {
                 let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
                 tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
-                dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)?;
-                return Ok(Attempt::Dead(BotError::SendDead { key: record.key, error: failure.error }));
+                dur.d
+                    .outbox()
+                    .mark_failed(&lease, &failure)
+                    .await
+                    .map_err(journal_error)?;
+                return Ok(Attempt::Dead(BotError::SendDead {
+                    key: record.key,
+                    error: failure.error,
+                }));
             }
         },
     };
@@ -333,23 +371,38 @@ async fn attempt(
         let mut renewed: Option<OutboxLease> = None;
         loop {
             tokio::time::sleep(every).await;
-            match dur.d.outbox().heartbeat(renewed.as_ref().unwrap_or(&lease)).await {
+            // Boxed: heartbeats are rare, and the call would otherwise sit in every send's future.
+            match Box::pin(dur.d.outbox().heartbeat(renewed.as_ref().unwrap_or(&lease))).await {
                 Ok(l) => renewed = Some(l),
                 Err(_) => return,
             }
         }
     };
-    let result = with_heartbeat(k.provider.send(&chat, outgoing), beats).await;
+    let send = crate::provider::with_send_key(
+        Some(record.key.clone()),
+        k.provider.send(&chat, outgoing),
+    );
+    let result = with_heartbeat(send, beats).await;
     match result {
         Ok(sent) => {
             let id = sent.message_id.clone().map(|m| m.0);
-            dur.d.outbox().mark_sent(&lease, id).await.map_err(journal_error)?;
+            dur.d
+                .outbox()
+                .mark_sent(&lease, id)
+                .await
+                .map_err(journal_error)?;
             on_sent(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
         Err(e) => {
             let failure = classify(&e);
-            match dur.d.outbox().mark_failed(&lease, &failure).await.map_err(journal_error)? {
+            match dur
+                .d
+                .outbox()
+                .mark_failed(&lease, &failure)
+                .await
+                .map_err(journal_error)?
+            {
                 FailOutcome::Retrying { at_ms } => {
                     tracing::debug!(key = %record.key, error = %e, at_ms, "send failed: retrying");
                     Ok(Attempt::Retry { at_ms })
@@ -364,11 +417,24 @@ async fn attempt(
 }
 
 /// A send that bypasses the outbox: straight to the provider, split into parts.
-async fn direct(k: &Arc<Kernel>, chat: &ChatId, outgoing: &Outgoing, key: &str) -> Result<SendOutcome, BotError> {
-    let mut outcome = SendOutcome { key: Some(key.to_owned()), ..SendOutcome::default() };
-    for (i, part) in split_outgoing(outgoing, k.capabilities.text_limit).iter().enumerate() {
+async fn direct(
+    k: &Arc<Kernel>,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    key: &str,
+) -> Result<SendOutcome, BotError> {
+    let mut outcome = SendOutcome {
+        key: Some(key.to_owned()),
+        ..SendOutcome::default()
+    };
+    for (i, part) in split_outgoing(outgoing, k.capabilities.text_limit)
+        .iter()
+        .enumerate()
+    {
         let part_key = outbound::part_key(key, i);
-        match crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(chat, part)).await {
+        match crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(chat, part))
+            .await
+        {
             Ok(sent) => {
                 on_sent(k, chat, part, sent.message_id.clone(), &part_key).await;
                 outcome.message_id = sent.message_id;
@@ -434,7 +500,10 @@ impl Bot {
     ) -> Result<EnqueueOutcome, BotError> {
         let k = &self.kernel;
         let Some(dur) = k.durable.as_ref() else {
-            return Err(BotError::config("durability", "bot.enqueue needs durability"));
+            return Err(BotError::config(
+                "durability",
+                "bot.enqueue needs durability",
+            ));
         };
         let chat = chat.into();
         let mut outgoing = outgoing.into();
@@ -444,9 +513,18 @@ impl Bot {
         };
         let key = rule.key();
         let fp = fingerprint(&chat, &outgoing);
-        let draft = SendDraft { chat, outgoing, edit_of: None, preview: false };
+        let draft = SendDraft {
+            chat,
+            outgoing,
+            edit_of: None,
+            preview: false,
+        };
         let Some(draft) = outbound::run_before_send(k, draft).await else {
-            return Ok(EnqueueOutcome { key, skipped: true, deduped: false });
+            return Ok(EnqueueOutcome {
+                key,
+                skipped: true,
+                deduped: false,
+            });
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
         let Some((record, fresh)) =
@@ -458,6 +536,10 @@ impl Bot {
             ));
         };
         ensure_parts(k, dur, record, fresh.then_some(&draft.outgoing)).await?;
-        Ok(EnqueueOutcome { key, skipped: false, deduped: before.is_some() })
+        Ok(EnqueueOutcome {
+            key,
+            skipped: false,
+            deduped: before.is_some(),
+        })
     }
 }

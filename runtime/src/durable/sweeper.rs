@@ -21,7 +21,10 @@ const PURGE_EVERY: u64 = 60;
 pub(crate) async fn recover(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
     let resolved = dur.d.outbox().recover_ambiguous().await?;
     if !resolved.is_empty() {
-        tracing::warn!(count = resolved.len(), "sends of unknown outcome after a crash resolved");
+        tracing::warn!(
+            count = resolved.len(),
+            "sends of unknown outcome after a crash resolved"
+        );
     }
     let replayed = replay_due(k, dur).await?;
     if replayed > 0 {
@@ -48,20 +51,31 @@ async fn replay_due(k: &Arc<Kernel>, dur: &Durable) -> Result<usize, BotError> {
 async fn pass(k: &Arc<Kernel>, dur: &Durable, n: u64) -> Result<(), BotError> {
     replay_due(k, dur).await?;
     for record in dur.d.outbox().due(BATCH).await? {
+        // Stopping: leave the rest for the next start (the record in hand was finished).
+        if *dur.stop_sweeper.borrow() {
+            return Ok(());
+        }
         outbound::deliver_due(k, dur, record).await;
     }
-    if n % PURGE_EVERY == 0 {
+    if n.is_multiple_of(PURGE_EVERY) {
         let report = dur.d.purge(1000).await?;
         if report.inbound + report.outbound > 0 {
-            tracing::debug!(inbound = report.inbound, outbound = report.outbound, "retention purge");
+            tracing::debug!(
+                inbound = report.inbound,
+                outbound = report.outbound,
+                "retention purge"
+            );
         }
     }
     Ok(())
 }
 
 /// Runs passes every `poll` until the bot is gone or stopping.
-pub(crate) async fn run(kernel: Weak<Kernel>) {
-    let poll = match kernel.upgrade().and_then(|k| k.durable.as_ref().map(|d| d.d.config().poll)) {
+pub(crate) async fn run(kernel: Weak<Kernel>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let poll = match kernel
+        .upgrade()
+        .and_then(|k| k.durable.as_ref().map(|d| d.d.config().poll))
+    {
         Some(p) => p,
         None => return,
     };
@@ -69,12 +83,17 @@ pub(crate) async fn run(kernel: Weak<Kernel>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut n: u64 = 0;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
         let Some(k) = kernel.upgrade() else { return };
-        if !k.is_accepting() {
+        if *stop.borrow() {
             return;
         }
-        let Some(dur) = k.durable.as_ref() else { return };
+        let Some(dur) = k.durable.as_ref() else {
+            return;
+        };
         n += 1;
         if let Err(e) = pass(&k, dur, n).await {
             k.events.error("durability:sweeper", None, e);
