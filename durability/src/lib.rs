@@ -50,6 +50,12 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use backends::postgres::{PostgresConfig, PostgresError, PostgresKv, PostgresStore};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use backends::redis::{RedisConfig, RedisError, RedisKv, RedisStore};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{DurabilityConfig, InboxConfig, OnAmbiguous, OnDiverged, OutboxConfig};
 pub use error::DurabilityError;
@@ -71,9 +77,3 @@ pub use store::{
 };
 #[cfg(feature = "sqlite")]
 pub use store::{SqliteDurableKv, SqliteStore, SqliteStoreOptions};
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use backends::postgres::{PostgresConfig, PostgresError, PostgresKv, PostgresStore};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use backends::redis::{RedisConfig, RedisError, RedisKv, RedisStore};

@@ -455,7 +455,11 @@ async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
         first_seen_ms: now,
         last_activity_ms: now,
     };
-    let contact = ContactRecord { id: "u".into(), name: Some("Ann".into()), last_seen_ms: 1 };
+    let contact = ContactRecord {
+        id: "u".into(),
+        name: Some("Ann".into()),
+        last_seen_ms: 1,
+    };
     let entry = LedgerEntry {
         chat: "c".into(),
         message_id: Some("m1".into()),
@@ -468,17 +472,30 @@ async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
         at_ms: 1,
     };
     let before = store.write_stats().transactions;
-    store.record_inbound(&chat(10), &contact, &entry).await.unwrap();
-    assert_eq!(store.write_stats().transactions, before + 1, "one transaction");
+    store
+        .record_inbound(&chat(10), &contact, &entry)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.write_stats().transactions,
+        before + 1,
+        "one transaction"
+    );
     let mut with_lang = chat(10);
     with_lang.lang = Some("de".into());
     with_lang.title = Some("Ann's chat".into());
     store.upsert_chat(&with_lang).await.unwrap();
-    store.record_inbound(&chat(20), &contact, &entry).await.unwrap();
+    store
+        .record_inbound(&chat(20), &contact, &entry)
+        .await
+        .unwrap();
     let c = store.chat("c").await.unwrap().unwrap();
     assert_eq!((c.first_seen_ms, c.last_activity_ms), (10, 20));
     assert_eq!(c.lang.as_deref(), Some("de"), "the language is kept");
     assert_eq!(c.title.as_deref(), Some("Ann's chat"), "the title is kept");
     assert_eq!(store.ledger("c", 10).await.unwrap().len(), 2);
-    assert_eq!(store.contact("u").await.unwrap().unwrap().name.as_deref(), Some("Ann"));
+    assert_eq!(
+        store.contact("u").await.unwrap().unwrap().name.as_deref(),
+        Some("Ann")
+    );
 }

@@ -51,14 +51,18 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
     match variant {
         Variant::Off => builder = builder.store(MemoryStore::new()),
         Variant::Memory => {
-            builder = builder.store(MemoryStore::new()).durability(DurabilityOptions::memory())
+            builder = builder
+                .store(MemoryStore::new())
+                .durability(DurabilityOptions::memory())
         }
         Variant::File => {
             let path = dir.join(format!("journal-{}.json", fastrand_suffix()));
             let file = FileDurability::open(&path, FileOptions::new().append_log(true).fsync(true))
                 .await
                 .expect("file journal opens");
-            builder = builder.store(MemoryStore::new()).durability(DurabilityOptions::backend(file))
+            builder = builder
+                .store(MemoryStore::new())
+                .durability(DurabilityOptions::backend(file))
         }
         Variant::Sqlite => {
             let store = SqliteStore::open(dir.join(format!("shop-{}.db", fastrand_suffix())));
@@ -68,12 +72,19 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
         }
     }
     let bot = shop::shop_bot(builder).expect("shop builds");
-    let replies = Arc::new(Replies { counts: Mutex::default(), changed: Notify::new() });
+    let replies = Arc::new(Replies {
+        counts: Mutex::default(),
+        changed: Notify::new(),
+    });
     let r = replies.clone();
     bot.after_send(move |info| {
         let r = r.clone();
         async move {
-            *r.counts.lock().unwrap().entry(info.chat.0.clone()).or_default() += 1;
+            *r.counts
+                .lock()
+                .unwrap()
+                .entry(info.chat.0.clone())
+                .or_default() += 1;
             r.changed.notify_waiters();
         }
     });
@@ -89,7 +100,9 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
             for (i, text) in SCRIPT.iter().enumerate() {
                 let before = replies.count(&chat);
                 let t0 = Instant::now();
-                mock.say(&chat, &format!("m{i}"), text).await.expect("accepted");
+                mock.say(&chat, &format!("m{i}"), text)
+                    .await
+                    .expect("accepted");
                 loop {
                     let notified = replies.changed.notified();
                     tokio::pin!(notified);
@@ -97,7 +110,10 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
                     if replies.count(&chat) > before {
                         break;
                     }
-                    if tokio::time::timeout(Duration::from_secs(30), notified).await.is_err() {
+                    if tokio::time::timeout(Duration::from_secs(30), notified)
+                        .await
+                        .is_err()
+                    {
                         panic!("{chat}: no answer to {text:?} within 30 s");
                     }
                 }
@@ -115,11 +131,18 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
     bot.stop().await.expect("bot stops");
     all.sort();
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
-    ((chats * SCRIPT.len()) as f64 / elapsed.as_secs_f64(), p(0.5), p(0.99))
+    (
+        (chats * SCRIPT.len()) as f64 / elapsed.as_secs_f64(),
+        p(0.5),
+        p(0.99),
+    )
 }
 
 fn fastrand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// Single-row fsync'd commits per second through rusqlite (WAL, synchronous=FULL).
@@ -127,11 +150,13 @@ fn sqlite_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
     let conn = rusqlite::Connection::open(dir.join("ceiling.db")).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "FULL").unwrap();
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)", []).unwrap();
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)", [])
+        .unwrap();
     let t0 = Instant::now();
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() < secs {
-        conn.execute("INSERT INTO t (v) VALUES (?1)", [vec![0u8; 200]]).unwrap();
+        conn.execute("INSERT INTO t (v) VALUES (?1)", [vec![0u8; 200]])
+            .unwrap();
         n += 1;
     }
     n as f64 / t0.elapsed().as_secs_f64()
@@ -139,7 +164,11 @@ fn sqlite_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
 
 /// Append + fsync per second on a plain file.
 fn file_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("ceiling.log")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("ceiling.log"))
+        .unwrap();
     let line = [b'x'; 200];
     let t0 = Instant::now();
     let mut n = 0u64;
@@ -152,26 +181,67 @@ fn file_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
 }
 
 fn main() {
-    let chats: usize = std::env::var("SHOP_BENCH_CHATS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
-    let secs: f64 = std::env::var("SHOP_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
+    let chats: usize = std::env::var("SHOP_BENCH_CHATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let secs: f64 = std::env::var("SHOP_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2.0);
     let dir = tempfile::tempdir().expect("temp dir");
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let sqlite_raw = sqlite_ceiling(dir.path(), secs);
     let file_raw = file_ceiling(dir.path(), secs);
     let mut rows = Vec::new();
-    for variant in [Variant::Off, Variant::Memory, Variant::File, Variant::Sqlite] {
+    for variant in [
+        Variant::Off,
+        Variant::Memory,
+        Variant::File,
+        Variant::Sqlite,
+    ] {
         rt.block_on(run(variant, chats / 4, dir.path())); // warm-up
         let r = rt.block_on(run(variant, chats, dir.path()));
         rows.push((variant, r));
     }
-    println!("shop conversation, {chats} concurrent chats x {} messages, MockProvider", SCRIPT.len());
-    println!("raw ceiling of this disk: {sqlite_raw:>8.0} single-row fsync'd SQLite commits/s, {file_raw:>8.0} file append+fsync/s");
-    println!("{:<10} {:>12} {:>10} {:>10}", "durability", "messages/s", "p50", "p99");
+    println!(
+        "shop conversation, {chats} concurrent chats x {} messages, MockProvider",
+        SCRIPT.len()
+    );
+    println!(
+        "raw ceiling of this disk: {sqlite_raw:>8.0} single-row fsync'd SQLite commits/s, {file_raw:>8.0} file append+fsync/s"
+    );
+    println!(
+        "{:<10} {:>12} {:>10} {:>10}",
+        "durability", "messages/s", "p50", "p99"
+    );
     for (v, (rate, p50, p99)) in &rows {
-        println!("{:<10} {rate:>12.0} {:>10} {:>10}", format!("{v:?}").to_lowercase(), format!("{p50:.1?}"), format!("{p99:.1?}"));
+        println!(
+            "{:<10} {rate:>12.0} {:>10} {:>10}",
+            format!("{v:?}").to_lowercase(),
+            format!("{p50:.1?}"),
+            format!("{p99:.1?}")
+        );
     }
-    let rate = |v: Variant| rows.iter().find(|(x, _)| *x == v).map(|(_, r)| r.0).unwrap_or(0.0);
-    println!("memory durability: {:.0}% of the throughput without durability (goal: at least 75%)", rate(Variant::Memory) / rate(Variant::Off) * 100.0);
-    println!("sqlite durable: {:.2} messages per raw single-row commit (goal: at least 1.5, aim 3)", rate(Variant::Sqlite) / sqlite_raw);
-    println!("file durable: {:.2} messages per raw append+fsync", rate(Variant::File) / file_raw);
+    let rate = |v: Variant| {
+        rows.iter()
+            .find(|(x, _)| *x == v)
+            .map(|(_, r)| r.0)
+            .unwrap_or(0.0)
+    };
+    println!(
+        "memory durability: {:.0}% of the throughput without durability (goal: at least 75%)",
+        rate(Variant::Memory) / rate(Variant::Off) * 100.0
+    );
+    println!(
+        "sqlite durable: {:.2} messages per raw single-row commit (goal: at least 1.5, aim 3)",
+        rate(Variant::Sqlite) / sqlite_raw
+    );
+    println!(
+        "file durable: {:.2} messages per raw append+fsync",
+        rate(Variant::File) / file_raw
+    );
 }

@@ -407,7 +407,6 @@ impl Shared {
             _ => {}
         }
     }
-
 }
 
 impl Default for JsonlProvider {

@@ -56,7 +56,7 @@ pub mod prelude {
     pub use crate::error::{BotError, HandlerError, HandlerResult};
     pub use crate::events::BotEvent;
     pub use crate::flow::{Answer, FlowCx, FlowResult, Interrupt};
-    pub use botmesh_macros::{flow, persistent};
     pub use crate::message::{Button, ChatId, Message, Outgoing, OutgoingContent, UserId};
     pub use crate::provider::{Provider, ProviderEvent};
+    pub use botmesh_macros::{flow, persistent};
 }

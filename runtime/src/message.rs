@@ -553,8 +553,16 @@ mod tests {
     fn every_content_kind_round_trips_through_json() {
         let contents = vec![
             Content::Text("hi".into()),
-            Content::Contacts(vec![ContactCard { name: "Ann".into(), phones: vec!["1".into()] }]),
-            Content::Location(Location { latitude: 1.5, longitude: 2.0, name: None, address: None }),
+            Content::Contacts(vec![ContactCard {
+                name: "Ann".into(),
+                phones: vec!["1".into()],
+            }]),
+            Content::Location(Location {
+                latitude: 1.5,
+                longitude: 2.0,
+                name: None,
+                address: None,
+            }),
             Content::Other(serde_json::json!({"x": 1})),
         ];
         for c in contents {
@@ -563,17 +571,26 @@ mod tests {
         }
         let out = vec![
             OutgoingContent::from("hi"),
-            OutgoingContent::Contacts(vec![ContactCard { name: "Ann".into(), phones: vec![] }]),
+            OutgoingContent::Contacts(vec![ContactCard {
+                name: "Ann".into(),
+                phones: vec![],
+            }]),
             OutgoingContent::Media {
                 media_kind: MediaKind::Image,
-                source: MediaSource::Bytes { data: vec![1, 2, 3], file_name: None },
+                source: MediaSource::Bytes {
+                    data: vec![1, 2, 3],
+                    file_name: None,
+                },
                 caption: None,
                 mime: None,
             },
         ];
         for c in out {
             let v = serde_json::to_value(&c).expect("encodes");
-            assert_eq!(serde_json::from_value::<OutgoingContent>(v).expect("decodes"), c);
+            assert_eq!(
+                serde_json::from_value::<OutgoingContent>(v).expect("decodes"),
+                c
+            );
         }
     }
 }

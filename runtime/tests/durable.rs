@@ -2,6 +2,8 @@
 //! table that the runtime applies, the outbox rules, retries, deferral, the DLQ, parts, fencing
 //! across two bots, fail-closed and fail-open, `inbox.max_age`, media refs and bad records.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,9 +47,11 @@ fn harness_with(
     mock: MockProvider,
     f: impl FnOnce(BotBuilder) -> BotBuilder,
 ) -> Harness {
-    let bot = f(Bot::builder(mock.clone())
-        .store(store)
-        .durability(DurabilityOptions::shared(kv).config(config).instance_id("test-1")))
+    let bot = f(Bot::builder(mock.clone()).store(store).durability(
+        DurabilityOptions::shared(kv)
+            .config(config)
+            .instance_id("test-1"),
+    ))
     .build()
     .expect("valid durability config");
     let events = Arc::new(Mutex::new(Vec::new()));
@@ -108,7 +112,10 @@ async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
     h2.bot.start().await.unwrap();
     assert_eq!(h2.mock.say("a", "m1", "hi").await, Ok(Accepted::Duplicate));
     settle(&h2.bot).await;
-    assert!(h2.mock.sent().is_empty(), "the redelivered message is not processed again");
+    assert!(
+        h2.mock.sent().is_empty(),
+        "the redelivered message is not processed again"
+    );
     assert_eq!(h.mock.texts("a"), ["one", "two"]);
     let m = h2.bot.durability().unwrap().metrics();
     assert_eq!(m.inbound_duplicates, 1);
@@ -127,7 +134,10 @@ async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
     let mut keys: Vec<_> = sent.iter().map(|r| r.key.clone()).collect();
     keys.sort();
     assert_eq!(keys, ["a/m1:1", "a/m1:2"]);
-    assert!(h.mock.keys_seen().is_empty(), "the key never reaches the provider");
+    assert!(
+        h.mock.keys_seen().is_empty(),
+        "the key never reaches the provider"
+    );
     // An operator replays the inbound: its handler runs again, every reply is answered
     // from the outbox.
     let inbound = d.inbox().list(InboxState::Done, 10).await.unwrap();
@@ -145,7 +155,10 @@ async fn retryable_failures_are_retried_with_backoff() {
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
     for _ in 0..2 {
-        h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "reset".into() });
+        h.mock.fail_next_send(ProviderError::Network {
+            provider: "mock".into(),
+            message: "reset".into(),
+        });
     }
     h.mock.say("a", "m1", "hi").await.unwrap();
     settle(&h.bot).await;
@@ -168,7 +181,8 @@ async fn a_rate_limit_waits_at_least_its_retry_after() {
         }
     });
     h.bot.start().await.unwrap();
-    h.mock.rate_limit_next_send(Some(Duration::from_millis(300)));
+    h.mock
+        .rate_limit_next_send(Some(Duration::from_millis(300)));
     h.mock.say("a", "m1", "hi").await.unwrap();
     h.bot.idle().await;
     assert_eq!(h.mock.texts("a"), ["after the wait"]);
@@ -191,11 +205,31 @@ async fn final_errors_go_straight_to_the_dead_letter_queue() {
     });
     h.bot.start().await.unwrap();
     for err in [
-        ProviderError::UnsupportedContent { provider: "mock".into(), what: "sticker".into() },
-        ProviderError::PayloadTooLarge { provider: "mock".into(), size: 10, limit: 5 },
-        ProviderError::OutsideSessionWindow { provider: "mock".into(), chat: "a".into() },
-        ProviderError::RecipientUnreachable { provider: "mock".into(), chat: "a".into(), reason: "gone".into() },
-        ProviderError::Api { provider: "mock".into(), status: Some(400), code: None, message: "bad".into(), retryable: false },
+        ProviderError::UnsupportedContent {
+            provider: "mock".into(),
+            what: "sticker".into(),
+        },
+        ProviderError::PayloadTooLarge {
+            provider: "mock".into(),
+            size: 10,
+            limit: 5,
+        },
+        ProviderError::OutsideSessionWindow {
+            provider: "mock".into(),
+            chat: "a".into(),
+        },
+        ProviderError::RecipientUnreachable {
+            provider: "mock".into(),
+            chat: "a".into(),
+            reason: "gone".into(),
+        },
+        ProviderError::Api {
+            provider: "mock".into(),
+            status: Some(400),
+            code: None,
+            message: "bad".into(),
+            retryable: false,
+        },
     ] {
         h.mock.fail_next_send(err);
     }
@@ -205,9 +239,16 @@ async fn final_errors_go_straight_to_the_dead_letter_queue() {
     settle(&h.bot).await;
     assert!(h.mock.sent().is_empty());
     let d = h.bot.durability().unwrap();
-    assert_eq!(d.outbox().list(OutboxState::Dead, 10).await.unwrap().len(), 5);
+    assert_eq!(
+        d.outbox().list(OutboxState::Dead, 10).await.unwrap().len(),
+        5
+    );
     assert_eq!(d.metrics().outbox_dead, 5);
-    assert_eq!(d.metrics().outbox_retried, 0, "final errors are never retried");
+    assert_eq!(
+        d.metrics().outbox_retried,
+        0,
+        "final errors are never retried"
+    );
     assert_eq!(h.durability_events("dead"), 5);
     assert!(results.lock().unwrap().iter().all(|r| r.is_err()));
     // An operator retries one: it goes out.
@@ -233,7 +274,10 @@ async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
         }
     });
     h.bot.start().await.unwrap();
-    h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "down".into() });
+    h.mock.fail_next_send(ProviderError::Network {
+        provider: "mock".into(),
+        message: "down".into(),
+    });
     h.mock.say("a", "m1", "hi").await.unwrap();
     h.bot.idle().await;
     match outcome.lock().unwrap().take() {
@@ -257,17 +301,33 @@ async fn enqueue_with_an_explicit_key_sends_once() {
         }
     });
     h.bot.start().await.unwrap();
-    let first = h.bot.enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
-    let second = h.bot.enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
+    let first = h
+        .bot
+        .enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
+        .await
+        .unwrap();
+    let second = h
+        .bot
+        .enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
+        .await
+        .unwrap();
     assert!(!first.deduped && second.deduped);
     assert_eq!(h.mock.wait_for_sends(1, Duration::from_secs(2)).await, 1);
     settle(&h.bot).await;
     assert_eq!(h.mock.texts("a"), ["Tomorrow at 9"]);
-    assert_eq!(after.load(Ordering::SeqCst), 1, "after hooks run once the sweeper delivered");
+    assert_eq!(
+        after.load(Ordering::SeqCst),
+        1,
+        "after hooks run once the sweeper delivered"
+    );
     let ledger = h.bot.store().ledger("a", 5).await.unwrap();
     assert_eq!(ledger.len(), 1);
     // bot.send with the same explicit key is answered from the outbox.
-    let again = h.bot.send("a", Outgoing::from("Tomorrow at 9").key("reminder:1")).await.unwrap();
+    let again = h
+        .bot
+        .send("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
+        .await
+        .unwrap();
     assert!(again.deduped);
     assert_eq!(h.mock.sent().len(), 1);
 }
@@ -275,22 +335,36 @@ async fn enqueue_with_an_explicit_key_sends_once() {
 #[tokio::test]
 async fn enqueue_without_durability_is_refused() {
     let bot = Bot::builder(MockProvider::new()).build().unwrap();
-    assert!(matches!(bot.enqueue("a", "x").await, Err(BotError::Config { .. })));
+    assert!(matches!(
+        bot.enqueue("a", "x").await,
+        Err(BotError::Config { .. })
+    ));
 }
 
 #[tokio::test]
 async fn two_bots_sharing_a_backend_each_send_their_own_explicit_key() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mk = |bot_id: &'static str| {
-        harness_with(kv.clone(), MemoryStore::new(), fast_config(), MockProvider::new(), |b| {
-            b.bot_id(bot_id)
-        })
+        harness_with(
+            kv.clone(),
+            MemoryStore::new(),
+            fast_config(),
+            MockProvider::new(),
+            |b| b.bot_id(bot_id),
+        )
     };
     let (a, b) = (mk("clinic"), mk("shop"));
     a.bot.start().await.unwrap();
     b.bot.start().await.unwrap();
-    a.bot.send("x", Outgoing::from("from clinic").key("reminder:1")).await.unwrap();
-    let r = b.bot.send("x", Outgoing::from("from shop").key("reminder:1")).await.unwrap();
+    a.bot
+        .send("x", Outgoing::from("from clinic").key("reminder:1"))
+        .await
+        .unwrap();
+    let r = b
+        .bot
+        .send("x", Outgoing::from("from shop").key("reminder:1"))
+        .await
+        .unwrap();
     assert!(!r.deduped, "explicit keys are per bot");
     assert_eq!(a.mock.texts("x"), ["from clinic"]);
     assert_eq!(b.mock.texts("x"), ["from shop"]);
@@ -298,7 +372,10 @@ async fn two_bots_sharing_a_backend_each_send_their_own_explicit_key() {
 
 #[tokio::test]
 async fn long_texts_become_parts_delivered_in_order() {
-    let caps = Capabilities { text_limit: 10, ..Capabilities::default() };
+    let caps = Capabilities {
+        text_limit: 10,
+        ..Capabilities::default()
+    };
     let h = harness_with(
         Arc::new(MemoryKv::new()),
         MemoryStore::new(),
@@ -311,13 +388,22 @@ async fn long_texts_become_parts_delivered_in_order() {
         Ok(())
     });
     h.bot.start().await.unwrap();
-    h.mock.fail_next_send(ProviderError::Network { provider: "mock".into(), message: "x".into() });
+    h.mock.fail_next_send(ProviderError::Network {
+        provider: "mock".into(),
+        message: "x".into(),
+    });
     h.mock.say("a", "m1", "hi").await.unwrap();
     settle(&h.bot).await;
     assert_eq!(h.mock.texts("a"), ["aaaa bbbb ", "cccc dddd ", "eeee"]);
     let d = h.bot.durability().unwrap();
-    let mut keys: Vec<_> =
-        d.outbox().list(OutboxState::Sent, 10).await.unwrap().into_iter().map(|r| r.key).collect();
+    let mut keys: Vec<_> = d
+        .outbox()
+        .list(OutboxState::Sent, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
     keys.sort();
     assert_eq!(keys, ["a/m1:1", "a/m1:1#2", "a/m1:1#3"]);
 }
@@ -332,7 +418,10 @@ struct FlakyKv {
 impl FlakyKv {
     fn check(&self) -> Result<(), KvError> {
         if self.down.load(Ordering::SeqCst) {
-            return Err(KvError::Unavailable { operation: "test", source: "backend down for the test".into() });
+            return Err(KvError::Unavailable {
+                operation: "test",
+                source: "backend down for the test".into(),
+            });
         }
         Ok(())
     }
@@ -344,7 +433,13 @@ impl DurableKv for FlakyKv {
         self.check()?;
         self.inner.get(scope, key).await
     }
-    async fn cas(&self, scope: &Scope, key: &str, expected: Option<u64>, entry: Entry) -> Result<CasOutcome, KvError> {
+    async fn cas(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
         self.check()?;
         self.inner.cas(scope, key, expected, entry).await
     }
@@ -371,25 +466,41 @@ impl DurableKv for FlakyKv {
 
 #[tokio::test]
 async fn fail_closed_refuses_and_a_redelivery_is_processed() {
-    let flaky = FlakyKv { inner: MemoryKv::new(), down: Arc::default() };
+    let flaky = FlakyKv {
+        inner: MemoryKv::new(),
+        down: Arc::default(),
+    };
     let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), fast_config());
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
     flaky.down.store(true, Ordering::SeqCst);
     let r = h.mock.say("a", "m1", "hi").await;
-    assert!(matches!(r, Err(Rejected::JournalUnavailable { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(Rejected::JournalUnavailable { .. })),
+        "{r:?}"
+    );
     settle(&h.bot).await;
-    assert!(h.mock.sent().is_empty(), "not dispatched without the journal");
+    assert!(
+        h.mock.sent().is_empty(),
+        "not dispatched without the journal"
+    );
     assert!(h.errors().iter().any(|e| e.contains("inbox.journal")));
     flaky.down.store(false, Ordering::SeqCst);
-    assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued), "the redelivery is processed");
+    assert_eq!(
+        h.mock.say("a", "m1", "hi").await,
+        Ok(Accepted::Queued),
+        "the redelivery is processed"
+    );
     settle(&h.bot).await;
     assert_eq!(h.mock.texts("a"), ["one", "two"]);
 }
 
 #[tokio::test]
 async fn fail_open_dispatches_without_the_journal() {
-    let flaky = FlakyKv { inner: MemoryKv::new(), down: Arc::default() };
+    let flaky = FlakyKv {
+        inner: MemoryKv::new(),
+        down: Arc::default(),
+    };
     let mut config = fast_config();
     config.fail_open = true;
     let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), config);
@@ -440,30 +551,46 @@ async fn max_age_skips_or_marks_stale_messages() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
-        .durability(DurabilityOptions::shared(kv.clone()).config(fast_config()).max_age(Duration::from_secs(3600), StalePolicy::Skip))
+        .durability(
+            DurabilityOptions::shared(kv.clone())
+                .config(fast_config())
+                .max_age(Duration::from_secs(3600), StalePolicy::Skip),
+        )
         .build()
         .unwrap();
     bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" }).await?;
+        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" })
+            .await?;
         Ok(())
     });
     bot.start().await.unwrap();
-    mock.deliver(old_message("old", Duration::from_secs(86_400))).await.unwrap();
-    mock.deliver(old_message("new", Duration::from_secs(5))).await.unwrap();
+    mock.deliver(old_message("old", Duration::from_secs(86_400)))
+        .await
+        .unwrap();
+    mock.deliver(old_message("new", Duration::from_secs(5)))
+        .await
+        .unwrap();
     settle(&bot).await;
     assert_eq!(mock.texts("a"), ["fresh"]);
 
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
-        .durability(DurabilityOptions::memory().config(fast_config()).max_age(Duration::from_secs(3600), StalePolicy::MarkStale))
+        .durability(
+            DurabilityOptions::memory()
+                .config(fast_config())
+                .max_age(Duration::from_secs(3600), StalePolicy::MarkStale),
+        )
         .build()
         .unwrap();
     bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" }).await?;
+        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" })
+            .await?;
         Ok(())
     });
     bot.start().await.unwrap();
-    mock.deliver(old_message("old", Duration::from_secs(86_400))).await.unwrap();
+    mock.deliver(old_message("old", Duration::from_secs(86_400)))
+        .await
+        .unwrap();
     settle(&bot).await;
     assert_eq!(mock.texts("a"), ["stale"]);
 }
@@ -483,7 +610,10 @@ fn media_message(id: &str) -> ProviderEvent {
     let mut m = Message::text(id, "a", "");
     m.content = Content::Media(InboundMedia {
         kind: MediaKind::Image,
-        media_ref: MediaRef { provider: "mock".into(), token: "file-123".into() },
+        media_ref: MediaRef {
+            provider: "mock".into(),
+            token: "file-123".into(),
+        },
         mime: Some("image/png".into()),
         caption: None,
         file_name: None,
@@ -498,20 +628,28 @@ async fn media_refs_are_journaled_and_rehydrated_on_replay() {
     let h = harness(kv, MemoryStore::new(), fast_config());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    h.bot.when(botmesh::matcher::media(MediaKind::Image), move |ctx: Ctx| {
-        let s = s.clone();
-        async move {
-            let r = ctx.load_media(true).await;
-            s.lock().unwrap().push((ctx.is_replay(), r.map_err(|e| e.to_string())));
-            Ok(())
-        }
-    });
+    h.bot.when(
+        botmesh::matcher::media(MediaKind::Image),
+        move |ctx: Ctx| {
+            let s = s.clone();
+            async move {
+                let r = ctx.load_media(true).await;
+                s.lock()
+                    .unwrap()
+                    .push((ctx.is_replay(), r.map_err(|e| e.to_string())));
+                Ok(())
+            }
+        },
+    );
     h.bot.start().await.unwrap();
     h.mock.deliver(media_message("m1")).await.unwrap();
     settle(&h.bot).await;
     let d = h.bot.durability().unwrap();
     let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
-    let stored = done[0].media_ref.clone().expect("the media ref is journaled");
+    let stored = done[0]
+        .media_ref
+        .clone()
+        .expect("the media ref is journaled");
     assert_eq!(stored.provider, "mock");
     assert_eq!(stored.data, serde_json::json!("file-123"));
     d.replay_inbound(&done[0].id).await.unwrap();
@@ -521,7 +659,13 @@ async fn media_refs_are_journaled_and_rehydrated_on_replay() {
     // MockProvider cannot download: both fail the same way, with the provider's error, not
     // MediaUnavailable: the replayed reference was rebuilt.
     assert!(!seen[0].0 && seen[1].0);
-    assert!(seen[1].1.as_ref().unwrap_err().contains("download_media is not supported"));
+    assert!(
+        seen[1]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .contains("download_media is not supported")
+    );
 }
 
 #[tokio::test]
@@ -529,8 +673,18 @@ async fn media_unavailable_reasons_on_replay() {
     use botmesh::durability::media_refs::StoredMediaRef;
     let cases = [
         (None, MediaUnavailableReason::NotDurable),
-        (Some(StoredMediaRef::new("telegram", 1, serde_json::json!("x"))), MediaUnavailableReason::ProviderMismatch),
-        (Some(StoredMediaRef::new("mock", 99, serde_json::json!({"bad": true}))), MediaUnavailableReason::RehydrateFailed),
+        (
+            Some(StoredMediaRef::new("telegram", 1, serde_json::json!("x"))),
+            MediaUnavailableReason::ProviderMismatch,
+        ),
+        (
+            Some(StoredMediaRef::new(
+                "mock",
+                99,
+                serde_json::json!({"bad": true}),
+            )),
+            MediaUnavailableReason::RehydrateFailed,
+        ),
     ];
     for (i, (stored, expected)) in cases.into_iter().enumerate() {
         let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
@@ -567,10 +721,21 @@ async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
     let d = h.bot.durability().unwrap();
-    d.inbox().journal(NewInbound::new("a", "junk", serde_json::json!({"not": "an event"}))).await.unwrap();
+    d.inbox()
+        .journal(NewInbound::new(
+            "a",
+            "junk",
+            serde_json::json!({"not": "an event"}),
+        ))
+        .await
+        .unwrap();
     settle(&h.bot).await;
     assert_eq!(d.inbox().list(InboxState::Dead, 10).await.unwrap().len(), 1);
-    assert!(h.errors().iter().any(|e| e.contains("does not decode")), "{:?}", h.errors());
+    assert!(
+        h.errors().iter().any(|e| e.contains("does not decode")),
+        "{:?}",
+        h.errors()
+    );
     assert_eq!(h.durability_events("dead"), 1);
     // The sweeper goes on.
     h.mock.say("a", "m1", "hi").await.unwrap();
@@ -596,5 +761,8 @@ async fn on_ambiguous_resend_is_configurable() {
     config.outbox.on_ambiguous = OnAmbiguous::Resend;
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), config);
     h.bot.start().await.unwrap();
-    assert_eq!(h.bot.durability().unwrap().config().outbox.on_ambiguous, OnAmbiguous::Resend);
+    assert_eq!(
+        h.bot.durability().unwrap().config().outbox.on_ambiguous,
+        OnAmbiguous::Resend
+    );
 }

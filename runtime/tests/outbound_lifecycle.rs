@@ -2,6 +2,8 @@
 //! concurrency, broadcast concurrency, pacing, presence while not ready, the rate-limit
 //! retry, parts, stream previews, the interaction ack, rollback and drain.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint};
+use botmesh::durability::{
+    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
+};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
@@ -48,7 +50,11 @@ async fn settle(bot: &Bot) {
 
 /// One crash run: bot A dies as armed by `arm`, bot B recovers; `messages` are sent to A and
 /// redelivered to B when A did not acknowledge them.
-async fn run(policy: OnAmbiguous, messages: &[&str], arm: impl FnOnce(&botmesh::testing::Crashable<MemoryKv>)) -> Run {
+async fn run(
+    policy: OnAmbiguous,
+    messages: &[&str],
+    arm: impl FnOnce(&botmesh::testing::Crashable<MemoryKv>),
+) -> Run {
     let shared = Arc::new(MemoryKv::new());
     let switch = crashable(shared.clone());
     arm(&switch);
@@ -57,7 +63,11 @@ async fn run(policy: OnAmbiguous, messages: &[&str], arm: impl FnOnce(&botmesh::
     let mock_a = MockProvider::new();
     let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
         .store(store.clone())
-        .durability(DurabilityOptions::backend(switch.clone()).config(config(policy)).instance_id("i1"))
+        .durability(
+            DurabilityOptions::backend(switch.clone())
+                .config(config(policy))
+                .instance_id("i1"),
+        )
         .build()
         .unwrap();
     handler(&bot_a);
@@ -74,7 +84,11 @@ async fn run(policy: OnAmbiguous, messages: &[&str], arm: impl FnOnce(&botmesh::
     let mock_b = MockProvider::new();
     let bot_b = Bot::builder(mock_b.clone())
         .store(store.clone())
-        .durability(DurabilityOptions::shared(shared).config(config(policy)).instance_id("i1"))
+        .durability(
+            DurabilityOptions::shared(shared)
+                .config(config(policy))
+                .instance_id("i1"),
+        )
         .build()
         .unwrap();
     handler(&bot_b);
@@ -94,7 +108,10 @@ async fn run(policy: OnAmbiguous, messages: &[&str], arm: impl FnOnce(&botmesh::
     bot_b.stop().await.unwrap();
     let mut delivered = mock_a.texts("chat");
     delivered.extend(mock_b.texts("chat"));
-    Run { delivered, ambiguous }
+    Run {
+        delivered,
+        ambiguous,
+    }
 }
 
 fn count(v: &[String], s: &str) -> usize {
@@ -141,8 +158,15 @@ async fn every_crash_point_under_both_policies_meets_the_guarantee_table() {
                     r.ambiguous
                 );
                 assert_eq!(one, expected_one, "{outcome}: delivered {:?}", r.delivered);
-                assert_eq!(two, 1, "{outcome}: the second reply, after the crash, exactly once");
-                assert_eq!(r.ambiguous > 0, window, "{outcome}: durability:ambiguous fires in the window only");
+                assert_eq!(
+                    two, 1,
+                    "{outcome}: the second reply, after the crash, exactly once"
+                );
+                assert_eq!(
+                    r.ambiguous > 0,
+                    window,
+                    "{outcome}: durability:ambiguous fires in the window only"
+                );
                 table.push(outcome);
             }
         }
@@ -164,11 +188,17 @@ async fn seeded_random_crash_points() {
                     let text = format!("{m}:{which}");
                     let n = count(&r.delivered, &text);
                     match policy {
-                        OnAmbiguous::Skip => assert!(n <= 1, "seed {seed} skip: {text} sent {n} times"),
+                        OnAmbiguous::Skip => {
+                            assert!(n <= 1, "seed {seed} skip: {text} sent {n} times")
+                        }
                         _ => assert!(n >= 1, "seed {seed} resend: {text} lost"),
                     }
                     if r.ambiguous == 0 {
-                        assert_eq!(n, 1, "seed {seed} {policy:?}: {text} without ambiguity: {:?}", r.delivered);
+                        assert_eq!(
+                            n, 1,
+                            "seed {seed} {policy:?}: {text} without ambiguity: {:?}",
+                            r.delivered
+                        );
                     }
                 }
             }

@@ -39,8 +39,24 @@ struct Replica {
 fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &str) -> Replica {
     let db = dir.join(format!("{instance}.db"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args(["--db", db.to_str().unwrap(), "--backend", backend, "--url", url])
-        .args(["--bot-id", bot, "--instance", instance, "--lease-ms", "700", "--work-ms", "400"])
+        .args([
+            "--db",
+            db.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--url",
+            url,
+        ])
+        .args([
+            "--bot-id",
+            bot,
+            "--instance",
+            instance,
+            "--lease-ms",
+            "700",
+            "--work-ms",
+            "400",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -56,21 +72,33 @@ fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &
             }
         }
     });
-    Replica { child, lines, reader: Some(reader) }
+    Replica {
+        child,
+        lines,
+        reader: Some(reader),
+    }
 }
 
 impl Replica {
     fn feed(&mut self, ids: &[usize]) {
         let stdin = self.child.stdin.as_mut().unwrap();
         for i in ids {
-            let line = format!("{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n", i % 3);
+            let line = format!(
+                "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
+                i % 3
+            );
             stdin.write_all(line.as_bytes()).unwrap();
         }
         stdin.flush().unwrap();
     }
 
     fn count(&self, t: &str) -> usize {
-        self.lines.lock().unwrap().iter().filter(|v| v["type"] == t).count()
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|v| v["type"] == t)
+            .count()
     }
 
     fn finish(mut self) -> Vec<Value> {
@@ -119,7 +147,11 @@ fn run(backend: &str, url: &str) {
         .collect();
     // The others claim A's records once the leases (700 ms) expired; give them time to replay.
     let mut b = b;
-    let unacked: Vec<usize> = all.iter().copied().filter(|i| !acked.contains(&format!("m{i}"))).collect();
+    let unacked: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|i| !acked.contains(&format!("m{i}")))
+        .collect();
     b.feed(&unacked);
     std::thread::sleep(Duration::from_millis(4000));
     let (lines_b, lines_c) = (b.finish(), c.finish());
@@ -143,7 +175,10 @@ fn run(backend: &str, url: &str) {
             }
         }
     }
-    assert!(replayed_elsewhere > 0, "{backend}: the other replicas took over A's work");
+    assert!(
+        replayed_elsewhere > 0,
+        "{backend}: the other replicas took over A's work"
+    );
     for i in 0..n {
         for part in ["one", "two"] {
             let text = format!("t{i}:{part}");

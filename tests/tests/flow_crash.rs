@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint};
+use botmesh::durability::{
+    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
+};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
@@ -30,7 +32,8 @@ async fn order_alone(cx: &mut FlowCx) -> FlowResult {
             "receipt-1".to_owned()
         })
         .await?;
-    cx.send(format!("Ordered {qty} x {item} ({receipt})")).await?;
+    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
+        .await?;
     Ok(())
 }
 
@@ -46,7 +49,8 @@ async fn order(cx: &mut FlowCx) -> FlowResult {
             "receipt-1".to_owned()
         })
         .await?;
-    cx.send(format!("Ordered {qty} x {item} ({receipt})")).await?;
+    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
+        .await?;
     Ok(())
 }
 
@@ -67,7 +71,11 @@ async fn settle(bot: &Bot) {
 }
 
 const SCRIPT: [(&str, &str); 3] = [("m1", "/order"), ("m2", "pears"), ("m3", "2")];
-const EXPECTED: [&str; 3] = ["What would you like?", "How many?", "Ordered 2 x pears (receipt-1)"];
+const EXPECTED: [&str; 3] = [
+    "What would you like?",
+    "How many?",
+    "Ordered 2 x pears (receipt-1)",
+];
 
 /// Bot A takes the conversation until it crashes at `point` (`occurrence`-th passage); bot B
 /// (same instance id, backend and store) recovers; the channel redelivers what A did not
@@ -85,7 +93,11 @@ async fn run(
     let mock_a = MockProvider::new();
     let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
         .store(store.clone())
-        .durability(DurabilityOptions::backend(switch.clone()).config(config()).instance_id("i1"))
+        .durability(
+            DurabilityOptions::backend(switch.clone())
+                .config(config())
+                .instance_id("i1"),
+        )
         .build()
         .unwrap();
     register(&bot_a);
@@ -109,7 +121,11 @@ async fn run(
     let mock_b = MockProvider::new();
     let bot_b = Bot::builder(mock_b.clone())
         .store(store.clone())
-        .durability(DurabilityOptions::shared(shared).config(config()).instance_id("i1"))
+        .durability(
+            DurabilityOptions::shared(shared)
+                .config(config())
+                .instance_id("i1"),
+        )
         .build()
         .unwrap();
     register(&bot_b);
@@ -174,6 +190,14 @@ async fn an_effect_cut_by_a_crash_runs_once() {
         b.flow(order_alone);
     })
     .await;
-    assert_eq!(CHARGES_ALONE.load(Ordering::SeqCst), 1, "the card was charged once in total");
-    assert_eq!(sent.iter().filter(|s| s.starts_with("Ordered")).count(), 1, "{sent:?}");
+    assert_eq!(
+        CHARGES_ALONE.load(Ordering::SeqCst),
+        1,
+        "the card was charged once in total"
+    );
+    assert_eq!(
+        sent.iter().filter(|s| s.starts_with("Ordered")).count(),
+        1,
+        "{sent:?}"
+    );
 }

@@ -28,7 +28,14 @@ fn spawn(db: &Path, backend: &str) -> Running {
         .open(db.with_extension("log"))
         .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args(["--db", db.to_str().unwrap(), "--backend", backend, "--work-ms", "15"])
+        .args([
+            "--db",
+            db.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--work-ms",
+            "15",
+        ])
         .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -46,13 +53,20 @@ fn spawn(db: &Path, backend: &str) -> Running {
             }
         }
     });
-    Running { child, lines, reader }
+    Running {
+        child,
+        lines,
+        reader,
+    }
 }
 
 fn feed(r: &mut Running, ids: &[usize]) {
     let stdin = r.child.stdin.as_mut().unwrap();
     for i in ids {
-        let line = format!("{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n", i % 3);
+        let line = format!(
+            "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
+            i % 3
+        );
         stdin.write_all(line.as_bytes()).unwrap();
     }
     stdin.flush().unwrap();
@@ -77,18 +91,26 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
     first.child.wait().unwrap();
     first.reader.join().unwrap();
     let lines1 = first.lines.lock().unwrap().clone();
-    let acked: HashSet<String> =
-        of_type(&lines1, "ack").filter_map(|v| v["id"].as_str().map(str::to_owned)).collect();
+    let acked: HashSet<String> = of_type(&lines1, "ack")
+        .filter_map(|v| v["id"].as_str().map(str::to_owned))
+        .collect();
 
     // Second run on the same file: the channel redelivers what was not acknowledged.
     let mut second = spawn(&db, backend);
-    let again: Vec<usize> = all.iter().copied().filter(|i| !acked.contains(&format!("m{i}"))).collect();
+    let again: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|i| !acked.contains(&format!("m{i}")))
+        .collect();
     feed(&mut second, &again);
     drop(second.child.stdin.take()); // end of input: the bot drains and exits
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = second.child.try_wait().unwrap() {
-            assert!(status.success(), "{backend} seed {seed}: the restarted bot exits cleanly");
+            assert!(
+                status.success(),
+                "{backend} seed {seed}: the restarted bot exits cleanly"
+            );
             break;
         }
         if Instant::now() >= deadline {
@@ -128,12 +150,24 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
                 let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
                 let id = format!("m{i}");
                 let related: Vec<&str> = log.lines().filter(|l| l.contains(&id)).collect();
-                format!("log lines about {id}:\n{}\nsends: {sends:?}", related.join("\n"))
+                format!(
+                    "log lines about {id}:\n{}\nsends: {sends:?}",
+                    related.join("\n")
+                )
             };
             if ambiguous.contains(&text) {
-                assert!(count <= 1, "{backend} seed {seed}: ambiguous {text} duplicated under skip\n{}", explain());
+                assert!(
+                    count <= 1,
+                    "{backend} seed {seed}: ambiguous {text} duplicated under skip\n{}",
+                    explain()
+                );
             } else {
-                assert_eq!(count, 1, "{backend} seed {seed}: {text} delivered {count} times; acked {acked:?}\n{}", explain());
+                assert_eq!(
+                    count,
+                    1,
+                    "{backend} seed {seed}: {text} delivered {count} times; acked {acked:?}\n{}",
+                    explain()
+                );
             }
         }
     }
@@ -145,7 +179,9 @@ fn sigkill_mid_work_then_restart_delivers_every_reply_once() {
     for backend in ["sqlite", "file"] {
         for seed in 0..4 {
             let (acked, ambiguous) = run_case(backend, seed);
-            println!("{backend:<6} seed {seed}: {acked:>2}/12 acknowledged before the kill, {ambiguous} ambiguous");
+            println!(
+                "{backend:<6} seed {seed}: {acked:>2}/12 acknowledged before the kill, {ambiguous} ambiguous"
+            );
         }
     }
 }

@@ -27,7 +27,10 @@ fn server_url(var: &str) -> Option<String> {
 }
 
 fn message(i: usize) -> String {
-    format!("{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n", i % 4)
+    format!(
+        "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
+        i % 4
+    )
 }
 
 /// Feeds `n` messages slowly, runs `fault` half-way, then redelivers what was not acknowledged
@@ -37,7 +40,16 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
     let bot = format!("faults-{backend}-{}", std::process::id());
     let db = dir.path().join("bot.db");
     let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args(["--db", db.to_str().unwrap(), "--backend", backend, "--url", url, "--bot-id", &bot])
+        .args([
+            "--db",
+            db.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--url",
+            url,
+            "--bot-id",
+            &bot,
+        ])
         .args(["--work-ms", "5"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -87,11 +99,16 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let missing: Vec<usize> = (0..n).filter(|i| !acked().contains(&format!("m{i}"))).collect();
+        let missing: Vec<usize> = (0..n)
+            .filter(|i| !acked().contains(&format!("m{i}")))
+            .collect();
         if missing.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "{backend}: {missing:?} never accepted after the fault");
+        assert!(
+            Instant::now() < deadline,
+            "{backend}: {missing:?} never accepted after the fault"
+        );
         let stdin = child.stdin.as_mut().unwrap();
         for i in missing {
             stdin.write_all(message(i).as_bytes()).unwrap();
@@ -113,7 +130,10 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
         .filter_map(|v| v["text"].as_str().map(str::to_owned))
         .collect();
     let mut ambiguous = HashSet::new();
-    for v in lines.iter().filter(|v| v["type"] == "event" && v["name"] == "durability:ambiguous") {
+    for v in lines
+        .iter()
+        .filter(|v| v["type"] == "event" && v["name"] == "durability:ambiguous")
+    {
         let key = v["detail"]["key"].as_str().unwrap_or_default();
         let (msg, k) = key.rsplit_once(':').unwrap_or_default();
         let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
@@ -131,12 +151,17 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
             }
         }
     }
-    println!("{backend}: {nacks} deliveries refused during the fault and redelivered; {} ambiguous", ambiguous.len());
+    println!(
+        "{backend}: {nacks} deliveries refused during the fault and redelivered; {} ambiguous",
+        ambiguous.len()
+    );
 }
 
 #[test]
 fn postgres_restarted_mid_run() {
-    let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") else { return };
+    let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") else {
+        return;
+    };
     run("postgres", &url, || {
         let command = std::env::var("BOTMESH_TEST_POSTGRES_RESTART").unwrap_or_else(|_| {
             "pg_ctlcluster --skip-systemctl-redirect \"$(ls /etc/postgresql | sort -V | tail -n 1)\" main restart".to_owned()
@@ -148,8 +173,13 @@ fn postgres_restarted_mid_run() {
 
 #[test]
 fn redis_connections_killed_mid_run() {
-    let Some(url) = server_url("BOTMESH_TEST_REDIS_URL") else { return };
-    let host_port = url.trim_start_matches("redis://").trim_end_matches('/').to_owned();
+    let Some(url) = server_url("BOTMESH_TEST_REDIS_URL") else {
+        return;
+    };
+    let host_port = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
     let (host, port) = host_port.split_once(':').unwrap_or((&host_port, "6379"));
     let (host, port) = (host.to_owned(), port.to_owned());
     run("redis", &url, move || {

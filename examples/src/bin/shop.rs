@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use botmesh::durability::SqliteStore;
 use botmesh::durable::DurabilityOptions;
-use botmesh::provider::Provider;
 use botmesh::prelude::*;
+use botmesh::provider::Provider;
 use botmesh_examples::shop::{self, BOT_ID};
 use botmesh_providers::{ConsoleProvider, JsonlProvider};
 
@@ -168,7 +168,10 @@ async fn run(options: Options) -> Result<(), ShopError> {
     // sends a reply twice. The instance id is stable, so a restart reclaims its work at once.
     let durability = DurabilityOptions::backend(store.durability_kv()).instance_id(BOT_ID);
     let builder = |p: Arc<dyn Provider>| {
-        Bot::builder_arc(p).bot_id(BOT_ID).store(store.clone()).durability(durability.clone())
+        Bot::builder_arc(p)
+            .bot_id(BOT_ID)
+            .store(store.clone())
+            .durability(durability.clone())
     };
     if options.jsonl {
         let provider = JsonlProvider::new();

@@ -21,7 +21,7 @@ use crate::bot::queue::ChatQueues;
 use crate::bot::routes::Routes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
-use crate::durable::{Durable, DurabilityOptions, DurabilityStep};
+use crate::durable::{DurabilityOptions, DurabilityStep, Durable};
 use crate::error::BotError;
 use crate::events::EventOutlet;
 use crate::message::{ChatId, Message, UserId};

@@ -181,7 +181,9 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
             return Err(r);
         }
     };
-    let ProviderEvent::Message(m) = event else { return Ok(Accepted::Handled) };
+    let ProviderEvent::Message(m) = event else {
+        return Ok(Accepted::Handled);
+    };
     Ok(process_message(k, m, lease, CtxExtras::default()).await)
 }
 
@@ -197,12 +199,15 @@ async fn journal(
     event: &ProviderEvent,
     record_id: &str,
 ) -> Result<Option<InboxLease>, JournalOutcome> {
-    let Some(dur) = k.durable.as_ref() else { return Ok(None) };
+    let Some(dur) = k.durable.as_ref() else {
+        return Ok(None);
+    };
     match durable::inbound::journal(k, dur, event, record_id).await {
         Journaled::Claimed(lease) => Ok(Some(lease)),
         Journaled::Duplicate => Err(JournalOutcome::Duplicate),
         Journaled::Unavailable(reason) => {
-            k.events.error("durability:inbox.journal", Some(event.chat()), &reason);
+            k.events
+                .error("durability:inbox.journal", Some(event.chat()), &reason);
             if dur.d.config().fail_open {
                 tracing::warn!(id = %record_id, "journal unavailable: dispatching without it (fail_open)");
                 Ok(None)
@@ -248,11 +253,9 @@ pub(crate) async fn process_message(
         }
     }
     if m.is_group {
-        let is_command = crate::bot::context::parse_command(
-            m.text_content(),
-            &k.config.command_prefixes,
-        )
-        .is_some();
+        let is_command =
+            crate::bot::context::parse_command(m.text_content(), &k.config.command_prefixes)
+                .is_some();
         let admitted = match k.config.group_mode {
             GroupMode::All => true,
             GroupMode::MentionsOrCommands => m.mentions_bot || is_command,
@@ -312,7 +315,9 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, 
             return Err(r);
         }
     };
-    let ProviderEvent::Interaction(i) = event else { return Ok(Accepted::Handled) };
+    let ProviderEvent::Interaction(i) = event else {
+        return Ok(Accepted::Handled);
+    };
     Ok(process_interaction(k, i, lease, CtxExtras::default()).await)
 }
 
@@ -331,7 +336,8 @@ pub(crate) async fn process_interaction(
         Box::pin(async move {
             let work = async {
                 let ctx =
-                    make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras).await;
+                    make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras)
+                        .await;
                 crate::bot::interaction_ack::arm_deadline(&ctx);
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
@@ -348,7 +354,11 @@ pub(crate) async fn process_interaction(
 }
 
 /// The context factory: resolves the language and builds the `Ctx`.
-pub(crate) async fn make_ctx(k: &Arc<Kernel>, source: CtxSource, inbound_id: Option<String>) -> Ctx {
+pub(crate) async fn make_ctx(
+    k: &Arc<Kernel>,
+    source: CtxSource,
+    inbound_id: Option<String>,
+) -> Ctx {
     make_ctx_with(k, source, inbound_id, CtxExtras::default()).await
 }
 
@@ -381,5 +391,11 @@ pub(crate) async fn make_ctx_with(
         message,
         &k.config.default_lang,
     );
-    Ctx::new(Bot::from_kernel(k.clone()), source, inbound_id, lang, extras)
+    Ctx::new(
+        Bot::from_kernel(k.clone()),
+        source,
+        inbound_id,
+        lang,
+        extras,
+    )
 }

@@ -116,7 +116,13 @@ async fn run_after_send(k: &Kernel, info: SentInfo) {
 
 /// Sends one message through the whole outbound path.
 pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcome, BotError> {
-    let SendRequest { chat, mut outgoing, key: rule, paced, inline_rate_limit_retry } = req;
+    let SendRequest {
+        chat,
+        mut outgoing,
+        key: rule,
+        paced,
+        inline_rate_limit_retry,
+    } = req;
     let key = rule.key();
     outgoing.idempotency_key = None;
 
@@ -135,7 +141,8 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     let fingerprint = match &k.durable {
         Some(dur) => {
             let fp = crate::durable::outbound::fingerprint(&chat, &outgoing);
-            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, &fp).await? {
+            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, &fp).await?
+            {
                 Counters::inc(&k.counters.send_deduped);
                 return Ok(done);
             }
@@ -144,10 +151,19 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         None => None,
     };
 
-    let draft = SendDraft { chat: chat.clone(), outgoing, edit_of: None, preview: false };
+    let draft = SendDraft {
+        chat: chat.clone(),
+        outgoing,
+        edit_of: None,
+        preview: false,
+    };
     let Some(draft) = run_before_send(k, draft).await else {
         Counters::inc(&k.counters.send_skipped);
-        return Ok(SendOutcome { key: Some(key), skipped: true, ..SendOutcome::default() });
+        return Ok(SendOutcome {
+            key: Some(key),
+            skipped: true,
+            ..SendOutcome::default()
+        });
     };
     let SendDraft { chat, outgoing, .. } = draft;
 
@@ -159,7 +175,10 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     if parts.len() > 1 {
         Counters::inc(&k.counters.split_messages);
     }
-    let mut outcome = SendOutcome { key: Some(key.clone()), ..SendOutcome::default() };
+    let mut outcome = SendOutcome {
+        key: Some(key.clone()),
+        ..SendOutcome::default()
+    };
     for (i, part) in parts.iter().enumerate() {
         let part_key = part_key(&key, i);
         let result = if inline_rate_limit_retry {
@@ -215,7 +234,11 @@ pub(crate) async fn on_sent(
         },
     )
     .await;
-    k.events.emit(BotEvent::Sent { chat: chat.clone(), key: Some(part_key.to_owned()), message_id });
+    k.events.emit(BotEvent::Sent {
+        chat: chat.clone(),
+        key: Some(part_key.to_owned()),
+        message_id,
+    });
 }
 
 /// What follows a send that failed for good: metrics and the ledger.

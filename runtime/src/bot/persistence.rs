@@ -25,8 +25,11 @@ pub(crate) async fn record_inbound(k: &Kernel, m: &Message) -> Result<(), StoreE
         first_seen_ms: now,
         last_activity_ms: now,
     };
-    let contact =
-        ContactRecord { id: m.sender.0.clone(), name: m.sender_name.clone(), last_seen_ms: now };
+    let contact = ContactRecord {
+        id: m.sender.0.clone(),
+        name: m.sender_name.clone(),
+        last_seen_ms: now,
+    };
     let entry = LedgerEntry {
         chat: m.chat.0.clone(),
         message_id: Some(m.id.0.clone()),

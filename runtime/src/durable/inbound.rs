@@ -96,7 +96,11 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         let result = if journal_failed {
             dur.d
                 .inbox()
-                .fail(&lease, "the journal was unavailable while the handler ran", true)
+                .fail(
+                    &lease,
+                    "the journal was unavailable while the handler ran",
+                    true,
+                )
                 .await
                 .map(|_| ())
         } else {

@@ -194,10 +194,17 @@ impl Durable {
     /// recorded); aborts it if it does not within `grace`.
     async fn stop_sweeper(&self, grace: Duration) {
         let _ = self.stop_sweeper.send_replace(true);
-        let handle = self.sweeper.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handle = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(mut h) = handle {
             if tokio::time::timeout(grace, &mut h).await.is_err() {
-                tracing::warn!(?grace, "the durability sweeper did not stop in time: aborted");
+                tracing::warn!(
+                    ?grace,
+                    "the durability sweeper did not stop in time: aborted"
+                );
                 h.abort();
             }
         }
@@ -244,7 +251,10 @@ impl LifecycleStep for DurabilityStep {
             .unwrap_or_else(|e| e.into_inner())
             .push(forwarder);
         sweeper::recover(k, dur).await?;
-        let handle = tokio::spawn(sweeper::run(Arc::downgrade(k), dur.stop_sweeper.subscribe()));
+        let handle = tokio::spawn(sweeper::run(
+            Arc::downgrade(k),
+            dur.stop_sweeper.subscribe(),
+        ));
         *dur.sweeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(())
     }

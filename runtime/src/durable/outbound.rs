@@ -378,10 +378,8 @@ async fn attempt(
             }
         }
     };
-    let send = crate::provider::with_send_key(
-        Some(record.key.clone()),
-        k.provider.send(&chat, outgoing),
-    );
+    let send =
+        crate::provider::with_send_key(Some(record.key.clone()), k.provider.send(&chat, outgoing));
     let result = with_heartbeat(send, beats).await;
     match result {
         Ok(sent) => {

@@ -295,11 +295,18 @@ impl<'a> FlowSend<'a> {
 
 /// A flow's send: a send the durable outbox deferred (`SendDeferred`) counts as made, since the
 /// outbox now owns it and the sweeper delivers it in order; the step goes on.
-async fn send_in_flow(ctx: &Ctx, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
+async fn send_in_flow(
+    ctx: &Ctx,
+    outgoing: Outgoing,
+    key: KeyRule,
+) -> Result<SendOutcome, BotError> {
     match ctx.send_keyed(outgoing, key).await {
         Err(BotError::SendDeferred { key }) => {
             tracing::debug!(%key, chat = %ctx.chat(), "flow send deferred to the outbox sweeper");
-            Ok(SendOutcome { key: Some(key), ..SendOutcome::default() })
+            Ok(SendOutcome {
+                key: Some(key),
+                ..SendOutcome::default()
+            })
         }
         other => other,
     }

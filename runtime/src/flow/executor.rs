@@ -342,7 +342,12 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
         // the last checkpoint, so the replay of this message re-runs the step from it (its
         // sends already made are answered from the outbox).
         tracing::warn!(chat = %chat, "flow step cut by the journal: kept for the replay");
-        emit(&k, &chat, stack.top_name().unwrap_or(""), "interrupted:journal");
+        emit(
+            &k,
+            &chat,
+            stack.top_name().unwrap_or(""),
+            "interrupted:journal",
+        );
         return;
     }
     match ended {

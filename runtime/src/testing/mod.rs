@@ -13,6 +13,6 @@ pub use transcript::Transcript;
 #[cfg(feature = "testing")]
 mod crashable;
 #[cfg(feature = "testing")]
-pub use crashable::CrashableProvider;
-#[cfg(feature = "testing")]
 pub use botmesh_durability::testing::crash::{CRASH_POINTS, Crashable, crashable};
+#[cfg(feature = "testing")]
+pub use crashable::CrashableProvider;

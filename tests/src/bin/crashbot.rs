@@ -13,6 +13,8 @@
 //! the same id reclaims the killed process's leases at once; replicas with their own ids claim
 //! them once the leases (`--lease-ms`) expired.
 
+#![allow(clippy::print_stderr)] // usage errors of a command-line tool
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -96,20 +98,31 @@ async fn run(args: Args) -> Result<(), BotError> {
             DurabilityOptions::backend(file)
         }
         "postgres" => {
-            let url = args.url.as_deref().ok_or_else(|| BotError::config("--url", "required"))?;
+            let url = args
+                .url
+                .as_deref()
+                .ok_or_else(|| BotError::config("--url", "required"))?;
             let kv = botmesh::durability::PostgresKv::connect(url)
                 .await
                 .map_err(|e| BotError::config("--url", e.to_string()))?;
             DurabilityOptions::backend(kv)
         }
         "redis" => {
-            let url = args.url.as_deref().ok_or_else(|| BotError::config("--url", "required"))?;
+            let url = args
+                .url
+                .as_deref()
+                .ok_or_else(|| BotError::config("--url", "required"))?;
             let kv = botmesh::durability::RedisKv::open(url)
                 .await
                 .map_err(|e| BotError::config("--url", e.to_string()))?;
             DurabilityOptions::backend(kv)
         }
-        other => return Err(BotError::config("--backend", format!("unknown backend `{other}`"))),
+        other => {
+            return Err(BotError::config(
+                "--backend",
+                format!("unknown backend `{other}`"),
+            ));
+        }
     };
     let provider = JsonlProvider::stdio();
     let bot = Bot::builder(provider.clone())
@@ -135,7 +148,9 @@ async fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]");
+            eprintln!(
+                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]"
+            );
             return ExitCode::from(2);
         }
     };
