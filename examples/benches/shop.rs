@@ -6,6 +6,11 @@
 //! append+fsync per second on a plain file. Prints messages/s, p50/p99 latency (a message to
 //! the bot's answer), and the ratios the performance goals are stated in.
 //!
+//! With `BOTMESH_TEST_POSTGRES_URL` / `BOTMESH_TEST_REDIS_URL` set, the same workload also runs
+//! on `PostgresKv` + `PostgresStore` and `RedisKv` + `RedisStore`, beside the raw ceiling of the
+//! same server in the same run: single-row INSERT commits per second through tokio-postgres
+//! (one connection), and SET round trips per second through the redis crate (one connection).
+//!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` to
 //! change the load).
 
@@ -32,6 +37,8 @@ enum Variant {
     Memory,
     File,
     Sqlite,
+    Postgres,
+    Redis,
 }
 
 struct Replies {
@@ -69,6 +76,24 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
             builder = builder
                 .store(store.clone())
                 .durability(DurabilityOptions::backend(store.durability_kv()))
+        }
+        Variant::Postgres => {
+            use botmesh::durability::{PostgresConfig, PostgresKv, PostgresStore};
+            let url = std::env::var("BOTMESH_TEST_POSTGRES_URL").expect("postgres url");
+            let config = PostgresConfig::new()
+                .table_prefix(format!("bench{}_", fastrand_suffix() % 1_000_000))
+                .max_connections(32);
+            let kv = PostgresKv::connect_with(&url, config.clone()).await.expect("postgres kv");
+            let store = PostgresStore::connect_with(&url, config).await.expect("postgres store");
+            builder = builder.store(store).durability(DurabilityOptions::backend(kv))
+        }
+        Variant::Redis => {
+            use botmesh::durability::{RedisConfig, RedisKv, RedisStore};
+            let url = std::env::var("BOTMESH_TEST_REDIS_URL").expect("redis url");
+            let config = RedisConfig::new().prefix(format!("bench{}", fastrand_suffix() % 1_000_000));
+            let kv = RedisKv::open_with(&url, config.clone()).await.expect("redis kv");
+            let store = RedisStore::open_with(&url, config).await.expect("redis store");
+            builder = builder.store(store).durability(DurabilityOptions::backend(kv))
         }
     }
     let bot = shop::shop_bot(builder).expect("shop builds");
@@ -177,6 +202,40 @@ fn file_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
         f.sync_data().unwrap();
         n += 1;
     }
+    n as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Single-row INSERT commits per second through tokio-postgres, one connection.
+async fn postgres_ceiling(url: &str, secs: f64) -> f64 {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    let table = format!("bench_ceiling_{}", fastrand_suffix() % 1_000_000);
+    client.batch_execute(&format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v bytea)")).await.expect("create");
+    let insert = client.prepare(&format!("INSERT INTO {table} (v) VALUES ($1)")).await.expect("prepare");
+    let payload = vec![0u8; 200];
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        client.execute(&insert, &[&payload]).await.expect("insert");
+        n += 1;
+    }
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    let _ = client.batch_execute(&format!("DROP TABLE {table}")).await;
+    rate
+}
+
+/// SET round trips per second through the redis crate, one connection.
+async fn redis_ceiling(url: &str, secs: f64) -> f64 {
+    let client = redis::Client::open(url).expect("redis url");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let key = format!("bench-ceiling-{}", fastrand_suffix());
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        let _: () = redis::cmd("SET").arg(&key).arg("x").query_async(&mut conn).await.expect("set");
+        n += 1;
+    }
+    let _: Result<(), _> = redis::cmd("DEL").arg(&key).query_async(&mut conn).await;
     n as f64 / t0.elapsed().as_secs_f64()
 }
 
