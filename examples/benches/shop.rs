@@ -83,17 +83,30 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
             let config = PostgresConfig::new()
                 .table_prefix(format!("bench{}_", fastrand_suffix() % 1_000_000))
                 .max_connections(32);
-            let kv = PostgresKv::connect_with(&url, config.clone()).await.expect("postgres kv");
-            let store = PostgresStore::connect_with(&url, config).await.expect("postgres store");
-            builder = builder.store(store).durability(DurabilityOptions::backend(kv))
+            let kv = PostgresKv::connect_with(&url, config.clone())
+                .await
+                .expect("postgres kv");
+            let store = PostgresStore::connect_with(&url, config)
+                .await
+                .expect("postgres store");
+            builder = builder
+                .store(store)
+                .durability(DurabilityOptions::backend(kv))
         }
         Variant::Redis => {
             use botmesh::durability::{RedisConfig, RedisKv, RedisStore};
             let url = std::env::var("BOTMESH_TEST_REDIS_URL").expect("redis url");
-            let config = RedisConfig::new().prefix(format!("bench{}", fastrand_suffix() % 1_000_000));
-            let kv = RedisKv::open_with(&url, config.clone()).await.expect("redis kv");
-            let store = RedisStore::open_with(&url, config).await.expect("redis store");
-            builder = builder.store(store).durability(DurabilityOptions::backend(kv))
+            let config =
+                RedisConfig::new().prefix(format!("bench{}", fastrand_suffix() % 1_000_000));
+            let kv = RedisKv::open_with(&url, config.clone())
+                .await
+                .expect("redis kv");
+            let store = RedisStore::open_with(&url, config)
+                .await
+                .expect("redis store");
+            builder = builder
+                .store(store)
+                .durability(DurabilityOptions::backend(kv))
         }
     }
     let bot = shop::shop_bot(builder).expect("shop builds");
@@ -207,11 +220,21 @@ fn file_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
 
 /// Single-row INSERT commits per second through tokio-postgres, one connection.
 async fn postgres_ceiling(url: &str, secs: f64) -> f64 {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connect");
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
     tokio::spawn(conn);
     let table = format!("bench_ceiling_{}", fastrand_suffix() % 1_000_000);
-    client.batch_execute(&format!("CREATE TABLE {table} (id bigserial PRIMARY KEY, v bytea)")).await.expect("create");
-    let insert = client.prepare(&format!("INSERT INTO {table} (v) VALUES ($1)")).await.expect("prepare");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id bigserial PRIMARY KEY, v bytea)"
+        ))
+        .await
+        .expect("create");
+    let insert = client
+        .prepare(&format!("INSERT INTO {table} (v) VALUES ($1)"))
+        .await
+        .expect("prepare");
     let payload = vec![0u8; 200];
     let t0 = Instant::now();
     let mut n = 0u64;
@@ -227,12 +250,20 @@ async fn postgres_ceiling(url: &str, secs: f64) -> f64 {
 /// SET round trips per second through the redis crate, one connection.
 async fn redis_ceiling(url: &str, secs: f64) -> f64 {
     let client = redis::Client::open(url).expect("redis url");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
     let key = format!("bench-ceiling-{}", fastrand_suffix());
     let t0 = Instant::now();
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() < secs {
-        let _: () = redis::cmd("SET").arg(&key).arg("x").query_async(&mut conn).await.expect("set");
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("x")
+            .query_async(&mut conn)
+            .await
+            .expect("set");
         n += 1;
     }
     let _: Result<(), _> = redis::cmd("DEL").arg(&key).query_async(&mut conn).await;
@@ -255,13 +286,32 @@ fn main() {
         .expect("runtime");
     let sqlite_raw = sqlite_ceiling(dir.path(), secs);
     let file_raw = file_ceiling(dir.path(), secs);
-    let mut rows = Vec::new();
-    for variant in [
+    let pg_url = std::env::var("BOTMESH_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let redis_url = std::env::var("BOTMESH_TEST_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let pg_raw = pg_url
+        .as_deref()
+        .map(|u| rt.block_on(postgres_ceiling(u, secs)));
+    let redis_raw = redis_url
+        .as_deref()
+        .map(|u| rt.block_on(redis_ceiling(u, secs)));
+    let mut variants = vec![
         Variant::Off,
         Variant::Memory,
         Variant::File,
         Variant::Sqlite,
-    ] {
+    ];
+    if pg_url.is_some() {
+        variants.push(Variant::Postgres);
+    }
+    if redis_url.is_some() {
+        variants.push(Variant::Redis);
+    }
+    let mut rows = Vec::new();
+    for variant in variants {
         rt.block_on(run(variant, chats / 4, dir.path())); // warm-up
         let r = rt.block_on(run(variant, chats, dir.path()));
         rows.push((variant, r));
@@ -303,4 +353,18 @@ fn main() {
         "file durable: {:.2} messages per raw append+fsync",
         rate(Variant::File) / file_raw
     );
+    match pg_raw {
+        Some(raw) => println!(
+            "postgres: raw {raw:.0} single-row commits/s (1 connection); durable shop {:.2} messages per raw commit",
+            rate(Variant::Postgres) / raw
+        ),
+        None => println!("postgres: skipped (BOTMESH_TEST_POSTGRES_URL not set)"),
+    }
+    match redis_raw {
+        Some(raw) => println!(
+            "redis: raw {raw:.0} SET round trips/s (1 connection); durable shop {:.3} messages per raw round trip",
+            rate(Variant::Redis) / raw
+        ),
+        None => println!("redis: skipped (BOTMESH_TEST_REDIS_URL not set)"),
+    }
 }
