@@ -1,7 +1,7 @@
 //! [`TelegramProvider`]: the Telegram Bot API over long polling or webhooks.
 //!
-//! Updates become events ([`update`] has the table), sends become Bot API calls ([`send`]
-//! has the table), errors become the runtime's classes ([`api`] has the table). The two
+//! Updates become events (`update` has the table), sends become Bot API calls (`send`
+//! has the table), errors become the runtime's classes (`api` has the table). The two
 //! transports keep the acknowledgement rule of the runtime:
 //!
 //! | transport | an update is confirmed to Telegram when | a crash before that |

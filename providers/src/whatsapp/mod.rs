@@ -11,7 +11,7 @@
 //! | `POST` whose every message and status the pipeline accepted | 200 |
 //! | otherwise (not started, rejected) | 503: Meta retries (for days), the runtime dedupes by `wamid` |
 //!
-//! Sends go to `POST /<version>/<phone number id>/messages` ([`outbound`] has the tables of
+//! Sends go to `POST /<version>/<phone number id>/messages` (`outbound` has the tables of
 //! bodies and error codes). The 24-hour customer-service window: the provider remembers when
 //! each chat last wrote (in memory); a free-form send to a chat known to be silent for more
 //! than 24 h fails with `OutsideSessionWindow` without a call, as does Meta's error 131047.

@@ -2,10 +2,10 @@
 //! `botmesh-durability` (see `docs/durability.md` and the durability guide).
 //!
 //! With [`DurabilityOptions`] on the builder, the bot journals every admitted message before
-//! dispatch and completes it once the work it started settled ([`inbound`]), journals every
+//! dispatch and completes it once the work it started settled (module `inbound`), journals every
 //! send under its idempotency key before the provider is called and answers a replayed send
-//! from the outbox ([`outbound`]), and runs a background sweeper that replays unfinished
-//! inbound records, retries failed sends and purges old records ([`sweeper`]). The lifecycle
+//! from the outbox (module `outbound`), and runs a background sweeper that replays unfinished
+//! inbound records, retries failed sends and purges old records (module `sweeper`). The lifecycle
 //! gains one step, `durability`, between `restore` and `transport`. Without the option none of
 //! this code runs: the bot runs exactly the code it ran before.
 //!

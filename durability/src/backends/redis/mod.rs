@@ -1,5 +1,5 @@
-//! Redis backends (feature `redis`): [`RedisKv`], the [`DurableKv`] of the journals, and
-//! [`RedisStore`], the [`Store`]; both through the `redis` crate's auto-reconnecting
+//! Redis backends (feature `redis`): [`RedisKv`], the [`DurableKv`](crate::DurableKv) of the journals, and
+//! [`RedisStore`], the [`Store`](crate::Store); both through the `redis` crate's auto-reconnecting
 //! `ConnectionManager`.
 //!
 //! | backend | keys (prefix defaults to `botmesh`) |
