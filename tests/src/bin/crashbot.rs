@@ -6,7 +6,9 @@
 //!          [--instance ID] [--lease-ms N] [--work-ms N]
 //! ```
 //!
-//! Every message `T` is answered by `T:one`, then (after `--work-ms` of "work") `T:two`.
+//! Every message `T` is answered by `T:one`, then (after `--work-ms` of "work") `T:two`;
+//! `/order` starts a persistent flow instead (`What would you like?` → `How many?` →
+//! `Ordered <qty> x <item>`), whose checkpoints live in the same SQLite file.
 //! Data lives in the SQLite store at `--db`; the journals in its `durable` table (`sqlite`) or
 //! in `<db>.journal` with an append log (`file`), or on a server (`postgres`, `redis`, with
 //! `--url`). The instance id is `crashbot` unless `--instance` says otherwise: a restart with
@@ -23,6 +25,16 @@ use botmesh::durability::{Backoff, DurabilityConfig, FileDurability, FileOptions
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh_providers::jsonl::JsonlProvider;
+
+/// Takes an order in two questions; survives the process being killed between them.
+#[flow(start = command("order"))]
+#[persistent]
+async fn order(cx: &mut FlowCx) -> FlowResult {
+    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+    let qty: String = cx.ask("How many?").await?.text().to_owned();
+    cx.send(format!("Ordered {qty} x {item}")).await?;
+    Ok(())
+}
 
 struct Args {
     db: PathBuf,
@@ -131,6 +143,7 @@ async fn run(args: Args) -> Result<(), BotError> {
         .durability(durability.config(config))
         .build()?;
     provider.attach(&bot);
+    bot.flow(order);
     let work = Duration::from_millis(args.work_ms);
     bot.catch_all(move |ctx: Ctx| async move {
         let t = ctx.text().to_owned();
