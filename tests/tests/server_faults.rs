@@ -51,9 +51,10 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
             &bot,
         ])
         .args(["--work-ms", "5"])
+        .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("bot.log")).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -115,7 +116,33 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
         }
         stdin.flush().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    // Wait until every reply went out (or was reported ambiguous), up to 40 s: a message whose
+    // handler met the server down is retried once the server is back.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let done = {
+            let lines = lines.lock().unwrap();
+            let sent: HashSet<&str> = lines
+                .iter()
+                .filter(|v| v["type"] == "send")
+                .filter_map(|v| v["text"].as_str())
+                .collect();
+            let ambiguous = lines
+                .iter()
+                .filter(|v| v["type"] == "event" && v["name"] == "durability:ambiguous")
+                .count();
+            (0..n)
+                .flat_map(|i| [format!("t{i}:one"), format!("t{i}:two")])
+                .filter(|t| !sent.contains(t.as_str()))
+                .count()
+                <= ambiguous
+        };
+        if done || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     drop(child.stdin.take());
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
@@ -147,7 +174,18 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
             if ambiguous.contains(&text) {
                 assert!(count <= 1, "{backend}: ambiguous {text} sent {count} times");
             } else {
-                assert_eq!(count, 1, "{backend}: {text} sent {count} times");
+                let log = std::fs::read_to_string(dir.path().join("bot.log")).unwrap_or_default();
+                let id = format!("/m{i}");
+                let related: Vec<&str> = log
+                    .lines()
+                    .filter(|l| l.contains(&id) || l.contains("ERROR") || l.contains("WARN"))
+                    .collect();
+                assert_eq!(
+                    count,
+                    1,
+                    "{backend}: {text} sent {count} times\n{}",
+                    related.join("\n")
+                );
             }
         }
     }

@@ -91,8 +91,14 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
     let journal_failed = with_heartbeat(work, beats).await;
     // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
     // which a heartbeat does not change.
+    // A settle write that fails because the backend went away is retried (the chat's queue
+    // waits, so its order holds) for up to half the lease; past that the lease expires and
+    // the record is replayed.
+    let give_up = tokio::time::Instant::now() + dur.d.config().inbox.lease / 2;
     let mut wait = Duration::from_millis(100);
-    for attempt in 1..=5 {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
         let result = if journal_failed {
             dur.d
                 .inbox()
@@ -115,10 +121,10 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
                     source: botmesh_durability::KvError::Unavailable { .. },
                     ..
                 },
-            ) if attempt < 5 => {
+            ) if tokio::time::Instant::now() + wait < give_up => {
                 tracing::warn!(id = %lease.id, error = %e, attempt, "settling the inbound record failed: retrying");
                 tokio::time::sleep(wait).await;
-                wait *= 2;
+                wait = (wait * 2).min(Duration::from_secs(2));
             }
             Err(e) => {
                 k.events.error("durability:inbox.settle", None, e);

@@ -384,22 +384,25 @@ async fn attempt(
     match result {
         Ok(sent) => {
             let id = sent.message_id.clone().map(|m| m.0);
-            dur.d
-                .outbox()
-                .mark_sent(&lease, id)
-                .await
-                .map_err(journal_error)?;
+            // The provider accepted it: only the journal is in doubt, so keep trying to record
+            // it while the backend is away (within the lease), rather than leave it ambiguous.
+            retry_while_unavailable(dur, || {
+                let (lease, id) = (&lease, id.clone());
+                async move { dur.d.outbox().mark_sent(lease, id).await }
+            })
+            .await
+            .map_err(journal_error)?;
             on_sent(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
         Err(e) => {
             let failure = classify(&e);
-            match dur
-                .d
-                .outbox()
-                .mark_failed(&lease, &failure)
-                .await
-                .map_err(journal_error)?
+            match retry_while_unavailable(dur, || {
+                let (lease, failure) = (&lease, &failure);
+                async move { dur.d.outbox().mark_failed(lease, failure).await }
+            })
+            .await
+            .map_err(journal_error)?
             {
                 FailOutcome::Retrying { at_ms } => {
                     tracing::debug!(key = %record.key, error = %e, at_ms, "send failed: retrying");
@@ -410,6 +413,36 @@ async fn attempt(
                     Ok(Attempt::Dead(e.into()))
                 }
             }
+        }
+    }
+}
+
+/// Runs a journal write again while it fails because the backend is unavailable (a restart,
+/// a failover), for up to half the outbox lease, backing off up to 2 s; other errors (a stale
+/// lease, a crashed or closed backend) return at once.
+async fn retry_while_unavailable<T, F, Fut>(
+    dur: &Durable,
+    mut write: F,
+) -> Result<T, DurabilityError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DurabilityError>>,
+{
+    let give_up = Instant::now() + dur.d.config().outbox.lease / 2;
+    let mut wait = Duration::from_millis(50);
+    loop {
+        match write().await {
+            Err(
+                e @ DurabilityError::Backend {
+                    source: botmesh_durability::KvError::Unavailable { .. },
+                    ..
+                },
+            ) if Instant::now() + wait < give_up => {
+                tracing::warn!(error = %e, "journal write failed: retrying while the backend is away");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
         }
     }
 }
