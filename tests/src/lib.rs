@@ -8,3 +8,39 @@
 //! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
 //! The library itself is empty.
+
+use serde_json::Value;
+
+/// The URL of a test server from `var`: `None` (the suite says it skipped) when unset, a
+/// panic under `CI=true`, where a missing server must fail the run.
+pub fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{var} is not set and CI=true: the server suite cannot run")
+        }
+        _ => {
+            #[allow(clippy::print_stderr)] // the skip must be visible in `cargo test` output
+            {
+                eprintln!("SKIPPED: {var} is not set; this suite needs a real server");
+            }
+            None
+        }
+    }
+}
+
+/// The `crashbot` reply (`t<i>:one` / `t<i>:two`) of a `durability:ambiguous` event line of the
+/// jsonl output (its key is `c<chat>/m<i>:<n>`), or `None` for another line. A send of chat
+/// `f` (the persistent flow) is reported as `"flow"`.
+pub fn ambiguous_reply(line: &Value) -> Option<String> {
+    if line["type"] != "event" || line["name"] != "durability:ambiguous" {
+        return None;
+    }
+    if line["detail"]["chat"] == "f" {
+        return Some("flow".to_owned());
+    }
+    let key = line["detail"]["key"].as_str().unwrap_or_default();
+    let (msg, n) = key.rsplit_once(':').unwrap_or_default();
+    let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
+    Some(format!("t{i}:{}", if n == "1" { "one" } else { "two" }))
+}

@@ -15,20 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
-
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{var} is not set and CI=true: the server suite cannot run")
-        }
-        _ => {
-            eprintln!("SKIPPED: {var} is not set; the failover suite needs a real server");
-            None
-        }
-    }
-}
 
 struct Replica {
     child: Child,
@@ -167,12 +155,7 @@ fn run(backend: &str, url: &str) {
                     replayed_elsewhere += 1;
                 }
             }
-            if v["type"] == "event" && v["name"] == "durability:ambiguous" {
-                let key = v["detail"]["key"].as_str().unwrap_or_default();
-                let (msg, k) = key.rsplit_once(':').unwrap_or_default();
-                let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
-                ambiguous.insert(format!("t{i}:{}", if k == "1" { "one" } else { "two" }));
-            }
+            ambiguous.extend(ambiguous_reply(v));
         }
     }
     assert!(

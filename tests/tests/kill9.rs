@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh_tests::ambiguous_reply;
 use serde_json::Value;
 
 struct Running {
@@ -157,17 +158,7 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
     let mut ambiguous: HashSet<String> = HashSet::new();
     for lines in [&lines1, &lines2] {
         sends.extend(of_type(lines, "send").filter_map(|v| v["text"].as_str().map(str::to_owned)));
-        for e in of_type(lines, "event").filter(|v| v["name"] == "durability:ambiguous") {
-            if e["detail"]["chat"] == "f" {
-                ambiguous.insert("flow".to_owned());
-                continue;
-            }
-            let key = e["detail"]["key"].as_str().unwrap_or_default();
-            let (msg, n) = key.rsplit_once(':').unwrap_or_default();
-            let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
-            let part = if n == "1" { "one" } else { "two" };
-            ambiguous.insert(format!("t{i}:{part}"));
-        }
+        ambiguous.extend(lines.iter().filter_map(ambiguous_reply));
     }
     // The persistent flow resumed where it was: each question once, the order once (a send
     // of the flow reported ambiguous may be missing, never doubled).

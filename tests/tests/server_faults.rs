@@ -11,20 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
-
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{var} is not set and CI=true: the server suite cannot run")
-        }
-        _ => {
-            eprintln!("SKIPPED: {var} is not set; the server fault suite needs a real server");
-            None
-        }
-    }
-}
 
 fn message(i: usize) -> String {
     format!(
@@ -156,16 +144,7 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
         .filter(|v| v["type"] == "send")
         .filter_map(|v| v["text"].as_str().map(str::to_owned))
         .collect();
-    let mut ambiguous = HashSet::new();
-    for v in lines
-        .iter()
-        .filter(|v| v["type"] == "event" && v["name"] == "durability:ambiguous")
-    {
-        let key = v["detail"]["key"].as_str().unwrap_or_default();
-        let (msg, k) = key.rsplit_once(':').unwrap_or_default();
-        let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
-        ambiguous.insert(format!("t{i}:{}", if k == "1" { "one" } else { "two" }));
-    }
+    let ambiguous: HashSet<String> = lines.iter().filter_map(ambiguous_reply).collect();
     let nacks = lines.iter().filter(|v| v["type"] == "nack").count();
     for i in 0..n {
         for part in ["one", "two"] {
