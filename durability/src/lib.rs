@@ -62,7 +62,9 @@ pub use error::DurabilityError;
 #[cfg(feature = "file")]
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
-pub use journal::{KvDurability, KvDurabilityBuilder, MemoryDurability};
+pub use journal::{
+    KvDurability, KvDurabilityBuilder, MemoryDurability, StepConflict, StepJournal, StepSend,
+};
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
     CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
@@ -75,5 +77,6 @@ pub use store::{
     ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
     MemoryStore, Store, StoreError,
 };
+pub use store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 #[cfg(feature = "sqlite")]
 pub use store::{SqliteDurableKv, SqliteStore, SqliteStoreOptions};

@@ -16,6 +16,10 @@
 //! | `a_server_restart_loses_nothing_acknowledged` | dropped connections are reported with `tracing::error!`, the operations right after the restart succeed, nothing acknowledged is lost |
 //! | `junk_rows_are_quarantined` | bytes that are no journal record, inserted with SQL, are quarantined and reported |
 //! | `an_unreachable_server_names_host_and_port_not_the_password` | the connect error |
+//! | `a_lazy_backend_fails_open_naming_host_and_port_not_the_password` | `new` does no I/O; `open()` (the bot's `start()`) fails naming host and port, not the password; a malformed string fails at once (no server needed: always runs) |
+//! | `a_flow_step_commits_checkpoint_journal_and_values_together` | `commit_step`: checkpoint, journal rows (creates, update, delete) and value removals in one transaction, journal rows as `PostgresKv` reads them |
+//! | `a_conflict_on_the_last_op_writes_nothing` | a conflict on the last journal op rolls back the checkpoint, the earlier journal ops and the value removals; the retry commits |
+//! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
 //! | `racing_pools_have_one_winner_per_version` | 4 pools racing `cas` on one key |
 #![cfg(all(feature = "postgres", feature = "testing"))]
@@ -32,11 +36,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once};
 
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
-use botmesh_durability::kv::{CasOutcome, Entry, Scope};
+use botmesh_durability::kv::{CasOutcome, Entry, KvOp, MemoryKv, Scope};
+use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::testing::conformance::run_conformance;
+use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{
     DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, PostgresConfig,
-    PostgresKv, PostgresStore, RecordKind,
+    PostgresKv, PostgresStore, RecordKind, Store,
 };
 use crash_restart::Restartable;
 use serde_json::json;
@@ -491,4 +497,370 @@ async fn racing_pools_have_one_winner_per_version() {
             (v, format!("w{who}").into_bytes())
         );
     }
+}
+
+#[tokio::test]
+async fn a_lazy_backend_fails_open_naming_host_and_port_not_the_password() {
+    const URL: &str = "postgres://postgres:s3cret@127.0.0.1:1/test";
+    let check = |what: &str, text: String, debug: String| {
+        println!("{what}: {text}");
+        assert!(text.contains("127.0.0.1:1"), "{what}: {text}");
+        assert!(
+            !text.contains("s3cret") && !debug.contains("s3cret"),
+            "{what}: {debug}"
+        );
+    };
+
+    // The store: `new` does no I/O, `open()` (the bot's start) connects.
+    let store = PostgresStore::new(URL).unwrap();
+    assert!(
+        !format!("{store:?}").contains("s3cret"),
+        "the Debug of the store hides the password"
+    );
+    assert!(
+        matches!(
+            store.chat("c").await,
+            Err(botmesh_durability::StoreError::Closed)
+        ),
+        "a store built with `new` is closed until `open()`"
+    );
+    let error = store.open().await.unwrap_err();
+    check("store open", error.to_string(), format!("{error:?}"));
+
+    // The journals' backend: `new` does no I/O, `DurableKv::open` connects.
+    let kv: Arc<dyn DurableKv> = Arc::new(PostgresKv::new(URL).unwrap());
+    let error = kv.open().await.unwrap_err();
+    check("kv open", error.to_string(), format!("{error:?}"));
+    // Without `open`, the first call connects and fails the same way.
+    let error = kv.get(&scope(), "k").await.unwrap_err();
+    check("kv get", error.to_string(), format!("{error:?}"));
+
+    // A malformed string fails at once, naming what is wrong but not the password.
+    let bad = "postgres://postgres:s3cret@127.0.0.1:notaport/test";
+    let error = PostgresStore::new(bad).unwrap_err();
+    let (text, debug) = (error.to_string(), format!("{error:?}"));
+    assert!(
+        text.contains("port") && !text.contains("s3cret") && !debug.contains("s3cret"),
+        "{debug}"
+    );
+    let error = PostgresKv::new(bad).unwrap_err();
+    let (text, debug) = (error.to_string(), format!("{error:?}"));
+    assert!(
+        text.contains("port") && !text.contains("s3cret") && !debug.contains("s3cret"),
+        "{debug}"
+    );
+}
+
+/// A journal entry whose value is `text`.
+fn journal_entry(text: &str) -> Entry {
+    Entry {
+        value: text.as_bytes().to_vec(),
+        idx1: Some(format!("due/{text}")),
+        idx2: None,
+    }
+}
+
+/// A store and a kv on one prefix of the test database (both from the connection string).
+async fn store_and_kv(pg: &Pg) -> (PostgresStore, PostgresKv) {
+    let prefix = pg.prefix();
+    let config = PostgresConfig::new().table_prefix(&prefix);
+    let store = PostgresStore::connect_with(&pg.url, config).await.unwrap();
+    let kv = pg.kv(&prefix).await;
+    (store, kv)
+}
+
+#[tokio::test]
+async fn a_flow_step_commits_checkpoint_journal_and_values_together() {
+    let Some(pg) = Pg::new() else { return };
+    let _shared = SERVER.read().await;
+    let (store, kv) = store_and_kv(&pg).await;
+    assert!(store.shares_transactions_with(&kv));
+    let s = scope();
+    let CasOutcome::Ok { version: inbound_v } = kv
+        .cas(&s, "i/1", None, journal_entry("open"))
+        .await
+        .unwrap()
+    else {
+        panic!("create i/1")
+    };
+    let CasOutcome::Ok { version: old_v } = kv
+        .cas(&s, "o/old", None, journal_entry("old"))
+        .await
+        .unwrap()
+    else {
+        panic!("create o/old")
+    };
+    store
+        .save_checkpoint(&common::checkpoint("chat", 1))
+        .await
+        .unwrap();
+    store.set_value("effects", "e1", &json!(1)).await.unwrap();
+    store.set_value("effects", "e2", &json!(2)).await.unwrap();
+
+    let step = StepCommit {
+        checkpoint: CheckpointWrite::Save(common::checkpoint("chat", 2)),
+        scope: s.clone(),
+        journal: vec![
+            KvOp::Cas {
+                key: "o/1".into(),
+                expected: None,
+                entry: journal_entry("send 1"),
+            },
+            KvOp::Cas {
+                key: "o/2".into(),
+                expected: None,
+                entry: journal_entry("send 2"),
+            },
+            KvOp::Delete {
+                key: "o/old".into(),
+                expected: old_v,
+            },
+            KvOp::Cas {
+                key: "i/1".into(),
+                expected: Some(inbound_v),
+                entry: journal_entry("done"),
+            },
+        ],
+        delete_values: vec![("effects".into(), "e1".into())],
+    };
+    let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
+        panic!("the step conflicts")
+    };
+    assert_eq!(outcomes.len(), 4);
+    assert!(outcomes.iter().all(|o| o.is_ok()), "{outcomes:?}");
+    assert_eq!(
+        outcomes[2],
+        CasOutcome::Ok { version: old_v },
+        "a delete answers the removed version"
+    );
+
+    // The checkpoint, the journal rows (as the kv reads them) and the values, together.
+    assert_eq!(
+        store.checkpoint("chat").await.unwrap(),
+        Some(common::checkpoint("chat", 2))
+    );
+    for (i, (key, text)) in [("o/1", "send 1"), ("o/2", "send 2")]
+        .into_iter()
+        .enumerate()
+    {
+        let row = kv.get(&s, key).await.unwrap().unwrap();
+        assert_eq!(row.value, text.as_bytes());
+        assert_eq!(row.idx1.as_deref(), Some(format!("due/{text}").as_str()));
+        assert_eq!(
+            outcomes[i],
+            CasOutcome::Ok {
+                version: row.version
+            }
+        );
+    }
+    assert_eq!(kv.get(&s, "o/old").await.unwrap(), None);
+    let inbound = kv.get(&s, "i/1").await.unwrap().unwrap();
+    assert_eq!(inbound.value, b"done");
+    assert!(
+        inbound.version > inbound_v,
+        "versions come from the kv's sequence"
+    );
+    assert_eq!(
+        outcomes[3],
+        CasOutcome::Ok {
+            version: inbound.version
+        }
+    );
+    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
+    assert_eq!(
+        store.get_value("effects", "e2").await.unwrap(),
+        Some(json!(2))
+    );
+    // The rows are in range order too (the indexes were written with them).
+    let due = kv.range_idx1(&s, "due/", "due0", 10).await.unwrap();
+    let keys: Vec<_> = due.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["i/1", "o/1", "o/2"]);
+
+    // Removing the checkpoint in a step.
+    let end = StepCommit::new(
+        s.clone(),
+        CheckpointWrite::Delete {
+            chat: "chat".into(),
+        },
+    );
+    assert_eq!(
+        store.commit_step(&end).await.unwrap(),
+        StepCommitOutcome::Committed(Vec::new())
+    );
+    assert_eq!(store.checkpoint("chat").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_conflict_on_the_last_op_writes_nothing() {
+    let Some(pg) = Pg::new() else { return };
+    let _shared = SERVER.read().await;
+    let (store, kv) = store_and_kv(&pg).await;
+    let s = scope();
+    let CasOutcome::Ok { version: inbound_v } = kv
+        .cas(&s, "i/1", None, journal_entry("open"))
+        .await
+        .unwrap()
+    else {
+        panic!("create i/1")
+    };
+    let old = common::checkpoint("chat", 1);
+    store.save_checkpoint(&old).await.unwrap();
+    store.set_value("effects", "e1", &json!(1)).await.unwrap();
+
+    let step = |inbound_expected: u64, checkpoint: CheckpointWrite| StepCommit {
+        checkpoint,
+        scope: s.clone(),
+        journal: vec![
+            KvOp::Cas {
+                key: "o/1".into(),
+                expected: None,
+                entry: journal_entry("send 1"),
+            },
+            KvOp::Cas {
+                key: "o/2".into(),
+                expected: None,
+                entry: journal_entry("send 2"),
+            },
+            KvOp::Cas {
+                key: "i/1".into(),
+                expected: Some(inbound_expected),
+                entry: journal_entry("done"),
+            },
+        ],
+        delete_values: vec![("effects".into(), "e1".into())],
+    };
+    let nothing_written = async || {
+        assert_eq!(store.checkpoint("chat").await.unwrap(), Some(old.clone()));
+        assert_eq!(kv.get(&s, "o/1").await.unwrap(), None);
+        assert_eq!(kv.get(&s, "o/2").await.unwrap(), None);
+        let inbound = kv.get(&s, "i/1").await.unwrap().unwrap();
+        assert_eq!(
+            (inbound.version, inbound.value),
+            (inbound_v, b"open".to_vec())
+        );
+        assert_eq!(
+            store.get_value("effects", "e1").await.unwrap(),
+            Some(json!(1))
+        );
+    };
+
+    // A save and a delete of the checkpoint: both rolled back with the journal ops.
+    let stale = inbound_v + 1_000;
+    for checkpoint in [
+        CheckpointWrite::Save(common::checkpoint("chat", 2)),
+        CheckpointWrite::Delete {
+            chat: "chat".into(),
+        },
+    ] {
+        let outcome = store.commit_step(&step(stale, checkpoint)).await.unwrap();
+        assert_eq!(
+            outcome,
+            StepCommitOutcome::Conflict {
+                op: 2,
+                current: Some(inbound_v)
+            }
+        );
+        nothing_written().await;
+    }
+
+    // The retry at the right version commits everything (the connection survived the rollback).
+    let retry = step(
+        inbound_v,
+        CheckpointWrite::Save(common::checkpoint("chat", 2)),
+    );
+    let outcome = store.commit_step(&retry).await.unwrap();
+    assert!(
+        matches!(&outcome, StepCommitOutcome::Committed(o) if o.len() == 3),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        store.checkpoint("chat").await.unwrap(),
+        Some(common::checkpoint("chat", 2))
+    );
+    assert!(kv.get(&s, "o/1").await.unwrap().is_some());
+    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
+}
+
+/// `pg.url` as a key/value connection string naming `dbname` instead.
+fn key_value_url(url: &str, dbname: &str) -> String {
+    use tokio_postgres::config::Host;
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let mut parts = Vec::new();
+    for host in config.get_hosts() {
+        match host {
+            Host::Tcp(name) => parts.push(format!("host={name}")),
+            Host::Unix(path) => parts.push(format!("host={}", path.display())),
+        }
+    }
+    for port in config.get_ports() {
+        parts.push(format!("port={port}"));
+    }
+    if let Some(user) = config.get_user() {
+        parts.push(format!("user={user}"));
+    }
+    if let Some(password) = config.get_password() {
+        parts.push(format!("password='{}'", String::from_utf8_lossy(password)));
+    }
+    parts.push(format!("dbname={dbname}"));
+    parts.join(" ")
+}
+
+#[tokio::test]
+async fn transactions_are_shared_only_with_a_postgres_kv_on_the_same_database() {
+    use botmesh_durability::backends::postgres::deadpool_postgres::{Manager, Pool};
+    let Some(pg) = Pg::new() else { return };
+    let _shared = SERVER.read().await;
+    let (store, kv) = store_and_kv(&pg).await;
+    let prefix = store.table_prefix().to_owned();
+    let config = || PostgresConfig::new().table_prefix(&prefix);
+
+    // The same database, from the same connection string: through any wrapper.
+    assert!(store.shares_transactions_with(&kv));
+    let shared: Arc<dyn DurableKv> = Arc::new(kv.clone());
+    assert!(store.shares_transactions_with(&shared));
+    assert!(store.shares_transactions_with(&crashable(Arc::new(kv.clone()))));
+    // The store's own journals backend: the same pool.
+    assert!(store.shares_transactions_with(&store.durability_kv()));
+    // Not opened yet: decided from the connection strings (also written as key/value).
+    let lazy = PostgresKv::new_with(&pg.url, config()).unwrap();
+    assert!(store.shares_transactions_with(&lazy));
+    let dbname = pg.url.parse::<tokio_postgres::Config>().unwrap();
+    let dbname = dbname.get_dbname().unwrap_or("postgres").to_owned();
+    let same = PostgresKv::new_with(&key_value_url(&pg.url, &dbname), config()).unwrap();
+    assert!(store.shares_transactions_with(&same));
+    let other_db = PostgresKv::new_with(&key_value_url(&pg.url, "botmesh_other_db"), config());
+    assert!(!store.shares_transactions_with(&other_db.unwrap()));
+    // An injected pool of its own on the same database: the server's identity, once opened.
+    let pg_config: tokio_postgres::Config = pg.url.parse().unwrap();
+    let pool = Pool::builder(Manager::new(pg_config, NoTls))
+        .max_size(2)
+        .build()
+        .unwrap();
+    let injected = PostgresKv::with_pool(pool, config()).await.unwrap();
+    assert!(store.shares_transactions_with(&injected));
+
+    // Another backend, or another table on the same database.
+    assert!(!store.shares_transactions_with(&MemoryKv::new()));
+    let other_prefix = pg.prefix();
+    let elsewhere = pg.kv(&other_prefix).await;
+    assert!(!store.shares_transactions_with(&elsewhere));
+    // ... unless the store is told to commit steps into that table.
+    let bound = store.clone().with_journals(&elsewhere);
+    assert_eq!(bound.journal_table(), elsewhere.table());
+    assert!(bound.shares_transactions_with(&elsewhere));
+    assert!(!bound.shares_transactions_with(&kv));
+    let step = StepCommit {
+        journal: vec![KvOp::Cas {
+            key: "o/1".into(),
+            expected: None,
+            entry: journal_entry("send"),
+        }],
+        ..StepCommit::new(scope(), CheckpointWrite::Keep)
+    };
+    assert!(matches!(
+        bound.commit_step(&step).await.unwrap(),
+        StepCommitOutcome::Committed(_)
+    ));
+    assert!(elsewhere.get(&scope(), "o/1").await.unwrap().is_some());
+    assert_eq!(kv.get(&scope(), "o/1").await.unwrap(), None);
 }

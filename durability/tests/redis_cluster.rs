@@ -1,10 +1,10 @@
 //! [`RedisKv`] and [`RedisStore`] on a real Redis Cluster (feature `redis-cluster`).
 //!
 //! Set `BOTMESH_TEST_REDIS_CLUSTER_URL` to the seed nodes, comma-separated (e.g.
-//! `redis://127.0.0.1:7101/,redis://127.0.0.1:7102/,redis://127.0.0.1:7103/`); without it every
-//! test prints that the suite was SKIPPED and passes, also under `CI=true`, because `.ci/run`
-//! starts no cluster. Each test works under its own random prefix and deletes its keys on every
-//! node at the end.
+//! `redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/`, the 3-master
+//! cluster `.ci/run` starts); without it every test prints that the suite was SKIPPED and passes,
+//! except under `CI=true`, where it fails. Each test works under its own random prefix and
+//! deletes its keys on every node at the end.
 //!
 //! | test | what it proves |
 //! | --- | --- |
@@ -21,7 +21,6 @@
 mod common;
 mod crash_restart;
 mod crash_script;
-#[allow(dead_code)]
 mod servers;
 
 use std::sync::{Arc, Mutex};
@@ -31,9 +30,10 @@ use botmesh_durability::kv::{Index, Scope};
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{DurableKv, RedisConfig, RedisKv, RedisStore};
 use crash_restart::Restartable;
-use servers::{Cleanup, unique_prefix};
+use servers::{Cleanup, server_url, unique_prefix};
 
 const VAR: &str = "BOTMESH_TEST_REDIS_CLUSTER_URL";
+const EXAMPLE: &str = "redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/";
 
 /// Deletes the keys under `prefix` on every node (one `DEL` per key: keys of several slots).
 async fn delete_prefix(nodes: &[String], prefix: &str) {
@@ -75,10 +75,7 @@ struct Cluster {
 
 impl Cluster {
     fn new() -> Option<Cluster> {
-        let Ok(list) = std::env::var(VAR) else {
-            eprintln!("the Redis Cluster suite was SKIPPED: set {VAR} (comma-separated seeds)");
-            return None;
-        };
+        let list = server_url(VAR, "Redis Cluster", EXAMPLE)?;
         let nodes: Vec<String> = list
             .split(',')
             .map(str::trim)

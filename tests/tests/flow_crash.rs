@@ -2,6 +2,11 @@
 //! resumes where it was, a replayed answer is never taken as the answer to the next question,
 //! no question is asked twice, and every reply goes out exactly once (except a send reported
 //! ambiguous). Also: a `cx.effect` cut by a crash runs once in total.
+//!
+//! Each runs twice: on the memory backends (a step's writes go one after the other) and on a
+//! SQLite store with its own durability (a step commits in one transaction: checkpoint, its
+//! sends' outbox records and the inbound's completion together), where a crash right before or
+//! right after that transaction is checked to leave all of the step or none of it.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -11,7 +16,8 @@ use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::{
-    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
+    Backoff, DurabilityConfig, DurableKv, InboxState, KvDurability, MemoryKv, MemoryStore,
+    OnAmbiguous, OutboxState, PostgresConfig, PostgresStore, Scope, SqliteStore, Store, WritePoint,
 };
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
@@ -19,6 +25,24 @@ use botmesh::testing::{CrashableProvider, MockProvider, crashable};
 
 static CHARGES: AtomicUsize = AtomicUsize::new(0);
 static CHARGES_ALONE: AtomicUsize = AtomicUsize::new(0);
+static CHARGES_SQLITE: AtomicUsize = AtomicUsize::new(0);
+
+/// The same order on SQLite, with a counter of its own.
+#[flow(start = command("order"))]
+#[persistent]
+async fn order_sqlite(cx: &mut FlowCx) -> FlowResult {
+    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+    let qty: String = cx.ask("How many?").await?.text().to_owned();
+    let receipt: String = cx
+        .effect(async {
+            CHARGES_SQLITE.fetch_add(1, Ordering::SeqCst);
+            "receipt-1".to_owned()
+        })
+        .await?;
+    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
+        .await?;
+    Ok(())
+}
 
 /// The same order, with a counter of its own (tests run in parallel).
 #[flow(start = command("order"))]
@@ -80,19 +104,56 @@ const EXPECTED: [&str; 3] = [
 /// Bot A takes the conversation until it crashes at `point` (`occurrence`-th passage); bot B
 /// (same instance id, backend and store) recovers; the channel redelivers what A did not
 /// acknowledge and the user goes on with the rest of the script.
+/// Where a run keeps its journals and its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// `MemoryKv` + `MemoryStore`: separate writes.
+    Memory,
+    /// A `SqliteStore` and its `durability_kv()`: one transaction per step.
+    Sqlite,
+}
+
+/// A run's backends: the journals' backend and the store (the SQLite file lives in `_dir`).
+struct Backends {
+    kv: Arc<dyn DurableKv>,
+    store: Arc<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn backends(backend: Backend) -> Backends {
+    match backend {
+        Backend::Memory => Backends {
+            kv: Arc::new(MemoryKv::new()),
+            store: Arc::new(MemoryStore::new()),
+            _dir: None,
+        },
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SqliteStore::open(dir.path().join("bot.db"));
+            Backends {
+                kv: Arc::new(store.durability_kv()),
+                store: Arc::new(store),
+                _dir: Some(dir),
+            }
+        }
+    }
+}
+
 async fn run(
+    backend: Backend,
     point: WritePoint,
     phase: WritePhase,
     occurrence: u32,
     register: fn(&Bot),
 ) -> (Vec<String>, usize) {
-    let shared = Arc::new(MemoryKv::new());
+    let b = backends(backend);
+    let shared = b.kv.clone();
     let switch = crashable(shared.clone());
     switch.crash_at(point, phase, occurrence);
-    let store = MemoryStore::new();
+    let store = b.store.clone();
     let mock_a = MockProvider::new();
     let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
-        .store(store.clone())
+        .store_arc(store.clone())
         .durability(
             DurabilityOptions::backend(switch.clone())
                 .config(config())
@@ -120,7 +181,7 @@ async fn run(
 
     let mock_b = MockProvider::new();
     let bot_b = Bot::builder(mock_b.clone())
-        .store(store.clone())
+        .store_arc(store.clone())
         .durability(
             DurabilityOptions::shared(shared)
                 .config(config())
@@ -158,26 +219,28 @@ async fn a_persistent_flow_survives_a_crash_at_every_journal_write() {
         WritePoint::OutboxBeginAttempt,
         WritePoint::OutboxMarkSent,
     ];
-    for point in points {
-        for phase in [WritePhase::Before, WritePhase::After] {
-            for occurrence in 1..=3 {
-                let (sent, ambiguous) = run(point, phase, occurrence, |b| {
-                    b.flow(order);
-                })
-                .await;
-                let row = format!("{} {phase:?} #{occurrence}", point.as_str());
-                for text in EXPECTED {
-                    let n = sent.iter().filter(|s| s.as_str() == text).count();
-                    if ambiguous == 0 {
-                        assert_eq!(n, 1, "{row}: {text:?} sent {n} times: {sent:?}");
-                    } else {
-                        assert!(n <= 1, "{row}: {text:?} sent {n} times: {sent:?}");
+    for backend in [Backend::Memory, Backend::Sqlite] {
+        for point in points {
+            for phase in [WritePhase::Before, WritePhase::After] {
+                for occurrence in 1..=3 {
+                    let (sent, ambiguous) = run(backend, point, phase, occurrence, |b| {
+                        b.flow(order);
+                    })
+                    .await;
+                    let row = format!("{backend:?} {} {phase:?} #{occurrence}", point.as_str());
+                    for text in EXPECTED {
+                        let n = sent.iter().filter(|s| s.as_str() == text).count();
+                        if ambiguous == 0 {
+                            assert_eq!(n, 1, "{row}: {text:?} sent {n} times: {sent:?}");
+                        } else {
+                            assert!(n <= 1, "{row}: {text:?} sent {n} times: {sent:?}");
+                        }
                     }
+                    assert!(
+                        !sent.iter().any(|s| s.contains("Ordered pears")),
+                        "{row}: a replayed answer was taken for the next question: {sent:?}"
+                    );
                 }
-                assert!(
-                    !sent.iter().any(|s| s.contains("Ordered pears")),
-                    "{row}: a replayed answer was taken for the next question: {sent:?}"
-                );
             }
         }
     }
@@ -186,14 +249,233 @@ async fn a_persistent_flow_survives_a_crash_at_every_journal_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_cut_by_a_crash_runs_once() {
     // The third message's step: the effect ran, then the crash hit the send's journal write.
-    let (sent, _) = run(WritePoint::OutboxJournal, WritePhase::Before, 3, |b| {
-        b.flow(order_alone);
-    })
+    let (sent, _) = run(
+        Backend::Memory,
+        WritePoint::OutboxJournal,
+        WritePhase::Before,
+        3,
+        |b| {
+            b.flow(order_alone);
+        },
+    )
     .await;
     assert_eq!(
         CHARGES_ALONE.load(Ordering::SeqCst),
         1,
         "the card was charged once in total"
+    );
+    assert_eq!(
+        sent.iter().filter(|s| s.starts_with("Ordered")).count(),
+        1,
+        "{sent:?}"
+    );
+}
+
+/// The chat's checkpoint step, the outbox records and the inbound records with their states.
+type Leftovers = (
+    Option<u64>,
+    Vec<(String, OutboxState)>,
+    Vec<(String, InboxState)>,
+);
+
+/// The state a bot left behind in its store and journals.
+async fn leftovers(store: &Arc<dyn Store>, kv: Arc<dyn DurableKv>, scope: Scope) -> Leftovers {
+    store.open().await.unwrap();
+    let d = KvDurability::new(kv, scope, config()).unwrap();
+    let checkpoint = store.checkpoint("alice").await.unwrap().map(|cp| cp.step);
+    let mut sends = Vec::new();
+    for state in OutboxState::ALL {
+        for r in d.outbox().list(state, 100).await.unwrap() {
+            sends.push((r.key, r.state));
+        }
+    }
+    let mut inbound = Vec::new();
+    for state in InboxState::ALL {
+        for r in d.inbox().list(state, 100).await.unwrap() {
+            inbound.push((r.id, r.state));
+        }
+    }
+    (checkpoint, sends, inbound)
+}
+
+/// A Postgres store and its journals under a table prefix of their own (`None`: no server
+/// configured, the suite is skipped).
+async fn postgres_backends(prefix: &str) -> Option<Backends> {
+    let url = botmesh_tests::server_url("BOTMESH_TEST_POSTGRES_URL")?;
+    let config = PostgresConfig::default().table_prefix(prefix);
+    let store = PostgresStore::connect_with(&url, config).await.unwrap();
+    let kv = store.durability_kv();
+    kv.open().await.unwrap();
+    for table in [
+        "durable",
+        "checkpoints",
+        "chats",
+        "contacts",
+        "ledger",
+        "kv",
+        "handoffs",
+    ] {
+        store
+            .pool()
+            .get()
+            .await
+            .unwrap()
+            .execute(&format!("TRUNCATE {prefix}{table}"), &[])
+            .await
+            .unwrap();
+    }
+    Some(Backends {
+        kv: Arc::new(kv),
+        store: Arc::new(store),
+        _dir: None,
+    })
+}
+
+/// Bot A runs `/order` and `pears`, crashing at `point`/`phase` during the second step;
+/// returns what it sent and the store and journals as the crash left them.
+async fn crash_second_step(
+    b: Backends,
+    point: WritePoint,
+    phase: WritePhase,
+) -> (Vec<String>, Leftovers) {
+    let switch = crashable(b.kv.clone());
+    let mock = MockProvider::new();
+    let bot = Bot::builder(CrashableProvider::new(mock.clone(), &switch))
+        .store_arc(b.store.clone())
+        .durability(
+            DurabilityOptions::backend(switch.clone())
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.flow(order);
+    let scope = bot.durability().unwrap().scope().clone();
+    bot.start().await.unwrap();
+    mock.say("alice", "m1", "/order").await.unwrap();
+    settle(&bot).await;
+    switch.crash_at(point, phase, 1);
+    let _ = mock.say("alice", "m2", "pears").await;
+    settle(&bot).await;
+    assert!(
+        switch.is_crashed(),
+        "the crash at {point} {phase:?} was reached"
+    );
+    let _ = bot.stop().await;
+    let left = leftovers(&b.store, b.kv.clone(), scope).await;
+    (mock.texts("alice"), left)
+}
+
+fn assert_cut_before_commit((sent, (checkpoint, sends, inbound)): (Vec<String>, Leftovers)) {
+    assert_eq!(
+        sent,
+        vec!["What would you like?"],
+        "nothing of the cut step went out"
+    );
+    assert_eq!(
+        checkpoint,
+        Some(1),
+        "the checkpoint is still the first step's"
+    );
+    assert!(
+        sends.iter().all(|(key, _)| !key.contains("m2")),
+        "no outbox record of the cut step: {sends:?}"
+    );
+    let m2: Vec<_> = inbound
+        .iter()
+        .filter(|(id, _)| id.ends_with("m2"))
+        .collect();
+    assert_eq!(m2.len(), 1, "{inbound:?}");
+    assert_ne!(
+        m2[0].1,
+        InboxState::Done,
+        "the inbound that fed the cut step is not done"
+    );
+}
+
+fn assert_cut_after_commit((sent, (checkpoint, sends, inbound)): (Vec<String>, Leftovers)) {
+    assert_eq!(
+        sent,
+        vec!["What would you like?"],
+        "the crash came before the send"
+    );
+    assert_eq!(
+        checkpoint,
+        Some(2),
+        "the second step's checkpoint is written"
+    );
+    let step_sends: Vec<_> = sends.iter().filter(|(key, _)| key.contains("m2")).collect();
+    assert_eq!(step_sends.len(), 1, "{sends:?}");
+    assert_eq!(
+        step_sends[0].1,
+        OutboxState::Pending,
+        "journaled with the step, not sent yet"
+    );
+    let m2: Vec<_> = inbound
+        .iter()
+        .filter(|(id, _)| id.ends_with("m2"))
+        .collect();
+    assert_eq!(m2.len(), 1, "{inbound:?}");
+    assert_eq!(m2[0].1, InboxState::Done, "{inbound:?}");
+}
+
+// The second step's one transaction journals "How many?" and completes `pears`. Cut at the
+// last hook before it, nothing of the step is there (with separate writes, the checkpoint and
+// the send would be); cut right after it, all of it is.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_step_cut_before_its_commit_leaves_nothing_of_it() {
+    let b = backends(Backend::Sqlite);
+    assert_cut_before_commit(
+        crash_second_step(b, WritePoint::InboxComplete, WritePhase::Before).await,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_step_cut_after_its_commit_has_all_of_it() {
+    let b = backends(Backend::Sqlite);
+    assert_cut_after_commit(
+        crash_second_step(b, WritePoint::InboxComplete, WritePhase::After).await,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_step_cut_before_its_commit_leaves_nothing_of_it() {
+    let Some(b) = postgres_backends("flowcut_a_").await else {
+        return;
+    };
+    assert_cut_before_commit(
+        crash_second_step(b, WritePoint::InboxComplete, WritePhase::Before).await,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_step_cut_after_its_commit_has_all_of_it() {
+    let Some(b) = postgres_backends("flowcut_b_").await else {
+        return;
+    };
+    assert_cut_after_commit(
+        crash_second_step(b, WritePoint::InboxComplete, WritePhase::After).await,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_effect_cut_by_a_crash_before_a_sqlite_commit_runs_once() {
+    // The third step ran its effect (recorded), then died before its one transaction.
+    let (sent, _) = run(
+        Backend::Sqlite,
+        WritePoint::OutboxJournal,
+        WritePhase::Before,
+        3,
+        |b| {
+            b.flow(order_sqlite);
+        },
+    )
+    .await;
+    assert_eq!(
+        CHARGES_SQLITE.load(Ordering::SeqCst),
+        1,
+        "charged once in total"
     );
     assert_eq!(
         sent.iter().filter(|s| s.starts_with("Ordered")).count(),

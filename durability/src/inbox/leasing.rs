@@ -219,7 +219,10 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         Ok(claimed)
     }
 
-    fn check_fence(r: &InboundRecord, lease: &InboxLease) -> Result<(), DurabilityError> {
+    pub(crate) fn check_fence(
+        r: &InboundRecord,
+        lease: &InboxLease,
+    ) -> Result<(), DurabilityError> {
         let held = r.state == InboxState::Processing
             && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
         if held {

@@ -22,9 +22,11 @@ pub(crate) mod index;
 mod payload;
 mod records;
 pub(crate) mod snapshots;
+mod step;
 
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step};
+pub use step::{StepConflict, StepJournal, StepSend};
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

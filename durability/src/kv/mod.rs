@@ -353,6 +353,13 @@ pub enum KvError {
 /// scoped per bot. See the module documentation for the contract.
 #[async_trait]
 pub trait DurableKv: Send + Sync + 'static {
+    /// Prepares the backend before its first use: connects, creates missing tables. The bot's
+    /// `start()` calls it, so a backend built lazily (`PostgresKv::new`) fails there, not on
+    /// the first message. Calling it twice is harmless; the default does nothing.
+    async fn open(&self) -> Result<(), KvError> {
+        Ok(())
+    }
+
     /// Reads one entry.
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError>;
 
@@ -432,10 +439,21 @@ pub trait DurableKv: Send + Sync + 'static {
         let _ = (point, phase);
         Ok(())
     }
+
+    /// The concrete backend, for a [`Store`](crate::Store) that checks whether this backend
+    /// keeps its rows in the store's own database (see
+    /// [`Store::shares_transactions_with`](crate::Store::shares_transactions_with)). `None` by
+    /// default; a wrapper (the crash harness) answers its inner backend.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 #[async_trait]
 impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
+    async fn open(&self) -> Result<(), KvError> {
+        (**self).open().await
+    }
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         (**self).get(scope, key).await
     }
@@ -469,5 +487,8 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     }
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         (**self).on_journal_write(point, phase)
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        (**self).as_any()
     }
 }

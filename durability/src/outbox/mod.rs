@@ -299,7 +299,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             .map(|l| l.record))
     }
 
-    fn new_record(
+    pub(crate) fn new_record(
         &self,
         key: SendKey,
         chat: String,

@@ -12,6 +12,7 @@
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod step;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
@@ -19,6 +20,7 @@ pub use sqlite::{
     SqliteDurableKv, SqliteKvError, SqliteStore, SqliteStoreOptions, SqliteSynchronous,
     SqliteWriteStats,
 };
+pub use step::{CheckpointWrite, StepCommit, StepCommitOutcome};
 
 /// The `rusqlite` this crate links, for closures given to [`SqliteStore::write`] and
 /// [`SqliteStore::read`].
@@ -29,6 +31,8 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+
+use crate::kv::DurableKv;
 
 /// A chat (a one-to-one conversation or a group) as the store knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -289,4 +293,24 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError>;
     /// Every `(key, value)` of a scope, ordered by key.
     async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError>;
+
+    /// Whether `kv` keeps the journals' rows in this store's own database, so that
+    /// [`commit_step`](Self::commit_step) can write a flow step's checkpoint and journal
+    /// operations in one transaction. `false` by default (and for any other backend).
+    fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
+        let _ = kv;
+        false
+    }
+
+    /// Commits one flow step in one transaction: the checkpoint change, the journal operations
+    /// (all or none: a conflict rolls everything back) and the value removals. Only called
+    /// when [`shares_transactions_with`](Self::shares_transactions_with) answered `true` for
+    /// the journals' backend; the default refuses.
+    async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
+        let _ = step;
+        Err(StoreError::Query {
+            operation: "commit_step",
+            source: "this store does not share transactions with the durable journals".into(),
+        })
+    }
 }

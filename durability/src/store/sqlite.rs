@@ -230,6 +230,11 @@ impl SqliteStore {
         &self.shared.path
     }
 
+    /// Whether `other` is this store or a clone of it (the same connections and writer).
+    pub(crate) fn is_same_store(&self, other: &SqliteStore) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// The options the store was made with.
     pub fn options(&self) -> &SqliteStoreOptions {
         &self.shared.options

@@ -211,6 +211,11 @@ impl<K: ?Sized> std::fmt::Debug for Crashable<K> {
 
 #[async_trait]
 impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
+    async fn open(&self) -> Result<(), KvError> {
+        self.check()?;
+        self.inner.open().await
+    }
+
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.check()?;
         self.inner.get(scope, key).await
@@ -256,5 +261,11 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         self.pass(CrashSite { point, phase })?;
         self.inner.on_journal_write(point, phase)
+    }
+
+    /// The inner backend: a store that shares its transactions with it commits flow steps in
+    /// one transaction under the harness too (the step's write points still pass the hooks).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        self.inner.as_any()
     }
 }

@@ -34,14 +34,18 @@ pub(crate) struct CtxInner {
     /// A send or edit of this context failed because the durable journal was unavailable: the
     /// inbound record is then retried instead of completed.
     pub(crate) journal_failed: AtomicBool,
+    /// The lease of the durable inbound record this context runs for.
+    pub(crate) lease: Option<Arc<crate::durable::inbound::LeaseSlot>>,
 }
 
 /// What the inbound path knows about a context beyond its source.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct CtxExtras {
     pub(crate) stale: bool,
     pub(crate) replay: bool,
     pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
+    /// The lease of the durable inbound record, when the message was journaled.
+    pub(crate) lease: Option<Arc<crate::durable::inbound::LeaseSlot>>,
 }
 
 /// A handler's context. Cheap to clone; clones share the send counter.
@@ -114,6 +118,7 @@ impl Ctx {
             replay: extras.replay,
             media_issue: extras.media_issue,
             journal_failed: AtomicBool::new(false),
+            lease: extras.lease,
         }))
     }
 

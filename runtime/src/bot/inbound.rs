@@ -275,14 +275,16 @@ pub(crate) async fn process_message(
     k.queues.push(
         &chat,
         Box::pin(async move {
+            let slot = lease.map(durable::inbound::LeaseSlot::new);
+            extras.lease = slot.clone();
             let work = async {
                 let ctx =
                     make_ctx_with(&kernel, CtxSource::Message(m), Some(inbound_id), extras).await;
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
-            match lease {
-                Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
+            match slot {
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
                 None => {
                     work.await;
                 }
@@ -326,7 +328,7 @@ pub(crate) async fn process_interaction(
     k: &Arc<Kernel>,
     i: Interaction,
     lease: Option<InboxLease>,
-    extras: CtxExtras,
+    mut extras: CtxExtras,
 ) -> Accepted {
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &format!("interaction:{}", i.id));
     let chat = i.chat.clone();
@@ -334,6 +336,8 @@ pub(crate) async fn process_interaction(
     k.queues.push(
         &chat,
         Box::pin(async move {
+            let slot = lease.map(durable::inbound::LeaseSlot::new);
+            extras.lease = slot.clone();
             let work = async {
                 let ctx =
                     make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras)
@@ -342,8 +346,8 @@ pub(crate) async fn process_interaction(
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
-            match lease {
-                Some(lease) => durable::inbound::run_leased(&kernel, lease, work).await,
+            match slot {
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
                 None => {
                     work.await;
                 }

@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
@@ -58,6 +59,33 @@ pub(crate) async fn journal(
     }
 }
 
+/// The lease of the inbound record a dispatch runs for, shared by its context and
+/// [`run_leased`]: a persistent flow step that completed the record in its own transaction
+/// marks it settled, and `run_leased` then leaves it alone.
+#[derive(Debug)]
+pub(crate) struct LeaseSlot {
+    pub(crate) lease: InboxLease,
+    settled: AtomicBool,
+}
+
+impl LeaseSlot {
+    pub(crate) fn new(lease: InboxLease) -> Arc<Self> {
+        Arc::new(Self {
+            lease,
+            settled: AtomicBool::new(false),
+        })
+    }
+
+    /// The record was completed (by a flow step's commit).
+    pub(crate) fn settle(&self) {
+        self.settled.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_settled(&self) -> bool {
+        self.settled.load(Ordering::SeqCst)
+    }
+}
+
 /// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
 /// completed, or, when `work` reports that the journal failed under it (a send could not be
 /// journaled), charged as a retryable failure so the sweeper replays the message (its sends
@@ -65,9 +93,10 @@ pub(crate) async fn journal(
 /// times; past that, the lease expires and the record is replayed.
 pub(crate) async fn run_leased<F: Future<Output = bool>>(
     k: &Arc<Kernel>,
-    lease: InboxLease,
+    slot: Arc<LeaseSlot>,
     work: F,
 ) {
+    let lease = &slot.lease;
     let Some(dur) = k.durable.as_ref() else {
         work.await;
         return;
@@ -77,9 +106,12 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         let mut renewed: Option<InboxLease> = None;
         loop {
             tokio::time::sleep(every).await;
+            if slot.is_settled() {
+                return;
+            }
             // Boxed: heartbeats are rare, and the call would otherwise sit in every dispatch's
             // future.
-            match Box::pin(dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(&lease))).await {
+            match Box::pin(dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(lease))).await {
                 Ok(l) => renewed = Some(l),
                 Err(e) => {
                     tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed");
@@ -89,6 +121,10 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         }
     };
     let journal_failed = with_heartbeat(work, beats).await;
+    if slot.is_settled() {
+        // A flow step completed the record in the transaction of its checkpoint.
+        return;
+    }
     // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
     // which a heartbeat does not change.
     // A settle write that fails because the backend went away is retried (the chat's queue
@@ -103,14 +139,14 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
             dur.d
                 .inbox()
                 .fail(
-                    &lease,
+                    lease,
                     "the journal was unavailable while the handler ran",
                     true,
                 )
                 .await
                 .map(|_| ())
         } else {
-            dur.d.inbox().complete(&lease).await.map(|_| ())
+            dur.d.inbox().complete(lease).await.map(|_| ())
         };
         match result {
             Ok(()) => return,
@@ -177,6 +213,7 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
         replay: true,
         media_issue,
         stale: false,
+        lease: None,
     };
     match event {
         ProviderEvent::Message(m) => {

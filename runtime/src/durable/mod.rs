@@ -228,6 +228,16 @@ impl LifecycleStep for DurabilityStep {
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
+        // A backend built lazily (`PostgresKv::new`) connects here: a server that cannot be
+        // reached fails `start()`, naming the host (never the password).
+        dur.d.kv().open().await.map_err(|e| {
+            BotError::Durability(botmesh_durability::DurabilityError::Backend {
+                kind: botmesh_durability::RecordKind::Inbound,
+                id: dur.d.scope().to_string(),
+                operation: "open",
+                source: e,
+            })
+        })?;
         dur.abort_tasks();
         let _ = dur.stop_sweeper.send_replace(false);
         let mut events = dur.d.subscribe();

@@ -447,6 +447,70 @@ where
     }
 }
 
+/// Delivers a send a flow step's commit journaled (or found recorded under its key): each
+/// part in order, inline, deferred to the sweeper past `outbox.inline_max`. `parts` is the
+/// content of each part as the step journaled it (`None` for a record found: read from it).
+pub(crate) async fn deliver_recorded(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    first: OutboxRecord,
+    parts: Option<&[Outgoing]>,
+) -> Result<SendOutcome, BotError> {
+    if first.state == OutboxState::Sent && first.next_part.is_none() {
+        return Ok(deduped(&first));
+    }
+    let mut outcome = SendOutcome {
+        key: Some(first.key.clone()),
+        ..SendOutcome::default()
+    };
+    let (keys, known): (Vec<String>, Option<&Outgoing>) = match parts {
+        Some(parts) => (
+            (1..=parts.len())
+                .map(|n| {
+                    botmesh_durability::keys::part_key(
+                        &first.key,
+                        u32::try_from(n).unwrap_or(u32::MAX),
+                    )
+                })
+                .collect(),
+            // The content is used only while the record is unsplit (one part).
+            parts.first().filter(|_| parts.len() == 1),
+        ),
+        None => (
+            ensure_parts(k, dur, first, None)
+                .await?
+                .into_iter()
+                .map(|r| r.key)
+                .collect(),
+            None,
+        ),
+    };
+    let budget = Budget::start(dur);
+    for key in keys {
+        match attempt_inline(k, dur, &key, &budget, known).await? {
+            Delivered::Now(id) => {
+                outcome.message_id = id;
+                outcome.parts += 1;
+            }
+            Delivered::Before(id) => {
+                outcome.message_id = id;
+                outcome.deduped = true;
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).
+pub(crate) async fn deliver_direct(
+    k: &Arc<Kernel>,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    key: &str,
+) -> Result<SendOutcome, BotError> {
+    direct(k, chat, outgoing, key).await
+}
+
 /// A send that bypasses the outbox: straight to the provider, split into parts.
 async fn direct(
     k: &Arc<Kernel>,

@@ -12,7 +12,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::bot::context::Ctx;
@@ -20,6 +20,7 @@ use crate::bot::outbound::{KeyRule, SendOutcome};
 use crate::error::{BotError, HandlerError};
 use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow};
 use crate::flow::ask::{Answer, Ask, Interrupt};
+use crate::flow::commit::{self, StepBuffer};
 use crate::flow::registry::{Erased, erase};
 use crate::message::{ChatId, Outgoing, UserId};
 
@@ -64,6 +65,8 @@ pub struct FlowCx {
     pub(crate) pending: Mutex<Option<Pending>>,
     occurrences: Mutex<HashMap<String, u32>>,
     pub(crate) effect_keys: Mutex<Vec<String>>,
+    /// The step's sends, when the step commits in one transaction (see `commit`).
+    pub(crate) buffer: Option<Arc<StepBuffer>>,
 }
 
 impl std::fmt::Debug for FlowCx {
@@ -97,6 +100,7 @@ impl FlowCx {
             pending: Mutex::new(None),
             occurrences: Mutex::new(HashMap::new()),
             effect_keys: Mutex::new(Vec::new()),
+            buffer: None,
         }
     }
 
@@ -183,7 +187,7 @@ impl FlowCx {
         let prompt_site = ask.key.clone().unwrap_or_else(|| site.to_owned());
         if let Some(prompt) = ask.prompt {
             let key = self.site_key(&prompt_site);
-            send_in_flow(&self.ctx, prompt, key).await?;
+            self.send_at(prompt, key).await?;
         }
         *lock(&self.pending) = Some(Pending::Ask {
             idle: ask.idle,
@@ -215,7 +219,7 @@ impl FlowCx {
                 Ok(v) => Ok(Some(Ok(v))),
                 Err(reask) => {
                     let key = self.site_key(&format!("{site}/reask"));
-                    send_in_flow(&self.ctx, Outgoing::from(reask), key).await?;
+                    self.send_at(Outgoing::from(reask), key).await?;
                     *lock(&self.pending) = Some(Pending::Reask);
                     Ok(None)
                 }
@@ -257,6 +261,15 @@ impl FlowCx {
     }
 
     /// Takes the step's input (the executor).
+    /// A send of this step under `key`: collected for the step's commit when the step commits
+    /// in one transaction, sent now otherwise.
+    async fn send_at(&self, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
+        match &self.buffer {
+            Some(buffer) => commit::collect(&self.ctx, buffer, outgoing, key).await,
+            None => send_in_flow(&self.ctx, outgoing, key).await,
+        }
+    }
+
     pub(crate) fn take_pending(&self) -> Option<Pending> {
         lock(&self.pending).take()
     }
@@ -289,7 +302,12 @@ impl<'a> FlowSend<'a> {
     ) -> Pin<Box<dyn Future<Output = Result<SendOutcome, BotError>> + Send + 'a>> {
         let key = self.cx.site_key(&self.site);
         let ctx = self.cx.ctx.clone();
-        Box::pin(async move { send_in_flow(&ctx, self.outgoing, key).await })
+        match self.cx.buffer.clone() {
+            Some(buffer) => {
+                Box::pin(async move { commit::collect(&ctx, &buffer, self.outgoing, key).await })
+            }
+            None => Box::pin(async move { send_in_flow(&ctx, self.outgoing, key).await }),
+        }
     }
 }
 

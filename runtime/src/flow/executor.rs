@@ -26,7 +26,10 @@ use crate::error::HandlerError;
 use crate::events::BotEvent;
 use crate::flow::api::{FlowError, Step};
 use crate::flow::ask::{Answer, Interrupt};
+use botmesh_durability::store::CheckpointWrite;
+
 use crate::flow::checkpoint::{self, Loaded};
+use crate::flow::commit::{self, StepBuffer};
 use crate::flow::cx::{FlowCx, Input, Pending};
 use crate::flow::effect;
 use crate::flow::registry::{AnyBox, Erased};
@@ -233,6 +236,10 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
     let chat = ctx.chat().clone();
     let generation = k.flows.generation(&chat);
     stack.step += 1;
+    // A persistent stack on a store that shares its transactions with the journals commits
+    // each step in one transaction (see `commit`): its sends are collected until then.
+    let buffer = (checkpoint::is_persistent(&stack) && commit::atomic(&k))
+        .then(|| Arc::new(StepBuffer::default()));
     let mut effect_keys = Vec::new();
     let ended: Option<(&'static str, String, Option<HandlerError>)> = loop {
         let Some(Frame { flow, state, wait }) = stack.frames.pop() else {
@@ -240,6 +247,7 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
         };
         let info = flow.0.info();
         let mut cx = FlowCx::new(ctx.clone(), info.name, stack.run.clone(), stack.step, input);
+        cx.buffer = buffer.clone();
         let result = flow.0.step(&mut cx, state).await;
         Counters::inc(&k.counters.flow_steps);
         effect_keys.append(&mut cx.effect_keys.lock().unwrap_or_else(|e| e.into_inner()));
@@ -350,6 +358,10 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
         );
         return;
     }
+    if let Some(buffer) = buffer {
+        finish_atomic(ctx, &k, &chat, stack, ended, &buffer, &effect_keys).await;
+        return;
+    }
     match ended {
         None => {
             stack.fed_by = ctx.inbound_id().map(str::to_owned);
@@ -400,6 +412,89 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
             tracing::warn!(error = %e, %key, "cannot delete an effect record");
         }
     }
+}
+
+/// The end of an atomic step: one transaction for the checkpoint change, the step's sends, the
+/// inbound's completion and the effect records; then the sends go out. A commit that fails
+/// writes nothing: the step's outcome is dropped (the store keeps the last committed state)
+/// and the inbound record is retried, so the step runs again.
+async fn finish_atomic(
+    ctx: &Ctx,
+    k: &Arc<Kernel>,
+    chat: &ChatId,
+    mut stack: Stack,
+    ended: Option<(&'static str, String, Option<HandlerError>)>,
+    buffer: &StepBuffer,
+    effect_keys: &[String],
+) {
+    let mut saved = None;
+    let write = match &ended {
+        None => {
+            stack.fed_by = ctx.inbound_id().map(str::to_owned);
+            if checkpoint::is_persistent(&stack) {
+                match checkpoint::encode(k, chat.as_str(), &stack, stack.fed_by.clone()) {
+                    Ok((cp, top)) => {
+                        saved = Some(top);
+                        CheckpointWrite::Save(cp)
+                    }
+                    Err(e) => {
+                        // The flow goes on in memory only; no stale checkpoint may stay behind.
+                        k.events.error("flow:checkpoint", Some(chat), e);
+                        CheckpointWrite::Delete {
+                            chat: chat.to_string(),
+                        }
+                    }
+                }
+            } else {
+                CheckpointWrite::Delete {
+                    chat: chat.to_string(),
+                }
+            }
+        }
+        Some(_) => CheckpointWrite::Delete {
+            chat: chat.to_string(),
+        },
+    };
+    let committed = match commit::commit(ctx, buffer, write, effect_keys).await {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.0
+                .journal_failed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            k.events.error("flow:commit", Some(chat), e);
+            emit(
+                k,
+                chat,
+                stack.top_name().unwrap_or(""),
+                "interrupted:journal",
+            );
+            return;
+        }
+    };
+    match ended {
+        None => {
+            stack.checkpointed = saved.is_some();
+            if let Some(top) = saved {
+                Counters::inc(&k.counters.checkpoints_written);
+                emit(
+                    k,
+                    chat,
+                    stack.top_name().unwrap_or(""),
+                    format!("checkpoint:{top}:{}", stack.step),
+                );
+            }
+            emit(k, chat, stack.top_name().unwrap_or(""), "suspended");
+            k.flows.put(chat, stack);
+        }
+        Some((name, reason, err)) => {
+            if let Some(e) = err {
+                Counters::inc(&k.counters.handler_errors);
+                k.events.error(format!("flow:{name}"), Some(chat), e);
+            }
+            emit(k, chat, name, format!("ended:{reason}"));
+        }
+    }
+    commit::deliver(k, committed).await;
 }
 
 async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {

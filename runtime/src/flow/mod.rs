@@ -42,6 +42,7 @@
 mod api;
 mod ask;
 mod checkpoint;
+mod commit;
 mod cx;
 mod effect;
 mod executor;

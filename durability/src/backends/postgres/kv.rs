@@ -17,12 +17,19 @@
 //! answers `Ok` only after its commit, so it is as durable as the server's
 //! `synchronous_commit` makes it (on by default).
 //!
+//! The statements live in one place, the table's `DurableTable`, so that
+//! [`PostgresStore::commit_step`](crate::Store::commit_step) runs exactly them inside its own
+//! transaction (a flow step's journal operations, see the [module documentation](super)).
+//! Built with [`PostgresKv::new`], the table is created by [`DurableKv::open`] or the first
+//! call, once per backend (clones share that).
+//!
 //! It does not know what a record is and never reads the store's tables.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
+use tokio::sync::OnceCell;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -80,99 +87,86 @@ impl Sql {
     }
 }
 
-/// The [`DurableKv`] on PostgreSQL; cheap to clone (clones share the pool).
-///
-/// ```no_run
-/// # use std::sync::Arc;
-/// # use botmesh_durability::{KvDurability, kv::Scope, DurabilityConfig};
-/// # use botmesh_durability::backends::postgres::{PostgresConfig, PostgresKv};
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let kv = PostgresKv::connect_with(
-///     "postgres://bot@db.internal:5432/bots",
-///     PostgresConfig::new().table_prefix("shop_"),
-/// )
-/// .await?;
-/// let durability = KvDurability::new(Arc::new(kv), Scope::new("t", "prod", "shop", "wa"), DurabilityConfig::default())?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct PostgresKv {
-    pool: PgPool,
-    table: Arc<str>,
-    sql: Arc<Sql>,
+/// The `{prefix}durable` table: its statements, its creation, and the compare-and-set writes
+/// on any connection or transaction of a pool that reaches it. [`PostgresKv`] runs them on
+/// its own connections; [`PostgresStore::commit_step`](super::PostgresStore) runs them inside
+/// the store's transaction, with the same statements and so the same semantics (the same
+/// version sequence, the same conflict answers).
+pub(crate) struct DurableTable {
+    prefix: String,
+    name: String,
+    seq: String,
+    sql: Sql,
+    /// Set once the table is known to exist (created or checked through some pool).
+    ready: OnceCell<()>,
 }
 
-impl std::fmt::Debug for PostgresKv {
+impl std::fmt::Debug for DurableTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresKv")
-            .field("server", &self.pool.target)
-            .field("table", &self.table)
+        f.debug_struct("DurableTable")
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl PostgresKv {
-    /// Connects with the default [`PostgresConfig`] (prefix `botmesh_`) and creates the table.
-    pub async fn connect(url: &str) -> Result<Self, PostgresError> {
-        Self::connect_with(url, PostgresConfig::default()).await
-    }
-
-    /// Connects with `config` (its own pool, no TLS) and creates the table if missing.
-    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self, PostgresError> {
-        let prefix = config.checked_prefix()?.to_owned();
-        let pool = PgPool::connect(url, &config).await?;
-        Self::start(pool, &prefix).await
-    }
-
-    /// Uses `pool` (yours: never closed here) and creates the table if missing.
-    pub async fn with_pool(pool: Pool, config: PostgresConfig) -> Result<Self, PostgresError> {
-        let prefix = config.checked_prefix()?.to_owned();
-        Self::start(PgPool::injected(pool), &prefix).await
-    }
-
-    async fn start(pool: PgPool, prefix: &str) -> Result<Self, PostgresError> {
-        let table = format!("{prefix}durable");
+impl DurableTable {
+    /// The table `{prefix}durable` (`prefix` already checked), not yet created.
+    pub(crate) fn new(prefix: &str) -> Self {
+        let name = format!("{prefix}durable");
         let seq = format!("{prefix}durable_version");
-        let ddl = format!(
-            "CREATE SEQUENCE IF NOT EXISTS {seq};
-             CREATE TABLE IF NOT EXISTS {table} (
-                 scope text COLLATE \"C\" NOT NULL,
-                 key text COLLATE \"C\" NOT NULL,
-                 version bigint NOT NULL,
-                 value bytea NOT NULL,
-                 idx1 text COLLATE \"C\",
-                 idx2 text COLLATE \"C\",
-                 PRIMARY KEY (scope, key));
-             CREATE INDEX IF NOT EXISTS {table}_idx1 ON {table} (scope, idx1, key)
-                 WHERE idx1 IS NOT NULL;
-             CREATE INDEX IF NOT EXISTS {table}_idx2 ON {table} (scope, idx2, key)
-                 WHERE idx2 IS NOT NULL;"
-        );
-        pool.create_schema(&table, &ddl).await?;
-        tracing::debug!(server = %pool.target, %table, "PostgreSQL durable table ready");
-        Ok(PostgresKv {
-            sql: Arc::new(Sql::new(&table, &seq)),
-            table: table.into(),
-            pool,
-        })
+        DurableTable {
+            prefix: prefix.to_owned(),
+            sql: Sql::new(&name, &seq),
+            name,
+            seq,
+            ready: OnceCell::new(),
+        }
     }
 
-    /// The durable table's name (`{prefix}durable`).
-    pub fn table(&self) -> &str {
-        &self.table
+    /// The same table, for another pool (which checks on its own that the table exists).
+    pub(crate) fn for_another_pool(&self) -> Self {
+        Self::new(&self.prefix)
     }
 
-    /// The pool (the one given to [`with_pool`](Self::with_pool), or the one created here).
-    pub fn pool(&self) -> &Pool {
-        &self.pool.pool
+    /// The table prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
-    /// Closes the pool if it was created from a connection string; an injected pool stays open.
-    pub fn close(&self) {
-        self.pool.close();
+    /// The table's name (`{prefix}durable`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
-    fn unavailable(&self, operation: &'static str, e: PostgresError) -> KvError {
+    /// Creates the table, its indexes and its sequence if missing, once (through `pool`).
+    pub(crate) async fn ensure(&self, pool: &PgPool) -> Result<(), PostgresError> {
+        self.ready
+            .get_or_try_init(|| async {
+                let (table, seq) = (&self.name, &self.seq);
+                let ddl = format!(
+                    "CREATE SEQUENCE IF NOT EXISTS {seq};
+                     CREATE TABLE IF NOT EXISTS {table} (
+                         scope text COLLATE \"C\" NOT NULL,
+                         key text COLLATE \"C\" NOT NULL,
+                         version bigint NOT NULL,
+                         value bytea NOT NULL,
+                         idx1 text COLLATE \"C\",
+                         idx2 text COLLATE \"C\",
+                         PRIMARY KEY (scope, key));
+                     CREATE INDEX IF NOT EXISTS {table}_idx1 ON {table} (scope, idx1, key)
+                         WHERE idx1 IS NOT NULL;
+                     CREATE INDEX IF NOT EXISTS {table}_idx2 ON {table} (scope, idx2, key)
+                         WHERE idx2 IS NOT NULL;"
+                );
+                pool.create_schema(table, &ddl).await?;
+                tracing::debug!(server = %pool.target, %table, "PostgreSQL durable table ready");
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    fn unavailable(operation: &'static str, e: PostgresError) -> KvError {
         KvError::Unavailable {
             operation,
             source: Box::new(e),
@@ -180,43 +174,12 @@ impl PostgresKv {
     }
 
     fn failed(&self, operation: &'static str, key: &str, e: tokio_postgres::Error) -> KvError {
-        self.unavailable(operation, query_err(&self.table, key, e))
-    }
-
-    /// Runs one statement. A connection found lost before the statement ran is replaced and
-    /// the statement retried; after it ran, only when `idempotent`.
-    async fn query(
-        &self,
-        operation: &'static str,
-        key: &str,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-        idempotent: bool,
-    ) -> Result<Vec<Row>, KvError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let client = self
-                .pool
-                .client()
-                .await
-                .map_err(|e| self.unavailable(operation, e))?;
-            let statement = match client.prepare_cached(sql).await {
-                Ok(s) => s,
-                Err(e) if attempt == 1 && is_connection_lost(&e) => continue,
-                Err(e) => return Err(self.failed(operation, key, e)),
-            };
-            match client.query(&statement, params).await {
-                Ok(rows) => return Ok(rows),
-                Err(e) if idempotent && attempt == 1 && is_connection_lost(&e) => continue,
-                Err(e) => return Err(self.failed(operation, key, e)),
-            }
-        }
+        Self::unavailable(operation, query_err(&self.name, key, e))
     }
 
     fn decode_version(&self, key: &str, v: i64) -> Result<u64, KvError> {
         u64::try_from(v).map_err(|_| {
-            self.unavailable("decode", query_err(&self.table, key, "negative version"))
+            Self::unavailable("decode", query_err(&self.name, key, "negative version"))
         })
     }
 
@@ -251,9 +214,28 @@ impl PostgresKv {
         })
     }
 
-    async fn cas_on(
+    /// Applies one operation of a batch on `client` (a pool connection or an open
+    /// transaction: inside a transaction, nothing is committed here).
+    pub(crate) async fn apply_on(
         &self,
-        client: &impl deadpool_postgres::GenericClient,
+        client: &impl GenericClient,
+        scope: &str,
+        op: &KvOp,
+    ) -> Result<CasOutcome, KvError> {
+        match op {
+            KvOp::Cas {
+                key,
+                expected,
+                entry,
+            } => self.cas_on(client, scope, key, *expected, entry).await,
+            KvOp::Delete { key, expected } => self.delete_on(client, scope, key, *expected).await,
+        }
+    }
+
+    /// `cas` on `client`.
+    pub(crate) async fn cas_on(
+        &self,
+        client: &impl GenericClient,
         scope: &str,
         key: &str,
         expected: Option<u64>,
@@ -301,9 +283,10 @@ impl PostgresKv {
         }
     }
 
-    async fn delete_on(
+    /// `delete` on `client`.
+    pub(crate) async fn delete_on(
         &self,
-        client: &impl deadpool_postgres::GenericClient,
+        client: &impl GenericClient,
         scope: &str,
         key: &str,
         expected: u64,
@@ -322,15 +305,182 @@ impl PostgresKv {
     }
 }
 
+/// The [`DurableKv`] on PostgreSQL; cheap to clone (clones share the pool).
+///
+/// Built with [`new`](Self::new) it only parses the connection string: it connects and
+/// creates its table in [`DurableKv::open`] (or on its first use), so an unreachable server
+/// fails the bot's `start()`. Built with [`connect`](Self::connect) it does both at once.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use botmesh_durability::{KvDurability, kv::Scope, DurabilityConfig};
+/// # use botmesh_durability::backends::postgres::{PostgresConfig, PostgresKv};
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let kv = PostgresKv::connect_with(
+///     "postgres://bot@db.internal:5432/bots",
+///     PostgresConfig::new().table_prefix("shop_"),
+/// )
+/// .await?;
+/// let durability = KvDurability::new(Arc::new(kv), Scope::new("t", "prod", "shop", "wa"), DurabilityConfig::default())?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresKv {
+    pool: PgPool,
+    durable: Arc<DurableTable>,
+}
+
+impl std::fmt::Debug for PostgresKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresKv")
+            .field("server", &self.pool.target)
+            .field("table", &self.durable.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresKv {
+    /// Parses `url` with the default [`PostgresConfig`] (prefix `botmesh_`), without
+    /// connecting: the connection is made and the table created by [`DurableKv::open`] or by
+    /// the first call. A malformed `url` fails here
+    /// ([`PostgresError::InvalidConnectionString`], without the password).
+    pub fn new(url: &str) -> Result<Self, PostgresError> {
+        Self::new_with(url, PostgresConfig::default())
+    }
+
+    /// [`new`](Self::new) with `config` (its own pool, no TLS).
+    pub fn new_with(url: &str, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let prefix = config.checked_prefix()?.to_owned();
+        let pool = PgPool::from_url(url, &config)?;
+        Ok(Self::lazy(pool, &prefix))
+    }
+
+    /// Connects with the default [`PostgresConfig`] (prefix `botmesh_`) and creates the table.
+    pub async fn connect(url: &str) -> Result<Self, PostgresError> {
+        Self::connect_with(url, PostgresConfig::default()).await
+    }
+
+    /// Connects with `config` (its own pool, no TLS) and creates the table if missing.
+    pub async fn connect_with(url: &str, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let prefix = config.checked_prefix()?.to_owned();
+        let pool = PgPool::connect(url, &config).await?;
+        Self::start(pool, &prefix).await
+    }
+
+    /// Uses `pool` (yours: never closed here) and creates the table if missing.
+    pub async fn with_pool(pool: Pool, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let prefix = config.checked_prefix()?.to_owned();
+        Self::start(PgPool::injected(pool), &prefix).await
+    }
+
+    /// A backend on `pool` whose table is created on first use (`prefix` already checked).
+    pub(crate) fn lazy(pool: PgPool, prefix: &str) -> Self {
+        PostgresKv {
+            durable: Arc::new(DurableTable::new(prefix)),
+            pool,
+        }
+    }
+
+    async fn start(pool: PgPool, prefix: &str) -> Result<Self, PostgresError> {
+        let kv = Self::lazy(pool, prefix);
+        kv.durable.ensure(&kv.pool).await?;
+        Ok(kv)
+    }
+
+    /// The durable table's name (`{prefix}durable`).
+    pub fn table(&self) -> &str {
+        &self.durable.name
+    }
+
+    /// The pool (the one given to [`with_pool`](Self::with_pool), or the one created here).
+    pub fn pool(&self) -> &Pool {
+        &self.pool.pool
+    }
+
+    /// Closes the pool if it was created from a connection string; an injected pool stays open.
+    pub fn close(&self) {
+        self.pool.close();
+    }
+
+    /// The pool with where it points, for [`PostgresStore`](super::PostgresStore)'s
+    /// same-database check.
+    pub(crate) fn pg_pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The table, for a store that commits into it.
+    pub(crate) fn durable_table(&self) -> &DurableTable {
+        &self.durable
+    }
+
+    /// Creates the table on first use; an unreachable server fails `operation`.
+    async fn ready(&self, operation: &'static str) -> Result<(), KvError> {
+        self.durable
+            .ensure(&self.pool)
+            .await
+            .map_err(|e| DurableTable::unavailable(operation, e))
+    }
+
+    /// Runs one statement. A connection found lost before the statement ran is replaced and
+    /// the statement retried; after it ran, only when `idempotent`.
+    async fn query(
+        &self,
+        operation: &'static str,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        idempotent: bool,
+    ) -> Result<Vec<Row>, KvError> {
+        self.ready(operation).await?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let client = self
+                .pool
+                .client()
+                .await
+                .map_err(|e| DurableTable::unavailable(operation, e))?;
+            let statement = match client.prepare_cached(sql).await {
+                Ok(s) => s,
+                Err(e) if attempt == 1 && is_connection_lost(&e) => continue,
+                Err(e) => return Err(self.durable.failed(operation, key, e)),
+            };
+            match client.query(&statement, params).await {
+                Ok(rows) => return Ok(rows),
+                Err(e) if idempotent && attempt == 1 && is_connection_lost(&e) => continue,
+                Err(e) => return Err(self.durable.failed(operation, key, e)),
+            }
+        }
+    }
+
+    /// A connection for a write, after the table is known to exist.
+    async fn write_client(
+        &self,
+        operation: &'static str,
+    ) -> Result<deadpool_postgres::Client, KvError> {
+        self.ready(operation).await?;
+        self.pool
+            .client()
+            .await
+            .map_err(|e| DurableTable::unavailable(operation, e))
+    }
+}
+
 #[async_trait]
 impl DurableKv for PostgresKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         let k = order_escape(key);
         let rows = self
-            .query("get", key, &self.sql.get, &[&scope.id(), &k.as_ref()], true)
+            .query(
+                "get",
+                key,
+                &self.durable.sql.get,
+                &[&scope.id(), &k.as_ref()],
+                true,
+            )
             .await?;
         match rows.first() {
-            Some(row) => Ok(Some(self.versioned(key, row, 0)?)),
+            Some(row) => Ok(Some(self.durable.versioned(key, row, 0)?)),
             None => Ok(None),
         }
     }
@@ -342,22 +492,17 @@ impl DurableKv for PostgresKv {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
-        let client = self
-            .pool
-            .client()
-            .await
-            .map_err(|e| self.unavailable("cas", e))?;
-        self.cas_on(&client, scope.id(), key, expected, &entry)
+        let client = self.write_client("cas").await?;
+        self.durable
+            .cas_on(&client, scope.id(), key, expected, &entry)
             .await
     }
 
     async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        let client = self
-            .pool
-            .client()
+        let client = self.write_client("delete").await?;
+        self.durable
+            .delete_on(&client, scope.id(), key, expected)
             .await
-            .map_err(|e| self.unavailable("delete", e))?;
-        self.delete_on(&client, scope.id(), key, expected).await
     }
 
     async fn range(
@@ -372,8 +517,8 @@ impl DurableKv for PostgresKv {
             return Ok(Vec::new());
         }
         let sql = match index {
-            Index::One => &self.sql.range1,
-            Index::Two => &self.sql.range2,
+            Index::One => &self.durable.sql.range1,
+            Index::Two => &self.durable.sql.range2,
         };
         let (from_e, to_e) = (order_escape(from), order_escape(to));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -382,8 +527,10 @@ impl DurableKv for PostgresKv {
         let rows = self.query("range", from, sql, &params, true).await?;
         rows.iter()
             .map(|row| {
-                let key: String = row.try_get(0).map_err(|e| self.failed("range", from, e))?;
-                let entry = self.versioned(&key, row, 1)?;
+                let key: String = row
+                    .try_get(0)
+                    .map_err(|e| self.durable.failed("range", from, e))?;
+                let entry = self.durable.versioned(&key, row, 1)?;
                 Ok(KvRecord {
                     key: order_unescape(&key).into_owned(),
                     entry,
@@ -396,43 +543,39 @@ impl DurableKv for PostgresKv {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let mut client = self
-            .pool
-            .client()
-            .await
-            .map_err(|e| self.unavailable("batch", e))?;
+        let mut client = self.write_client("batch").await?;
         if client.is_closed() {
             // Lost while idle: nothing was sent on it, so take another one.
-            client = self
-                .pool
-                .client()
-                .await
-                .map_err(|e| self.unavailable("batch", e))?;
+            client = self.write_client("batch").await?;
         }
         let tx = client
             .transaction()
             .await
-            .map_err(|e| self.failed("batch", scope.id(), e))?;
+            .map_err(|e| self.durable.failed("batch", scope.id(), e))?;
         let mut out = Vec::with_capacity(ops.len());
         for op in &ops {
-            out.push(match op {
-                KvOp::Cas {
-                    key,
-                    expected,
-                    entry,
-                } => self.cas_on(&tx, scope.id(), key, *expected, entry).await?,
-                KvOp::Delete { key, expected } => {
-                    self.delete_on(&tx, scope.id(), key, *expected).await?
-                }
-            });
+            out.push(self.durable.apply_on(&tx, scope.id(), op).await?);
         }
         tx.commit()
             .await
-            .map_err(|e| self.failed("batch", scope.id(), e))?;
+            .map_err(|e| self.durable.failed("batch", scope.id(), e))?;
         Ok(out)
     }
 
     fn shared_between_processes(&self) -> bool {
         true
+    }
+
+    /// Connects and creates the table if missing (once; later calls return at once). An
+    /// unreachable server fails with [`KvError::Unavailable`] whose source is a
+    /// [`PostgresError::Connect`] naming host and port, never the password.
+    async fn open(&self) -> Result<(), KvError> {
+        self.ready("open").await
+    }
+
+    /// This backend, so that a [`PostgresStore`](super::PostgresStore) on the same database
+    /// can commit flow steps into its table.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

@@ -2,32 +2,79 @@
 //! and [`PostgresStore`], the [`Store`]; both through `tokio-postgres` and a `deadpool-postgres`
 //! pool.
 //!
-//! | backend | tables (created idempotently on start, under an advisory lock) |
+//! | backend | tables (created idempotently on open, under an advisory lock) |
 //! | --- | --- |
 //! | [`PostgresKv`] | `{prefix}durable(scope, key, version, value, idx1, idx2)`, its two indexes, the sequence `{prefix}durable_version` |
 //! | [`PostgresStore`] | `{prefix}meta` (schema version), `{prefix}chats`, `{prefix}contacts`, `{prefix}ledger`, `{prefix}checkpoints`, `{prefix}handoffs`, `{prefix}kv` |
 //!
-//! The table prefix defaults to `botmesh_`. Neither backend touches the other's tables, so one
-//! database (and one pool) can hold both, and several bots (scopes) share one durable table.
+//! The table prefix defaults to `botmesh_`. One database (and one pool) can hold both, and
+//! several bots (scopes) share one durable table. The store reads and writes the durable table
+//! only in [`Store::commit_step`] (below).
 //!
 //! Connections, as the guide describes them:
 //!
+//! | constructor | I/O at construction | connects and creates tables |
+//! | --- | --- | --- |
+//! | [`PostgresKv::new`], [`PostgresStore::new`] (and `new_with`) | none: the string is only parsed | [`DurableKv::open`] / [`Store::open`], i.e. the bot's `start()` (a `PostgresKv` also on its first call) |
+//! | [`PostgresKv::connect`], [`PostgresStore::connect`] (and `connect_with`) | connects, creates tables | at construction |
+//! | `with_pool` | creates tables | at construction |
+//! | [`PostgresStore::durability_kv`] | none (the store's pool) | on `open` or first use |
+//!
+//! - A malformed connection string fails at once with [`PostgresError::InvalidConnectionString`],
+//!   whose reason names the offending option, never a value. A string that cannot connect
+//!   fails (`open`, or `connect`) with [`PostgresError::Connect`], which names the host and
+//!   port, never the password (a [`StoreError::Query`] of operation `open`, or a
+//!   [`KvError::Unavailable`] of operation `open`, with it as the source).
 //! - Built from a connection string, a backend creates its own pool (no TLS: `NoTls`) and
-//!   closes it in `close()`. A connection string that cannot connect fails with
-//!   [`PostgresError::Connect`], which names the host and port, never the password.
-//! - Built from a pool ([`PostgresConfig`] + `with_pool`), the pool stays yours: it is never
-//!   closed here. Build it with your own TLS connector if the server needs TLS.
+//!   closes it in `close()`. Built from a pool ([`PostgresConfig`] + `with_pool`), the pool
+//!   stays yours: it is never closed here. Build it with your own TLS connector if the server
+//!   needs TLS.
 //! - A connection the server drops (restart, failover) is reported with `tracing::error!` (for
 //!   pools this module creates) and replaced on the next query: the pool recycles closed
 //!   connections. Reads are retried once on a fresh connection; a write whose connection died is
 //!   reported as failed, because it may or may not have committed (the journals re-read and
 //!   re-decide).
 //!
+//! # Flow steps in one transaction
+//!
+//! A [`PostgresStore`] commits a `#[persistent]` flow step ([`Store::commit_step`]) in one
+//! transaction on its own pool: the step's journal operations on its **journal table**, with
+//! the statements `PostgresKv` runs itself (the same compare-and-set, the same version
+//! sequence), then the checkpoint change and the value removals on its own tables. The first
+//! conflicting operation rolls everything back and is returned as
+//! [`StepCommitOutcome::Conflict`]. The journal table is `{store prefix}durable` (what a
+//! `PostgresKv` with the same [`PostgresConfig`] uses), or the table of the kv given to
+//! [`PostgresStore::with_journals`] when the kv has its own prefix.
+//!
+//! [`Store::shares_transactions_with`] answers `true` only for a `PostgresKv` (also behind `Arc`
+//! or the crash harness) whose table is the journal table and whose pool reaches the store's
+//! database. "Same database" is decided, first answer wins:
+//!
+//! 1. the same `deadpool` pool (clones of one [`deadpool_postgres::Pool`], compared by
+//!    identity): yes. [`PostgresStore::durability_kv`], or `with_pool` with one pool for both,
+//!    always shares;
+//! 2. else, when both pools have opened (created their tables), what the server told each:
+//!    the cluster's `system_identifier` (`pg_control_system()`), the database, the role and the
+//!    `search_path` (so an unqualified table name resolves to the same table) must all match.
+//!    This also recognises two injected pools, or `localhost` and `127.0.0.1`;
+//! 3. else, both built from connection strings: the same hosts and ports, database, user and
+//!    `options` (no I/O, so it answers before `open`; spellings of one host differ).
+//!
+//! An injected pool that has not opened yet, a different table or another backend answers
+//! `false`: the runtime then writes the step's pieces one after the other, as for any store.
+//!
 //! This module does not run migrations beyond creating missing tables, and does not speak TLS
 //! itself.
 //!
 //! [`DurableKv`]: crate::DurableKv
+//! [`DurableKv::open`]: crate::DurableKv::open
+//! [`KvError::Unavailable`]: crate::kv::KvError::Unavailable
 //! [`Store`]: crate::Store
+//! [`Store::open`]: crate::Store::open
+//! [`Store::commit_step`]: crate::Store::commit_step
+//! [`Store::shares_transactions_with`]: crate::Store::shares_transactions_with
+//! [`StoreError::Query`]: crate::StoreError::Query
+//! [`StepCommitOutcome::Conflict`]: crate::store::StepCommitOutcome::Conflict
 
 mod kv;
 mod store;
@@ -42,7 +89,7 @@ pub use tokio_postgres;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
@@ -173,26 +220,74 @@ impl PostgresConfig {
     }
 }
 
-/// A pool with who owns it and where it points (for errors and logs).
+/// Where a connection string points, without its password: what two pools created from
+/// connection strings must agree on to reach the same database (see [`PgPool::same_database`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerAddress {
+    endpoints: Vec<String>,
+    dbname: Option<String>,
+    user: Option<String>,
+    options: Option<String>,
+}
+
+impl ServerAddress {
+    fn of(pg: &tokio_postgres::Config) -> Self {
+        let user = pg.get_user().map(str::to_owned);
+        ServerAddress {
+            endpoints: endpoints(pg),
+            // The server's default database is the user's name.
+            dbname: pg.get_dbname().map(str::to_owned).or_else(|| user.clone()),
+            user,
+            options: pg.get_options().map(str::to_owned),
+        }
+    }
+}
+
+/// Who the server says a connection talks to: its cluster, database, role and `search_path`
+/// (which decide what an unqualified table name resolves to). Learned once per pool, when it
+/// creates its tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerIdentity {
+    system_identifier: String,
+    database: String,
+    user: String,
+    search_path: String,
+}
+
+impl ServerIdentity {
+    fn from_row(row: &tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
+        Ok(ServerIdentity {
+            system_identifier: row.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+            database: row.try_get(1)?,
+            user: row.try_get(2)?,
+            search_path: row.try_get(3)?,
+        })
+    }
+}
+
+/// A pool with who owns it and where it points (for errors, logs and
+/// [`same_database`](Self::same_database)).
 #[derive(Clone)]
 pub(crate) struct PgPool {
     pub(crate) pool: Pool,
     pub(crate) owned: bool,
     pub(crate) target: Arc<str>,
+    /// Where the connection string points (`None` for an injected pool).
+    address: Option<Arc<ServerAddress>>,
+    /// What the server reported once connected (shared by clones).
+    identity: Arc<OnceLock<ServerIdentity>>,
 }
 
 impl PgPool {
-    /// A pool created from `url` (no TLS); checks that one connection can be made.
-    pub(crate) async fn connect(url: &str, config: &PostgresConfig) -> Result<Self, PostgresError> {
-        let mut pg: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
-            PostgresError::InvalidConnectionString {
-                reason: e.to_string(),
-            }
-        })?;
+    /// A pool created from `url` (no TLS), without connecting: only the string is checked
+    /// (a malformed one fails here, without the password in the error).
+    pub(crate) fn from_url(url: &str, config: &PostgresConfig) -> Result<Self, PostgresError> {
+        let mut pg = parse_url(url)?;
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(config.connect_timeout);
         }
         let target: Arc<str> = describe(&pg).into();
+        let address = Arc::new(ServerAddress::of(&pg));
         let manager = Manager::from_connect(
             pg,
             LoggingConnect {
@@ -212,11 +307,18 @@ impl PgPool {
                 target: target.to_string(),
                 source: Box::new(e),
             })?;
-        let pg_pool = PgPool {
+        Ok(PgPool {
             pool,
             owned: true,
             target,
-        };
+            address: Some(address),
+            identity: Arc::default(),
+        })
+    }
+
+    /// A pool created from `url` (no TLS); checks that one connection can be made.
+    pub(crate) async fn connect(url: &str, config: &PostgresConfig) -> Result<Self, PostgresError> {
+        let pg_pool = Self::from_url(url, config)?;
         drop(pg_pool.client().await?);
         Ok(pg_pool)
     }
@@ -227,6 +329,39 @@ impl PgPool {
             pool,
             owned: false,
             target: "an injected pool".into(),
+            address: None,
+            identity: Arc::default(),
+        }
+    }
+
+    /// The same pool, borrowed: a backend built on it never closes it.
+    pub(crate) fn borrowed(&self) -> Self {
+        PgPool {
+            owned: false,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a connection of `self` and one of `other` reach the same database, where an
+    /// unqualified table name resolves to the same table:
+    ///
+    /// 1. the same `deadpool` pool (clones of one [`Pool`]): yes;
+    /// 2. else, when both pools have created their tables (so the server told each of them its
+    ///    cluster's `system_identifier`, database, role and `search_path`): those must match;
+    /// 3. else, both built from connection strings: the same hosts, ports, database, user and
+    ///    `options` (no I/O; `localhost` and `127.0.0.1` count as different).
+    ///
+    /// Anything else (an injected pool not yet used) answers `false`.
+    pub(crate) fn same_database(&self, other: &PgPool) -> bool {
+        if std::ptr::eq(self.pool.manager(), other.pool.manager()) {
+            return true;
+        }
+        if let (Some(a), Some(b)) = (self.identity.get(), other.identity.get()) {
+            return a == b;
+        }
+        match (&self.address, &other.address) {
+            (Some(a), Some(b)) => a == b,
+            _ => false,
         }
     }
 
@@ -246,7 +381,8 @@ impl PgPool {
     }
 
     /// Creates tables with `ddl` in one transaction under an advisory lock named after `table`,
-    /// so that processes starting together do not race on `CREATE … IF NOT EXISTS`.
+    /// so that processes starting together do not race on `CREATE … IF NOT EXISTS`. The first
+    /// time, it also asks the server who it is (see [`same_database`](Self::same_database)).
     pub(crate) async fn create_schema(&self, table: &str, ddl: &str) -> Result<(), PostgresError> {
         let schema_err = |e: tokio_postgres::Error| PostgresError::Schema {
             target: self.target.to_string(),
@@ -259,8 +395,52 @@ impl PgPool {
             .await
             .map_err(schema_err)?;
         tx.batch_execute(ddl).await.map_err(schema_err)?;
-        tx.commit().await.map_err(schema_err)
+        tx.commit().await.map_err(schema_err)?;
+        if self.identity.get().is_none() {
+            self.learn_identity(&client).await;
+        }
+        Ok(())
     }
+
+    /// Asks the server who it is. A server that refuses (`pg_control_system()` not granted)
+    /// leaves the identity unknown: [`same_database`](Self::same_database) then compares
+    /// connection strings.
+    async fn learn_identity(&self, client: &deadpool_postgres::Client) {
+        let sql = "SELECT (SELECT system_identifier FROM pg_control_system())::text, \
+                   current_database()::text, current_user::text, current_setting('search_path')";
+        let identity = client
+            .query_one(sql, &[])
+            .await
+            .and_then(|row| ServerIdentity::from_row(&row));
+        match identity {
+            Ok(identity) if !identity.system_identifier.is_empty() => {
+                let _ = self.identity.set(identity);
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!(
+                target: "botmesh_durability::postgres",
+                server = %self.target,
+                %error,
+                "cannot read the server's identity; pools are compared by connection string"
+            ),
+        }
+    }
+}
+
+/// Parses a connection string; the error names what is wrong (an option's name, a byte
+/// offset), never a value, so never the password.
+pub(crate) fn parse_url(url: &str) -> Result<tokio_postgres::Config, PostgresError> {
+    url.parse().map_err(|e: tokio_postgres::Error| {
+        let mut reason = match std::error::Error::source(&e) {
+            Some(cause) => cause.to_string(),
+            None => e.to_string(),
+        };
+        // "unexpected character at byte N: expected `=` but got `x`": `x` may be a password's.
+        if let Some(at) = reason.find(" but got ") {
+            reason.truncate(at);
+        }
+        PostgresError::InvalidConnectionString { reason }
+    })
 }
 
 /// A stable 64-bit advisory lock key for a table name (FNV-1a).
@@ -275,6 +455,11 @@ fn lock_key(table: &str) -> i64 {
 
 /// `host:port[,host:port…]` of a config, without user or password.
 fn describe(pg: &tokio_postgres::Config) -> String {
+    endpoints(pg).join(",")
+}
+
+/// Each `host:port` (or socket path, or `hostaddr:port`) of a config.
+fn endpoints(pg: &tokio_postgres::Config) -> Vec<String> {
     let ports = pg.get_ports();
     let port = |i: usize| {
         ports
@@ -292,19 +477,19 @@ fn describe(pg: &tokio_postgres::Config) -> String {
             Host::Unix(path) => format!("{}/.s.PGSQL.{}", path.display(), port(i)),
         })
         .collect();
-    if hosts.is_empty() {
-        let addrs: Vec<String> = pg
-            .get_hostaddrs()
-            .iter()
-            .enumerate()
-            .map(|(i, a)| format!("{a}:{}", port(i)))
-            .collect();
-        if addrs.is_empty() {
-            return format!("localhost:{}", port(0));
-        }
-        return addrs.join(",");
+    if !hosts.is_empty() {
+        return hosts;
     }
-    hosts.join(",")
+    let addrs: Vec<String> = pg
+        .get_hostaddrs()
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{a}:{}", port(i)))
+        .collect();
+    if addrs.is_empty() {
+        return vec![format!("localhost:{}", port(0))];
+    }
+    addrs
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -364,7 +549,7 @@ pub(crate) fn query_err(table: &str, key: &str, e: impl Into<BoxError>) -> Postg
 
 #[cfg(test)]
 mod tests {
-    use super::{PostgresConfig, describe};
+    use super::{PostgresConfig, PostgresError, ServerAddress, describe, parse_url};
 
     #[test]
     fn the_target_names_host_and_port_without_the_password() {
@@ -387,5 +572,42 @@ mod tests {
                     .is_err()
             );
         }
+    }
+
+    #[test]
+    fn a_malformed_string_names_the_problem_not_a_value() {
+        for (url, expected) in [
+            (
+                "postgres://ada:s3cret@db:notaport/bots",
+                "invalid value for option `port`",
+            ),
+            (
+                "host=db x s3cret",
+                "unexpected character at byte 10: expected `=`",
+            ),
+        ] {
+            match parse_url(url) {
+                Err(PostgresError::InvalidConnectionString { reason }) => {
+                    assert_eq!(reason, expected, "{url}");
+                }
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_compare_what_reaches_a_database() {
+        let address =
+            |url: &str| ServerAddress::of(&parse_url(url).unwrap_or_else(|e| panic!("{e}")));
+        let url = address("postgres://ada:s3cret@db:5432/ada");
+        assert_eq!(url, address("host=db user=ada password=other"));
+        assert_eq!(url, address("postgres://ada@db"));
+        assert_ne!(url, address("postgres://ada@db/bots"));
+        assert_ne!(url, address("postgres://ada@db:5433/ada"));
+        assert_ne!(url, address("postgres://bob@db/ada"));
+        assert_ne!(
+            url,
+            address("postgres://ada@db/ada?options=-csearch_path%3Dx")
+        );
     }
 }

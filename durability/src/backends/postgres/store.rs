@@ -10,9 +10,18 @@
 //! | handoffs | `{prefix}handoffs` | `chat` |
 //! | per-scope values | `{prefix}kv` (`key` in byte order, `COLLATE "C"`) | `(scope, key)` |
 //!
-//! `open()` creates missing tables (idempotently, under an advisory lock) and refuses a
-//! schema version newer than this build's. JSON is kept as `text`, unparsed. The store never
-//! reads or writes the durable table of [`PostgresKv`](super::PostgresKv).
+//! `open()` connects (for a store built with [`PostgresStore::new`], the first connection is
+//! made there), creates missing tables (idempotently, under an advisory lock) and refuses a
+//! schema version newer than this build's. JSON is kept as `text`, unparsed.
+//!
+//! The store touches the durable table of [`PostgresKv`] in one call only:
+//! [`Store::commit_step`], which applies a flow step's journal operations to its *journal
+//! table* (`{prefix}durable` of this store's prefix, or the table of the kv given to
+//! [`PostgresStore::with_journals`]) in the same transaction as the checkpoint and value
+//! writes, with the statements `PostgresKv` runs itself (same compare-and-set, same version
+//! sequence). [`Store::shares_transactions_with`] answers `true` for a `PostgresKv` whose table
+//! is that journal table and whose pool reaches the same database (see
+//! [`super`]'s module documentation for how that is decided).
 //!
 //! `close()` makes every call fail with [`StoreError::Closed`] until the next `open()`, and
 //! drops the idle connections of a pool created here (an injected pool is left as it is). It
@@ -28,20 +37,44 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PgPool, PostgresConfig, PostgresError, query_err};
+use super::kv::DurableTable;
+use super::{PgPool, PostgresConfig, PostgresError, PostgresKv, query_err};
+use crate::config::DurabilityConfig;
+use crate::error::DurabilityError;
+use crate::journal::KvDurability;
+use crate::kv::{CasOutcome, DurableKv, Scope};
 use crate::store::{
-    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
+    ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry,
+    StepCommit, StepCommitOutcome, Store, StoreError,
 };
+use rows::CheckpointColumns;
 
 /// The schema version this build writes and reads.
 const SCHEMA_VERSION: i64 = 1;
 
 /// A [`Store`] on PostgreSQL; clones share the pool and the open/closed state.
+///
+/// Built with [`new`](Self::new) it only parses the connection string; [`Store::open`] (the
+/// bot's `start()`) connects and creates the tables, so an unreachable server fails there
+/// with an error naming host and port, never the password.
+///
+/// ```no_run
+/// # use botmesh_durability::{DurabilityConfig, Store, kv::Scope};
+/// # use botmesh_durability::backends::postgres::PostgresStore;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::new("postgres://bot@db.internal:5432/bots")?;
+/// store.open().await?;
+/// // The journals in the same database, on the same pool: flow steps commit atomically.
+/// let durability = store.durability(Scope::new("t", "prod", "shop", "wa"), DurabilityConfig::default())?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
     prefix: Arc<str>,
     closed: Arc<AtomicBool>,
+    /// The durable table [`Store::commit_step`] writes the journal operations to.
+    journals: Arc<DurableTable>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -49,11 +82,26 @@ impl std::fmt::Debug for PostgresStore {
         f.debug_struct("PostgresStore")
             .field("server", &self.pool.target)
             .field("prefix", &self.prefix)
+            .field("journals", &self.journals.name())
             .finish_non_exhaustive()
     }
 }
 
 impl PostgresStore {
+    /// Parses `url` with the default [`PostgresConfig`], without connecting: [`Store::open`]
+    /// connects and creates the tables. A malformed `url` fails here (without the password).
+    pub fn new(url: &str) -> Result<Self, StoreError> {
+        Self::new_with(url, PostgresConfig::default())
+    }
+
+    /// [`new`](Self::new) with `config` (its own pool, no TLS). Until [`Store::open`], every
+    /// call fails with [`StoreError::Closed`].
+    pub fn new_with(url: &str, config: PostgresConfig) -> Result<Self, StoreError> {
+        let prefix = config.checked_prefix().map_err(open_err)?.to_owned();
+        let pool = PgPool::from_url(url, &config).map_err(open_err)?;
+        Ok(Self::closed(pool, prefix))
+    }
+
     /// Connects with the default [`PostgresConfig`] and opens the store (creates the tables).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::connect_with(url, PostgresConfig::default()).await
@@ -73,13 +121,49 @@ impl PostgresStore {
     }
 
     async fn start(pool: PgPool, prefix: String) -> Result<Self, StoreError> {
-        let store = PostgresStore {
+        let store = Self::closed(pool, prefix);
+        store.open().await?;
+        Ok(store)
+    }
+
+    /// A store on `pool`, not opened yet (`prefix` already checked).
+    fn closed(pool: PgPool, prefix: String) -> Self {
+        PostgresStore {
+            journals: Arc::new(DurableTable::new(&prefix)),
             pool,
             prefix: prefix.into(),
             closed: Arc::new(AtomicBool::new(true)),
-        };
-        store.open().await?;
-        Ok(store)
+        }
+    }
+
+    /// Commits flow steps into `kv`'s durable table instead of `{this store's prefix}durable`:
+    /// for a [`PostgresKv`] built with another table prefix. [`Store::shares_transactions_with`]
+    /// still answers `true` only when `kv`'s pool reaches this store's database.
+    pub fn with_journals(mut self, kv: &PostgresKv) -> Self {
+        self.journals = Arc::new(kv.durable_table().for_another_pool());
+        self
+    }
+
+    /// The durable table [`Store::commit_step`] writes to (`{prefix}durable` unless
+    /// [`with_journals`](Self::with_journals) chose another).
+    pub fn journal_table(&self) -> &str {
+        self.journals.name()
+    }
+
+    /// The durable journals' backend on this store's pool and journal table (the table is
+    /// created by [`DurableKv::open`] or the first call). It shares transactions with this
+    /// store. The pool stays the store's: the kv's `close()` leaves it open.
+    pub fn durability_kv(&self) -> PostgresKv {
+        PostgresKv::lazy(self.pool.borrowed(), self.journals.prefix())
+    }
+
+    /// The inbox and outbox journals of `scope` on [`durability_kv`](Self::durability_kv).
+    pub fn durability(
+        &self,
+        scope: Scope,
+        config: DurabilityConfig,
+    ) -> Result<KvDurability<PostgresKv>, DurabilityError> {
+        KvDurability::new(Arc::new(self.durability_kv()), scope, config)
     }
 
     /// The table prefix.
@@ -177,6 +261,45 @@ impl PostgresStore {
         };
         let statement = client.prepare_cached(sql).await.map_err(fail)?;
         client.query(&statement, params).await.map_err(fail)
+    }
+
+    /// Runs one statement of `commit_step` inside its transaction.
+    async fn execute_in(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        table: &str,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        let fail = |e: tokio_postgres::Error| step_err(query_err(&self.t(table), key, e));
+        let statement = tx.prepare_cached(sql).await.map_err(fail)?;
+        tx.execute(&statement, params).await.map_err(fail)?;
+        Ok(())
+    }
+
+    fn save_checkpoint_sql(&self) -> String {
+        format!(
+            "INSERT INTO {} ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (chat) DO UPDATE SET flow = $2, layout_hash = $3, state = $4, \
+             inbound_id = $5, step = $6, updated_ms = $7",
+            self.t("checkpoints")
+        )
+    }
+
+    fn delete_checkpoint_sql(&self) -> String {
+        format!("DELETE FROM {} WHERE chat = $1", self.t("checkpoints"))
+    }
+
+    fn delete_value_sql(&self) -> String {
+        format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"))
+    }
+}
+
+fn step_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+    StoreError::Query {
+        operation: "commit_step",
+        source: e.into(),
     }
 }
 
@@ -316,24 +439,16 @@ impl Store for PostgresStore {
     }
 
     async fn save_checkpoint(&self, c: &FlowCheckpoint) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (chat) DO UPDATE SET flow = $2, layout_hash = $3, state = $4, \
-             inbound_id = $5, step = $6, updated_ms = $7",
-            self.t("checkpoints")
-        );
-        let state = c.state.to_string();
-        let params: [&(dyn ToSql + Sync); 7] = [
+        let sql = self.save_checkpoint_sql();
+        let columns = CheckpointColumns::new(c);
+        self.query(
+            "save_checkpoint",
+            "checkpoints",
             &c.chat,
-            &c.flow,
-            &rows::u64_bits(c.layout_hash),
-            &state,
-            &c.inbound_id,
-            &rows::u64_bits(c.step),
-            &c.updated_ms,
-        ];
-        self.query("save_checkpoint", "checkpoints", &c.chat, &sql, &params)
-            .await?;
+            &sql,
+            &columns.params(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -349,7 +464,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
-        let sql = format!("DELETE FROM {} WHERE chat = $1", self.t("checkpoints"));
+        let sql = self.delete_checkpoint_sql();
         self.query("delete_checkpoint", "checkpoints", chat, &sql, &[&chat])
             .await?;
         Ok(())
@@ -431,7 +546,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        let sql = format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"));
+        let sql = self.delete_value_sql();
         self.query("delete_value", "kv", key, &sql, &[&scope, &key])
             .await?;
         Ok(())
@@ -455,5 +570,94 @@ impl Store for PostgresStore {
                 Ok((key, value))
             })
             .collect()
+    }
+
+    /// `true` when `kv` is a [`PostgresKv`] (also behind `Arc` or the crash harness) whose
+    /// table is this store's [`journal_table`](PostgresStore::journal_table) and whose pool
+    /// reaches this store's database: the same pool, or the same server identity once both
+    /// have connected, or else the same hosts, ports, database, user and options in their
+    /// connection strings (see the [module documentation](super)).
+    fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
+        let Some(kv) = kv.as_any().and_then(|a| a.downcast_ref::<PostgresKv>()) else {
+            return false;
+        };
+        if !kv.pg_pool().same_database(&self.pool) {
+            return false;
+        }
+        if kv.table() != self.journals.name() {
+            tracing::debug!(
+                target: "botmesh_durability::postgres",
+                kv_table = kv.table(),
+                journal_table = self.journals.name(),
+                "the PostgresKv is on the store's database but not in its journal table \
+                 (see PostgresStore::with_journals): flow steps are not committed atomically"
+            );
+            return false;
+        }
+        true
+    }
+
+    /// One transaction on the store's pool: the journal operations on the journal table (the
+    /// first conflict rolls everything back and is returned), then the checkpoint change and
+    /// the value removals. The journal table is created first if it is missing.
+    async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
+        self.check_open()?;
+        self.journals.ensure(&self.pool).await.map_err(step_err)?;
+        let mut client = self.pool.client().await.map_err(step_err)?;
+        if client.is_closed() {
+            // Lost while idle: nothing was sent on it, so take another one.
+            client = self.pool.client().await.map_err(step_err)?;
+        }
+        let scope = step.scope.id();
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| step_err(query_err(self.journals.name(), scope, e)))?;
+        let mut outcomes = Vec::with_capacity(step.journal.len());
+        for (op, write) in step.journal.iter().enumerate() {
+            let outcome = self
+                .journals
+                .apply_on(&tx, scope, write)
+                .await
+                .map_err(step_err)?;
+            if let CasOutcome::Conflict { current } = outcome {
+                // Nothing was committed whatever the rollback answers; a failed one leaves the
+                // connection to the pool's recycling.
+                if let Err(error) = tx.rollback().await {
+                    tracing::debug!(
+                        target: "botmesh_durability::postgres",
+                        server = %self.pool.target,
+                        %error,
+                        "rollback of a conflicting flow step failed"
+                    );
+                }
+                return Ok(StepCommitOutcome::Conflict { op, current });
+            }
+            outcomes.push(outcome);
+        }
+        match &step.checkpoint {
+            CheckpointWrite::Save(cp) => {
+                let columns = CheckpointColumns::new(cp);
+                let sql = self.save_checkpoint_sql();
+                self.execute_in(&tx, "checkpoints", &cp.chat, &sql, &columns.params())
+                    .await?;
+            }
+            CheckpointWrite::Delete { chat } => {
+                let sql = self.delete_checkpoint_sql();
+                self.execute_in(&tx, "checkpoints", chat, &sql, &[chat])
+                    .await?;
+            }
+            CheckpointWrite::Keep => {}
+        }
+        if !step.delete_values.is_empty() {
+            let sql = self.delete_value_sql();
+            for (scope, key) in &step.delete_values {
+                self.execute_in(&tx, "kv", key, &sql, &[scope, key]).await?;
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(|e| step_err(query_err(self.journals.name(), scope, e)))?;
+        Ok(StepCommitOutcome::Committed(outcomes))
     }
 }

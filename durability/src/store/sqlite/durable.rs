@@ -152,7 +152,7 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
     Ok(to_version(first))
 }
 
-fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
+pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
     match op {
         KvOp::Cas {
             key,
@@ -289,5 +289,9 @@ impl DurableKv for SqliteDurableKv {
 
     fn shared_between_processes(&self) -> bool {
         true
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

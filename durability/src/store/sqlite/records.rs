@@ -8,12 +8,13 @@
 //! Nothing here knows the `durable` table: that is the journal's.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{OptionalExtension, Row, Transaction, params};
 
-use super::{SqliteStore, query_error};
+use super::{SqliteDurableKv, SqliteStore, durable, query_error};
+use crate::kv::{CasOutcome, DurableKv};
 use crate::store::{
-    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
-    Store, StoreError,
+    ChatRecord, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint, HandoffRecord,
+    LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 
 /// Encodes a JSON column.
@@ -156,6 +157,70 @@ fn handoff_row(row: &Row<'_>) -> rusqlite::Result<HandoffRecord> {
         reason: row.get(2)?,
         since_ms: row.get(3)?,
     })
+}
+
+fn write_checkpoint(
+    tx: &Transaction<'_>,
+    checkpoint: &FlowCheckpoint,
+    state: &str,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    ))?
+    .execute(params![
+        checkpoint.chat,
+        checkpoint.flow,
+        checkpoint.layout_hash.cast_signed(),
+        state,
+        checkpoint.inbound_id,
+        checkpoint.step.cast_signed(),
+        checkpoint.updated_ms
+    ])?;
+    Ok(())
+}
+
+fn remove_checkpoint(tx: &Transaction<'_>, chat: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM checkpoints WHERE chat = ?1")?
+        .execute([chat])?;
+    Ok(())
+}
+
+fn remove_value(tx: &Transaction<'_>, scope: &str, key: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM kv WHERE scope = ?1 AND key = ?2")?
+        .execute([scope, key])?;
+    Ok(())
+}
+
+/// The body of [`Store::commit_step`]: inside its own savepoint, so a conflicting journal
+/// operation rolls back every statement of the step (and only those).
+fn commit_step_in(
+    tx: &Transaction<'_>,
+    step: StepCommit,
+    state: Option<String>,
+) -> rusqlite::Result<StepCommitOutcome> {
+    tx.execute_batch("SAVEPOINT botmesh_step")?;
+    let scope = step.scope.id().to_owned();
+    let mut outcomes = Vec::with_capacity(step.journal.len());
+    for (op, write) in step.journal.into_iter().enumerate() {
+        match durable::apply(tx, &scope, write)? {
+            CasOutcome::Conflict { current } => {
+                tx.execute_batch("ROLLBACK TO botmesh_step; RELEASE botmesh_step")?;
+                return Ok(StepCommitOutcome::Conflict { op, current });
+            }
+            ok => outcomes.push(ok),
+        }
+    }
+    match (&step.checkpoint, state) {
+        (CheckpointWrite::Save(cp), Some(state)) => write_checkpoint(tx, cp, &state)?,
+        (CheckpointWrite::Delete { chat }, _) => remove_checkpoint(tx, chat)?,
+        _ => {}
+    }
+    for (scope, key) in &step.delete_values {
+        remove_value(tx, scope, key)?;
+    }
+    tx.execute_batch("RELEASE botmesh_step")?;
+    Ok(StepCommitOutcome::Committed(outcomes))
 }
 
 #[async_trait]
@@ -324,20 +389,7 @@ impl Store for SqliteStore {
         let state = encode("save_checkpoint", &checkpoint.state)?;
         let checkpoint = checkpoint.clone();
         self.write("save_checkpoint", move |tx| {
-            tx.prepare_cached(&format!(
-                "INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-            ))?
-            .execute(params![
-                checkpoint.chat,
-                checkpoint.flow,
-                checkpoint.layout_hash.cast_signed(),
-                state,
-                checkpoint.inbound_id,
-                checkpoint.step.cast_signed(),
-                checkpoint.updated_ms
-            ])?;
-            Ok(())
+            write_checkpoint(tx, &checkpoint, &state)
         })
         .await
     }
@@ -358,12 +410,8 @@ impl Store for SqliteStore {
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
         let chat = chat.to_owned();
-        self.write("delete_checkpoint", move |tx| {
-            tx.prepare_cached("DELETE FROM checkpoints WHERE chat = ?1")?
-                .execute([chat])?;
-            Ok(())
-        })
-        .await
+        self.write("delete_checkpoint", move |tx| remove_checkpoint(tx, &chat))
+            .await
     }
 
     async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
@@ -454,12 +502,8 @@ impl Store for SqliteStore {
 
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
         let (scope, key) = (scope.to_owned(), key.to_owned());
-        self.write("delete_value", move |tx| {
-            tx.prepare_cached("DELETE FROM kv WHERE scope = ?1 AND key = ?2")?
-                .execute([scope, key])?;
-            Ok(())
-        })
-        .await
+        self.write("delete_value", move |tx| remove_value(tx, &scope, &key))
+            .await
     }
 
     async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
@@ -479,5 +523,21 @@ impl Store for SqliteStore {
                 Ok((key, value))
             })
             .collect()
+    }
+
+    fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
+        kv.as_any()
+            .and_then(|any| any.downcast_ref::<SqliteDurableKv>())
+            .is_some_and(|kv| kv.store().is_same_store(self))
+    }
+
+    async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
+        let state = match &step.checkpoint {
+            CheckpointWrite::Save(cp) => Some(encode("commit_step", &cp.state)?),
+            _ => None,
+        };
+        let step = step.clone();
+        self.write("commit_step", move |tx| commit_step_in(tx, step, state))
+            .await
     }
 }

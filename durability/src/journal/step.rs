@@ -1,0 +1,371 @@
+//! [`StepJournal`]: the journal half of a flow step that commits in one transaction with its
+//! checkpoint (see [`crate::store::StepCommit`]).
+//!
+//! A step's sends are not journaled one by one while the step runs: the runtime collects
+//! them, and at the end of the step this builder turns them into outbox records (pending, due
+//! now, parts linked as [`Outbox::split_parts`](crate::Outbox::split_parts) links them) and
+//! the inbound record that fed the step into its `done` version, all as compare-and-set
+//! operations. The store commits them with the checkpoint, all or none; then
+//! [`committed`](StepJournal::committed) hands back the records to deliver, in order.
+//!
+//! | conflict on… | meaning | [`resolve_conflict`](StepJournal::resolve_conflict) |
+//! | --- | --- | --- |
+//! | the inbound record | a heartbeat moved its version, or another replica took the lease over | re-read: same lease → try again; lost → `StaleLease` (the step is dropped, the new holder runs it) |
+//! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it |
+//!
+//! The write points are the ones of the separate writes ([`WritePoint::OutboxJournal`],
+//! [`WritePoint::InboxComplete`]): their `before` hooks run before the commit, their `after`
+//! hooks after it, so the crash harness cuts a step before or after its one transaction.
+
+use serde_json::Value;
+
+use super::{KvDurability, index};
+use crate::error::DurabilityError;
+use crate::inbox::{InboundRecord, Inbox, InboxState};
+use crate::keys::{self, Fingerprint};
+use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
+use crate::leases::InboxLease;
+use crate::operating::{Counter, RecordKind};
+use crate::outbox::{NewSend, OutboxRecord, Payload};
+
+/// What [`StepJournal::send`] did with a send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepSend {
+    /// It will be journaled with the step, in `parts` records.
+    Journaled {
+        /// The send's key (its first part's).
+        key: String,
+        /// How many records (parts) it takes.
+        parts: usize,
+    },
+    /// Over `outbox.max_payload_bytes`: it goes out without the outbox, after the commit.
+    Bypassed {
+        /// The payload's JSON size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// The outcome of [`StepJournal::resolve_conflict`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepConflict {
+    /// The operations were updated: commit again.
+    Retry,
+}
+
+/// One thing the step writes.
+enum Item {
+    /// A send: its records (first part first) with their encoded entries; `existing` once the
+    /// key turned out to be recorded already (the send is then answered from it).
+    Send {
+        records: Vec<(OutboxRecord, Entry)>,
+        existing: Option<OutboxRecord>,
+    },
+    /// The inbound record marked done, expected at `version`.
+    Inbound {
+        record: InboundRecord,
+        entry: Entry,
+        version: u64,
+        lease: InboxLease,
+    },
+}
+
+/// The journal operations of one flow step, built before the commit (see the module docs).
+pub struct StepJournal<'a, K: ?Sized = dyn DurableKv> {
+    d: &'a KvDurability<K>,
+    items: Vec<Item>,
+}
+
+impl<K: ?Sized> std::fmt::Debug for StepJournal<'_, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepJournal")
+            .field("items", &self.items.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: DurableKv + ?Sized> KvDurability<K> {
+    /// A builder of one flow step's journal operations.
+    pub fn step(&self) -> StepJournal<'_, K> {
+        StepJournal {
+            d: self,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
+    /// Adds a send (after the `before` send hooks), split into `parts` when it has more than
+    /// one (each part's content, in order; the first replaces the payload). A payload over
+    /// `outbox.max_payload_bytes` is not journaled: `Bypassed`.
+    pub fn send(&mut self, new: NewSend, parts: Vec<Value>) -> Result<StepSend, DurabilityError> {
+        let limit = self.d.config().outbox.max_payload_bytes;
+        let size = new.payload.len();
+        if size > limit {
+            self.d.outbox().bypass(
+                new.key.as_str(),
+                &format!("payload of {size} bytes is over the {limit} bytes limit"),
+            );
+            return Ok(StepSend::Bypassed { size, limit });
+        }
+        let NewSend {
+            key,
+            chat,
+            payload,
+            fingerprint,
+        } = new;
+        let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
+        let mut first = self.d.outbox().new_record(key, chat, payload, fp);
+        let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        let mut records = Vec::with_capacity(parts.len().max(1));
+        if n > 1 {
+            let base = first.key.clone();
+            for (i, part) in (2..=n).zip(parts.iter().skip(1)) {
+                records.push(OutboxRecord {
+                    key: keys::part_key(&base, i),
+                    previous_part: Some(keys::part_key(&base, i - 1)),
+                    next_part: (i < n).then(|| keys::part_key(&base, i + 1)),
+                    part: i,
+                    fingerprint: Fingerprint::of(&first.chat, part),
+                    payload: Payload::from(part),
+                    ..first.clone()
+                });
+            }
+            first.payload = Payload::from(&parts[0]);
+            first.next_part = Some(keys::part_key(&base, 2));
+        }
+        records.insert(0, first);
+        let key = records[0].key.clone();
+        let count = records.len();
+        let encoded = records
+            .into_iter()
+            .map(|r| KvDurability::<K>::encode(&r).map(|e| (r, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.items.push(Item::Send {
+            records: encoded,
+            existing: None,
+        });
+        Ok(StepSend::Journaled { key, parts: count })
+    }
+
+    /// Adds the completion of the inbound record leased by `lease` (from this incarnation's
+    /// snapshot of it, or a read). Refused with `StaleLease` when the lease was taken over.
+    pub async fn complete_inbound(&mut self, lease: &InboxLease) -> Result<(), DurabilityError> {
+        let loaded = match self.d.take_snapshot::<InboundRecord>(&lease.id) {
+            Some(snapshot) => *snapshot,
+            None => self.read_inbound(lease).await?,
+        };
+        let item = self.inbound_item(loaded.record, loaded.version, lease)?;
+        self.items.retain(|i| !matches!(i, Item::Inbound { .. }));
+        self.items.push(item);
+        Ok(())
+    }
+
+    async fn read_inbound(
+        &self,
+        lease: &InboxLease,
+    ) -> Result<super::Loaded<InboundRecord>, DurabilityError> {
+        self.d
+            .load::<InboundRecord>(&lease.id, "complete")
+            .await?
+            .ok_or_else(|| DurabilityError::NotFound {
+                kind: RecordKind::Inbound,
+                id: lease.id.clone(),
+            })
+    }
+
+    fn inbound_item(
+        &self,
+        mut record: InboundRecord,
+        version: u64,
+        lease: &InboxLease,
+    ) -> Result<Item, DurabilityError> {
+        if let Err(e) = Inbox::<K>::check_fence(&record, lease) {
+            self.d.count(Counter::StaleLeases);
+            tracing::warn!(error = %e, "stale inbound lease refused");
+            return Err(e);
+        }
+        let now = self.d.now_ms();
+        record.state = InboxState::Done;
+        record.lease = None;
+        record.updated_ms = now;
+        let entry = KvDurability::<K>::encode(&record)?;
+        Ok(Item::Inbound {
+            record,
+            entry,
+            version,
+            lease: lease.clone(),
+        })
+    }
+
+    /// Whether the step writes nothing to the journals.
+    pub fn is_empty(&self) -> bool {
+        self.items.iter().all(|i| match i {
+            Item::Send { existing, .. } => existing.is_some(),
+            Item::Inbound { .. } => false,
+        })
+    }
+
+    /// The operations to commit, in order.
+    pub fn ops(&self) -> Vec<KvOp> {
+        let mut ops = Vec::new();
+        for item in &self.items {
+            match item {
+                Item::Send {
+                    records,
+                    existing: None,
+                } => {
+                    for (record, entry) in records {
+                        ops.push(KvOp::Cas {
+                            key: index::storage_key(RecordKind::Outbound, &record.key),
+                            expected: None,
+                            entry: entry.clone(),
+                        });
+                    }
+                }
+                Item::Send { .. } => {}
+                Item::Inbound {
+                    record,
+                    entry,
+                    version,
+                    ..
+                } => ops.push(KvOp::Cas {
+                    key: index::storage_key(RecordKind::Inbound, &record.id),
+                    expected: Some(*version),
+                    entry: entry.clone(),
+                }),
+            }
+        }
+        ops
+    }
+
+    /// The points this step writes at, in pipeline order.
+    fn points(&self) -> Vec<WritePoint> {
+        let mut points = Vec::new();
+        if self
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Send { existing: None, .. }))
+        {
+            points.push(WritePoint::OutboxJournal);
+        }
+        if self.items.iter().any(|i| matches!(i, Item::Inbound { .. })) {
+            points.push(WritePoint::InboxComplete);
+        }
+        points
+    }
+
+    fn hooks(&self, phase: WritePhase) -> Result<(), DurabilityError> {
+        for point in self.points() {
+            self.d
+                .hook(point, phase)
+                .map_err(KvDurability::<K>::backend_err(
+                    RecordKind::Outbound,
+                    "flow step",
+                    "commit_step",
+                ))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the `before` hooks of the step's write points: call it right before the commit.
+    pub fn before_commit(&self) -> Result<(), DurabilityError> {
+        self.hooks(WritePhase::Before)
+    }
+
+    /// Which item operation `op` (an index into [`ops`](Self::ops)) belongs to.
+    fn item_of(&self, op: usize) -> Option<usize> {
+        let mut at = 0;
+        for (i, item) in self.items.iter().enumerate() {
+            let n = match item {
+                Item::Send {
+                    records,
+                    existing: None,
+                } => records.len(),
+                Item::Send { .. } => 0,
+                Item::Inbound { .. } => 1,
+            };
+            if op < at + n {
+                return Some(i);
+            }
+            at += n;
+        }
+        None
+    }
+
+    /// Deals with a conflict the store reported on operation `op` (see the module docs).
+    pub async fn resolve_conflict(&mut self, op: usize) -> Result<StepConflict, DurabilityError> {
+        let Some(i) = self.item_of(op) else {
+            return Err(DurabilityError::Contention {
+                kind: RecordKind::Outbound,
+                id: format!("flow step operation {op}"),
+                operation: "commit_step",
+            });
+        };
+        match &self.items[i] {
+            Item::Inbound { lease, .. } => {
+                let lease = lease.clone();
+                let loaded = self.read_inbound(&lease).await?;
+                self.items[i] = self.inbound_item(loaded.record, loaded.version, &lease)?;
+                Ok(StepConflict::Retry)
+            }
+            Item::Send { records, .. } => {
+                let key = records
+                    .first()
+                    .map(|(r, _)| r.key.clone())
+                    .unwrap_or_default();
+                let found = self.d.outbox().lookup(&key).await?.ok_or_else(|| {
+                    DurabilityError::Contention {
+                        kind: RecordKind::Outbound,
+                        id: key.clone(),
+                        operation: "commit_step",
+                    }
+                })?;
+                self.d.count(Counter::OutboxDeduped);
+                tracing::debug!(key = %found.key, state = found.state.as_str(), "step send already recorded");
+                if let Item::Send { existing, .. } = &mut self.items[i] {
+                    *existing = Some(found);
+                }
+                Ok(StepConflict::Retry)
+            }
+        }
+    }
+
+    /// Takes note of the commit (`outcomes`: one per operation of [`ops`](Self::ops)): counts,
+    /// keeps snapshots for the writes that follow, runs the `after` hooks, and returns each
+    /// send's first record, in order (a send recorded before: the record found).
+    pub fn committed(self, outcomes: &[CasOutcome]) -> Result<Vec<OutboxRecord>, DurabilityError> {
+        let mut versions = outcomes.iter();
+        let mut sends = Vec::new();
+        self.hooks(WritePhase::After)?;
+        for item in self.items {
+            match item {
+                Item::Send {
+                    existing: Some(found),
+                    ..
+                } => sends.push(found),
+                Item::Send {
+                    records,
+                    existing: None,
+                } => {
+                    let mut first = None;
+                    for (record, _) in records {
+                        if let Some(CasOutcome::Ok { version }) = versions.next() {
+                            self.d.note_written(*version, &record);
+                        }
+                        self.d.count(Counter::OutboxJournaled);
+                        tracing::debug!(key = %record.key, chat = %record.chat, "send journaled with its flow step");
+                        first.get_or_insert(record);
+                    }
+                    sends.extend(first);
+                }
+                Item::Inbound { record, .. } => {
+                    versions.next();
+                    self.d.note_written(0, &record);
+                }
+            }
+        }
+        Ok(sends)
+    }
+}
