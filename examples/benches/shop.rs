@@ -12,7 +12,7 @@
 //! (one connection), and SET round trips per second through the redis crate (one connection).
 //!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` to
-//! change the load).
+//! change the load; `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -55,6 +55,7 @@ impl Replies {
 async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Duration, Duration) {
     let mock = MockProvider::new();
     let mut builder = Bot::builder(mock.clone()).bot_id("shop");
+    let mut sqlite = None;
     match variant {
         Variant::Off => builder = builder.store(MemoryStore::new()),
         Variant::Memory => {
@@ -73,6 +74,7 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
         }
         Variant::Sqlite => {
             let store = SqliteStore::open(dir.join(format!("shop-{}.db", fastrand_suffix())));
+            sqlite = Some(store.clone());
             builder = builder
                 .store(store.clone())
                 .durability(DurabilityOptions::backend(store.durability_kv()))
@@ -127,6 +129,7 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
         }
     });
     bot.start().await.expect("bot starts");
+    let io_before = written_bytes();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..chats {
@@ -168,12 +171,44 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
     bot.idle().await;
     bot.stop().await.expect("bot stops");
     all.sort();
+    if let Some(store) = sqlite {
+        let stats = store.write_stats();
+        println!(
+            "  sqlite group commit ({chats} chats): {} write requests in {} transactions ({:.1} per transaction, at most {}), {:.1} per message",
+            stats.requests,
+            stats.transactions,
+            stats.requests as f64 / stats.transactions.max(1) as f64,
+            stats.largest_batch,
+            stats.requests as f64 / (chats * SCRIPT.len()) as f64
+        );
+        println!(
+            "  written to disk: {:.1} KiB per message",
+            written_bytes().saturating_sub(io_before) as f64
+                / 1024.0
+                / (chats * SCRIPT.len()) as f64
+        );
+    }
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
     (
         (chats * SCRIPT.len()) as f64 / elapsed.as_secs_f64(),
         p(0.5),
         p(0.99),
     )
+}
+
+/// Bytes this process made the kernel write to storage so far (`/proc/self/io`; 0 elsewhere).
+fn written_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| {
+                    l.strip_prefix("write_bytes: ")
+                        .map(|v| v.trim().parse().ok())
+                })
+                .flatten()
+        })
+        .unwrap_or(0)
 }
 
 fn fastrand_suffix() -> u64 {
@@ -309,6 +344,11 @@ fn main() {
     }
     if redis_url.is_some() {
         variants.push(Variant::Redis);
+    }
+    // `SHOP_BENCH_ONLY=sqlite,memory` runs only those variants (to profile one of them).
+    if let Ok(only) = std::env::var("SHOP_BENCH_ONLY") {
+        let wanted: Vec<String> = only.split(',').map(|v| v.trim().to_lowercase()).collect();
+        variants.retain(|v| wanted.contains(&format!("{v:?}").to_lowercase()));
     }
     let mut rows = Vec::new();
     for variant in variants {

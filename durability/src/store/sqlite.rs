@@ -289,7 +289,10 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let conns = self.conns()?;
+        let permit = conns.readers.slot().await;
+        let pool = Arc::clone(&conns);
         let task = tokio::task::spawn_blocking(move || {
+            let conns = pool;
             let conn = conns.readers.take()?;
             let result = (|| {
                 let tx = conn.unchecked_transaction()?;
@@ -300,10 +303,12 @@ impl SqliteStore {
             conns.readers.give_back(conn);
             result.map_err(|e: rusqlite::Error| query_error(operation, e))
         });
-        match task.await {
+        let result = match task.await {
             Ok(result) => result,
             Err(join) => Err(query_error(operation, join)),
-        }
+        };
+        drop(permit);
+        result
     }
 
     fn state(&self) -> MutexGuard<'_, Option<Arc<Conns>>> {

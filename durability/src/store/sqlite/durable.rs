@@ -129,67 +129,134 @@ fn current_version(tx: &Transaction<'_>, scope: &str, key: &str) -> rusqlite::Re
         .map(|v| v.map(to_version))
 }
 
-/// Takes the next version from the counter row (created above every stored version).
+/// Versions reserved at once from the counter row.
+const VERSION_BLOCK: i64 = 64;
+
+thread_local! {
+    /// The writer thread's reserved versions: `(epoch, next, end)`, usable while the writer's
+    /// epoch is unchanged (the reservation is part of the same, not rolled back, transaction).
+    static RESERVED: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((u64::MAX, 0, 0)) };
+}
+
+/// Takes the next version: from the block this transaction reserved, or a new block of
+/// [`VERSION_BLOCK`] taken from the counter row (created above every stored version). A
+/// block lives only as long as the transaction (and savepoints) that reserved it: a commit
+/// makes every other process see the counter past it, a rollback undoes the reservation and
+/// the block is dropped with it.
 fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
+    let epoch = super::writer::epoch();
+    let (at, next, end) = RESERVED.with(std::cell::Cell::get);
+    if at == epoch && next < end {
+        RESERVED.with(|r| r.set((epoch, next + 1, end)));
+        return Ok(next);
+    }
     let bumped = tx
         .prepare_cached(
-            "UPDATE durable SET version = version + 1 WHERE scope = ?1 AND key = ?2 RETURNING version",
+            "UPDATE durable SET version = version + ?3 WHERE scope = ?1 AND key = ?2 RETURNING version",
         )?
-        .query_row(params![COUNTER_SCOPE, COUNTER_KEY], |row| row.get::<_, i64>(0))
+        .query_row(params![COUNTER_SCOPE, COUNTER_KEY, VERSION_BLOCK], |row| {
+            row.get::<_, i64>(0)
+        })
         .optional()?;
-    if let Some(v) = bumped {
-        return Ok(to_version(v));
-    }
-    let first: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) + 1 FROM durable",
-        [],
-        |row| row.get(0),
-    )?;
-    tx.execute(
-        "INSERT INTO durable (scope, key, version, value) VALUES (?1, ?2, ?3, x'')",
-        params![COUNTER_SCOPE, COUNTER_KEY, first],
-    )?;
-    Ok(to_version(first))
+    let last = match bumped {
+        Some(v) => v,
+        None => {
+            let first: i64 = tx.query_row(
+                "SELECT COALESCE(MAX(version), 0) + ?1 FROM durable",
+                [VERSION_BLOCK],
+                |row| row.get(0),
+            )?;
+            tx.execute(
+                "INSERT INTO durable (scope, key, version, value) VALUES (?1, ?2, ?3, x'')",
+                params![COUNTER_SCOPE, COUNTER_KEY, first],
+            )?;
+            first
+        }
+    };
+    // The block is `last - VERSION_BLOCK + 1 ..= last`: hand out its first, keep the rest.
+    let first = to_version(last - VERSION_BLOCK + 1);
+    RESERVED.with(|r| r.set((epoch, first + 1, to_version(last) + 1)));
+    Ok(first)
 }
 
 pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
+    // One statement decides and writes (the version check sits in its WHERE / ON CONFLICT);
+    // the current version is read only to report a conflict.
     match op {
         KvOp::Cas {
             key,
-            expected,
+            expected: None,
             entry,
         } => {
-            let current = current_version(tx, scope, &key)?;
-            if current != expected {
-                return Ok(CasOutcome::Conflict { current });
-            }
             let version = next_version(tx)?;
             let Entry { value, idx1, idx2 } = entry;
-            tx.prepare_cached(
-                "INSERT INTO durable (scope, key, version, value, idx1, idx2)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (scope, key) DO UPDATE SET
-                   version = excluded.version, value = excluded.value,
-                   idx1 = excluded.idx1, idx2 = excluded.idx2",
-            )?
-            .execute(params![
-                scope,
-                key,
-                i64::try_from(version).unwrap_or(i64::MAX),
-                value,
-                idx1,
-                idx2
-            ])?;
-            Ok(CasOutcome::Ok { version })
+            let written = tx
+                .prepare_cached(
+                    "INSERT INTO durable (scope, key, version, value, idx1, idx2)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope, key) DO NOTHING",
+                )?
+                .execute(params![
+                    scope,
+                    key,
+                    i64::try_from(version).unwrap_or(i64::MAX),
+                    value,
+                    idx1,
+                    idx2
+                ])?;
+            if written == 1 {
+                Ok(CasOutcome::Ok { version })
+            } else {
+                Ok(CasOutcome::Conflict {
+                    current: current_version(tx, scope, &key)?,
+                })
+            }
+        }
+        KvOp::Cas {
+            key,
+            expected: Some(expected),
+            entry,
+        } => {
+            let version = next_version(tx)?;
+            let Entry { value, idx1, idx2 } = entry;
+            let written = tx
+                .prepare_cached(
+                    "UPDATE durable SET version = ?3, value = ?4, idx1 = ?5, idx2 = ?6
+                     WHERE scope = ?1 AND key = ?2 AND version = ?7",
+                )?
+                .execute(params![
+                    scope,
+                    key,
+                    i64::try_from(version).unwrap_or(i64::MAX),
+                    value,
+                    idx1,
+                    idx2,
+                    i64::try_from(expected).unwrap_or(i64::MAX)
+                ])?;
+            if written == 1 {
+                Ok(CasOutcome::Ok { version })
+            } else {
+                Ok(CasOutcome::Conflict {
+                    current: current_version(tx, scope, &key)?,
+                })
+            }
         }
         KvOp::Delete { key, expected } => {
-            let current = current_version(tx, scope, &key)?;
-            if current != Some(expected) {
-                return Ok(CasOutcome::Conflict { current });
+            let removed = tx
+                .prepare_cached(
+                    "DELETE FROM durable WHERE scope = ?1 AND key = ?2 AND version = ?3",
+                )?
+                .execute(params![
+                    scope,
+                    key,
+                    i64::try_from(expected).unwrap_or(i64::MAX)
+                ])?;
+            if removed == 1 {
+                Ok(CasOutcome::Ok { version: expected })
+            } else {
+                Ok(CasOutcome::Conflict {
+                    current: current_version(tx, scope, &key)?,
+                })
             }
-            tx.prepare_cached("DELETE FROM durable WHERE scope = ?1 AND key = ?2")?
-                .execute(params![scope, key])?;
-            Ok(CasOutcome::Ok { version: expected })
         }
     }
 }

@@ -199,12 +199,13 @@ fn commit_step_in(
     step: StepCommit,
     state: Option<String>,
 ) -> rusqlite::Result<StepCommitOutcome> {
-    tx.execute_batch("SAVEPOINT botmesh_step")?;
+    tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
     let scope = step.scope.id().to_owned();
     let mut outcomes = Vec::with_capacity(step.journal.len());
     for (op, write) in step.journal.into_iter().enumerate() {
         match durable::apply(tx, &scope, write)? {
             CasOutcome::Conflict { current } => {
+                super::writer::bump_epoch();
                 tx.execute_batch("ROLLBACK TO botmesh_step; RELEASE botmesh_step")?;
                 return Ok(StepCommitOutcome::Conflict { op, current });
             }
@@ -219,7 +220,7 @@ fn commit_step_in(
     for (scope, key) in &step.delete_values {
         remove_value(tx, scope, key)?;
     }
-    tx.execute_batch("RELEASE botmesh_step")?;
+    tx.prepare_cached("RELEASE botmesh_step")?.execute([])?;
     Ok(StepCommitOutcome::Committed(outcomes))
 }
 

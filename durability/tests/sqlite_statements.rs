@@ -1,0 +1,45 @@
+//! The SQLite store's connections keep their statements prepared: the journal's range reads
+//! (a bound lower and upper bound on an index) are not planned again at every run.
+
+#![allow(clippy::unwrap_used)]
+
+use botmesh_durability::kv::{DurableKv, Entry, Scope};
+use botmesh_durability::store::SqliteStore;
+use botmesh_durability::store::rusqlite::{StatementStatus, params};
+
+#[tokio::test]
+async fn a_bound_range_read_is_not_prepared_again_at_each_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("bot.db"))
+        .await
+        .unwrap();
+    let kv = store.durability_kv();
+    let scope = Scope::custom("s");
+    let mut last = None;
+    for i in 0..20 {
+        let entry = Entry {
+            value: vec![1; 100],
+            idx1: Some(format!("a{i:03}")),
+            idx2: None,
+        };
+        kv.cas(&scope, &format!("k{i}"), None, entry).await.unwrap();
+        let (reprepared, rows) = store
+            .read("probe", move |conn| {
+                let mut st = conn.prepare_cached(
+                    "SELECT key FROM durable WHERE scope = ?1 AND idx1 >= ?2 AND idx1 < ?3 \
+                     ORDER BY idx1, key LIMIT ?4",
+                )?;
+                let rows = st
+                    .query_map(params!["s", format!("a{:03}", i / 2), "b", 100i64], |r| {
+                        r.get::<_, String>(0)
+                    })?
+                    .count();
+                Ok((st.get_status(StatementStatus::RePrepare), rows))
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, i + 1 - i / 2, "the range read finds its rows");
+        last = Some(reprepared);
+    }
+    assert_eq!(last, Some(0), "the range statement was prepared again");
+}
