@@ -12,7 +12,8 @@
 //! (one connection), and SET round trips per second through the redis crate (one connection).
 //!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` to
-//! change the load; `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
+//! change the load, `SHOP_BENCH_ROUNDS` for the orders each chat places (default 5),
+//! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -52,7 +53,12 @@ impl Replies {
     }
 }
 
-async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Duration, Duration) {
+async fn run(
+    variant: Variant,
+    chats: usize,
+    rounds: usize,
+    dir: &std::path::Path,
+) -> (f64, Duration, Duration) {
     let mock = MockProvider::new();
     let mut builder = Bot::builder(mock.clone()).bot_id("shop");
     let mut sqlite = None;
@@ -138,7 +144,10 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
         tasks.push(tokio::spawn(async move {
             let chat = format!("chat{c}");
             let mut latencies = Vec::new();
-            for (i, text) in SCRIPT.iter().enumerate() {
+            let script: Vec<(usize, &'static str)> = (0..rounds)
+                .flat_map(|r| (0..SCRIPT.len()).map(move |i| (r * SCRIPT.len() + i, SCRIPT[i])))
+                .collect();
+            for (i, text) in script {
                 let before = replies.count(&chat);
                 let t0 = Instant::now();
                 mock.say(&chat, &format!("m{i}"), text)
@@ -179,18 +188,18 @@ async fn run(variant: Variant, chats: usize, dir: &std::path::Path) -> (f64, Dur
             stats.transactions,
             stats.requests as f64 / stats.transactions.max(1) as f64,
             stats.largest_batch,
-            stats.requests as f64 / (chats * SCRIPT.len()) as f64
+            stats.requests as f64 / (chats * SCRIPT.len() * rounds) as f64
         );
         println!(
             "  written to disk: {:.1} KiB per message",
             written_bytes().saturating_sub(io_before) as f64
                 / 1024.0
-                / (chats * SCRIPT.len()) as f64
+                / (chats * SCRIPT.len() * rounds) as f64
         );
     }
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
     (
-        (chats * SCRIPT.len()) as f64 / elapsed.as_secs_f64(),
+        (chats * SCRIPT.len() * rounds) as f64 / elapsed.as_secs_f64(),
         p(0.5),
         p(0.99),
     )
@@ -314,6 +323,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2.0);
+    let rounds: usize = std::env::var("SHOP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+        .max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -352,12 +366,12 @@ fn main() {
     }
     let mut rows = Vec::new();
     for variant in variants {
-        rt.block_on(run(variant, chats / 4, dir.path())); // warm-up
-        let r = rt.block_on(run(variant, chats, dir.path()));
+        rt.block_on(run(variant, chats / 4, 1, dir.path())); // warm-up
+        let r = rt.block_on(run(variant, chats, rounds, dir.path()));
         rows.push((variant, r));
     }
     println!(
-        "shop conversation, {chats} concurrent chats x {} messages, MockProvider",
+        "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider",
         SCRIPT.len()
     );
     println!(

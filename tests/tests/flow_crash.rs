@@ -483,3 +483,60 @@ async fn an_effect_cut_by_a_crash_before_a_sqlite_commit_runs_once() {
         "{sent:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_after_the_step_in_the_same_dispatch_survives_a_crash_after_the_commit() {
+    // An `after` message hook sends once the step committed: the step's transaction must not
+    // have completed the message, or a crash right after it would lose the hook's send.
+    fn register(bot: &Bot) {
+        bot.flow(order);
+        bot.after_message(|ctx| async move {
+            if ctx.text() == "pears" {
+                let _ = ctx.reply("noted").await;
+            }
+        });
+    }
+    let b = backends(Backend::Sqlite);
+    let switch = crashable(b.kv.clone());
+    let mock_a = MockProvider::new();
+    let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
+        .store_arc(b.store.clone())
+        .durability(
+            DurabilityOptions::backend(switch.clone())
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    register(&bot_a);
+    bot_a.start().await.unwrap();
+    mock_a.say("alice", "m1", "/order").await.unwrap();
+    settle(&bot_a).await;
+    // The next journal write of a send is the second step's commit: die right after it.
+    switch.crash_at(WritePoint::OutboxJournal, WritePhase::After, 1);
+    let _ = mock_a.say("alice", "m2", "pears").await;
+    settle(&bot_a).await;
+    assert!(switch.is_crashed());
+    let _ = bot_a.stop().await;
+
+    let mock_b = MockProvider::new();
+    let bot_b = Bot::builder(mock_b.clone())
+        .store_arc(b.store.clone())
+        .durability(
+            DurabilityOptions::shared(b.kv.clone())
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    register(&bot_b);
+    bot_b.start().await.unwrap();
+    settle(&bot_b).await;
+    let _ = bot_b.stop().await;
+    let mut sent = mock_a.texts("alice");
+    sent.extend(mock_b.texts("alice"));
+    for text in ["What would you like?", "How many?", "noted"] {
+        let n = sent.iter().filter(|s| s.as_str() == text).count();
+        assert_eq!(n, 1, "{text:?} sent {n} times: {sent:?}");
+    }
+}

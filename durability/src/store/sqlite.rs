@@ -23,7 +23,14 @@
 //!
 //! Besides the store's tables, migration 1 creates a `durable` table (`scope`, `key`,
 //! `version`, `value` BLOB, `idx1`, `idx2`) reserved for the durable journal, which reaches it
-//! through `write` and `read`; this module never touches it.
+//! through `write` and `read`; the store's own code touches it only in `commit_step` (a flow
+//! step's journal operations in the transaction of its checkpoint, see
+//! [`StepCommit`](super::StepCommit)).
+//!
+//! Connections keep up to 128 prepared statements, plan bound ranges once (the query planner
+//! stability guarantee is on), and the writer keeps its statement journal in memory with a
+//! 16 MiB page cache; reads run on at most four reader connections at once (more would open
+//! and close connections, which costs more than the reads).
 //!
 //! It does not pool writers, retry failed requests, or cancel a write whose caller stopped
 //! waiting: a request handed to the writer runs to its end.

@@ -6,9 +6,10 @@
 //! and sent one by one: each still gets its compile-time key, runs the `before` send hooks and
 //! is split into parts, but nothing is written. When the step suspends or ends, one
 //! [`StepCommit`] writes the checkpoint (or removes it), the outbox records of the step's sends
-//! (pending), the completion of the inbound record that fed the step and the removal of the
-//! step's effect records; then the sends are delivered, in order, through the outbox (attempt
-//! under a lease, `mark_sent`, ledger, `after` hooks).
+//! (pending), the completion of the inbound record that fed the step (when nothing of its
+//! dispatch can send after the step, see [`commit`]) and the removal of the step's effect
+//! records; then the sends are delivered, in order, through the outbox (attempt under a
+//! lease, `mark_sent`, ledger, `after` hooks).
 //!
 //! | the process dies… | on restart |
 //! | --- | --- |
@@ -143,11 +144,18 @@ const MAX_COMMIT_TRIES: usize = 8;
 
 /// Commits the step: the checkpoint change, its sends' outbox records, the completion of the
 /// context's inbound record and the removal of its effect records, in one transaction.
+///
+/// The inbound record is completed here only when nothing else of its dispatch can send after
+/// the step (`owns_message`: the step was routed as the chat's conversation, and no `after`
+/// message hook is registered); otherwise the dispatch completes it when it ends, so a send
+/// made after the step (a handler that started the flow and goes on) is still replayed if the
+/// process dies before it.
 pub(crate) async fn commit(
     ctx: &Ctx,
     buffer: &StepBuffer,
     checkpoint: CheckpointWrite,
     effect_keys: &[String],
+    owns_message: bool,
 ) -> Result<Committed, BotError> {
     let k = &ctx.0.bot.kernel;
     let Some(dur) = k.durable.as_ref() else {
@@ -185,7 +193,15 @@ pub(crate) async fn commit(
             }
         }
     }
-    let slot = ctx.0.lease.as_ref().filter(|s| !s.is_settled());
+    let last_word = owns_message && {
+        let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes.after_message.is_empty()
+    };
+    let slot = ctx
+        .0
+        .lease
+        .as_ref()
+        .filter(|s| last_word && !s.is_settled());
     if let Some(slot) = slot {
         journal.complete_inbound(&slot.lease).await?;
     }

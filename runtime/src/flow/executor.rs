@@ -113,7 +113,7 @@ pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(
         }],
         checkpointed: false,
     };
-    drive(ctx, stack, Input::Start).await;
+    drive(ctx, stack, Input::Start, false).await;
     Ok(())
 }
 
@@ -167,7 +167,7 @@ pub(crate) async fn active(ctx: &Ctx) -> bool {
         k.flows.put(ctx.chat(), stack);
         return true;
     }
-    drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
+    drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
     true
 }
 
@@ -189,7 +189,7 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
     match checkpoint::load(&k, cp).await {
         Loaded::Ready(stack) => {
             emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
-            drive(ctx, stack, Input::Answer(answer_of(ctx))).await;
+            drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
             true
         }
         Loaded::Restart(flow) => restart(ctx, flow).await,
@@ -226,12 +226,14 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
             None => return false,
         },
     };
-    drive(ctx, stack, input).await;
+    drive(ctx, stack, input, false).await;
     true
 }
 
 /// Runs steps until the stack waits or ends, then saves or deletes its checkpoint.
-pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
+/// `owns_message`: the step was routed as the chat's conversation (the message goes nowhere
+/// else), so an atomic step may complete the inbound record in its transaction.
+pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message: bool) {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
     let generation = k.flows.generation(&chat);
@@ -359,7 +361,12 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
         return;
     }
     if let Some(buffer) = buffer {
-        finish_atomic(ctx, &k, &chat, stack, ended, &buffer, &effect_keys).await;
+        let step = AtomicStep {
+            buffer: &buffer,
+            effect_keys: &effect_keys,
+            owns_message,
+        };
+        finish_atomic(ctx, &k, &chat, stack, ended, step).await;
         return;
     }
     match ended {
@@ -414,6 +421,13 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input) {
     }
 }
 
+/// What an atomic step carries to its end.
+struct AtomicStep<'a> {
+    buffer: &'a StepBuffer,
+    effect_keys: &'a [String],
+    owns_message: bool,
+}
+
 /// The end of an atomic step: one transaction for the checkpoint change, the step's sends, the
 /// inbound's completion and the effect records; then the sends go out. A commit that fails
 /// writes nothing: the step's outcome is dropped (the store keeps the last committed state)
@@ -424,8 +438,7 @@ async fn finish_atomic(
     chat: &ChatId,
     mut stack: Stack,
     ended: Option<(&'static str, String, Option<HandlerError>)>,
-    buffer: &StepBuffer,
-    effect_keys: &[String],
+    step: AtomicStep<'_>,
 ) {
     let mut saved = None;
     let write = match &ended {
@@ -455,22 +468,23 @@ async fn finish_atomic(
             chat: chat.to_string(),
         },
     };
-    let committed = match commit::commit(ctx, buffer, write, effect_keys).await {
-        Ok(c) => c,
-        Err(e) => {
-            ctx.0
-                .journal_failed
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            k.events.error("flow:commit", Some(chat), e);
-            emit(
-                k,
-                chat,
-                stack.top_name().unwrap_or(""),
-                "interrupted:journal",
-            );
-            return;
-        }
-    };
+    let committed =
+        match commit::commit(ctx, step.buffer, write, step.effect_keys, step.owns_message).await {
+            Ok(c) => c,
+            Err(e) => {
+                ctx.0
+                    .journal_failed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                k.events.error("flow:commit", Some(chat), e);
+                emit(
+                    k,
+                    chat,
+                    stack.top_name().unwrap_or(""),
+                    "interrupted:journal",
+                );
+                return;
+            }
+        };
     match ended {
         None => {
             stack.checkpointed = saved.is_some();

@@ -5,7 +5,9 @@
 //! raw inside the closure and decoded after it, so a row that does not decode (bad JSON, an
 //! unknown direction or status) becomes [`StoreError::Corrupt`] naming the record, never a
 //! panic. `u64` fields (`layout_hash`, `step`) are stored as the `i64` of the same bits.
-//! Nothing here knows the `durable` table: that is the journal's.
+//! The `durable` table is the journal's; the one exception is [`Store::commit_step`], which
+//! applies a flow step's journal operations there (through the journal's own `apply`) in the
+//! transaction of its checkpoint.
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, Transaction, params};
