@@ -87,6 +87,19 @@ fn config() -> DurabilityConfig {
     c
 }
 
+/// A bot of instance `i1` on `store` with its journals in `kv`.
+fn durable_bot(provider: impl Provider, store: Arc<dyn Store>, kv: Arc<dyn DurableKv>) -> Bot {
+    Bot::builder(provider)
+        .store_arc(store)
+        .durability(
+            DurabilityOptions::shared(kv)
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap()
+}
+
 async fn settle(bot: &Bot) {
     for _ in 0..3 {
         let _ = tokio::time::timeout(Duration::from_secs(2), bot.idle()).await;
@@ -152,15 +165,11 @@ async fn run(
     switch.crash_at(point, phase, occurrence);
     let store = b.store.clone();
     let mock_a = MockProvider::new();
-    let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
-        .store_arc(store.clone())
-        .durability(
-            DurabilityOptions::backend(switch.clone())
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
+    let bot_a = durable_bot(
+        CrashableProvider::new(mock_a.clone(), &switch),
+        store.clone(),
+        Arc::new(switch.clone()),
+    );
     register(&bot_a);
     bot_a.start().await.unwrap();
     // The first message the channel must deliver to B: one A did not acknowledge, or the
@@ -180,15 +189,7 @@ async fn run(
     bot_a.stop().await.unwrap();
 
     let mock_b = MockProvider::new();
-    let bot_b = Bot::builder(mock_b.clone())
-        .store_arc(store.clone())
-        .durability(
-            DurabilityOptions::shared(shared)
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
+    let bot_b = durable_bot(mock_b.clone(), store.clone(), shared.clone());
     register(&bot_b);
     let mut events = bot_b.subscribe();
     bot_b.start().await.unwrap();
@@ -340,15 +341,11 @@ async fn crash_second_step(
 ) -> (Vec<String>, Leftovers) {
     let switch = crashable(b.kv.clone());
     let mock = MockProvider::new();
-    let bot = Bot::builder(CrashableProvider::new(mock.clone(), &switch))
-        .store_arc(b.store.clone())
-        .durability(
-            DurabilityOptions::backend(switch.clone())
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
+    let bot = durable_bot(
+        CrashableProvider::new(mock.clone(), &switch),
+        b.store.clone(),
+        Arc::new(switch.clone()),
+    );
     bot.flow(order);
     let scope = bot.durability().unwrap().scope().clone();
     bot.start().await.unwrap();
@@ -499,15 +496,11 @@ async fn a_send_after_the_step_in_the_same_dispatch_survives_a_crash_after_the_c
     let b = backends(Backend::Sqlite);
     let switch = crashable(b.kv.clone());
     let mock_a = MockProvider::new();
-    let bot_a = Bot::builder(CrashableProvider::new(mock_a.clone(), &switch))
-        .store_arc(b.store.clone())
-        .durability(
-            DurabilityOptions::backend(switch.clone())
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
+    let bot_a = durable_bot(
+        CrashableProvider::new(mock_a.clone(), &switch),
+        b.store.clone(),
+        Arc::new(switch.clone()),
+    );
     register(&bot_a);
     bot_a.start().await.unwrap();
     mock_a.say("alice", "m1", "/order").await.unwrap();
@@ -520,15 +513,7 @@ async fn a_send_after_the_step_in_the_same_dispatch_survives_a_crash_after_the_c
     let _ = bot_a.stop().await;
 
     let mock_b = MockProvider::new();
-    let bot_b = Bot::builder(mock_b.clone())
-        .store_arc(b.store.clone())
-        .durability(
-            DurabilityOptions::shared(b.kv.clone())
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
+    let bot_b = durable_bot(mock_b.clone(), b.store.clone(), b.kv.clone());
     register(&bot_b);
     bot_b.start().await.unwrap();
     settle(&bot_b).await;

@@ -100,23 +100,10 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// one (each part's content, in order; the first replaces the payload). A payload over
     /// `outbox.max_payload_bytes` is not journaled: `Bypassed`.
     pub fn send(&mut self, new: NewSend, parts: Vec<Value>) -> Result<StepSend, DurabilityError> {
-        let limit = self.d.config().outbox.max_payload_bytes;
-        let size = new.payload.len();
-        if size > limit {
-            self.d.outbox().bypass(
-                new.key.as_str(),
-                &format!("payload of {size} bytes is over the {limit} bytes limit"),
-            );
+        if let Some((size, limit)) = self.d.outbox().oversize(&new) {
             return Ok(StepSend::Bypassed { size, limit });
         }
-        let NewSend {
-            key,
-            chat,
-            payload,
-            fingerprint,
-        } = new;
-        let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
-        let mut first = self.d.outbox().new_record(key, chat, payload, fp);
+        let mut first = self.d.outbox().record_of(new);
         let n = u32::try_from(parts.len()).unwrap_or(u32::MAX);
         let mut records = Vec::with_capacity(parts.len().max(1));
         if n > 1 {

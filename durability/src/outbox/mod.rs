@@ -299,7 +299,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             .map(|l| l.record))
     }
 
-    pub(crate) fn new_record(
+    fn new_record(
         &self,
         key: SendKey,
         chat: String,
@@ -363,25 +363,22 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         })
     }
 
-    /// Writes a send down under its key before the provider is called. A key already recorded
-    /// is `Recorded` (or `Diverged` for a derived key whose fingerprint differs); a payload over
-    /// `outbox.max_payload_bytes` is `Bypassed` with a warning.
-    pub async fn journal(&self, new: NewSend) -> Result<SendJournal, DurabilityError> {
-        let config = &self.d.config().outbox;
+    /// `Some((size, limit))` when the send's payload is over `outbox.max_payload_bytes`: it is
+    /// then counted and logged as bypassing the outbox.
+    pub(crate) fn oversize(&self, new: &NewSend) -> Option<(usize, usize)> {
+        let limit = self.d.config().outbox.max_payload_bytes;
         let size = new.payload.len();
-        if size > config.max_payload_bytes {
+        (size > limit).then(|| {
             self.bypass(
                 new.key.as_str(),
-                &format!(
-                    "payload of {size} bytes is over the {} bytes limit",
-                    config.max_payload_bytes
-                ),
+                &format!("payload of {size} bytes is over the {limit} bytes limit"),
             );
-            return Ok(SendJournal::Bypassed {
-                size,
-                limit: config.max_payload_bytes,
-            });
-        }
+            (size, limit)
+        })
+    }
+
+    /// The pending record of a new send (its fingerprint computed when not given).
+    pub(crate) fn record_of(&self, new: NewSend) -> OutboxRecord {
         let NewSend {
             key,
             chat,
@@ -389,8 +386,19 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             fingerprint,
         } = new;
         let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
-        let kind = key.kind();
-        let record = self.new_record(key, chat, payload, fp);
+        self.new_record(key, chat, payload, fp)
+    }
+
+    /// Writes a send down under its key before the provider is called. A key already recorded
+    /// is `Recorded` (or `Diverged` for a derived key whose fingerprint differs); a payload over
+    /// `outbox.max_payload_bytes` is `Bypassed` with a warning.
+    pub async fn journal(&self, new: NewSend) -> Result<SendJournal, DurabilityError> {
+        let config = &self.d.config().outbox;
+        if let Some((size, limit)) = self.oversize(&new) {
+            return Ok(SendJournal::Bypassed { size, limit });
+        }
+        let kind = new.key.kind();
+        let record = self.record_of(new);
         let (existing, ours) = match self.create(record).await? {
             Created::New(r) => return Ok(SendJournal::Journaled(r)),
             Created::Existing { found, ours } => (found, ours),

@@ -108,7 +108,7 @@ pub(crate) async fn deliver(
     if record.state == OutboxState::Sent {
         return Ok(deduped(&record));
     }
-    let mut outcome = SendOutcome {
+    let outcome = SendOutcome {
         key: Some(record.key.clone()),
         ..SendOutcome::default()
     };
@@ -116,9 +116,21 @@ pub(crate) async fn deliver(
     let known = fresh.then_some(&outgoing);
     let parts = ensure_parts(k, dur, record, known).await?;
     let known = known.filter(|_| parts.len() == 1);
+    let keys = parts.into_iter().map(|p| p.key).collect();
+    deliver_parts(k, dur, keys, known, outcome).await
+}
+
+/// Delivers the parts `keys` of one send in order, inline, adding each to `outcome`.
+async fn deliver_parts(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    keys: Vec<String>,
+    known: Option<&Outgoing>,
+    mut outcome: SendOutcome,
+) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
-    for part in parts {
-        match attempt_inline(k, dur, &part.key, &budget, known).await? {
+    for key in keys {
+        match attempt_inline(k, dur, &key, &budget, known).await? {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -459,7 +471,7 @@ pub(crate) async fn deliver_recorded(
     if first.state == OutboxState::Sent && first.next_part.is_none() {
         return Ok(deduped(&first));
     }
-    let mut outcome = SendOutcome {
+    let outcome = SendOutcome {
         key: Some(first.key.clone()),
         ..SendOutcome::default()
     };
@@ -485,20 +497,7 @@ pub(crate) async fn deliver_recorded(
             None,
         ),
     };
-    let budget = Budget::start(dur);
-    for key in keys {
-        match attempt_inline(k, dur, &key, &budget, known).await? {
-            Delivered::Now(id) => {
-                outcome.message_id = id;
-                outcome.parts += 1;
-            }
-            Delivered::Before(id) => {
-                outcome.message_id = id;
-                outcome.deduped = true;
-            }
-        }
-    }
-    Ok(outcome)
+    deliver_parts(k, dur, keys, known, outcome).await
 }
 
 /// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).

@@ -179,6 +179,24 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
     Ok(first)
 }
 
+/// The outcome of a conditional write that changed `changed` rows: `Ok` at `version` when it
+/// changed the one row, else a conflict with the version found.
+fn settled(
+    tx: &Transaction<'_>,
+    scope: &str,
+    key: &str,
+    changed: usize,
+    version: u64,
+) -> rusqlite::Result<CasOutcome> {
+    if changed == 1 {
+        Ok(CasOutcome::Ok { version })
+    } else {
+        Ok(CasOutcome::Conflict {
+            current: current_version(tx, scope, key)?,
+        })
+    }
+}
+
 pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
     // One statement decides and writes (the version check sits in its WHERE / ON CONFLICT);
     // the current version is read only to report a conflict.
@@ -203,13 +221,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                     idx1,
                     idx2
                 ])?;
-            if written == 1 {
-                Ok(CasOutcome::Ok { version })
-            } else {
-                Ok(CasOutcome::Conflict {
-                    current: current_version(tx, scope, &key)?,
-                })
-            }
+            settled(tx, scope, &key, written, version)
         }
         KvOp::Cas {
             key,
@@ -232,13 +244,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                     idx2,
                     i64::try_from(expected).unwrap_or(i64::MAX)
                 ])?;
-            if written == 1 {
-                Ok(CasOutcome::Ok { version })
-            } else {
-                Ok(CasOutcome::Conflict {
-                    current: current_version(tx, scope, &key)?,
-                })
-            }
+            settled(tx, scope, &key, written, version)
         }
         KvOp::Delete { key, expected } => {
             let removed = tx
@@ -250,13 +256,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                     key,
                     i64::try_from(expected).unwrap_or(i64::MAX)
                 ])?;
-            if removed == 1 {
-                Ok(CasOutcome::Ok { version: expected })
-            } else {
-                Ok(CasOutcome::Conflict {
-                    current: current_version(tx, scope, &key)?,
-                })
-            }
+            settled(tx, scope, &key, removed, expected)
         }
     }
 }
