@@ -86,6 +86,17 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
 
 /// Starts a flow in the context's chat (the caller holds the chat's queue slot).
 pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(), FlowError> {
+    start_in_with(ctx, flow, state, false).await
+}
+
+/// [`start_in`] from a route that does nothing else with the message (a flow's own start
+/// trigger, a restart by the version policy): its first step may complete the message.
+pub(crate) async fn start_in_with(
+    ctx: &Ctx,
+    flow: Erased,
+    state: AnyBox,
+    owns_message: bool,
+) -> Result<(), FlowError> {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
     if let Some(old) = k.flows.take(&chat) {
@@ -113,7 +124,7 @@ pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(
         }],
         checkpointed: false,
     };
-    drive(ctx, stack, Input::Start, false).await;
+    drive(ctx, stack, Input::Start, owns_message).await;
     Ok(())
 }
 
@@ -200,7 +211,7 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
 async fn restart(ctx: &Ctx, flow: Erased) -> bool {
     match flow.0.fresh() {
         Some(state) => {
-            if let Err(e) = start_in(ctx, flow, state).await {
+            if let Err(e) = start_in_with(ctx, flow, state, true).await {
                 ctx.0
                     .bot
                     .kernel

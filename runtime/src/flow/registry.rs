@@ -110,7 +110,9 @@ impl Bot {
         let start = move |ctx: Ctx| {
             let flow = flow();
             async move {
-                executor::start_in(&ctx, erase::<T>(), Box::new(flow.into_start()))
+                // The trigger's handler does nothing else: the first step may complete the
+                // message in its transaction.
+                executor::start_in_with(&ctx, erase::<T>(), Box::new(flow.into_start()), true)
                     .await
                     .map_err(|e| Box::new(e) as HandlerError)
             }
