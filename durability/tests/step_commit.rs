@@ -1,0 +1,186 @@
+//! A flow step's journal operations committed with its checkpoint in one SQLite transaction
+//! (`KvDurability::step` + `SqliteStore::commit_step`): what lands together, and how the two
+//! kinds of conflict are resolved (a heartbeat moved the inbound's version; a send's key was
+//! recorded before).
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use botmesh_durability::inbox::InboxJournalClaim;
+use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
+use botmesh_durability::{
+    DurabilityConfig, FlowCheckpoint, InboxLease, InboxState, KeyKind, KvDurability, NewInbound,
+    NewSend, OutboxState, Scope, SendKey, SqliteDurableKv, SqliteStore, StepConflict, StepSend,
+    Store,
+};
+
+async fn setup() -> (
+    tempfile::TempDir,
+    SqliteStore,
+    KvDurability<SqliteDurableKv>,
+    InboxLease,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("bot.db"))
+        .await
+        .unwrap();
+    let d = KvDurability::new(
+        Arc::new(store.durability_kv()),
+        Scope::custom("bot"),
+        DurabilityConfig::default(),
+    )
+    .unwrap();
+    let new = NewInbound::new("alice", "m1", serde_json::json!({"text": "pears"}));
+    let InboxJournalClaim::Claimed(claimed) = d.inbox().journal_and_claim(new).await.unwrap()
+    else {
+        panic!("a new message is claimed");
+    };
+    (dir, store, d, claimed.lease)
+}
+
+fn checkpoint(step: u64) -> FlowCheckpoint {
+    FlowCheckpoint {
+        chat: "alice".into(),
+        flow: "order".into(),
+        layout_hash: 7,
+        state: serde_json::json!({"Quantity": {"item": "pears"}}),
+        inbound_id: Some("alice/m1".into()),
+        step,
+        updated_ms: 1,
+    }
+}
+
+fn send(key: &str, text: &str) -> NewSend {
+    NewSend::new(
+        SendKey::with_kind(key, KeyKind::Derived),
+        "alice",
+        serde_json::json!({"text": text}),
+    )
+}
+
+/// Commits `journal` with a checkpoint, resolving conflicts as the runtime does.
+async fn commit(
+    store: &SqliteStore,
+    d: &KvDurability<SqliteDurableKv>,
+    mut journal: botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+) -> (Vec<botmesh_durability::OutboxRecord>, usize) {
+    let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)));
+    let mut conflicts = 0;
+    loop {
+        step.journal = journal.ops();
+        journal.before_commit().unwrap();
+        match store.commit_step(&step).await.unwrap() {
+            StepCommitOutcome::Committed(outcomes) => {
+                return (journal.committed(&outcomes).unwrap(), conflicts);
+            }
+            StepCommitOutcome::Conflict { op, .. } => {
+                conflicts += 1;
+                assert!(conflicts < 4, "conflicts resolve");
+                assert_eq!(
+                    journal.resolve_conflict(op).await.unwrap(),
+                    StepConflict::Retry
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_step_lands_whole_after_a_heartbeat_moved_the_inbound() {
+    let (_dir, store, d, lease) = setup().await;
+    let mut journal = d.step();
+    let StepSend::Journaled { key, parts } = journal
+        .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
+        .unwrap()
+    else {
+        panic!("journaled");
+    };
+    assert_eq!((key.as_str(), parts), ("alice/m1:order/q#1", 1));
+    journal.complete_inbound(&lease).await.unwrap();
+    // A heartbeat between the step's preparation and its commit changes the inbound's version.
+    d.inbox().heartbeat(&lease).await.unwrap();
+    let (records, conflicts) = commit(&store, &d, journal).await;
+    assert_eq!(conflicts, 1, "the inbound's version moved once");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].state, OutboxState::Pending);
+    assert_eq!(
+        d.outbox()
+            .lookup("alice/m1:order/q#1")
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        OutboxState::Pending
+    );
+    assert_eq!(
+        d.inbox().get(&lease.id).await.unwrap().unwrap().state,
+        InboxState::Done
+    );
+    assert_eq!(store.checkpoint("alice").await.unwrap().unwrap().step, 2);
+}
+
+#[tokio::test]
+async fn a_send_recorded_before_is_answered_from_its_record() {
+    let (_dir, store, d, lease) = setup().await;
+    // An earlier run, outside a step transaction, journaled the same key.
+    d.outbox()
+        .journal(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    let mut journal = d.step();
+    journal
+        .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
+        .unwrap();
+    journal
+        .send(send("alice/m1:order/q#2", "Say a number"), Vec::new())
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    let (records, conflicts) = commit(&store, &d, journal).await;
+    assert_eq!(conflicts, 1);
+    let keys: Vec<_> = records.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["alice/m1:order/q#1", "alice/m1:order/q#2"],
+        "in order"
+    );
+    assert_eq!(
+        d.inbox().get(&lease.id).await.unwrap().unwrap().state,
+        InboxState::Done
+    );
+    assert_eq!(d.metrics().outbox_deduped, 1);
+}
+
+#[tokio::test]
+async fn a_lost_lease_drops_the_whole_step() {
+    let (_dir, store, d, lease) = setup().await;
+    let mut journal = d.step();
+    journal
+        .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    // Another holder took the message over (here: it was completed under the lease).
+    d.inbox().complete(&lease).await.unwrap();
+    let step = StepCommit {
+        journal: journal.ops(),
+        ..StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)))
+    };
+    let StepCommitOutcome::Conflict { op, .. } = store.commit_step(&step).await.unwrap() else {
+        panic!("the inbound's version moved");
+    };
+    assert!(
+        journal.resolve_conflict(op).await.is_err(),
+        "a lease that is gone cannot complete the message"
+    );
+    assert!(
+        store.checkpoint("alice").await.unwrap().is_none(),
+        "nothing of the step landed"
+    );
+    assert!(
+        d.outbox()
+            .lookup("alice/m1:order/q#1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
