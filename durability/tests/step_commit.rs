@@ -184,3 +184,55 @@ async fn a_lost_lease_drops_the_whole_step() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
+    let (_dir, store, d, _lease) = setup().await;
+    d.outbox()
+        .journal(send("alice/m1:1", "Hello"))
+        .await
+        .unwrap();
+    let botmesh_durability::outbox::BeginAttempt::Leased { lease, .. } =
+        d.outbox().begin_attempt("alice/m1:1").await.unwrap()
+    else {
+        panic!("leased");
+    };
+    let before = store.write_stats().requests;
+    let mut journal = d.step();
+    journal
+        .mark_sent(&lease, Some("tg-42".into()))
+        .await
+        .unwrap();
+    let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
+    step.journal = journal.ops();
+    step.ledger = vec![botmesh_durability::LedgerEntry {
+        chat: "alice".into(),
+        message_id: Some("tg-42".into()),
+        direction: botmesh_durability::Direction::Outbound,
+        status: botmesh_durability::LedgerStatus::Sent,
+        text: Some("Hello".into()),
+        content: serde_json::json!({"text": "Hello"}),
+        key: Some("alice/m1:1".into()),
+        error: None,
+        at_ms: 5,
+    }];
+    journal.before_commit().unwrap();
+    let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
+        panic!("committed");
+    };
+    journal.committed(&outcomes).unwrap();
+    assert_eq!(
+        store.write_stats().requests,
+        before + 1,
+        "one write request"
+    );
+    let record = d.outbox().lookup("alice/m1:1").await.unwrap().unwrap();
+    assert_eq!(record.state, OutboxState::Sent);
+    assert_eq!(record.provider_message_id.as_deref(), Some("tg-42"));
+    let ledger = store.ledger("alice", 10).await.unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].message_id.as_deref(), Some("tg-42"));
+    // The lease is spent: marking it sent again is refused.
+    let mut again = d.step();
+    assert!(again.mark_sent(&lease, None).await.is_err());
+}

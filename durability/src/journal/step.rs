@@ -13,8 +13,11 @@
 //! | the inbound record | a heartbeat moved its version, or another replica took the lease over | re-read: same lease → try again; lost → `StaleLease` (the step is dropped, the new holder runs it) |
 //! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it |
 //!
+//! The same builder records a send the provider accepted ([`mark_sent`](StepJournal::mark_sent))
+//! so that the runtime writes it with its ledger row in one request.
+//!
 //! The write points are the ones of the separate writes ([`WritePoint::OutboxJournal`],
-//! [`WritePoint::InboxComplete`]): their `before` hooks run before the commit, their `after`
+//! [`WritePoint::OutboxMarkSent`], [`WritePoint::InboxComplete`]): their `before` hooks run before the commit, their `after`
 //! hooks after it, so the crash harness cuts a step before or after its one transaction.
 
 use serde_json::Value;
@@ -24,9 +27,9 @@ use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState};
 use crate::keys::{self, Fingerprint};
 use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
-use crate::leases::InboxLease;
+use crate::leases::{InboxLease, OutboxLease};
 use crate::operating::{Counter, RecordKind};
-use crate::outbox::{NewSend, OutboxRecord, Payload};
+use crate::outbox::{NewSend, Outbox, OutboxRecord, OutboxState, Payload};
 
 /// What [`StepJournal::send`] did with a send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +64,13 @@ enum Item {
     Send {
         records: Vec<(OutboxRecord, Entry)>,
         existing: Option<OutboxRecord>,
+    },
+    /// A send the provider accepted, marked sent, expected at `version`.
+    Sent {
+        record: OutboxRecord,
+        entry: Entry,
+        version: u64,
+        lease: OutboxLease,
     },
     /// The inbound record marked done, expected at `version`.
     Inbound {
@@ -186,11 +196,67 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         })
     }
 
+    /// Adds "the provider accepted the send leased by `lease`, with this message id" (what
+    /// [`Outbox::mark_sent`](crate::Outbox::mark_sent) writes), to commit with a ledger row.
+    /// Refused with `StaleLease` when the lease was taken over.
+    pub async fn mark_sent(
+        &mut self,
+        lease: &OutboxLease,
+        provider_message_id: Option<String>,
+    ) -> Result<(), DurabilityError> {
+        let loaded = match self.d.take_snapshot::<OutboxRecord>(&lease.key) {
+            Some(snapshot) => *snapshot,
+            None => self.read_send(lease).await?,
+        };
+        let item = self.sent_item(loaded.record, loaded.version, lease, provider_message_id)?;
+        self.items.push(item);
+        Ok(())
+    }
+
+    async fn read_send(
+        &self,
+        lease: &OutboxLease,
+    ) -> Result<super::Loaded<OutboxRecord>, DurabilityError> {
+        self.d
+            .load::<OutboxRecord>(&lease.key, "mark_sent")
+            .await?
+            .ok_or_else(|| DurabilityError::NotFound {
+                kind: RecordKind::Outbound,
+                id: lease.key.clone(),
+            })
+    }
+
+    fn sent_item(
+        &self,
+        mut record: OutboxRecord,
+        version: u64,
+        lease: &OutboxLease,
+        provider_message_id: Option<String>,
+    ) -> Result<Item, DurabilityError> {
+        if let Err(e) = Outbox::<K>::check_fence(&record, lease) {
+            self.d.count(Counter::StaleLeases);
+            tracing::warn!(error = %e, "stale outbox lease refused");
+            return Err(e);
+        }
+        record.state = OutboxState::Sent;
+        record.provider_message_id = provider_message_id;
+        record.lease = None;
+        record.last_error = None;
+        record.updated_ms = self.d.now_ms();
+        let entry = KvDurability::<K>::encode(&record)?;
+        Ok(Item::Sent {
+            record,
+            entry,
+            version,
+            lease: lease.clone(),
+        })
+    }
+
     /// Whether the step writes nothing to the journals.
     pub fn is_empty(&self) -> bool {
         self.items.iter().all(|i| match i {
             Item::Send { existing, .. } => existing.is_some(),
-            Item::Inbound { .. } => false,
+            Item::Sent { .. } | Item::Inbound { .. } => false,
         })
     }
 
@@ -212,6 +278,16 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                     }
                 }
                 Item::Send { .. } => {}
+                Item::Sent {
+                    record,
+                    entry,
+                    version,
+                    ..
+                } => ops.push(KvOp::Cas {
+                    key: index::storage_key(RecordKind::Outbound, &record.key),
+                    expected: Some(*version),
+                    entry: entry.clone(),
+                }),
                 Item::Inbound {
                     record,
                     entry,
@@ -236,6 +312,9 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             .any(|i| matches!(i, Item::Send { existing: None, .. }))
         {
             points.push(WritePoint::OutboxJournal);
+        }
+        if self.items.iter().any(|i| matches!(i, Item::Sent { .. })) {
+            points.push(WritePoint::OutboxMarkSent);
         }
         if self.items.iter().any(|i| matches!(i, Item::Inbound { .. })) {
             points.push(WritePoint::InboxComplete);
@@ -271,7 +350,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                     existing: None,
                 } => records.len(),
                 Item::Send { .. } => 0,
-                Item::Inbound { .. } => 1,
+                Item::Sent { .. } | Item::Inbound { .. } => 1,
             };
             if op < at + n {
                 return Some(i);
@@ -295,6 +374,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 let lease = lease.clone();
                 let loaded = self.read_inbound(&lease).await?;
                 self.items[i] = self.inbound_item(loaded.record, loaded.version, &lease)?;
+                Ok(StepConflict::Retry)
+            }
+            Item::Sent { lease, record, .. } => {
+                let lease = lease.clone();
+                let id = record.provider_message_id.clone();
+                let loaded = self.read_send(&lease).await?;
+                self.items[i] = self.sent_item(loaded.record, loaded.version, &lease, id)?;
                 Ok(StepConflict::Retry)
             }
             Item::Send { records, .. } => {
@@ -346,6 +432,11 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                         first.get_or_insert(record);
                     }
                     sends.extend(first);
+                }
+                Item::Sent { record, .. } => {
+                    if let Some(CasOutcome::Ok { version }) = versions.next() {
+                        self.d.note_written(*version, &record);
+                    }
                 }
                 Item::Inbound { record, .. } => {
                     versions.next();

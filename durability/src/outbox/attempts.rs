@@ -207,7 +207,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             .filter(|k| k != &r.key))
     }
 
-    fn check_fence(r: &OutboxRecord, lease: &OutboxLease) -> Result<(), DurabilityError> {
+    pub(crate) fn check_fence(
+        r: &OutboxRecord,
+        lease: &OutboxLease,
+    ) -> Result<(), DurabilityError> {
         let held = r.state == OutboxState::Sending
             && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
         if held {

@@ -20,7 +20,7 @@
 //! `false` to [`Store::shares_transactions_with`](super::Store::shares_transactions_with), and
 //! the runtime writes the pieces one after the other as before.
 
-use super::FlowCheckpoint;
+use super::{FlowCheckpoint, LedgerEntry};
 use crate::kv::{CasOutcome, KvOp, Scope};
 
 /// What a step does to its chat's checkpoint.
@@ -50,6 +50,9 @@ pub struct StepCommit {
     /// Per-scope values to remove in the same transaction (`(scope, key)`: the step's effect
     /// records, which must not outlive the step's outcome).
     pub delete_values: Vec<(String, String)>,
+    /// Ledger entries to append in the same transaction (a send recorded as sent with its
+    /// ledger row, in one write).
+    pub ledger: Vec<LedgerEntry>,
 }
 
 impl StepCommit {
@@ -60,6 +63,7 @@ impl StepCommit {
             scope,
             journal: Vec::new(),
             delete_values: Vec::new(),
+            ledger: Vec::new(),
         }
     }
 }

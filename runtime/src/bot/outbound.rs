@@ -211,7 +211,6 @@ pub(crate) async fn on_sent(
     message_id: Option<MessageId>,
     part_key: &str,
 ) {
-    Counters::inc(&k.counters.sent);
     persistence::record_outbound(
         k,
         OutboundEntry {
@@ -223,6 +222,19 @@ pub(crate) async fn on_sent(
         },
     )
     .await;
+    on_sent_recorded(k, chat, part, message_id, part_key).await;
+}
+
+/// [`on_sent`] for a send whose ledger row was written with its journal record: metrics,
+/// `after` send hooks, event.
+pub(crate) async fn on_sent_recorded(
+    k: &Kernel,
+    chat: &ChatId,
+    part: &Outgoing,
+    message_id: Option<MessageId>,
+    part_key: &str,
+) {
+    Counters::inc(&k.counters.sent);
     run_after_send(
         k,
         SentInfo {

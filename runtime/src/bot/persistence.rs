@@ -55,8 +55,19 @@ pub(crate) struct OutboundEntry<'a> {
 }
 
 pub(crate) async fn record_outbound(k: &Kernel, e: OutboundEntry<'_>) {
-    if !k.config.ledger {
+    let chat = e.chat;
+    let Some(entry) = outbound_entry(k, e) else {
         return;
+    };
+    if let Err(err) = k.store.append_ledger(&entry).await {
+        k.events.error("persistence:ledger", Some(chat), err);
+    }
+}
+
+/// The ledger row of an outbound message; `None` when the ledger is off.
+pub(crate) fn outbound_entry(k: &Kernel, e: OutboundEntry<'_>) -> Option<LedgerEntry> {
+    if !k.config.ledger {
+        return None;
     }
     let status = if e.error.is_some() {
         LedgerStatus::Failed
@@ -74,9 +85,7 @@ pub(crate) async fn record_outbound(k: &Kernel, e: OutboundEntry<'_>) {
         error: e.error,
         at_ms: k.clock.now_ms(),
     };
-    if let Err(err) = k.store.append_ledger(&entry).await {
-        k.events.error("persistence:ledger", Some(e.chat), err);
-    }
+    Some(entry)
 }
 
 pub(crate) async fn save_lang(k: &Kernel, chat: &ChatId, lang: &str) -> Result<(), StoreError> {

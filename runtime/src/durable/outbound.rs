@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use botmesh_durability::outbox::{BeginAttempt, Payload};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
+use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::{
     DurabilityError, FailOutcome, Fingerprint, KeyKind, NewSend, OutboxLease, OutboxRecord,
     OutboxState, SendFailure, SendJournal, SendKey,
@@ -23,7 +24,9 @@ use botmesh_durability::{
 use tokio::time::Instant;
 
 use crate::bot::kernel::Kernel;
-use crate::bot::outbound::{self, KeyRule, SendOutcome, on_failed, on_sent, split_outgoing};
+use crate::bot::outbound::{
+    self, KeyRule, SendOutcome, on_failed, on_sent, on_sent_recorded, split_outgoing,
+};
 use crate::bot::{Bot, SendDraft};
 use crate::durable::{Durable, with_heartbeat};
 use crate::error::BotError;
@@ -396,6 +399,13 @@ async fn attempt(
     match result {
         Ok(sent) => {
             let id = sent.message_id.clone().map(|m| m.0);
+            if mark_sent_with_ledger(k, dur, &lease, id.clone(), &chat, outgoing, &sent)
+                .await
+                .map_err(journal_error)?
+            {
+                on_sent_recorded(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
+                return Ok(Attempt::Sent(sent.message_id));
+            }
             // The provider accepted it: only the journal is in doubt, so keep trying to record
             // it while the backend is away (within the lease), rather than leave it ambiguous.
             retry_while_unavailable(dur, || {
@@ -427,6 +437,65 @@ async fn attempt(
             }
         }
     }
+}
+
+/// Records a send the provider accepted and its ledger row in one transaction, when the store
+/// shares its transactions with the journals (one write instead of two). `Ok(false)`: not
+/// done (another store, the ledger off, or the transaction wrote nothing): the caller records
+/// them apart, with its retries.
+async fn mark_sent_with_ledger(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    lease: &OutboxLease,
+    id: Option<String>,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    sent: &crate::message::SentMessage,
+) -> Result<bool, DurabilityError> {
+    if !crate::flow::commit::atomic(k) {
+        return Ok(false);
+    }
+    let entry = crate::bot::persistence::outbound_entry(
+        k,
+        crate::bot::persistence::OutboundEntry {
+            chat,
+            outgoing,
+            message_id: sent.message_id.as_ref(),
+            key: Some(&lease.key),
+            error: None,
+        },
+    );
+    let Some(entry) = entry else {
+        return Ok(false);
+    };
+    let mut journal = dur.d.step();
+    if let Err(e) = journal.mark_sent(lease, id).await {
+        return match e {
+            DurabilityError::Backend {
+                source: botmesh_durability::KvError::Unavailable { .. },
+                ..
+            } => Ok(false),
+            e => Err(e),
+        };
+    }
+    let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
+    step.ledger = vec![entry];
+    for _ in 0..4 {
+        step.journal = journal.ops();
+        journal.before_commit()?;
+        match k.store.commit_step(&step).await {
+            Ok(StepCommitOutcome::Committed(outcomes)) => {
+                journal.committed(&outcomes)?;
+                return Ok(true);
+            }
+            Ok(StepCommitOutcome::Conflict { op, .. }) => journal.resolve_conflict(op).await?,
+            Err(e) => {
+                tracing::debug!(key = %lease.key, error = %e, "sent and ledger not recorded together: recording them apart");
+                return Ok(false);
+            }
+        };
+    }
+    Ok(false)
 }
 
 /// Runs a journal write again while it fails because the backend is unavailable (a restart,

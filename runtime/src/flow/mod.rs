@@ -42,7 +42,7 @@
 mod api;
 mod ask;
 mod checkpoint;
-mod commit;
+pub(crate) mod commit;
 mod cx;
 mod effect;
 mod executor;

@@ -44,8 +44,8 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::{CasOutcome, DurableKv, Scope};
 use crate::store::{
-    ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry,
-    StepCommit, StepCommitOutcome, Store, StoreError,
+    ChatRecord, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint, HandoffRecord,
+    LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use rows::CheckpointColumns;
 
@@ -291,6 +291,14 @@ impl PostgresStore {
         format!("DELETE FROM {} WHERE chat = $1", self.t("checkpoints"))
     }
 
+    fn append_ledger_sql(&self) -> String {
+        format!(
+            "INSERT INTO {} (chat, message_id, direction, status, text, content, key, error, at_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            self.t("ledger")
+        )
+    }
+
     fn delete_value_sql(&self) -> String {
         format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"))
     }
@@ -399,23 +407,9 @@ impl Store for PostgresStore {
     }
 
     async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} (chat, message_id, direction, status, text, content, key, error, at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            self.t("ledger")
-        );
+        let sql = self.append_ledger_sql();
         let content = e.content.to_string();
-        let params: [&(dyn ToSql + Sync); 9] = [
-            &e.chat,
-            &e.message_id,
-            &rows::direction_str(e.direction),
-            &e.status.as_str(),
-            &e.text,
-            &content,
-            &e.key,
-            &e.error,
-            &e.at_ms,
-        ];
+        let params = ledger_params(e, &content);
         self.query("append_ledger", "ledger", &e.chat, &sql, &params)
             .await?;
         Ok(())
@@ -655,9 +649,40 @@ impl Store for PostgresStore {
                 self.execute_in(&tx, "kv", key, &sql, &[scope, key]).await?;
             }
         }
+        if !step.ledger.is_empty() {
+            let sql = self.append_ledger_sql();
+            for e in &step.ledger {
+                let content = e.content.to_string();
+                let params = ledger_params(e, &content);
+                self.execute_in(&tx, "ledger", &e.chat, &sql, &params)
+                    .await?;
+            }
+        }
         tx.commit()
             .await
             .map_err(|e| step_err(query_err(self.journals.name(), scope, e)))?;
         Ok(StepCommitOutcome::Committed(outcomes))
     }
+}
+
+/// The parameters of the ledger insert (`append_ledger_sql`); `content` is the entry's JSON.
+fn ledger_params<'a>(e: &'a LedgerEntry, content: &'a String) -> [&'a (dyn ToSql + Sync); 9] {
+    [
+        &e.chat,
+        &e.message_id,
+        match e.direction {
+            Direction::Inbound => &"inbound",
+            Direction::Outbound => &"outbound",
+        },
+        match e.status {
+            LedgerStatus::Received => &"received",
+            LedgerStatus::Sent => &"sent",
+            LedgerStatus::Failed => &"failed",
+        },
+        &e.text,
+        content,
+        &e.key,
+        &e.error,
+        &e.at_ms,
+    ]
 }

@@ -182,6 +182,26 @@ fn write_checkpoint(
     Ok(())
 }
 
+fn insert_ledger(tx: &Transaction<'_>, entry: &LedgerEntry, content: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO ledger \
+         (chat, message_id, direction, status, text, content, key, error, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        entry.chat,
+        entry.message_id,
+        direction_str(entry.direction),
+        entry.status.as_str(),
+        entry.text,
+        content,
+        entry.key,
+        entry.error,
+        entry.at_ms
+    ])?;
+    Ok(())
+}
+
 fn remove_checkpoint(tx: &Transaction<'_>, chat: &str) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM checkpoints WHERE chat = ?1")?
         .execute([chat])?;
@@ -200,6 +220,7 @@ fn commit_step_in(
     tx: &Transaction<'_>,
     step: StepCommit,
     state: Option<String>,
+    contents: Vec<String>,
 ) -> rusqlite::Result<StepCommitOutcome> {
     tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
     let scope = step.scope.id().to_owned();
@@ -221,6 +242,9 @@ fn commit_step_in(
     }
     for (scope, key) in &step.delete_values {
         remove_value(tx, scope, key)?;
+    }
+    for (entry, content) in step.ledger.iter().zip(&contents) {
+        insert_ledger(tx, entry, content)?;
     }
     tx.prepare_cached("RELEASE botmesh_step")?.execute([])?;
     Ok(StepCommitOutcome::Committed(outcomes))
@@ -350,23 +374,7 @@ impl Store for SqliteStore {
         let content = encode("append_ledger", &entry.content)?;
         let entry = entry.clone();
         self.write("append_ledger", move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO ledger \
-                 (chat, message_id, direction, status, text, content, key, error, at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                entry.chat,
-                entry.message_id,
-                direction_str(entry.direction),
-                entry.status.as_str(),
-                entry.text,
-                content,
-                entry.key,
-                entry.error,
-                entry.at_ms
-            ])?;
-            Ok(())
+            insert_ledger(tx, &entry, &content)
         })
         .await
     }
@@ -539,8 +547,15 @@ impl Store for SqliteStore {
             CheckpointWrite::Save(cp) => Some(encode("commit_step", &cp.state)?),
             _ => None,
         };
+        let contents = step
+            .ledger
+            .iter()
+            .map(|e| encode("commit_step", &e.content))
+            .collect::<Result<Vec<_>, _>>()?;
         let step = step.clone();
-        self.write("commit_step", move |tx| commit_step_in(tx, step, state))
-            .await
+        self.write("commit_step", move |tx| {
+            commit_step_in(tx, step, state, contents)
+        })
+        .await
     }
 }

@@ -53,13 +53,6 @@ pub(super) fn bits_u64(v: i64) -> u64 {
     u64::from_ne_bytes(v.to_ne_bytes())
 }
 
-pub(super) fn direction_str(d: Direction) -> &'static str {
-    match d {
-        Direction::Inbound => "inbound",
-        Direction::Outbound => "outbound",
-    }
-}
-
 pub(super) fn corrupt(what: &'static str, key: &str, reason: impl ToString) -> StoreError {
     StoreError::Corrupt {
         what,
