@@ -622,10 +622,24 @@ async fn a_flow_step_commits_checkpoint_journal_and_values_together() {
             },
         ],
         delete_values: vec![("effects".into(), "e1".into())],
+        ledger: vec![botmesh_durability::LedgerEntry {
+            chat: "chat".into(),
+            message_id: Some("m-9".into()),
+            direction: botmesh_durability::Direction::Outbound,
+            status: botmesh_durability::LedgerStatus::Sent,
+            text: Some("send 1".into()),
+            content: json!({"text": "send 1"}),
+            key: Some("o/1".into()),
+            error: None,
+            at_ms: 3,
+        }],
     };
     let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
         panic!("the step conflicts")
     };
+    let ledger = store.ledger("chat", 10).await.unwrap();
+    assert_eq!(ledger.len(), 1, "the ledger row landed with the step");
+    assert_eq!(ledger[0].message_id.as_deref(), Some("m-9"));
     assert_eq!(outcomes.len(), 4);
     assert!(outcomes.iter().all(|o| o.is_ok()), "{outcomes:?}");
     assert_eq!(
@@ -728,9 +742,24 @@ async fn a_conflict_on_the_last_op_writes_nothing() {
             },
         ],
         delete_values: vec![("effects".into(), "e1".into())],
+        ledger: vec![botmesh_durability::LedgerEntry {
+            chat: "chat".into(),
+            message_id: None,
+            direction: botmesh_durability::Direction::Outbound,
+            status: botmesh_durability::LedgerStatus::Sent,
+            text: None,
+            content: json!({}),
+            key: None,
+            error: None,
+            at_ms: 3,
+        }],
     };
     let nothing_written = async || {
         assert_eq!(store.checkpoint("chat").await.unwrap(), Some(old.clone()));
+        assert!(
+            store.ledger("chat", 10).await.unwrap().is_empty(),
+            "no ledger row"
+        );
         assert_eq!(kv.get(&s, "o/1").await.unwrap(), None);
         assert_eq!(kv.get(&s, "o/2").await.unwrap(), None);
         let inbound = kv.get(&s, "i/1").await.unwrap().unwrap();
