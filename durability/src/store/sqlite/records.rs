@@ -308,23 +308,7 @@ impl Store for SqliteStore {
                 "INSERT OR REPLACE INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3)",
             )?
             .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
-            tx.prepare_cached(
-                "INSERT INTO ledger \
-                 (chat, message_id, direction, status, text, content, key, error, at_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                entry.chat,
-                entry.message_id,
-                direction_str(entry.direction),
-                entry.status.as_str(),
-                entry.text,
-                content,
-                entry.key,
-                entry.error,
-                entry.at_ms
-            ])?;
-            Ok(())
+            insert_ledger(tx, &entry, &content)
         })
         .await
     }
