@@ -43,3 +43,34 @@ async fn a_bound_range_read_is_not_prepared_again_at_each_run() {
     }
     assert_eq!(last, Some(0), "the range statement was prepared again");
 }
+
+/// The journal's range reads (as `SqliteDurableKv::range` runs them) walk an index in
+/// `(idx, key)` order: no temporary B-tree sorts their rows at each read.
+#[tokio::test]
+async fn range_reads_are_ordered_by_their_index_without_a_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("bot.db"))
+        .await
+        .unwrap();
+    for column in ["idx1", "idx2"] {
+        let sql = format!(
+            "EXPLAIN QUERY PLAN SELECT key, version, value, idx1, idx2 FROM durable \
+             WHERE scope = ?1 AND {column} >= ?2 AND {column} < ?3 ORDER BY {column}, key LIMIT ?4"
+        );
+        let plan = store
+            .read("plan", move |conn| {
+                let mut st = conn.prepare(&sql)?;
+                let rows =
+                    st.query_map(params!["s", "a", "b", 10i64], |r| r.get::<_, String>(3))?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .unwrap();
+        let plan = plan.join("; ");
+        assert!(
+            plan.contains(&format!("USING INDEX durable_scope_{column}")),
+            "{column}: {plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{column}: {plan}");
+    }
+}

@@ -499,3 +499,138 @@ async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
         Some("Ann")
     );
 }
+
+/// The schema of version 1 (migration 1 as it shipped), with a journal row and a chat in it.
+fn schema_1_file(path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE botmesh_meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+         INSERT INTO botmesh_meta (key, value) VALUES ('application', 'botmesh'), ('schema_version', '1');
+         CREATE TABLE chats (id TEXT PRIMARY KEY NOT NULL, is_group INTEGER NOT NULL, title TEXT,
+             lang TEXT, first_seen_ms INTEGER NOT NULL, last_activity_ms INTEGER NOT NULL);
+         CREATE TABLE contacts (id TEXT PRIMARY KEY NOT NULL, name TEXT, last_seen_ms INTEGER NOT NULL);
+         CREATE TABLE ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, chat TEXT NOT NULL,
+             message_id TEXT, direction TEXT NOT NULL, status TEXT NOT NULL, text TEXT,
+             content TEXT NOT NULL, key TEXT, error TEXT, at_ms INTEGER NOT NULL);
+         CREATE INDEX ledger_chat_id ON ledger (chat, id);
+         CREATE TABLE checkpoints (chat TEXT PRIMARY KEY NOT NULL, flow TEXT NOT NULL,
+             layout_hash INTEGER NOT NULL, state TEXT NOT NULL, inbound_id TEXT,
+             step INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
+         CREATE TABLE handoffs (chat TEXT PRIMARY KEY NOT NULL, agent TEXT, reason TEXT,
+             since_ms INTEGER NOT NULL);
+         CREATE TABLE kv (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+             PRIMARY KEY (scope, key));
+         CREATE TABLE durable (scope TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
+             value BLOB NOT NULL, idx1 TEXT, idx2 TEXT, PRIMARY KEY (scope, key));
+         CREATE INDEX durable_scope_idx1 ON durable (scope, idx1);
+         CREATE INDEX durable_scope_idx2 ON durable (scope, idx2);
+         INSERT INTO chats VALUES ('c1', 0, 'Shop', 'en', 1, 2);
+         INSERT INTO durable VALUES ('s', 'o/open', 3, x'01', 'o/pending/1', 'o/chat:1');
+         INSERT INTO durable VALUES ('s', 'o/sent', 4, x'02', 'o/sent/1', NULL);",
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_schema_1_file_is_migrated_and_keeps_its_rows() {
+    use botmesh_durability::kv::{DurableKv, Index, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    schema_1_file(&path);
+    // A read-only store does not migrate: it asks for one read-write open first.
+    let refused = SqliteStore::with_options(&path, read_only()).open().await;
+    assert!(
+        matches!(&refused, Err(StoreError::Open { source, .. }) if source.to_string().contains("open it read-write once")),
+        "{refused:?}"
+    );
+    let store = SqliteStore::connect(&path).await.unwrap();
+    let version: String = store
+        .read("meta", |conn| {
+            conn.query_row(
+                "SELECT value FROM botmesh_meta WHERE key = 'schema_version'",
+                [],
+                |row| row.get(0),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(version, SqliteStore::SCHEMA_VERSION.to_string());
+    let indexes: Vec<String> = store
+        .read("indexes", |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'durable' \
+                 AND sql IS NOT NULL ORDER BY name",
+            )?;
+            let rows = stmt.query_map([], |row| row.get(0))?;
+            rows.collect()
+        })
+        .await
+        .unwrap();
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(
+        indexes[0].contains("(scope, idx1, key) WHERE idx1 IS NOT NULL"),
+        "{indexes:?}"
+    );
+    assert!(
+        indexes[1].contains("(scope, idx2, key) WHERE idx2 IS NOT NULL"),
+        "{indexes:?}"
+    );
+    // The rows are still there and found through the new indexes.
+    assert_eq!(
+        store.chat("c1").await.unwrap().unwrap().title.as_deref(),
+        Some("Shop")
+    );
+    let kv = store.durability_kv();
+    let scope = Scope::custom("s");
+    let open = kv.range(&scope, Index::Two, "o/", "o0", 10).await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].key, "o/open");
+    let all = kv.range(&scope, Index::One, "o/", "o0", 10).await.unwrap();
+    let keys: Vec<&str> = all.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["o/open", "o/sent"]);
+    // A second open finds the schema current and changes nothing.
+    store.close().await.unwrap();
+    let again = SqliteStore::connect(&path).await.unwrap();
+    assert_eq!(again.chat("c1").await.unwrap().unwrap().id, "c1");
+}
+
+#[tokio::test]
+async fn reads_run_inline_or_on_the_blocking_pool_alike() {
+    use botmesh_durability::kv::{DurableKv, Entry, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    for inline in [true, false] {
+        let path = dir.path().join(format!("inline-{inline}.db"));
+        let store =
+            SqliteStore::with_options(&path, SqliteStoreOptions::new().inline_reads(inline));
+        store.open().await.unwrap();
+        let kv = store.durability_kv();
+        let scope = Scope::custom("s");
+        let entry = Entry {
+            value: vec![7; 10],
+            idx1: Some("a".into()),
+            idx2: None,
+        };
+        kv.cas(&scope, "k", None, entry).await.unwrap();
+        // More reads at once than reader connections: the ones without an idle connection
+        // wait for one (inline or not), and all see the write.
+        let reads = (0..32).map(|_| {
+            let kv = kv.clone();
+            let scope = scope.clone();
+            tokio::spawn(async move { kv.get(&scope, "k").await })
+        });
+        for read in reads {
+            let found = read.await.unwrap().unwrap().unwrap();
+            assert_eq!(found.value, vec![7; 10], "inline_reads({inline})");
+        }
+        // A failing read names its operation either way.
+        let error = store
+            .read("probe", |conn| {
+                conn.query_row("SELECT * FROM missing", [], |_| Ok(()))
+            })
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("probe"), "{error}");
+        store.close().await.unwrap();
+    }
+}

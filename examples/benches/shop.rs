@@ -11,6 +11,9 @@
 //! same server in the same run: single-row INSERT commits per second through tokio-postgres
 //! (one connection), and SET round trips per second through the redis crate (one connection).
 //!
+//! Each run also prints the CPU time per message of tokio's worker threads (and, for SQLite,
+//! of its writer thread), read from `/proc/self/task` on Linux.
+//!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` to
 //! change the load, `SHOP_BENCH_ROUNDS` for the orders each chat places (default 5),
 //! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
@@ -136,6 +139,7 @@ async fn run(
     });
     bot.start().await.expect("bot starts");
     let io_before = written_bytes();
+    let cpu_before = thread_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..chats {
@@ -177,6 +181,7 @@ async fn run(
         all.extend(t.await.expect("chat task"));
     }
     let elapsed = started.elapsed();
+    let cpu_after = thread_cpu();
     bot.idle().await;
     bot.stop().await.expect("bot stops");
     all.sort();
@@ -196,6 +201,14 @@ async fn run(
                 / 1024.0
                 / (chats * SCRIPT.len() * rounds) as f64
         );
+    }
+    let (workers, writer) = cpu_per_message(&cpu_before, &cpu_after, chats * SCRIPT.len() * rounds);
+    if variant == Variant::Sqlite {
+        println!(
+            "  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers, {writer:.0} µs on the sqlite writer thread"
+        );
+    } else {
+        println!("  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers");
     }
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
     (
@@ -421,4 +434,50 @@ fn main() {
         ),
         None => println!("redis: skipped (BOTMESH_TEST_REDIS_URL not set)"),
     }
+}
+
+/// CPU time (user + system, in clock ticks) used so far by this process's threads, summed by
+/// thread name (`/proc/self/task`; empty elsewhere).
+fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // The fields after the parenthesised name: utime and stime are the 12th and 13th.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks: u64 = fields
+            .iter()
+            .skip(11)
+            .take(2)
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum();
+        *by_name.entry(name.trim().to_owned()).or_default() += ticks;
+    }
+    by_name
+}
+
+/// CPU µs per message spent by the tokio workers and by SQLite's writer thread in a run
+/// (`before` and `after` from [`thread_cpu`]; clock ticks of 10 ms).
+fn cpu_per_message(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+    messages: usize,
+) -> (f64, f64) {
+    let spent = |prefix: &str| -> f64 {
+        after
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(name, t)| t.saturating_sub(before.get(name).copied().unwrap_or(0)))
+            .sum::<u64>() as f64
+            * 10_000.0
+            / messages as f64
+    };
+    (spent("tokio-rt"), spent("botmesh-sqlite"))
 }

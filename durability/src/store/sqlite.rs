@@ -1,11 +1,11 @@
 //! [`SqliteStore`]: the [`Store`] in one SQLite file (WAL mode), through `rusqlite`.
 //!
-//! Blocking SQLite calls never run on tokio's worker threads:
+//! Writes, opening and waits never run on tokio's worker threads:
 //!
 //! | work | where it runs |
 //! | --- | --- |
 //! | every write | one dedicated writer thread that owns the only write connection, fed by a channel |
-//! | reads | `spawn_blocking`, on a small pool of read-only connections |
+//! | reads | the calling thread when a reader connection is idle (short index lookups that never wait for the writer; see [`SqliteStoreOptions::inline_reads`]), else `spawn_blocking`; at most four read-only connections |
 //! | opening, schema check, migrations | the writer thread (read-only stores: `spawn_blocking`) |
 //!
 //! The writer thread commits in groups: it takes every write request queued at that moment
@@ -94,6 +94,7 @@ pub struct SqliteStoreOptions {
     synchronous: SqliteSynchronous,
     read_only: bool,
     max_batch: usize,
+    inline_reads: bool,
 }
 
 impl Default for SqliteStoreOptions {
@@ -102,13 +103,15 @@ impl Default for SqliteStoreOptions {
             busy_timeout: Duration::from_secs(5),
             synchronous: SqliteSynchronous::Full,
             read_only: false,
-            max_batch: 64,
+            max_batch: 256,
+            inline_reads: true,
         }
     }
 }
 
 impl SqliteStoreOptions {
-    /// The defaults: 5 s busy timeout, `synchronous = FULL`, read-write, batches of 64.
+    /// The defaults: 5 s busy timeout, `synchronous = FULL`, read-write, batches of up to
+    /// 256 requests.
     pub fn new() -> Self {
         Self::default()
     }
@@ -134,9 +137,22 @@ impl SqliteStoreOptions {
         self
     }
 
-    /// The most write requests committed in one transaction (default 64; 0 counts as 1).
+    /// The most write requests committed in one transaction (default 256; 0 counts as 1).
+    /// A bot's writes are short (a few rows each), so a transaction of 256 still commits in a
+    /// few milliseconds, and under load one `fsync` serves more of them.
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// Whether a read may run on the calling task's thread when a reader connection is idle
+    /// (default `true`). The store's and the journal's reads are index lookups and bounded
+    /// range reads of a WAL database, which never wait for the writer: handing each to
+    /// tokio's blocking pool (waking a thread, then the task back) costs more CPU than the
+    /// read. With `false`, every read runs on the blocking pool (for a file on a disk so slow
+    /// that a cold page read would stall the async threads).
+    pub fn inline_reads(mut self, inline_reads: bool) -> Self {
+        self.inline_reads = inline_reads;
         self
     }
 
@@ -182,6 +198,17 @@ impl fmt::Debug for SqliteStore {
             .field("open", &self.state().is_some())
             .finish()
     }
+}
+
+/// Runs `f` in one read transaction of `conn`.
+fn read_in<T>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+) -> Result<T, rusqlite::Error> {
+    let tx = conn.unchecked_transaction()?;
+    let value = f(&tx)?;
+    tx.commit()?;
+    Ok(value)
 }
 
 /// Wraps a failed statement as [`StoreError::Query`].
@@ -286,7 +313,9 @@ impl SqliteStore {
     }
 
     /// Runs `f` on a read-only connection, inside one read transaction (a consistent
-    /// snapshot that sees every write answered before this call), on tokio's blocking pool.
+    /// snapshot that sees every write answered before this call): on the calling thread when
+    /// a reader connection is idle and [`SqliteStoreOptions::inline_reads`] is on, else on
+    /// tokio's blocking pool. `f` should be a short read (an index lookup, a bounded range).
     ///
     /// An error of `f` becomes [`StoreError::Query`] naming `operation`; a closed store
     /// answers [`StoreError::Closed`].
@@ -296,17 +325,20 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let conns = self.conns()?;
+        if self.shared.options.inline_reads {
+            if let Some((permit, conn)) = conns.readers.try_idle() {
+                let result = read_in(&conn, f);
+                conns.readers.give_back(conn);
+                drop(permit);
+                return result.map_err(|e| query_error(operation, e));
+            }
+        }
         let permit = conns.readers.slot().await;
         let pool = Arc::clone(&conns);
         let task = tokio::task::spawn_blocking(move || {
             let conns = pool;
             let conn = conns.readers.take()?;
-            let result = (|| {
-                let tx = conn.unchecked_transaction()?;
-                let value = f(&tx)?;
-                tx.commit()?;
-                Ok(value)
-            })();
+            let result = read_in(&conn, f);
             conns.readers.give_back(conn);
             result.map_err(|e: rusqlite::Error| query_error(operation, e))
         });

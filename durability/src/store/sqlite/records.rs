@@ -166,10 +166,15 @@ fn write_checkpoint(
     checkpoint: &FlowCheckpoint,
     state: &str,
 ) -> rusqlite::Result<()> {
-    tx.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLUMNS}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-    ))?
+    // An upsert changes the row in place; `INSERT OR REPLACE` would delete it and insert it
+    // again (a new rowid, both B-trees touched twice) at every step.
+    tx.prepare_cached(
+        "INSERT INTO checkpoints (chat, flow, layout_hash, state, inbound_id, step, updated_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+         ON CONFLICT(chat) DO UPDATE SET flow = excluded.flow, \
+         layout_hash = excluded.layout_hash, state = excluded.state, \
+         inbound_id = excluded.inbound_id, step = excluded.step, updated_ms = excluded.updated_ms",
+    )?
     .execute(params![
         checkpoint.chat,
         checkpoint.flow,
@@ -264,9 +269,12 @@ impl Store for SqliteStore {
         let chat = chat.clone();
         self.write("upsert_chat", move |tx| {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO chats \
-                 (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
+                 title = excluded.title, lang = excluded.lang, \
+                 first_seen_ms = excluded.first_seen_ms, \
+                 last_activity_ms = excluded.last_activity_ms",
             )?
             .execute(params![
                 chat.id,
@@ -305,7 +313,9 @@ impl Store for SqliteStore {
                 chat.last_activity_ms
             ])?;
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3)",
+                "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
+                 last_seen_ms = excluded.last_seen_ms",
             )?
             .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
             insert_ledger(tx, &entry, &content)
@@ -330,7 +340,9 @@ impl Store for SqliteStore {
         let contact = contact.clone();
         self.write("upsert_contact", move |tx| {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3)",
+                "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
+                 last_seen_ms = excluded.last_seen_ms",
             )?
             .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
             Ok(())
@@ -426,8 +438,9 @@ impl Store for SqliteStore {
         let handoff = handoff.clone();
         self.write("set_handoff", move |tx| {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO handoffs (chat, agent, reason, since_ms) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO handoffs (chat, agent, reason, since_ms) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT(chat) DO UPDATE SET agent = excluded.agent, \
+                 reason = excluded.reason, since_ms = excluded.since_ms",
             )?
             .execute(params![
                 handoff.chat,
@@ -488,8 +501,11 @@ impl Store for SqliteStore {
         let value = encode("set_value", value)?;
         let (scope, key) = (scope.to_owned(), key.to_owned());
         self.write("set_value", move |tx| {
-            tx.prepare_cached("INSERT OR REPLACE INTO kv (scope, key, value) VALUES (?1, ?2, ?3)")?
-                .execute([scope, key, value])?;
+            tx.prepare_cached(
+                "INSERT INTO kv (scope, key, value) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(scope, key) DO UPDATE SET value = excluded.value",
+            )?
+            .execute([scope, key, value])?;
             Ok(())
         })
         .await

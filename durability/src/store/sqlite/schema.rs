@@ -93,8 +93,25 @@ CREATE INDEX durable_scope_idx1 ON durable (scope, idx1);
 CREATE INDEX durable_scope_idx2 ON durable (scope, idx2);
 ";
 
+/// Migration 2: the `durable` table's sort-key indexes also hold the key, and only the rows
+/// that have the sort key.
+///
+/// A range read orders by `(idx, key)`: with the key in the index, SQLite reads the rows in
+/// that order instead of sorting them in a temporary B-tree at every read (the journal's
+/// "is an earlier send of this chat still open?" read went from about 24 µs to a few).
+/// `idx2` is set only on open records: rows without it (most of them: settled records) no
+/// longer sit in that index, so settling a record removes its `idx2` entry instead of
+/// moving it, and inserting a settled record writes nothing there. A range read's
+/// `idx >= ? AND idx < ?` implies `idx IS NOT NULL`, so it still uses the index.
+const MIGRATION_2: &str = "
+DROP INDEX durable_scope_idx1;
+DROP INDEX durable_scope_idx2;
+CREATE INDEX durable_scope_idx1 ON durable (scope, idx1, key) WHERE idx1 IS NOT NULL;
+CREATE INDEX durable_scope_idx2 ON durable (scope, idx2, key) WHERE idx2 IS NOT NULL;
+";
+
 /// Every migration, in order.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 /// The schema version this build writes: the number of migrations.
 pub(super) const SUPPORTED: i64 = MIGRATIONS.len() as i64;
@@ -359,6 +376,14 @@ impl ReaderPool {
     /// Waits for a free reader slot (held until the read gave its connection back).
     pub(super) async fn slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.slots.acquire().await.ok()
+    }
+
+    /// A free slot with an idle connection, without waiting or opening one: `None` when every
+    /// slot is taken or no connection is idle.
+    pub(super) fn try_idle(&self) -> Option<(tokio::sync::SemaphorePermit<'_>, Connection)> {
+        let permit = self.slots.try_acquire().ok()?;
+        let conn = self.idle().pop()?;
+        Some((permit, conn))
     }
 
     fn idle(&self) -> MutexGuard<'_, Vec<Connection>> {
