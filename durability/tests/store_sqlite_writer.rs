@@ -105,6 +105,8 @@ async fn queued_writes_commit_in_one_transaction() {
         })
         .collect();
     let_tasks_queue().await;
+    // Held inside the first request at least this long.
+    std::thread::sleep(std::time::Duration::from_millis(20));
     release.send(()).unwrap();
     holder.await.unwrap();
     for write in writes {
@@ -115,6 +117,13 @@ async fn queued_writes_commit_in_one_transaction() {
     assert_eq!(stats.requests, 21, "{stats:?}");
     assert_eq!(stats.transactions, 2, "{stats:?}");
     assert_eq!(stats.largest_batch, 20, "{stats:?}");
+    // The writer's time: the 20 ms it was held inside the first request count as statement
+    // time; the two commits took some time too.
+    assert!(
+        stats.statements >= std::time::Duration::from_millis(20),
+        "{stats:?}"
+    );
+    assert!(stats.commits > std::time::Duration::ZERO, "{stats:?}");
     assert_eq!(store.values("s").await.unwrap().len(), 20);
 }
 

@@ -195,6 +195,13 @@ async fn run(
             stats.largest_batch,
             stats.requests as f64 / (chats * SCRIPT.len() * rounds) as f64
         );
+        let messages = (chats * SCRIPT.len() * rounds) as f64;
+        println!(
+            "  sqlite writer: {:.0} µs running requests + {:.0} µs in COMMIT (WAL write and fsync) per message; busy {:.0}% of the run",
+            stats.statements.as_secs_f64() * 1e6 / messages,
+            stats.commits.as_secs_f64() * 1e6 / messages,
+            (stats.statements + stats.commits).as_secs_f64() / elapsed.as_secs_f64() * 100.0
+        );
         println!(
             "  written to disk: {:.1} KiB per message",
             written_bytes().saturating_sub(io_before) as f64

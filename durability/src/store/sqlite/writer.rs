@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
@@ -33,7 +34,12 @@ type Failure = Arc<dyn std::error::Error + Send + Sync>;
 
 /// Counters of the writer thread, as given by
 /// [`SqliteStore::write_stats`](super::SqliteStore::write_stats).
+///
+/// `statements` and `commits` tell where the writer's time goes: when their sum is close to
+/// the time elapsed, the writer is the bottleneck, and their ratio says whether SQLite's
+/// B-tree work or the disk (`COMMIT`: writing the WAL and syncing it) limits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SqliteWriteStats {
     /// Transactions begun by the writer (one per group of requests).
     pub transactions: u64,
@@ -41,6 +47,11 @@ pub struct SqliteWriteStats {
     pub requests: u64,
     /// The most requests run in one transaction so far.
     pub largest_batch: usize,
+    /// Time spent running requests (their statements and savepoints).
+    pub statements: Duration,
+    /// Time spent in `COMMIT` (writing the WAL, syncing it at the store's `synchronous`
+    /// level, and the automatic checkpoints it triggers).
+    pub commits: Duration,
 }
 
 /// The shared, lock-free counters behind [`SqliteWriteStats`].
@@ -49,6 +60,8 @@ pub(super) struct Stats {
     transactions: AtomicU64,
     requests: AtomicU64,
     largest_batch: AtomicUsize,
+    statement_nanos: AtomicU64,
+    commit_nanos: AtomicU64,
 }
 
 impl Stats {
@@ -57,7 +70,14 @@ impl Stats {
             transactions: self.transactions.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
+            statements: Duration::from_nanos(self.statement_nanos.load(Ordering::Relaxed)),
+            commits: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
         }
+    }
+
+    fn add(counter: &AtomicU64, since: Instant) {
+        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        counter.fetch_add(nanos, Ordering::Relaxed);
     }
 
     fn record(&self, batch: usize) {
@@ -309,6 +329,7 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
         let mut done: Vec<Box<dyn WriteJob>> = Vec::with_capacity(pending.len());
         let mut lost = None;
         let mut ran = 0;
+        let running = Instant::now();
         while let Some(mut job) = pending.pop_front() {
             ran += 1;
             match run_one(&tx, job.as_mut()) {
@@ -321,6 +342,7 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
             }
         }
         stats.record(ran);
+        Stats::add(&stats.statement_nanos, running);
         if let Some((culprit, reason)) = lost {
             tracing::warn!(%reason, "sqlite group commit lost its transaction");
             drop(tx);
@@ -332,7 +354,9 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
             }
             continue;
         }
+        let committing = Instant::now();
         let commit = tx.commit().map_err(|e| Arc::new(e) as Failure);
+        Stats::add(&stats.commit_nanos, committing);
         if let Err(error) = &commit {
             tracing::warn!(%error, "sqlite group commit failed");
         }
