@@ -634,3 +634,39 @@ async fn reads_run_inline_or_on_the_blocking_pool_alike() {
         store.close().await.unwrap();
     }
 }
+
+/// Which thread a read ran on, against the calling one.
+async fn read_thread(store: &SqliteStore, on_pool: bool) -> bool {
+    let here = std::thread::current().id();
+    let probe = |_: &rusqlite::Connection| Ok(std::thread::current().id());
+    let there = if on_pool {
+        store.read_on_pool("thread", probe).await.unwrap()
+    } else {
+        store.read("thread", probe).await.unwrap()
+    };
+    there == here
+}
+
+#[tokio::test]
+async fn short_reads_run_on_the_calling_thread_and_listings_on_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let inline = SqliteStore::connect(dir.path().join("a.db")).await.unwrap();
+    // The first read opens the reader connection (on the pool); once idle, reads stay here.
+    inline.chat("none").await.unwrap();
+    assert!(
+        read_thread(&inline, false).await,
+        "a short read ran on the pool"
+    );
+    assert!(!read_thread(&inline, true).await, "a listing ran inline");
+    let pooled = SqliteStore::connect_with(
+        dir.path().join("b.db"),
+        SqliteStoreOptions::new().inline_reads(false),
+    )
+    .await
+    .unwrap();
+    pooled.chat("none").await.unwrap();
+    assert!(
+        !read_thread(&pooled, false).await,
+        "inline_reads(false): a read ran on the calling thread"
+    );
+}

@@ -1,11 +1,13 @@
 //! [`SqliteStore`]: the [`Store`] in one SQLite file (WAL mode), through `rusqlite`.
 //!
-//! Writes, opening and waits never run on tokio's worker threads:
+//! Writes, opening and long reads never run on tokio's worker threads; reads use at most four
+//! read-only connections:
 //!
 //! | work | where it runs |
 //! | --- | --- |
 //! | every write | one dedicated writer thread that owns the only write connection, fed by a channel |
-//! | reads | the calling thread when a reader connection is idle (short index lookups that never wait for the writer; see [`SqliteStoreOptions::inline_reads`]), else `spawn_blocking`; at most four read-only connections |
+//! | short reads (a row by key, a range of at most 256 rows) | the calling thread when a reader connection is idle ([`SqliteStoreOptions::inline_reads`]: index lookups in a WAL database do not wait for the writer), else `spawn_blocking` |
+//! | listings (every checkpoint, every handoff, a longer range) | `spawn_blocking` |
 //! | opening, schema check, migrations | the writer thread (read-only stores: `spawn_blocking`) |
 //!
 //! The writer thread commits in groups: it takes every write request queued at that moment
@@ -145,12 +147,14 @@ impl SqliteStoreOptions {
         self
     }
 
-    /// Whether a read may run on the calling task's thread when a reader connection is idle
-    /// (default `true`). The store's and the journal's reads are index lookups and bounded
-    /// range reads of a WAL database, which never wait for the writer: handing each to
-    /// tokio's blocking pool (waking a thread, then the task back) costs more CPU than the
-    /// read. With `false`, every read runs on the blocking pool (for a file on a disk so slow
-    /// that a cold page read would stall the async threads).
+    /// Whether a short read may run on the calling task's thread when a reader connection is
+    /// idle (default `true`). The hot reads (a chat, a checkpoint, a journal record, a range
+    /// of at most 256 rows) are index lookups in a WAL database, which do not wait for the
+    /// writer: handing each to tokio's blocking pool (waking a thread, then the task back)
+    /// costs more CPU than the read itself. Listings without a small bound (every
+    /// checkpoint, every handoff, a long range) always run on the blocking pool. With
+    /// `false`, every read does (for a file on a disk so slow that a cold page read would
+    /// stall the async threads).
     pub fn inline_reads(mut self, inline_reads: bool) -> Self {
         self.inline_reads = inline_reads;
         self
@@ -199,6 +203,10 @@ impl fmt::Debug for SqliteStore {
             .finish()
     }
 }
+
+/// The most rows a bounded read may ask for and still run inline (see
+/// [`SqliteStoreOptions::inline_reads`]).
+pub(crate) const INLINE_READ_ROWS: usize = 256;
 
 /// Runs `f` in one read transaction of `conn`.
 fn read_in<T>(
@@ -315,7 +323,8 @@ impl SqliteStore {
     /// Runs `f` on a read-only connection, inside one read transaction (a consistent
     /// snapshot that sees every write answered before this call): on the calling thread when
     /// a reader connection is idle and [`SqliteStoreOptions::inline_reads`] is on, else on
-    /// tokio's blocking pool. `f` should be a short read (an index lookup, a bounded range).
+    /// tokio's blocking pool. `f` should be a short read (an index lookup, a small bounded
+    /// range); use [`read_on_pool`](Self::read_on_pool) for a listing that may be long.
     ///
     /// An error of `f` becomes [`StoreError::Query`] naming `operation`; a closed store
     /// answers [`StoreError::Closed`].
@@ -324,8 +333,49 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
+        self.read_with(operation, self.shared.options.inline_reads, f)
+            .await
+    }
+
+    /// As [`read`](Self::read), always on tokio's blocking pool: for reads whose length the
+    /// caller does not bound (every checkpoint, a long range), which would hold an async
+    /// thread too long.
+    pub async fn read_on_pool<T, F>(&self, operation: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        self.read_with(operation, false, f).await
+    }
+
+    /// A read of at most `rows` rows: inline (as [`read`](Self::read)) up to
+    /// [`INLINE_READ_ROWS`], on the pool beyond.
+    pub(crate) async fn read_rows<T, F>(
+        &self,
+        operation: &'static str,
+        rows: usize,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        let inline = self.shared.options.inline_reads && rows <= INLINE_READ_ROWS;
+        self.read_with(operation, inline, f).await
+    }
+
+    async fn read_with<T, F>(
+        &self,
+        operation: &'static str,
+        inline: bool,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
         let conns = self.conns()?;
-        if self.shared.options.inline_reads {
+        if inline {
             if let Some((permit, conn)) = conns.readers.try_idle() {
                 let result = read_in(&conn, f);
                 conns.readers.give_back(conn);

@@ -331,9 +331,10 @@ impl DurableKv for SqliteDurableKv {
             }
         };
         let (scope, from, to) = (scope.id().to_owned(), from.to_owned(), to.to_owned());
+        let rows = limit;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.store
-            .read("durable.range", move |conn| {
+            .read_rows("durable.range", rows, move |conn| {
                 conn.prepare_cached(sql)?
                     .query_map(params![scope, from, to, limit], |row| {
                         Ok(KvRecord {

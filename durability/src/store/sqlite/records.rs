@@ -221,6 +221,46 @@ fn remove_value(tx: &Transaction<'_>, scope: &str, key: &str) -> rusqlite::Resul
 
 /// The body of [`Store::commit_step`]: inside its own savepoint, so a conflicting journal
 /// operation rolls back every statement of the step (and only those).
+/// A copy of `entry` without its JSON content (the writer gets it encoded): the JSON tree is
+/// neither cloned here nor freed on the writer thread, which every other write waits for.
+fn without_content(entry: &LedgerEntry) -> LedgerEntry {
+    LedgerEntry {
+        chat: entry.chat.clone(),
+        message_id: entry.message_id.clone(),
+        direction: entry.direction,
+        status: entry.status,
+        text: entry.text.clone(),
+        content: serde_json::Value::Null,
+        key: entry.key.clone(),
+        error: entry.error.clone(),
+        at_ms: entry.at_ms,
+    }
+}
+
+/// A copy of `step` without its JSON trees (the checkpoint's state and the ledger contents,
+/// which the writer gets encoded), as [`without_content`].
+fn without_json(step: &StepCommit) -> StepCommit {
+    let checkpoint = match &step.checkpoint {
+        CheckpointWrite::Save(cp) => CheckpointWrite::Save(FlowCheckpoint {
+            chat: cp.chat.clone(),
+            flow: cp.flow.clone(),
+            layout_hash: cp.layout_hash,
+            state: serde_json::Value::Null,
+            inbound_id: cp.inbound_id.clone(),
+            step: cp.step,
+            updated_ms: cp.updated_ms,
+        }),
+        other => other.clone(),
+    };
+    StepCommit {
+        checkpoint,
+        scope: step.scope.clone(),
+        journal: step.journal.clone(),
+        delete_values: step.delete_values.clone(),
+        ledger: step.ledger.iter().map(without_content).collect(),
+    }
+}
+
 fn commit_step_in(
     tx: &Transaction<'_>,
     step: StepCommit,
@@ -296,7 +336,7 @@ impl Store for SqliteStore {
         entry: &LedgerEntry,
     ) -> Result<(), StoreError> {
         let content = encode("record_inbound", &entry.content)?;
-        let (chat, contact, entry) = (chat.clone(), contact.clone(), entry.clone());
+        let (chat, contact, entry) = (chat.clone(), contact.clone(), without_content(entry));
         self.write("record_inbound", move |tx| {
             tx.prepare_cached(
                 "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
@@ -377,9 +417,10 @@ impl Store for SqliteStore {
 
     async fn ledger(&self, chat: &str, limit: usize) -> Result<Vec<LedgerEntry>, StoreError> {
         let chat = chat.to_owned();
+        let bound = limit;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self
-            .read("ledger", move |conn| {
+            .read_rows("ledger", bound, move |conn| {
                 let mut stmt = conn.prepare_cached(
                     "SELECT id, chat, message_id, direction, status, text, content, key, error, \
                      at_ms FROM (SELECT * FROM ledger WHERE chat = ?1 ORDER BY id DESC LIMIT ?2) \
@@ -423,7 +464,7 @@ impl Store for SqliteStore {
 
     async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
         let rows = self
-            .read("checkpoints", |conn| {
+            .read_on_pool("checkpoints", |conn| {
                 let mut stmt = conn.prepare_cached(&format!(
                     "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY chat"
                 ))?;
@@ -464,7 +505,7 @@ impl Store for SqliteStore {
     }
 
     async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
-        self.read("handoffs", |conn| {
+        self.read_on_pool("handoffs", |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT chat, agent, reason, since_ms FROM handoffs ORDER BY chat",
             )?;
@@ -552,7 +593,7 @@ impl Store for SqliteStore {
             .iter()
             .map(|e| encode("commit_step", &e.content))
             .collect::<Result<Vec<_>, _>>()?;
-        let step = step.clone();
+        let step = without_json(step);
         self.write("commit_step", move |tx| {
             commit_step_in(tx, step, state, contents)
         })
