@@ -11,11 +11,20 @@
 //! same server in the same run: single-row INSERT commits per second through tokio-postgres
 //! (one connection), and SET round trips per second through the redis crate (one connection).
 //!
-//! Each run also prints the CPU time per message of tokio's worker threads (and, for SQLite,
-//! of its writer thread), read from `/proc/self/task` on Linux.
+//! The machine's speed drifts (on the 2-core CI machine, by a factor of two for minutes at a
+//! time), so the variants run in rounds (`SHOP_BENCH_REPEAT`, default 3): each round runs every
+//! variant once, measuring each storage's raw ceiling right before the variant that uses it.
+//! The table gives the median of the rounds, with every round's figure beside it, and each
+//! ratio is the median of the rounds' ratios (a ratio taken within one round compares figures
+//! measured seconds apart).
 //!
-//! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` to
-//! change the load, `SHOP_BENCH_ROUNDS` for the orders each chat places (default 5),
+//! Each run also prints the CPU time per message of tokio's worker threads (and, for SQLite,
+//! of its writer thread, and how the writer's time splits between running requests and
+//! `COMMIT`), read from `/proc/self/task` on Linux.
+//!
+//! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` for
+//! the length of each ceiling measurement (default 1 s), `SHOP_BENCH_ROUNDS` for the orders
+//! each chat places (default 5), `SHOP_BENCH_REPEAT` for the rounds,
 //! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -35,7 +44,7 @@ use tokio::sync::Notify;
 
 const SCRIPT: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Variant {
     Off,
     Memory,
@@ -249,7 +258,8 @@ fn fastrand_suffix() -> u64 {
 
 /// Single-row fsync'd commits per second through rusqlite (WAL, synchronous=FULL).
 fn sqlite_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
-    let conn = rusqlite::Connection::open(dir.join("ceiling.db")).unwrap();
+    let conn =
+        rusqlite::Connection::open(dir.join(format!("ceiling-{}.db", fastrand_suffix()))).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "FULL").unwrap();
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)", [])
@@ -269,7 +279,7 @@ fn file_ceiling(dir: &std::path::Path, secs: f64) -> f64 {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("ceiling.log"))
+        .open(dir.join(format!("ceiling-{}.log", fastrand_suffix())))
         .unwrap();
     let line = [b'x'; 200];
     let t0 = Instant::now();
@@ -334,6 +344,36 @@ async fn redis_ceiling(url: &str, secs: f64) -> f64 {
     n as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// The median of `values` (the upper one of an even count); 0 when empty.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// One round: every variant once, each storage's raw ceiling measured right before the
+/// variant that uses it (so a drift of the machine's speed between rounds affects both sides
+/// of a ratio alike).
+struct Round {
+    rates: Vec<(Variant, (f64, Duration, Duration))>,
+    ceilings: HashMap<Variant, f64>,
+}
+
+impl Round {
+    fn rate(&self, v: Variant) -> Option<f64> {
+        self.rates.iter().find(|(x, _)| *x == v).map(|(_, r)| r.0)
+    }
+
+    /// A variant's messages/s over its reference: the raw ceiling of its storage, or (for
+    /// memory) the run without durability.
+    fn ratio(&self, v: Variant) -> Option<f64> {
+        let reference = match v {
+            Variant::Memory => self.rate(Variant::Off)?,
+            _ => *self.ceilings.get(&v)?,
+        };
+        Some(self.rate(v)? / reference)
+    }
+}
+
 fn main() {
     let chats: usize = std::env::var("SHOP_BENCH_CHATS")
         .ok()
@@ -342,31 +382,28 @@ fn main() {
     let secs: f64 = std::env::var("SHOP_BENCH_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
+        .unwrap_or(1.0);
     let rounds: usize = std::env::var("SHOP_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
+        .max(1);
+    let repeat: usize = std::env::var("SHOP_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
         .max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let sqlite_raw = sqlite_ceiling(dir.path(), secs);
-    let file_raw = file_ceiling(dir.path(), secs);
     let pg_url = std::env::var("BOTMESH_TEST_POSTGRES_URL")
         .ok()
         .filter(|u| !u.is_empty());
     let redis_url = std::env::var("BOTMESH_TEST_REDIS_URL")
         .ok()
         .filter(|u| !u.is_empty());
-    let pg_raw = pg_url
-        .as_deref()
-        .map(|u| rt.block_on(postgres_ceiling(u, secs)));
-    let redis_raw = redis_url
-        .as_deref()
-        .map(|u| rt.block_on(redis_ceiling(u, secs)));
     let mut variants = vec![
         Variant::Off,
         Variant::Memory,
@@ -384,62 +421,119 @@ fn main() {
         let wanted: Vec<String> = only.split(',').map(|v| v.trim().to_lowercase()).collect();
         variants.retain(|v| wanted.contains(&format!("{v:?}").to_lowercase()));
     }
-    let mut rows = Vec::new();
-    for variant in variants {
+    for &variant in &variants {
         rt.block_on(run(variant, chats / 4, 1, dir.path())); // warm-up
-        let r = rt.block_on(run(variant, chats, rounds, dir.path()));
-        rows.push((variant, r));
+    }
+    let mut all_rounds = Vec::with_capacity(repeat);
+    for round in 1..=repeat {
+        println!("round {round} of {repeat}");
+        let mut this = Round {
+            rates: Vec::new(),
+            ceilings: HashMap::new(),
+        };
+        for &variant in &variants {
+            let ceiling = match variant {
+                Variant::Off | Variant::Memory => None,
+                Variant::File => Some(file_ceiling(dir.path(), secs)),
+                Variant::Sqlite => Some(sqlite_ceiling(dir.path(), secs)),
+                Variant::Postgres => pg_url
+                    .as_deref()
+                    .map(|u| rt.block_on(postgres_ceiling(u, secs))),
+                Variant::Redis => redis_url
+                    .as_deref()
+                    .map(|u| rt.block_on(redis_ceiling(u, secs))),
+            };
+            if let Some(c) = ceiling {
+                this.ceilings.insert(variant, c);
+            }
+            let r = rt.block_on(run(variant, chats, rounds, dir.path()));
+            this.rates.push((variant, r));
+        }
+        all_rounds.push(this);
     }
     println!(
-        "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider",
+        "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider; {repeat} rounds, medians",
         SCRIPT.len()
     );
+    let ceiling = |v: Variant| {
+        median(
+            all_rounds
+                .iter()
+                .filter_map(|r| r.ceilings.get(&v).copied())
+                .collect(),
+        )
+    };
     println!(
-        "raw ceiling of this disk: {sqlite_raw:>8.0} single-row fsync'd SQLite commits/s, {file_raw:>8.0} file append+fsync/s"
+        "raw ceiling of this disk: {:>8.0} single-row fsync'd SQLite commits/s, {:>8.0} file append+fsync/s",
+        ceiling(Variant::Sqlite),
+        ceiling(Variant::File)
     );
     println!(
-        "{:<10} {:>12} {:>10} {:>10}",
+        "{:<10} {:>12} {:>10} {:>10}   messages/s of each round",
         "durability", "messages/s", "p50", "p99"
     );
-    for (v, (rate, p50, p99)) in &rows {
+    for &v in &variants {
+        let mut runs: Vec<(f64, Duration, Duration)> = all_rounds
+            .iter()
+            .flat_map(|r| r.rates.iter().filter(|(x, _)| *x == v).map(|(_, r)| *r))
+            .collect();
+        let each = runs
+            .iter()
+            .map(|r| format!("{:.0}", r.0))
+            .collect::<Vec<_>>()
+            .join(" ");
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (rate, p50, p99) = runs[runs.len() / 2];
         println!(
-            "{:<10} {rate:>12.0} {:>10} {:>10}",
+            "{:<10} {rate:>12.0} {:>10} {:>10}   {each}",
             format!("{v:?}").to_lowercase(),
             format!("{p50:.1?}"),
             format!("{p99:.1?}")
         );
     }
-    let rate = |v: Variant| {
-        rows.iter()
-            .find(|(x, _)| *x == v)
-            .map(|(_, r)| r.0)
-            .unwrap_or(0.0)
+    let ratio = |v: Variant| -> Option<(f64, String)> {
+        let each: Vec<f64> = all_rounds.iter().filter_map(|r| r.ratio(v)).collect();
+        if each.is_empty() {
+            return None;
+        }
+        let listed = each
+            .iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        Some((median(each), listed))
     };
-    println!(
-        "memory durability: {:.0}% of the throughput without durability (goal: at least 75%)",
-        rate(Variant::Memory) / rate(Variant::Off) * 100.0
-    );
-    println!(
-        "sqlite durable: {:.2} messages per raw single-row commit (goal: at least 1.5, aim 3)",
-        rate(Variant::Sqlite) / sqlite_raw
-    );
-    println!(
-        "file durable: {:.2} messages per raw append+fsync",
-        rate(Variant::File) / file_raw
-    );
-    match pg_raw {
-        Some(raw) => println!(
-            "postgres: raw {raw:.0} single-row commits/s (1 connection); durable shop {:.2} messages per raw commit",
-            rate(Variant::Postgres) / raw
-        ),
-        None => println!("postgres: skipped (BOTMESH_TEST_POSTGRES_URL not set)"),
+    if let Some((m, each)) = ratio(Variant::Memory) {
+        println!(
+            "memory durability: {:.0}% of the throughput without durability (goal: at least 75%); each round: {each}",
+            m * 100.0
+        );
     }
-    match redis_raw {
-        Some(raw) => println!(
-            "redis: raw {raw:.0} SET round trips/s (1 connection); durable shop {:.3} messages per raw round trip",
-            rate(Variant::Redis) / raw
+    if let Some((m, each)) = ratio(Variant::Sqlite) {
+        println!(
+            "sqlite durable: {m:.2} messages per raw single-row commit (goal: at least 1.5, aim 3); each round: {each}"
+        );
+    }
+    if let Some((m, each)) = ratio(Variant::File) {
+        println!("file durable: {m:.2} messages per raw append+fsync; each round: {each}");
+    }
+    match ratio(Variant::Postgres) {
+        Some((m, each)) => println!(
+            "postgres: raw {:.0} single-row commits/s (1 connection); durable shop {m:.2} messages per raw commit; each round: {each}",
+            ceiling(Variant::Postgres)
         ),
-        None => println!("redis: skipped (BOTMESH_TEST_REDIS_URL not set)"),
+        None if pg_url.is_none() => {
+            println!("postgres: skipped (BOTMESH_TEST_POSTGRES_URL not set)")
+        }
+        None => {}
+    }
+    match ratio(Variant::Redis) {
+        Some((m, each)) => println!(
+            "redis: raw {:.0} SET round trips/s (1 connection); durable shop {m:.3} messages per raw round trip; each round: {each}",
+            ceiling(Variant::Redis)
+        ),
+        None if redis_url.is_none() => println!("redis: skipped (BOTMESH_TEST_REDIS_URL not set)"),
+        None => {}
     }
 }
 
