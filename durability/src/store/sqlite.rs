@@ -6,7 +6,7 @@
 //! | work | where it runs |
 //! | --- | --- |
 //! | every write | one dedicated writer thread that owns the only write connection, fed by a channel |
-//! | short reads (a row by key, a range of at most 256 rows) | the calling thread when a reader connection is idle ([`SqliteStoreOptions::inline_reads`]: index lookups in a WAL database do not wait for the writer), else `spawn_blocking` |
+//! | short reads (a row by key, a scope's values, a range of at most 256 rows) | the calling thread when a reader connection is idle ([`SqliteStoreOptions::inline_reads`]: index lookups in a WAL database do not wait for the writer), else `spawn_blocking` |
 //! | listings (every checkpoint, every handoff, a longer range) | `spawn_blocking` |
 //! | opening, schema check, migrations | the writer thread (read-only stores: `spawn_blocking`) |
 //!
@@ -148,10 +148,10 @@ impl SqliteStoreOptions {
     }
 
     /// Whether a short read may run on the calling task's thread when a reader connection is
-    /// idle (default `true`). The hot reads (a chat, a checkpoint, a journal record, a range
-    /// of at most 256 rows) are index lookups in a WAL database, which do not wait for the
-    /// writer: handing each to tokio's blocking pool (waking a thread, then the task back)
-    /// costs more CPU than the read itself. Listings without a small bound (every
+    /// idle (default `true`). The hot reads (a chat, a checkpoint, a journal record, a scope's
+    /// values, a range of at most 256 rows) are index lookups in a WAL database, which do not
+    /// wait for the writer: handing each to tokio's blocking pool (waking a thread, then the
+    /// task back) costs more CPU than the read itself. Listings without a small bound (every
     /// checkpoint, every handoff, a long range) always run on the blocking pool. With
     /// `false`, every read does (for a file on a disk so slow that a cold page read would
     /// stall the async threads).
