@@ -237,19 +237,25 @@ fn without_content(entry: &LedgerEntry) -> LedgerEntry {
     }
 }
 
+/// A copy of `checkpoint` without its state (the writer gets it encoded), as
+/// [`without_content`].
+fn without_state(checkpoint: &FlowCheckpoint) -> FlowCheckpoint {
+    FlowCheckpoint {
+        chat: checkpoint.chat.clone(),
+        flow: checkpoint.flow.clone(),
+        layout_hash: checkpoint.layout_hash,
+        state: serde_json::Value::Null,
+        inbound_id: checkpoint.inbound_id.clone(),
+        step: checkpoint.step,
+        updated_ms: checkpoint.updated_ms,
+    }
+}
+
 /// A copy of `step` without its JSON trees (the checkpoint's state and the ledger contents,
 /// which the writer gets encoded), as [`without_content`].
 fn without_json(step: &StepCommit) -> StepCommit {
     let checkpoint = match &step.checkpoint {
-        CheckpointWrite::Save(cp) => CheckpointWrite::Save(FlowCheckpoint {
-            chat: cp.chat.clone(),
-            flow: cp.flow.clone(),
-            layout_hash: cp.layout_hash,
-            state: serde_json::Value::Null,
-            inbound_id: cp.inbound_id.clone(),
-            step: cp.step,
-            updated_ms: cp.updated_ms,
-        }),
+        CheckpointWrite::Save(cp) => CheckpointWrite::Save(without_state(cp)),
         other => other.clone(),
     };
     StepCommit {
@@ -408,7 +414,7 @@ impl Store for SqliteStore {
 
     async fn append_ledger(&self, entry: &LedgerEntry) -> Result<(), StoreError> {
         let content = encode("append_ledger", &entry.content)?;
-        let entry = entry.clone();
+        let entry = without_content(entry);
         self.write("append_ledger", move |tx| {
             insert_ledger(tx, &entry, &content)
         })
@@ -435,7 +441,7 @@ impl Store for SqliteStore {
 
     async fn save_checkpoint(&self, checkpoint: &FlowCheckpoint) -> Result<(), StoreError> {
         let state = encode("save_checkpoint", &checkpoint.state)?;
-        let checkpoint = checkpoint.clone();
+        let checkpoint = without_state(checkpoint);
         self.write("save_checkpoint", move |tx| {
             write_checkpoint(tx, &checkpoint, &state)
         })
