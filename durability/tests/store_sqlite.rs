@@ -631,6 +631,32 @@ async fn reads_run_inline_or_on_the_blocking_pool_alike() {
             .await
             .unwrap_err();
         assert!(error.to_string().contains("probe"), "{error}");
+        // A failed read leaves no connection inside its transaction: the reads after it (on
+        // whichever connection) begin their own and see the rows.
+        for _ in 0..16 {
+            let failed = store
+                .read("probe", |conn| {
+                    conn.query_row("SELECT * FROM missing", [], |_| Ok(()))
+                })
+                .await;
+            assert!(failed.is_err());
+            let open = store
+                .read("autocommit", |conn| Ok(conn.is_autocommit()))
+                .await
+                .unwrap();
+            assert!(!open, "a read runs inside its own read transaction");
+            assert!(
+                kv.get(&scope, "k").await.unwrap().is_some(),
+                "inline_reads({inline})"
+            );
+        }
+        store
+            .read_on_pool("autocommit", |conn| {
+                assert!(!conn.is_autocommit());
+                Ok(())
+            })
+            .await
+            .unwrap();
         store.close().await.unwrap();
     }
 }

@@ -31,6 +31,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,14 +55,28 @@ enum Variant {
     Redis,
 }
 
+/// Replies received per chat, and one wake-up per chat: a reply wakes only the chat task
+/// waiting for it (one `Notify` shared by every chat would wake all 200 tasks at each reply,
+/// and the harness would then cost more than some of the variants it measures).
+#[derive(Default)]
 struct Replies {
-    counts: Mutex<HashMap<String, usize>>,
+    chats: Mutex<HashMap<String, Arc<ChatReplies>>>,
+}
+
+#[derive(Default)]
+struct ChatReplies {
+    count: AtomicUsize,
     changed: Notify,
 }
 
 impl Replies {
-    fn count(&self, chat: &str) -> usize {
-        self.counts.lock().unwrap().get(chat).copied().unwrap_or(0)
+    fn chat(&self, chat: &str) -> Arc<ChatReplies> {
+        self.chats
+            .lock()
+            .unwrap()
+            .entry(chat.to_owned())
+            .or_default()
+            .clone()
     }
 }
 
@@ -130,20 +145,14 @@ async fn run(
         }
     }
     let bot = shop::shop_bot(builder).expect("shop builds");
-    let replies = Arc::new(Replies {
-        counts: Mutex::default(),
-        changed: Notify::new(),
-    });
+    let replies = Arc::new(Replies::default());
     let r = replies.clone();
     bot.after_send(move |info| {
-        let r = r.clone();
+        let chat = r.chat(&info.chat.0);
         async move {
-            *r.counts
-                .lock()
-                .unwrap()
-                .entry(info.chat.0.clone())
-                .or_default() += 1;
-            r.changed.notify_waiters();
+            chat.count.fetch_add(1, Ordering::SeqCst);
+            // A permit is stored when the chat task is not waiting yet: no reply is missed.
+            chat.changed.notify_one();
         }
     });
     bot.start().await.expect("bot starts");
@@ -156,24 +165,19 @@ async fn run(
         let replies = replies.clone();
         tasks.push(tokio::spawn(async move {
             let chat = format!("chat{c}");
+            let replies = replies.chat(&chat);
             let mut latencies = Vec::new();
             let script: Vec<(usize, &'static str)> = (0..rounds)
                 .flat_map(|r| (0..SCRIPT.len()).map(move |i| (r * SCRIPT.len() + i, SCRIPT[i])))
                 .collect();
             for (i, text) in script {
-                let before = replies.count(&chat);
+                let before = replies.count.load(Ordering::SeqCst);
                 let t0 = Instant::now();
                 mock.say(&chat, &format!("m{i}"), text)
                     .await
                     .expect("accepted");
-                loop {
-                    let notified = replies.changed.notified();
-                    tokio::pin!(notified);
-                    notified.as_mut().enable();
-                    if replies.count(&chat) > before {
-                        break;
-                    }
-                    if tokio::time::timeout(Duration::from_secs(30), notified)
+                while replies.count.load(Ordering::SeqCst) <= before {
+                    if tokio::time::timeout(Duration::from_secs(30), replies.changed.notified())
                         .await
                         .is_err()
                     {

@@ -209,13 +209,29 @@ impl fmt::Debug for SqliteStore {
 pub(crate) const INLINE_READ_ROWS: usize = 256;
 
 /// Runs `f` in one read transaction of `conn`.
+///
+/// `BEGIN` and `COMMIT` run through the connection's statement cache (rusqlite's
+/// `Transaction` parses them again at every read, which showed in profiles: reads run several
+/// times per message). A read that fails or panics rolls the transaction back, so its
+/// connection can go back to the pool (the pool drops a connection still in a transaction).
 fn read_in<T>(
     conn: &Connection,
     f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
 ) -> Result<T, rusqlite::Error> {
-    let tx = conn.unchecked_transaction()?;
-    let value = f(&tx)?;
-    tx.commit()?;
+    /// Rolls back the read transaction unless it was committed.
+    struct Open<'c>(&'c Connection);
+    impl Drop for Open<'_> {
+        fn drop(&mut self) {
+            if !self.0.is_autocommit() {
+                let _ = self.0.execute_batch("ROLLBACK");
+            }
+        }
+    }
+    conn.prepare_cached("BEGIN")?.execute([])?;
+    let open = Open(conn);
+    let value = f(conn)?;
+    conn.prepare_cached("COMMIT")?.execute([])?;
+    drop(open);
     Ok(value)
 }
 

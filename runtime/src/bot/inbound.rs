@@ -284,7 +284,9 @@ pub(crate) async fn process_message(
                 ctx.journal_failed()
             };
             match slot {
-                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
+                // Boxed: `run_leased` would hold the dispatch twice (as its argument, then
+                // inside the heartbeat's future), and copy it from one to the other.
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, Box::pin(work)).await,
                 None => {
                     work.await;
                 }
@@ -347,7 +349,9 @@ pub(crate) async fn process_interaction(
                 ctx.journal_failed()
             };
             match slot {
-                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
+                // Boxed: `run_leased` would hold the dispatch twice (as its argument, then
+                // inside the heartbeat's future), and copy it from one to the other.
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, Box::pin(work)).await,
                 None => {
                     work.await;
                 }

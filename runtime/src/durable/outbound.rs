@@ -133,7 +133,9 @@ async fn deliver_parts(
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
     for key in keys {
-        match attempt_inline(k, dur, &key, &budget, known).await? {
+        // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
+        // creates it, the whole future below it.
+        match Box::pin(attempt_inline(k, dur, &key, &budget, known)).await? {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -305,7 +307,7 @@ async fn attempt_inline(
             .map_err(journal_error)?
         {
             BeginAttempt::Leased { lease, record } => {
-                match attempt(k, dur, lease, record, known).await? {
+                match Box::pin(attempt(k, dur, lease, record, known)).await? {
                     Attempt::Sent(id) => return Ok(Delivered::Now(id)),
                     Attempt::Retry { at_ms } => at_ms,
                     Attempt::Dead(err) => return Err(err),

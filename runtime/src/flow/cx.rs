@@ -266,7 +266,8 @@ impl FlowCx {
     async fn send_at(&self, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
         match &self.buffer {
             Some(buffer) => commit::collect(&self.ctx, buffer, outgoing, key).await,
-            None => send_in_flow(&self.ctx, outgoing, key).await,
+            // Boxed: a send is several KiB of future, and a flow's step holds this one.
+            None => Box::pin(send_in_flow(&self.ctx, outgoing, key)).await,
         }
     }
 

@@ -16,6 +16,8 @@
 //! moved the flow on or ended it). This module does not lower flows (the macro does) and does
 //! not encode states (the checkpoint module does).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -244,7 +246,21 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
 /// Runs steps until the stack waits or ends, then saves or deletes its checkpoint.
 /// `owns_message`: the step was routed as the chat's conversation (the message goes nowhere
 /// else), so an atomic step may complete the inbound record in its transaction.
-pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message: bool) {
+///
+/// The future is boxed: it holds a whole step (the flow's, its commit, its sends), several
+/// KiB, and every stage that may drive a flow (the dispatcher's, `active`, `dormant`, …) would
+/// otherwise hold it too and copy it whenever it is created, at every message.
+pub(crate) fn drive(
+    ctx: &Ctx,
+    stack: Stack,
+    input: Input,
+    owns_message: bool,
+) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    Box::pin(drive_steps(ctx, stack, input, owns_message))
+}
+
+/// The body of [`drive`].
+async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message: bool) {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
     let generation = k.flows.generation(&chat);
@@ -377,7 +393,8 @@ pub(crate) async fn drive(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_me
             effect_keys: &effect_keys,
             owns_message,
         };
-        finish_atomic(ctx, &k, &chat, stack, ended, step).await;
+        // Boxed: the commit and its sends are most of this future's size.
+        Box::pin(finish_atomic(ctx, &k, &chat, stack, ended, step)).await;
         return;
     }
     match ended {
@@ -519,7 +536,8 @@ async fn finish_atomic(
             emit(k, chat, name, format!("ended:{reason}"));
         }
     }
-    commit::deliver(k, committed).await;
+    // Boxed: the sends' future is most of this one's size (see `drive`).
+    Box::pin(commit::deliver(k, committed)).await;
 }
 
 async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
