@@ -633,13 +633,40 @@ async fn a_flow_step_commits_checkpoint_journal_and_values_together() {
             error: None,
             at_ms: 3,
         }],
+        chat: Some(inbound_chat()),
+        contact: Some(inbound_contact()),
     };
+    // The chat exists with a title and a language: the step's upsert keeps them.
+    store
+        .upsert_chat(&botmesh_durability::ChatRecord {
+            title: Some("Shop".into()),
+            lang: Some("de".into()),
+            first_seen_ms: 1,
+            ..inbound_chat()
+        })
+        .await
+        .unwrap();
     let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
         panic!("the step conflicts")
     };
     let ledger = store.ledger("chat", 10).await.unwrap();
     assert_eq!(ledger.len(), 1, "the ledger row landed with the step");
     assert_eq!(ledger[0].message_id.as_deref(), Some("m-9"));
+    let chat = store.chat("chat").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            chat.title.as_deref(),
+            chat.lang.as_deref(),
+            chat.first_seen_ms
+        ),
+        (Some("Shop"), Some("de"), 1),
+        "an existing chat keeps its title, language and first sighting"
+    );
+    assert_eq!(chat.last_activity_ms, 3, "and gets the step's activity");
+    assert_eq!(
+        store.contact("alice").await.unwrap(),
+        Some(inbound_contact())
+    );
     assert_eq!(outcomes.len(), 4);
     assert!(outcomes.iter().all(|o| o.is_ok()), "{outcomes:?}");
     assert_eq!(
@@ -753,9 +780,17 @@ async fn a_conflict_on_the_last_op_writes_nothing() {
             error: None,
             at_ms: 3,
         }],
+        chat: Some(inbound_chat()),
+        contact: Some(inbound_contact()),
     };
     let nothing_written = async || {
         assert_eq!(store.checkpoint("chat").await.unwrap(), Some(old.clone()));
+        assert_eq!(store.chat("chat").await.unwrap(), None, "no chat row");
+        assert_eq!(
+            store.contact("alice").await.unwrap(),
+            None,
+            "no contact row"
+        );
         assert!(
             store.ledger("chat", 10).await.unwrap().is_empty(),
             "no ledger row"
@@ -892,4 +927,25 @@ async fn transactions_are_shared_only_with_a_postgres_kv_on_the_same_database() 
     ));
     assert!(elsewhere.get(&scope(), "o/1").await.unwrap().is_some());
     assert_eq!(kv.get(&scope(), "o/1").await.unwrap(), None);
+}
+
+/// The chat of an inbound message journaled with its step.
+fn inbound_chat() -> botmesh_durability::ChatRecord {
+    botmesh_durability::ChatRecord {
+        id: "chat".into(),
+        is_group: false,
+        title: None,
+        lang: None,
+        first_seen_ms: 3,
+        last_activity_ms: 3,
+    }
+}
+
+/// Its sender.
+fn inbound_contact() -> botmesh_durability::ContactRecord {
+    botmesh_durability::ContactRecord {
+        id: "alice".into(),
+        name: Some("Alice".into()),
+        last_seen_ms: 3,
+    }
 }

@@ -236,3 +236,128 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
     let mut again = d.step();
     assert!(again.mark_sent(&lease, None).await.is_err());
 }
+
+/// What `record_inbound` writes for alice's message `id`: her chat, her contact, the ledger row.
+fn inbound_step(
+    d: &KvDurability<SqliteDurableKv>,
+    id: &str,
+    journal: &botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+) -> StepCommit {
+    let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
+    step.journal = journal.ops();
+    step.chat = Some(botmesh_durability::ChatRecord {
+        id: "alice".into(),
+        is_group: false,
+        title: None,
+        lang: None,
+        first_seen_ms: 5,
+        last_activity_ms: 5,
+    });
+    step.contact = Some(botmesh_durability::ContactRecord {
+        id: "alice".into(),
+        name: Some("Alice".into()),
+        last_seen_ms: 5,
+    });
+    step.ledger = vec![botmesh_durability::LedgerEntry {
+        chat: "alice".into(),
+        message_id: Some(id.into()),
+        direction: botmesh_durability::Direction::Inbound,
+        status: botmesh_durability::LedgerStatus::Received,
+        text: Some("pears".into()),
+        content: serde_json::json!({"text": "pears"}),
+        key: None,
+        error: None,
+        at_ms: 5,
+    }];
+    step
+}
+
+#[tokio::test]
+async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write() {
+    let (_dir, store, d, _) = setup().await;
+    // Alice's chat is known, with a title and a language the inbound must not overwrite.
+    store
+        .upsert_chat(&botmesh_durability::ChatRecord {
+            id: "alice".into(),
+            is_group: false,
+            title: Some("Alice's shop".into()),
+            lang: Some("fr".into()),
+            first_seen_ms: 1,
+            last_activity_ms: 1,
+        })
+        .await
+        .unwrap();
+    let before = store.write_stats().requests;
+
+    let mut journal = d.step();
+    let lease = journal
+        .journal_inbound(NewInbound::new(
+            "alice",
+            "m2",
+            serde_json::json!({"text": "pears"}),
+        ))
+        .unwrap();
+    journal.before_commit().unwrap();
+    let StepCommitOutcome::Committed(outcomes) = store
+        .commit_step(&inbound_step(&d, "m2", &journal))
+        .await
+        .unwrap()
+    else {
+        panic!("a new message is journaled");
+    };
+    assert!(journal.committed(&outcomes).unwrap().is_empty(), "no send");
+    assert_eq!(
+        store.write_stats().requests - before,
+        1,
+        "one write request"
+    );
+
+    // The record, leased to this process, and the rows, all there.
+    let record = d.inbox().get(&lease.id).await.unwrap().unwrap();
+    assert_eq!(record.state, InboxState::Processing);
+    assert_eq!(record.lease.map(|l| l.token), Some(lease.token));
+    let ledger = store.ledger("alice", 10).await.unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].message_id.as_deref(), Some("m2"));
+    let chat = store.chat("alice").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            chat.title.as_deref(),
+            chat.lang.as_deref(),
+            chat.first_seen_ms,
+            chat.last_activity_ms
+        ),
+        (Some("Alice's shop"), Some("fr"), 1, 5),
+        "an existing chat keeps its title, language and first sighting"
+    );
+    let contact = store.contact("alice").await.unwrap().unwrap();
+    assert_eq!(contact.name.as_deref(), Some("Alice"));
+    // The lease completes the record like one from `journal_and_claim`.
+    d.inbox().complete(&lease).await.unwrap();
+
+    // A redelivery: the conflict is a duplicate, and nothing of the second write landed.
+    let mut again = d.step();
+    again
+        .journal_inbound(NewInbound::new(
+            "alice",
+            "m2",
+            serde_json::json!({"text": "pears"}),
+        ))
+        .unwrap();
+    let StepCommitOutcome::Conflict { op, .. } = store
+        .commit_step(&inbound_step(&d, "m2", &again))
+        .await
+        .unwrap()
+    else {
+        panic!("the message was journaled before");
+    };
+    let StepConflict::InboundDuplicate(found) = again.resolve_conflict(op).await.unwrap() else {
+        panic!("a redelivery is a duplicate");
+    };
+    assert_eq!(found.state, InboxState::Done);
+    assert_eq!(
+        store.ledger("alice", 10).await.unwrap().len(),
+        1,
+        "no second ledger row"
+    );
+}

@@ -205,7 +205,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
 }
 
 impl<K: DurableKv + ?Sized> Inbox<'_, K> {
-    fn new_record(&self, new: NewInbound, now: i64) -> InboundRecord {
+    pub(crate) fn new_record(&self, new: NewInbound, now: i64) -> InboundRecord {
         InboundRecord {
             id: new.id,
             chat: new.chat,

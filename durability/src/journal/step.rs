@@ -12,19 +12,23 @@
 //! | --- | --- | --- |
 //! | the inbound record | a heartbeat moved its version, or another replica took the lease over | re-read: same lease → try again; lost → `StaleLease` (the step is dropped, the new holder runs it) |
 //! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it |
+//! | an inbound being journaled | it was journaled before: a redelivery | `InboundDuplicate` with the record found (or, purged meanwhile, try again) |
 //!
 //! The same builder records a send the provider accepted ([`mark_sent`](StepJournal::mark_sent))
-//! so that the runtime writes it with its ledger row in one request.
+//! so that the runtime writes it with its ledger row in one request, and journals an inbound
+//! event ([`journal_inbound`](StepJournal::journal_inbound)) with its ledger row, chat and
+//! contact, also in one request.
 //!
-//! The write points are the ones of the separate writes ([`WritePoint::OutboxJournal`],
-//! [`WritePoint::OutboxMarkSent`], [`WritePoint::InboxComplete`]): their `before` hooks run before the commit, their `after`
-//! hooks after it, so the crash harness cuts a step before or after its one transaction.
+//! The write points are the ones of the separate writes ([`WritePoint::InboxJournal`],
+//! [`WritePoint::OutboxJournal`], [`WritePoint::OutboxMarkSent`], [`WritePoint::InboxComplete`]):
+//! their `before` hooks run before the commit, their `after` hooks after it, so the crash
+//! harness cuts a step before or after its one transaction.
 
 use serde_json::Value;
 
 use super::{KvDurability, index};
 use crate::error::DurabilityError;
-use crate::inbox::{InboundRecord, Inbox, InboxState};
+use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 use crate::keys::{self, Fingerprint};
 use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
@@ -55,10 +59,15 @@ pub enum StepSend {
 pub enum StepConflict {
     /// The operations were updated: commit again.
     Retry,
+    /// The inbound being journaled ([`StepJournal::journal_inbound`]) was journaled before:
+    /// a redelivery. Nothing was written; the record found is here.
+    InboundDuplicate(Box<InboundRecord>),
 }
 
 /// One thing the step writes.
 enum Item {
+    /// An inbound event journaled, already leased to this process.
+    Journal { record: InboundRecord, entry: Entry },
     /// A send: its records (first part first) with their encoded entries; `existing` once the
     /// key turned out to be recorded already (the send is then answered from it).
     Send {
@@ -144,6 +153,22 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             existing: None,
         });
         Ok(StepSend::Journaled { key, parts: count })
+    }
+
+    /// Adds the journaling of an inbound event already leased to this process (what
+    /// [`Inbox::journal_and_claim`](crate::Inbox::journal_and_claim) writes), to commit with
+    /// its ledger row and its chat and contact (see [`StepCommit`](crate::store::StepCommit)).
+    /// Returns the lease the record will hold once committed. A conflict on it is a
+    /// redelivery: [`resolve_conflict`](Self::resolve_conflict) answers
+    /// [`StepConflict::InboundDuplicate`].
+    pub fn journal_inbound(&mut self, new: NewInbound) -> Result<InboxLease, DurabilityError> {
+        let inbox = self.d.inbox();
+        let now = self.d.now_ms();
+        let mut record = inbox.new_record(new, now);
+        let lease = inbox.take_lease(&mut record, now);
+        let entry = KvDurability::<K>::encode(&record)?;
+        self.items.push(Item::Journal { record, entry });
+        Ok(lease)
     }
 
     /// Adds the completion of the inbound record leased by `lease` (from this incarnation's
@@ -256,7 +281,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     pub fn is_empty(&self) -> bool {
         self.items.iter().all(|i| match i {
             Item::Send { existing, .. } => existing.is_some(),
-            Item::Sent { .. } | Item::Inbound { .. } => false,
+            Item::Journal { .. } | Item::Sent { .. } | Item::Inbound { .. } => false,
         })
     }
 
@@ -265,6 +290,11 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         let mut ops = Vec::new();
         for item in &self.items {
             match item {
+                Item::Journal { record, entry, .. } => ops.push(KvOp::Cas {
+                    key: index::storage_key(RecordKind::Inbound, &record.id),
+                    expected: None,
+                    entry: entry.clone(),
+                }),
                 Item::Send {
                     records,
                     existing: None,
@@ -306,6 +336,9 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// The points this step writes at, in pipeline order.
     fn points(&self) -> Vec<WritePoint> {
         let mut points = Vec::new();
+        if self.items.iter().any(|i| matches!(i, Item::Journal { .. })) {
+            points.push(WritePoint::InboxJournal);
+        }
         if self
             .items
             .iter()
@@ -350,7 +383,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                     existing: None,
                 } => records.len(),
                 Item::Send { .. } => 0,
-                Item::Sent { .. } | Item::Inbound { .. } => 1,
+                Item::Journal { .. } | Item::Sent { .. } | Item::Inbound { .. } => 1,
             };
             if op < at + n {
                 return Some(i);
@@ -370,6 +403,19 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             });
         };
         match &self.items[i] {
+            Item::Journal { record, .. } => {
+                let id = record.id.clone();
+                // Boxed: a redelivery is rare, and this future sits in every journal's.
+                match Box::pin(self.d.load::<InboundRecord>(&id, "journal")).await? {
+                    Some(existing) => {
+                        self.d.count(Counter::InboundDuplicates);
+                        tracing::debug!(id = %id, state = existing.record.state.as_str(), "inbound duplicate");
+                        Ok(StepConflict::InboundDuplicate(Box::new(existing.record)))
+                    }
+                    // Purged between the commit and the read: create it again.
+                    None => Ok(StepConflict::Retry),
+                }
+            }
             Item::Inbound { lease, .. } => {
                 let lease = lease.clone();
                 let loaded = self.read_inbound(&lease).await?;
@@ -414,6 +460,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         self.hooks(WritePhase::After)?;
         for item in self.items {
             match item {
+                Item::Journal { record, .. } => {
+                    if let Some(CasOutcome::Ok { version }) = versions.next() {
+                        self.d.note_written(*version, &record);
+                    }
+                    self.d.count(Counter::InboundJournaled);
+                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled with its ledger row");
+                }
                 Item::Send {
                     existing: Some(found),
                     ..

@@ -20,7 +20,7 @@
 //! `false` to [`Store::shares_transactions_with`](super::Store::shares_transactions_with), and
 //! the runtime writes the pieces one after the other as before.
 
-use super::{FlowCheckpoint, LedgerEntry};
+use super::{ChatRecord, ContactRecord, FlowCheckpoint, LedgerEntry};
 use crate::kv::{CasOutcome, KvOp, Scope};
 
 /// What a step does to its chat's checkpoint.
@@ -53,6 +53,13 @@ pub struct StepCommit {
     /// Ledger entries to append in the same transaction (a send recorded as sent with its
     /// ledger row, in one write).
     pub ledger: Vec<LedgerEntry>,
+    /// The chat an inbound message came from, upserted as
+    /// [`Store::record_inbound`](super::Store::record_inbound) does (an existing chat keeps
+    /// its title, language and first sighting): an inbound journaled with its ledger row.
+    pub chat: Option<ChatRecord>,
+    /// The contact who sent it, upserted as [`Store::record_inbound`](super::Store::record_inbound)
+    /// does.
+    pub contact: Option<ContactRecord>,
 }
 
 impl StepCommit {
@@ -64,6 +71,8 @@ impl StepCommit {
             journal: Vec::new(),
             delete_values: Vec::new(),
             ledger: Vec::new(),
+            chat: None,
+            contact: None,
         }
     }
 }

@@ -168,8 +168,8 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
     }
     let record_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     let event = ProviderEvent::Message(m);
-    let lease = match journal(k, &event, &record_id).await {
-        Ok(lease) => lease,
+    let (lease, recorded) = match journal(k, &event, &record_id).await {
+        Ok(claimed) => claimed,
         Err(JournalOutcome::Duplicate) => {
             drop_event(k, event.chat(), DropReason::Duplicate);
             return Ok(Accepted::Duplicate);
@@ -184,7 +184,7 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
     let ProviderEvent::Message(m) = event else {
         return Ok(Accepted::Handled);
     };
-    Ok(process_message(k, m, lease, CtxExtras::default()).await)
+    Ok(process_message(k, m, lease, CtxExtras::default(), recorded).await)
 }
 
 enum JournalOutcome {
@@ -192,25 +192,26 @@ enum JournalOutcome {
     Rejected(Rejected),
 }
 
-/// Journals an admitted event when durability is on; `Ok(None)` without durability (or with
-/// `fail_open` when the journal is unavailable).
+/// Journals an admitted event when durability is on; `Ok((None, false))` without durability
+/// (or with `fail_open` when the journal is unavailable). The flag: the message's ledger row,
+/// chat and contact were written with its journal record.
 async fn journal(
     k: &Arc<Kernel>,
     event: &ProviderEvent,
     record_id: &str,
-) -> Result<Option<InboxLease>, JournalOutcome> {
+) -> Result<(Option<InboxLease>, bool), JournalOutcome> {
     let Some(dur) = k.durable.as_ref() else {
-        return Ok(None);
+        return Ok((None, false));
     };
     match durable::inbound::journal(k, dur, event, record_id).await {
-        Journaled::Claimed(lease) => Ok(Some(lease)),
+        Journaled::Claimed { lease, recorded } => Ok((Some(lease), recorded)),
         Journaled::Duplicate => Err(JournalOutcome::Duplicate),
         Journaled::Unavailable(reason) => {
             k.events
                 .error("durability:inbox.journal", Some(event.chat()), &reason);
             if dur.d.config().fail_open {
                 tracing::warn!(id = %record_id, "journal unavailable: dispatching without it (fail_open)");
-                Ok(None)
+                Ok((None, false))
             } else {
                 Err(JournalOutcome::Rejected(Rejected::JournalUnavailable {
                     id: record_id.to_owned(),
@@ -223,13 +224,21 @@ async fn journal(
 
 /// What follows admission (live or replayed): persistence, `inbox.max_age`, group mode, then
 /// the chat's queue. A leased record is completed here when the message goes no further.
+/// `recorded`: the message's ledger row, chat and contact were written with its journal
+/// record, and are not written again.
 pub(crate) async fn process_message(
     k: &Arc<Kernel>,
     m: Message,
     lease: Option<InboxLease>,
     mut extras: CtxExtras,
+    recorded: bool,
 ) -> Accepted {
-    if let Err(e) = persistence::record_inbound(k, &m).await {
+    let stored = if recorded {
+        Ok(())
+    } else {
+        persistence::record_inbound(k, &m).await
+    };
+    if let Err(e) = stored {
         k.events.error("persistence:inbound", Some(&m.chat), &e);
         if let Some(lease) = &lease {
             // Before the handlers: retried with the inbox backoff, dead-lettered at the end.
@@ -309,7 +318,8 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, 
     let record_id = Kernel::inbound_record_id(i.chat.as_str(), &dedupe_id);
     let event = ProviderEvent::Interaction(i);
     let lease = match journal(k, &event, &record_id).await {
-        Ok(lease) => lease,
+        // Interactions have no ledger row: never recorded with their journal record.
+        Ok((lease, _)) => lease,
         Err(JournalOutcome::Duplicate) => {
             drop_event(k, event.chat(), DropReason::Duplicate);
             return Ok(Accepted::Duplicate);

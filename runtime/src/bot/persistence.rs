@@ -12,9 +12,28 @@ use botmesh_durability::{
 use crate::bot::kernel::Kernel;
 use crate::message::{ChatId, Message, MessageId, Outgoing};
 
+/// What recording an inbound message writes: its chat, its sender and its ledger row.
+pub(crate) struct InboundRows {
+    pub(crate) chat: ChatRecord,
+    pub(crate) contact: ContactRecord,
+    pub(crate) entry: LedgerEntry,
+}
+
 pub(crate) async fn record_inbound(k: &Kernel, m: &Message) -> Result<(), StoreError> {
-    if !k.config.ledger {
+    let Some(rows) = inbound_rows(k, m) else {
         return Ok(());
+    };
+    // One call (one transaction on SQLite): an existing chat keeps its title, language and
+    // first sighting.
+    k.store
+        .record_inbound(&rows.chat, &rows.contact, &rows.entry)
+        .await
+}
+
+/// The rows recording `m`; `None` when the ledger is off.
+pub(crate) fn inbound_rows(k: &Kernel, m: &Message) -> Option<InboundRows> {
+    if !k.config.ledger {
+        return None;
     }
     let now = k.clock.now_ms();
     let chat = ChatRecord {
@@ -41,9 +60,11 @@ pub(crate) async fn record_inbound(k: &Kernel, m: &Message) -> Result<(), StoreE
         error: None,
         at_ms: m.timestamp_ms,
     };
-    // One call (one transaction on SQLite): an existing chat keeps its title, language and
-    // first sighting.
-    k.store.record_inbound(&chat, &contact, &entry).await
+    Some(InboundRows {
+        chat,
+        contact,
+        entry,
+    })
 }
 
 pub(crate) struct OutboundEntry<'a> {

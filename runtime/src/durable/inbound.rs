@@ -2,7 +2,10 @@
 //! settled, heartbeat while it runs, and replay what was left unfinished.
 //!
 //! `journal` records an admitted event (as JSON text, a `Payload`) and leases it to this process
-//! in one step (`journal_and_claim`): a redelivery of a recorded event is a duplicate.
+//! in one step (`journal_and_claim`): a redelivery of a recorded event is a duplicate. When
+//! the store shares its transactions with the journal (SQLite and Postgres, store and journal
+//! in one database), a message is journaled with its ledger row, chat and contact in that one
+//! transaction, and the pipeline does not record it again.
 //! `run_leased` runs a dispatch under the lease (heartbeat every third of `inbox.lease`, beside
 //! the dispatch in the same task) and completes the record whatever the handler returned (a
 //! handler that errors is not retried: its side effects ran).
@@ -15,18 +18,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use botmesh_durability::StepConflict;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
+use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
 use crate::bot::context::CtxExtras;
 use crate::bot::kernel::Kernel;
+use crate::bot::persistence::{self, InboundRows};
 use crate::durable::{Durable, media, with_heartbeat};
 use crate::provider::ProviderEvent;
 
 /// The outcome of journaling an inbound event.
 pub(crate) enum Journaled {
-    /// Recorded and leased: dispatch it under the lease.
-    Claimed(InboxLease),
+    /// Recorded and leased: dispatch it under the lease. `recorded`: its ledger row, chat and
+    /// contact were written in the same transaction (the store shares it with the journal),
+    /// so the pipeline does not record the message again.
+    Claimed { lease: InboxLease, recorded: bool },
     /// Recorded before: a redelivery.
     Duplicate,
     /// The journal could not record it.
@@ -52,11 +60,73 @@ pub(crate) async fn journal(
     if let Some(r) = media::serialize_for_journal(k, event) {
         new = new.with_media_ref(r);
     }
+    if let ProviderEvent::Message(m) = event {
+        if crate::flow::commit::atomic(k) {
+            if let Some(rows) = persistence::inbound_rows(k, m) {
+                return journal_with_rows(k, dur, new, rows).await;
+            }
+        }
+    }
     match dur.d.inbox().journal_and_claim(new).await {
-        Ok(InboxJournalClaim::Claimed(Claimed { lease, .. })) => Journaled::Claimed(lease),
+        Ok(InboxJournalClaim::Claimed(Claimed { lease, .. })) => Journaled::Claimed {
+            lease,
+            recorded: false,
+        },
         Ok(InboxJournalClaim::Duplicate(_)) => Journaled::Duplicate,
         Err(e) => Journaled::Unavailable(e.to_string()),
     }
+}
+
+/// How many times journaling retries after a conflict it resolved (a record purged between
+/// the conflict and the read of it).
+const MAX_JOURNAL_TRIES: usize = 8;
+
+/// Journals `new` with its ledger row, chat and contact in one transaction of the store (one
+/// write instead of two): what `journal_and_claim` and `record_inbound` write, all or none.
+async fn journal_with_rows(
+    k: &Kernel,
+    dur: &Durable,
+    new: NewInbound,
+    rows: InboundRows,
+) -> Journaled {
+    let id = new.id.clone();
+    let mut journal = dur.d.step();
+    let lease = match journal.journal_inbound(new) {
+        Ok(lease) => lease,
+        Err(e) => return Journaled::Unavailable(e.to_string()),
+    };
+    let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
+    step.ledger = vec![rows.entry];
+    step.chat = Some(rows.chat);
+    step.contact = Some(rows.contact);
+    for _ in 0..MAX_JOURNAL_TRIES {
+        step.journal = journal.ops();
+        if let Err(e) = journal.before_commit() {
+            return Journaled::Unavailable(e.to_string());
+        }
+        match k.store.commit_step(&step).await {
+            Ok(StepCommitOutcome::Committed(outcomes)) => {
+                return match journal.committed(&outcomes) {
+                    Ok(_) => Journaled::Claimed {
+                        lease,
+                        recorded: true,
+                    },
+                    Err(e) => Journaled::Unavailable(e.to_string()),
+                };
+            }
+            Ok(StepCommitOutcome::Conflict { op, .. }) => {
+                match journal.resolve_conflict(op).await {
+                    Ok(StepConflict::Retry) => {}
+                    Ok(StepConflict::InboundDuplicate(_)) => return Journaled::Duplicate,
+                    Err(e) => return Journaled::Unavailable(e.to_string()),
+                }
+            }
+            Err(e) => return Journaled::Unavailable(e.to_string()),
+        }
+    }
+    Journaled::Unavailable(format!(
+        "inbound {id}: still conflicting after {MAX_JOURNAL_TRIES} tries"
+    ))
 }
 
 /// The lease of the inbound record a dispatch runs for, shared by its context and
@@ -218,7 +288,7 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
     match event {
         ProviderEvent::Message(m) => {
             k.dedupe.first_sight(&m.chat, m.id.as_str());
-            crate::bot::inbound::process_message(k, m, Some(lease), extras).await;
+            crate::bot::inbound::process_message(k, m, Some(lease), extras, false).await;
         }
         ProviderEvent::Interaction(i) => {
             k.dedupe

@@ -299,6 +299,25 @@ impl PostgresStore {
         )
     }
 
+    /// The chat of an inbound message: an existing chat keeps its title, language and first
+    /// sighting.
+    fn inbound_chat_sql(&self) -> String {
+        format!(
+            "INSERT INTO {} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
+             is_group = $2, last_activity_ms = $6",
+            self.t("chats")
+        )
+    }
+
+    fn upsert_contact_sql(&self) -> String {
+        format!(
+            "INSERT INTO {} (id, name, last_seen_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET name = $2, last_seen_ms = $3",
+            self.t("contacts")
+        )
+    }
+
     fn delete_value_sql(&self) -> String {
         format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"))
     }
@@ -378,11 +397,7 @@ impl Store for PostgresStore {
     }
 
     async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} (id, name, last_seen_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (id) DO UPDATE SET name = $2, last_seen_ms = $3",
-            self.t("contacts")
-        );
+        let sql = self.upsert_contact_sql();
         let params: [&(dyn ToSql + Sync); 3] = [&c.id, &c.name, &c.last_seen_ms];
         self.query("upsert_contact", "contacts", &c.id, &sql, &params)
             .await?;
@@ -648,6 +663,24 @@ impl Store for PostgresStore {
             for (scope, key) in &step.delete_values {
                 self.execute_in(&tx, "kv", key, &sql, &[scope, key]).await?;
             }
+        }
+        if let Some(c) = &step.chat {
+            let sql = self.inbound_chat_sql();
+            let params: [&(dyn ToSql + Sync); 6] = [
+                &c.id,
+                &c.is_group,
+                &c.title,
+                &c.lang,
+                &c.first_seen_ms,
+                &c.last_activity_ms,
+            ];
+            self.execute_in(&tx, "chats", &c.id, &sql, &params).await?;
+        }
+        if let Some(c) = &step.contact {
+            let sql = self.upsert_contact_sql();
+            let params: [&(dyn ToSql + Sync); 3] = [&c.id, &c.name, &c.last_seen_ms];
+            self.execute_in(&tx, "contacts", &c.id, &sql, &params)
+                .await?;
         }
         if !step.ledger.is_empty() {
             let sql = self.append_ledger_sql();

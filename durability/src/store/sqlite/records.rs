@@ -237,6 +237,37 @@ fn without_content(entry: &LedgerEntry) -> LedgerEntry {
     }
 }
 
+/// Upserts the chat an inbound message came from: an existing chat keeps its title, language
+/// and first sighting (only `is_group` and `last_activity_ms` change).
+fn upsert_inbound_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
+         last_activity_ms = excluded.last_activity_ms",
+    )?
+    .execute(params![
+        chat.id,
+        chat.is_group,
+        chat.title,
+        chat.lang,
+        chat.first_seen_ms,
+        chat.last_activity_ms
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a contact.
+fn write_contact(tx: &Transaction<'_>, contact: &ContactRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
+         ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
+         last_seen_ms = excluded.last_seen_ms",
+    )?
+    .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
+    Ok(())
+}
+
 /// A copy of `checkpoint` without its state (the writer gets it encoded), as
 /// [`without_content`].
 fn without_state(checkpoint: &FlowCheckpoint) -> FlowCheckpoint {
@@ -264,6 +295,8 @@ fn without_json(step: &StepCommit) -> StepCommit {
         journal: step.journal.clone(),
         delete_values: step.delete_values.clone(),
         ledger: step.ledger.iter().map(without_content).collect(),
+        chat: step.chat.clone(),
+        contact: step.contact.clone(),
     }
 }
 
@@ -293,6 +326,12 @@ fn commit_step_in(
     }
     for (scope, key) in &step.delete_values {
         remove_value(tx, scope, key)?;
+    }
+    if let Some(chat) = &step.chat {
+        upsert_inbound_chat(tx, chat)?;
+    }
+    if let Some(contact) = &step.contact {
+        write_contact(tx, contact)?;
     }
     for (entry, content) in step.ledger.iter().zip(&contents) {
         insert_ledger(tx, entry, content)?;
@@ -344,26 +383,8 @@ impl Store for SqliteStore {
         let content = encode("record_inbound", &entry.content)?;
         let (chat, contact, entry) = (chat.clone(), contact.clone(), without_content(entry));
         self.write("record_inbound", move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                 ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
-                 last_activity_ms = excluded.last_activity_ms",
-            )?
-            .execute(params![
-                chat.id,
-                chat.is_group,
-                chat.title,
-                chat.lang,
-                chat.first_seen_ms,
-                chat.last_activity_ms
-            ])?;
-            tx.prepare_cached(
-                "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
-                 last_seen_ms = excluded.last_seen_ms",
-            )?
-            .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
+            upsert_inbound_chat(tx, &chat)?;
+            write_contact(tx, &contact)?;
             insert_ledger(tx, &entry, &content)
         })
         .await
@@ -384,16 +405,8 @@ impl Store for SqliteStore {
 
     async fn upsert_contact(&self, contact: &ContactRecord) -> Result<(), StoreError> {
         let contact = contact.clone();
-        self.write("upsert_contact", move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
-                 last_seen_ms = excluded.last_seen_ms",
-            )?
-            .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
-            Ok(())
-        })
-        .await
+        self.write("upsert_contact", move |tx| write_contact(tx, &contact))
+            .await
     }
 
     async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
