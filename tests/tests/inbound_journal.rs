@@ -1,0 +1,135 @@
+//! On a store that shares its transactions with the journal (a SQLite store and its own
+//! durability), an inbound message is journaled with its ledger row, chat and contact in one
+//! write: the live path does not record it a second time, a crash right before that write
+//! leaves none of it, right after it all of it, and the replay after the crash does not
+//! record it again.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh::durability::kv::WritePhase;
+use botmesh::durability::{Direction, DurableKv, SqliteStore, Store, WritePoint};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::testing::{CrashableProvider, MockProvider, crashable};
+
+/// A bot on `store` and `kv` that answers every message.
+fn bot(provider: impl Provider, store: &SqliteStore, kv: Arc<dyn DurableKv>) -> Bot {
+    let bot = Bot::builder(provider)
+        .store(store.clone())
+        .durability(DurabilityOptions::shared(kv).instance_id("i1"))
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("noted").await?;
+        Ok(())
+    });
+    bot
+}
+
+/// The inbound ledger rows of alice's chat, by message id.
+async fn inbound_rows(store: &SqliteStore) -> Vec<String> {
+    store
+        .ledger("alice", 50)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.direction == Direction::Inbound)
+        .filter_map(|e| e.message_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bot.db"));
+    let mock = MockProvider::new();
+    let bot_on_mock = bot(mock.clone(), &store, Arc::new(store.durability_kv()));
+    bot_on_mock.start().await.unwrap();
+    for (i, id) in ["m1", "m2", "m3"].into_iter().enumerate() {
+        let before = store.write_stats().requests;
+        mock.say("alice", id, "hello").await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), bot_on_mock.idle())
+            .await
+            .unwrap();
+        // The journal write with its rows; the reply's outbox record, its attempt, its "sent"
+        // with its ledger row; the inbound's completion: five writes (six when the inbound's
+        // rows were written apart).
+        let writes = store.write_stats().requests - before;
+        assert_eq!(writes, 5, "message {i}: {writes} write requests");
+    }
+    assert_eq!(
+        inbound_rows(&store).await,
+        ["m1", "m2", "m3"],
+        "one row each"
+    );
+    let chat = store.chat("alice").await.unwrap().unwrap();
+    assert!(!chat.is_group);
+    assert!(store.contact("alice").await.unwrap().is_some());
+    assert_eq!(mock.texts("alice"), ["noted", "noted", "noted"]);
+    bot_on_mock.stop().await.unwrap();
+}
+
+/// Bot A crashes at the inbound journal write (`phase`) of alice's message; returns what the
+/// store holds then, and what it holds once bot B took over and the channel redelivered.
+async fn crash_at_journal(phase: WritePhase) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bot.db"));
+    let shared: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
+    let switch = crashable(shared.clone());
+    switch.crash_at(WritePoint::InboxJournal, phase, 1);
+    let mock_a = MockProvider::new();
+    let bot_a = bot(
+        CrashableProvider::new(mock_a.clone(), &switch),
+        &store,
+        Arc::new(switch.clone()),
+    );
+    bot_a.start().await.unwrap();
+    // Not acknowledged either way: the crash is inside the admission.
+    assert!(mock_a.say("alice", "m1", "hello").await.is_err());
+    assert!(switch.is_crashed());
+    bot_a.stop().await.unwrap();
+    // Stopping the bot closed the store: open it again to look.
+    store.open().await.unwrap();
+    let after_crash = inbound_rows(&store).await;
+
+    let mock_b = MockProvider::new();
+    let bot_b = bot(mock_b.clone(), &store, shared);
+    bot_b.start().await.unwrap();
+    // The channel redelivers what was not acknowledged: a duplicate if it was journaled.
+    let _ = mock_b.say("alice", "m1", "hello").await.unwrap();
+    for _ in 0..3 {
+        let _ = tokio::time::timeout(Duration::from_secs(2), bot_b.idle()).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let finally = inbound_rows(&store).await;
+    let mut sent = mock_a.texts("alice");
+    sent.extend(mock_b.texts("alice"));
+    bot_b.stop().await.unwrap();
+    (after_crash, finally, sent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_the_journal_write_leaves_nothing_of_the_message() {
+    let (after_crash, finally, sent) = crash_at_journal(WritePhase::Before).await;
+    assert!(
+        after_crash.is_empty(),
+        "no ledger row without its journal record"
+    );
+    assert_eq!(finally, ["m1"], "the redelivery records it once");
+    assert_eq!(sent, ["noted"], "and it is answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_the_journal_write_leaves_all_of_the_message() {
+    let (after_crash, finally, sent) = crash_at_journal(WritePhase::After).await;
+    assert_eq!(
+        after_crash,
+        ["m1"],
+        "the ledger row landed with the journal record"
+    );
+    assert_eq!(finally, ["m1"], "the replay does not record it again");
+    assert_eq!(sent, ["noted"], "and it is answered once");
+}
