@@ -127,6 +127,10 @@ impl Store for MemoryStore {
         Ok(self.open_data()?.checkpoints.get(chat).cloned())
     }
 
+    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.open_data()?.checkpoints.get(chat).map(|cp| cp.step))
+    }
+
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
         self.open_data()?.checkpoints.remove(chat);
         Ok(())

@@ -264,6 +264,13 @@ pub trait Store: Send + Sync + 'static {
     async fn save_checkpoint(&self, checkpoint: &FlowCheckpoint) -> Result<(), StoreError>;
     /// Reads the checkpoint of a chat, if a flow waits there.
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError>;
+    /// The step of a chat's checkpoint, if a flow waits there: what the runtime checks before
+    /// each message of a flow it holds in memory (another process sharing the store may have
+    /// moved the flow on), without reading and decoding its state. The default reads the
+    /// whole checkpoint; SQLite, Postgres and the memory store read only the step.
+    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.checkpoint(chat).await?.map(|cp| cp.step))
+    }
     /// Removes the checkpoint of a chat (the flow ended); removing none is not an error.
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError>;
     /// Every stored checkpoint (restored on `start()`).

@@ -144,14 +144,24 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
     if !stack.checkpointed {
         return Some(stack);
     }
-    match k.store.checkpoint(chat.as_str()).await {
-        Ok(None) => {
-            tracing::debug!(chat = %chat, "flow ended elsewhere: dropping the in-memory copy");
-            None
-        }
-        Ok(Some(cp)) if cp.step != stack.step => match checkpoint::load(k, cp).await {
-            Loaded::Ready(s) => Some(s),
-            Loaded::Gone | Loaded::Restart(_) => None,
+    // Only the step first: the whole checkpoint (its state decoded) only when another process
+    // moved the flow on.
+    let gone = || {
+        tracing::debug!(chat = %chat, "flow ended elsewhere: dropping the in-memory copy");
+        None
+    };
+    match k.store.checkpoint_step(chat.as_str()).await {
+        Ok(None) => gone(),
+        Ok(Some(step)) if step != stack.step => match k.store.checkpoint(chat.as_str()).await {
+            Ok(None) => gone(),
+            Ok(Some(cp)) => match checkpoint::load(k, cp).await {
+                Loaded::Ready(s) => Some(s),
+                Loaded::Gone | Loaded::Restart(_) => None,
+            },
+            Err(e) => {
+                k.events.error("flow:checkpoint", Some(chat), e);
+                Some(stack)
+            }
         },
         Ok(Some(_)) => Some(stack),
         Err(e) => {

@@ -472,6 +472,20 @@ impl Store for PostgresStore {
         rows.first().map(rows::checkpoint_row).transpose()
     }
 
+    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
+        let sql = format!("SELECT step FROM {} WHERE chat = $1", self.t("checkpoints"));
+        let rows = self
+            .query("checkpoint_step", "checkpoints", chat, &sql, &[&chat])
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let step: i64 = row
+            .try_get(0)
+            .map_err(|e| rows::corrupt("checkpoint", chat, e))?;
+        Ok(Some(rows::bits_u64(step)))
+    }
+
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
         let sql = self.delete_checkpoint_sql();
         self.query("delete_checkpoint", "checkpoints", chat, &sql, &[&chat])

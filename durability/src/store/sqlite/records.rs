@@ -475,6 +475,17 @@ impl Store for SqliteStore {
         raw.map(decode_checkpoint).transpose()
     }
 
+    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
+        let chat = chat.to_owned();
+        self.read("checkpoint_step", move |conn| {
+            conn.prepare_cached("SELECT step FROM checkpoints WHERE chat = ?1")?
+                .query_row([chat], |row| row.get::<_, i64>(0))
+                .optional()
+        })
+        .await
+        .map(|step| step.map(i64::cast_unsigned))
+    }
+
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
         let chat = chat.to_owned();
         self.write("delete_checkpoint", move |tx| remove_checkpoint(tx, &chat))
