@@ -323,6 +323,18 @@ impl PostgresStore {
     }
 }
 
+/// A chat's columns, in the order of the chat statements.
+fn chat_params(c: &ChatRecord) -> [&(dyn ToSql + Sync); 6] {
+    [
+        &c.id,
+        &c.is_group,
+        &c.title,
+        &c.lang,
+        &c.first_seen_ms,
+        &c.last_activity_ms,
+    ]
+}
+
 fn step_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
     StoreError::Query {
         operation: "commit_step",
@@ -363,15 +375,7 @@ impl Store for PostgresStore {
              is_group = $2, title = $3, lang = $4, first_seen_ms = $5, last_activity_ms = $6",
             self.t("chats")
         );
-        let params: [&(dyn ToSql + Sync); 6] = [
-            &c.id,
-            &c.is_group,
-            &c.title,
-            &c.lang,
-            &c.first_seen_ms,
-            &c.last_activity_ms,
-        ];
-        self.query("upsert_chat", "chats", &c.id, &sql, &params)
+        self.query("upsert_chat", "chats", &c.id, &sql, &chat_params(c))
             .await?;
         Ok(())
     }
@@ -680,15 +684,8 @@ impl Store for PostgresStore {
         }
         if let Some(c) = &step.chat {
             let sql = self.inbound_chat_sql();
-            let params: [&(dyn ToSql + Sync); 6] = [
-                &c.id,
-                &c.is_group,
-                &c.title,
-                &c.lang,
-                &c.first_seen_ms,
-                &c.last_activity_ms,
-            ];
-            self.execute_in(&tx, "chats", &c.id, &sql, &params).await?;
+            self.execute_in(&tx, "chats", &c.id, &sql, &chat_params(c))
+                .await?;
         }
         if let Some(c) = &step.contact {
             let sql = self.upsert_contact_sql();

@@ -237,16 +237,24 @@ fn without_content(entry: &LedgerEntry) -> LedgerEntry {
     }
 }
 
+/// Inserts or replaces a chat.
+const UPSERT_CHAT: &str = "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+     ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
+     title = excluded.title, lang = excluded.lang, \
+     first_seen_ms = excluded.first_seen_ms, \
+     last_activity_ms = excluded.last_activity_ms";
+
 /// Upserts the chat an inbound message came from: an existing chat keeps its title, language
 /// and first sighting (only `is_group` and `last_activity_ms` change).
-fn upsert_inbound_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-         ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
-         last_activity_ms = excluded.last_activity_ms",
-    )?
-    .execute(params![
+const UPSERT_INBOUND_CHAT: &str = "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+     ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
+     last_activity_ms = excluded.last_activity_ms";
+
+/// Runs `sql` ([`UPSERT_CHAT`] or [`UPSERT_INBOUND_CHAT`]) for `chat`.
+fn write_chat(tx: &Transaction<'_>, sql: &str, chat: &ChatRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(sql)?.execute(params![
         chat.id,
         chat.is_group,
         chat.title,
@@ -328,7 +336,7 @@ fn commit_step_in(
         remove_value(tx, scope, key)?;
     }
     if let Some(chat) = &step.chat {
-        upsert_inbound_chat(tx, chat)?;
+        write_chat(tx, UPSERT_INBOUND_CHAT, chat)?;
     }
     if let Some(contact) = &step.contact {
         write_contact(tx, contact)?;
@@ -352,26 +360,8 @@ impl Store for SqliteStore {
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError> {
         let chat = chat.clone();
-        self.write("upsert_chat", move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                 ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
-                 title = excluded.title, lang = excluded.lang, \
-                 first_seen_ms = excluded.first_seen_ms, \
-                 last_activity_ms = excluded.last_activity_ms",
-            )?
-            .execute(params![
-                chat.id,
-                chat.is_group,
-                chat.title,
-                chat.lang,
-                chat.first_seen_ms,
-                chat.last_activity_ms
-            ])?;
-            Ok(())
-        })
-        .await
+        self.write("upsert_chat", move |tx| write_chat(tx, UPSERT_CHAT, &chat))
+            .await
     }
 
     async fn record_inbound(
@@ -383,7 +373,7 @@ impl Store for SqliteStore {
         let content = encode("record_inbound", &entry.content)?;
         let (chat, contact, entry) = (chat.clone(), contact.clone(), without_content(entry));
         self.write("record_inbound", move |tx| {
-            upsert_inbound_chat(tx, &chat)?;
+            write_chat(tx, UPSERT_INBOUND_CHAT, &chat)?;
             write_contact(tx, &contact)?;
             insert_ledger(tx, &entry, &content)
         })
