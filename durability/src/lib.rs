@@ -63,7 +63,8 @@ pub use error::DurabilityError;
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 pub use journal::{
-    KvDurability, KvDurabilityBuilder, MemoryDurability, StepConflict, StepJournal, StepSend,
+    KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError, StepCommitted,
+    StepConflict, StepJournal, StepSend,
 };
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{

@@ -26,7 +26,7 @@ mod step;
 
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step};
-pub use step::{StepConflict, StepJournal, StepSend};
+pub use step::{StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend};
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

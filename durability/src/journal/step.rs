@@ -7,6 +7,9 @@
 //! the inbound record that fed the step into its `done` version, all as compare-and-set
 //! operations. The store commits them with the checkpoint, all or none; then
 //! [`committed`](StepJournal::committed) hands back the records to deliver, in order.
+//! [`commit`](StepJournal::commit) runs the whole round (hooks, commit, conflicts, tries) for
+//! the runtime's three uses: a flow step, a send marked sent with its ledger row, an inbound
+//! journaled with its rows.
 //!
 //! | conflict on… | meaning | [`resolve_conflict`](StepJournal::resolve_conflict) |
 //! | --- | --- | --- |
@@ -34,6 +37,7 @@ use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
 use crate::operating::{Counter, RecordKind};
 use crate::outbox::{NewSend, Outbox, OutboxRecord, OutboxState, Payload};
+use crate::store::{StepCommit, StepCommitOutcome, Store, StoreError};
 
 /// What [`StepJournal::send`] did with a send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +66,38 @@ pub enum StepConflict {
     /// The inbound being journaled ([`StepJournal::journal_inbound`]) was journaled before:
     /// a redelivery. Nothing was written; the record found is here.
     InboundDuplicate(Box<InboundRecord>),
+}
+
+/// What [`StepJournal::commit`] ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepCommitted {
+    /// Everything was written: each send's first record, in order (as
+    /// [`committed`](StepJournal::committed) returns them).
+    Written(Vec<OutboxRecord>),
+    /// The inbound being journaled was journaled before (a redelivery): nothing was written.
+    InboundDuplicate(Box<InboundRecord>),
+}
+
+/// Why [`StepJournal::commit`] did not commit.
+#[derive(Debug, thiserror::Error)]
+pub enum StepCommitError {
+    /// The store could not run the transaction: nothing of the step was written.
+    #[error("the step's transaction failed: {0}")]
+    Store(#[from] StoreError),
+    /// The journal refused the step (a lease taken over, a hook, a record that could not be
+    /// read or encoded).
+    #[error(transparent)]
+    Journal(#[from] DurabilityError),
+    /// The step was committed, but taking note of it failed (an `after` hook: the crash
+    /// harness cuts there).
+    #[error("the step was committed, then: {0}")]
+    AfterCommit(DurabilityError),
+    /// The step still conflicted after `tries` commits.
+    #[error("the step still conflicted after {tries} commits")]
+    Contention {
+        /// The commits tried.
+        tries: usize,
+    },
 }
 
 /// One thing the step writes.
@@ -449,6 +485,37 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Ok(StepConflict::Retry)
             }
         }
+    }
+
+    /// Commits the step with the rest of `step` (its checkpoint change, values, ledger rows,
+    /// chat and contact) through `store`, at most `tries` times: before each commit its
+    /// journal operations are set and the `before` hooks run; a conflict is resolved (see
+    /// [`resolve_conflict`](Self::resolve_conflict)) and the step committed again.
+    pub async fn commit(
+        mut self,
+        store: &dyn Store,
+        step: &mut StepCommit,
+        tries: usize,
+    ) -> Result<StepCommitted, StepCommitError> {
+        for _ in 0..tries {
+            step.journal = self.ops();
+            self.before_commit()?;
+            match store.commit_step(step).await? {
+                StepCommitOutcome::Committed(outcomes) => {
+                    return self
+                        .committed(&outcomes)
+                        .map(StepCommitted::Written)
+                        .map_err(StepCommitError::AfterCommit);
+                }
+                StepCommitOutcome::Conflict { op, .. } => match self.resolve_conflict(op).await? {
+                    StepConflict::Retry => {}
+                    StepConflict::InboundDuplicate(found) => {
+                        return Ok(StepCommitted::InboundDuplicate(found));
+                    }
+                },
+            }
+        }
+        Err(StepCommitError::Contention { tries })
     }
 
     /// Takes note of the commit (`outcomes`: one per operation of [`ops`](Self::ops)): counts,

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use botmesh_durability::StepConflict;
+use botmesh_durability::StepCommitted;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
-use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
+use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
 use crate::bot::context::CtxExtras;
@@ -99,34 +99,17 @@ async fn journal_with_rows(
     step.ledger = vec![rows.entry];
     step.chat = Some(rows.chat);
     step.contact = Some(rows.contact);
-    for _ in 0..MAX_JOURNAL_TRIES {
-        step.journal = journal.ops();
-        if let Err(e) = journal.before_commit() {
-            return Journaled::Unavailable(e.to_string());
-        }
-        match k.store.commit_step(&step).await {
-            Ok(StepCommitOutcome::Committed(outcomes)) => {
-                return match journal.committed(&outcomes) {
-                    Ok(_) => Journaled::Claimed {
-                        lease,
-                        recorded: true,
-                    },
-                    Err(e) => Journaled::Unavailable(e.to_string()),
-                };
-            }
-            Ok(StepCommitOutcome::Conflict { op, .. }) => {
-                match journal.resolve_conflict(op).await {
-                    Ok(StepConflict::Retry) => {}
-                    Ok(StepConflict::InboundDuplicate(_)) => return Journaled::Duplicate,
-                    Err(e) => return Journaled::Unavailable(e.to_string()),
-                }
-            }
-            Err(e) => return Journaled::Unavailable(e.to_string()),
-        }
+    match journal
+        .commit(&*k.store, &mut step, MAX_JOURNAL_TRIES)
+        .await
+    {
+        Ok(StepCommitted::Written(_)) => Journaled::Claimed {
+            lease,
+            recorded: true,
+        },
+        Ok(StepCommitted::InboundDuplicate(_)) => Journaled::Duplicate,
+        Err(e) => Journaled::Unavailable(format!("inbound {id}: {e}")),
     }
-    Journaled::Unavailable(format!(
-        "inbound {id}: still conflicting after {MAX_JOURNAL_TRIES} tries"
-    ))
 }
 
 /// The lease of the inbound record a dispatch runs for, shared by its context and

@@ -14,9 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use botmesh_durability::StepCommitError;
 use botmesh_durability::outbox::{BeginAttempt, Payload};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
-use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
+use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{
     DurabilityError, FailOutcome, Fingerprint, KeyKind, NewSend, OutboxLease, OutboxRecord,
     OutboxState, SendFailure, SendJournal, SendKey,
@@ -482,22 +483,14 @@ async fn mark_sent_with_ledger(
     }
     let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
     step.ledger = vec![entry];
-    for _ in 0..4 {
-        step.journal = journal.ops();
-        journal.before_commit()?;
-        match k.store.commit_step(&step).await {
-            Ok(StepCommitOutcome::Committed(outcomes)) => {
-                journal.committed(&outcomes)?;
-                return Ok(true);
-            }
-            Ok(StepCommitOutcome::Conflict { op, .. }) => journal.resolve_conflict(op).await?,
-            Err(e) => {
-                tracing::debug!(key = %lease.key, error = %e, "sent and ledger not recorded together: recording them apart");
-                return Ok(false);
-            }
-        };
+    match journal.commit(&*k.store, &mut step, 4).await {
+        Ok(_) => Ok(true),
+        Err(StepCommitError::Journal(e) | StepCommitError::AfterCommit(e)) => Err(e),
+        Err(e) => {
+            tracing::debug!(key = %lease.key, error = %e, "sent and ledger not recorded together: recording them apart");
+            Ok(false)
+        }
     }
-    Ok(false)
 }
 
 /// Runs a journal write again while it fails because the backend is unavailable (a restart,

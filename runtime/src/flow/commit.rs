@@ -24,8 +24,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
-use botmesh_durability::{KeyKind, NewSend, OutboxRecord, SendKey, StepSend};
+use botmesh_durability::store::{CheckpointWrite, StepCommit};
+use botmesh_durability::{
+    KeyKind, NewSend, OutboxRecord, SendKey, StepCommitError, StepCommitted, StepSend,
+};
 
 use crate::bot::context::Ctx;
 use crate::bot::kernel::Kernel;
@@ -211,32 +213,37 @@ pub(crate) async fn commit(
         .iter()
         .map(|key| (scope.clone(), key.clone()))
         .collect();
-    for _ in 0..MAX_COMMIT_TRIES {
-        step.journal = journal.ops();
-        journal.before_commit()?;
-        match k.store.commit_step(&step).await? {
-            StepCommitOutcome::Committed(outcomes) => {
-                if let Some(slot) = slot {
-                    slot.settle();
-                }
-                let records = journal.committed(&outcomes)?;
-                return Ok(Committed {
-                    deliveries,
-                    records,
-                });
+    let records = match journal.commit(&*k.store, &mut step, MAX_COMMIT_TRIES).await {
+        Ok(StepCommitted::Written(records)) => records,
+        // A flow step journals no inbound: nothing else can be a duplicate.
+        Ok(StepCommitted::InboundDuplicate(_)) => Vec::new(),
+        Err(StepCommitError::Store(e)) => return Err(BotError::Store(e)),
+        Err(StepCommitError::Journal(e)) => return Err(BotError::Durability(e)),
+        Err(StepCommitError::AfterCommit(e)) => {
+            // The transaction completed the inbound record all the same.
+            if let Some(slot) = slot {
+                slot.settle();
             }
-            StepCommitOutcome::Conflict { op, .. } => {
-                journal.resolve_conflict(op).await?;
-            }
+            return Err(BotError::Durability(e));
         }
+        Err(StepCommitError::Contention { .. }) => {
+            return Err(BotError::Durability(
+                botmesh_durability::DurabilityError::Contention {
+                    kind: botmesh_durability::RecordKind::Outbound,
+                    id: format!("flow step of chat {}", ctx.chat()),
+                    operation: "commit_step",
+                },
+            ));
+        }
+    };
+    // The transaction completed the inbound record (when the step took it).
+    if let Some(slot) = slot {
+        slot.settle();
     }
-    Err(BotError::Durability(
-        botmesh_durability::DurabilityError::Contention {
-            kind: botmesh_durability::RecordKind::Outbound,
-            id: format!("flow step of chat {}", ctx.chat()),
-            operation: "commit_step",
-        },
-    ))
+    Ok(Committed {
+        deliveries,
+        records,
+    })
 }
 
 fn encode_error(key: &str, reason: &str) -> botmesh_durability::DurabilityError {
