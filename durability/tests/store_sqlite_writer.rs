@@ -301,3 +301,58 @@ async fn a_request_that_ends_the_transaction_fails_only_the_requests_before_it()
         .collect();
     assert_eq!(keys, ["after"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_sync_answers_through_the_wal_syncer_and_normal_does_not() {
+    // Default (`Full`): every answered write was covered by a sync of the WAL file.
+    let (store, _dir) = new_store().await;
+    let tasks: Vec<_> = (0..40)
+        .map(|n| {
+            let store = store.clone();
+            tokio::spawn(async move { store.set_value("s", &format!("k{n:02}"), &json!(n)).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let stats = store.write_stats();
+    assert_eq!(stats.requests, 40, "{stats:?}");
+    assert!(stats.syncs >= 1, "{stats:?}");
+    // One sync per committed group at most: a group is handed over only once the previous
+    // one is synced.
+    assert!(stats.syncs <= stats.transactions, "{stats:?}");
+    assert!(stats.sync_time > std::time::Duration::ZERO, "{stats:?}");
+    store.close().await.unwrap();
+
+    // `Normal` is SQLite's own: answered at COMMIT, no syncer.
+    let dir = tempfile::tempdir().unwrap();
+    let options = botmesh_durability::SqliteStoreOptions::default()
+        .synchronous(botmesh_durability::store::SqliteSynchronous::Normal);
+    let store = SqliteStore::connect_with(dir.path().join("bot.db"), options)
+        .await
+        .unwrap();
+    store.set_value("s", "k", &json!(1)).await.unwrap();
+    let stats = store.write_stats();
+    assert_eq!((stats.requests, stats.syncs), (1, 0), "{stats:?}");
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_write_the_wal_sync_cannot_confirm_fails_naming_the_wal_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bot.db");
+    let store = SqliteStore::connect(&db).await.unwrap();
+    store.set_value("s", "before", &json!(1)).await.unwrap();
+    // The WAL file disappears under the running store (an operator's `rm`): SQLite keeps
+    // writing to the file it has open, but nothing can confirm that on disk any more.
+    let wal = dir.path().join("bot.db-wal");
+    std::fs::remove_file(&wal).unwrap();
+    let error = store.set_value("s", "after", &json!(2)).await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, StoreError::Query { .. }),
+        "a typed store error: {error:?}"
+    );
+    assert!(text.contains("bot.db-wal"), "names the WAL file: {text}");
+    assert!(text.contains("may not survive"), "{text}");
+}
