@@ -76,6 +76,9 @@ pub struct SqliteWriteStats {
     pub syncs: u64,
     /// Time the syncer thread spent in those syncs (off the writer's path).
     pub sync_time: Duration,
+    /// Time the writer waited, its transaction open, for the previous group's sync (taking
+    /// the requests that arrived meanwhile); neither `statements` nor `commits`.
+    pub sync_wait: Duration,
 }
 
 /// The shared, lock-free counters behind [`SqliteWriteStats`].
@@ -88,6 +91,7 @@ pub(super) struct Stats {
     commit_nanos: AtomicU64,
     syncs: AtomicU64,
     sync_nanos: AtomicU64,
+    open_wait_nanos: AtomicU64,
 }
 
 impl Stats {
@@ -100,6 +104,7 @@ impl Stats {
             commits: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
             syncs: self.syncs.load(Ordering::Relaxed),
             sync_time: Duration::from_nanos(self.sync_nanos.load(Ordering::Relaxed)),
+            sync_wait: Duration::from_nanos(self.open_wait_nanos.load(Ordering::Relaxed)),
         }
     }
 
@@ -583,7 +588,7 @@ fn run_batch(
         let mut done: Vec<Box<dyn WriteJob>> = Vec::with_capacity(inbox.queued.len());
         let mut lost = None;
         let mut ran = 0;
-        let running = Instant::now();
+        let mut running = Instant::now();
         'group: loop {
             while let Some(mut job) = inbox.queued.pop_front() {
                 ran += 1;
@@ -600,8 +605,12 @@ fn run_batch(
             if syncer.is_none() || !inbox.syncing || ran >= max_batch || inbox.ending() {
                 break;
             }
+            Stats::add(&stats.statement_nanos, running);
+            let waiting = Instant::now();
             inbox.wait();
             inbox.drain(max_batch.saturating_sub(ran));
+            Stats::add(&stats.open_wait_nanos, waiting);
+            running = Instant::now();
         }
         stats.record(ran);
         Stats::add(&stats.statement_nanos, running);
