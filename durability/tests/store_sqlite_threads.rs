@@ -1,6 +1,5 @@
-//! A [`SqliteStore`]'s threads (its writer and, at `SqliteSynchronous::Full`, the WAL syncer)
-//! end with the store: closed or dropped without closing, none is left behind. Its own test
-//! binary, so that no other test's stores are counted.
+//! A [`SqliteStore`]'s writer thread ends with the store: closed or dropped without closing,
+//! none is left behind. Its own test binary, so that no other test's stores are counted.
 #![cfg(all(feature = "sqlite", target_os = "linux"))]
 #![allow(clippy::unwrap_used)]
 
@@ -23,16 +22,17 @@ fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
-fn store_threads() -> (usize, usize) {
-    (threads_named("botmesh-sqlite-"), threads_named("botmesh-wal-syn"))
+/// The writer threads of this process (`botmesh-sqlite-writer`).
+fn store_threads() -> usize {
+    threads_named("botmesh-sqlite-")
 }
 
-/// Waits up to 5 s for the store threads to be gone; what is left.
-fn left_after_waiting() -> (usize, usize) {
+/// Waits up to 5 s for the writer threads to be gone; how many are left.
+fn left_after_waiting() -> usize {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let left = store_threads();
-        if left == (0, 0) || Instant::now() > deadline {
+        if left == 0 || Instant::now() > deadline {
             return left;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -43,23 +43,26 @@ fn left_after_waiting() -> (usize, usize) {
 async fn closed_and_dropped_stores_leave_no_thread_behind() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bot.db");
-    // While open: one writer and one syncer.
+    // While open: one writer.
     let store = SqliteStore::connect(&db).await.unwrap();
     store.set_value("s", "k0", &json!(0)).await.unwrap();
-    assert_eq!(store_threads(), (1, 1));
+    assert_eq!(store_threads(), 1);
     store.close().await.unwrap();
-    assert_eq!(store_threads(), (0, 0), "close() joins both threads");
+    assert_eq!(store_threads(), 0, "close() joins the writer");
 
     // Opened, written to and dropped without close(), ten times over the same file: every
     // write that was answered is in the file, and the threads end on their own.
     for n in 1..=10 {
         let store = SqliteStore::connect(&db).await.unwrap();
-        store.set_value("s", &format!("k{n}"), &json!(n)).await.unwrap();
+        store
+            .set_value("s", &format!("k{n}"), &json!(n))
+            .await
+            .unwrap();
         drop(store);
     }
-    assert_eq!(left_after_waiting(), (0, 0));
+    assert_eq!(left_after_waiting(), 0);
     let store = SqliteStore::connect(&db).await.unwrap();
     assert_eq!(store.values("s").await.unwrap().len(), 11);
     store.close().await.unwrap();
-    assert_eq!(store_threads(), (0, 0));
+    assert_eq!(store_threads(), 0);
 }

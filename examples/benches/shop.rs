@@ -216,24 +216,16 @@ async fn run(
             (stats.statements + stats.commits).as_secs_f64() / elapsed.as_secs_f64() * 100.0
         );
         println!(
-            "  WAL syncer: {} syncs ({:.1} transactions each), {:.0} µs syncing per message (off the writer's path); the writer waited {:.0} µs per message for a sync, its transaction open",
-            stats.syncs,
-            stats.transactions as f64 / stats.syncs.max(1) as f64,
-            stats.sync_time.as_secs_f64() * 1e6 / messages,
-            stats.sync_wait.as_secs_f64() * 1e6 / messages
-        );
-        println!(
             "  written to disk: {:.1} KiB per message",
             written_bytes().saturating_sub(io_before) as f64
                 / 1024.0
                 / (chats * SCRIPT.len() * rounds) as f64
         );
     }
-    let (workers, writer, syncer) =
-        cpu_per_message(&cpu_before, &cpu_after, chats * SCRIPT.len() * rounds);
+    let (workers, writer) = cpu_per_message(&cpu_before, &cpu_after, chats * SCRIPT.len() * rounds);
     if variant == Variant::Sqlite {
         println!(
-            "  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers, {writer:.0} µs on the sqlite writer thread, {syncer:.0} µs on its WAL syncer"
+            "  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers, {writer:.0} µs on the sqlite writer thread"
         );
     } else {
         println!("  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers");
@@ -576,13 +568,13 @@ fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
     by_name
 }
 
-/// CPU µs per message spent by the tokio workers, SQLite's writer thread and its WAL syncer in a run
+/// CPU µs per message spent by the tokio workers and by SQLite's writer thread in a run
 /// (`before` and `after` from [`thread_cpu`]; clock ticks of 10 ms).
 fn cpu_per_message(
     before: &std::collections::BTreeMap<String, u64>,
     after: &std::collections::BTreeMap<String, u64>,
     messages: usize,
-) -> (f64, f64, f64) {
+) -> (f64, f64) {
     let spent = |prefix: &str| -> f64 {
         after
             .iter()
@@ -592,9 +584,5 @@ fn cpu_per_message(
             * 10_000.0
             / messages as f64
     };
-    (
-        spent("tokio-rt"),
-        spent("botmesh-sqlite"),
-        spent("botmesh-wal"),
-    )
+    (spent("tokio-rt"), spent("botmesh-sqlite"))
 }

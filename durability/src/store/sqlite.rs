@@ -62,11 +62,7 @@ pub enum SqliteSynchronous {
     Off,
     /// Syncs at WAL checkpoints only: a power loss may lose the last commits, never corrupts.
     Normal,
-    /// Syncs the WAL before a commit is answered: a commit answered `Ok` survives a power
-    /// loss (default). The sync runs on the store's WAL syncer thread, one sync for every
-    /// group committed while the previous one was syncing, so the writer goes on with the next
-    /// group meanwhile (SQLite's connection itself runs at `NORMAL`; see the writer's notes
-    /// in [`SqliteWriteStats`]).
+    /// Syncs the WAL at every commit: a commit answered `Ok` survives a power loss (default).
     #[default]
     Full,
     /// As `Full`, and also syncs the directory after the journal changes.
@@ -74,8 +70,7 @@ pub enum SqliteSynchronous {
 }
 
 impl SqliteSynchronous {
-    /// The level's name as `PRAGMA synchronous` takes it (the writer's connection is given
-    /// `NORMAL` for `Full`, whose syncs the store makes itself).
+    /// The value given to `PRAGMA synchronous`.
     pub fn as_str(self) -> &'static str {
         match self {
             SqliteSynchronous::Off => "OFF",

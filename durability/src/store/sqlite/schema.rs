@@ -265,13 +265,7 @@ pub(super) fn open_writer(
     if !mode.eq_ignore_ascii_case("wal") {
         tracing::warn!(file = %path.display(), mode, "sqlite store: WAL journal mode refused");
     }
-    // At `Full`, the writer's commits are synced by the WAL syncer thread before they are
-    // answered (see `writer`): SQLite itself then need not sync inside `COMMIT`.
-    let synchronous = match options.synchronous {
-        super::SqliteSynchronous::Full => super::SqliteSynchronous::Normal,
-        other => other,
-    };
-    conn.pragma_update(None, "synchronous", synchronous.as_str())
+    conn.pragma_update(None, "synchronous", options.synchronous.as_str())
         .map_err(|e| open_error(path, e))?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| open_error(path, e))?;

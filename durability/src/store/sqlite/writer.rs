@@ -13,22 +13,6 @@
 //! A shutdown message ends the thread after the requests queued before it; requests queued
 //! after it are dropped unanswered, which their callers see as [`StoreError::Closed`]. The
 //! thread also ends when every sender is gone (the store was dropped). It does not retry.
-//!
-//! ## Durable commits off the writer's path: the WAL syncer
-//!
-//! At [`SqliteSynchronous::Full`] (the default) the writer does not wait for the disk: its
-//! connection runs at `synchronous = NORMAL` (a `COMMIT` writes the transaction's WAL frames
-//! but does not sync them) and hands the committed group to a second thread, the syncer,
-//! which `fdatasync`s the WAL file and only then answers the group's requests. While the
-//! syncer waits for the disk, the writer already runs and commits the next group; one sync
-//! covers every group committed before it started (the WAL is one file, written in order).
-//! What a caller is told is unchanged: a request is answered `Ok` only once its commit is on
-//! disk, and a failed sync fails every request it covered. Only visibility is earlier: a
-//! reader may see a commit up to one sync before it is durable (a power loss, not a process
-//! crash, could then undo what it saw; every decision the journals acknowledge is a write,
-//! and waits). SQLite's own `FULL` mode, which syncs inside `COMMIT`, would hold the writer
-//! for every sync; [`SqliteSynchronous::Extra`], `Normal` and `Off` are passed to SQLite as
-//! they are, and answer at `COMMIT`.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -42,7 +26,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{SqliteStoreOptions, SqliteSynchronous, query_error, schema};
+use super::{SqliteStoreOptions, query_error, schema};
 use crate::store::StoreError;
 
 /// Why a request's writes were not committed although the request itself succeeded.
@@ -53,10 +37,7 @@ type Failure = Arc<dyn std::error::Error + Send + Sync>;
 ///
 /// `statements` and `commits` tell where the writer's time goes: when their sum is close to
 /// the time elapsed, the writer is the bottleneck, and their ratio says whether SQLite's
-/// B-tree work or the disk (`COMMIT`: writing the WAL and syncing it) limits it. At
-/// [`SqliteSynchronous::Full`] the sync of each group is made by the WAL syncer thread, off
-/// the writer's path (`syncs`, `sync_time`), while the writer runs the next group's requests
-/// in a transaction it commits once that sync is done.
+/// B-tree work or the disk (`COMMIT`: writing the WAL and syncing it) limits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SqliteWriteStats {
@@ -71,14 +52,6 @@ pub struct SqliteWriteStats {
     /// Time spent in `COMMIT` (writing the WAL, syncing it at the store's `synchronous`
     /// level, and the automatic checkpoints it triggers).
     pub commits: Duration,
-    /// Syncs of the WAL file made by the syncer thread (at [`SqliteSynchronous::Full`]; each
-    /// covers every group committed before it).
-    pub syncs: u64,
-    /// Time the syncer thread spent in those syncs (off the writer's path).
-    pub sync_time: Duration,
-    /// Time the writer waited, its transaction open, for the previous group's sync (taking
-    /// the requests that arrived meanwhile); neither `statements` nor `commits`.
-    pub sync_wait: Duration,
 }
 
 /// The shared, lock-free counters behind [`SqliteWriteStats`].
@@ -89,9 +62,6 @@ pub(super) struct Stats {
     largest_batch: AtomicUsize,
     statement_nanos: AtomicU64,
     commit_nanos: AtomicU64,
-    syncs: AtomicU64,
-    sync_nanos: AtomicU64,
-    open_wait_nanos: AtomicU64,
 }
 
 impl Stats {
@@ -102,9 +72,6 @@ impl Stats {
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             statements: Duration::from_nanos(self.statement_nanos.load(Ordering::Relaxed)),
             commits: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
-            syncs: self.syncs.load(Ordering::Relaxed),
-            sync_time: Duration::from_nanos(self.sync_nanos.load(Ordering::Relaxed)),
-            sync_wait: Duration::from_nanos(self.open_wait_nanos.load(Ordering::Relaxed)),
         }
     }
 
@@ -231,8 +198,6 @@ impl std::error::Error for TransactionLost {}
 
 enum Message {
     Write(Box<dyn WriteJob>),
-    /// From the syncer: the group handed to it last is synced and answered.
-    Synced,
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -250,7 +215,6 @@ impl WriterHandle {
         stats: Arc<Stats>,
     ) -> Result<Self, StoreError> {
         let (sender, receiver) = channel();
-        let syncer_to_writer = sender.clone();
         let (ready_tx, ready_rx) = oneshot::channel();
         let file = path.to_path_buf();
         let options = options.clone();
@@ -264,26 +228,10 @@ impl WriterHandle {
                         return;
                     }
                 };
-                let syncer = if options.synchronous == SqliteSynchronous::Full {
-                    match Syncer::start(&file, Arc::clone(&stats), syncer_to_writer) {
-                        Ok(syncer) => Some(syncer),
-                        Err(error) => {
-                            let _ = ready_tx.send(Err(error));
-                            close(conn);
-                            return;
-                        }
-                    }
-                } else {
-                    None
-                };
                 if ready_tx.send(Ok(())).is_err() {
-                    if let Some(syncer) = syncer {
-                        syncer.finish();
-                    }
-                    close(conn);
                     return;
                 }
-                run(conn, &receiver, options.max_batch, &stats, syncer);
+                run(conn, &receiver, options.max_batch, &stats);
             })
             .map_err(|e| StoreError::Open {
                 file: path.to_path_buf(),
@@ -330,90 +278,32 @@ impl WriterHandle {
     }
 }
 
-/// What the writer has received and not yet run, and what it was told.
-struct Inbox<'a> {
-    receiver: &'a Receiver<Message>,
-    queued: VecDeque<Box<dyn WriteJob>>,
-    /// A committed group is with the syncer, not yet answered.
-    syncing: bool,
-    shutdown: Option<oneshot::Sender<()>>,
-    /// Every sender is gone (the store was dropped).
-    disconnected: bool,
-}
-
-impl Inbox<'_> {
-    fn take(&mut self, message: Message) {
-        match message {
-            Message::Write(job) => self.queued.push_back(job),
-            Message::Synced => self.syncing = false,
-            Message::Shutdown(done) => self.shutdown = Some(done),
+/// The writer thread's loop.
+fn run(mut conn: Connection, receiver: &Receiver<Message>, max_batch: usize, stats: &Stats) {
+    let mut batch = VecDeque::with_capacity(max_batch);
+    loop {
+        let mut shutdown = None;
+        match receiver.recv() {
+            Ok(Message::Write(job)) => batch.push_back(job),
+            Ok(Message::Shutdown(done)) => shutdown = Some(done),
+            // Every sender is gone: the store was dropped.
+            Err(_) => break,
         }
-    }
-
-    /// Waits for the next message.
-    fn wait(&mut self) {
-        match self.receiver.recv() {
-            Ok(message) => self.take(message),
-            Err(_) => self.disconnected = true,
-        }
-    }
-
-    /// Takes what is already queued, up to `max` requests in all; nothing after a shutdown
-    /// (requests sent after it stay unanswered, see the module documentation).
-    fn drain(&mut self, max: usize) {
-        while self.queued.len() < max && self.shutdown.is_none() {
-            match self.receiver.try_recv() {
-                Ok(message) => self.take(message),
+        while shutdown.is_none() && batch.len() < max_batch {
+            match receiver.try_recv() {
+                Ok(Message::Write(job)) => batch.push_back(job),
+                Ok(Message::Shutdown(done)) => shutdown = Some(done),
                 Err(_) => break,
             }
         }
-    }
-
-    fn ending(&self) -> bool {
-        self.shutdown.is_some() || self.disconnected
-    }
-}
-
-impl Drop for WriterHandle {
-    /// Ends the thread once the store is dropped (the syncer holds a sender too, so the
-    /// channel alone would not tell the writer).
-    fn drop(&mut self) {
-        let (done, _) = oneshot::channel();
-        let _ = self.sender.send(Message::Shutdown(done));
-    }
-}
-
-/// The writer thread's loop.
-fn run(
-    mut conn: Connection,
-    receiver: &Receiver<Message>,
-    max_batch: usize,
-    stats: &Stats,
-    syncer: Option<Syncer>,
-) {
-    let mut inbox = Inbox {
-        receiver,
-        queued: VecDeque::with_capacity(max_batch),
-        syncing: false,
-        shutdown: None,
-        disconnected: false,
-    };
-    loop {
-        inbox.wait();
-        inbox.drain(max_batch);
-        run_batch(&mut conn, &mut inbox, max_batch, stats, syncer.as_ref());
-        if inbox.ending() {
-            break;
+        run_batch(&mut conn, &mut batch, stats);
+        if let Some(done) = shutdown {
+            close(conn);
+            let _ = done.send(());
+            return;
         }
     }
-    // Every committed request is answered (synced) before the connection closes.
-    if let Some(syncer) = syncer {
-        syncer.finish();
-    }
     close(conn);
-    if let Some(done) = inbox.shutdown {
-        let _ = done.send(());
-    }
 }
 
 fn close(conn: Connection) {
@@ -422,195 +312,34 @@ fn close(conn: Connection) {
     }
 }
 
-/// The WAL syncer thread (see the module documentation): answers committed groups once a
-/// `fdatasync` of the WAL file that started after their `COMMIT` returned.
-struct Syncer {
-    sender: Sender<Vec<Box<dyn WriteJob>>>,
-    thread: JoinHandle<()>,
-}
-
-/// A failed sync of the WAL file, for the requests it covered.
-#[derive(Debug)]
-struct SyncFailed {
-    wal: std::path::PathBuf,
-    source: std::io::Error,
-}
-
-impl std::fmt::Display for SyncFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "committed, but syncing the WAL file `{}` failed, so the commit may not survive a power loss: {}",
-            self.wal.display(),
-            self.source
-        )
-    }
-}
-
-impl std::error::Error for SyncFailed {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
-}
-
-/// The WAL file of the database at `db` (SQLite names it `<db>-wal`).
-fn wal_path(db: &Path) -> std::path::PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push("-wal");
-    std::path::PathBuf::from(name)
-}
-
-/// The WAL file, opened when first synced (SQLite creates it with the first write) and again
-/// if it was replaced (SQLite removes it when the last connection of any process closes).
-struct WalFile {
-    path: std::path::PathBuf,
-    file: Option<std::fs::File>,
-}
-
-impl WalFile {
-    fn sync(&mut self) -> std::io::Result<()> {
-        if let Some(file) = &self.file
-            && !still_linked(file)?
-        {
-            self.file = None;
-        }
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self.file.insert(std::fs::File::open(&self.path)?),
-        };
-        file.sync_data()
-    }
-}
-
-/// Whether `file` still has a name (it was not removed since it was opened).
-#[cfg(unix)]
-fn still_linked(file: &std::fs::File) -> std::io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    Ok(file.metadata()?.nlink() > 0)
-}
-
-#[cfg(not(unix))]
-fn still_linked(_file: &std::fs::File) -> std::io::Result<bool> {
-    Ok(true)
-}
-
-impl Syncer {
-    fn start(db: &Path, stats: Arc<Stats>, writer: Sender<Message>) -> Result<Self, StoreError> {
-        let (sender, receiver) = channel::<Vec<Box<dyn WriteJob>>>();
-        let mut wal = WalFile {
-            path: wal_path(db),
-            file: None,
-        };
-        let thread = std::thread::Builder::new()
-            .name("botmesh-wal-sync".into())
-            .spawn(move || {
-                // Ends when the writer drops its sender, after the groups queued before.
-                while let Ok(first) = receiver.recv() {
-                    let mut groups = vec![first];
-                    groups.extend(receiver.try_iter());
-                    let syncing = Instant::now();
-                    let synced = wal.sync().map_err(|source| {
-                        tracing::error!(wal = %wal.path.display(), error = %source, "sqlite WAL sync failed");
-                        Arc::new(SyncFailed {
-                            wal: wal.path.clone(),
-                            source,
-                        }) as Failure
-                    });
-                    Stats::add(&stats.sync_nanos, syncing);
-                    stats.syncs.fetch_add(1, Ordering::Relaxed);
-                    for job in groups.into_iter().flatten() {
-                        job.complete(synced.clone());
-                    }
-                    // The writer may commit its next group now (it is gone if this fails).
-                    let _ = writer.send(Message::Synced);
-                }
-            })
-            .map_err(|e| StoreError::Open {
-                file: db.to_path_buf(),
-                source: Box::new(e),
-            })?;
-        Ok(Self { sender, thread })
-    }
-
-    /// Hands a committed group over (`true`); answers it at once with an error if the syncer
-    /// is gone (`false`).
-    fn submit(&self, group: Vec<Box<dyn WriteJob>>) -> bool {
-        let Err(returned) = self.sender.send(group) else {
-            return true;
-        };
-        {
-            let failure: Failure = Arc::new(TransactionLost(
-                "the sqlite WAL syncer thread is gone; the commit was not confirmed on disk"
-                    .to_owned(),
-            ));
-            for job in returned.0 {
-                job.complete(Err(Arc::clone(&failure)));
-            }
-        }
-        false
-    }
-
-    /// Answers every group handed over so far and ends the thread.
-    fn finish(self) {
-        drop(self.sender);
-        if self.thread.join().is_err() {
-            tracing::error!("the sqlite WAL syncer thread panicked");
-        }
-    }
-}
-
-/// Runs the queued requests, in as few transactions as failures allow, and commits them.
-///
-/// With a syncer, a transaction stays open while the syncer is still syncing the group
-/// committed before: requests arriving meanwhile run in it as they come (up to `max_batch`),
-/// and it commits once the syncer is free. The disk's sync of one group thus overlaps the
-/// statements of the next, and the group grows with the sync's latency (one sync for all of
-/// it), as it would if `COMMIT` itself waited for the disk.
-fn run_batch(
-    conn: &mut Connection,
-    inbox: &mut Inbox<'_>,
-    max_batch: usize,
-    stats: &Stats,
-    syncer: Option<&Syncer>,
-) {
-    while !inbox.queued.is_empty() {
+/// Runs a group of requests, in as few transactions as failures allow; empties `pending`.
+fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, stats: &Stats) {
+    while !pending.is_empty() {
         bump_epoch();
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(error) => {
                 let failure: Failure = Arc::new(error);
-                for job in inbox.queued.drain(..) {
+                for job in pending.drain(..) {
                     job.complete(Err(Arc::clone(&failure)));
                 }
                 return;
             }
         };
-        let mut done: Vec<Box<dyn WriteJob>> = Vec::with_capacity(inbox.queued.len());
+        let mut done: Vec<Box<dyn WriteJob>> = Vec::with_capacity(pending.len());
         let mut lost = None;
         let mut ran = 0;
-        let mut running = Instant::now();
-        'group: loop {
-            while let Some(mut job) = inbox.queued.pop_front() {
-                ran += 1;
-                match run_one(&tx, job.as_mut()) {
-                    Step::Ok => done.push(job),
-                    Step::Failed => job.complete(Ok(())),
-                    Step::Lost(reason) => {
-                        lost = Some((job, reason));
-                        break 'group;
-                    }
+        let running = Instant::now();
+        while let Some(mut job) = pending.pop_front() {
+            ran += 1;
+            match run_one(&tx, job.as_mut()) {
+                Step::Ok => done.push(job),
+                Step::Failed => job.complete(Ok(())),
+                Step::Lost(reason) => {
+                    lost = Some((job, reason));
+                    break;
                 }
             }
-            // Keep the transaction open while the previous group syncs.
-            if syncer.is_none() || !inbox.syncing || ran >= max_batch || inbox.ending() {
-                break;
-            }
-            Stats::add(&stats.statement_nanos, running);
-            let waiting = Instant::now();
-            inbox.wait();
-            inbox.drain(max_batch.saturating_sub(ran));
-            Stats::add(&stats.open_wait_nanos, waiting);
-            running = Instant::now();
         }
         stats.record(ran);
         Stats::add(&stats.statement_nanos, running);
@@ -628,16 +357,11 @@ fn run_batch(
         let committing = Instant::now();
         let commit = tx.commit().map_err(|e| Arc::new(e) as Failure);
         Stats::add(&stats.commit_nanos, committing);
-        match (commit, syncer) {
-            (Ok(()), Some(syncer)) if !done.is_empty() => inbox.syncing = syncer.submit(done),
-            (commit, _) => {
-                if let Err(error) = &commit {
-                    tracing::warn!(%error, "sqlite group commit failed");
-                }
-                for job in done {
-                    job.complete(commit.clone());
-                }
-            }
+        if let Err(error) = &commit {
+            tracing::warn!(%error, "sqlite group commit failed");
+        }
+        for job in done {
+            job.complete(commit.clone());
         }
     }
 }
