@@ -2,7 +2,7 @@
 //! durability), an inbound message is journaled with its ledger row, chat and contact in one
 //! write: the live path does not record it a second time, a crash right before that write
 //! leaves none of it, right after it all of it, and the replay after the crash does not
-//! record it again.
+//! record it again; a message journaled alone (the ledger off then) is recorded by its replay.
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,7 +17,22 @@ use botmesh::testing::{CrashableProvider, MockProvider, crashable};
 
 /// A bot on `store` and `kv` that answers every message.
 fn bot(provider: impl Provider, store: &SqliteStore, kv: Arc<dyn DurableKv>) -> Bot {
+    bot_with_ledger(provider, store, kv, true)
+}
+
+/// As [`bot`], with the message ledger on or off.
+fn bot_with_ledger(
+    provider: impl Provider,
+    store: &SqliteStore,
+    kv: Arc<dyn DurableKv>,
+    ledger: bool,
+) -> Bot {
+    let config = botmesh::config::BotConfig {
+        ledger,
+        ..Default::default()
+    };
     let bot = Bot::builder(provider)
+        .config(config)
         .store(store.clone())
         .durability(DurabilityOptions::shared(kv).instance_id("i1"))
         .build()
@@ -75,16 +90,25 @@ async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_writ
 /// Bot A crashes at the inbound journal write (`phase`) of alice's message; returns what the
 /// store holds then, and what it holds once bot B took over and the channel redelivered.
 async fn crash_at_journal(phase: WritePhase) -> (Vec<String>, Vec<String>, Vec<String>) {
+    crash_at_journal_with(phase, true).await
+}
+
+/// As [`crash_at_journal`], bot A with the ledger on or off (bot B always has it on).
+async fn crash_at_journal_with(
+    phase: WritePhase,
+    ledger_a: bool,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bot.db"));
     let shared: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
     let switch = crashable(shared.clone());
     switch.crash_at(WritePoint::InboxJournal, phase, 1);
     let mock_a = MockProvider::new();
-    let bot_a = bot(
+    let bot_a = bot_with_ledger(
         CrashableProvider::new(mock_a.clone(), &switch),
         &store,
         Arc::new(switch.clone()),
+        ledger_a,
     );
     bot_a.start().await.unwrap();
     // Not acknowledged either way: the crash is inside the admission.
@@ -131,5 +155,16 @@ async fn a_crash_after_the_journal_write_leaves_all_of_the_message() {
         "the ledger row landed with the journal record"
     );
     assert_eq!(finally, ["m1"], "the replay does not record it again");
+    assert_eq!(sent, ["noted"], "and it is answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_journaled_without_its_rows_is_recorded_by_its_replay() {
+    // Bot A ran with the ledger off: the record was journaled alone. Bot B has it on, and
+    // the replay must write the ledger row (a rule taken from the store, not the record,
+    // would skip it).
+    let (after_crash, finally, sent) = crash_at_journal_with(WritePhase::After, false).await;
+    assert!(after_crash.is_empty(), "journaled without a ledger row");
+    assert_eq!(finally, ["m1"], "the replay records it, once");
     assert_eq!(sent, ["noted"], "and it is answered once");
 }

@@ -106,6 +106,12 @@ pub struct InboundRecord {
     pub created_ms: i64,
     /// When it last changed (Unix ms).
     pub updated_ms: i64,
+    /// Its ledger row, chat and contact were written in the same transaction as the record
+    /// ([`StepJournal::journal_inbound`](crate::StepJournal::journal_inbound)): a replay does
+    /// not record the message again. `false` (and absent from the stored JSON) otherwise,
+    /// and in records written before the field existed, which a replay records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rows_recorded: bool,
 }
 
 impl JournalRecord for InboundRecord {
@@ -220,6 +226,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
             seq: self.d.next_seq_at(now),
             created_ms: now,
             updated_ms: now,
+            rows_recorded: false,
         }
     }
 

@@ -196,11 +196,14 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// its ledger row and its chat and contact (see [`StepCommit`](crate::store::StepCommit)).
     /// Returns the lease the record will hold once committed. A conflict on it is a
     /// redelivery: [`resolve_conflict`](Self::resolve_conflict) answers
-    /// [`StepConflict::InboundDuplicate`].
+    /// [`StepConflict::InboundDuplicate`]. The record is marked
+    /// [`rows_recorded`](InboundRecord::rows_recorded): commit the message's ledger row, chat
+    /// and contact in the same [`StepCommit`](crate::store::StepCommit).
     pub fn journal_inbound(&mut self, new: NewInbound) -> Result<InboxLease, DurabilityError> {
         let inbox = self.d.inbox();
         let now = self.d.now_ms();
         let mut record = inbox.new_record(new, now);
+        record.rows_recorded = true;
         let lease = inbox.take_lease(&mut record, now);
         let entry = KvDurability::<K>::encode(&record)?;
         self.items.push(Item::Journal { record, entry });

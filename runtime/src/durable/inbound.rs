@@ -271,9 +271,10 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
     match event {
         ProviderEvent::Message(m) => {
             k.dedupe.first_sight(&m.chat, m.id.as_str());
-            // On a store sharing the journal's transactions, a message was journaled with its
-            // ledger row, chat and contact: the replay does not record it again.
-            let recorded = crate::flow::commit::atomic(k);
+            // A message journaled with its ledger row, chat and contact (a store sharing the
+            // journal's transactions) is not recorded again; one journaled alone (another
+            // backend then, the ledger off then, an older version) is.
+            let recorded = record.rows_recorded;
             crate::bot::inbound::process_message(k, m, Some(lease), extras, recorded).await;
         }
         ProviderEvent::Interaction(i) => {
