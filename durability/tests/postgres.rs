@@ -12,12 +12,13 @@
 //! | --- | --- |
 //! | `conformance` | the whole `DurableKv` suite |
 //! | `script_passes_every_crash_point`, `crash_matrix`, `seeded_random_crash_points` | the crash matrix, each incarnation on a new pool |
-//! | store behaviour (`chats` … `closed_store`, `a_second_store_sees_everything`) | the shared `Store` tests |
+//! | store behaviour (`chats`, `inbound_rows` … `closed_store`, `a_second_store_sees_everything`) | the shared `Store` tests |
 //! | `a_server_restart_loses_nothing_acknowledged` | dropped connections are reported with `tracing::error!`, the operations right after the restart succeed, nothing acknowledged is lost |
 //! | `junk_rows_are_quarantined` | bytes that are no journal record, inserted with SQL, are quarantined and reported |
 //! | `an_unreachable_server_names_host_and_port_not_the_password` | the connect error |
 //! | `a_lazy_backend_fails_open_naming_host_and_port_not_the_password` | `new` does no I/O; `open()` (the bot's `start()`) fails naming host and port, not the password; a malformed string fails at once (no server needed: always runs) |
 //! | `a_flow_step_commits_checkpoint_journal_and_values_together` | `commit_step`: checkpoint, journal rows (creates, update, delete) and value removals in one transaction, journal rows as `PostgresKv` reads them |
+//! | `an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact` | `record_inbound`: chat, contact and ledger row in one transaction |
 //! | `a_conflict_on_the_last_op_writes_nothing` | a conflict on the last journal op rolls back the checkpoint, the earlier journal ops and the value removals; the retry commits |
 //! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
@@ -239,6 +240,7 @@ macro_rules! postgres_store_tests {
 
 postgres_store_tests!(
     chats,
+    inbound_rows,
     contacts,
     ledger_order_and_limit,
     checkpoints,
@@ -948,4 +950,51 @@ fn inbound_contact() -> botmesh_durability::ContactRecord {
         name: Some("Alice".into()),
         last_seen_ms: 3,
     }
+}
+
+/// `record_inbound` is one transaction: when its ledger row is refused, neither the chat nor
+/// the contact written before it in the same call stays (the trait's default, three separate
+/// writes, would leave both).
+#[tokio::test]
+async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
+    let _shared = SERVER.read().await;
+    let Some(pg) = Pg::new() else { return };
+    let prefix = pg.prefix();
+    let store = PostgresStore::connect_with(&pg.url, PostgresConfig::new().table_prefix(&prefix))
+        .await
+        .unwrap();
+    raw_client(&pg.url)
+        .await
+        .batch_execute(&format!(
+            "ALTER TABLE {prefix}ledger ADD CONSTRAINT refuse_boom CHECK (text <> 'boom')"
+        ))
+        .await
+        .unwrap();
+    let mut refused = common::entry("chat", 0);
+    refused.text = Some("boom".into());
+    let error = store
+        .record_inbound(&inbound_chat(), &inbound_contact(), &refused)
+        .await
+        .unwrap_err();
+    let message = format!("{error}: {:?}", std::error::Error::source(&error));
+    assert!(message.contains("record_inbound"), "{message}");
+    assert!(message.contains(&format!("{prefix}ledger")), "{message}");
+    assert_eq!(store.chat("chat").await.unwrap(), None);
+    assert_eq!(store.contact("alice").await.unwrap(), None);
+    assert!(store.ledger("chat", 10).await.unwrap().is_empty());
+
+    store
+        .record_inbound(
+            &inbound_chat(),
+            &inbound_contact(),
+            &common::entry("chat", 0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.chat("chat").await.unwrap(), Some(inbound_chat()));
+    assert_eq!(
+        store.contact("alice").await.unwrap(),
+        Some(inbound_contact())
+    );
+    assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 1);
 }

@@ -229,7 +229,7 @@ pub trait Store: Send + Sync + 'static {
     /// Records an inbound message in one go: the chat (inserted, or only its `is_group` and
     /// `last_activity_ms` updated, keeping its title, language and first sighting), the contact
     /// (inserted or replaced) and the ledger entry. The default makes the separate calls; a
-    /// backend may do it in one transaction (SQLite does).
+    /// backend may do it in one transaction (SQLite and Postgres do).
     async fn record_inbound(
         &self,
         chat: &ChatRecord,

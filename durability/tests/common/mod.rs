@@ -80,6 +80,56 @@ pub(crate) async fn chats(store: &impl Store) {
     assert_eq!(store.chat("c1").await.unwrap(), Some(chat("c1", 3)));
 }
 
+/// `record_inbound`: a new chat is inserted whole; a known chat keeps its title, language and
+/// first sighting and takes the message's `is_group` and activity; the contact is replaced;
+/// each call appends its ledger row.
+pub(crate) async fn inbound_rows(store: &impl Store) {
+    let ada = |name: &str, seen: i64| ContactRecord {
+        id: "u1".into(),
+        name: Some(name.into()),
+        last_seen_ms: seen,
+    };
+    let first = ChatRecord {
+        title: None,
+        lang: None,
+        ..chat("c1", 0)
+    };
+    store
+        .record_inbound(&first, &ada("Ada", 1), &entry("c1", 0))
+        .await
+        .unwrap();
+    assert_eq!(store.chat("c1").await.unwrap(), Some(first.clone()));
+    assert_eq!(store.contact("u1").await.unwrap(), Some(ada("Ada", 1)));
+
+    let named = ChatRecord {
+        title: Some("Ada's chat".into()),
+        lang: Some("de".into()),
+        ..first.clone()
+    };
+    store.upsert_chat(&named).await.unwrap();
+    let later = ChatRecord {
+        is_group: true,
+        first_seen_ms: 9_999,
+        last_activity_ms: 3_000,
+        ..first
+    };
+    store
+        .record_inbound(&later, &ada("Ada L.", 2), &entry("c1", 2))
+        .await
+        .unwrap();
+    let merged = ChatRecord {
+        is_group: true,
+        last_activity_ms: 3_000,
+        ..named
+    };
+    assert_eq!(store.chat("c1").await.unwrap(), Some(merged));
+    assert_eq!(store.contact("u1").await.unwrap(), Some(ada("Ada L.", 2)));
+    assert_eq!(
+        store.ledger("c1", 10).await.unwrap(),
+        vec![entry("c1", 0), entry("c1", 2)]
+    );
+}
+
 pub(crate) async fn contacts(store: &impl Store) {
     assert_eq!(store.contact("u1").await.unwrap(), None);
     let ada = ContactRecord {
@@ -285,7 +335,7 @@ pub(crate) async fn restart(first: &impl Store, second: &impl Store) {
 macro_rules! store_behaviour_tests {
     ($make:expr) => {
         store_behaviour_tests!(@tests $make;
-            chats, contacts, ledger_order_and_limit, checkpoints, handoffs, values, closed_store);
+            chats, inbound_rows, contacts, ledger_order_and_limit, checkpoints, handoffs, values, closed_store);
     };
     (@tests $make:expr; $($name:ident),*) => {
         $(

@@ -272,7 +272,25 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<(), StoreError> {
-        let fail = |e: tokio_postgres::Error| step_err(query_err(&self.t(table), key, e));
+        self.execute_as(tx, "commit_step", table, key, sql, params)
+            .await
+    }
+
+    /// Runs one statement of `operation` inside its transaction; a failure names the table
+    /// and the key.
+    async fn execute_as(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        operation: &'static str,
+        table: &str,
+        key: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        let fail = |e: tokio_postgres::Error| StoreError::Query {
+            operation,
+            source: Box::new(query_err(&self.t(table), key, e)),
+        };
         let statement = tx.prepare_cached(sql).await.map_err(fail)?;
         tx.execute(&statement, params).await.map_err(fail)?;
         Ok(())
@@ -378,6 +396,64 @@ impl Store for PostgresStore {
         self.query("upsert_chat", "chats", &c.id, &sql, &chat_params(c))
             .await?;
         Ok(())
+    }
+
+    /// The chat, the contact and the ledger row in one transaction: all of them or none (the
+    /// trait's default makes three separate writes after reading the chat).
+    async fn record_inbound(
+        &self,
+        chat: &ChatRecord,
+        contact: &ContactRecord,
+        entry: &LedgerEntry,
+    ) -> Result<(), StoreError> {
+        const OPERATION: &str = "record_inbound";
+        self.check_open()?;
+        let fail = |source: PostgresError| StoreError::Query {
+            operation: OPERATION,
+            source: Box::new(source),
+        };
+        let mut client = self.pool.client().await.map_err(fail)?;
+        if client.is_closed() {
+            // Lost while idle: nothing was sent on it, so take another one.
+            client = self.pool.client().await.map_err(fail)?;
+        }
+        let chats = self.t("chats");
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| fail(query_err(&chats, &chat.id, e)))?;
+        self.execute_as(
+            &tx,
+            OPERATION,
+            "chats",
+            &chat.id,
+            &self.inbound_chat_sql(),
+            &chat_params(chat),
+        )
+        .await?;
+        let params: [&(dyn ToSql + Sync); 3] = [&contact.id, &contact.name, &contact.last_seen_ms];
+        self.execute_as(
+            &tx,
+            OPERATION,
+            "contacts",
+            &contact.id,
+            &self.upsert_contact_sql(),
+            &params,
+        )
+        .await?;
+        let content = entry.content.to_string();
+        self.execute_as(
+            &tx,
+            OPERATION,
+            "ledger",
+            &entry.chat,
+            &self.append_ledger_sql(),
+            &ledger_params(entry, &content),
+        )
+        .await?;
+        tx.commit()
+            .await
+            .map_err(|e| fail(query_err(&self.t("ledger"), &entry.chat, e)))
     }
 
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
