@@ -6,7 +6,8 @@
 //! | truncated snapshot, file of another format | refused on open, naming the file, file untouched |
 //! | damaged log line followed by more lines | `AppendLogCorrupt { line, byte_offset }`, file untouched |
 //! | torn last log line | cut, the rest replayed |
-//! | lock of a live process (a child re-running this binary) | `Locked { pid }`; once it is killed, the stale lock is broken |
+//! | the folder's sync failing after a snapshot's rename | tried again; failing twice, the write fails and later writes are refused (`Poisoned`) |
+//! | lock of a live process (a child re-running this binary) | `Locked { pid }`, also when the lock file's pid is rewritten (the lock is the kernel's); once it is killed, the stale lock is broken |
 //! | second open in this process | `AlreadyOpen` until `close()` |
 //! | unwritable folder | an I/O error naming the path. Tests run as root, whom `chmod` does not stop: the folder is a path under a regular file (`ENOTDIR` for anyone), and the `chmod 0555` case asserts the refusal only when a probe shows permissions apply |
 //! | full disk / failing fsync (an injected `IoHook`) | the write is not acknowledged, the error names the file, acknowledged writes survive a reopen |
@@ -381,6 +382,22 @@ async fn a_live_process_holds_the_lock_and_a_killed_one_does_not() {
         other => panic!("expected Locked, got {other}"),
     }
     assert!(err.to_string().contains("journal.json"), "{err}");
+    // The lock is the kernel's, not the pid in the file: whatever the file says (our own pid,
+    // as a holder in another pid namespace might write; a pid of nobody; garbage), the live
+    // child keeps it.
+    let lock = PathBuf::from(format!("{}.lock", path.display()));
+    for written in [
+        std::process::id().to_string(),
+        "999999".into(),
+        "junk".into(),
+    ] {
+        std::fs::write(&lock, format!("{written}\n")).unwrap();
+        let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
+        assert!(
+            matches!(err, FileError::Locked { .. }),
+            "a lock file saying {written}: {err}"
+        );
+    }
 
     // SIGKILL: the lock file stays behind with a dead pid, and the log is not folded.
     child.kill().unwrap();
@@ -525,6 +542,72 @@ async fn a_full_disk_fails_the_write_and_keeps_what_was_acknowledged() {
         } else {
             assert_eq!(value(&kv, "lost").await, None, "{label}: rolled back");
         }
+        kv.close().await.unwrap();
+    }
+}
+
+/// Fails the folder's sync `failures` times once `allow` syncs have passed.
+struct FlakyFolder {
+    allow: AtomicU32,
+    failures: AtomicU32,
+}
+
+impl IoHook for FlakyFolder {
+    fn before(&self, op: IoOp, _file: &Path) -> std::io::Result<()> {
+        let passes = |n: &AtomicU32| {
+            n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
+        if op == IoOp::SyncDir && !passes(&self.allow) && passes(&self.failures) {
+            return Err(std::io::Error::from_raw_os_error(5)); // EIO
+        }
+        Ok(())
+    }
+}
+
+/// Snapshot mode: once the rename is done, the group is in the file. A failed sync of the
+/// folder is tried again; failing twice, the write is answered with the error and the backend
+/// refuses every later write, since the reopened file (which has the write) decides.
+#[tokio::test]
+async fn a_folder_sync_failing_after_the_rename_stops_the_writes() {
+    for failures in [1, 2] {
+        let (_dir, path) = fresh();
+        let folder = Arc::new(FlakyFolder {
+            allow: AtomicU32::new(u32::MAX),
+            failures: AtomicU32::new(failures),
+        });
+        let options = FileOptions::new();
+        let kv = FileDurability::open(&path, options.clone().io_hook(folder.clone()))
+            .await
+            .unwrap();
+        put(&kv, "k0", "kept").await;
+        folder.allow.store(0, Ordering::SeqCst);
+        let written = kv.cas(&scope(), "unsure", None, entry("in the file")).await;
+        if failures == 1 {
+            assert!(written.is_ok(), "a second sync succeeded: {written:?}");
+            put(&kv, "k1", "kept").await;
+        } else {
+            let err = written.unwrap_err();
+            assert!(err.to_string().contains("fsync the folder"), "{err}");
+            assert_eq!(value(&kv, "unsure").await, None, "not applied in memory");
+            let next = kv
+                .cas(&scope(), "after", None, entry("x"))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(file_error(&next), FileError::Poisoned { .. }),
+                "{next}"
+            );
+        }
+        kv.simulate_crash().await;
+        let kv = FileDurability::open(&path, options).await.unwrap();
+        assert_eq!(value(&kv, "k0").await.as_deref(), Some("kept"));
+        assert_eq!(
+            value(&kv, "unsure").await.as_deref(),
+            Some("in the file"),
+            "{failures} failed syncs: the renamed snapshot is what the file holds"
+        );
+        assert_eq!(value(&kv, "after").await, None);
         kv.close().await.unwrap();
     }
 }

@@ -1,23 +1,27 @@
-//! Who may open a durable file: a pid lock file against other processes, and a
+//! Who may open a durable file: an OS lock on `<path>.lock` against other processes, and a
 //! process-global registry against a second open in this process.
 //!
 //! | found at open | outcome |
 //! | --- | --- |
 //! | the canonical path in this process's registry | [`FileError::AlreadyOpen`] until `close()` (or drop) |
-//! | no `<path>.lock` | created atomically (written aside, then hard-linked), holding our pid |
-//! | `<path>.lock` of a live process | [`FileError::Locked`] naming the pid |
-//! | `<path>.lock` of a dead process, of our own pid (a crashed handle of this process), or unreadable | broken (removed) with a warning, then taken |
+//! | no `<path>.lock` | created, locked, our pid written in it |
+//! | `<path>.lock` locked by another process | [`FileError::Locked`] naming the pid written in it |
+//! | `<path>.lock` that nobody locks (its process died, or a crashed handle of this one) | locked and taken, with a warning naming the pid it held |
 //!
-//! Liveness is `/proc/<pid>` existing (Linux). Without `/proc` a pid is taken as alive, so a
-//! stale lock must then be removed by hand. A dead pid reused by an unrelated live process
-//! keeps the lock (refused until that process ends or the lock file is removed). Two processes
-//! breaking the same stale lock at the same instant can, in a narrow window, both succeed;
-//! that is not a concern for the single process this backend is meant for.
+//! The lock is the kernel's (`flock` on Unix, through [`File::try_lock`]), held by the open
+//! lock file for as long as the handle lives: a process that dies, however it dies, releases
+//! it, and a live one holds it whatever the file says, also from another pid namespace (two
+//! containers sharing a volume, both running as pid 1). The pid in the file only names the
+//! holder in the error. `close()` (or drop) removes the lock file while still holding the
+//! lock; an open that locked a lock file removed or replaced meanwhile (checked by inode)
+//! starts over on the new one, so two handles never hold the lock at once.
 //!
-//! It does not lock against processes that ignore the lock file.
+//! It does not lock against processes that ignore the lock file, and it is only as good as
+//! the filesystem's locks (on a network filesystem, as good as its lock service).
 
 use std::collections::HashSet;
-use std::io::ErrorKind;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -29,7 +33,9 @@ fn registry() -> std::sync::MutexGuard<'static, HashSet<PathBuf>> {
     OPEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Whether the process `pid` is alive (see the module documentation).
+/// Whether the process `pid` is alive on this host, as far as `/proc` tells (Linux; without
+/// `/proc`, every pid counts as alive). The lock does not depend on it: it is for the
+/// messages and tools that report on a lock file's pid.
 pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 {
         return false;
@@ -45,33 +51,29 @@ pub fn pid_alive(pid: u32) -> bool {
 pub(super) struct Guard {
     canonical: PathBuf,
     lock_file: PathBuf,
-    active: bool,
+    /// The open, locked lock file: the OS lock lives as long as it does.
+    held: Option<File>,
 }
 
 impl Guard {
-    /// Releases the registry entry but leaves the lock file, as a process dying would
-    /// (used by the crash simulation).
+    /// Releases the lock and the registry entry but leaves the lock file, as a process dying
+    /// would (used by the crash simulation).
     pub(super) fn abandon(mut self) {
+        drop(self.held.take());
         registry().remove(&self.canonical);
-        self.active = false;
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if !self.active {
-            return;
-        }
-        let ours = std::fs::read_to_string(&self.lock_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            == Some(std::process::id());
-        if ours {
+        if let Some(held) = self.held.take() {
+            // Removed while still locked: an open racing with it finds the inode gone.
             if let Err(e) = std::fs::remove_file(&self.lock_file) {
                 tracing::warn!(file = %self.lock_file.display(), error = %e, "could not remove lock file");
             }
+            drop(held);
+            registry().remove(&self.canonical);
         }
-        registry().remove(&self.canonical);
     }
 }
 
@@ -91,62 +93,85 @@ pub(super) fn acquire(canonical: &Path, lock_file: &Path) -> Result<Guard, FileE
             file: canonical.to_path_buf(),
         });
     }
-    // From here the registry entry is released by the guard's drop, also on error.
-    let mut guard = Guard {
-        canonical: canonical.to_path_buf(),
-        lock_file: lock_file.to_path_buf(),
-        active: true,
-    };
-    let me = std::process::id();
-    let aside = PathBuf::from(format!("{}.{me}.tmp", lock_file.display()));
-    std::fs::write(&aside, format!("{me}\n")).map_err(io(&aside, "write lock file"))?;
-    let result = take(lock_file, &aside, canonical);
-    let _ = std::fs::remove_file(&aside);
-    if result.is_err() {
-        // Not ours: the drop must not remove another process's lock file.
-        registry().remove(canonical);
-        guard.active = false;
+    match take(lock_file, canonical) {
+        Ok(held) => Ok(Guard {
+            canonical: canonical.to_path_buf(),
+            lock_file: lock_file.to_path_buf(),
+            held: Some(held),
+        }),
+        Err(error) => {
+            registry().remove(canonical);
+            Err(error)
+        }
     }
-    result.map(|()| guard)
 }
 
-fn take(lock_file: &Path, aside: &Path, canonical: &Path) -> Result<(), FileError> {
-    for _ in 0..3 {
-        match std::fs::hard_link(aside, lock_file) {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io(lock_file, "create lock file")(e)),
-        }
-        let holder = match std::fs::read_to_string(lock_file) {
-            Ok(text) => text.trim().parse::<u32>().ok(),
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(io(lock_file, "read lock file")(e)),
-        };
-        match holder {
-            Some(pid) if pid != std::process::id() && pid_alive(pid) => {
+/// The pid written in a lock file (`None` when empty or not a number).
+fn written_pid(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Whether the open `file` is still the one at `path` (it may have been removed, or removed
+/// and created again, between our open and our lock).
+#[cfg(unix)]
+fn still_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(open), Ok(now)) => open.dev() == now.dev() && open.ino() == now.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn still_at(_file: &File, path: &Path) -> bool {
+    path.exists()
+}
+
+fn take(lock_file: &Path, canonical: &Path) -> Result<File, FileError> {
+    for _ in 0..5 {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(lock_file)
+            .map_err(io(lock_file, "open lock file"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
                 return Err(FileError::Locked {
                     file: canonical.to_path_buf(),
                     lock_file: lock_file.to_path_buf(),
-                    pid,
+                    // 0 when the holder has locked but not yet written its pid.
+                    pid: written_pid(&mut file).unwrap_or(0),
                 });
             }
-            _ => {
-                tracing::warn!(
-                    lock_file = %lock_file.display(),
-                    holder = ?holder,
-                    "breaking a stale lock (its process is gone)"
-                );
-                match std::fs::remove_file(lock_file) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => return Err(io(lock_file, "remove stale lock file")(e)),
-                }
-            }
+            Err(TryLockError::Error(e)) => return Err(io(lock_file, "lock the lock file")(e)),
         }
+        if !still_at(&file, lock_file) {
+            // Removed by its closing holder after our open: lock the new one.
+            continue;
+        }
+        if let Some(pid) = written_pid(&mut file) {
+            tracing::warn!(
+                lock_file = %lock_file.display(),
+                holder = pid,
+                "taking a stale lock file (its process no longer holds it)"
+            );
+        }
+        let me = std::process::id();
+        file.set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| writeln!(file, "{me}"))
+            .map_err(io(lock_file, "write lock file"))?;
+        return Ok(file);
     }
     Err(FileError::Io {
         file: lock_file.to_path_buf(),
         operation: "take lock file",
-        source: Arc::new(std::io::Error::other("the lock file keeps changing")),
+        source: Arc::new(std::io::Error::other("the lock file keeps being replaced")),
     })
 }

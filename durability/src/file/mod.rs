@@ -13,14 +13,17 @@
 //! in at once). Concurrent writes from many tasks share one append (or one snapshot) and one
 //! `fsync` (group commit, counted by [`FileDurability::stats`]); a write is answered only once
 //! durable, and a write that could not be persisted is answered with an error and never
-//! applied.
+//! applied. When the failure may have left the write on disk all the same (the folder's sync
+//! failing after a snapshot's rename, a log that cannot be cut back), the backend also
+//! refuses every later write ([`FileError::Poisoned`]) until it is reopened, and what the
+//! file holds then decides.
 //!
 //! Opening refuses, without changing any file:
 //!
 //! | found | error |
 //! | --- | --- |
 //! | the file open elsewhere in this process | [`FileError::AlreadyOpen`] (until `close()` or drop) |
-//! | `<path>.lock` of another live process | [`FileError::Locked`] (a dead process's lock is broken) |
+//! | `<path>.lock` locked by another live process (an OS lock) | [`FileError::Locked`] (a dead process's lock file is taken over) |
 //! | a snapshot of another format | [`FileError::NotADurableFile`] |
 //! | a snapshot that cannot be read back (truncated, damaged) | [`FileError::SnapshotCorrupt`] |
 //! | a damaged log line followed by more lines | [`FileError::AppendLogCorrupt`] (line, byte offset) |
@@ -248,8 +251,7 @@ impl FileDurability {
     }
 
     /// Stops as a killed process would: queued writes are dropped unanswered, the log is not
-    /// folded and the lock file stays behind (the next open breaks it, its pid being this
-    /// process's and no handle holding it).
+    /// folded and the lock file stays behind, unlocked (the next open takes it over).
     #[cfg(feature = "testing")]
     pub async fn simulate_crash(&self) {
         if self.inner.closed.swap(true, Ordering::SeqCst) {

@@ -9,8 +9,8 @@
 //! | step | append-log mode | snapshot mode |
 //! | --- | --- | --- |
 //! | persist | append one line per request to `<path>.log`, one `fsync` | write `<path>.tmp`, `fsync`, rename over `<path>`, `fsync` the folder |
-//! | persist fails | the log is cut back to its previous length; every request of the group fails, nothing applied | the temp file is removed; every request fails, nothing applied |
-//! | cutting back fails | the backend is poisoned: later writes fail until it is reopened | — |
+//! | persist fails | the log is cut back to its previous length; every request of the group fails, nothing applied | before the rename: the temp file is removed; every request fails, nothing applied |
+//! | the failure leaves the group on disk | cutting back fails: the backend is poisoned (later writes fail until it is reopened, and the reopened file decides) | the folder's sync fails twice after the rename: every request fails and the backend is poisoned, as in append-log mode |
 //! | compaction (every `compact_every` lines or `compact_bytes`) | snapshot carrying the log sequence, then the log is cut to its header | — |
 //!
 //! A crash at any point of those steps loses only requests that were not answered yet:
@@ -367,7 +367,18 @@ impl Writer {
             } else {
                 let stored = committed.stored(Some(&pending));
                 match format::encode_snapshot(self.seq, pending.last_version, stored) {
-                    Ok(bytes) => self.replace_snapshot(&bytes),
+                    Ok(bytes) => match self.replace_snapshot(&bytes) {
+                        Ok(()) => Ok(()),
+                        Err(Replaced::Not(e)) => Err(e),
+                        Err(Replaced::Unsynced(e)) => {
+                            // The group is in the file but may not survive a crash: neither
+                            // an answer nor a rollback can be right, so stop writing; the
+                            // file decides at the next open.
+                            tracing::error!(file = %self.paths.data.display(), error = %e, "the new snapshot is in place but the folder could not be synced: refusing further writes");
+                            self.poisoned = true;
+                            Err(e)
+                        }
+                    },
                     Err(e) => Err(io(&self.paths.data, "encode snapshot")(e.into())),
                 }
             };
@@ -443,8 +454,9 @@ impl Writer {
         Ok(())
     }
 
-    /// Atomically replaces the snapshot with `bytes`.
-    fn replace_snapshot(&self, bytes: &[u8]) -> Result<(), FileError> {
+    /// Atomically replaces the snapshot with `bytes`. A failed sync of the folder after the
+    /// rename is tried once more before it counts.
+    fn replace_snapshot(&self, bytes: &[u8]) -> Result<(), Replaced> {
         let (data, tmp, hook) = (&self.paths.data, &self.paths.tmp, self.hook());
         let written = (|| {
             let mut file = File::create(tmp).map_err(io(data, "create snapshot temp file"))?;
@@ -459,12 +471,15 @@ impl Writer {
             checked(hook, IoOp::Rename, data, || std::fs::rename(tmp, data))
                 .map_err(io(data, "replace snapshot"))
         })();
-        if written.is_err() {
+        if let Err(e) = written {
             let _ = std::fs::remove_file(tmp);
-            return written;
+            return Err(Replaced::Not(e));
         }
         if self.options.fsync {
-            self.sync_dir()?;
+            if let Err(first) = self.sync_dir() {
+                tracing::warn!(error = %first, "syncing the folder after a snapshot failed; trying again");
+                self.sync_dir().map_err(Replaced::Unsynced)?;
+            }
         }
         Ok(())
     }
@@ -476,7 +491,9 @@ impl Writer {
             format::encode_snapshot(self.seq, committed.last_version, committed.stored(None))
                 .map_err(|e| io(&self.paths.data, "encode snapshot")(e.into()))?
         };
-        self.replace_snapshot(&bytes)
+        // It holds only what memory holds (every write of it answered already): a snapshot
+        // in place but not synced loses nothing, the log still has every line.
+        self.replace_snapshot(&bytes).map_err(Replaced::into_error)
     }
 
     /// Folds the log into the snapshot and cuts the log to its header.
@@ -521,5 +538,22 @@ impl Writer {
             self.remove_log()?;
         }
         Ok(())
+    }
+}
+
+/// How replacing the snapshot failed.
+enum Replaced {
+    /// Before the rename: the previous snapshot stands, nothing changed.
+    Not(FileError),
+    /// After the rename: the new snapshot is in place, but the folder could not be synced, so
+    /// whether it survives a crash is unknown.
+    Unsynced(FileError),
+}
+
+impl Replaced {
+    fn into_error(self) -> FileError {
+        match self {
+            Replaced::Not(e) | Replaced::Unsynced(e) => e,
+        }
     }
 }
