@@ -80,4 +80,4 @@ pub use store::{
 };
 pub use store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 #[cfg(feature = "sqlite")]
-pub use store::{SqliteDurableKv, SqliteStore, SqliteStoreOptions};
+pub use store::{SqliteDurableKv, SqliteQueryError, SqliteStore, SqliteStoreOptions};

@@ -1,6 +1,7 @@
 //! [`SqliteStore`]: the shared store behaviour, and what only a file can do: reopening,
 //! a second process reading it, refusing foreign files and newer schemas, group commit,
-//! read-only stores and corrupt rows.
+//! read-only stores, corrupt rows, and bad files (a full disk, a truncated database, an
+//! unwritable folder), whose errors name the file.
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
@@ -694,5 +695,151 @@ async fn short_reads_run_on_the_calling_thread_and_listings_on_the_pool() {
     assert!(
         !read_thread(&pooled, false).await,
         "inline_reads(false): a read ran on the calling thread"
+    );
+}
+
+/// Whether `error`'s whole chain (its message and every source's) mentions `file`.
+fn names(error: &dyn std::error::Error, file: &Path) -> bool {
+    let file = file.display().to_string();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.to_string().contains(&file) {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// A full disk (the file may not grow past its size, `PRAGMA max_page_count`): the write
+/// that does not fit fails with an error naming the file and SQLite's reason; what was
+/// answered before it is in the file when it is opened again.
+#[tokio::test]
+async fn a_full_disk_fails_the_write_naming_the_file_and_keeps_what_was_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bot.db");
+    let store = SqliteStore::connect(&path).await.unwrap();
+    for n in 0..5 {
+        store
+            .set_value("s", &format!("kept{n}"), &json!(n))
+            .await
+            .unwrap();
+    }
+    let pages: i64 = store
+        .write("fill the disk", |tx| {
+            let pages: i64 = tx.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            tx.query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .await
+        .unwrap();
+    assert!(pages > 0);
+    let big = json!("x".repeat(64 * 1024));
+    let error = store.set_value("s", "too big", &big).await.unwrap_err();
+    assert!(matches!(error, StoreError::Query { .. }), "{error:?}");
+    assert!(names(&error, &path), "the error names the file: {error}");
+    let chain = format!("{error}: {:?}", std::error::Error::source(&error));
+    assert!(chain.contains("full"), "SQLite's reason: {chain}");
+    store.close().await.unwrap();
+
+    let store = SqliteStore::connect(&path).await.unwrap();
+    for n in 0..5 {
+        assert_eq!(
+            store.get_value("s", &format!("kept{n}")).await.unwrap(),
+            Some(json!(n))
+        );
+    }
+    assert_eq!(store.get_value("s", "too big").await.unwrap(), None);
+    store.close().await.unwrap();
+}
+
+/// A database file cut short (a copy interrupted, a disk that lost its tail) is refused at
+/// open, or at the first read of what it lost, with an error naming the file; the file is
+/// left as it was.
+#[tokio::test]
+async fn a_truncated_database_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bot.db");
+    let store = SqliteStore::connect(&path).await.unwrap();
+    for n in 0..400 {
+        store
+            .set_value("s", &format!("k{n:03}"), &json!("v".repeat(200)))
+            .await
+            .unwrap();
+    }
+    store.close().await.unwrap();
+    // Closing the last connection checkpointed the WAL into the file and removed it.
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len > 16 * 4096, "{len} bytes");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len / 2).unwrap();
+    drop(file);
+    let cut = std::fs::read(&path).unwrap();
+
+    let error = match SqliteStore::connect(&path).await {
+        Err(error) => error,
+        Ok(store) => {
+            let listed = store.values("s").await;
+            store.close().await.unwrap();
+            listed.unwrap_err()
+        }
+    };
+    assert!(names(&error, &path), "the error names the file: {error}");
+    assert!(
+        format!("{error:?}").contains("malformed"),
+        "SQLite's reason: {error:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), cut, "left as it was");
+}
+
+/// A database whose folder cannot be written: opening fails with an error naming the file,
+/// and creates nothing. The folder is a regular file (always), then a read-only folder:
+/// `chmod 555` for an ordinary user; for root, whom permissions do not stop, an immutable
+/// folder (`chattr +i`, where the filesystem has it).
+#[cfg(unix)]
+#[tokio::test]
+async fn an_unwritable_folder_is_an_error_naming_the_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let regular = dir.path().join("plain-file");
+    std::fs::write(&regular, "not a folder").unwrap();
+    let path = regular.join("bot.db");
+    let error = SqliteStore::connect(&path).await.unwrap_err();
+    assert!(names(&error, &path), "the error names the file: {error}");
+
+    let folder = dir.path().join("read-only");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let chattr = |flag: &str| {
+        Command::new("chattr")
+            .arg(flag)
+            .arg(&folder)
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    let mut immutable = false;
+    if std::fs::write(folder.join("probe"), "x").is_ok() {
+        let _ = std::fs::remove_file(folder.join("probe"));
+        immutable = chattr("+i");
+    }
+    let refuses = std::fs::write(folder.join("probe"), "x").is_err();
+    let path = folder.join("bot.db");
+    let opened = SqliteStore::connect(&path).await;
+    if immutable {
+        chattr("-i");
+    }
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if !refuses {
+        eprintln!("SKIPPED (read-only folder part): neither chmod nor chattr stops this user");
+        opened.unwrap().close().await.unwrap();
+        return;
+    }
+    let error = opened.unwrap_err();
+    assert!(names(&error, &path), "the error names the file: {error}");
+    assert_eq!(
+        std::fs::read_dir(&folder).unwrap().count(),
+        0,
+        "nothing created"
     );
 }

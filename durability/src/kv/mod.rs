@@ -66,7 +66,9 @@ impl Scope {
         }
     }
 
-    /// A scope with an id chosen by the caller (a custom backend or a test).
+    /// A scope with an id chosen by the caller (a custom backend or a test). Ids starting
+    /// with a NUL byte are reserved to the backends (the SQLite journal keeps its version
+    /// counter under `"\0botmesh:versions"`).
     pub fn custom(id: impl Into<String>) -> Self {
         let id = id.into();
         Scope {

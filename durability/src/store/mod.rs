@@ -17,8 +17,8 @@ mod step;
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    SqliteDurableKv, SqliteKvError, SqliteStore, SqliteStoreOptions, SqliteSynchronous,
-    SqliteWriteStats,
+    SqliteDurableKv, SqliteKvError, SqliteQueryError, SqliteStore, SqliteStoreOptions,
+    SqliteSynchronous, SqliteWriteStats,
 };
 pub use step::{CheckpointWrite, StepCommit, StepCommitOutcome};
 

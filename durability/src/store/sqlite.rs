@@ -235,6 +235,44 @@ fn read_in<T>(
     Ok(value)
 }
 
+/// What a [`StoreError::Query`] of a [`SqliteStore`] carries: the failed statement's error,
+/// with the database file it ran on.
+///
+/// ```
+/// # use botmesh_durability::{SqliteQueryError, StoreError};
+/// fn file_of(error: &StoreError) -> Option<&std::path::Path> {
+///     match error {
+///         StoreError::Query { source, .. } => source
+///             .downcast_ref::<SqliteQueryError>()
+///             .map(|e| e.file.as_path()),
+///         _ => None,
+///     }
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("`{file}`: {source}")]
+pub struct SqliteQueryError {
+    /// The database file.
+    pub file: PathBuf,
+    /// The statement's (or the writer's) error.
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// Names `file` in a [`StoreError::Query`]; other errors already name it or need not.
+fn in_file(file: &Path, error: StoreError) -> StoreError {
+    match error {
+        StoreError::Query { operation, source } => StoreError::Query {
+            operation,
+            source: Box::new(SqliteQueryError {
+                file: file.to_path_buf(),
+                source,
+            }),
+        },
+        other => other,
+    }
+}
+
 /// Wraps a failed statement as [`StoreError::Query`].
 fn query_error(
     operation: &'static str,
@@ -333,7 +371,10 @@ impl SqliteStore {
             rx
         };
         // The writer drops the reply sender unanswered only when it stopped (closed store).
-        reply.await.unwrap_or(Err(StoreError::Closed))
+        reply
+            .await
+            .unwrap_or(Err(StoreError::Closed))
+            .map_err(|e| in_file(&self.shared.path, e))
     }
 
     /// Runs `f` on a read-only connection, inside one read transaction (a consistent
@@ -381,6 +422,21 @@ impl SqliteStore {
     }
 
     async fn read_with<T, F>(
+        &self,
+        operation: &'static str,
+        inline: bool,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        self.read_unnamed(operation, inline, f)
+            .await
+            .map_err(|e| in_file(&self.shared.path, e))
+    }
+
+    async fn read_unnamed<T, F>(
         &self,
         operation: &'static str,
         inline: bool,

@@ -12,7 +12,8 @@
 //! An `Ok` means committed at the store's `synchronous` level (`FULL` by default: durable).
 //!
 //! Versions come from one counter row kept in the same table under a reserved scope
-//! (`"\0botmesh:versions"`, which no [`Scope`] produces), bumped in the writing transaction,
+//! (`"\0botmesh:versions"`, which [`Scope::new`] never produces; a [`Scope::custom`] id must
+//! not take it), bumped in the writing transaction,
 //! so a version is never given twice, also across processes and after delete + re-create.
 //! Index values are `TEXT` compared with SQLite's `BINARY` collation (bytewise UTF-8).
 //!
@@ -32,19 +33,29 @@ use crate::journal::KvDurability;
 use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
 use crate::store::StoreError;
 
-/// The scope of the version counter row (no [`Scope`] id contains a NUL).
+/// The scope of the version counter row. The ids of [`Scope::new`] never start with a NUL;
+/// a [`Scope::custom`] id must not be this one (it is reserved).
 const COUNTER_SCOPE: &str = "\0botmesh:versions";
 const COUNTER_KEY: &str = "last_version";
 
-/// A failure of the `durable` table, naming the database file.
+/// A failure of the `durable` table, naming the database file once (a failed statement's
+/// [`StoreError::Query`] already names it, through [`SqliteQueryError`](super::SqliteQueryError)).
 #[derive(Debug, thiserror::Error)]
-#[error("durable table of `{file}`: {source}")]
 pub struct SqliteKvError {
     /// The database file.
     pub file: PathBuf,
     /// The store's error.
     #[source]
     pub source: StoreError,
+}
+
+impl std::fmt::Display for SqliteKvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            StoreError::Query { .. } => write!(f, "durable table: {}", self.source),
+            other => write!(f, "durable table of `{}`: {other}", self.file.display()),
+        }
+    }
 }
 
 /// The [`DurableKv`] kept in the `durable` table of a [`SqliteStore`]'s file. Cheap to clone;
