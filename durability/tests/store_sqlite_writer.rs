@@ -60,8 +60,7 @@ async fn concurrent_writes_from_50_tasks_all_land() {
     assert_eq!(values.len(), 50);
     assert_eq!(values[7], ("k07".to_owned(), json!(7)));
     let stats = store.write_stats();
-    assert_eq!(stats.requests, 100);
-    assert!(stats.transactions <= stats.requests, "{stats:?}");
+    assert_eq!(stats.requests, 100, "{stats:?}");
 }
 
 /// Holds the writer thread inside a request until the returned sender is dropped or sent to,

@@ -1,5 +1,7 @@
 //! A real process killed with SIGKILL in the middle of handlers and sends, on each embedded
-//! backend (SQLite, file), at several seeded moments; restarted on the same file, fed again
+//! backend (SQLite; the file backend with its append log and in its default snapshot mode),
+//! at five moments from right after the start to about the last reply (each backend must be
+//! cut short mid-work at least once); restarted on the same file, fed again
 //! what it had not acknowledged; every expected reply is delivered exactly once (a send whose
 //! outcome is unknown is reported by `durability:ambiguous`, never silently duplicated).
 
@@ -96,7 +98,9 @@ fn of_type<'a>(lines: &'a [Value], t: &str) -> impl Iterator<Item = &'a Value> {
     lines.iter().filter(move |v| v["type"] == t)
 }
 
-fn run_case(backend: &str, seed: u64) -> (usize, usize) {
+/// Runs one seeded kill on `backend`; returns the lines acknowledged and the replies sent
+/// before the kill, and the sends reported ambiguous.
+fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bot.db");
     let n = 12;
@@ -105,7 +109,8 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
     // First run: feed everything, kill at a seeded moment.
     let mut first = spawn(&db, backend);
     feed(&mut first, &all, &[0, 1, 2]);
-    let kill_after = Duration::from_millis(40 + (seed * 53) % 260);
+    // From right after the start to about when the last reply goes out on this machine.
+    let kill_after = Duration::from_millis(15 + seed * 25);
     std::thread::sleep(kill_after);
     first.child.kill().unwrap(); // SIGKILL
     first.child.wait().unwrap();
@@ -210,17 +215,31 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize) {
             }
         }
     }
-    (acked.len(), ambiguous.len())
+    let sent_before_kill = of_type(&lines1, "send").count();
+    (acked.len(), sent_before_kill, ambiguous.len())
 }
+
+/// Every reply of a full run: two per message, three of the flow.
+const REPLIES: usize = 12 * 2 + FLOW_REPLIES.len();
 
 #[test]
 fn sigkill_mid_work_then_restart_delivers_every_reply_once() {
-    for backend in ["sqlite", "file"] {
-        for seed in 0..4 {
-            let (acked, ambiguous) = run_case(backend, seed);
+    // The file backend in both of its modes: the append log, and snapshots (its default).
+    for backend in ["sqlite", "file", "file-snapshot"] {
+        let mut mid_work = 0;
+        for seed in 0..5 {
+            let (acked, sent, ambiguous) = run_case(backend, seed);
             println!(
-                "{backend:<6} seed {seed}: {acked:>2}/15 lines acknowledged before the kill, {ambiguous} ambiguous"
+                "{backend:<13} seed {seed}: {acked:>2}/15 lines acknowledged and {sent:>2}/{REPLIES} replies sent before the kill, {ambiguous} ambiguous"
             );
+            if sent < REPLIES {
+                mid_work += 1;
+            }
         }
+        // The kill cut the work short at least once (else the restarts proved nothing).
+        assert!(
+            mid_work > 0,
+            "{backend}: every seed killed the bot after its last reply"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! process in the middle of handlers and sends and start it again on the same file.
 //!
 //! ```text
-//! crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID]
+//! crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID]
 //!          [--instance ID] [--lease-ms N] [--work-ms N]
 //! ```
 //!
@@ -102,11 +102,13 @@ async fn run(args: Args) -> Result<(), BotError> {
     config.inbox.backoff = Backoff::fixed(Duration::from_millis(20), Duration::from_millis(20));
     let durability = match args.backend.as_str() {
         "sqlite" => DurabilityOptions::backend(store.durability_kv()),
-        "file" => {
+        // The append log, or (`file-snapshot`) the default: a snapshot replaced at each write.
+        mode @ ("file" | "file-snapshot") => {
             let path = args.db.with_extension("journal");
-            let file = FileDurability::open(&path, FileOptions::new().append_log(true))
+            let options = FileOptions::new().append_log(mode == "file");
+            let file = FileDurability::open(&path, options)
                 .await
-                .map_err(|e| BotError::config("--backend file", e.to_string()))?;
+                .map_err(|e| BotError::config("--backend", e.to_string()))?;
             DurabilityOptions::backend(file)
         }
         "postgres" => {
@@ -162,7 +164,7 @@ async fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             eprintln!(
-                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]"
+                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]"
             );
             return ExitCode::from(2);
         }
