@@ -281,9 +281,12 @@ pub(crate) async fn process_message(
     let inbound_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     let chat = m.chat.clone();
     let kernel = k.clone();
+    // Renewed while the job waits behind the chat's earlier messages.
+    let waiting = durable::waiting::WaitingLeases::enter(k, lease.as_ref());
     k.queues.push(
         &chat,
         Box::pin(async move {
+            drop(waiting);
             let slot = lease.map(durable::inbound::LeaseSlot::new);
             extras.lease = slot.clone();
             let work = async {
@@ -345,9 +348,12 @@ pub(crate) async fn process_interaction(
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &format!("interaction:{}", i.id));
     let chat = i.chat.clone();
     let kernel = k.clone();
+    // Renewed while the job waits behind the chat's earlier messages.
+    let waiting = durable::waiting::WaitingLeases::enter(k, lease.as_ref());
     k.queues.push(
         &chat,
         Box::pin(async move {
+            drop(waiting);
             let slot = lease.map(durable::inbound::LeaseSlot::new);
             extras.lease = slot.clone();
             let work = async {

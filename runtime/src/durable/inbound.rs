@@ -7,8 +7,10 @@
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
 //! transaction, and the pipeline does not record it again.
 //! `run_leased` runs a dispatch under the lease (heartbeat every third of `inbox.lease`, beside
-//! the dispatch in the same task) and completes the record whatever the handler returned (a
-//! handler that errors is not retried: its side effects ran).
+//! the dispatch in the same task; a beat that fails on the backend is tried again at the next
+//! one) and completes the record whatever the handler returned (a handler that errors is not
+//! retried: its side effects ran). Before that, while the job waits in its chat's queue, the
+//! lease is kept by [`waiting`](super::waiting).
 //! `replay` turns a claimed record back into an event: decode, rehydrate media, and hand it to
 //! the same admission as a live event minus gates, dedupe and journaling. An undecodable
 //! record is dead-lettered with an error event, never dropped silently.
@@ -21,7 +23,7 @@ use std::time::Duration;
 use botmesh_durability::StepCommitted;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
-use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
+use botmesh_durability::{DurabilityError, InboundRecord, InboxLease, NewInbound};
 
 use crate::bot::context::CtxExtras;
 use crate::bot::kernel::Kernel;
@@ -139,6 +141,15 @@ impl LeaseSlot {
     }
 }
 
+/// Whether a heartbeat's error may pass with the next beat (the backend failed or was busy),
+/// as opposed to a lease that is gone (taken over, or the record settled or removed).
+pub(crate) fn transient(error: &DurabilityError) -> bool {
+    matches!(
+        error,
+        DurabilityError::Backend { .. } | DurabilityError::Contention { .. }
+    )
+}
+
 /// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
 /// completed, or, when `work` reports that the journal failed under it (a send could not be
 /// journaled), charged as a retryable failure so the sweeper replays the message (its sends
@@ -166,8 +177,13 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
             // future.
             match Box::pin(dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(lease))).await {
                 Ok(l) => renewed = Some(l),
+                // The backend is away for a moment: the lease still runs, beat again at the
+                // next tick.
+                Err(e) if transient(&e) => {
+                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed; trying again");
+                }
                 Err(e) => {
-                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed");
+                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat stopped: the lease is gone");
                     return;
                 }
             }

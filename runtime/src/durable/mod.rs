@@ -21,6 +21,7 @@ pub(crate) mod inbound;
 pub(crate) mod media;
 pub(crate) mod outbound;
 pub(crate) mod sweeper;
+pub(crate) mod waiting;
 
 use std::future::Future;
 use std::pin::pin;
@@ -143,6 +144,8 @@ pub(crate) struct Durable {
     /// The sweeper, stopped gracefully: it finishes the record in hand.
     pub(crate) sweeper: Mutex<Option<JoinHandle<()>>>,
     pub(crate) stop_sweeper: tokio::sync::watch::Sender<bool>,
+    /// The leases of inbound records whose jobs wait in their chat's queue.
+    pub(crate) waiting: waiting::WaitingLeases,
 }
 
 impl Durable {
@@ -176,6 +179,7 @@ impl Durable {
             tasks: Mutex::new(Vec::new()),
             sweeper: Mutex::new(None),
             stop_sweeper: tokio::sync::watch::channel(false).0,
+            waiting: waiting::WaitingLeases::default(),
         })
     }
 
@@ -256,10 +260,13 @@ impl LifecycleStep for DurabilityStep {
                 k.events.emit(to_bot_event(&event));
             }
         });
+        // Keeps the leases of queued jobs (the replays of the recovery below among them),
+        // also through the drain of a stop.
+        let keeper = tokio::spawn(waiting::keep(Arc::downgrade(k)));
         dur.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(forwarder);
+            .extend([forwarder, keeper]);
         sweeper::recover(k, dur).await?;
         let handle = tokio::spawn(sweeper::run(
             Arc::downgrade(k),

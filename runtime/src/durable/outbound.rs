@@ -392,7 +392,15 @@ async fn attempt(
             // Boxed: heartbeats are rare, and the call would otherwise sit in every send's future.
             match Box::pin(dur.d.outbox().heartbeat(renewed.as_ref().unwrap_or(&lease))).await {
                 Ok(l) => renewed = Some(l),
-                Err(_) => return,
+                // The backend is away for a moment: the lease still runs, beat again at the
+                // next tick, so that a slow provider call is not taken for an abandoned send.
+                Err(e) if super::inbound::transient(&e) => {
+                    tracing::warn!(key = %lease.key, error = %e, "outbox heartbeat failed; trying again");
+                }
+                Err(e) => {
+                    tracing::warn!(key = %lease.key, error = %e, "outbox heartbeat stopped: the lease is gone");
+                    return;
+                }
             }
         }
     };

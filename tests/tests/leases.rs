@@ -1,0 +1,255 @@
+//! A live process keeps its leases however long its work takes: while a message waits in its
+//! chat's queue behind a slow handler, and through a heartbeat that failed once because the
+//! backend was away for a moment (inbox and outbox). Each case runs one handler and one send
+//! per message, and ends with every record done, no stale lease, no dead letter and no send
+//! of unknown outcome.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh::durability::kv::{Index, WritePhase};
+use botmesh::durability::{
+    Backoff, CasOutcome, DurabilityConfig, DurableKv, Entry, InboxState, KvError, KvOp, KvRecord,
+    MemoryKv, Scope, Versioned, WritePoint,
+};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::testing::MockProvider;
+
+/// A memory backend whose write at `point` fails once (before it is made) when `armed`.
+struct BlipKv {
+    inner: MemoryKv,
+    point: WritePoint,
+    armed: AtomicBool,
+    blips: AtomicUsize,
+}
+
+impl BlipKv {
+    fn new(point: WritePoint) -> Arc<Self> {
+        Arc::new(Self {
+            inner: MemoryKv::new(),
+            point,
+            armed: AtomicBool::new(true),
+            blips: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl DurableKv for BlipKv {
+    async fn get(&self, s: &Scope, k: &str) -> Result<Option<Versioned>, KvError> {
+        self.inner.get(s, k).await
+    }
+    async fn cas(
+        &self,
+        s: &Scope,
+        k: &str,
+        e: Option<u64>,
+        en: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        self.inner.cas(s, k, e, en).await
+    }
+    async fn delete(&self, s: &Scope, k: &str, e: u64) -> Result<CasOutcome, KvError> {
+        self.inner.delete(s, k, e).await
+    }
+    async fn range(
+        &self,
+        s: &Scope,
+        i: Index,
+        f: &str,
+        t: &str,
+        l: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        self.inner.range(s, i, f, t, l).await
+    }
+    async fn batch(&self, s: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        self.inner.batch(s, ops).await
+    }
+    fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
+        if point == self.point
+            && phase == WritePhase::Before
+            && self.armed.swap(false, Ordering::SeqCst)
+        {
+            self.blips.fetch_add(1, Ordering::SeqCst);
+            return Err(KvError::Unavailable {
+                operation: "cas",
+                source: "the backend is away for a moment".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Leases of 300 ms (heartbeats every 100 ms), a sweeper every 20 ms.
+fn config() -> DurabilityConfig {
+    let mut c = DurabilityConfig::default();
+    c.poll = Duration::from_millis(20);
+    c.inbox.lease = Duration::from_millis(300);
+    c.outbox.lease = Duration::from_millis(300);
+    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    c
+}
+
+/// What a case ends with.
+struct Outcome {
+    bot: Bot,
+    mock: MockProvider,
+    events: Vec<String>,
+}
+
+impl Outcome {
+    async fn assert_clean(&self, runs: &[(&str, &AtomicUsize)]) {
+        for (what, count) in runs {
+            assert_eq!(count.load(Ordering::SeqCst), 1, "{what} ran once");
+        }
+        let d = self.bot.durability().unwrap();
+        let metrics = d.metrics();
+        assert_eq!(metrics.stale_leases, 0, "{metrics:?}");
+        assert_eq!(metrics.inbound_dead, 0, "{metrics:?}");
+        assert_eq!(metrics.outbox_ambiguous, 0, "{metrics:?}");
+        for state in [
+            InboxState::Pending,
+            InboxState::Processing,
+            InboxState::Dead,
+        ] {
+            let left = d.inbox().list(state, 10).await.unwrap();
+            assert!(left.is_empty(), "{state:?}: {left:?}");
+        }
+        assert!(
+            !self
+                .events
+                .iter()
+                .any(|e| e == "durability:dead" || e == "durability:ambiguous"),
+            "{:?}",
+            self.events
+        );
+    }
+}
+
+/// Starts a bot on `kv` whose handler waits `slow` for the text `slow`, feeds `texts` to one
+/// chat, and waits until they are answered and a lease or two more have passed.
+async fn run(
+    kv: Arc<BlipKv>,
+    slow: Duration,
+    texts: &[&str],
+    runs: Arc<[AtomicUsize; 2]>,
+    send_delay: Option<Duration>,
+) -> Outcome {
+    let mock = MockProvider::new();
+    mock.set_send_delay(send_delay);
+    let bot = Bot::builder(mock.clone())
+        .durability(
+            DurabilityOptions::backend(kv)
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    let counted = runs.clone();
+    bot.catch_all(move |ctx: Ctx| {
+        let runs = counted.clone();
+        async move {
+            let n = usize::from(ctx.text() != "slow");
+            runs[n].fetch_add(1, Ordering::SeqCst);
+            if ctx.text() == "slow" {
+                tokio::time::sleep(slow).await;
+            }
+            ctx.reply(format!("{}:done", ctx.text())).await?;
+            Ok(())
+        }
+    });
+    let mut subscribed = bot.subscribe();
+    bot.start().await.unwrap();
+    for (n, text) in texts.iter().enumerate() {
+        mock.say("alice", &format!("m{n}"), text).await.unwrap();
+    }
+    assert_eq!(
+        mock.wait_for_sends(texts.len(), Duration::from_secs(10))
+            .await,
+        texts.len()
+    );
+    // A lease and more: long enough for an expired lease to be claimed again.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    bot.idle().await;
+    let mut events = Vec::new();
+    while let Ok(event) = subscribed.try_recv() {
+        if let BotEvent::Durability { name, .. } = event {
+            events.push(name);
+        }
+    }
+    let expected: Vec<String> = texts.iter().map(|t| format!("{t}:done")).collect();
+    assert_eq!(mock.texts("alice"), expected, "each reply once, in order");
+    Outcome { bot, mock, events }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
+    // Never armed: no failure, only the wait.
+    let kv = BlipKv::new(WritePoint::InboxHeartbeat);
+    kv.armed.store(false, Ordering::SeqCst);
+    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    // The second message waits 1.5 s, five leases, behind the first.
+    let outcome = run(
+        kv,
+        Duration::from_millis(1500),
+        &["slow", "fast"],
+        runs.clone(),
+        None,
+    )
+    .await;
+    outcome
+        .assert_clean(&[
+            ("the slow handler", &runs[0]),
+            ("the queued handler", &runs[1]),
+        ])
+        .await;
+    outcome.bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
+    let kv = BlipKv::new(WritePoint::InboxHeartbeat);
+    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let outcome = run(
+        kv.clone(),
+        Duration::from_millis(1200),
+        &["slow"],
+        runs.clone(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        kv.blips.load(Ordering::SeqCst),
+        1,
+        "the heartbeat failed once"
+    );
+    outcome.assert_clean(&[("the handler", &runs[0])]).await;
+    outcome.bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbox_heartbeat_that_fails_once_keeps_beating() {
+    let kv = BlipKv::new(WritePoint::OutboxHeartbeat);
+    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    // A provider call of 1.2 s, four send leases.
+    let outcome = run(
+        kv.clone(),
+        Duration::ZERO,
+        &["fast"],
+        runs.clone(),
+        Some(Duration::from_millis(1200)),
+    )
+    .await;
+    assert_eq!(
+        kv.blips.load(Ordering::SeqCst),
+        1,
+        "the heartbeat failed once"
+    );
+    outcome.assert_clean(&[("the handler", &runs[1])]).await;
+    assert_eq!(outcome.mock.sent().len(), 1, "one provider call");
+    outcome.bot.stop().await.unwrap();
+}
