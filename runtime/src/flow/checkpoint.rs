@@ -232,9 +232,13 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     Loaded::Ready(stack)
 }
 
-/// Deletes a chat's checkpoint, reporting a failure as an event.
-pub(crate) async fn drop_checkpoint(k: &Kernel, chat: &str) {
-    if let Err(e) = k.store.delete_checkpoint(chat).await {
-        k.events.error("flow:checkpoint", Some(&chat.into()), e);
+/// Deletes a chat's checkpoint, reporting a failure as an event; whether it is gone.
+pub(crate) async fn drop_checkpoint(k: &Kernel, chat: &str) -> bool {
+    match k.store.delete_checkpoint(chat).await {
+        Ok(()) => true,
+        Err(e) => {
+            k.events.error("flow:checkpoint", Some(&chat.into()), e);
+            false
+        }
     }
 }

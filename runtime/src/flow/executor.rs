@@ -407,6 +407,12 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
         Box::pin(finish_atomic(ctx, &k, &chat, stack, ended, step)).await;
         return;
     }
+    // A checkpoint write that failed leaves the store at the previous step. With durable
+    // journals the message is then charged as failed and replayed, and the replay re-runs
+    // the step from the stored checkpoint (its sends answered from the outbox, its effects
+    // from their records, which are kept for it); the step's outcome is dropped.
+    let replays = k.durable.is_some() && ctx.inbound_id().is_some();
+    let mut cut = false;
     match ended {
         None => {
             stack.fed_by = ctx.inbound_id().map(str::to_owned);
@@ -431,25 +437,53 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
                             format!("checkpoint:{top}:{}", stack.step),
                         );
                     }
-                    Err(e) => k.events.error("flow:checkpoint", Some(&chat), e),
+                    Err(e) => {
+                        k.events.error("flow:checkpoint", Some(&chat), e);
+                        cut = replays;
+                    }
                 }
             } else if stack.checkpointed {
-                checkpoint::drop_checkpoint(&k, chat.as_str()).await;
-                stack.checkpointed = false;
+                if checkpoint::drop_checkpoint(&k, chat.as_str()).await {
+                    stack.checkpointed = false;
+                } else {
+                    cut = replays;
+                }
             }
-            emit(&k, &chat, stack.top_name().unwrap_or(""), "suspended");
-            k.flows.put(&chat, stack);
+            if cut {
+                emit(
+                    &k,
+                    &chat,
+                    stack.top_name().unwrap_or(""),
+                    "interrupted:checkpoint",
+                );
+            } else {
+                emit(&k, &chat, stack.top_name().unwrap_or(""), "suspended");
+                k.flows.put(&chat, stack);
+            }
         }
         Some((name, reason, err)) => {
-            if stack.checkpointed || checkpoint_exists(&k, &chat).await {
-                checkpoint::drop_checkpoint(&k, chat.as_str()).await;
+            if (stack.checkpointed || checkpoint_exists(&k, &chat).await)
+                && !checkpoint::drop_checkpoint(&k, chat.as_str()).await
+            {
+                cut = replays;
             }
-            if let Some(e) = err {
-                Counters::inc(&k.counters.handler_errors);
-                k.events.error(format!("flow:{name}"), Some(&chat), e);
+            if cut {
+                emit(&k, &chat, name, "interrupted:checkpoint");
+            } else {
+                if let Some(e) = err {
+                    Counters::inc(&k.counters.handler_errors);
+                    k.events.error(format!("flow:{name}"), Some(&chat), e);
+                }
+                emit(&k, &chat, name, format!("ended:{reason}"));
             }
-            emit(&k, &chat, name, format!("ended:{reason}"));
         }
+    }
+    if cut {
+        tracing::warn!(chat = %chat, "flow checkpoint not written: the message is replayed from the stored one");
+        ctx.0
+            .journal_failed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        return;
     }
     let scope = effect::scope(chat.as_str());
     for key in effect_keys {

@@ -1,0 +1,232 @@
+//! A persistent flow whose checkpoint write fails (the store away for a moment) while its
+//! journals live elsewhere (memory here; also file and Redis, which do not share the store's
+//! transactions): the message is charged as failed and replayed from the stored checkpoint.
+//! Each question is asked once, the answer is taken for the question it answers, the step's
+//! effect runs once, and a flow that ended is not brought back by a checkpoint that could not
+//! be deleted.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh::durability::{
+    Backoff, ChatRecord, ContactRecord, DurabilityConfig, FlowCheckpoint, HandoffRecord,
+    InboxState, LedgerEntry, MemoryStore, Store, StoreError,
+};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::testing::MockProvider;
+
+/// A memory store whose next checkpoint save, or delete, fails once when armed.
+#[derive(Clone, Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    fail_save: Arc<AtomicBool>,
+    fail_delete: Arc<AtomicBool>,
+}
+
+fn away() -> StoreError {
+    StoreError::Query {
+        operation: "checkpoint",
+        source: "the store is away for a moment".into(),
+    }
+}
+
+#[async_trait]
+impl Store for FlakyStore {
+    async fn open(&self) -> Result<(), StoreError> {
+        self.inner.open().await
+    }
+    async fn close(&self) -> Result<(), StoreError> {
+        self.inner.close().await
+    }
+    async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
+        self.inner.upsert_chat(c).await
+    }
+    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
+        self.inner.chat(id).await
+    }
+    async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
+        self.inner.upsert_contact(c).await
+    }
+    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
+        self.inner.contact(id).await
+    }
+    async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
+        self.inner.append_ledger(e).await
+    }
+    async fn ledger(&self, c: &str, l: usize) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.inner.ledger(c, l).await
+    }
+    async fn save_checkpoint(&self, cp: &FlowCheckpoint) -> Result<(), StoreError> {
+        if self.fail_save.swap(false, Ordering::SeqCst) {
+            return Err(away());
+        }
+        self.inner.save_checkpoint(cp).await
+    }
+    async fn checkpoint(&self, c: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        self.inner.checkpoint(c).await
+    }
+    async fn checkpoint_step(&self, c: &str) -> Result<Option<u64>, StoreError> {
+        self.inner.checkpoint_step(c).await
+    }
+    async fn delete_checkpoint(&self, c: &str) -> Result<(), StoreError> {
+        if self.fail_delete.swap(false, Ordering::SeqCst) {
+            return Err(away());
+        }
+        self.inner.delete_checkpoint(c).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
+        self.inner.checkpoints().await
+    }
+    async fn set_handoff(&self, h: &HandoffRecord) -> Result<(), StoreError> {
+        self.inner.set_handoff(h).await
+    }
+    async fn clear_handoff(&self, c: &str) -> Result<(), StoreError> {
+        self.inner.clear_handoff(c).await
+    }
+    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
+        self.inner.handoffs().await
+    }
+    async fn get_value(&self, s: &str, k: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.get_value(s, k).await
+    }
+    async fn set_value(&self, s: &str, k: &str, v: &serde_json::Value) -> Result<(), StoreError> {
+        self.inner.set_value(s, k, v).await
+    }
+    async fn delete_value(&self, s: &str, k: &str) -> Result<(), StoreError> {
+        self.inner.delete_value(s, k).await
+    }
+    async fn values(&self, s: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        self.inner.values(s).await
+    }
+}
+
+/// Charges made by the orders' effect, one counter per test (they run in parallel).
+static CHARGES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+#[flow(start = command("order"))]
+#[persistent]
+async fn order(cx: &mut FlowCx) -> FlowResult {
+    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+    let quantity: String = cx.ask("How many?").await?.text().to_owned();
+    let charge: usize = cx.chat().as_str().len() % 2;
+    let receipt: String = cx
+        .effect(async move {
+            CHARGES[charge].fetch_add(1, Ordering::SeqCst);
+            "r1".to_owned()
+        })
+        .await?;
+    cx.send(format!("Ordered {quantity} x {item} ({receipt})"))
+        .await?;
+    Ok(())
+}
+
+/// Starts the shop on `store` with memory journals and a sweeper every 20 ms.
+async fn shop(store: FlakyStore) -> (Bot, MockProvider) {
+    let mut config = DurabilityConfig::default();
+    config.poll = Duration::from_millis(20);
+    config.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(store)
+        .durability(
+            DurabilityOptions::memory()
+                .config(config)
+                .instance_id("shop"),
+        )
+        .build()
+        .unwrap();
+    bot.flow(order);
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("Send /order to order.").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    (bot, mock)
+}
+
+/// Says `text` as message `id` and waits until the bot has `replies` replies in `chat`
+/// (the replay of a failed step comes from the sweeper).
+async fn say(bot: &Bot, mock: &MockProvider, chat: &str, id: &str, text: &str, replies: usize) {
+    mock.say(chat, id, text).await.unwrap();
+    for _ in 0..200 {
+        if mock.texts(chat).len() >= replies {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bot.idle().await;
+    // Time for a wrong extra reply to show.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    bot.idle().await;
+}
+
+async fn assert_all_done(bot: &Bot, messages: usize) {
+    let d = bot.durability().unwrap();
+    let done = d.inbox().list(InboxState::Done, 100).await.unwrap().len();
+    assert_eq!(done, messages, "every message done");
+    for state in [
+        InboxState::Pending,
+        InboxState::Processing,
+        InboxState::Dead,
+    ] {
+        assert!(
+            d.inbox().list(state, 10).await.unwrap().is_empty(),
+            "{state:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_save_that_fails_replays_the_answer_from_the_stored_step() {
+    let store = FlakyStore::default();
+    let (bot, mock) = shop(store.clone()).await;
+    // Chat ids of odd length charge counter 1.
+    let chat = "ann";
+    say(&bot, &mock, chat, "m1", "/order", 1).await;
+    store.fail_save.store(true, Ordering::SeqCst);
+    say(&bot, &mock, chat, "m2", "pears", 2).await;
+    say(&bot, &mock, chat, "m3", "2", 3).await;
+    assert_eq!(
+        mock.texts(chat),
+        [
+            "What would you like?",
+            "How many?",
+            "Ordered 2 x pears (r1)"
+        ]
+    );
+    assert_eq!(CHARGES[1].load(Ordering::SeqCst), 1, "charged once");
+    assert_all_done(&bot, 3).await;
+    assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_delete_that_fails_does_not_bring_the_flow_back() {
+    let store = FlakyStore::default();
+    let (bot, mock) = shop(store.clone()).await;
+    // Chat ids of even length charge counter 0.
+    let chat = "bert";
+    say(&bot, &mock, chat, "m1", "/order", 1).await;
+    say(&bot, &mock, chat, "m2", "pears", 2).await;
+    store.fail_delete.store(true, Ordering::SeqCst);
+    say(&bot, &mock, chat, "m3", "2", 3).await;
+    say(&bot, &mock, chat, "m4", "hello", 4).await;
+    assert_eq!(
+        mock.texts(chat),
+        [
+            "What would you like?",
+            "How many?",
+            "Ordered 2 x pears (r1)",
+            "Send /order to order."
+        ]
+    );
+    assert_eq!(CHARGES[0].load(Ordering::SeqCst), 1, "charged once");
+    assert_all_done(&bot, 4).await;
+    assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
+    bot.stop().await.unwrap();
+}
