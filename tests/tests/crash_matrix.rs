@@ -39,6 +39,8 @@ fn handler(bot: &Bot) {
 struct Run {
     delivered: Vec<String>,
     ambiguous: usize,
+    /// Bot B's `outbox_deduped`: sends answered from the outbox.
+    deduped: u64,
 }
 
 async fn settle(bot: &Bot) {
@@ -105,12 +107,14 @@ async fn run(
             ambiguous += 1;
         }
     }
+    let deduped = bot_b.durability().unwrap().metrics().outbox_deduped;
     bot_b.stop().await.unwrap();
     let mut delivered = mock_a.texts("chat");
     delivered.extend(mock_b.texts("chat"));
     Run {
         delivered,
         ambiguous,
+        deduped,
     }
 }
 
@@ -167,6 +171,15 @@ async fn every_crash_point_under_both_policies_meets_the_guarantee_table() {
                     window,
                     "{outcome}: durability:ambiguous fires in the window only"
                 );
+                // The replay re-makes a send recorded as sent: answered from the outbox, and
+                // counted.
+                if matches!(
+                    (point, phase),
+                    (WritePoint::InboxComplete, WritePhase::Before)
+                        | (WritePoint::OutboxMarkSent, WritePhase::After)
+                ) {
+                    assert!(r.deduped >= 1, "{outcome}: outbox_deduped {}", r.deduped);
+                }
                 table.push(outcome);
             }
         }

@@ -299,6 +299,29 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             .map(|l| l.record))
     }
 
+    /// The idempotency lookup of a send about to be made: the record under `key` when it is
+    /// already sent and is this same send (the key is explicit, or not derived, or derived
+    /// with the same `fingerprint`). Counted in `outbox_deduped`; a record in another state,
+    /// or of other content under a derived key, is `None` (the send goes on to
+    /// [`journal`](Self::journal), which sorts those out).
+    pub async fn sent_before(
+        &self,
+        key: &str,
+        explicit: bool,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<OutboxRecord>, DurabilityError> {
+        let same = |r: &OutboxRecord| {
+            explicit || r.key_kind != KeyKind::Derived || r.fingerprint == *fingerprint
+        };
+        match self.lookup(key).await? {
+            Some(r) if r.state == OutboxState::Sent && same(&r) => {
+                self.d.count(Counter::OutboxDeduped);
+                Ok(Some(r))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn new_record(
         &self,
         key: SendKey,

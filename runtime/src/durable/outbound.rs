@@ -64,7 +64,7 @@ fn deduped(record: &OutboxRecord) -> SendOutcome {
 }
 
 /// The idempotency lookup: `Some` when the key is recorded as sent (for a derived key, with
-/// the same fingerprint).
+/// the same fingerprint), counted in `outbox_deduped`.
 pub(crate) async fn answered(
     _k: &Kernel,
     dur: &Durable,
@@ -72,17 +72,13 @@ pub(crate) async fn answered(
     rule: &KeyRule,
     fp: &Fingerprint,
 ) -> Result<Option<SendOutcome>, BotError> {
-    match dur.d.outbox().lookup(key).await.map_err(journal_error)? {
-        Some(r)
-            if r.state == OutboxState::Sent
-                && (rule.is_explicit()
-                    || r.key_kind != KeyKind::Derived
-                    || r.fingerprint == *fp) =>
-        {
-            Ok(Some(deduped(&r)))
-        }
-        _ => Ok(None),
-    }
+    Ok(dur
+        .d
+        .outbox()
+        .sent_before(key, rule.is_explicit(), fp)
+        .await
+        .map_err(journal_error)?
+        .map(|r| deduped(&r)))
 }
 
 /// The failure class of a provider error, for the journal.
