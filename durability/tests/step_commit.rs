@@ -1,7 +1,7 @@
 //! A flow step's journal operations committed with its checkpoint in one SQLite transaction
 //! (`KvDurability::step` + `SqliteStore::commit_step`): what lands together, and how the two
 //! kinds of conflict are resolved (a heartbeat moved the inbound's version; a send's key was
-//! recorded before).
+//! recorded before, with the same content or, under a derived key, other content).
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,11 +11,22 @@ use botmesh_durability::inbox::InboxJournalClaim;
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::{
     DurabilityConfig, FlowCheckpoint, InboxLease, InboxState, KeyKind, KvDurability, NewInbound,
-    NewSend, OutboxState, Scope, SendKey, SqliteDurableKv, SqliteStore, StepConflict, StepSend,
-    Store,
+    NewSend, OnDiverged, OutboxState, Scope, SendKey, SqliteDurableKv, SqliteStore, StepConflict,
+    StepSend, Store, keys,
 };
 
 async fn setup() -> (
+    tempfile::TempDir,
+    SqliteStore,
+    KvDurability<SqliteDurableKv>,
+    InboxLease,
+) {
+    setup_with(DurabilityConfig::default()).await
+}
+
+async fn setup_with(
+    config: DurabilityConfig,
+) -> (
     tempfile::TempDir,
     SqliteStore,
     KvDurability<SqliteDurableKv>,
@@ -28,7 +39,7 @@ async fn setup() -> (
     let d = KvDurability::new(
         Arc::new(store.durability_kv()),
         Scope::custom("bot"),
-        DurabilityConfig::default(),
+        config,
     )
     .unwrap();
     let new = NewInbound::new("alice", "m1", serde_json::json!({"text": "pears"}));
@@ -149,6 +160,51 @@ async fn a_send_recorded_before_is_answered_from_its_record() {
         InboxState::Done
     );
     assert_eq!(d.metrics().outbox_deduped, 1);
+}
+
+/// A derived key recorded before with other content (the replay took another path): the
+/// step counts it in `outbox_diverged` and follows `on_diverged`, as a send outside a step
+/// does: `send` (the default) journals the new content under the diverged key, `skip`
+/// answers it from the recorded send.
+#[tokio::test]
+async fn a_derived_key_recorded_with_other_content_follows_on_diverged() {
+    for policy in [OnDiverged::Send, OnDiverged::Skip] {
+        let mut config = DurabilityConfig::default();
+        config.outbox.on_diverged = policy;
+        let (_dir, store, d, lease) = setup_with(config).await;
+        let key = "alice/m1:order/q#1";
+        d.outbox()
+            .journal(send(key, "What would you like?"))
+            .await
+            .unwrap();
+        let mut journal = d.step();
+        journal.send(send(key, "How many?"), Vec::new()).unwrap();
+        journal.complete_inbound(&lease).await.unwrap();
+        let (records, conflicts) = commit(&store, &d, journal).await;
+        assert_eq!(conflicts, 1, "{policy:?}");
+        assert_eq!(d.metrics().outbox_diverged, 1, "{policy:?}");
+        let text = |r: &botmesh_durability::OutboxRecord| r.payload.to_value()["text"].clone();
+        assert_eq!(records.len(), 1, "{policy:?}");
+        match policy {
+            OnDiverged::Send => {
+                let new_key = keys::diverged_key(key, &records[0].fingerprint);
+                assert_eq!(records[0].key, new_key);
+                assert_eq!(text(&records[0]), "How many?");
+                let stored = d.outbox().lookup(&new_key).await.unwrap().unwrap();
+                assert_eq!(text(&stored), "How many?", "journaled with the step");
+                assert_eq!(d.metrics().outbox_deduped, 0);
+            }
+            OnDiverged::Skip => {
+                assert_eq!(records[0].key, key);
+                assert_eq!(text(&records[0]), "What would you like?");
+                assert_eq!(d.metrics().outbox_deduped, 1);
+            }
+        }
+        assert_eq!(
+            d.inbox().get(&lease.id).await.unwrap().unwrap().state,
+            InboxState::Done
+        );
+    }
 }
 
 #[tokio::test]

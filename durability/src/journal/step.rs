@@ -14,7 +14,7 @@
 //! | conflict on… | meaning | [`resolve_conflict`](StepJournal::resolve_conflict) |
 //! | --- | --- | --- |
 //! | the inbound record | a heartbeat moved its version, or another replica took the lease over | re-read: same lease → try again; lost → `StaleLease` (the step is dropped, the new holder runs it) |
-//! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it |
+//! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it; under a derived key with other content, `on_diverged` decides (`send`: try again with the send under a new key) |
 //! | an inbound being journaled | it was journaled before: a redelivery | `InboundDuplicate` with the record found (or, purged meanwhile, try again) |
 //!
 //! The same builder records a send the provider accepted ([`mark_sent`](StepJournal::mark_sent))
@@ -30,9 +30,10 @@
 use serde_json::Value;
 
 use super::{KvDurability, index};
+use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
-use crate::keys::{self, Fingerprint};
+use crate::keys::{self, Fingerprint, KeyKind};
 use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
 use crate::operating::{Counter, RecordKind};
@@ -480,6 +481,16 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                         operation: "commit_step",
                     }
                 })?;
+                if let Item::Send { records, .. } = &self.items[i] {
+                    if let Some(rekeyed) = self.diverged(records, &found)? {
+                        // `on_diverged: send`: the new content goes out under a new key.
+                        self.items[i] = Item::Send {
+                            records: rekeyed,
+                            existing: None,
+                        };
+                        return Ok(StepConflict::Retry);
+                    }
+                }
                 self.d.count(Counter::OutboxDeduped);
                 tracing::debug!(key = %found.key, state = found.state.as_str(), "step send already recorded");
                 if let Item::Send { existing, .. } = &mut self.items[i] {
@@ -488,6 +499,54 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Ok(StepConflict::Retry)
             }
         }
+    }
+
+    /// A send of the step whose derived key was recorded before with other content (`found`):
+    /// counted in `outbox_diverged` and warned about, as [`Outbox::journal`] does. Under
+    /// `on_diverged: send` the send's records under the key [`keys::diverged_key`] gives (its
+    /// parts relinked); under `skip`, or when the send is the one recorded, `None` (it is
+    /// answered from `found`).
+    fn diverged(
+        &self,
+        records: &[(OutboxRecord, Entry)],
+        found: &OutboxRecord,
+    ) -> Result<Option<Vec<(OutboxRecord, Entry)>>, DurabilityError> {
+        let Some((ours, _)) = records.first() else {
+            return Ok(None);
+        };
+        let diverged = ours.key_kind == KeyKind::Derived
+            && found.key_kind == KeyKind::Derived
+            && found.fingerprint != ours.fingerprint;
+        if !diverged {
+            return Ok(None);
+        }
+        let policy = self.d.config().outbox.on_diverged;
+        self.d.count(Counter::OutboxDiverged);
+        tracing::warn!(
+            key = %found.key,
+            ?policy,
+            "replay produced different content under the same derived key"
+        );
+        if policy == OnDiverged::Skip {
+            return Ok(None);
+        }
+        let base = keys::diverged_key(&found.key, &ours.fingerprint);
+        let n = u32::try_from(records.len()).unwrap_or(u32::MAX);
+        let key_of = |part: u32| keys::part_key(&base, part);
+        records
+            .iter()
+            .map(|(record, _)| {
+                let part = record.part.max(1);
+                let rekeyed = OutboxRecord {
+                    key: key_of(part),
+                    previous_part: (part > 1).then(|| key_of(part - 1)),
+                    next_part: (part < n).then(|| key_of(part + 1)),
+                    ..record.clone()
+                };
+                KvDurability::<K>::encode(&rekeyed).map(|e| (rekeyed, e))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// Commits the step with the rest of `step` (its checkpoint change, values, ledger rows,
