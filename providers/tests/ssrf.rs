@@ -181,6 +181,20 @@ async fn bodies_over_the_limit_and_odd_schemes_are_refused() {
         matches!(err, HttpError::TooLarge { limit: 1000, .. }),
         "{err}"
     );
+    // A channel's own cap never raises the client's (WhatsApp asks for 100 MiB).
+    let err = small
+        .download_limited(&format!("http://{addr}/big"), None, 100 * 1024 * 1024)
+        .await
+        .expect_err("the client's cap holds");
+    assert!(
+        matches!(err, HttpError::TooLarge { limit: 1000, .. }),
+        "{err}"
+    );
+    let err = small
+        .download_limited(&format!("http://{addr}/ok"), None, 3)
+        .await
+        .expect_err("a tighter channel cap holds");
+    assert!(matches!(err, HttpError::TooLarge { limit: 3, .. }), "{err}");
     for url in ["file:///etc/passwd", "ftp://example.com/a", "not a url"] {
         let err = small.download(url, None).await.expect_err(url);
         assert!(matches!(err, HttpError::InvalidUrl { .. }), "{url}: {err}");

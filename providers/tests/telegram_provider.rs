@@ -695,6 +695,21 @@ fn config_from_env_names_the_variable() {
             && !err.to_string().contains("has space"),
         "{err}"
     );
+    let err = TelegramConfig::from_lookup(env(&[
+        ("TELEGRAM_BOT_TOKEN", "1:x"),
+        ("TELEGRAM_POLL_TIMEOUT_SECS", "0"),
+    ]))
+    .expect_err("a timeout of 0 would poll back to back");
+    assert!(
+        matches!(
+            err,
+            TelegramConfigError::Invalid {
+                setting: "TELEGRAM_POLL_TIMEOUT_SECS",
+                ..
+            }
+        ),
+        "{err}"
+    );
     let cfg = TelegramConfig::from_lookup(env(&[
         ("TELEGRAM_BOT_TOKEN", "1:x"),
         ("TELEGRAM_WEBHOOK_SECRET", "s3cr3t_-"),

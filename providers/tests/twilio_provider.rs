@@ -745,3 +745,19 @@ fn config_from_env_names_the_variable() {
     .expect("config");
     assert!(!format!("{cfg:?}").contains("sekrit"));
 }
+
+/// An empty auth token would leave the webhook unauthenticated (any request signed with the
+/// empty key would pass): refused at `new`, and never a valid key for `verify`.
+#[test]
+fn an_empty_auth_token_is_refused() {
+    let err = TwilioProvider::new(TwilioConfig::new(SID, "", TwilioSender::From("+1".into())))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("auth token"), "{err}");
+    let url = "https://bot.example/twilio";
+    let params = [("Body", "hi")];
+    let forged = botmesh_providers::twilio::signature("", url, &params);
+    assert!(!botmesh_providers::twilio::verify(
+        "", url, &params, &forged
+    ));
+}

@@ -253,6 +253,13 @@ async fn receives_every_message_kind_and_status() {
         ),
         json!({"from": hooks::WA_ID, "id": "wamid.U", "timestamp": "1718000000", "type": "unsupported",
                "errors": [{"code": 131051, "title": "Message type unknown"}]}),
+        // A WhatsApp Flow's answer: an interactive reply without an `id`, in the same batch.
+        hooks::msg(
+            "wamid.F",
+            "interactive",
+            json!({"type": "nfm_reply", "nfm_reply": {"name": "flow", "body": "Sent",
+                   "response_json": "{\"flow_token\": \"t1\"}"}}),
+        ),
     ]);
     assert_eq!(post(&url, &body).await, 200);
     let statuses = hooks::envelope(json!({"messaging_product": "whatsapp", "statuses": [
@@ -263,7 +270,7 @@ async fn receives_every_message_kind_and_status() {
     assert_eq!(post(&url, &statuses).await, 200);
 
     let ev = rec.events();
-    assert_eq!(ev.len(), 12, "{ev:#?}");
+    assert_eq!(ev.len(), 13, "{ev:#?}");
     let msg = |i: usize| match &ev[i] {
         ProviderEvent::Message(m) => m.clone(),
         other => panic!("event {i} is not a message: {other:?}"),
@@ -294,11 +301,17 @@ async fn receives_every_message_kind_and_status() {
     assert!(matches!(&ev[7], ProviderEvent::Interaction(i) if i.data == "STOP_PROMO"));
     assert!(matches!(&ev[8], ProviderEvent::Reaction { reaction, .. } if reaction.emoji == "👍"));
     assert!(matches!(&msg(9).content, Content::Other(_)));
+    let flow = msg(10);
+    assert_eq!(flow.id.as_str(), "wamid.F");
     assert!(
-        matches!(&ev[10], ProviderEvent::Status(s) if s.status == "delivered" && s.message_id.as_str() == "wamid.SENT1")
+        matches!(&flow.content, Content::Other(raw) if raw["interactive"]["type"] == "nfm_reply"),
+        "{flow:?}"
     );
     assert!(
-        matches!(&ev[11], ProviderEvent::Status(s) if s.status == "failed" && s.error.as_deref().is_some_and(|e| e.starts_with("131047")))
+        matches!(&ev[11], ProviderEvent::Status(s) if s.status == "delivered" && s.message_id.as_str() == "wamid.SENT1")
+    );
+    assert!(
+        matches!(&ev[12], ProviderEvent::Status(s) if s.status == "failed" && s.error.as_deref().is_some_and(|e| e.starts_with("131047")))
     );
     server.shutdown().await;
 }
@@ -761,4 +774,17 @@ fn config_from_env_names_the_variable() {
         !format!("{cfg:?}").contains("\"t\""),
         "secrets leaked into Debug"
     );
+}
+
+/// An empty app secret or verify token would leave the webhook unauthenticated (HMAC takes
+/// the empty key; an empty token matches an empty `hub.verify_token`): refused at `new`,
+/// naming the setting.
+#[test]
+fn empty_secrets_are_refused() {
+    for (secret, verify, named) in [("", "v", "app secret"), ("s", "", "verify token")] {
+        let err = WhatsAppProvider::new(WhatsAppConfig::new("t", "1065", secret, verify))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains(named), "{err}");
+    }
 }

@@ -9,7 +9,7 @@
 //!
 //! It serves the inbound webhook (`TWILIO_WEBHOOK_PATH`, default `/twilio`) and the status
 //! callback (`TWILIO_STATUS_PATH`, default `/twilio/status`) on `WEBHOOK_ADDR` (default
-//! `0.0.0.0:8080`). Configure `https://bot.example/twilio#rc=3&rp=5xx` as the number's
+//! `0.0.0.0:8080`). Configure `https://bot.example/twilio#rc=3&rp=ct,rt,5xx` as the number's
 //! webhook so Twilio retries what was not acknowledged. Buttons arrive as numbered options:
 //! reply with the number or the title. The other variables are those of
 //! `botmesh_providers::twilio::TwilioConfig::from_env`; `SHOP_DB` is the SQLite file

@@ -360,13 +360,15 @@ impl GuardedClient {
         self.download_limited(url, auth, self.max_bytes).await
     }
 
-    /// As [`download`](Self::download), with a tighter body limit (a channel's own cap).
+    /// As [`download`](Self::download), with a body limit of `limit` (a channel's own cap) or
+    /// this client's [`max_bytes`](Self::max_bytes), whichever is lower.
     pub async fn download_limited(
         &self,
         url: &str,
         auth: Option<&Auth>,
         limit: u64,
     ) -> Result<Downloaded, HttpError> {
+        let limit = limit.min(self.max_bytes);
         let parsed = url::Url::parse(url).map_err(|e| HttpError::InvalidUrl {
             reason: e.to_string(),
         })?;

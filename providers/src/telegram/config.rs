@@ -8,7 +8,7 @@
 //! | `TELEGRAM_WEBHOOK_SECRET` | set: webhook mode, with this `secret_token` (1–256 of `A-Z a-z 0-9 _ -`) | unset: long polling |
 //! | `TELEGRAM_WEBHOOK_PATH` | the route the webhook server serves | `/telegram` |
 //! | `TELEGRAM_WEBHOOK_URL` | the public URL given to `setWebhook` at start | unset: set it yourself |
-//! | `TELEGRAM_POLL_TIMEOUT_SECS` | the long-poll timeout of `getUpdates` | `30` |
+//! | `TELEGRAM_POLL_TIMEOUT_SECS` | the long-poll timeout of `getUpdates`, in seconds (at least 1) | `30` |
 
 use std::time::Duration;
 
@@ -136,6 +136,14 @@ impl TelegramConfig {
                     setting: "TELEGRAM_POLL_TIMEOUT_SECS",
                     reason: format!("{t:?} is not a number of seconds"),
                 })?;
+            if secs == 0 {
+                // Short polling: `getUpdates` back to back until Telegram answers 429.
+                return Err(TelegramConfigError::Invalid {
+                    setting: "TELEGRAM_POLL_TIMEOUT_SECS",
+                    reason: "0 would poll without waiting; use at least 1 (long polling)"
+                        .to_owned(),
+                });
+            }
             cfg.mode = TelegramMode::Polling {
                 timeout: Duration::from_secs(secs),
             };
@@ -167,9 +175,12 @@ impl TelegramConfig {
         self.api_base_checked(base, "api_base")
     }
 
-    /// Long polling with this `getUpdates` timeout.
+    /// Long polling with this `getUpdates` timeout, in whole seconds, at least 1 (a shorter
+    /// one is raised to 1 s: a timeout of 0 would call `getUpdates` back to back).
     pub fn polling(mut self, timeout: Duration) -> Self {
-        self.mode = TelegramMode::Polling { timeout };
+        self.mode = TelegramMode::Polling {
+            timeout: timeout.max(Duration::from_secs(1)),
+        };
         self
     }
 

@@ -10,8 +10,10 @@
 //! | otherwise (not started, rejected) | 503 |
 //!
 //! Twilio does not retry a 5xx by default (it calls the number's fallback URL); add
-//! `#rc=3&rp=5xx` to the webhook URL configured at Twilio so a 503 is retried, and the
-//! runtime dedupes by `MessageSid`.
+//! `#rc=3&rp=ct,rt,5xx` to the webhook URL configured at Twilio so that a 503, a refused
+//! connection (the bot restarting) and a read timeout (the bot dying mid-request) are all
+//! retried (`rp=5xx` alone would drop the connection retries Twilio makes by default), and
+//! the runtime dedupes by `MessageSid`.
 //!
 //! Sends go to `POST /2010-04-01/Accounts/<sid>/Messages.json` (form, Basic auth):
 //!
@@ -138,6 +140,16 @@ fn unsupported(what: impl Into<String>) -> ProviderError {
 impl TwilioProvider {
     /// A provider with these settings.
     pub fn new(config: TwilioConfig) -> Result<Self, ProviderError> {
+        // An empty auth token would accept any request signed with the empty key: the
+        // webhook would not be authenticated at all.
+        if config.auth_token.is_empty() {
+            return Err(api_error(
+                None,
+                None,
+                "the auth token is empty: the webhook could not authenticate Twilio".to_owned(),
+                false,
+            ));
+        }
         let http = crate::http::base_builder()
             .timeout(config.request_timeout)
             .build()

@@ -9,6 +9,7 @@
 //! | `image` / `document` / `audio` (`voice: true` → voice) / `video` / `sticker` | `Content::Media`, the media id as the token, caption as text |
 //! | `location` / `contacts` | `Content::Location` / `Content::Contacts` |
 //! | `interactive` (`button_reply`, `list_reply`) | `Interaction` with the reply's `id` as data |
+//! | `interactive` of a kind without an `id` (`nfm_reply`, a Flow's answer) | `Message` with `Content::Other` (the raw message) |
 //! | `button` (a template quick reply) | `Interaction` with the `payload` as data |
 //! | `reaction` | `Reaction` (an empty emoji removes it) |
 //! | anything else (`unsupported`, `order`, `system`, …) | `Message` with `Content::Other` (the raw message) |
@@ -188,9 +189,15 @@ fn message_event(raw: Value, contacts: &[Contact]) -> Result<ProviderEvent, Malf
         "text" => Content::Text(need(&["text", "body"])?),
         "interactive" => {
             let kind = need(&["interactive", "type"])?;
-            let data = need(&["interactive", &kind, "id"])?;
-            let title = str_at(&raw, &["interactive", &kind, "title"]).map(str::to_owned);
-            return Ok(interaction(data, title));
+            match str_at(&raw, &["interactive", &kind, "id"]) {
+                Some(data) => {
+                    let title = str_at(&raw, &["interactive", &kind, "title"]).map(str::to_owned);
+                    return Ok(interaction(data.to_owned(), title));
+                }
+                // A reply with no id (`nfm_reply` of a WhatsApp Flow, and kinds to come): a
+                // message like any kind this provider does not know, not a refused batch.
+                None => Content::Other(raw.clone()),
+            }
         }
         "button" => {
             let data = need(&["button", "payload"])?;

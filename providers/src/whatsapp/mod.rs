@@ -119,6 +119,20 @@ fn network(what: &str, e: reqwest::Error) -> ProviderError {
 impl WhatsAppProvider {
     /// A provider with these settings.
     pub fn new(config: WhatsAppConfig) -> Result<Self, ProviderError> {
+        // An empty app secret would accept any body signed with the empty key, an empty
+        // verify token any handshake: the webhook would not be authenticated at all.
+        for (setting, value) in [
+            ("the app secret", &config.app_secret),
+            ("the verify token", &config.verify_token),
+        ] {
+            if value.is_empty() {
+                return Err(api_error(
+                    None,
+                    format!("{setting} is empty: the webhook could not authenticate Meta"),
+                    false,
+                ));
+            }
+        }
         let http = crate::http::base_builder()
             .timeout(config.request_timeout)
             .build()

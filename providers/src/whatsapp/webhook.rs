@@ -26,9 +26,11 @@ pub(super) async fn verify(State(inner): State<Arc<Inner>>, uri: Uri) -> Answer 
             _ => {}
         }
     }
-    let token_ok = token
-        .as_deref()
-        .is_some_and(|t| constant_time_eq(t.as_bytes(), inner.config.verify_token.as_bytes()));
+    let expected = inner.config.verify_token.as_bytes();
+    let token_ok = !expected.is_empty()
+        && token
+            .as_deref()
+            .is_some_and(|t| constant_time_eq(t.as_bytes(), expected));
     match (mode.as_deref(), challenge) {
         (Some("subscribe"), Some(challenge)) if token_ok => {
             Answer::Ok(Some(("text/plain", challenge)))
@@ -39,6 +41,9 @@ pub(super) async fn verify(State(inner): State<Arc<Inner>>, uri: Uri) -> Answer 
 
 /// Checks `X-Hub-Signature-256: sha256=<hex>` against the raw body.
 pub(crate) fn signature_ok(app_secret: &str, header: &str, body: &[u8]) -> bool {
+    if app_secret.is_empty() {
+        return false;
+    }
     let Some(hex_sig) = header.trim().strip_prefix("sha256=") else {
         return false;
     };
