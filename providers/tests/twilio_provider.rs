@@ -750,9 +750,10 @@ fn config_from_env_names_the_variable() {
 /// empty key would pass): refused at `new`, and never a valid key for `verify`.
 #[test]
 fn an_empty_auth_token_is_refused() {
-    let err = TwilioProvider::new(TwilioConfig::new(SID, "", TwilioSender::From("+1".into())))
-        .err()
-        .expect("refused");
+    let Err(err) = TwilioProvider::new(TwilioConfig::new(SID, "", TwilioSender::From("+1".into())))
+    else {
+        panic!("an empty auth token is refused");
+    };
     assert!(err.to_string().contains("auth token"), "{err}");
     let url = "https://bot.example/twilio";
     let params = [("Body", "hi")];

@@ -782,9 +782,10 @@ fn config_from_env_names_the_variable() {
 #[test]
 fn empty_secrets_are_refused() {
     for (secret, verify, named) in [("", "v", "app secret"), ("s", "", "verify token")] {
-        let err = WhatsAppProvider::new(WhatsAppConfig::new("t", "1065", secret, verify))
-            .err()
-            .expect("refused");
+        let Err(err) = WhatsAppProvider::new(WhatsAppConfig::new("t", "1065", secret, verify))
+        else {
+            panic!("an empty {named} is refused");
+        };
         assert!(err.to_string().contains(named), "{err}");
     }
 }
