@@ -74,22 +74,28 @@ fn flow_line(k: usize) -> String {
     )
 }
 
-/// Feeds messages `ids` and, after the message each is anchored to, the flow's lines `flow`.
+/// Feeds messages `ids` and the flow's lines `flow`, each after the message it is anchored
+/// to; when an anchor is not fed (it was acknowledged), the flow's lines all come first, so
+/// that they keep their order (a channel redelivers a chat's messages in order).
 fn feed(r: &mut Running, ids: &[usize], flow: &[usize]) {
     let stdin = r.child.stdin.as_mut().unwrap();
+    let anchored = flow.iter().all(|k| ids.contains(&FLOW[*k].0));
+    if !anchored {
+        for k in flow {
+            stdin.write_all(flow_line(*k).as_bytes()).unwrap();
+        }
+    }
     for i in ids {
         let line = format!(
             "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
             i % 3
         );
         stdin.write_all(line.as_bytes()).unwrap();
-        for k in flow.iter().filter(|k| FLOW[**k].0 == *i) {
-            stdin.write_all(flow_line(*k).as_bytes()).unwrap();
+        if anchored {
+            for k in flow.iter().filter(|k| FLOW[**k].0 == *i) {
+                stdin.write_all(flow_line(*k).as_bytes()).unwrap();
+            }
         }
-    }
-    // Flow lines whose anchor message is not fed again (it was acknowledged), in order.
-    for k in flow.iter().filter(|k| !ids.contains(&FLOW[**k].0)) {
-        stdin.write_all(flow_line(*k).as_bytes()).unwrap();
     }
     stdin.flush().unwrap();
 }
