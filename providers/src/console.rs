@@ -423,6 +423,7 @@ impl Provider for ConsoleProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: 4096,
+            buttons_text_limit: None,
             interactions_require_ack: false,
             edits: true,
             typing: true,

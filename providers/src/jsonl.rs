@@ -528,6 +528,7 @@ impl Provider for JsonlProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: 4096,
+            buttons_text_limit: None,
             interactions_require_ack: false,
             edits: true,
             typing: true,

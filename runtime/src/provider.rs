@@ -44,6 +44,11 @@ pub(crate) async fn with_send_key<F: std::future::Future>(key: Option<String>, f
 pub struct Capabilities {
     /// The longest text one message may carry, in characters; longer texts are split into parts.
     pub text_limit: usize,
+    /// The longest text a message with buttons may carry, when the channel allows less there
+    /// than [`text_limit`](Self::text_limit) (WhatsApp: 1024 for an interactive body): a
+    /// longer text with buttons is split so that its last part, the one with the buttons,
+    /// fits. `None`: `text_limit`.
+    pub buttons_text_limit: Option<usize>,
     /// Interactions (button presses) must be acknowledged (Telegram callback queries, Discord).
     pub interactions_require_ack: bool,
     /// Sent messages can be edited (live previews of `ctx.stream()` use edits).
@@ -58,6 +63,7 @@ impl Default for Capabilities {
     fn default() -> Self {
         Self {
             text_limit: 4096,
+            buttons_text_limit: None,
             interactions_require_ack: false,
             edits: true,
             typing: true,

@@ -314,6 +314,45 @@ async fn long_texts_are_split_into_parts_with_derived_part_keys() {
     assert_eq!(bot.metrics().split_messages, 1);
 }
 
+/// A channel that carries less text with buttons than without (WhatsApp: 1024 against 4096):
+/// a text with buttons over that limit is split so that its last part, the one with the
+/// buttons, fits; a text without buttons of the same length is not split.
+#[tokio::test]
+async fn a_text_with_buttons_is_split_to_the_channels_buttons_limit() {
+    let caps = Capabilities {
+        text_limit: 40,
+        buttons_text_limit: Some(10),
+        ..Capabilities::default()
+    };
+    let mock = MockProvider::with_capabilities(caps);
+    let bot = Bot::builder(mock.clone()).build().unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        let o = ctx
+            .reply_buttons("aaaa bbbb cccc dddd eeee", [("y", "Yes"), ("n", "No")])
+            .await?;
+        assert_eq!(o.parts, 2);
+        ctx.reply("aaaa bbbb cccc dddd eeee").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("a", "1", "x").await.unwrap();
+    bot.idle().await;
+    assert_eq!(
+        mock.texts("a"),
+        ["aaaa bbbb cccc dddd ", "eeee", "aaaa bbbb cccc dddd eeee"]
+    );
+    let sent = mock.sent();
+    let buttons: Vec<usize> = sent
+        .iter()
+        .map(|s| match &s.outgoing.content {
+            OutgoingContent::Text { buttons, .. } => buttons.len(),
+            _ => 0,
+        })
+        .collect();
+    assert_eq!(buttons, [0, 2, 0], "the buttons ride on the last part");
+    assert!(sent[1].text().chars().count() <= 10);
+}
+
 #[tokio::test]
 async fn stream_previews_by_edits_and_finishes_through_the_full_path() {
     let mock = MockProvider::new();

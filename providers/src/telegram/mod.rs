@@ -267,6 +267,7 @@ impl Provider for TelegramProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: send::TEXT_LIMIT,
+            buttons_text_limit: None,
             interactions_require_ack: true,
             edits: true,
             typing: true,

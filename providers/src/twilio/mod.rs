@@ -270,6 +270,7 @@ impl Provider for TwilioProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: TEXT_LIMIT,
+            buttons_text_limit: None,
             interactions_require_ack: false,
             edits: false,
             typing: false,

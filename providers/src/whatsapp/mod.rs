@@ -301,6 +301,7 @@ impl Provider for WhatsAppProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: outbound::TEXT_LIMIT,
+            buttons_text_limit: Some(outbound::INTERACTIVE_BODY_LIMIT),
             interactions_require_ack: false,
             edits: false,
             typing: false,

@@ -3,7 +3,7 @@
 //! | content | body `type` | limits checked before the call |
 //! | --- | --- | --- |
 //! | text | `text` | body ≤ 4096 (longer: several messages) |
-//! | text with 1–3 buttons | `interactive` / `button` | body ≤ 1024, id ≤ 256, title cut to 20 |
+//! | text with 1–3 buttons | `interactive` / `button` | body ≤ 1024 (a longer text is split by the runtime so that its last part fits: `Capabilities::buttons_text_limit`), id ≤ 256, title cut to 20 |
 //! | text with 4–10 buttons | `interactive` / `list` (one section, "Options") | row title cut to 24 |
 //! | list | `interactive` / `list` | ≤ 10 sections, ≤ 10 rows in all, label cut to 20 |
 //! | image / document / audio / voice / video / sticker | the kind, by `link` (URL) or `id` (token, or an upload for bytes and paths) | caption ≤ 1024 |
@@ -27,7 +27,8 @@ use super::NAME;
 
 /// The text limit.
 pub(crate) const TEXT_LIMIT: usize = 4096;
-const INTERACTIVE_BODY_LIMIT: usize = 1024;
+/// The longest body of an interactive (buttons, list) message.
+pub(super) const INTERACTIVE_BODY_LIMIT: usize = 1024;
 const CAPTION_LIMIT: usize = 1024;
 
 fn unsupported(what: impl Into<String>) -> ProviderError {

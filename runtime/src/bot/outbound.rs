@@ -171,7 +171,7 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         return crate::durable::outbound::deliver(k, dur, &rule, key, chat, outgoing, fp).await;
     }
 
-    let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
+    let parts = split_outgoing(&outgoing, &k.capabilities);
     if parts.len() > 1 {
         Counters::inc(&k.counters.split_messages);
     }
@@ -331,12 +331,43 @@ pub fn part_key(key: &str, index: usize) -> String {
     }
 }
 
-/// Splits a text message over `limit` characters into parts (buttons stay on the last part);
-/// other content is returned as it is.
-pub(crate) fn split_outgoing(outgoing: &Outgoing, limit: usize) -> Vec<Outgoing> {
+/// Splits a text message over the channel's `text_limit` into parts; the buttons stay on the
+/// last part, which also fits `buttons_text_limit`. Other content is returned as it is.
+pub(crate) fn split_outgoing(
+    outgoing: &Outgoing,
+    caps: &crate::provider::Capabilities,
+) -> Vec<Outgoing> {
+    let limit = caps.text_limit;
     match &outgoing.content {
-        OutgoingContent::Text { text, buttons } if text.chars().count() > limit && limit > 0 => {
-            let chunks = split_text(text, limit);
+        OutgoingContent::Text { text, buttons } if limit > 0 => {
+            // The last part carries the buttons: it must also fit the channel's limit for a
+            // text with buttons.
+            let last_limit = match caps.buttons_text_limit {
+                Some(b) if !buttons.is_empty() && b > 0 => b.min(limit),
+                _ => limit,
+            };
+            let count = text.chars().count();
+            if count <= last_limit {
+                return vec![outgoing.clone()];
+            }
+            let mut chunks = split_text(text, limit);
+            if chunks
+                .last()
+                .is_some_and(|c| c.chars().count() > last_limit)
+            {
+                // Cut the last chunk to the buttons' limit, keep its final piece for the
+                // buttons, and give the rest back to the parts before (at `limit` each).
+                let last = chunks.pop().unwrap_or_default();
+                let mut pieces = split_text(&last, last_limit);
+                let tail = pieces.pop().unwrap_or_default();
+                let head: String = chunks.into_iter().chain(pieces).collect();
+                chunks = if head.is_empty() {
+                    Vec::new()
+                } else {
+                    split_text(&head, limit)
+                };
+                chunks.push(tail);
+            }
             let n = chunks.len();
             chunks
                 .into_iter()
@@ -392,6 +423,41 @@ pub fn split_text(text: &str, limit: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every part fits the text limit, the last (with the buttons) the buttons' limit, and the
+    /// parts put back together are the text, for texts around both limits.
+    #[test]
+    fn a_text_with_buttons_keeps_its_last_part_under_the_buttons_limit() {
+        let caps = crate::provider::Capabilities {
+            text_limit: 4096,
+            buttons_text_limit: Some(1024),
+            ..crate::provider::Capabilities::default()
+        };
+        for len in [10, 1024, 1025, 1500, 4096, 4097, 5000, 9000] {
+            let text: String = (0..len)
+                .map(|i| if i % 7 == 6 { ' ' } else { 'x' })
+                .collect();
+            let parts = split_outgoing(&Outgoing::buttons(text.clone(), [("y", "Yes")]), &caps);
+            let texts: Vec<String> = parts.iter().map(|p| p.content.text().to_owned()).collect();
+            assert_eq!(texts.concat(), text, "{len}");
+            assert!(texts.iter().all(|t| t.chars().count() <= 4096), "{len}");
+            let last = texts.last().map_or(0, |t| t.chars().count());
+            assert!(last <= 1024, "{len}: last part {last}");
+            assert_eq!(
+                parts.len() == 1,
+                len <= 1024,
+                "{len}: split only when needed"
+            );
+            let with_buttons = parts
+                .iter()
+                .filter(|p| matches!(&p.content, OutgoingContent::Text { buttons, .. } if !buttons.is_empty()))
+                .count();
+            assert_eq!(with_buttons, 1, "{len}");
+            // Without buttons, only the text limit counts.
+            let plain = split_outgoing(&Outgoing::from(text.clone()), &caps);
+            assert_eq!(plain.len() == 1, len <= 4096, "{len}");
+        }
+    }
 
     #[test]
     fn splits_at_spaces_and_keeps_every_char() {

@@ -188,9 +188,10 @@ async fn journal(
     }
 }
 
-/// Whether a send is a text over the channel's limit (what `split_outgoing` splits).
-fn over_limit(outgoing: &Outgoing, limit: usize) -> bool {
-    limit > 0 && outgoing.content.is_text() && outgoing.content.text().chars().count() > limit
+/// Whether a send is a text that `split_outgoing` splits (over the channel's limit, or over
+/// its limit for a text with buttons).
+fn over_limit(outgoing: &Outgoing, caps: &crate::provider::Capabilities) -> bool {
+    outgoing.content.is_text() && split_outgoing(outgoing, caps).len() > 1
 }
 
 /// The records of a send's parts, in order; splits a first part over the text limit. `known`
@@ -210,8 +211,8 @@ async fn ensure_parts(
                 decoded.as_ref()
             }
         };
-        if let Some(outgoing) = outgoing.filter(|o| over_limit(o, k.capabilities.text_limit)) {
-            let parts = split_outgoing(outgoing, k.capabilities.text_limit);
+        if let Some(outgoing) = outgoing.filter(|o| over_limit(o, &k.capabilities)) {
+            let parts = split_outgoing(outgoing, &k.capabilities);
             if parts.len() > 1 {
                 crate::metrics::Counters::inc(&k.counters.split_messages);
                 let payloads = parts
@@ -589,10 +590,7 @@ async fn direct(
         key: Some(key.to_owned()),
         ..SendOutcome::default()
     };
-    for (i, part) in split_outgoing(outgoing, k.capabilities.text_limit)
-        .iter()
-        .enumerate()
-    {
+    for (i, part) in split_outgoing(outgoing, &k.capabilities).iter().enumerate() {
         let part_key = outbound::part_key(key, i);
         match crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(chat, part))
             .await

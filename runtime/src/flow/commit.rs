@@ -106,7 +106,7 @@ pub(crate) async fn collect(
             ..SendOutcome::default()
         });
     };
-    let parts = split_outgoing(&outgoing, k.capabilities.text_limit);
+    let parts = split_outgoing(&outgoing, &k.capabilities);
     let paced = k.config.pacing.is_some() && outgoing.content.is_text();
     buffer
         .sends
