@@ -762,3 +762,41 @@ fn an_empty_auth_token_is_refused() {
         "", url, &params, &forged
     ));
 }
+
+/// A text with buttons whose numbered options would take its `Body` over 1600 characters:
+/// the runtime splits it (the provider leaves room for the options), so each part is one
+/// create of at most 1600 characters and the options ride on the last.
+#[tokio::test]
+async fn a_long_text_with_buttons_is_one_create_per_part() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let provider = TwilioProvider::new(config(&fake)).expect("provider");
+    let (server, local) = mounted(&provider).await;
+    let bot = Bot::builder(provider).build().expect("bot");
+    bot.on_message(|ctx: Ctx| async move {
+        let text = "word ".repeat(318); // 1590 characters
+        let o = ctx
+            .reply_buttons(text, [("y", "Yes, place the order"), ("n", "No, thanks")])
+            .await?;
+        assert_eq!(o.parts, 2);
+        Ok(())
+    });
+    bot.start().await.expect("start");
+    assert_eq!(post(&local, &sms("SM88", "order")).await, 200);
+    bot.idle().await;
+    let bodies: Vec<String> = (0..fake.sent().len())
+        .filter_map(|i| fake.param(i, "Body"))
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies.iter().all(|b| b.chars().count() <= 1600),
+        "{bodies:?}"
+    );
+    assert!(!bodies[0].contains("1. Yes"), "{}", bodies[0]);
+    assert!(
+        bodies[1].ends_with("\n1. Yes, place the order\n2. No, thanks"),
+        "{}",
+        bodies[1]
+    );
+    bot.stop().await.expect("stop");
+    server.shutdown().await;
+}

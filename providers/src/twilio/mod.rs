@@ -19,7 +19,7 @@
 //!
 //! | content | what Twilio gets |
 //! | --- | --- |
-//! | text | `Body` (over 1600 characters: several messages) |
+//! | text | `Body` (over 1600 characters: several messages; the runtime splits a text with buttons so that its last part leaves 400 characters for the options) |
 //! | text with buttons, list | `Body` with numbered options (`1. Yes`); a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat) |
 //! | media by URL | `MediaUrl` and the caption as `Body` (bytes, paths and tokens: `UnsupportedContent`: Twilio fetches media itself) |
 //! | location, contacts | a readable `Body` |
@@ -75,6 +75,12 @@ pub const NAME: &str = "twilio";
 
 /// Twilio's `Body` limit.
 pub const TEXT_LIMIT: usize = 1600;
+
+/// Room kept in a `Body` for the numbered options of a text with buttons (`\n1. Yes`…: ten
+/// options of 35-character titles): the runtime splits a longer text so that its last part,
+/// options included, goes out as one message, and one send is one create (a retry of a send
+/// made of several creates would send its first ones again).
+pub const OPTIONS_ROOM: usize = 400;
 
 /// The largest media a download reads.
 pub const MEDIA_LIMIT: u64 = 20 * 1024 * 1024;
@@ -270,7 +276,7 @@ impl Provider for TwilioProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             text_limit: TEXT_LIMIT,
-            buttons_text_limit: None,
+            buttons_text_limit: Some(TEXT_LIMIT - OPTIONS_ROOM),
             interactions_require_ack: false,
             edits: false,
             typing: false,
