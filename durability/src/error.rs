@@ -118,4 +118,14 @@ impl DurabilityError {
     pub fn is_backend(&self) -> bool {
         matches!(self, DurabilityError::Backend { .. })
     }
+
+    /// Whether the same call may succeed a moment later: the backend failed, or concurrent
+    /// writers kept changing the record. A lease heartbeat that fails so beats again at its
+    /// next tick; any other error means the lease is gone.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            DurabilityError::Backend { .. } | DurabilityError::Contention { .. }
+        )
+    }
 }

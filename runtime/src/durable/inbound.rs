@@ -23,7 +23,7 @@ use std::time::Duration;
 use botmesh_durability::StepCommitted;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
-use botmesh_durability::{DurabilityError, InboundRecord, InboxLease, NewInbound};
+use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
 use crate::bot::context::CtxExtras;
 use crate::bot::kernel::Kernel;
@@ -141,15 +141,6 @@ impl LeaseSlot {
     }
 }
 
-/// Whether a heartbeat's error may pass with the next beat (the backend failed or was busy),
-/// as opposed to a lease that is gone (taken over, or the record settled or removed).
-pub(crate) fn transient(error: &DurabilityError) -> bool {
-    matches!(
-        error,
-        DurabilityError::Backend { .. } | DurabilityError::Contention { .. }
-    )
-}
-
 /// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
 /// completed, or, when `work` reports that the journal failed under it (a send could not be
 /// journaled), charged as a retryable failure so the sweeper replays the message (its sends
@@ -179,7 +170,7 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
                 Ok(l) => renewed = Some(l),
                 // The backend is away for a moment: the lease still runs, beat again at the
                 // next tick.
-                Err(e) if transient(&e) => {
+                Err(e) if e.is_transient() => {
                     tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed; trying again");
                 }
                 Err(e) => {

@@ -391,7 +391,7 @@ async fn attempt(
                 Ok(l) => renewed = Some(l),
                 // The backend is away for a moment: the lease still runs, beat again at the
                 // next tick, so that a slow provider call is not taken for an abandoned send.
-                Err(e) if super::inbound::transient(&e) => {
+                Err(e) if e.is_transient() => {
                     tracing::warn!(key = %lease.key, error = %e, "outbox heartbeat failed; trying again");
                 }
                 Err(e) => {

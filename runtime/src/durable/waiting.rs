@@ -22,7 +22,6 @@ use std::time::Duration;
 use botmesh_durability::InboxLease;
 use tokio::time::Instant;
 
-use super::inbound::transient;
 use crate::bot::kernel::Kernel;
 
 /// A lease waiting in a queue, and when it was last taken or renewed.
@@ -120,7 +119,7 @@ pub(crate) async fn keep(kernel: Weak<Kernel>) {
                         entry.since = Instant::now();
                     }
                 }
-                Err(e) if transient(&e) => {
+                Err(e) if e.is_transient() => {
                     tracing::warn!(id = %lease.id, error = %e, "renewing a queued message's lease failed; trying again");
                 }
                 Err(e) => {
