@@ -7,81 +7,19 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use botmesh::durability::kv::{Index, WritePhase};
-use botmesh::durability::{
-    Backoff, CasOutcome, DurabilityConfig, DurableKv, Entry, InboxState, KvError, KvOp, KvRecord,
-    MemoryKv, Scope, Versioned, WritePoint,
-};
+use botmesh::durability::{Backoff, DurabilityConfig, InboxState, MemoryKv, WritePoint};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
-use botmesh::testing::MockProvider;
+use botmesh::testing::{Crashable, MockProvider, crashable};
 
-/// A memory backend whose write at `point` fails once (before it is made) when `armed`.
-struct BlipKv {
-    inner: MemoryKv,
-    point: WritePoint,
-    armed: AtomicBool,
-    blips: AtomicUsize,
-}
-
-impl BlipKv {
-    fn new(point: WritePoint) -> Arc<Self> {
-        Arc::new(Self {
-            inner: MemoryKv::new(),
-            point,
-            armed: AtomicBool::new(true),
-            blips: AtomicUsize::new(0),
-        })
-    }
-}
-
-#[async_trait]
-impl DurableKv for BlipKv {
-    async fn get(&self, s: &Scope, k: &str) -> Result<Option<Versioned>, KvError> {
-        self.inner.get(s, k).await
-    }
-    async fn cas(
-        &self,
-        s: &Scope,
-        k: &str,
-        e: Option<u64>,
-        en: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        self.inner.cas(s, k, e, en).await
-    }
-    async fn delete(&self, s: &Scope, k: &str, e: u64) -> Result<CasOutcome, KvError> {
-        self.inner.delete(s, k, e).await
-    }
-    async fn range(
-        &self,
-        s: &Scope,
-        i: Index,
-        f: &str,
-        t: &str,
-        l: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.inner.range(s, i, f, t, l).await
-    }
-    async fn batch(&self, s: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
-        self.inner.batch(s, ops).await
-    }
-    fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
-        if point == self.point
-            && phase == WritePhase::Before
-            && self.armed.swap(false, Ordering::SeqCst)
-        {
-            self.blips.fetch_add(1, Ordering::SeqCst);
-            return Err(KvError::Unavailable {
-                operation: "cas",
-                source: "the backend is away for a moment".into(),
-            });
-        }
-        Ok(())
-    }
+/// A memory backend whose write at `point` the crash harness fails once (`fail_once`).
+fn blip(point: WritePoint) -> Crashable<MemoryKv> {
+    let kv = crashable(Arc::new(MemoryKv::new()));
+    kv.fail_once(point);
+    kv
 }
 
 /// Leases of 300 ms (heartbeats every 100 ms), a sweeper every 20 ms.
@@ -133,7 +71,7 @@ impl Outcome {
 /// Starts a bot on `kv` whose handler waits `slow` for the text `slow`, feeds `texts` to one
 /// chat, and waits until they are answered and a lease or two more have passed.
 async fn run(
-    kv: Arc<BlipKv>,
+    kv: Crashable<MemoryKv>,
     slow: Duration,
     texts: &[&str],
     runs: Arc<[AtomicUsize; 2]>,
@@ -188,9 +126,8 @@ async fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
-    // Never armed: no failure, only the wait.
-    let kv = BlipKv::new(WritePoint::InboxHeartbeat);
-    kv.armed.store(false, Ordering::SeqCst);
+    // Nothing armed: no failure, only the wait.
+    let kv = crashable(Arc::new(MemoryKv::new()));
     let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     // The second message waits 1.5 s, five leases, behind the first.
     let outcome = run(
@@ -212,7 +149,7 @@ async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
-    let kv = BlipKv::new(WritePoint::InboxHeartbeat);
+    let kv = blip(WritePoint::InboxHeartbeat);
     let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let outcome = run(
         kv.clone(),
@@ -222,18 +159,14 @@ async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
         None,
     )
     .await;
-    assert_eq!(
-        kv.blips.load(Ordering::SeqCst),
-        1,
-        "the heartbeat failed once"
-    );
+    assert_eq!(kv.failed_once(), 1, "the heartbeat failed once");
     outcome.assert_clean(&[("the handler", &runs[0])]).await;
     outcome.bot.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_outbox_heartbeat_that_fails_once_keeps_beating() {
-    let kv = BlipKv::new(WritePoint::OutboxHeartbeat);
+    let kv = blip(WritePoint::OutboxHeartbeat);
     let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     // A provider call of 1.2 s, four send leases.
     let outcome = run(
@@ -244,11 +177,7 @@ async fn an_outbox_heartbeat_that_fails_once_keeps_beating() {
         Some(Duration::from_millis(1200)),
     )
     .await;
-    assert_eq!(
-        kv.blips.load(Ordering::SeqCst),
-        1,
-        "the heartbeat failed once"
-    );
+    assert_eq!(kv.failed_once(), 1, "the heartbeat failed once");
     outcome.assert_clean(&[("the handler", &runs[1])]).await;
     assert_eq!(outcome.mock.sent().len(), 1, "one provider call");
     outcome.bot.stop().await.unwrap();

@@ -13,6 +13,7 @@
 //! | `crash_before(p)` | never issued | `Crashed { p, before }` | `Crashed` |
 //! | `crash_after(p)` | applied (durable) | `Crashed { p, after }` | `Crashed` |
 //! | `crash_randomly(seed, prob)` | before or after, at the first point drawn | same as above | `Crashed` |
+//! | `fail_once(p)` | never issued | `Unavailable` (the backend away for a moment) | as usual: no crash |
 //!
 //! The points are [`CRASH_POINTS`] (every [`WritePoint`]): `inbox.journal`, `inbox.claim`,
 //! `inbox.heartbeat`, `inbox.complete`, `inbox.fail`, `inbox.release`, `inbox.deadLetter`,
@@ -62,6 +63,10 @@ struct State {
     random: Option<(fastrand::Rng, f64)>,
     crashed: Option<CrashSite>,
     passed: Vec<CrashSite>,
+    /// The point whose next write fails once, without a crash.
+    blip: Option<CrashPoint>,
+    /// Writes failed by `blip` so far.
+    blips: u32,
 }
 
 /// A [`DurableKv`] that can die at a journal write point. Clones share the same switch.
@@ -129,6 +134,18 @@ impl<K: ?Sized> Crashable<K> {
         self.lock().random = Some((fastrand::Rng::with_seed(seed), probability.clamp(0.0, 1.0)));
     }
 
+    /// Fails the next write at `point` once, before it is issued, with
+    /// [`KvError::Unavailable`], as a backend away for a moment would; nothing crashes, and
+    /// every later call goes through.
+    pub fn fail_once(&self, point: CrashPoint) {
+        self.lock().blip = Some(point);
+    }
+
+    /// How many writes [`fail_once`](Self::fail_once) failed so far.
+    pub fn failed_once(&self) -> u32 {
+        self.lock().blips
+    }
+
     /// Disarms every planned crash (a crash that happened stays).
     pub fn disarm(&self) {
         let mut s = self.lock();
@@ -172,6 +189,15 @@ impl<K: ?Sized> Crashable<K> {
             return Err(KvError::Crashed {
                 point: crashed.point,
                 phase: crashed.phase,
+            });
+        }
+        if site.phase == WritePhase::Before && s.blip == Some(site.point) {
+            s.blip = None;
+            s.blips += 1;
+            tracing::info!(%site, "crash harness: the backend failed one write");
+            return Err(KvError::Unavailable {
+                operation: "cas",
+                source: format!("the backend failed {site} once (crash harness)").into(),
             });
         }
         s.passed.push(site);
