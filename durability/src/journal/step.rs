@@ -33,7 +33,7 @@ use super::{KvDurability, index};
 use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
-use crate::keys::{self, Fingerprint, KeyKind};
+use crate::keys::{self, Fingerprint};
 use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
 use crate::operating::{Counter, RecordKind};
@@ -514,10 +514,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         let Some((ours, _)) = records.first() else {
             return Ok(None);
         };
-        let diverged = ours.key_kind == KeyKind::Derived
-            && found.key_kind == KeyKind::Derived
-            && found.fingerprint != ours.fingerprint;
-        if !diverged {
+        if !found.diverges_from(ours.key_kind, &ours.fingerprint) {
             return Ok(None);
         }
         let policy = self.d.config().outbox.on_diverged;

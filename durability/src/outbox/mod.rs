@@ -149,6 +149,18 @@ pub struct OutboxRecord {
     pub updated_ms: i64,
 }
 
+impl OutboxRecord {
+    /// Whether a send of key rule `kind` and content `fingerprint`, made under this record's
+    /// key, is another send than the one recorded: both keys derived (an explicit key names
+    /// its send and is never compared) and the content differs, a replay that took another
+    /// path. `on_diverged` decides what happens to it.
+    pub fn diverges_from(&self, kind: KeyKind, fingerprint: &Fingerprint) -> bool {
+        kind == KeyKind::Derived
+            && self.key_kind == KeyKind::Derived
+            && self.fingerprint != *fingerprint
+    }
+}
+
 impl JournalRecord for OutboxRecord {
     const KIND: RecordKind = RecordKind::Outbound;
 
@@ -310,11 +322,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         explicit: bool,
         fingerprint: &Fingerprint,
     ) -> Result<Option<OutboxRecord>, DurabilityError> {
-        let same = |r: &OutboxRecord| {
-            explicit || r.key_kind != KeyKind::Derived || r.fingerprint == *fingerprint
+        let kind = if explicit {
+            KeyKind::Explicit
+        } else {
+            KeyKind::Derived
         };
         match self.lookup(key).await? {
-            Some(r) if r.state == OutboxState::Sent && same(&r) => {
+            Some(r) if r.state == OutboxState::Sent && !r.diverges_from(kind, fingerprint) => {
                 self.d.count(Counter::OutboxDeduped);
                 Ok(Some(r))
             }
@@ -426,10 +440,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             Created::New(r) => return Ok(SendJournal::Journaled(r)),
             Created::Existing { found, ours } => (found, ours),
         };
-        let diverged = kind == KeyKind::Derived
-            && existing.key_kind == KeyKind::Derived
-            && existing.fingerprint != ours.fingerprint;
-        if !diverged {
+        if !existing.diverges_from(kind, &ours.fingerprint) {
             self.d.count(Counter::OutboxDeduped);
             tracing::debug!(key = %existing.key, state = existing.state.as_str(), "send already recorded");
             return Ok(SendJournal::Recorded(existing));
