@@ -6,6 +6,8 @@
 
 mod fakes;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh::message::{
@@ -364,14 +366,17 @@ async fn sends_every_content_kind() {
     .expect("list");
     assert_eq!(fake.param(2, "Body").as_deref(), Some("Menu\n1. Row"));
 
-    tw.send(&c, &Outgoing::from("x".repeat(2000)))
+    // One send is one create: a body over 1600 characters (the runtime would have split it)
+    // is refused, not sent as several messages that a retry would send again.
+    let err = tw
+        .send(&c, &Outgoing::from("x".repeat(2000)))
         .await
-        .expect("long");
-    assert_eq!(
-        fake.sent().len(),
-        5,
-        "2000 characters go out as two messages"
+        .expect_err("a body over 1600 characters");
+    assert!(
+        matches!(&err, ProviderError::UnsupportedContent { what, .. } if what.contains("2000 characters")),
+        "{err}"
     );
+    assert_eq!(fake.sent().len(), 3, "nothing sent for the refused body");
 
     tw.send(
         &c,
@@ -387,10 +392,10 @@ async fn sends_every_content_kind() {
     .await
     .expect("media");
     assert_eq!(
-        fake.param(5, "MediaUrl").as_deref(),
+        fake.param(3, "MediaUrl").as_deref(),
         Some("https://example.com/a.jpg")
     );
-    assert_eq!(fake.param(5, "Body").as_deref(), Some("cap"));
+    assert_eq!(fake.param(3, "Body").as_deref(), Some("cap"));
 
     tw.send(
         &c,
@@ -403,11 +408,11 @@ async fn sends_every_content_kind() {
     .await
     .expect("template");
     assert_eq!(
-        fake.param(6, "ContentSid").as_deref(),
+        fake.param(4, "ContentSid").as_deref(),
         Some("HXb5b62575e6e4ff6129ad7c8efe1f983e")
     );
     let vars: serde_json::Value =
-        serde_json::from_str(&fake.param(6, "ContentVariables").expect("vars")).expect("json");
+        serde_json::from_str(&fake.param(4, "ContentVariables").expect("vars")).expect("json");
     assert_eq!(vars, json!({"1": "12/1", "2": "3pm"}));
 
     tw.send(
@@ -422,7 +427,7 @@ async fn sends_every_content_kind() {
     .await
     .expect("location");
     assert_eq!(
-        fake.param(7, "Body").as_deref(),
+        fake.param(5, "Body").as_deref(),
         Some("Here\nhttps://maps.google.com/?q=1.5,2.5")
     );
     tw.send(
@@ -434,7 +439,7 @@ async fn sends_every_content_kind() {
     )
     .await
     .expect("contacts");
-    assert_eq!(fake.param(8, "Body").as_deref(), Some("Bo: +1555"));
+    assert_eq!(fake.param(6, "Body").as_deref(), Some("Bo: +1555"));
 
     let n = fake.sent().len();
     for bad in [
@@ -799,4 +804,83 @@ async fn a_long_text_with_buttons_is_one_create_per_part() {
     );
     bot.stop().await.expect("stop");
     server.shutdown().await;
+}
+
+/// A list whose text is over 1600 characters: the runtime splits it like a text with buttons,
+/// so each part is one create and the numbered rows ride on the last.
+#[tokio::test]
+async fn a_long_list_is_one_create_per_part() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let provider = TwilioProvider::new(config(&fake)).expect("provider");
+    let (server, local) = mounted(&provider).await;
+    let bot = Bot::builder(provider).build().expect("bot");
+    let parts = Arc::new(AtomicUsize::new(0));
+    let seen = parts.clone();
+    bot.on_message(move |ctx: Ctx| {
+        let seen = seen.clone();
+        async move {
+            let list = OutgoingContent::List {
+                text: "menu ".repeat(500), // 2500 characters
+                button: "Pick".into(),
+                sections: vec![botmesh::message::ListSection {
+                    title: "Drinks".into(),
+                    rows: vec![
+                        Button::with_id("tea", "Tea"),
+                        Button::with_id("coffee", "Coffee"),
+                    ],
+                }],
+            };
+            let o = ctx.reply(Outgoing::from(list)).await?;
+            seen.store(o.parts, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    bot.start().await.expect("start");
+    assert_eq!(post(&local, &sms("SM89", "menu")).await, 200);
+    bot.idle().await;
+    assert_eq!(
+        parts.load(Ordering::SeqCst),
+        2,
+        "two sends, not one of two creates"
+    );
+    let bodies: Vec<String> = (0..fake.sent().len())
+        .filter_map(|i| fake.param(i, "Body"))
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies.iter().all(|b| b.chars().count() <= 1600),
+        "{bodies:?}"
+    );
+    assert_eq!(
+        bodies.concat().matches("menu").count(),
+        500,
+        "the whole text went out"
+    );
+    assert!(!bodies[0].contains("1. Tea"), "{}", bodies[0]);
+    assert!(bodies[1].ends_with("\n1. Tea\n2. Coffee"), "{}", bodies[1]);
+    bot.stop().await.expect("stop");
+    server.shutdown().await;
+}
+
+/// Options that alone take more than the 400 characters a message leaves them: refused with
+/// an error naming them, and nothing is sent (two creates under one send would be sent
+/// again by a retry).
+#[tokio::test]
+async fn options_over_their_room_are_refused_before_any_create() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let title = "a very long option title that goes on";
+    let buttons: Vec<Button> = (0..12)
+        .map(|i| Button::with_id(format!("b{i}"), title))
+        .collect();
+    let text = "pick ".repeat(240); // 1200 characters: what the runtime leaves with buttons
+    let err = tw
+        .send(&ChatId::from(USER), &Outgoing::buttons(text, buttons))
+        .await
+        .expect_err("options over 400 characters");
+    assert!(
+        matches!(&err, ProviderError::UnsupportedContent { what, .. } if what.contains("12 numbered options")),
+        "{err}"
+    );
+    assert!(fake.sent().is_empty(), "no create was made");
 }

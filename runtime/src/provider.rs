@@ -44,10 +44,11 @@ pub(crate) async fn with_send_key<F: std::future::Future>(key: Option<String>, f
 pub struct Capabilities {
     /// The longest text one message may carry, in characters; longer texts are split into parts.
     pub text_limit: usize,
-    /// The longest text a message with buttons may carry, when the channel allows less there
-    /// than [`text_limit`](Self::text_limit) (WhatsApp: 1024 for an interactive body): a
-    /// longer text with buttons is split so that its last part, the one with the buttons,
-    /// fits. `None`: `text_limit`.
+    /// The longest text a message with buttons, or a list, may carry, when the channel allows
+    /// less there than [`text_limit`](Self::text_limit) (WhatsApp: 1024 for an interactive
+    /// body; Twilio: 1200, leaving room for the numbered options): a longer text with buttons
+    /// or list is split so that its last part, the one with the buttons or the list, fits.
+    /// `None`: `text_limit`.
     pub buttons_text_limit: Option<usize>,
     /// Interactions (button presses) must be acknowledged (Telegram callback queries, Discord).
     pub interactions_require_ack: bool,

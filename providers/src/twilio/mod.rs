@@ -19,8 +19,8 @@
 //!
 //! | content | what Twilio gets |
 //! | --- | --- |
-//! | text | `Body` (over 1600 characters: several messages; the runtime splits a text with buttons so that its last part leaves 400 characters for the options) |
-//! | text with buttons, list | `Body` with numbered options (`1. Yes`); a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat) |
+//! | text | `Body`: one create per send (the runtime splits a text over 1600 characters into sends; a `Body` over 1600 is refused as `UnsupportedContent`) |
+//! | text with buttons, list | `Body` with numbered options (`1. Yes`); the runtime splits a longer text so that its last part leaves 400 characters for the options, and options over 400 characters are refused; a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat) |
 //! | media by URL | `MediaUrl` and the caption as `Body` (bytes, paths and tokens: `UnsupportedContent`: Twilio fetches media itself) |
 //! | location, contacts | a readable `Body` |
 //! | template | `ContentSid` (the template name, `HX…`) and `ContentVariables` (`{"1": …}`) |
@@ -134,6 +134,31 @@ fn api_error(
         message,
         retryable,
     }
+}
+
+/// The one `Body` of a text or a list: the text with its numbered options. A send is one
+/// create (a send made of several creates would make them all again when a later one fails and
+/// the send is retried), so a body over [`TEXT_LIMIT`] is refused. The runtime splits a longer
+/// text, with buttons or a list, into sends whose last leaves [`OPTIONS_ROOM`] characters for
+/// the options; only options longer than that (or a send made without the runtime) reach this.
+fn one_body(text: &str, options: &[Button]) -> Result<String, ProviderError> {
+    let body = outbound::with_options(text, options);
+    let count = body.chars().count();
+    if count <= TEXT_LIMIT {
+        return Ok(body);
+    }
+    let options_len = count - text.chars().count();
+    Err(unsupported(
+        if options.is_empty() || options_len <= OPTIONS_ROOM {
+            format!("a body of {count} characters, over the limit of {TEXT_LIMIT} for one message")
+        } else {
+            format!(
+                "{} numbered options taking {options_len} characters, over the {OPTIONS_ROOM} a \
+             message leaves them beside its text (shorten the titles or send fewer)",
+                options.len()
+            )
+        },
+    ))
 }
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
@@ -297,99 +322,88 @@ impl Provider for TwilioProvider {
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
         let kv = |k: &str, v: String| (k.to_owned(), v);
-        let (forms, options): (Vec<Vec<(String, String)>>, Option<Vec<Button>>) =
-            match &outgoing.content {
-                OutgoingContent::Text { text, buttons } => {
-                    if text.trim().is_empty() {
-                        return Err(unsupported("an empty text"));
-                    }
-                    let body = outbound::with_options(text, buttons);
-                    let parts = botmesh::bot::split_text(&body, TEXT_LIMIT);
-                    (
-                        parts.into_iter().map(|p| vec![kv("Body", p)]).collect(),
-                        Some(buttons.clone()),
-                    )
+        let (form, options): (Vec<(String, String)>, Option<Vec<Button>>) = match &outgoing.content
+        {
+            OutgoingContent::Text { text, buttons } => {
+                if text.trim().is_empty() {
+                    return Err(unsupported("an empty text"));
                 }
-                OutgoingContent::List { text, sections, .. } => {
-                    let rows: Vec<Button> = sections.iter().flat_map(|s| s.rows.clone()).collect();
-                    let body = outbound::with_options(text, &rows);
-                    let parts = botmesh::bot::split_text(&body, TEXT_LIMIT);
-                    (
-                        parts.into_iter().map(|p| vec![kv("Body", p)]).collect(),
-                        Some(rows),
-                    )
-                }
-                OutgoingContent::Media {
-                    source, caption, ..
-                } => {
-                    let MediaSource::Url { url } = source else {
-                        return Err(unsupported(
-                            "media other than a public URL (Twilio fetches MediaUrl itself)",
-                        ));
-                    };
-                    let mut form = vec![kv("MediaUrl", url.clone())];
-                    if let Some(c) = caption.as_ref().filter(|c| !c.is_empty()) {
-                        if c.chars().count() > TEXT_LIMIT {
-                            return Err(unsupported(format!(
-                                "a caption over {TEXT_LIMIT} characters"
-                            )));
-                        }
-                        form.push(kv("Body", c.clone()));
-                    }
-                    (vec![form], None)
-                }
-                OutgoingContent::Location(l) => {
-                    let mut body = String::new();
-                    for part in [&l.name, &l.address].into_iter().flatten() {
-                        body.push_str(part);
-                        body.push('\n');
-                    }
-                    body.push_str(&format!(
-                        "https://maps.google.com/?q={},{}",
-                        l.latitude, l.longitude
+                let body = one_body(text, buttons)?;
+                (vec![kv("Body", body)], Some(buttons.clone()))
+            }
+            OutgoingContent::List { text, sections, .. } => {
+                let rows: Vec<Button> = sections.iter().flat_map(|s| s.rows.clone()).collect();
+                let body = one_body(text, &rows)?;
+                (vec![kv("Body", body)], Some(rows))
+            }
+            OutgoingContent::Media {
+                source, caption, ..
+            } => {
+                let MediaSource::Url { url } = source else {
+                    return Err(unsupported(
+                        "media other than a public URL (Twilio fetches MediaUrl itself)",
                     ));
-                    (vec![vec![kv("Body", body)]], None)
-                }
-                OutgoingContent::Contacts(cards) => {
-                    if cards.is_empty() {
-                        return Err(unsupported("an empty list of contacts"));
-                    }
-                    let body = cards
-                        .iter()
-                        .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    (vec![vec![kv("Body", body)]], None)
-                }
-                OutgoingContent::Template { name, params, .. } => {
-                    if !name.starts_with("HX") {
+                };
+                let mut form = vec![kv("MediaUrl", url.clone())];
+                if let Some(c) = caption.as_ref().filter(|c| !c.is_empty()) {
+                    if c.chars().count() > TEXT_LIMIT {
                         return Err(unsupported(format!(
-                            "template {name:?}: Twilio templates are Content SIDs (HX…)"
+                            "a caption over {TEXT_LIMIT} characters"
                         )));
                     }
-                    let vars: serde_json::Map<String, Value> = params
-                        .iter()
-                        .enumerate()
-                        .map(|(i, p)| ((i + 1).to_string(), json!(p)))
-                        .collect();
-                    (
-                        vec![vec![
-                            kv("ContentSid", name.clone()),
-                            kv("ContentVariables", Value::Object(vars).to_string()),
-                        ]],
-                        None,
-                    )
+                    form.push(kv("Body", c.clone()));
                 }
-                OutgoingContent::Reaction(_) => return Err(unsupported("reactions")),
-            };
-        let mut last = None;
-        for form in forms {
-            last = self.create(chat, form).await?.or(last);
-        }
+                (form, None)
+            }
+            OutgoingContent::Location(l) => {
+                let mut body = String::new();
+                for part in [&l.name, &l.address].into_iter().flatten() {
+                    body.push_str(part);
+                    body.push('\n');
+                }
+                body.push_str(&format!(
+                    "https://maps.google.com/?q={},{}",
+                    l.latitude, l.longitude
+                ));
+                (vec![kv("Body", body)], None)
+            }
+            OutgoingContent::Contacts(cards) => {
+                if cards.is_empty() {
+                    return Err(unsupported("an empty list of contacts"));
+                }
+                let body = cards
+                    .iter()
+                    .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                (vec![kv("Body", body)], None)
+            }
+            OutgoingContent::Template { name, params, .. } => {
+                if !name.starts_with("HX") {
+                    return Err(unsupported(format!(
+                        "template {name:?}: Twilio templates are Content SIDs (HX…)"
+                    )));
+                }
+                let vars: serde_json::Map<String, Value> = params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ((i + 1).to_string(), json!(p)))
+                    .collect();
+                (
+                    vec![
+                        kv("ContentSid", name.clone()),
+                        kv("ContentVariables", Value::Object(vars).to_string()),
+                    ],
+                    None,
+                )
+            }
+            OutgoingContent::Reaction(_) => return Err(unsupported("reactions")),
+        };
+        let message_id = self.create(chat, form).await?;
         if let Some(options) = options {
             self.remember_options(chat, options);
         }
-        Ok(SentMessage { message_id: last })
+        Ok(SentMessage { message_id })
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {

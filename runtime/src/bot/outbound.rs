@@ -331,67 +331,84 @@ pub fn part_key(key: &str, index: usize) -> String {
     }
 }
 
-/// Splits a text message over the channel's `text_limit` into parts; the buttons stay on the
-/// last part, which also fits `buttons_text_limit`. Other content is returned as it is.
+/// Splits a text message, or a list, over the channel's `text_limit` into parts. The last
+/// part keeps the buttons (or is the list, with the end of its text) and also fits
+/// `buttons_text_limit`; the parts before it are plain texts. Other content is returned as it
+/// is.
 pub(crate) fn split_outgoing(
     outgoing: &Outgoing,
     caps: &crate::provider::Capabilities,
 ) -> Vec<Outgoing> {
     let limit = caps.text_limit;
-    match &outgoing.content {
-        OutgoingContent::Text { text, buttons } if limit > 0 => {
-            // The last part carries the buttons: it must also fit the channel's limit for a
-            // text with buttons.
-            let last_limit = match caps.buttons_text_limit {
-                Some(b) if !buttons.is_empty() && b > 0 => b.min(limit),
-                _ => limit,
-            };
-            let count = text.chars().count();
-            if count <= last_limit {
-                return vec![outgoing.clone()];
-            }
-            let mut chunks = split_text(text, limit);
-            if chunks
-                .last()
-                .is_some_and(|c| c.chars().count() > last_limit)
-            {
-                // Cut the last chunk to the buttons' limit, keep its final piece for the
-                // buttons, and give the rest back to the parts before (at `limit` each).
-                let last = chunks.pop().unwrap_or_default();
-                let mut pieces = split_text(&last, last_limit);
-                let tail = pieces.pop().unwrap_or_default();
-                let head: String = chunks.into_iter().chain(pieces).collect();
-                chunks = if head.is_empty() {
-                    Vec::new()
-                } else {
-                    split_text(&head, limit)
-                };
-                chunks.push(tail);
-            }
-            let n = chunks.len();
-            chunks
-                .into_iter()
-                .enumerate()
-                .map(|(i, chunk)| Outgoing {
-                    content: OutgoingContent::Text {
-                        text: chunk,
-                        buttons: if i + 1 == n {
-                            buttons.clone()
-                        } else {
-                            Vec::new()
-                        },
-                    },
-                    reply_to: if i == 0 {
-                        outgoing.reply_to.clone()
-                    } else {
-                        None
-                    },
-                    idempotency_key: None,
-                })
-                .collect()
-        }
-        _ => vec![outgoing.clone()],
+    let (text, decorated) = match &outgoing.content {
+        OutgoingContent::Text { text, buttons } => (text, !buttons.is_empty()),
+        OutgoingContent::List { text, .. } => (text, true),
+        _ => return vec![outgoing.clone()],
+    };
+    if limit == 0 {
+        return vec![outgoing.clone()];
     }
+    // The last part carries the buttons or the list: it must also fit the channel's limit for
+    // a text with buttons.
+    let last_limit = match caps.buttons_text_limit {
+        Some(b) if decorated && b > 0 => b.min(limit),
+        _ => limit,
+    };
+    if text.chars().count() <= last_limit {
+        return vec![outgoing.clone()];
+    }
+    let mut chunks = split_text(text, limit);
+    if chunks
+        .last()
+        .is_some_and(|c| c.chars().count() > last_limit)
+    {
+        // Cut the last chunk to the buttons' limit, keep its final piece for the buttons, and
+        // give the rest back to the parts before (at `limit` each).
+        let last = chunks.pop().unwrap_or_default();
+        let mut pieces = split_text(&last, last_limit);
+        let tail = pieces.pop().unwrap_or_default();
+        let head: String = chunks.into_iter().chain(pieces).collect();
+        chunks = if head.is_empty() {
+            Vec::new()
+        } else {
+            split_text(&head, limit)
+        };
+        chunks.push(tail);
+    }
+    let n = chunks.len();
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| Outgoing {
+            content: if i + 1 < n {
+                OutgoingContent::Text {
+                    text: chunk,
+                    buttons: Vec::new(),
+                }
+            } else {
+                match &outgoing.content {
+                    OutgoingContent::List {
+                        button, sections, ..
+                    } => OutgoingContent::List {
+                        text: chunk,
+                        button: button.clone(),
+                        sections: sections.clone(),
+                    },
+                    OutgoingContent::Text { buttons, .. } => OutgoingContent::Text {
+                        text: chunk,
+                        buttons: buttons.clone(),
+                    },
+                    other => other.clone(),
+                }
+            },
+            reply_to: if i == 0 {
+                outgoing.reply_to.clone()
+            } else {
+                None
+            },
+            idempotency_key: None,
+        })
+        .collect()
 }
 
 /// Splits text into chunks of at most `limit` characters, preferring to cut after a newline,
@@ -457,6 +474,53 @@ mod tests {
             let plain = split_outgoing(&Outgoing::from(text.clone()), &caps);
             assert_eq!(plain.len() == 1, len <= 4096, "{len}");
         }
+    }
+
+    /// A list over the buttons' limit is split like a text with buttons: plain texts first,
+    /// the list (its button and sections unchanged) with the end of the text last.
+    #[test]
+    fn a_long_list_keeps_its_rows_on_its_last_part() {
+        let caps = crate::provider::Capabilities {
+            text_limit: 4096,
+            buttons_text_limit: Some(1024),
+            ..crate::provider::Capabilities::default()
+        };
+        let sections = vec![crate::message::ListSection {
+            title: "Drinks".into(),
+            rows: vec![crate::message::Button::with_id("tea", "Tea")],
+        }];
+        let list = |text: String| {
+            Outgoing::from(OutgoingContent::List {
+                text,
+                button: "Pick".into(),
+                sections: sections.clone(),
+            })
+        };
+        assert_eq!(split_outgoing(&list("x ".repeat(512)), &caps).len(), 1);
+        let text = "word ".repeat(1040); // 5200: 4096 + 1104, over the 1024 of the last part
+        let parts = split_outgoing(&list(text.clone()).reply_to("m1"), &caps);
+        assert_eq!(parts.len(), 3, "4096 + the rest, cut to fit 1024 last");
+        let texts: Vec<&str> = parts.iter().map(|p| p.content.text()).collect();
+        assert_eq!(texts.concat(), text);
+        let (last, before) = parts.split_last().expect("parts");
+        assert!(
+            before.iter().all(|p| matches!(&p.content, OutgoingContent::Text { buttons, .. } if buttons.is_empty())),
+            "{before:?}"
+        );
+        match &last.content {
+            OutgoingContent::List {
+                text,
+                button,
+                sections: s,
+            } => {
+                assert!(text.chars().count() <= 1024, "{}", text.len());
+                assert_eq!(button, "Pick");
+                assert_eq!(s, &sections);
+            }
+            other => panic!("the last part is the list: {other:?}"),
+        }
+        assert_eq!(parts[0].reply_to.as_ref().map(|m| m.as_str()), Some("m1"));
+        assert!(parts[1..].iter().all(|p| p.reply_to.is_none()));
     }
 
     #[test]

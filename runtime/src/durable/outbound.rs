@@ -188,10 +188,10 @@ async fn journal(
     }
 }
 
-/// Whether a send is a text that `split_outgoing` splits (over the channel's limit, or over
-/// its limit for a text with buttons).
+/// Whether a send is a text or a list that `split_outgoing` splits (over the channel's limit,
+/// or over its limit for a text with buttons).
 fn over_limit(outgoing: &Outgoing, caps: &crate::provider::Capabilities) -> bool {
-    outgoing.content.is_text() && split_outgoing(outgoing, caps).len() > 1
+    split_outgoing(outgoing, caps).len() > 1
 }
 
 /// The records of a send's parts, in order; splits a first part over the text limit. `known`
