@@ -103,6 +103,62 @@ async fn script(build: Build, in_progress: &str) {
     bot.stop().await.expect("stops");
 }
 
+/// Placing an order reads the chat's `last` summary, writes the order, then `last`. A replay
+/// that crashed between the two writes (the order in, `last` still naming the one before)
+/// computes the same number and rewrites the same order; a scope without `last` (written
+/// before it existed) is counted once.
+#[tokio::test]
+async fn an_order_replayed_between_its_two_writes_is_stored_once() {
+    let store: std::sync::Arc<dyn botmesh::durability::Store> =
+        std::sync::Arc::new(botmesh::durability::MemoryStore::new());
+    let chat = ChatId::from("e");
+    let tea = shop::catalogue::find("tea").expect("tea");
+    let first = orders::place(store.as_ref(), &chat, tea, 1, Some("in/1"))
+        .await
+        .expect("place");
+    let second = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
+        .await
+        .expect("place");
+    assert_eq!((first.number, second.number), (1, 2));
+    let scope = orders::scope(&chat);
+    // The crash: order 2 is stored, `last` still names order 1.
+    store
+        .set_value(
+            &scope,
+            "last",
+            &serde_json::json!({"number": 1, "inbound": "in/1"}),
+        )
+        .await
+        .expect("set");
+    let replayed = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
+        .await
+        .expect("place");
+    assert_eq!(replayed.number, 2);
+    assert_eq!(
+        orders::list(store.as_ref(), &chat)
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
+    // Now `last` names order 2: the same confirmation again returns it unchanged.
+    let again = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
+        .await
+        .expect("place");
+    assert_eq!(again, replayed);
+    // A scope without `last`: counted from its orders.
+    store.delete_value(&scope, "last").await.expect("delete");
+    let third = orders::place(store.as_ref(), &chat, tea, 3, Some("in/3"))
+        .await
+        .expect("place");
+    assert_eq!(third.number, 3);
+    let listed = orders::list(store.as_ref(), &chat).await.expect("list");
+    assert_eq!(
+        listed.iter().map(|o| o.number).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+}
+
 #[tokio::test]
 async fn a_redelivered_confirmation_stores_the_order_once() {
     let (mock, bot) = shop_on_mock().await;

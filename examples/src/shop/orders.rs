@@ -1,5 +1,10 @@
 //! Confirmed orders, kept in the store's key/value scope `orders:<chat>`: one value per
-//! order, keyed by its zero-padded number (`000001`), so the scope lists in order.
+//! order, keyed by its zero-padded number (`000001`), so the scope lists in order, and a
+//! `last` value naming the latest order's number and the inbound record that confirmed it.
+//!
+//! Placing an order reads only `last` (not every order of the chat), writes the order, then
+//! `last`. A confirmation replayed after a crash is recognised by `last`; one that crashed
+//! between the two writes computes the same number again and rewrites the same order.
 //!
 //! It does not validate orders (the conversation does) and never deletes them. A stored
 //! value that cannot be decoded is skipped with a warning rather than failing `/status`.
@@ -40,8 +45,31 @@ pub fn scope(chat: &ChatId) -> String {
     format!("orders:{chat}")
 }
 
-/// Stores a new order of `quantity` × `item` for `chat` and returns it. When an order
-/// confirmed by the same `inbound` record is already stored, returns that one instead.
+/// The key of the latest order's summary in a chat's scope (orders' keys are digits).
+const LAST: &str = "last";
+
+/// The latest order of a chat: its number, and the inbound record that confirmed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Last {
+    number: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inbound: Option<String>,
+}
+
+fn encode<T: Serialize>(
+    value: &T,
+    what: &'static str,
+    key: String,
+) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(value).map_err(|e| StoreError::Corrupt {
+        what,
+        key,
+        reason: e.to_string(),
+    })
+}
+
+/// Stores a new order of `quantity` × `item` for `chat` and returns it. When the latest order
+/// was confirmed by the same `inbound` record (a replay), returns that one instead.
 pub async fn place(
     store: &dyn Store,
     chat: &ChatId,
@@ -50,17 +78,30 @@ pub async fn place(
     inbound: Option<&str>,
 ) -> Result<Order, StoreError> {
     let scope = scope(chat);
-    let existing = store.values(&scope).await?;
-    if let Some(inbound) = inbound {
-        let earlier = existing
-            .iter()
-            .filter_map(|(_, v)| serde_json::from_value::<Order>(v.clone()).ok())
-            .find(|o| o.inbound.as_deref() == Some(inbound));
-        if let Some(order) = earlier {
-            return Ok(order);
+    let last = match store.get_value(&scope, LAST).await? {
+        Some(v) => serde_json::from_value::<Last>(v).ok(),
+        // A scope written before `last` existed: its orders are counted once.
+        None => {
+            let orders = list(store, chat).await?;
+            orders.last().map(|o| Last {
+                number: o.number,
+                inbound: o.inbound.clone(),
+            })
+        }
+    };
+    if let (Some(last), Some(inbound)) = (&last, inbound) {
+        if last.inbound.as_deref() == Some(inbound) {
+            let key = format!("{:06}", last.number);
+            if let Some(order) = store
+                .get_value(&scope, &key)
+                .await?
+                .and_then(|v| serde_json::from_value::<Order>(v).ok())
+            {
+                return Ok(order);
+            }
         }
     }
-    let number = u32::try_from(existing.len()).unwrap_or(u32::MAX - 1) + 1;
+    let number = last.map_or(0, |l| l.number).saturating_add(1);
     let order = Order {
         number,
         item: item.id.to_owned(),
@@ -69,14 +110,15 @@ pub async fn place(
         at_ms: botmesh::clock::now_ms(),
         inbound: inbound.map(str::to_owned),
     };
-    let value = serde_json::to_value(&order).map_err(|e| StoreError::Corrupt {
-        what: "order",
-        key: format!("{scope}/{number}"),
-        reason: e.to_string(),
-    })?;
-    store
-        .set_value(&scope, &format!("{number:06}"), &value)
-        .await?;
+    let key = format!("{number:06}");
+    let value = encode(&order, "order", format!("{scope}/{key}"))?;
+    store.set_value(&scope, &key, &value).await?;
+    let last = Last {
+        number,
+        inbound: order.inbound.clone(),
+    };
+    let value = encode(&last, "last order", format!("{scope}/{LAST}"))?;
+    store.set_value(&scope, LAST, &value).await?;
     Ok(order)
 }
 
@@ -85,6 +127,9 @@ pub async fn list(store: &dyn Store, chat: &ChatId) -> Result<Vec<Order>, StoreE
     let scope = scope(chat);
     let mut orders = Vec::new();
     for (key, value) in store.values(&scope).await? {
+        if key == LAST {
+            continue;
+        }
         match serde_json::from_value::<Order>(value) {
             Ok(order) => orders.push(order),
             Err(e) => tracing::warn!(%scope, %key, error = %e, "skipping an undecodable order"),
