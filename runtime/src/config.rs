@@ -153,7 +153,8 @@ pub struct BotConfig {
     pub rate_limit_retry: RateLimitRetry,
     /// How many (chat, message id) pairs the in-memory dedupe remembers.
     pub dedupe_capacity: usize,
-    /// How long `stop()` waits for in-flight work with a drain, and for late ledger writes.
+    /// How long `stop()` without a drain lets running handlers end (a send in flight lands and
+    /// is recorded) before aborting them, and waits for the durability sweeper (default 5 s).
     pub stop_timeout: Duration,
     /// How often live previews of `ctx.stream()` are edited at most.
     pub stream_interval: Duration,

@@ -21,7 +21,7 @@ use crate::bot::queue::ChatQueues;
 use crate::bot::routes::Routes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
-use crate::durable::{DurabilityOptions, DurabilityStep, Durable};
+use crate::durable::{DurabilityOptions, DurabilityStep, Durable, JournalStep};
 use crate::error::BotError;
 use crate::events::EventOutlet;
 use crate::message::{ChatId, Message, UserId};
@@ -191,6 +191,9 @@ impl BotBuilder {
         let mut steps: Vec<Arc<dyn LifecycleStep>> =
             vec![Arc::new(StorageStep), Arc::new(RestoreStep)];
         if durable.is_some() {
+            // Stopped in reverse: `durability` (the sweeper) before the drain, `journal` after
+            // it (the transport is stopped first).
+            steps.push(Arc::new(JournalStep));
             steps.push(Arc::new(DurabilityStep));
         }
         steps.push(Arc::new(TransportStep));

@@ -14,11 +14,24 @@ use crate::bot::routes::{Handler, HookFlow};
 use crate::events::{BotEvent, DropReason};
 use crate::metrics::Counters;
 
-/// Runs a handler in its own task; reports errors and panics.
+/// Aborts the handler's task when the job running it is dropped (`stop()` aborting a chat's
+/// worker): the handler must not go on sending after the bot stopped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs a handler in its own task; reports errors and panics. The task is aborted if this
+/// future is dropped before it ends.
 pub(crate) async fn run_handler(ctx: &Ctx, handler: Arc<dyn Handler>, context: &'static str) {
     let k = ctx.0.bot.kernel.clone();
     let fut = handler.call(ctx.clone());
-    let result = tokio::spawn(fut).await;
+    let task = tokio::spawn(fut);
+    let _abort = AbortOnDrop(task.abort_handle());
+    let result = task.await;
     let err = match result {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),

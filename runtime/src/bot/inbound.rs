@@ -286,7 +286,9 @@ pub(crate) async fn process_message(
     k.queues.push(
         &chat,
         Box::pin(async move {
-            drop(waiting);
+            if let Some(w) = waiting {
+                w.started();
+            }
             let slot = lease.map(durable::inbound::LeaseSlot::new);
             extras.lease = slot.clone();
             let work = async {
@@ -353,7 +355,9 @@ pub(crate) async fn process_interaction(
     k.queues.push(
         &chat,
         Box::pin(async move {
-            drop(waiting);
+            if let Some(w) = waiting {
+                w.started();
+            }
             let slot = lease.map(durable::inbound::LeaseSlot::new);
             extras.lease = slot.clone();
             let work = async {

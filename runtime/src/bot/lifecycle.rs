@@ -4,8 +4,11 @@
 //! conversations) → feature steps (durability recovery, …) → `transport` (the provider) →
 //! custom steps (jobs, a plugin's own). If a step fails, the steps already started are stopped
 //! in reverse order and the error is returned. `stop()` closes inbound and cancels broadcasts,
-//! emits `stopping`, stops the steps that produce work, optionally drains in-flight work, aborts
-//! in-memory conversations (checkpoints are kept), then stops the remaining steps in reverse.
+//! emits `stopping`, stops the steps that produce work, then either drains the queued and
+//! running work (up to the drain's timeout) or drops the queued work and gives the running jobs
+//! up to `stop_timeout` to end (a send in flight lands and is recorded), aborts what is still
+//! running (handlers included), aborts in-memory conversations (checkpoints are kept), then
+//! stops the remaining steps in reverse.
 //! An opt-in feature adds a step; it does not add branches here.
 
 use std::sync::Arc;
@@ -125,6 +128,7 @@ pub(crate) async fn start(bot: &Bot) -> Result<(), BotError> {
     }
     let _ = k.input_ended.send_replace(false);
     let _ = k.cancel_background.send_replace(false);
+    k.queues.reopen();
     k.set_transport_status(TransportStatus::Starting);
     k.accepting.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut steps: Vec<Arc<dyn LifecycleStep>> = k.steps.clone();
@@ -184,17 +188,25 @@ pub(crate) async fn stop(bot: &Bot, opts: StopOptions) -> Result<(), BotError> {
             k.events.error(format!("stop:{}", step.name()), None, e);
         }
     }
-    if opts.drain {
-        if tokio::time::timeout(opts.timeout, k.queues.tracker.wait_idle())
-            .await
-            .is_err()
-        {
-            tracing::warn!(in_flight = k.queues.tracker.in_flight(), "drain timed out");
-            k.queues.abort_all();
-        }
+    // Without a drain, the jobs not started are dropped, and the running ones get up to
+    // `stop_timeout` to end (a send in flight lands and is recorded) before they are aborted.
+    let grace = if opts.drain {
+        opts.timeout
     } else {
-        k.queues.abort_all();
+        k.queues.close();
+        k.config.stop_timeout
+    };
+    if tokio::time::timeout(grace, k.queues.tracker.wait_idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = k.queues.tracker.in_flight(),
+            drain = opts.drain,
+            "running work did not end in time: aborted"
+        );
     }
+    k.queues.abort_all();
     crate::flow::abort_all(k).await;
     for step in rest.iter().rev() {
         if let Err(e) = step.stop(bot).await {

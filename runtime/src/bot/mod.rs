@@ -290,7 +290,10 @@ impl Bot {
         lifecycle::start(self).await
     }
 
-    /// Stops the bot without draining: queued work not yet started is dropped.
+    /// Stops the bot without draining: queued work not yet started is dropped (its journaled
+    /// messages are replayed at the next start), running handlers get up to
+    /// [`BotConfig::stop_timeout`](crate::config::BotConfig::stop_timeout) to end, then are
+    /// aborted. Once it returns, no handler of this bot runs or sends.
     pub async fn stop(&self) -> Result<(), BotError> {
         lifecycle::stop(self, StopOptions::default()).await
     }

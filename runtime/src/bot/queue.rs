@@ -2,10 +2,12 @@
 //! different chats run concurrently. Also the [`WorkTracker`] that `stop()` drains.
 //!
 //! A chat's worker task exists only while the chat has work; it exits when its queue empties.
+//! Once [`ChatQueues::close`] was called (a `stop()` without drain), a worker finishes the job
+//! it runs and drops the rest of its queue unstarted, until [`ChatQueues::reopen`].
 //! This module does not know what the work is (dispatch, a trigger, a flow resume).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, mpsc};
@@ -69,6 +71,8 @@ struct ChatWorker {
 pub(crate) struct ChatQueues {
     workers: Arc<Mutex<HashMap<ChatId, ChatWorker>>>,
     pub(crate) tracker: Arc<WorkTracker>,
+    /// Set by [`close`](Self::close): workers start no further job.
+    closed: Arc<AtomicBool>,
 }
 
 impl ChatQueues {
@@ -86,7 +90,12 @@ impl ChatQueues {
         let (tx, rx) = mpsc::unbounded_channel();
         // A fresh receiver is alive: this send cannot fail.
         let _ = tx.send(job);
-        let handle = tokio::spawn(run_worker(self.workers.clone(), chat.clone(), rx));
+        let handle = tokio::spawn(run_worker(
+            self.workers.clone(),
+            self.closed.clone(),
+            chat.clone(),
+            rx,
+        ));
         workers.insert(
             chat.clone(),
             ChatWorker {
@@ -94,6 +103,18 @@ impl ChatQueues {
                 abort: Some(handle.abort_handle()),
             },
         );
+    }
+
+    /// Lets every worker finish the job it runs, and drops the jobs not started yet (their
+    /// futures are dropped unpolled): `in_flight` then reaches zero as the running jobs end.
+    pub(crate) fn close(&self) {
+        // Each worker sees the flag before taking its next job.
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Undoes [`close`](Self::close) (the bot starts again).
+    pub(crate) fn reopen(&self) {
+        self.closed.store(false, Ordering::SeqCst);
     }
 
     /// Aborts every worker (work not yet started is dropped).
@@ -109,10 +130,20 @@ impl ChatQueues {
 
 async fn run_worker(
     workers: Arc<Mutex<HashMap<ChatId, ChatWorker>>>,
+    closed: Arc<AtomicBool>,
     chat: ChatId,
     mut rx: mpsc::UnboundedReceiver<Job>,
 ) {
     loop {
+        if closed.load(Ordering::SeqCst) {
+            // Drop the jobs not started (with their work guards), and this worker.
+            let mut map = workers.lock().unwrap_or_else(|e| e.into_inner());
+            map.remove(&chat);
+            drop(map);
+            rx.close();
+            while rx.try_recv().is_ok() {}
+            return;
+        }
         let next = match rx.try_recv() {
             Ok(job) => Some(job),
             Err(_) => {

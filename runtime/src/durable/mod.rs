@@ -284,6 +284,26 @@ impl LifecycleStep for DurabilityStep {
     }
 }
 
+/// The `journal` lifecycle step, stopped after the drain (it does not produce work): gives
+/// back the leases of the queued messages a `stop()` without drain dropped.
+pub(crate) struct JournalStep;
+
+#[async_trait]
+impl LifecycleStep for JournalStep {
+    fn name(&self) -> &str {
+        "journal"
+    }
+
+    async fn start(&self, _bot: &Bot) -> Result<(), BotError> {
+        Ok(())
+    }
+
+    async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
+        waiting::release_dropped(&bot.kernel).await;
+        Ok(())
+    }
+}
+
 /// Runs `work` to completion while `beats` runs beside it, in the same task: the lease
 /// heartbeat of a handler or a provider call. `beats` sleeps before its first heartbeat, and
 /// `work` is polled first, so a call that completes at once never arms a timer, and none ever

@@ -10,7 +10,10 @@
 //!
 //! So a queued job registers its lease here ([`WaitingLeases::enter`]) until it starts (or is
 //! dropped), and the lease keeper ([`keep`]) renews, every third of the lease, each lease that
-//! has waited that long since its last renewal. Leases of jobs that start at once are never
+//! has waited that long since its last renewal. The lease of a job dropped unstarted (a
+//! `stop()` without drain drops the queued jobs) is kept aside and given back to the journal
+//! by [`release_dropped`] when the bot stops, so that a restart replays the message at once
+//! rather than after the lease ran out. Leases of jobs that start at once are never
 //! renewed: the registration is one map insert and one removal. It does not renew the leases
 //! of running jobs (their heartbeat does) and does not touch the queue.
 
@@ -36,6 +39,8 @@ struct Entry {
 pub(crate) struct WaitingLeases {
     next: AtomicU64,
     leases: Mutex<HashMap<u64, Entry>>,
+    /// Leases of jobs dropped before they started.
+    dropped: Mutex<Vec<InboxLease>>,
 }
 
 impl WaitingLeases {
@@ -44,7 +49,8 @@ impl WaitingLeases {
     }
 
     /// Registers `lease` for a job about to be queued; the returned ticket removes it when the
-    /// job starts (drop it first thing) or is dropped unrun. `None` without a lease.
+    /// job starts ([`Waiting::started`], first thing) or is dropped unrun (the lease is then
+    /// kept for [`release_dropped`]). `None` without a lease.
     pub(crate) fn enter(k: &Arc<Kernel>, lease: Option<&InboxLease>) -> Option<Waiting> {
         let (dur, lease) = (k.durable.as_ref()?, lease?);
         let ticket = dur.waiting.next.fetch_add(1, Ordering::Relaxed);
@@ -58,6 +64,7 @@ impl WaitingLeases {
         Some(Waiting {
             kernel: Arc::downgrade(k),
             ticket,
+            started: false,
         })
     }
 
@@ -72,22 +79,58 @@ impl WaitingLeases {
     }
 }
 
-/// A queued job's registration in [`WaitingLeases`]: removed on drop.
+/// A queued job's registration in [`WaitingLeases`]: removed when the job starts; dropped
+/// before that, its lease is kept for [`release_dropped`].
 #[derive(Debug)]
 pub(crate) struct Waiting {
     kernel: Weak<Kernel>,
     ticket: u64,
+    started: bool,
+}
+
+impl Waiting {
+    /// The job starts: its own heartbeat keeps the lease from now on.
+    pub(crate) fn started(mut self) {
+        self.started = true;
+    }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        if let Some(dur) = self
-            .kernel
-            .upgrade()
-            .as_ref()
-            .and_then(|k| k.durable.as_ref())
-        {
-            dur.waiting.leases().remove(&self.ticket);
+        let Some(k) = self.kernel.upgrade() else {
+            return;
+        };
+        let Some(dur) = k.durable.as_ref() else {
+            return;
+        };
+        let entry = dur.waiting.leases().remove(&self.ticket);
+        if let (false, Some(entry)) = (self.started, entry) {
+            dur.waiting
+                .dropped
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(entry.lease);
+        }
+    }
+}
+
+/// Gives back to the journal the leases of the jobs dropped unstarted (a `stop()` without
+/// drain): their records are pending again, with the attempt they were charged undone, and a
+/// restart replays them at once. A lease that cannot be released runs out as after a crash.
+pub(crate) async fn release_dropped(k: &Kernel) {
+    let Some(dur) = k.durable.as_ref() else {
+        return;
+    };
+    let dropped = std::mem::take(
+        &mut *dur
+            .waiting
+            .dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    for lease in dropped {
+        if let Err(e) = dur.d.inbox().release(&lease, Duration::ZERO).await {
+            tracing::warn!(id = %lease.id, error = %e, "could not release the lease of a dropped queued message; it is replayed once the lease runs out");
         }
     }
 }

@@ -1,0 +1,253 @@
+//! `stop()` without a drain, as the architecture guide's lifecycle has it: the work not started
+//! is dropped (and its journaled messages are replayed at the next start, at once), the running
+//! handlers get up to `stop_timeout` to end (a send in flight lands and is recorded), and once
+//! `stop()` returns no handler runs or sends.
+//!
+//! | case | expected |
+//! | --- | --- |
+//! | a handler that ends within `stop_timeout` | its reply is sent before `stop()` returns |
+//! | a handler longer than `stop_timeout` | aborted: it never sends, also later |
+//! | `stop()` while a send is at the provider | the send is recorded `sent`, the message `done`; a restart resends nothing and reports nothing ambiguous |
+//! | a message queued behind a running one | dropped unstarted, its lease given back: a restart replays it at once, answered once |
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use botmesh::config::BotConfig;
+use botmesh::durability::{
+    DurabilityConfig, DurableKv, InboxState, MemoryKv, OnAmbiguous, OutboxState,
+};
+use botmesh::durable::DurabilityOptions;
+use botmesh::message::{ChatId, Outgoing, SentMessage};
+use botmesh::prelude::*;
+use botmesh::provider::{EventSink, Provider, ProviderError};
+use botmesh::testing::MockProvider;
+
+fn fast() -> DurabilityConfig {
+    let mut c = DurabilityConfig::default();
+    c.poll = Duration::from_millis(20);
+    c
+}
+
+fn config(stop_timeout: Duration) -> BotConfig {
+    BotConfig {
+        stop_timeout,
+        ..BotConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_running_handler_ends_within_the_grace_and_nothing_runs_after_stop() {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone()).build().unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        ctx.reply("answered").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("a", "1", "x").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    bot.stop().await.unwrap();
+    assert_eq!(
+        mock.texts("a"),
+        vec!["answered"],
+        "the running handler ended before stop() returned"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(mock.texts("a"), vec!["answered"], "nothing after stop()");
+}
+
+#[tokio::test]
+async fn a_handler_longer_than_the_grace_is_aborted_and_never_sends() {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .config(config(Duration::from_millis(100)))
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        ctx.reply("too late").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("a", "1", "x").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let t0 = Instant::now();
+    bot.stop().await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(350),
+        "stop() waited {:?}, not the handler",
+        t0.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        mock.texts("a").is_empty(),
+        "an aborted handler sent after stop(): {:?}",
+        mock.texts("a")
+    );
+}
+
+/// Accepts every message at once (it reaches the channel) but answers only 300 ms later.
+#[derive(Clone)]
+struct SlowAck {
+    inner: MockProvider,
+    accepted: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Provider for SlowAck {
+    fn name(&self) -> &str {
+        "mock"
+    }
+    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
+        self.inner.start(sink).await
+    }
+    async fn stop(&self) -> Result<(), ProviderError> {
+        self.inner.stop().await
+    }
+    async fn send(&self, chat: &ChatId, o: &Outgoing) -> Result<SentMessage, ProviderError> {
+        self.accepted
+            .lock()
+            .unwrap()
+            .push(o.content.text().to_owned());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.inner.send(chat, o).await
+    }
+}
+
+fn durable_bot(kv: &Arc<dyn DurableKv>, provider: SlowAck, cfg: &DurabilityConfig) -> Bot {
+    let bot = Bot::builder(provider)
+        .durability(
+            DurabilityOptions::shared(kv.clone())
+                .config(cfg.clone())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        if ctx.text() == "slow" {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        ctx.reply(format!("re: {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot
+}
+
+fn ambiguous_counter(bot: &Bot) -> Arc<AtomicUsize> {
+    let n = Arc::new(AtomicUsize::new(0));
+    let c = n.clone();
+    bot.on_event(move |e| {
+        if matches!(e, BotEvent::Durability { name, .. } if name == "ambiguous") {
+            c.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    n
+}
+
+/// A clean stop is not a crash: a send at the provider when `stop()` is called lands and is
+/// recorded, so a restart under `Resend` sends nothing again (before, the handler was cut
+/// mid-send and the restart resent the reply, or called it ambiguous under `Skip`).
+#[tokio::test]
+async fn a_send_in_flight_at_stop_is_recorded_and_never_sent_again() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let mut cfg = fast();
+    cfg.outbox.on_ambiguous = OnAmbiguous::Resend;
+    let accepted: Arc<Mutex<Vec<String>>> = Arc::default();
+    let first = SlowAck {
+        inner: MockProvider::new(),
+        accepted: accepted.clone(),
+    };
+    let bot = durable_bot(&kv, first.clone(), &cfg);
+    bot.start().await.unwrap();
+    first.inner.say("a", "m1", "hello").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    bot.stop().await.unwrap();
+    let d = bot.durability().unwrap();
+    assert_eq!(
+        d.outbox().list(OutboxState::Sent, 10).await.unwrap().len(),
+        1
+    );
+    assert!(
+        d.outbox()
+            .list(OutboxState::Sending, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(d.inbox().list(InboxState::Done, 10).await.unwrap().len(), 1);
+    assert!(
+        d.inbox()
+            .list(InboxState::Processing, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let again = durable_bot(
+        &kv,
+        SlowAck {
+            inner: MockProvider::new(),
+            accepted: accepted.clone(),
+        },
+        &cfg,
+    );
+    let ambiguous = ambiguous_counter(&again);
+    again.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    again.idle().await;
+    again.stop().await.unwrap();
+    assert_eq!(*accepted.lock().unwrap(), vec!["re: hello"], "sent once");
+    assert_eq!(ambiguous.load(Ordering::SeqCst), 0);
+}
+
+/// A message queued behind a running one of its chat is dropped by `stop()`, and its lease is
+/// given back: a restart (same instance) replays it at once, not after the 60 s lease.
+#[tokio::test]
+async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let cfg = fast();
+    assert!(cfg.inbox.lease >= Duration::from_secs(30), "a long lease");
+    let accepted: Arc<Mutex<Vec<String>>> = Arc::default();
+    let first = SlowAck {
+        inner: MockProvider::new(),
+        accepted: accepted.clone(),
+    };
+    let bot = durable_bot(&kv, first.clone(), &cfg);
+    bot.start().await.unwrap();
+    first.inner.say("a", "m1", "slow").await.unwrap();
+    first.inner.say("a", "m2", "queued").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    bot.stop().await.unwrap();
+    assert_eq!(*accepted.lock().unwrap(), vec!["re: slow"], "m2 never ran");
+    let d = bot.durability().unwrap();
+    let pending = d.inbox().list(InboxState::Pending, 10).await.unwrap();
+    assert_eq!(pending.len(), 1, "m2 is pending again");
+    assert_eq!(pending[0].attempts, 0, "its attempt is given back");
+
+    let again = durable_bot(
+        &kv,
+        SlowAck {
+            inner: MockProvider::new(),
+            accepted: accepted.clone(),
+        },
+        &cfg,
+    );
+    again.start().await.unwrap();
+    let t0 = Instant::now();
+    while accepted.lock().unwrap().len() < 2 && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    again.idle().await;
+    again.stop().await.unwrap();
+    assert_eq!(
+        *accepted.lock().unwrap(),
+        vec!["re: slow", "re: queued"],
+        "m2 replayed within 5 s, and each answered once"
+    );
+}
