@@ -4,10 +4,15 @@
 //! in flight by a dead incarnation (`on_ambiguous`), then replay every unfinished inbound
 //! record. The sweeper then runs every `poll`: it replays inbound records that became due
 //! (retries, expired leases of another replica), delivers due sends in per-chat order, and
-//! purges `done`/`sent` records older than `retention`. A failing pass is reported as an
+//! purges `done`/`sent` records older than `retention`: at its first pass, then once a minute,
+//! each time until nothing older is left (in slices of [`PURGE_SLICE`], so a backlog is worked
+//! off over several passes without holding up replays and sends). A failing pass is reported as an
 //! `error` event and the next pass runs as usual: a bad record never stops the sweeper.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::bot::kernel::Kernel;
 use crate::durable::{Durable, inbound, outbound};
@@ -15,8 +20,55 @@ use crate::error::BotError;
 
 /// Records per pass.
 const BATCH: usize = 64;
-/// Purge every this many passes.
-const PURGE_EVERY: u64 = 60;
+/// How often the retention purge runs (when it has no backlog).
+const PURGE_PERIOD: Duration = Duration::from_secs(60);
+/// Records per state and purge call.
+const PURGE_MAX: usize = 1000;
+/// The longest one pass purges; a backlog left goes on at the next pass.
+const PURGE_SLICE: Duration = Duration::from_millis(200);
+
+/// When the retention purge runs next.
+#[derive(Debug)]
+struct PurgeSchedule {
+    next: Instant,
+}
+
+impl PurgeSchedule {
+    /// Due at once (the first pass purges).
+    fn new() -> Self {
+        Self {
+            next: Instant::now(),
+        }
+    }
+}
+
+/// Purges records past retention for up to [`PURGE_SLICE`]; with a backlog left, the next
+/// pass goes on, else the next purge is [`PURGE_PERIOD`] away.
+async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotError> {
+    if Instant::now() < schedule.next {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let (mut inbound, mut outbound) = (0, 0);
+    let backlog = loop {
+        let report = dur.d.purge(PURGE_MAX).await?;
+        inbound += report.inbound;
+        outbound += report.outbound;
+        let more = report.inbound >= PURGE_MAX || report.outbound >= PURGE_MAX;
+        if !more || started.elapsed() >= PURGE_SLICE {
+            break more;
+        }
+    };
+    schedule.next = if backlog {
+        Instant::now()
+    } else {
+        Instant::now() + PURGE_PERIOD
+    };
+    if inbound + outbound > 0 {
+        tracing::debug!(inbound, outbound, backlog, "retention purge");
+    }
+    Ok(())
+}
 
 pub(crate) async fn recover(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
     let resolved = dur.d.outbox().recover_ambiguous().await?;
@@ -48,7 +100,11 @@ async fn replay_due(k: &Arc<Kernel>, dur: &Durable) -> Result<usize, BotError> {
     }
 }
 
-async fn pass(k: &Arc<Kernel>, dur: &Durable, n: u64) -> Result<(), BotError> {
+async fn pass(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    schedule: &mut PurgeSchedule,
+) -> Result<(), BotError> {
     replay_due(k, dur).await?;
     for record in dur.d.outbox().due(BATCH).await? {
         // Stopping: leave the rest for the next start (the record in hand was finished).
@@ -57,17 +113,7 @@ async fn pass(k: &Arc<Kernel>, dur: &Durable, n: u64) -> Result<(), BotError> {
         }
         outbound::deliver_due(k, dur, record).await;
     }
-    if n.is_multiple_of(PURGE_EVERY) {
-        let report = dur.d.purge(1000).await?;
-        if report.inbound + report.outbound > 0 {
-            tracing::debug!(
-                inbound = report.inbound,
-                outbound = report.outbound,
-                "retention purge"
-            );
-        }
-    }
-    Ok(())
+    purge(dur, schedule).await
 }
 
 /// Runs passes every `poll` until the bot is gone or stopping.
@@ -81,7 +127,7 @@ pub(crate) async fn run(kernel: Weak<Kernel>, mut stop: tokio::sync::watch::Rece
     };
     let mut tick = tokio::time::interval(poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut n: u64 = 0;
+    let mut schedule = PurgeSchedule::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -94,8 +140,7 @@ pub(crate) async fn run(kernel: Weak<Kernel>, mut stop: tokio::sync::watch::Rece
         let Some(dur) = k.durable.as_ref() else {
             return;
         };
-        n += 1;
-        if let Err(e) = pass(&k, dur, n).await {
+        if let Err(e) = pass(&k, dur, &mut schedule).await {
             k.events.error("durability:sweeper", None, e);
         }
     }
