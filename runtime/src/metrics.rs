@@ -42,6 +42,8 @@ metrics! {
     dropped_handoff,
     /// Stopped by a `before` message hook.
     dropped_hook,
+    /// Not dispatched because older than `inbox.max_age` at admission (`StalePolicy::Skip`).
+    dropped_stale,
     /// Messages sent.
     sent,
     /// Sends that failed.

@@ -292,6 +292,12 @@ async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
 #[tokio::test]
 async fn enqueue_with_an_explicit_key_sends_once() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let before = Arc::new(AtomicUsize::new(0));
+    let b = before.clone();
+    h.bot.before_send(move |draft| {
+        b.fetch_add(1, Ordering::SeqCst);
+        async move { SendDecision::Proceed(draft) }
+    });
     let after = Arc::new(AtomicUsize::new(0));
     let a = after.clone();
     h.bot.after_send(move |_| {
@@ -312,6 +318,11 @@ async fn enqueue_with_an_explicit_key_sends_once() {
         .await
         .unwrap();
     assert!(!first.deduped && second.deduped);
+    assert_eq!(
+        before.load(Ordering::SeqCst),
+        1,
+        "the before hooks run once per key: the second enqueue is a no-op"
+    );
     assert_eq!(h.mock.wait_for_sends(1, Duration::from_secs(2)).await, 1);
     settle(&h.bot).await;
     assert_eq!(h.mock.texts("a"), ["Tomorrow at 9"]);
@@ -572,6 +583,12 @@ async fn max_age_skips_or_marks_stale_messages() {
         .unwrap();
     settle(&bot).await;
     assert_eq!(mock.texts("a"), ["fresh"]);
+    let m = bot.metrics();
+    assert_eq!(
+        (m.dropped_stale, m.dropped_hook),
+        (1, 0),
+        "counted as stale, not as a hook"
+    );
 
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
@@ -817,4 +834,60 @@ async fn the_retention_purge_works_off_a_backlog_at_once() {
         "every record past retention purged, the young one kept"
     );
     bot.stop().await.unwrap();
+}
+
+/// `inbox.max_age` is measured at admission: a message accepted fresh, left unfinished, and
+/// replayed after two hours of downtime is handled, not dropped as stale (the channel had its
+/// acknowledgement, so nothing would ever handle it).
+#[tokio::test]
+async fn a_message_admitted_fresh_is_not_stale_when_replayed_after_downtime() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let clock = botmesh::clock::ManualClock::new(botmesh::clock::now_ms());
+    let block = Arc::new(AtomicBool::new(true));
+    let make = |mock: MockProvider| {
+        let b = block.clone();
+        let bot = Bot::builder(mock)
+            .clock(clock.clone())
+            .config(botmesh::config::BotConfig {
+                stop_timeout: Duration::from_millis(50),
+                ..botmesh::config::BotConfig::default()
+            })
+            .durability(
+                DurabilityOptions::shared(kv.clone())
+                    .config(fast_config())
+                    .instance_id("i1")
+                    .max_age(Duration::from_secs(3600), StalePolicy::Skip),
+            )
+            .build()
+            .unwrap();
+        bot.catch_all(move |ctx: Ctx| {
+            let b = b.clone();
+            async move {
+                if b.load(Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                ctx.reply("answered").await?;
+                Ok(())
+            }
+        });
+        bot
+    };
+    let first = MockProvider::new();
+    let bot = make(first.clone());
+    bot.start().await.unwrap();
+    let mut m = Message::text("m1", "a", "hello");
+    m.timestamp_ms = botmesh::clock::Clock::now_ms(&clock);
+    first.deliver(ProviderEvent::Message(m)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The handler never ends: stop() aborts it, the record stays unfinished.
+    bot.stop().await.unwrap();
+    block.store(false, Ordering::SeqCst);
+    clock.advance(Duration::from_secs(2 * 3600));
+    let second = MockProvider::new();
+    let bot = make(second.clone());
+    bot.start().await.unwrap();
+    assert_eq!(second.wait_for_sends(1, Duration::from_secs(3)).await, 1);
+    settle(&bot).await;
+    assert_eq!(second.texts("a"), ["answered"]);
+    assert_eq!(bot.metrics().dropped_stale, 0);
 }

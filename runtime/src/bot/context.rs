@@ -46,6 +46,9 @@ pub(crate) struct CtxExtras {
     pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
     /// The lease of the durable inbound record, when the message was journaled.
     pub(crate) lease: Option<Arc<crate::durable::inbound::LeaseSlot>>,
+    /// When a replayed message was first admitted (its record's creation): `inbox.max_age`
+    /// measures its age there, not at the replay.
+    pub(crate) admitted_ms: Option<i64>,
 }
 
 /// A handler's context. Cheap to clone; clones share the send counter.

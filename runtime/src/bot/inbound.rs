@@ -114,7 +114,8 @@ fn drop_event(k: &Kernel, chat: &ChatId, reason: DropReason) {
         DropReason::Duplicate => &k.counters.dropped_duplicate,
         DropReason::Group => &k.counters.dropped_group,
         DropReason::Handoff => &k.counters.dropped_handoff,
-        DropReason::Hook | DropReason::Stale => &k.counters.dropped_hook,
+        DropReason::Hook => &k.counters.dropped_hook,
+        DropReason::Stale => &k.counters.dropped_stale,
     };
     Counters::inc(counter);
     tracing::debug!(chat = %chat, ?reason, "inbound dropped");
@@ -247,7 +248,10 @@ pub(crate) async fn process_message(
         }
     }
     if let Some(max) = k.durable.as_ref().and_then(|d| d.max_age) {
-        let age = k.clock.now_ms().saturating_sub(m.timestamp_ms);
+        // Measured at admission: a message the bot accepted fresh stays fresh when it is
+        // replayed after downtime (the channel already has its acknowledgement).
+        let admitted = extras.admitted_ms.unwrap_or_else(|| k.clock.now_ms());
+        let age = admitted.saturating_sub(m.timestamp_ms);
         if age > i64::try_from(max.age.as_millis()).unwrap_or(i64::MAX) {
             match max.policy {
                 StalePolicy::Skip => {

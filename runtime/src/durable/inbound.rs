@@ -274,6 +274,7 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
         media_issue,
         stale: false,
         lease: None,
+        admitted_ms: Some(record.created_ms),
     };
     match event {
         ProviderEvent::Message(m) => {

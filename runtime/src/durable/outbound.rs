@@ -672,6 +672,24 @@ impl Bot {
             None => KeyRule::Random,
         };
         let key = rule.key();
+        // The idempotency lookup comes before the hooks: a second enqueue of a key is a
+        // no-op, and the hooks run once per key.
+        if let KeyRule::Explicit(_) = rule {
+            if dur
+                .d
+                .outbox()
+                .lookup(&key)
+                .await
+                .map_err(journal_error)?
+                .is_some()
+            {
+                return Ok(EnqueueOutcome {
+                    key,
+                    skipped: false,
+                    deduped: true,
+                });
+            }
+        }
         let fp = fingerprint(&chat, &outgoing);
         let draft = SendDraft {
             chat,
