@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use botmesh::durability::store::CheckpointHead;
 use botmesh::durability::{
     Backoff, ChatRecord, ContactRecord, DurabilityConfig, FlowCheckpoint, HandoffRecord,
     InboxState, LedgerEntry, MemoryStore, Store, StoreError,
@@ -70,8 +71,8 @@ impl Store for FlakyStore {
     async fn checkpoint(&self, c: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
         self.inner.checkpoint(c).await
     }
-    async fn checkpoint_step(&self, c: &str) -> Result<Option<u64>, StoreError> {
-        self.inner.checkpoint_step(c).await
+    async fn checkpoint_head(&self, c: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        self.inner.checkpoint_head(c).await
     }
     async fn delete_checkpoint(&self, c: &str) -> Result<(), StoreError> {
         if self.fail_delete.swap(false, Ordering::SeqCst) {

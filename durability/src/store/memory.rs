@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
+    ChatRecord, CheckpointHead, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store,
+    StoreError,
 };
 
 /// A [`Store`] in process memory; clones share the same data.
@@ -127,8 +128,15 @@ impl Store for MemoryStore {
         Ok(self.open_data()?.checkpoints.get(chat).cloned())
     }
 
-    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
-        Ok(self.open_data()?.checkpoints.get(chat).map(|cp| cp.step))
+    async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        Ok(self
+            .open_data()?
+            .checkpoints
+            .get(chat)
+            .map(|cp| CheckpointHead {
+                step: cp.step,
+                inbound_id: cp.inbound_id.clone(),
+            }))
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {

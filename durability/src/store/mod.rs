@@ -137,6 +137,17 @@ pub struct FlowCheckpoint {
     pub updated_ms: i64,
 }
 
+/// What the runtime checks of a chat's checkpoint before each message of a flow it holds in
+/// memory: another process sharing the store may have moved the flow on, or started another
+/// run of it that reached the same step (the inbound record that fed it tells them apart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointHead {
+    /// [`FlowCheckpoint::step`].
+    pub step: u64,
+    /// [`FlowCheckpoint::inbound_id`].
+    pub inbound_id: Option<String>,
+}
+
 /// A chat handed over to a human agent: the bot does not answer while it lasts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRecord {
@@ -264,12 +275,16 @@ pub trait Store: Send + Sync + 'static {
     async fn save_checkpoint(&self, checkpoint: &FlowCheckpoint) -> Result<(), StoreError>;
     /// Reads the checkpoint of a chat, if a flow waits there.
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError>;
-    /// The step of a chat's checkpoint, if a flow waits there: what the runtime checks before
-    /// each message of a flow it holds in memory (another process sharing the store may have
-    /// moved the flow on), without reading and decoding its state. The default reads the
-    /// whole checkpoint; SQLite, Postgres and the memory store read only the step.
-    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
-        Ok(self.checkpoint(chat).await?.map(|cp| cp.step))
+    /// The step and feeding inbound of a chat's checkpoint, if a flow waits there: what the
+    /// runtime checks before each message of a flow it holds in memory (another process
+    /// sharing the store may have moved the flow on), without reading and decoding its state.
+    /// The default reads the whole checkpoint; SQLite, Postgres and the memory store read
+    /// only those two columns.
+    async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        Ok(self.checkpoint(chat).await?.map(|cp| CheckpointHead {
+            step: cp.step,
+            inbound_id: cp.inbound_id,
+        }))
     }
     /// Removes the checkpoint of a chat (the flow ended); removing none is not an error.
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError>;

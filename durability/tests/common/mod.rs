@@ -171,7 +171,7 @@ pub(crate) async fn ledger_order_and_limit(store: &impl Store) {
 
 pub(crate) async fn checkpoints(store: &impl Store) {
     assert_eq!(store.checkpoint("c1").await.unwrap(), None);
-    assert_eq!(store.checkpoint_step("c1").await.unwrap(), None);
+    assert_eq!(store.checkpoint_head("c1").await.unwrap(), None);
     assert!(store.checkpoints().await.unwrap().is_empty());
     store.save_checkpoint(&checkpoint("c2", 1)).await.unwrap();
     store.save_checkpoint(&checkpoint("c1", 1)).await.unwrap();
@@ -181,15 +181,19 @@ pub(crate) async fn checkpoints(store: &impl Store) {
         store.checkpoint("c1").await.unwrap(),
         Some(checkpoint("c1", 2))
     );
-    // The step alone, as the whole checkpoint has it.
-    assert_eq!(store.checkpoint_step("c1").await.unwrap(), Some(2));
-    assert_eq!(store.checkpoint_step("c2").await.unwrap(), Some(1));
+    // The step and the inbound alone, as the whole checkpoint has them.
+    let head = |step: u64| botmesh_durability::store::CheckpointHead {
+        step,
+        inbound_id: Some(format!("in-{step}")),
+    };
+    assert_eq!(store.checkpoint_head("c1").await.unwrap(), Some(head(2)));
+    assert_eq!(store.checkpoint_head("c2").await.unwrap(), Some(head(1)));
     let mut all = store.checkpoints().await.unwrap();
     all.sort_by(|a, b| a.chat.cmp(&b.chat));
     assert_eq!(all, vec![checkpoint("c1", 2), checkpoint("c2", 1)]);
     store.delete_checkpoint("c1").await.unwrap();
     assert_eq!(store.checkpoint("c1").await.unwrap(), None);
-    assert_eq!(store.checkpoint_step("c1").await.unwrap(), None);
+    assert_eq!(store.checkpoint_head("c1").await.unwrap(), None);
     // Deleting none is not an error.
     store.delete_checkpoint("c1").await.unwrap();
     store.delete_checkpoint("nobody").await.unwrap();

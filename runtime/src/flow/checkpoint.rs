@@ -103,6 +103,7 @@ pub(crate) async fn write(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowErro
             flow: "checkpoint",
             reason: e.to_string(),
         })?;
+    k.flows.clear_ended(&cp.chat.as_str().into());
     Counters::inc(&k.counters.checkpoints_written);
     Ok(())
 }
@@ -235,7 +236,10 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
 /// Deletes a chat's checkpoint, reporting a failure as an event; whether it is gone.
 pub(crate) async fn drop_checkpoint(k: &Kernel, chat: &str) -> bool {
     match k.store.delete_checkpoint(chat).await {
-        Ok(()) => true,
+        Ok(()) => {
+            k.flows.clear_ended(&chat.into());
+            true
+        }
         Err(e) => {
             k.events.error("flow:checkpoint", Some(&chat.into()), e);
             false

@@ -54,6 +54,9 @@ pub(crate) enum Pending {
     },
 }
 
+/// Uses of each site within one step, across its frames.
+pub(crate) type Occurrences = Arc<Mutex<HashMap<String, u32>>>;
+
 /// A flow's context: `cx` in `async fn order(cx: &mut FlowCx) -> FlowResult`.
 pub struct FlowCx {
     pub(crate) ctx: Ctx,
@@ -63,7 +66,9 @@ pub struct FlowCx {
     pub(crate) inbound: String,
     pub(crate) input: Mutex<Option<Input>>,
     pub(crate) pending: Mutex<Option<Pending>>,
-    occurrences: Mutex<HashMap<String, u32>>,
+    /// Uses of each send and effect site in this step, shared by every frame the step runs
+    /// (a sub-flow called twice in one step counts on where the first call stopped).
+    pub(crate) occurrences: Occurrences,
     pub(crate) effect_keys: Mutex<Vec<String>>,
     /// The step's sends, when the step commits in one transaction (see `commit`).
     pub(crate) buffer: Option<Arc<StepBuffer>>,
@@ -98,7 +103,7 @@ impl FlowCx {
             inbound,
             input: Mutex::new(Some(input)),
             pending: Mutex::new(None),
-            occurrences: Mutex::new(HashMap::new()),
+            occurrences: Occurrences::default(),
             effect_keys: Mutex::new(Vec::new()),
             buffer: None,
         }

@@ -113,7 +113,13 @@ pub(crate) async fn start_in_with(
     {
         checkpoint::drop_checkpoint(&k, chat.as_str()).await;
     }
-    let run = format!("{}", k.clock.now_ms());
+    // A run started by a message is named after it: a replay of that message (after a crash
+    // in the first step) is the same run, and finds the first step's effects recorded. A run
+    // started from code gets the time, and a count when several start in one millisecond.
+    let run = match ctx.inbound_id() {
+        Some(inbound) => format!("in:{inbound}"),
+        None => k.flows.run_from_code(k.clock.now_ms()),
+    };
     emit(&k, &chat, flow.0.info().name, "started");
     let stack = Stack {
         run,
@@ -150,19 +156,23 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
         tracing::debug!(chat = %chat, "flow ended elsewhere: dropping the in-memory copy");
         None
     };
-    match k.store.checkpoint_step(chat.as_str()).await {
+    // The step and the inbound that fed it: another run of the flow (started on another
+    // replica) may have reached the same step.
+    match k.store.checkpoint_head(chat.as_str()).await {
         Ok(None) => gone(),
-        Ok(Some(step)) if step != stack.step => match k.store.checkpoint(chat.as_str()).await {
-            Ok(None) => gone(),
-            Ok(Some(cp)) => match checkpoint::load(k, cp).await {
-                Loaded::Ready(s) => Some(s),
-                Loaded::Gone | Loaded::Restart(_) => None,
-            },
-            Err(e) => {
-                k.events.error("flow:checkpoint", Some(chat), e);
-                Some(stack)
+        Ok(Some(head)) if head.step != stack.step || head.inbound_id != stack.fed_by => {
+            match k.store.checkpoint(chat.as_str()).await {
+                Ok(None) => gone(),
+                Ok(Some(cp)) => match checkpoint::load(k, cp).await {
+                    Loaded::Ready(s) => Some(s),
+                    Loaded::Gone | Loaded::Restart(_) => None,
+                },
+                Err(e) => {
+                    k.events.error("flow:checkpoint", Some(chat), e);
+                    Some(stack)
+                }
             }
-        },
+        }
         Ok(Some(_)) => Some(stack),
         Err(e) => {
             k.events.error("flow:checkpoint", Some(chat), e);
@@ -194,9 +204,24 @@ pub(crate) async fn active(ctx: &Ctx) -> bool {
     true
 }
 
+/// Whether the chat's stored checkpoint is the leftover of a flow that ended (its delete
+/// failed): the delete is tried again, and either way the flow is not resumed.
+pub(crate) async fn ended_leftover(k: &Kernel, chat: &ChatId) -> bool {
+    if !k.flows.is_ended(chat) {
+        return false;
+    }
+    if checkpoint::drop_checkpoint(k, chat.as_str()).await {
+        tracing::debug!(chat = %chat, "the leftover checkpoint of an ended flow is deleted");
+    }
+    true
+}
+
 /// The "dormant resume" stage: a checkpoint in the store, nothing in memory.
 pub(crate) async fn dormant(ctx: &Ctx) -> bool {
     let k = ctx.0.bot.kernel.clone();
+    if ended_leftover(&k, ctx.chat()).await {
+        return false;
+    }
     let cp = match k.store.checkpoint(ctx.chat().as_str()).await {
         Ok(Some(cp)) => cp,
         Ok(None) => return false,
@@ -241,6 +266,7 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
     let k = ctx.0.bot.kernel.clone();
     let stack = match current(&k, ctx.chat()).await {
         Some(s) => s,
+        None if ended_leftover(&k, ctx.chat()).await => return false,
         None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
             Some(cp) => match checkpoint::load(&k, cp).await {
                 Loaded::Ready(s) => s,
@@ -280,6 +306,7 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
     let buffer = (checkpoint::is_persistent(&stack) && commit::atomic(&k))
         .then(|| Arc::new(StepBuffer::default()));
     let mut effect_keys = Vec::new();
+    let occurrences = crate::flow::cx::Occurrences::default();
     let ended: Option<(&'static str, String, Option<HandlerError>)> = loop {
         let Some(Frame { flow, state, wait }) = stack.frames.pop() else {
             break Some(("", "done".to_owned(), None));
@@ -287,6 +314,7 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
         let info = flow.0.info();
         let mut cx = FlowCx::new(ctx.clone(), info.name, stack.run.clone(), stack.step, input);
         cx.buffer = buffer.clone();
+        cx.occurrences = occurrences.clone();
         let result = flow.0.step(&mut cx, state).await;
         Counters::inc(&k.counters.flow_steps);
         effect_keys.append(&mut cx.effect_keys.lock().unwrap_or_else(|e| e.into_inner()));
@@ -358,7 +386,13 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
                 input = Input::Returned(Ok(out));
             }
             Err(e) => {
-                let interrupt = e.downcast_ref::<Interrupt>().copied();
+                // A flow that passed on (`?`) its sub-flow's interrupt ends as interrupted too.
+                let interrupt = e.downcast_ref::<Interrupt>().copied().or_else(|| match e
+                    .downcast_ref::<FlowError>()
+                {
+                    Some(FlowError::SubflowInterrupted { interrupt, .. }) => Some(*interrupt),
+                    _ => None,
+                });
                 if stack.frames.is_empty() {
                     break Some(match interrupt {
                         Some(Interrupt::Cancelled) => (info.name, "cancelled".to_owned(), None),
@@ -465,7 +499,12 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
             if (stack.checkpointed || checkpoint_exists(&k, &chat).await)
                 && !checkpoint::drop_checkpoint(&k, chat.as_str()).await
             {
+                // Replayed, the step ends the flow again from the stored checkpoint; else
+                // the leftover checkpoint must not bring the ended flow back.
                 cut = replays;
+                if !replays {
+                    k.flows.mark_ended(&chat);
+                }
             }
             if cut {
                 emit(&k, &chat, name, "interrupted:checkpoint");
@@ -542,7 +581,11 @@ async fn finish_atomic(
     };
     let committed =
         match commit::commit(ctx, step.buffer, write, step.effect_keys, step.owns_message).await {
-            Ok(c) => c,
+            Ok(c) => {
+                // The stored checkpoint is this step's (saved or deleted with it).
+                k.flows.clear_ended(chat);
+                c
+            }
             Err(e) => {
                 ctx.0
                     .journal_failed
@@ -590,7 +633,9 @@ async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
 
 /// Ends a stack that is not stepping (replaced, blocked).
 pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
-    checkpoint::drop_checkpoint(k, chat.as_str()).await;
+    if !checkpoint::drop_checkpoint(k, chat.as_str()).await {
+        k.flows.mark_ended(chat);
+    }
     emit(
         k,
         chat,
@@ -628,10 +673,11 @@ where
     Ok(())
 }
 
-/// Queues a timeout for every stack whose idle deadline passed; returns how many.
+/// Queues a timeout for every stack whose idle deadline passed; returns how many. A chat
+/// handed off to a human is left alone: its timeout fires once the handoff ends.
 pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
     let now = k.clock.now_ms();
-    let due = k.flows.due(now);
+    let due = k.flows.due(now, |chat| k.gates.is_handed_off(chat));
     for (chat, step) in &due {
         let kernel = k.clone();
         let chat = chat.clone();
@@ -650,6 +696,7 @@ pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
                 )
                 .await;
                 let still = kernel.flows.step_of(&chat) == Some(step)
+                    && !kernel.gates.is_handed_off(&chat)
                     && kernel
                         .flows
                         .deadline_of(&chat)

@@ -82,6 +82,13 @@ pub(crate) struct FlowRuntime {
     active: Mutex<HashMap<ChatId, Stack>>,
     generations: Mutex<HashMap<ChatId, u64>>,
     firing: Mutex<HashSet<ChatId>>,
+    /// Chats whose flow ended while its checkpoint could not be deleted (and no message will
+    /// be replayed to end it again): the leftover checkpoint must not bring the flow back. The
+    /// delete is tried again before the chat's next flow stage; a new checkpoint clears it.
+    /// In memory: a restart in another process finds the checkpoint and resumes it.
+    ended: Mutex<HashSet<ChatId>>,
+    /// The last millisecond a run started from code took, and how many took it.
+    code_runs: Mutex<(i64, u32)>,
     kernel: OnceLock<Weak<Kernel>>,
     ticker: AtomicBool,
 }
@@ -131,10 +138,15 @@ impl FlowRuntime {
         });
     }
 
-    pub(crate) fn register(&self, flow: Erased) {
+    /// Registers `flow` and the sub-flows it calls; registering one again does nothing. Refuses
+    /// another flow of a name already taken (checkpoints find their flow by name).
+    pub(crate) fn register(&self, flow: Erased) -> Result<(), DuplicateFlow> {
         let name = flow.0.info().name;
-        if self.read_registry().contains_key(name) {
-            return;
+        if let Some(known) = self.read_registry().get(name) {
+            if known.0.state_type() == flow.0.state_type() {
+                return Ok(());
+            }
+            return Err(DuplicateFlow { name });
         }
         let callees = flow.0.callees();
         self.registry
@@ -142,8 +154,9 @@ impl FlowRuntime {
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, flow);
         for c in callees {
-            self.register(c);
+            self.register(c)?;
         }
+        Ok(())
     }
 
     pub(crate) fn lookup(&self, name: &str) -> Option<Erased> {
@@ -179,17 +192,46 @@ impl FlowRuntime {
         lock(&self.active).get(chat).and_then(Stack::deadline)
     }
 
+    /// The id of a run started from code at `now_ms`: the millisecond, then `-2`, `-3`, … for
+    /// the further runs started within it.
+    pub(crate) fn run_from_code(&self, now_ms: i64) -> String {
+        let mut last = lock(&self.code_runs);
+        if last.0 == now_ms {
+            last.1 += 1;
+            format!("{now_ms}-{}", last.1)
+        } else {
+            *last = (now_ms, 1);
+            now_ms.to_string()
+        }
+    }
+
+    /// The chat's flow ended but its checkpoint is still stored (see `ended`).
+    pub(crate) fn mark_ended(&self, chat: &ChatId) {
+        lock(&self.ended).insert(chat.clone());
+    }
+
+    /// The chat's checkpoint was deleted or replaced.
+    pub(crate) fn clear_ended(&self, chat: &ChatId) {
+        lock(&self.ended).remove(chat);
+    }
+
+    pub(crate) fn is_ended(&self, chat: &ChatId) -> bool {
+        lock(&self.ended).contains(chat)
+    }
+
     pub(crate) fn clear_firing(&self, chat: &ChatId) {
         lock(&self.firing).remove(chat);
     }
 
-    /// Chats whose deadline passed and that are not already queued for a timeout.
-    pub(crate) fn due(&self, now: i64) -> Vec<(ChatId, u64)> {
+    /// Chats whose deadline passed, that are not already queued for a timeout and not `held`.
+    pub(crate) fn due(&self, now: i64, held: impl Fn(&ChatId) -> bool) -> Vec<(ChatId, u64)> {
         let active = lock(&self.active);
         let mut firing = lock(&self.firing);
         let mut out: Vec<(ChatId, u64)> = active
             .iter()
-            .filter(|(c, s)| s.deadline().is_some_and(|d| d <= now) && !firing.contains(*c))
+            .filter(|(c, s)| {
+                s.deadline().is_some_and(|d| d <= now) && !firing.contains(*c) && !held(c)
+            })
             .map(|(c, s)| (c.clone(), s.step))
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -198,6 +240,15 @@ impl FlowRuntime {
         }
         out
     }
+}
+
+/// Two different flows under one name.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "two different flows are named `{name}` (in two modules): checkpoints find their flow by its function name, so rename one of them"
+)]
+pub(crate) struct DuplicateFlow {
+    name: &'static str,
 }
 
 /// The "active conversation" stage: a flow waiting in this chat takes the message as its answer.
@@ -215,6 +266,9 @@ pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
     k.flows.spawn_ticker();
     for cp in k.store.checkpoints().await? {
         let chat = ChatId::from(cp.chat.as_str());
+        if executor::ended_leftover(k, &chat).await {
+            continue;
+        }
         match checkpoint::load(k, cp).await {
             checkpoint::Loaded::Ready(stack) => k.flows.put(&chat, stack),
             checkpoint::Loaded::Gone => {}

@@ -34,6 +34,8 @@ pub(crate) trait DynFlow: Send + Sync + 'static {
     fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError>;
     fn callees(&self) -> Vec<Erased>;
     fn fresh(&self) -> Option<AnyBox>;
+    /// The flow's state type: two flows of one name (in two modules) have two.
+    fn state_type(&self) -> std::any::TypeId;
 }
 
 /// A type-erased flow handle.
@@ -51,6 +53,10 @@ struct Wrap<F>(PhantomData<fn() -> F>);
 impl<F: Flow> DynFlow for Wrap<F> {
     fn info(&self) -> FlowInfo {
         F::info()
+    }
+
+    fn state_type(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<F::State>()
     }
 
     fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a> {
@@ -150,22 +156,52 @@ impl Bot {
         self
     }
 
+    /// Registers `flow` and its callees.
+    ///
+    /// # Panics
+    ///
+    /// When another flow of the same name is registered (two `#[flow] async fn start` in two
+    /// modules): checkpoints name their flow by its function name, so a restart could resume
+    /// the wrong one. Rename one of them.
     fn register_erased(&self, flow: Erased) {
         self.kernel.flows.bind(&self.kernel);
-        self.kernel.flows.register(flow);
+        if let Err(e) = self.kernel.flows.register(flow) {
+            panic!("{e}");
+        }
     }
 
     /// Starts `flow` in `chat` from code: queued on the chat's queue, after the work queued
     /// before it (so it is safe to call from a handler of that chat). A flow already active
     /// there ends (`replaced`). Returns once queued; `bot.idle()` waits for the first step.
+    /// A chat handed off to a human is refused ([`BotError::HandedOff`]), as by `trigger`;
+    /// one handed off while the start waited in the queue gets a `flow:start` error event.
     pub async fn start_flow<M, I: IntoFlow<M>>(
         &self,
         chat: impl Into<ChatId>,
         flow: I,
     ) -> Result<(), BotError> {
-        self.register_erased(erase::<I::Flow>());
+        let chat = chat.into();
+        if self.kernel.gates.is_handed_off(&chat) {
+            return Err(BotError::HandedOff { chat: chat.0 });
+        }
+        self.kernel.flows.bind(&self.kernel);
+        self.kernel
+            .flows
+            .register(erase::<I::Flow>())
+            .map_err(|e| BotError::config("flow", e.to_string()))?;
         let state: AnyBox = Box::new(flow.into_flow().into_start());
-        executor::queue(&self.kernel, chat.into(), move |ctx| async move {
+        executor::queue(&self.kernel, chat, move |ctx| async move {
+            if ctx.0.bot.kernel.gates.is_handed_off(ctx.chat()) {
+                let e = BotError::HandedOff {
+                    chat: ctx.chat().0.clone(),
+                };
+                ctx.0
+                    .bot
+                    .kernel
+                    .events
+                    .error("flow:start", Some(ctx.chat()), e);
+                return;
+            }
             if let Err(e) = executor::start_in(&ctx, erase::<I::Flow>(), state).await {
                 ctx.0
                     .bot

@@ -44,8 +44,8 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::{CasOutcome, DurableKv, Scope};
 use crate::store::{
-    ChatRecord, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint, HandoffRecord,
-    LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
+    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint,
+    HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use rows::CheckpointColumns;
 
@@ -552,10 +552,13 @@ impl Store for PostgresStore {
         rows.first().map(rows::checkpoint_row).transpose()
     }
 
-    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
-        let sql = format!("SELECT step FROM {} WHERE chat = $1", self.t("checkpoints"));
+    async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        let sql = format!(
+            "SELECT step, inbound_id FROM {} WHERE chat = $1",
+            self.t("checkpoints")
+        );
         let rows = self
-            .query("checkpoint_step", "checkpoints", chat, &sql, &[&chat])
+            .query("checkpoint_head", "checkpoints", chat, &sql, &[&chat])
             .await?;
         let Some(row) = rows.first() else {
             return Ok(None);
@@ -563,7 +566,13 @@ impl Store for PostgresStore {
         let step: i64 = row
             .try_get(0)
             .map_err(|e| rows::corrupt("checkpoint", chat, e))?;
-        Ok(Some(rows::bits_u64(step)))
+        let inbound_id: Option<String> = row
+            .try_get(1)
+            .map_err(|e| rows::corrupt("checkpoint", chat, e))?;
+        Ok(Some(CheckpointHead {
+            step: rows::bits_u64(step),
+            inbound_id,
+        }))
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {

@@ -15,8 +15,8 @@ use rusqlite::{OptionalExtension, Row, Transaction, params};
 use super::{SqliteDurableKv, SqliteStore, durable, query_error};
 use crate::kv::{CasOutcome, DurableKv};
 use crate::store::{
-    ChatRecord, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint, HandoffRecord,
-    LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
+    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint,
+    HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 
 /// Encodes a JSON column.
@@ -465,15 +465,19 @@ impl Store for SqliteStore {
         raw.map(decode_checkpoint).transpose()
     }
 
-    async fn checkpoint_step(&self, chat: &str) -> Result<Option<u64>, StoreError> {
+    async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
         let chat = chat.to_owned();
-        self.read("checkpoint_step", move |conn| {
-            conn.prepare_cached("SELECT step FROM checkpoints WHERE chat = ?1")?
-                .query_row([chat], |row| row.get::<_, i64>(0))
+        self.read("checkpoint_head", move |conn| {
+            conn.prepare_cached("SELECT step, inbound_id FROM checkpoints WHERE chat = ?1")?
+                .query_row([chat], |row| {
+                    Ok(CheckpointHead {
+                        step: row.get::<_, i64>(0)?.cast_unsigned(),
+                        inbound_id: row.get(1)?,
+                    })
+                })
                 .optional()
         })
         .await
-        .map(|step| step.map(i64::cast_unsigned))
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {

@@ -1,0 +1,479 @@
+//! Flows across runs, sub-flows, replicas, handoffs and failing stores.
+//!
+//! | case | expected |
+//! | --- | --- |
+//! | a sub-flow called twice in one step | each call sends and runs its effect (uses are counted across the step's frames) |
+//! | two replicas: a newer run at the same step as a stale in-memory copy | the stale copy reloads the newer run (step and feeding inbound compared) |
+//! | a cancel whose checkpoint delete fails | the ended flow does not take the next message; the delete is tried again |
+//! | an idle timeout or `start_flow` while the chat is handed off | nothing sent; the timeout fires once the chat is released; `start_flow` refused |
+//! | an effect in a flow's first step, the message replayed after a crash | the effect ran once (a run started by a message is named after it) |
+//! | two flows named alike in two modules | refused at registration |
+//! | a cancel while a sub-flow waits | the parent ends `cancelled`, not with an error |
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh::durability::kv::WritePhase;
+use botmesh::durability::store::CheckpointHead;
+use botmesh::durability::{
+    Backoff, ChatRecord, ContactRecord, DurabilityConfig, FlowCheckpoint, HandoffRecord,
+    LedgerEntry, MemoryKv, MemoryStore, OnAmbiguous, Store, StoreError, WritePoint,
+};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};
+
+fn config() -> DurabilityConfig {
+    let mut c = DurabilityConfig::default();
+    c.poll = Duration::from_millis(20);
+    c.outbox.on_ambiguous = OnAmbiguous::Skip;
+    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    c
+}
+
+async fn settle(bot: &Bot) {
+    for _ in 0..3 {
+        let _ = tokio::time::timeout(Duration::from_secs(2), bot.idle()).await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A sub-flow called twice within one step.
+
+static GREETS: AtomicUsize = AtomicUsize::new(0);
+
+/// Greets (a send) and records an effect; no ask.
+#[flow]
+#[persistent]
+async fn greet(cx: &mut FlowCx, who: String) -> FlowResult<u32> {
+    let n: usize = cx
+        .effect(async { GREETS.fetch_add(1, Ordering::SeqCst) })
+        .await?;
+    cx.send("Hello!").await?;
+    let _ = who;
+    Ok(n as u32)
+}
+
+#[flow(start = command("twice"))]
+#[persistent]
+async fn twice(cx: &mut FlowCx) -> FlowResult {
+    let a: u32 = cx.call(greet("a".to_owned())).await?;
+    let b: u32 = cx.call(greet("b".to_owned())).await?;
+    cx.send(format!("effects {a} {b}")).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_flow_called_twice_in_one_step_sends_and_runs_its_effect_twice() {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(MemoryStore::new())
+        .durability(
+            DurabilityOptions::memory()
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.flow(twice);
+    bot.start().await.unwrap();
+    mock.say("ann", "m1", "/twice").await.unwrap();
+    settle(&bot).await;
+    let sent = mock.texts("ann");
+    bot.stop().await.unwrap();
+    assert_eq!(
+        (sent, GREETS.load(Ordering::SeqCst)),
+        (
+            vec![
+                "Hello!".to_owned(),
+                "Hello!".to_owned(),
+                "effects 0 1".to_owned()
+            ],
+            2
+        ),
+        "each call greets and runs its effect"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Two replicas: a stale in-memory stack at the same step number as a newer run.
+
+#[flow(start = command("order"))]
+#[persistent]
+async fn order2(cx: &mut FlowCx) -> FlowResult {
+    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+    let qty: String = cx.ask("How many?").await?.text().to_owned();
+    cx.send(format!("Ordered {qty} x {item}")).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stale_copy_at_the_step_of_a_newer_run_reloads_it() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let setup = |b: BotBuilder| {
+        let bot = b.build()?;
+        bot.flow(order2);
+        Ok(bot)
+    };
+    let mut a = Transcript::with_store(store.clone(), setup).await.unwrap();
+    let mut b = Transcript::with_store(store.clone(), setup).await.unwrap();
+    a.says_id("ann", "m1", "/order").await;
+    a.says_id("ann", "m2", "tea").await;
+    // the user starts over on replica b
+    b.says_id("ann", "m3", "/order").await;
+    b.says_id("ann", "m4", "coffee").await;
+    a.says_id("ann", "m5", "3").await;
+    let last = a
+        .lines()
+        .into_iter()
+        .rfind(|l| l.starts_with("bot →"))
+        .unwrap();
+    assert!(
+        last.ends_with("Ordered 3 x coffee"),
+        "replica a: {}\nreplica b: {}",
+        a.render(),
+        b.render()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// A cancel whose checkpoint delete fails.
+
+#[derive(Clone, Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    fail_delete: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Store for FlakyStore {
+    async fn open(&self) -> Result<(), StoreError> {
+        self.inner.open().await
+    }
+    async fn close(&self) -> Result<(), StoreError> {
+        self.inner.close().await
+    }
+    async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
+        self.inner.upsert_chat(c).await
+    }
+    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
+        self.inner.chat(id).await
+    }
+    async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
+        self.inner.upsert_contact(c).await
+    }
+    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
+        self.inner.contact(id).await
+    }
+    async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
+        self.inner.append_ledger(e).await
+    }
+    async fn ledger(&self, c: &str, l: usize) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.inner.ledger(c, l).await
+    }
+    async fn save_checkpoint(&self, cp: &FlowCheckpoint) -> Result<(), StoreError> {
+        self.inner.save_checkpoint(cp).await
+    }
+    async fn checkpoint(&self, c: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        self.inner.checkpoint(c).await
+    }
+    async fn checkpoint_head(&self, c: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        self.inner.checkpoint_head(c).await
+    }
+    async fn delete_checkpoint(&self, c: &str) -> Result<(), StoreError> {
+        if self.fail_delete.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Query {
+                operation: "checkpoint",
+                source: "the store is away for a moment".into(),
+            });
+        }
+        self.inner.delete_checkpoint(c).await
+    }
+    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
+        self.inner.checkpoints().await
+    }
+    async fn set_handoff(&self, h: &HandoffRecord) -> Result<(), StoreError> {
+        self.inner.set_handoff(h).await
+    }
+    async fn clear_handoff(&self, c: &str) -> Result<(), StoreError> {
+        self.inner.clear_handoff(c).await
+    }
+    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
+        self.inner.handoffs().await
+    }
+    async fn get_value(&self, s: &str, k: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.inner.get_value(s, k).await
+    }
+    async fn set_value(&self, s: &str, k: &str, v: &serde_json::Value) -> Result<(), StoreError> {
+        self.inner.set_value(s, k, v).await
+    }
+    async fn delete_value(&self, s: &str, k: &str) -> Result<(), StoreError> {
+        self.inner.delete_value(s, k).await
+    }
+    async fn values(&self, s: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+        self.inner.values(s).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_flow_whose_delete_failed_does_not_come_back() {
+    let store = FlakyStore::default();
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(store.clone())
+        .durability(
+            DurabilityOptions::memory()
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.flow(order2);
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("Send /order to order.").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("ann", "m1", "/order").await.unwrap();
+    settle(&bot).await;
+    store.fail_delete.store(true, Ordering::SeqCst);
+    assert!(bot.cancel_flow("ann").await.unwrap());
+    settle(&bot).await;
+    mock.say("ann", "m2", "hello").await.unwrap();
+    settle(&bot).await;
+    let sent = mock.texts("ann");
+    assert_eq!(
+        store.checkpoint("ann").await.unwrap(),
+        None,
+        "the leftover checkpoint is deleted at the next message"
+    );
+    bot.stop().await.unwrap();
+    assert_eq!(
+        sent,
+        ["What would you like?", "Send /order to order."],
+        "the cancelled flow must not take the next message"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Idle timeouts and start_flow while the chat is handed off to a human.
+
+#[flow(start = command("pay"))]
+#[persistent]
+async fn slow(cx: &mut FlowCx) -> FlowResult {
+    match cx.ask("Pay?").idle(Duration::from_secs(60)).await {
+        Ok(_) => cx.send("Paid.").await?,
+        Err(_) => cx.send("Too slow: not paid.").await?,
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn timeouts_and_starts_wait_for_a_handoff_to_end() {
+    let mut t = Transcript::new(|b| {
+        let bot = b.build()?;
+        bot.flow(slow);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    t.says("ann", "/pay").await;
+    t.bot().handoff("ann", None, None).await.unwrap();
+    t.note("handed off");
+    t.advance(Duration::from_secs(61)).await;
+    let refused = t.bot().start_flow("ann", slow).await;
+    assert!(
+        matches!(refused, Err(BotError::HandedOff { .. })),
+        "{refused:?}"
+    );
+    t.bot().idle().await;
+    let after: Vec<String> = t
+        .lines()
+        .into_iter()
+        .skip_while(|l| l != "· handed off")
+        .filter(|l| l.starts_with("bot →"))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "sent during the handoff: {after:?}\n{}",
+        t.render()
+    );
+    // Once the human gives the chat back, the timeout that passed meanwhile fires.
+    t.bot().release("ann").await.unwrap();
+    t.advance(Duration::from_secs(1)).await;
+    t.bot().idle().await;
+    let last = t
+        .lines()
+        .into_iter()
+        .rfind(|l| l.starts_with("bot →"))
+        .unwrap();
+    assert!(last.ends_with("Too slow: not paid."), "{}", t.render());
+}
+
+// ---------------------------------------------------------------------------------------
+// An effect in a flow's first step, cut by a crash, then the command replayed.
+
+static PAY_CHARGES: AtomicUsize = AtomicUsize::new(0);
+
+#[flow(start = command("charge"))]
+#[persistent]
+async fn charge(cx: &mut FlowCx) -> FlowResult {
+    let receipt: String = cx
+        .effect(async {
+            PAY_CHARGES.fetch_add(1, Ordering::SeqCst);
+            "r1".to_owned()
+        })
+        .await?;
+    let _more = cx
+        .ask(format!("Charged ({receipt}). Anything else?"))
+        .await?;
+    Ok(())
+}
+
+fn durable_bot(
+    provider: impl Provider,
+    store: Arc<dyn Store>,
+    kv: Arc<dyn botmesh::durability::DurableKv>,
+) -> Bot {
+    Bot::builder(provider)
+        .store_arc(store)
+        .durability(
+            DurabilityOptions::shared(kv)
+                .config(config())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_step_effect_runs_once_across_a_crash() {
+    let kv: Arc<dyn botmesh::durability::DurableKv> = Arc::new(MemoryKv::new());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let switch = crashable(kv.clone());
+    // the first outbox write: the prompt of the first step, after its effect ran
+    switch.crash_at(WritePoint::OutboxJournal, WritePhase::Before, 1);
+    let mock_a = MockProvider::new();
+    let bot_a = durable_bot(
+        CrashableProvider::new(mock_a.clone(), &switch),
+        store.clone(),
+        Arc::new(switch.clone()),
+    );
+    bot_a.flow(charge);
+    bot_a.start().await.unwrap();
+    let _ = mock_a.say("alice", "m1", "/charge").await;
+    settle(&bot_a).await;
+    assert!(switch.is_crashed());
+    assert_eq!(PAY_CHARGES.load(Ordering::SeqCst), 1);
+    let _ = bot_a.stop().await;
+
+    let mock_b = MockProvider::new();
+    let bot_b = durable_bot(mock_b.clone(), store.clone(), kv.clone());
+    bot_b.flow(charge);
+    bot_b.start().await.unwrap();
+    settle(&bot_b).await;
+    // the channel redelivers it too (a duplicate of a journaled message is dropped)
+    let _ = mock_b.say("alice", "m1", "/charge").await;
+    settle(&bot_b).await;
+    let sent = mock_b.texts("alice");
+    let _ = bot_b.stop().await;
+    assert_eq!(sent, ["Charged (r1). Anything else?"]);
+    assert_eq!(
+        PAY_CHARGES.load(Ordering::SeqCst),
+        1,
+        "the effect ran again on the replay of the step"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Two flows whose functions share a name, in different modules.
+
+mod fa {
+    use botmesh::prelude::*;
+    #[flow(start = command("a"))]
+    #[persistent]
+    pub(crate) async fn start(cx: &mut FlowCx) -> FlowResult {
+        let x: String = cx.ask("A?").await?.text().to_owned();
+        cx.send(format!("A got {x}")).await?;
+        Ok(())
+    }
+}
+
+mod fb {
+    use botmesh::prelude::*;
+    #[flow(start = command("b"))]
+    #[persistent]
+    pub(crate) async fn start(cx: &mut FlowCx) -> FlowResult {
+        let x: String = cx.ask("B?").await?.text().to_owned();
+        cx.send(format!("B got {x}")).await?;
+        Ok(())
+    }
+}
+
+/// Checkpoints find their flow by its function name: a second flow of a name already taken
+/// is refused (a panic when registered, as a router refuses overlapping routes; an error from
+/// `start_flow`), instead of one silently answering for the other after a restart.
+#[tokio::test]
+async fn two_flows_of_one_name_are_refused() {
+    let bot = Bot::builder(MockProvider::new()).build().unwrap();
+    bot.flow(fa::start);
+    bot.flow(fa::start); // the same flow again: nothing happens
+    let refused = bot.start_flow("ann", fb::start).await;
+    assert!(
+        matches!(&refused, Err(BotError::Config { .. })),
+        "{refused:?}"
+    );
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        bot.flow(fb::start);
+    }))
+    .expect_err("a second flow named `start` is refused");
+    let message = panicked
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        message.contains("two different flows are named `start`"),
+        "{message}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Cancelling a flow that waits inside a sub-flow.
+
+#[flow]
+#[persistent]
+async fn inner_ask(cx: &mut FlowCx) -> FlowResult<String> {
+    let n: String = cx.ask("Name?").await?.text().to_owned();
+    Ok(n)
+}
+
+#[flow(start = command("outer"))]
+#[persistent]
+async fn outer(cx: &mut FlowCx) -> FlowResult {
+    let n: String = cx.call(inner_ask).await?;
+    cx.send(n).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
+    let mut t = Transcript::new(|b| {
+        let bot = b.build()?;
+        bot.flow(outer);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    t.says("ann", "/outer").await;
+    assert!(t.bot().cancel_flow("ann").await.unwrap());
+    t.bot().idle().await;
+    let r = t.render();
+    assert!(r.contains("· flow outer ended:cancelled"), "{r}");
+    assert!(!r.contains("· error"), "{r}");
+}
