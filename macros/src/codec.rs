@@ -79,9 +79,9 @@ pub(crate) fn codecs(
             let puts = fs.iter().map(|f| {
                 let k = codec_key(&vi, f);
                 let fname = f.to_string();
-                quote!(m.insert(#fname.to_owned(), (c.#k.0)(#f).map_err(|e| ::botmesh::flow::FlowError::Encode { flow: #flow_name, reason: e })?);)
+                quote!(__botmesh_map.insert(#fname.to_owned(), (__botmesh_codecs.#k.0)(#f).map_err(|e| ::botmesh::flow::FlowError::Encode { flow: #flow_name, reason: e })?);)
             });
-            quote!(#state_ty::#vi { #(#fs),* } => { #(#puts)* (#vs, m) })
+            quote!(#state_ty::#vi { #(#fs),* } => { #(#puts)* (#vs, __botmesh_map) })
         });
         let dec_arms = variant_fields.iter().map(|(v, fs)| {
             let vi = format_ident!("{}", v);
@@ -89,23 +89,25 @@ pub(crate) fn codecs(
             let gets = fs.iter().map(|f| {
                 let k = codec_key(&vi, f);
                 let fname = f.to_string();
-                quote!(#f: (c.#k.1)(::botmesh::flow::__field(&mut fields, #fname, #flow_name)?).map_err(|e| ::botmesh::flow::FlowError::Decode { flow: #flow_name.to_owned(), reason: e })?)
+                quote!(#f: (__botmesh_codecs.#k.1)(::botmesh::flow::__field(&mut __botmesh_fields, #fname, #flow_name)?).map_err(|e| ::botmesh::flow::FlowError::Decode { flow: #flow_name.to_owned(), reason: e })?)
             });
             quote!(#vs => ::core::result::Result::Ok(#state_ty::#vi { #(#gets),* }),)
         });
         (
+            // The generated names start with `__botmesh_`: the arms bind the state's fields
+            // (the flow's own locals) by name, which would shadow shorter ones.
             quote!({
-                let c = #codecs_fn();
-                let mut m = ::botmesh::flow::__private::serde_json::Map::new();
-                let (name, m) = match state { #(#enc_arms)* };
-                let mut out = ::botmesh::flow::__private::serde_json::Map::new();
-                out.insert(name.to_owned(), ::botmesh::flow::__private::serde_json::Value::Object(m));
-                ::core::result::Result::Ok(::botmesh::flow::__private::serde_json::Value::Object(out))
+                let __botmesh_codecs = #codecs_fn();
+                let mut __botmesh_map = ::botmesh::flow::__private::serde_json::Map::new();
+                let (__botmesh_name, __botmesh_map) = match state { #(#enc_arms)* };
+                let mut __botmesh_out = ::botmesh::flow::__private::serde_json::Map::new();
+                __botmesh_out.insert(__botmesh_name.to_owned(), ::botmesh::flow::__private::serde_json::Value::Object(__botmesh_map));
+                ::core::result::Result::Ok(::botmesh::flow::__private::serde_json::Value::Object(__botmesh_out))
             }),
             quote!({
-                let c = #codecs_fn();
-                let (name, mut fields) = ::botmesh::flow::__split_state(value, #flow_name)?;
-                match name.as_str() {
+                let __botmesh_codecs = #codecs_fn();
+                let (__botmesh_name, mut __botmesh_fields) = ::botmesh::flow::__split_state(value, #flow_name)?;
+                match __botmesh_name.as_str() {
                     #(#dec_arms)*
                     other => ::core::result::Result::Err(::botmesh::flow::FlowError::Decode { flow: #flow_name.to_owned(), reason: ::std::format!("unknown state `{other}`") }),
                 }
