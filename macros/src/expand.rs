@@ -143,6 +143,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             name: p.name.clone(),
             ty: Some(p.ty.clone()),
             mutable: p.mutable,
+            depth: 0,
         })
         .collect();
     let lowered = liveness::lower(
@@ -159,6 +160,15 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         Kind::Call { .. } => format!("the sub-flow call #{} (`{}`)", s.id, s.label),
     };
     for (s, l) in suspensions.iter().zip(&lowered) {
+        for (inner, outer) in &l.shadowing {
+            errors.at(
+                inner.span(),
+                format!(
+                    "`{inner}` shadows the `{outer}` of an enclosing block and lives across {w}: the flow keeps one value per name in its state, so after this block `{outer}` would come back with this one's value; rename one of them",
+                    w = what(s)
+                ),
+            );
+        }
         for b in &l.live {
             if b.ty.is_none() {
                 errors.at(

@@ -24,6 +24,8 @@ pub(crate) struct Binding {
     pub(crate) name: Ident,
     pub(crate) ty: Option<Type>,
     pub(crate) mutable: bool,
+    /// How many blocks (bodies, branches, arms) down from the function body it is bound.
+    pub(crate) depth: u32,
 }
 
 // ----- scopes -----
@@ -37,6 +39,7 @@ pub(crate) fn pat_bindings(p: &Pat, ty: Option<&Type>, out: &mut Vec<Binding>) {
                 name: i.ident.clone(),
                 ty: ty.cloned(),
                 mutable: i.mutability.is_some(),
+                depth: 0,
             });
             if let Some((_, sub)) = &i.subpat {
                 pat_bindings(sub, None, out);
@@ -108,10 +111,18 @@ fn let_bindings(cond: &Expr, out: &mut Vec<Binding>) {
     }
 }
 
+/// The bindings pushed from `start` on are one block further down.
+fn deepen(out: &mut [Binding], start: usize) {
+    for b in out.iter_mut().skip(start) {
+        b.depth += 1;
+    }
+}
+
 fn scope_in_expr(e: &Expr, k: usize, out: &mut Vec<Binding>) {
     if marker_id(e) == Some(k) {
         return;
     }
+    let start = out.len();
     match e {
         Expr::Await(a) => scope_in_expr(&a.base, k, out),
         Expr::Try(t) => scope_in_expr(&t.expr, k, out),
@@ -130,6 +141,7 @@ fn scope_in_expr(e: &Expr, k: usize, out: &mut Vec<Binding>) {
             } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
                 let_bindings(&i.cond, out);
                 scope_at(&i.then_branch.stmts, k, out);
+                deepen(out, start);
             } else if let Some((_, els)) = &i.else_branch {
                 scope_in_expr(els, k, out);
             }
@@ -140,16 +152,20 @@ fn scope_in_expr(e: &Expr, k: usize, out: &mut Vec<Binding>) {
             } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
                 pat_bindings(&arm.pat, None, out);
                 scope_in_expr(&arm.body, k, out);
+                deepen(out, start);
             }
         }
         Expr::Loop(l) => {
             scope_at(&l.body.stmts, k, out);
+            deepen(out, start);
         }
         Expr::Block(b) => {
             scope_at(&b.block.stmts, k, out);
+            deepen(out, start);
         }
         Expr::Unsafe(u) => {
             scope_at(&u.block.stmts, k, out);
+            deepen(out, start);
         }
         _ => {}
     }
@@ -363,6 +379,9 @@ pub(crate) struct Lowered {
     pub(crate) scope: Vec<Binding>,
     /// The live locals, in scope order.
     pub(crate) live: Vec<Binding>,
+    /// Live locals that shadow a binding of an enclosing block (`(inner, outer)`): after the
+    /// inner block the outer binding is back, but the state keeps one value per name.
+    pub(crate) shadowing: Vec<(Ident, Ident)>,
 }
 
 /// Lowers every suspension `1..=n` of `body` (already validated and desugared).
@@ -381,9 +400,13 @@ pub(crate) fn lower(
         let rest = resume_stmts(&body.stmts, k, &mut flags);
         let mut scope = params.to_vec();
         scope_at(&body.stmts, k, &mut scope);
-        // innermost binding of each name wins
+        // innermost binding of each name wins; a shadowed one of an enclosing block is noted
         let mut dedup: Vec<Binding> = Vec::new();
+        let mut shadowed: Vec<(Ident, Ident)> = Vec::new();
         for b in scope {
+            if let Some(outer) = dedup.iter().find(|d| d.name == b.name && d.depth < b.depth) {
+                shadowed.push((b.name.clone(), outer.name.clone()));
+            }
             dedup.retain(|d| d.name != b.name);
             dedup.push(b);
         }
@@ -391,6 +414,7 @@ pub(crate) fn lower(
             rest,
             scope: dedup,
             live: Vec::new(),
+            shadowing: shadowed,
         });
     }
     // fixed point
@@ -425,6 +449,11 @@ pub(crate) fn lower(
         if !changed {
             break;
         }
+    }
+    for l in &mut out {
+        let live: BTreeSet<String> = l.live.iter().map(|b| b.name.to_string()).collect();
+        l.shadowing
+            .retain(|(inner, _)| live.contains(&inner.to_string()));
     }
     out
 }
