@@ -244,6 +244,10 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         layout.push('}');
         variants.push(quote!(#v { #(#fields),* }));
     }
+    // `version = N` changes the hash by hand (without it, the hash of earlier builds holds).
+    if let Some(v) = args.version {
+        layout.insert_str(0, &format!("version:{v};"));
+    }
     let layout_hash = Literal::u64_suffixed(fnv1a(&layout));
 
     // Suspension code.

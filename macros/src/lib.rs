@@ -27,7 +27,13 @@ use proc_macro::TokenStream;
 /// `name` implementing `botmesh::flow::Flow`.
 ///
 /// Options: `start = command("x") | keyword("x") | regex("x") | matcher(path) | none`,
-/// `on_version_mismatch = restart | abandon | migrate(path)`.
+/// `on_version_mismatch = restart | abandon | migrate(path)`, `version = N`.
+///
+/// The layout hash that tells a checkpoint of another build covers the state's variants, the
+/// kept locals' names and their types as written (`Cart`), not what those types contain:
+/// when a kept local's own type changes shape (a field added to `Cart`), bump `version` so
+/// that old checkpoints meet `on_version_mismatch`. A checkpoint that fails to decode meets
+/// the policy too (`restart` starts the flow again; otherwise it is abandoned).
 #[proc_macro_attribute]
 pub fn flow(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::flow(args.into(), item.into(), false).into()

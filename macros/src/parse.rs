@@ -36,6 +36,9 @@ pub(crate) struct FlowArgs {
     pub(crate) start: Start,
     pub(crate) start_span: Span,
     pub(crate) policy: Policy,
+    /// `version = N`: mixed into the layout hash, bumped by hand when a kept local's type
+    /// changes shape (the hash sees types by name only).
+    pub(crate) version: Option<u32>,
 }
 
 /// A typed parameter after `cx`.
@@ -59,18 +62,28 @@ pub(crate) struct FlowDef {
     pub(crate) args: FlowArgs,
 }
 
-/// Parses `start = …, on_version_mismatch = …`.
+/// Parses `start = …, on_version_mismatch = …, version = N`.
 pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
     let mut args = FlowArgs {
         start: Start::None,
         start_span: Span::call_site(),
         policy: Policy::Restart,
+        version: None,
     };
     let parser = |input: ParseStream<'_>| -> syn::Result<()> {
         while !input.is_empty() {
             let key: Ident = input.parse()?;
             if key == "__persistent" {
                 // set by #[persistent]; handled by the caller.
+            } else if key == "version" {
+                input.parse::<Token![=]>()?;
+                let lit: syn::LitInt = input.parse()?;
+                args.version = Some(lit.base10_parse::<u32>().map_err(|_| {
+                    syn::Error::new(
+                        lit.span(),
+                        "`version = N` takes a whole number (bump it when a kept local's type changes shape)",
+                    )
+                })?);
             } else {
                 input.parse::<Token![=]>()?;
                 let kind: Ident = input.parse()?;
@@ -118,7 +131,7 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
                     _ => {
                         return Err(syn::Error::new(
                             key.span(),
-                            "unknown #[flow] option: the options are `start = …` and `on_version_mismatch = …`",
+                            "unknown #[flow] option: the options are `start = …`, `on_version_mismatch = …` and `version = N`",
                         ));
                     }
                 }

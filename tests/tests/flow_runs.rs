@@ -477,3 +477,109 @@ async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
     assert!(r.contains("· flow outer ended:cancelled"), "{r}");
     assert!(!r.contains("· error"), "{r}");
 }
+
+// ---------------------------------------------------------------------------------------
+// A kept local's own type changes shape between two builds.
+
+mod cart_v1 {
+    use botmesh::prelude::*;
+    #[derive(serde::Serialize, serde::Deserialize)]
+    pub(crate) struct Cart {
+        pub(crate) items: Vec<String>,
+    }
+    #[flow(start = command("cart"))]
+    #[persistent]
+    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+        let cart: Cart = Cart {
+            items: vec!["tea".to_owned()],
+        };
+        let _a = cx.ask("Item?").await?;
+        cx.send(format!("{} in the cart", cart.items.len())).await?;
+        Ok(())
+    }
+}
+
+/// The next build: `Cart` changed shape, the flow did not (same layout hash).
+mod cart_v2 {
+    use botmesh::prelude::*;
+    #[derive(serde::Serialize, serde::Deserialize)]
+    pub(crate) struct Cart {
+        pub(crate) items: Vec<(String, u32)>,
+        pub(crate) total_cents: u64,
+    }
+    #[flow(start = command("cart"))]
+    #[persistent]
+    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+        let cart: Cart = Cart {
+            items: Vec::new(),
+            total_cents: 0,
+        };
+        let _a = cx.ask("Item?").await?;
+        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The same, with `version = 2` bumped by hand.
+mod cart_v2_versioned {
+    use botmesh::prelude::*;
+    #[flow(start = command("cart"), version = 2)]
+    #[persistent]
+    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+        let cart: super::cart_v2::Cart = super::cart_v2::Cart {
+            items: Vec::new(),
+            total_cents: 0,
+        };
+        let _a = cx.ask("Item?").await?;
+        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
+            .await?;
+        Ok(())
+    }
+}
+
+/// The layout hash sees a kept local's type by name: `version = N` changes it by hand, and
+/// a checkpoint that no longer decodes meets the version policy (`restart` by default: the
+/// flow starts over) instead of being dropped with an error.
+#[tokio::test]
+async fn a_kept_type_that_changed_shape_meets_the_version_policy() {
+    let v1 = botmesh::flow::info(cart_v1::shop).layout_hash;
+    assert_eq!(
+        v1,
+        botmesh::flow::info(cart_v2::shop).layout_hash,
+        "types by name only"
+    );
+    assert_ne!(
+        v1,
+        botmesh::flow::info(cart_v2_versioned::shop).layout_hash,
+        "version = 2 changes the hash"
+    );
+
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut old = Transcript::with_store(store.clone(), |b| {
+        let bot = b.build()?;
+        bot.flow(cart_v1::shop);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    old.says_id("ann", "m1", "/cart").await;
+    let mut new = Transcript::with_store(store.clone(), |b| {
+        let bot = b.build()?;
+        bot.flow(cart_v2::shop);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    new.says_id("ann", "m2", "tea").await;
+    let r = new.render();
+    assert!(r.contains("version_mismatch:restarted"), "{r}");
+    assert!(!r.contains("abandoned"), "{r}");
+    let said: Vec<String> = new
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("bot →"))
+        .collect();
+    assert!(said[0].ends_with("Item?"), "the flow started over: {r}");
+    assert!(said[1].ends_with("0 0"), "and took the answer: {r}");
+}

@@ -201,12 +201,23 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                 wait: f.wait,
             }),
             Err(e) => {
+                // Same hash, and still not decodable: a kept local's own type changed shape
+                // (the hash sees types by name). `restart` starts the flow again; the other
+                // policies have nothing to migrate from, and abandon it.
                 drop_checkpoint(k, &chat).await;
                 k.events.error(
                     format!("flow:{}", info.name),
                     Some(&chat.as_str().into()),
                     e,
                 );
+                if matches!(info.on_version_mismatch, VersionPolicy::Restart) {
+                    event(k, &chat, info.name, "version_mismatch:restarted");
+                    let root = frames
+                        .first()
+                        .map(|fr: &Frame| fr.flow.clone())
+                        .unwrap_or(flow);
+                    return Loaded::Restart(root);
+                }
                 event(k, &chat, info.name, "version_mismatch:abandoned");
                 return Loaded::Gone;
             }

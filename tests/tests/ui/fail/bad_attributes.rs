@@ -20,4 +20,14 @@ async fn d(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
+#[flow(colour = blue)]
+async fn e(cx: &mut FlowCx) -> FlowResult {
+    Ok(())
+}
+
+#[flow(version = -1)]
+async fn f(cx: &mut FlowCx) -> FlowResult {
+    Ok(())
+}
+
 fn main() {}
