@@ -144,6 +144,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             ty: Some(p.ty.clone()),
             mutable: p.mutable,
             depth: 0,
+            deferred: false,
         })
         .collect();
     let lowered = liveness::lower(
@@ -165,6 +166,16 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
                 inner.span(),
                 format!(
                     "`{inner}` shadows the `{outer}` of an enclosing block and lives across {w}: the flow keeps one value per name in its state, so after this block `{outer}` would come back with this one's value; rename one of them",
+                    w = what(s)
+                ),
+            );
+        }
+        for b in l.live.iter().filter(|b| b.deferred) {
+            errors.at(
+                b.name.span(),
+                format!(
+                    "`{n}` is declared without a value and lives across {w}: the flow keeps it in its state from where it is declared, so give it its value there (`let {n}: Type = if … {{ … }} else {{ … }};`)",
+                    n = b.name,
                     w = what(s)
                 ),
             );

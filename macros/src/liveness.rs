@@ -26,6 +26,8 @@ pub(crate) struct Binding {
     pub(crate) mutable: bool,
     /// How many blocks (bodies, branches, arms) down from the function body it is bound.
     pub(crate) depth: u32,
+    /// Declared without a value (`let x: T;`, assigned later).
+    pub(crate) deferred: bool,
 }
 
 // ----- scopes -----
@@ -40,6 +42,7 @@ pub(crate) fn pat_bindings(p: &Pat, ty: Option<&Type>, out: &mut Vec<Binding>) {
                 ty: ty.cloned(),
                 mutable: i.mutability.is_some(),
                 depth: 0,
+                deferred: false,
             });
             if let Some((_, sub)) = &i.subpat {
                 pat_bindings(sub, None, out);
@@ -94,7 +97,13 @@ pub(crate) fn scope_at(stmts: &[Stmt], k: usize, out: &mut Vec<Binding>) -> bool
             return true;
         }
         if let Stmt::Local(l) = s {
+            let start = out.len();
             pat_bindings(&l.pat, None, out);
+            if l.init.is_none() {
+                for b in out.iter_mut().skip(start) {
+                    b.deferred = true;
+                }
+            }
         }
     }
     false

@@ -190,7 +190,7 @@ impl Walker<'_> {
                 if let Some(init) = &mut l.init {
                     self.expr(&mut init.expr, pos);
                     if let Some((_, els)) = &mut init.diverge {
-                        self.expr(els, pos);
+                        self.scan(els, LET_ELSE_MSG);
                     }
                 }
             }
@@ -303,6 +303,7 @@ impl Walker<'_> {
 const FOR_MSG: &str = "an ask cannot be lowered inside a `for` loop: its iterator cannot be saved across the ask; loop with `loop`/`while` over a typed index instead (`let mut i: usize = 0; while i < items.len() { … i += 1; }`)";
 const CLOSURE_MSG: &str = "an ask cannot be lowered inside a closure: a flow suspends only in its own body; ask outside the closure, bind the answer with `let`, and use it inside";
 const ASYNC_MSG: &str = "an ask cannot be lowered inside an async block: a flow suspends only in its own body; ask outside the block and bind the answer with `let` (use `cx.effect(async { … })` only for side effects)";
+const LET_ELSE_MSG: &str = "an ask cannot be lowered in the `else` of a `let … else`: write a `match` instead (`let x = match … { Some(v) => v, None => { let a = cx.ask(…).await?; …; return Ok(()); } };`)";
 const MACRO_MSG: &str = "an ask cannot be lowered inside a macro call: bind its answer with `let` first (`let answer = cx.ask(…).await?;`) and pass `answer` to the macro";
 
 /// Reports every ask below a position where none can be lowered.
