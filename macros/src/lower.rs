@@ -3,9 +3,11 @@
 //!
 //! For suspension `k`, the resume code is "the rest of the program" rebuilt outward from the
 //! marker: the rest of its block; for an `if`/`match` branch, the rest of that branch; for a
-//! `loop`, the same labelled loop re-entered through a first-iteration flag
-//! (`if first { first = false; rest } else { whole body }`), so `break`, `continue` and
-//! `break value` keep their meaning; up to the end of the function. `while` loops holding a
+//! `loop`, the rest of the iteration in a block of its own, then the same labelled loop
+//! (`'whole: { 'first: { rest } 'label: loop { whole body } }`), the rest's `continue` turned
+//! into `break 'first` and its `break` (with its value) into `break 'whole`, so they keep their
+//! meaning and a local the rest moves is moved once (inside the loop it would be moved "in a
+//! previous iteration"); up to the end of the function. `while` loops holding a
 //! suspension are first rewritten as `loop { if cond { body } else { break } }`.
 //!
 //! Forward code (what a state runs until the next suspension) replaces the statement that
@@ -15,7 +17,7 @@
 //! Which locals live across a suspension is `liveness`'s job. This module builds syntax only;
 //! `expand` turns it into the step function.
 
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::visit::{self, Visit};
 use syn::visit_mut::{self, VisitMut};
 use syn::{Block, Expr, Stmt};
@@ -186,15 +188,24 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
         }
         Expr::Loop(l) => {
             *flags += 1;
-            let flag = format_ident!("__botmesh_first_{}", *flags);
-            let rest = resume_stmts(&l.body.stmts, k, flags);
+            let span = proc_macro2::Span::call_site();
+            let first = syn::Lifetime::new(&format!("'__botmesh_first_{}", *flags), span);
+            let whole = syn::Lifetime::new(&format!("'__botmesh_loop_{}", *flags), span);
+            let mut rest = resume_stmts(&l.body.stmts, k, flags);
+            let mut retarget = Retarget {
+                first: first.clone(),
+                whole: whole.clone(),
+                label: l.label.as_ref().map(|lb| lb.name.ident.to_string()),
+                depth: 0,
+            };
+            for s in &mut rest {
+                retarget.visit_stmt_mut(s);
+            }
             let label = &l.label;
             let body = &l.body;
-            return syn::parse_quote!({
-                let mut #flag = true;
-                #label loop {
-                    if #flag { #flag = false; #(#rest)* } else #body
-                }
+            return syn::parse_quote!(#whole: {
+                #first: { #(#rest)* }
+                #label loop #body
             });
         }
         Expr::Block(b) => {
@@ -209,6 +220,62 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
         _ => {}
     }
     e
+}
+
+/// Points the `break`s and `continue`s of a loop's first, resumed iteration (taken out of the
+/// loop) at the blocks that stand for it: `continue` (unlabelled at this loop's level, or with
+/// its label) becomes `break 'first`, `break` becomes `break 'whole` (its value kept). Nested
+/// loops' own unlabelled ones, closures and async blocks are left alone.
+struct Retarget {
+    first: syn::Lifetime,
+    whole: syn::Lifetime,
+    label: Option<String>,
+    depth: usize,
+}
+
+impl Retarget {
+    fn ours(&self, label: Option<&syn::Lifetime>) -> bool {
+        match label {
+            None => self.depth == 0,
+            Some(l) => self.label.as_deref() == Some(&l.ident.to_string()),
+        }
+    }
+
+    fn nested(&mut self, f: impl FnOnce(&mut Self)) {
+        self.depth += 1;
+        f(self);
+        self.depth -= 1;
+    }
+}
+
+impl VisitMut for Retarget {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Continue(c) if self.ours(c.label.as_ref()) => {
+                let first = &self.first;
+                *e = syn::parse_quote!(break #first);
+            }
+            Expr::Break(b) if self.ours(b.label.as_ref()) => {
+                b.label = Some(self.whole.clone());
+                if let Some(x) = &mut b.expr {
+                    self.visit_expr_mut(x);
+                }
+            }
+            Expr::Loop(l) => self.nested(|r| r.visit_block_mut(&mut l.body)),
+            Expr::While(w) => {
+                self.visit_expr_mut(&mut w.cond);
+                self.nested(|r| r.visit_block_mut(&mut w.body));
+            }
+            Expr::ForLoop(f) => {
+                self.visit_expr_mut(&mut f.expr);
+                self.nested(|r| r.visit_block_mut(&mut f.body));
+            }
+            Expr::Closure(_) | Expr::Async(_) => {}
+            _ => visit_mut::visit_expr_mut(self, e),
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }
 
 // ----- forward code -----

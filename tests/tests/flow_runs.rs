@@ -583,3 +583,55 @@ async fn a_kept_type_that_changed_shape_meets_the_version_policy() {
     assert!(said[0].ends_with("Item?"), "the flow started over: {r}");
     assert!(said[1].ends_with("0 0"), "and took the answer: {r}");
 }
+
+// ---------------------------------------------------------------------------------------
+// A loop resumed in the middle of an iteration.
+
+#[flow(start = command("cart"))]
+#[persistent]
+async fn cart_loop(cx: &mut FlowCx) -> FlowResult {
+    let mut cart: Vec<String> = Vec::new();
+    let total: usize = 'shopping: loop {
+        // A loop-local moved after the ask (moved once per iteration, also when resumed).
+        let item: String = format!("item {}", cart.len() + 1);
+        let a = cx.ask(format!("Add {item}?")).await?;
+        match a.text() {
+            "skip" => continue,
+            "done" => break 'shopping cart.len(),
+            "stop" => break cart.len() + 100,
+            _ => {}
+        }
+        cart.push(item);
+    };
+    cx.send(format!("{total}: {}", cart.join(", "))).await?;
+    Ok(())
+}
+
+/// The rest of a resumed iteration runs once, outside the loop, with `continue`, `break`,
+/// labelled `break` and `break value` keeping their meaning, across restarts.
+#[tokio::test]
+async fn a_loop_resumed_mid_iteration_keeps_break_and_continue() {
+    for (answers, expected) in [
+        (&["yes", "skip", "yes", "done"][..], "2: item 1, item 2"),
+        (&["yes", "stop"][..], "101: item 1"),
+    ] {
+        let mut t = Transcript::new(|b| {
+            let bot = b.build()?;
+            bot.flow(cart_loop);
+            Ok(bot)
+        })
+        .await
+        .unwrap();
+        t.says("ann", "/cart").await;
+        for a in answers {
+            t.restart().await.unwrap();
+            t.says("ann", a).await;
+        }
+        let last = t
+            .lines()
+            .into_iter()
+            .rfind(|l| l.starts_with("bot →"))
+            .unwrap();
+        assert!(last.ends_with(expected), "{}", t.render());
+    }
+}

@@ -1,0 +1,22 @@
+use botmesh::prelude::*;
+
+/// A loop-local String that lives across the ask and is moved after it.
+#[flow(start = command("cart"))]
+#[persistent]
+async fn cart(cx: &mut FlowCx) -> FlowResult {
+    let mut cart: Vec<String> = Vec::new();
+    loop {
+        let item: String = format!("item {}", cart.len() + 1);
+        let a = cx.ask(format!("Add {item}?")).await?;
+        if !a.is_yes() {
+            break;
+        }
+        cart.push(item);
+    }
+    cx.send(format!("{} items", cart.len())).await?;
+    Ok(())
+}
+
+fn main() {
+    let _ = cart;
+}
