@@ -174,11 +174,11 @@ impl Restartable for PgBackend {
     }
 
     async fn kill(&self, kv: Arc<PostgresKv>) {
-        kv.close();
+        kv.close_pool();
     }
 
     async fn close(&self, kv: Arc<PostgresKv>) {
-        kv.close();
+        kv.close_pool();
     }
 }
 
@@ -441,11 +441,11 @@ async fn an_injected_pool_stays_open() {
         idx2: None,
     };
     kv.cas(&scope(), "k", None, entry).await.unwrap();
-    kv.close();
+    kv.close_pool();
     assert!(!pool.is_closed(), "an injected pool is the user's");
     assert!(kv.get(&scope(), "k").await.unwrap().is_some());
     let own = pg.kv(&prefix).await;
-    own.close();
+    own.close_pool();
     assert!(
         own.pool().is_closed(),
         "a pool made from a connection string is ours to close"

@@ -251,3 +251,62 @@ async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
         "m2 replayed within 5 s, and each answered once"
     );
 }
+
+/// `stop()` closes the durability backend once the work is drained: `FileDurability` folds
+/// its log into the snapshot and releases its lock (another handle can open the file at once),
+/// and the next `start()` opens it again.
+#[tokio::test]
+async fn stop_closes_the_file_backend_and_start_opens_it_again() {
+    use botmesh::durability::{FileDurability, FileOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.json");
+    let log = dir.path().join("journal.json.log");
+    let file = FileDurability::open(&path, FileOptions::new().append_log(true))
+        .await
+        .unwrap();
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .durability(
+            DurabilityOptions::backend(file.clone())
+                .config(fast())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("hi").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("a", "m1", "x").await.unwrap();
+    bot.idle().await;
+    assert!(
+        std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) > 100,
+        "writes are in the log"
+    );
+    bot.stop().await.unwrap();
+    let folded = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        folded < 100,
+        "the log is folded into the snapshot ({folded} bytes left)"
+    );
+    let other = FileDurability::open(&path, FileOptions::new().append_log(true))
+        .await
+        .expect("the lock is released: another handle opens the file");
+    let other_len = other.len();
+    assert!(other_len >= 2, "the snapshot holds the journal");
+    other.close().await.unwrap();
+
+    bot.start().await.unwrap();
+    mock.say("a", "m2", "y").await.unwrap();
+    bot.idle().await;
+    assert_eq!(mock.texts("a"), ["hi", "hi"]);
+    bot.stop().await.unwrap();
+    let reopened = FileDurability::open(&path, FileOptions::new().append_log(true))
+        .await
+        .unwrap();
+    assert!(
+        reopened.len() > other_len,
+        "the second run's writes went to the reopened file"
+    );
+}

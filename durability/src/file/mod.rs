@@ -110,6 +110,8 @@ struct Inner {
     closed: AtomicBool,
     tx: Mutex<Option<Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Held while a closed handle is opened again.
+    reopening: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -141,37 +143,9 @@ impl FileDurability {
     /// dropped.
     pub async fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<Self, FileError> {
         let path = path.as_ref().to_path_buf();
-        let paths = Paths::new(&path);
         let state = Arc::new(RwLock::new(State::default()));
         let stats = Arc::new(Stats::default());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let thread = {
-            let (options, state, stats) = (options.clone(), Arc::clone(&state), Arc::clone(&stats));
-            std::thread::Builder::new()
-                .name("botmesh-file-durability".into())
-                .spawn(move || match Writer::open(paths, options, state, stats) {
-                    Ok(writer) => {
-                        let _ = ready_tx.send(Ok(()));
-                        writer.run(rx);
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                })
-                .map_err(|e| FileError::Io {
-                    file: path.clone(),
-                    operation: "start the writer thread",
-                    source: Arc::new(e),
-                })?
-        };
-        let opened = ready_rx
-            .await
-            .unwrap_or_else(|_| Err(FileError::Closed { file: path.clone() }));
-        if let Err(e) = opened {
-            let _ = thread.join();
-            return Err(e);
-        }
+        let (tx, thread) = spawn_writer(&path, &options, &state, &stats).await?;
         Ok(FileDurability {
             inner: Arc::new(Inner {
                 path,
@@ -181,10 +155,79 @@ impl FileDurability {
                 closed: AtomicBool::new(false),
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
+                reopening: tokio::sync::Mutex::new(()),
             }),
         })
     }
 
+    /// Opens a closed handle again (a bot started again after `stop()`): the file is locked,
+    /// read back and replayed as by [`open`](Self::open), into this handle and its clones. A
+    /// no-op while open.
+    pub async fn reopen(&self) -> Result<(), FileError> {
+        let _one = self.inner.reopening.lock().await;
+        if !self.inner.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        *self.inner.state.write().unwrap_or_else(|p| p.into_inner()) = State::default();
+        let (tx, thread) = spawn_writer(
+            &self.inner.path,
+            &self.inner.options,
+            &self.inner.state,
+            &self.inner.stats,
+        )
+        .await?;
+        if let Ok(mut slot) = self.inner.tx.lock() {
+            *slot = Some(tx);
+        }
+        if let Ok(mut slot) = self.inner.thread.lock() {
+            *slot = Some(thread);
+        }
+        self.inner.closed.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Starts the writer thread of `path`, which locks the file and reads it back into `state`.
+async fn spawn_writer(
+    path: &Path,
+    options: &FileOptions,
+    state: &Arc<RwLock<State>>,
+    stats: &Arc<Stats>,
+) -> Result<(Sender<Msg>, JoinHandle<()>), FileError> {
+    let path = path.to_path_buf();
+    let paths = Paths::new(&path);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let thread = {
+        let (options, state, stats) = (options.clone(), Arc::clone(state), Arc::clone(stats));
+        std::thread::Builder::new()
+            .name("botmesh-file-durability".into())
+            .spawn(move || match Writer::open(paths, options, state, stats) {
+                Ok(writer) => {
+                    let _ = ready_tx.send(Ok(()));
+                    writer.run(rx);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| FileError::Io {
+                file: path.clone(),
+                operation: "start the writer thread",
+                source: Arc::new(e),
+            })?
+    };
+    let opened = ready_rx
+        .await
+        .unwrap_or_else(|_| Err(FileError::Closed { file: path.clone() }));
+    if let Err(e) = opened {
+        let _ = thread.join();
+        return Err(e);
+    }
+    Ok((tx, thread))
+}
+
+impl FileDurability {
     /// The inbox and outbox journals of `scope` over this file.
     pub fn durability(
         &self,
@@ -393,6 +436,24 @@ impl DurableKv for FileDurability {
             return Ok(Vec::new());
         }
         self.write("batch", scope, ops).await
+    }
+
+    /// Opens the handle again after [`close`](DurableKv::close) (a bot started again).
+    async fn open(&self) -> Result<(), KvError> {
+        self.reopen().await.map_err(|e| KvError::Unavailable {
+            operation: "open",
+            source: Box::new(e),
+        })
+    }
+
+    /// [`FileDurability::close`]: the log folded into the snapshot, the lock released.
+    async fn close(&self) -> Result<(), KvError> {
+        FileDurability::close(self)
+            .await
+            .map_err(|e| KvError::Unavailable {
+                operation: "close",
+                source: Box::new(e),
+            })
     }
 
     fn shared_between_processes(&self) -> bool {

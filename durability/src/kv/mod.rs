@@ -362,6 +362,14 @@ pub trait DurableKv: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Called by `stop()` once the bot's work is drained: flushes and lets go of what the
+    /// backend holds (`FileDurability` folds its log and releases its lock; `PostgresKv`
+    /// drops the idle connections of a pool it created). A later [`open`](Self::open) makes it
+    /// usable again (the bot started again). The default does nothing.
+    async fn close(&self) -> Result<(), KvError> {
+        Ok(())
+    }
+
     /// Reads one entry.
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError>;
 
@@ -455,6 +463,9 @@ pub trait DurableKv: Send + Sync + 'static {
 impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     async fn open(&self) -> Result<(), KvError> {
         (**self).open().await
+    }
+    async fn close(&self) -> Result<(), KvError> {
+        (**self).close().await
     }
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         (**self).get(scope, key).await

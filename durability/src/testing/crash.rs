@@ -241,6 +241,9 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
         self.check()?;
         self.inner.open().await
     }
+    async fn close(&self) -> Result<(), KvError> {
+        self.inner.close().await
+    }
 
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.check()?;

@@ -284,8 +284,10 @@ impl LifecycleStep for DurabilityStep {
     }
 }
 
-/// The `journal` lifecycle step, stopped after the drain (it does not produce work): gives
-/// back the leases of the queued messages a `stop()` without drain dropped.
+/// The `journal` lifecycle step, stopped after the drain and the transport (it does not
+/// produce work): gives back the leases of the queued messages a `stop()` without drain
+/// dropped, then closes the backend ([`DurableKv::close`]: `FileDurability` folds its log and
+/// releases its lock). The next start opens it again (the `durability` step).
 pub(crate) struct JournalStep;
 
 #[async_trait]
@@ -300,6 +302,16 @@ impl LifecycleStep for JournalStep {
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
         waiting::release_dropped(&bot.kernel).await;
+        if let Some(dur) = &bot.kernel.durable {
+            dur.d.kv().close().await.map_err(|e| {
+                BotError::Durability(botmesh_durability::DurabilityError::Backend {
+                    kind: botmesh_durability::RecordKind::Inbound,
+                    id: dur.d.scope().to_string(),
+                    operation: "close",
+                    source: e,
+                })
+            })?;
+        }
         Ok(())
     }
 }

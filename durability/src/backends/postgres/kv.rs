@@ -397,8 +397,10 @@ impl PostgresKv {
         &self.pool.pool
     }
 
-    /// Closes the pool if it was created from a connection string; an injected pool stays open.
-    pub fn close(&self) {
+    /// Ends the pool for good if it was created from a connection string (an injected pool
+    /// stays open): later queries fail. [`DurableKv::close`], which `stop()` calls, only drops
+    /// the idle connections, so that the bot can start again.
+    pub fn close_pool(&self) {
         self.pool.close();
     }
 
@@ -571,6 +573,15 @@ impl DurableKv for PostgresKv {
     /// [`PostgresError::Connect`] naming host and port, never the password.
     async fn open(&self) -> Result<(), KvError> {
         self.ready("open").await
+    }
+
+    /// Drops the idle connections of a pool created here (a later query makes new ones); an
+    /// injected pool is left alone.
+    async fn close(&self) -> Result<(), KvError> {
+        if self.pool.owned {
+            let _ = self.pool.pool.retain(|_, _| false);
+        }
+        Ok(())
     }
 
     /// This backend, so that a [`PostgresStore`](super::PostgresStore) on the same database
