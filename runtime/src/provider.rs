@@ -308,6 +308,9 @@ pub enum MediaUnavailableReason {
     ProviderMismatch,
     /// The stored value is invalid, of an unknown version, or tampered with.
     RehydrateFailed,
+    /// The channel refused the download on a replay (a hosted media URL that expired since
+    /// the message arrived); the provider's own error is in the message.
+    Expired,
 }
 
 /// The class of a provider error, which decides what the runtime does with it.

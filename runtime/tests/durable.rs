@@ -651,9 +651,16 @@ async fn media_refs_are_journaled_and_rehydrated_on_replay() {
             let s = s.clone();
             async move {
                 let r = ctx.load_media(true).await;
+                let expired = matches!(
+                    &r,
+                    Err(BotError::Provider(ProviderError::MediaUnavailable {
+                        reason: MediaUnavailableReason::Expired,
+                        ..
+                    }))
+                );
                 s.lock()
                     .unwrap()
-                    .push((ctx.is_replay(), r.map_err(|e| e.to_string())));
+                    .push((ctx.is_replay(), r.map_err(|e| e.to_string()), expired));
                 Ok(())
             }
         },
@@ -673,15 +680,22 @@ async fn media_refs_are_journaled_and_rehydrated_on_replay() {
     settle(&h.bot).await;
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
-    // MockProvider cannot download: both fail the same way, with the provider's error, not
-    // MediaUnavailable: the replayed reference was rebuilt.
+    // MockProvider refuses every download (a final error): live, the handler gets the
+    // provider's error; on the replay (the reference was rebuilt), `MediaUnavailable`
+    // (`Expired`, as for a hosted URL that expired meanwhile) carrying that error.
     assert!(!seen[0].0 && seen[1].0);
+    let live = seen[0].1.as_ref().unwrap_err();
+    assert!(live.contains("download_media is not supported"), "{live}");
+    assert!(!live.contains("after a replay"), "{live}");
+    let replayed = seen[1].1.as_ref().unwrap_err();
     assert!(
-        seen[1]
-            .1
-            .as_ref()
-            .unwrap_err()
-            .contains("download_media is not supported")
+        !seen[0].2 && seen[1].2,
+        "MediaUnavailable(Expired) on the replay only"
+    );
+    assert!(replayed.contains("after a replay"), "{replayed}");
+    assert!(
+        replayed.contains("download_media is not supported"),
+        "{replayed}"
     );
 }
 

@@ -103,6 +103,18 @@ impl Ctx {
             .await
         {
             Ok(bytes) => Ok(Some(bytes)),
+            // On a replay, a refused download is media that did not survive the wait (the
+            // guide's `MediaUnavailableError`); a retryable failure stays what it is.
+            Err(e) if throw_on_error && self.0.replay && !e.is_retryable() => {
+                Err(ProviderError::MediaUnavailable {
+                    reason: MediaUnavailableReason::Expired,
+                    message: format!(
+                        "the media of {} could not be downloaded after a replay (a hosted URL may have expired): {e}",
+                        self.chat()
+                    ),
+                }
+                .into())
+            }
             Err(e) if throw_on_error => Err(e.into()),
             Err(e) => {
                 tracing::debug!(chat = %self.chat(), error = %e, "media download failed");
