@@ -3,7 +3,9 @@
 //! transactions): the message is charged as failed and replayed from the stored checkpoint.
 //! Each question is asked once, the answer is taken for the question it answers, the step's
 //! effect runs once, and a flow that ended is not brought back by a checkpoint that could not
-//! be deleted.
+//! be deleted. A step no message fed (an idle timeout) is not replayed: a failed save leaves
+//! the flow going on from memory, and a failed commit on SQLite (one transaction with its
+//! send) takes the stored checkpoint back so that the timeout fires and the step runs again.
 
 #![allow(clippy::unwrap_used)]
 
@@ -230,4 +232,84 @@ async fn a_checkpoint_delete_that_fails_does_not_bring_the_flow_back() {
     assert_all_done(&bot, 4).await;
     assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
     bot.stop().await.unwrap();
+}
+
+#[flow(start = command("pay"))]
+#[persistent]
+async fn pay(cx: &mut FlowCx) -> FlowResult {
+    match cx.ask("Pay?").idle(Duration::from_secs(60)).await {
+        Ok(a) => cx.send(format!("Paid: {}", a.text())).await?,
+        Err(_) => {
+            let again: String = cx.ask("Still there?").await?.text().to_owned();
+            cx.send(format!("Back: {again}")).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A step no message fed (an idle timeout) whose checkpoint save fails: nothing replays it, so
+/// the flow goes on from memory, and the next answer is taken for the question the timeout
+/// asked, not for the expired one the store still holds.
+#[tokio::test]
+async fn a_timeout_step_whose_save_fails_goes_on_from_memory() {
+    let store = FlakyStore::default();
+    let mut t = botmesh::testing::Transcript::with_store(Arc::new(store.clone()), |b| {
+        let bot = b.build()?;
+        bot.flow(pay);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    t.says("ann", "/pay").await;
+    store.fail_save.store(true, Ordering::SeqCst);
+    t.advance(Duration::from_secs(61)).await;
+    t.bot().idle().await;
+    assert!(
+        !store.fail_save.load(Ordering::SeqCst),
+        "the timeout step tried to save"
+    );
+    t.says("ann", "yes").await;
+    let last = t
+        .lines()
+        .into_iter()
+        .rfind(|l| l.starts_with("bot →"))
+        .unwrap();
+    assert!(last.ends_with("Back: yes"), "{}", t.render());
+}
+
+/// The same on SQLite, where the timeout step commits in one transaction with its send: the
+/// commit fails (the journal away for a moment), nothing was sent, and the flow must not be
+/// lost: the stored checkpoint is taken back, its timeout fires again, and the step runs
+/// again, this time committed and sent.
+#[tokio::test]
+async fn a_timeout_step_whose_commit_fails_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = botmesh::durability::SqliteStore::open(dir.path().join("bot.db"));
+    let kv = botmesh::testing::crashable(Arc::new(store.durability_kv()));
+    let journal = kv.clone();
+    let mut t = botmesh::testing::Transcript::with_store(Arc::new(store), move |b| {
+        let bot = b
+            .durability(DurabilityOptions::backend(journal.clone()).instance_id("t"))
+            .build()?;
+        bot.flow(pay);
+        Ok(bot)
+    })
+    .await
+    .unwrap();
+    t.says("ann", "/pay").await;
+    kv.fail_once(botmesh::durability::WritePoint::OutboxJournal);
+    t.advance(Duration::from_secs(61)).await;
+    t.bot().idle().await;
+    assert_eq!(kv.failed_once(), 1, "the timeout step's commit failed");
+    t.advance(Duration::from_secs(1)).await;
+    t.bot().idle().await;
+    t.says("ann", "yes").await;
+    let said: Vec<String> = t
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("bot →"))
+        .collect();
+    assert_eq!(said.len(), 3, "{}", t.render());
+    assert!(said[1].ends_with("Still there?"), "{}", t.render());
+    assert!(said[2].ends_with("Back: yes"), "{}", t.render());
 }

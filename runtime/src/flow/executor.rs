@@ -474,6 +474,12 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
                     Err(e) => {
                         k.events.error("flow:checkpoint", Some(&chat), e);
                         cut = replays;
+                        // Nothing replays a step no message fed: the flow goes on from
+                        // memory, which is ahead of the store (not reconciled with it until
+                        // a checkpoint is written again).
+                        if !replays {
+                            stack.checkpointed = false;
+                        }
                     }
                 }
             } else if stack.checkpointed {
@@ -597,6 +603,17 @@ async fn finish_atomic(
                     stack.top_name().unwrap_or(""),
                     "interrupted:journal",
                 );
+                // Nothing was written or sent. A message's step is replayed with it; a step
+                // no message fed (a timeout, a start or cancel from code) is not: take the
+                // stored checkpoint back, so that its timeout fires again and the step runs
+                // again.
+                if ctx.inbound_id().is_none() {
+                    if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
+                        if let Loaded::Ready(stored) = checkpoint::load(k, cp).await {
+                            k.flows.put(chat, stored);
+                        }
+                    }
+                }
                 return;
             }
         };
