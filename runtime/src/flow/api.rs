@@ -254,6 +254,17 @@ pub enum FlowError {
         /// How.
         interrupt: crate::flow::Interrupt,
     },
+    /// The store did not take a checkpoint.
+    #[error("flow `{flow}` in chat {chat}: the checkpoint was not written: {source}")]
+    CheckpointWrite {
+        /// The flow (its top frame).
+        flow: String,
+        /// The chat.
+        chat: String,
+        /// The store's error.
+        #[source]
+        source: botmesh_durability::StoreError,
+    },
     /// The store failed while recording an effect.
     #[error("flow `{flow}` in chat {chat}: effect record `{key}`: {reason}")]
     Effect {
@@ -275,7 +286,8 @@ pub fn __done<S, O>(r: FlowResult<O>) -> Result<Step<S, O>, HandlerError> {
 }
 
 /// Takes the answer a resumed step was fed (generated code). The lowering reads it exactly
-/// once per step: on the first pass through a re-entered loop.
+/// once per step (in a loop resumed mid-iteration, in the rest of that iteration, which runs
+/// once).
 #[doc(hidden)]
 pub fn __take<T>(slot: &mut Option<T>) -> T {
     match slot.take() {

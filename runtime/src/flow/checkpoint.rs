@@ -99,9 +99,10 @@ pub(crate) async fn write(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowErro
     k.store
         .save_checkpoint(&cp)
         .await
-        .map_err(|e| FlowError::Encode {
-            flow: "checkpoint",
-            reason: e.to_string(),
+        .map_err(|source| FlowError::CheckpointWrite {
+            flow: cp.flow.clone(),
+            chat: cp.chat.clone(),
+            source,
         })?;
     k.flows.clear_ended(&cp.chat.as_str().into());
     Counters::inc(&k.counters.checkpoints_written);
