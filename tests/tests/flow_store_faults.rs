@@ -268,6 +268,12 @@ async fn a_timeout_step_whose_save_fails_goes_on_from_memory() {
         !store.fail_save.load(Ordering::SeqCst),
         "the timeout step tried to save"
     );
+    assert!(
+        t.render()
+            .contains("flow `pay` in chat ann: the checkpoint was not written"),
+        "the error names the flow and the chat: {}",
+        t.render()
+    );
     t.says("ann", "yes").await;
     let last = t
         .lines()
