@@ -6,7 +6,6 @@
 //! | truncated snapshot, file of another format | refused on open, naming the file, file untouched |
 //! | damaged log line followed by more lines | `AppendLogCorrupt { line, byte_offset }`, file untouched |
 //! | torn last log line | cut, the rest replayed |
-//! | a group commit's append torn in its middle (damage, then only lines of that last group) | cut at the damage, the rest replayed; the same damage followed by a later append is `AppendLogCorrupt` |
 //! | the folder's sync failing after a snapshot's rename | tried again; failing twice, the write fails and later writes are refused (`Poisoned`) |
 //! | lock of a live process (a child re-running this binary) | `Locked { pid }`, also when the lock file's pid is rewritten (the lock is the kernel's); once it is killed, the stale lock is broken |
 //! | second open in this process | `AlreadyOpen` until `close()` |
@@ -305,123 +304,6 @@ async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
         assert_eq!(kv.len(), 4, "appends after the cut are readable");
         kv.close().await.unwrap();
     }
-}
-
-/// Holds the writer in its next log append while `slow` is set, so that the writes sent
-/// meanwhile queue up and go out as one group commit of several lines.
-struct SlowAppend {
-    slow: std::sync::atomic::AtomicBool,
-}
-
-impl IoHook for SlowAppend {
-    fn before(&self, op: IoOp, _file: &Path) -> std::io::Result<()> {
-        if op == IoOp::Write && self.slow.load(Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }
-        Ok(())
-    }
-}
-
-/// Leaves a log whose last append is one group commit of `n` writes (`g0`..), after `k0`, `k1`
-/// (each alone) and, with `later`, one more write (`late`) after the group. Returns the log's
-/// bytes and where each of the group's lines starts.
-async fn leave_a_group(path: &Path, n: usize, later: bool) -> (Vec<u8>, Vec<usize>) {
-    let hook = Arc::new(SlowAppend {
-        slow: std::sync::atomic::AtomicBool::new(false),
-    });
-    let kv = FileDurability::open(path, log_opts().io_hook(hook.clone()))
-        .await
-        .unwrap();
-    put(&kv, "k0", "v0").await;
-    put(&kv, "k1", "v1").await;
-    hook.slow.store(true, Ordering::SeqCst);
-    let first = {
-        let kv = kv.clone();
-        tokio::spawn(async move { put(&kv, "k2", "v2").await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    hook.slow.store(false, Ordering::SeqCst);
-    let group: Vec<_> = (0..n)
-        .map(|i| {
-            let kv = kv.clone();
-            tokio::spawn(async move { put(&kv, &format!("g{i}"), "in a group").await })
-        })
-        .collect();
-    first.await.unwrap();
-    for w in group {
-        w.await.unwrap();
-    }
-    if later {
-        put(&kv, "late", "after the group").await;
-    }
-    kv.simulate_crash().await;
-    let bytes = std::fs::read(log_of(path)).unwrap();
-    let mut starts = Vec::new();
-    let mut at = 0;
-    for line in bytes.split_inclusive(|b| *b == b'\n') {
-        if line.windows(8).any(|w| w == b"\"group\":") {
-            starts.push(at);
-        }
-        at += line.len();
-    }
-    assert_eq!(
-        starts.len(),
-        n,
-        "the {n} queued writes went out as one group"
-    );
-    (bytes, starts)
-}
-
-/// A crash in the middle of a group commit's append (the kernel wrote its later pages, not an
-/// earlier one): the damage is followed only by lines of that group, which was never synced,
-/// so the log is cut at the damage and opens. The same damage followed by a later append is
-/// refused: the group had been synced and acknowledged.
-#[tokio::test]
-async fn a_group_commit_torn_in_its_middle_is_cut_and_later_damage_refused() {
-    let (_dir, path) = fresh();
-    let (mut bytes, starts) = leave_a_group(&path, 6, false).await;
-    // Zeros over the group's third line and into the fourth.
-    bytes[starts[2]..starts[3] + 5].fill(0);
-    std::fs::write(log_of(&path), &bytes).unwrap();
-    let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-    for key in ["k0", "k1", "k2"] {
-        assert!(value(&kv, key).await.is_some(), "{key} was acknowledged");
-    }
-    let group: Vec<bool> = {
-        let mut found = Vec::new();
-        for i in 0..6 {
-            found.push(value(&kv, &format!("g{i}")).await.is_some());
-        }
-        found
-    };
-    assert_eq!(
-        group.iter().filter(|f| **f).count(),
-        2,
-        "the group's two lines before the damage are kept, the rest cut: {group:?}"
-    );
-    put(&kv, "after", "x").await;
-    kv.close().await.unwrap();
-    let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-    assert!(
-        value(&kv, "after").await.is_some(),
-        "the cut log takes appends"
-    );
-    kv.close().await.unwrap();
-
-    let (_dir, path) = fresh();
-    let (mut bytes, starts) = leave_a_group(&path, 6, true).await;
-    bytes[starts[2]..starts[3] + 5].fill(0);
-    std::fs::write(log_of(&path), &bytes).unwrap();
-    let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
-    assert!(
-        matches!(err, FileError::AppendLogCorrupt { byte_offset, .. } if byte_offset == starts[2] as u64),
-        "{err}"
-    );
-    assert_eq!(
-        std::fs::read(log_of(&path)).unwrap(),
-        bytes,
-        "left untouched"
-    );
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 //! | file | lines |
 //! | --- | --- |
 //! | snapshot `<path>` | header `{"format":"botmesh-durable-file","version":1,"log_seq":N,"last_version":V}`, one line per entry, then `{"end":<entries>}` |
-//! | log `<path>.log` | header `{"format":"botmesh-durable-log","version":1}`, then one line per committed write request `{"seq":N,"scope":…,"ops":[{"op":"put",…},{"op":"del","key":…}]}`; the lines of a group commit of several requests also carry `"group":<seq of the group's first line>` |
+//! | log `<path>.log` | header `{"format":"botmesh-durable-log","version":1}`, then one line per committed write request `{"seq":N,"scope":…,"ops":[{"op":"put",…},{"op":"del","key":…}]}` |
 //!
 //! How reading judges what it finds:
 //!
@@ -17,7 +17,6 @@
 //! | snapshot with a bad line, no end line, a wrong count or bytes after the end | [`FileError::SnapshotCorrupt`] |
 //! | log whose first line is not our header (and is not a torn prefix of it) | [`FileError::NotADurableFile`] |
 //! | log whose last line has no newline, or is the only bad line at the end | torn: cut there, the rest replayed |
-//! | log with a bad line followed only by lines of the last group commit, which began at or before the bad line | a group torn by a crash (appended, never synced, so never acknowledged): the whole group is cut, the rest replayed |
 //! | log with a bad line (checksum, JSON, sequence) followed by more lines | [`FileError::AppendLogCorrupt`] with line and byte offset |
 //!
 //! This module only encodes and parses bytes: it opens no file and decides nothing about
@@ -201,11 +200,6 @@ pub(super) enum Change {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct LogLine {
     pub(super) seq: u64,
-    /// The `seq` of the first line of the group commit this line was appended with, when
-    /// that group has more than one line: it tells a group torn by a crash (whose lines after
-    /// the damage are its own) from damage that later appends followed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) group: Option<u64>,
     pub(super) scope: String,
     pub(super) ops: Vec<Change>,
 }
@@ -379,13 +373,6 @@ pub(super) fn parse_log(bytes: &[u8], file: &Path) -> Result<ParsedLog, FileErro
                 break;
             }
             Err(reason) => {
-                if torn_group(&raws[n + 1..], last_seq) {
-                    // The rest was appended by the one write that was never synced: cut
-                    // there, as a torn last line (the group's lines before it are a prefix
-                    // of its requests, in their order).
-                    parsed.torn = true;
-                    break;
-                }
                 return Err(FileError::AppendLogCorrupt {
                     file: file.to_path_buf(),
                     line: line_no,
@@ -398,128 +385,9 @@ pub(super) fn parse_log(bytes: &[u8], file: &Path) -> Result<ParsedLog, FileErro
     Ok(parsed)
 }
 
-/// Whether the lines after a bad one (`rest`) are all lines of one group commit that began
-/// at or before the bad line (`last_seq` + 1, `last_seq` being the good line before it): the
-/// last append, torn by a crash before its sync (a group is appended only once the one before
-/// it is synced, so damage followed by a later group is not a torn append). The last of
-/// `rest` may itself be torn.
-fn torn_group(rest: &[&[u8]], last_seq: u64) -> bool {
-    let mut group = None;
-    let mut seq = last_seq;
-    for (i, raw) in rest.iter().enumerate() {
-        let line = match raw.strip_suffix(b"\n").map(decode_line::<LogLine>) {
-            Some(Ok(line)) => line,
-            _ if i + 1 == rest.len() && i > 0 => break,
-            _ => return false,
-        };
-        let Some(g) = line.group else {
-            return false;
-        };
-        // The bad line took at least one sequence; the group's lines after it follow on.
-        let follows = match group {
-            None => line.seq > last_seq + 1,
-            Some(first) => first == g && line.seq == seq + 1,
-        };
-        if !follows || g > last_seq + 1 {
-            return false;
-        }
-        seq = line.seq;
-        group = Some(g);
-    }
-    group.is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A line of a test log: its `seq` and `group`.
-    type Line = (u64, Option<u64>);
-
-    /// A log of lines `(seq, group)`, each putting key `k<seq>`, and where each line starts.
-    fn log(lines: &[Line]) -> (Vec<u8>, Vec<usize>) {
-        let mut bytes = log_header();
-        let mut starts = Vec::new();
-        for &(seq, group) in lines {
-            starts.push(bytes.len());
-            let line = LogLine {
-                seq,
-                group,
-                scope: "s".into(),
-                ops: vec![Change::Put {
-                    key: format!("k{seq}"),
-                    version: seq,
-                    value: b"v".to_vec(),
-                    idx1: None,
-                    idx2: None,
-                }],
-            };
-            encode_line(&line, &mut bytes).ok();
-        }
-        (bytes, starts)
-    }
-
-    /// Zeros over line `i` and the first byte of the next (as a torn append leaves them: the
-    /// newline gone, the bad bytes running into the next line).
-    fn zero_line(bytes: &mut [u8], starts: &[usize], i: usize) {
-        let end = starts.get(i + 1).map_or(bytes.len(), |s| s + 1);
-        bytes[starts[i]..end].fill(0);
-    }
-
-    fn seqs(parsed: &ParsedLog) -> Vec<u64> {
-        parsed.lines.iter().map(|l| l.seq).collect()
-    }
-
-    #[test]
-    fn a_group_torn_in_its_middle_is_cut_there() {
-        let g = Some(3);
-        let lines = [(1, None), (2, None), (3, g), (4, g), (5, g), (6, g), (7, g)];
-        for damaged in [2, 3, 4] {
-            let (mut bytes, starts) = log(&lines);
-            zero_line(&mut bytes, &starts, damaged);
-            let parsed = parse_log(&bytes, Path::new("j.log")).expect("a torn group is cut");
-            assert!(parsed.torn);
-            let kept: Vec<u64> = (1..=damaged as u64).collect();
-            assert_eq!(seqs(&parsed), kept, "damaged line {damaged}");
-            assert_eq!(
-                parsed.valid_len, starts[damaged] as u64,
-                "cut at the damage"
-            );
-        }
-        // The group's last line torn as well (no newline).
-        let (mut bytes, starts) = log(&lines);
-        zero_line(&mut bytes, &starts, 3);
-        bytes.pop();
-        let parsed = parse_log(&bytes, Path::new("j.log")).expect("cut");
-        assert_eq!(seqs(&parsed), vec![1, 2, 3]);
-    }
-
-    #[test]
-    fn damage_that_a_later_append_followed_is_refused() {
-        let g = Some(3);
-        let cases: [(&[Line], usize); 4] = [
-            // A later group after the damaged one: the damaged group had been synced.
-            (
-                &[(1, None), (2, None), (3, g), (4, g), (5, g), (6, None)],
-                3,
-            ),
-            // A single line damaged, a group after it.
-            (&[(1, None), (2, None), (3, Some(3)), (4, Some(3))], 1),
-            // Lines without groups (a log of an earlier build).
-            (&[(1, None), (2, None), (3, None), (4, None)], 1),
-            // The lines after the damage claim a group that began after it.
-            (&[(1, None), (2, None), (3, Some(4)), (4, Some(4))], 1),
-        ];
-        for (lines, damaged) in cases {
-            let (mut bytes, starts) = log(lines);
-            zero_line(&mut bytes, &starts, damaged);
-            let err = parse_log(&bytes, Path::new("j.log")).expect_err("refused");
-            assert!(
-                matches!(err, FileError::AppendLogCorrupt { byte_offset, .. } if byte_offset == starts[damaged] as u64),
-                "{lines:?}: {err}"
-            );
-        }
-    }
 
     #[test]
     fn crc_matches_the_standard_check_value() {

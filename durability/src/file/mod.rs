@@ -28,9 +28,7 @@
 //! | a snapshot that cannot be read back (truncated, damaged) | [`FileError::SnapshotCorrupt`] |
 //! | a damaged log line followed by more lines | [`FileError::AppendLogCorrupt`] (line, byte offset) |
 //!
-//! A torn last log line (a crash mid-append) is cut and the rest replayed; so is a group
-//! commit's append torn in its middle (damage followed only by lines of that same, last,
-//! group: it was never synced, so none of it was acknowledged). See `format`,
+//! A torn last log line (a crash mid-append) is cut and the rest replayed. See `format`,
 //! `lock` and `writer` for the details. Departure from the guide: `fsync` defaults to `true`
 //! in both modes (the guide only makes it the append log's default), because botmesh never
 //! loses an acknowledged message; turn it off with [`FileOptions::fsync`].

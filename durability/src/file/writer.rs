@@ -17,7 +17,7 @@
 //!
 //! | crash | on the next open |
 //! | --- | --- |
-//! | during an append | the torn tail is cut (the last line, or a group commit's lines from the damage on), the rest replayed |
+//! | during an append | the torn last line is cut, the rest replayed |
 //! | between a snapshot's rename and the log's truncation | the log lines already in the snapshot (`seq <= log_seq`) are skipped |
 //! | while writing `<path>.tmp` | the temp file is ignored (overwritten by the next snapshot) |
 
@@ -211,7 +211,7 @@ impl Writer {
             tracing::warn!(
                 file = %log.display(),
                 cut_at = parsed.valid_len,
-                "append log ends with a torn append (a crash mid-append): cutting it"
+                "append log ends with a torn line (a crash mid-append): cutting it"
             );
             let file = OpenOptions::new()
                 .write(true)
@@ -347,18 +347,11 @@ impl Writer {
                     seq += 1;
                     lines.push(LogLine {
                         seq,
-                        group: None,
                         scope,
                         ops: changes,
                     });
                 }
                 answers.push((reply, outcomes));
-            }
-            if lines.len() > 1 {
-                let first = lines[0].seq;
-                for line in &mut lines {
-                    line.group = Some(first);
-                }
             }
             let persisted = if lines.is_empty() {
                 Ok(())
