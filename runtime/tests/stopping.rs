@@ -9,6 +9,8 @@
 //! | a handler longer than `stop_timeout` | aborted: it never sends, also later |
 //! | `stop()` while a send is at the provider | the send is recorded `sent`, the message `done`; a restart resends nothing and reports nothing ambiguous |
 //! | a message queued behind a running one | dropped unstarted, its lease given back: a restart replays it at once, answered once |
+//! | a FileDurability | closed by `stop()` (log folded, lock released), opened again by `start()` before `restore` |
+//! | a FileDurability shared by two bots | the first bot's `stop()` leaves it open for the other |
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -21,6 +23,7 @@ use botmesh::config::BotConfig;
 use botmesh::durability::{
     DurabilityConfig, DurableKv, InboxState, MemoryKv, OnAmbiguous, OutboxState,
 };
+use botmesh::durability::{FileDurability, FileOptions};
 use botmesh::durable::DurabilityOptions;
 use botmesh::message::{ChatId, Outgoing, SentMessage};
 use botmesh::prelude::*;
@@ -257,7 +260,6 @@ async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
 /// and the next `start()` opens it again.
 #[tokio::test]
 async fn stop_closes_the_file_backend_and_start_opens_it_again() {
-    use botmesh::durability::{FileDurability, FileOptions};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.json");
     let log = dir.path().join("journal.json.log");
@@ -308,5 +310,120 @@ async fn stop_closes_the_file_backend_and_start_opens_it_again() {
     assert!(
         reopened.len() > other_len,
         "the second run's writes went to the reopened file"
+    );
+}
+
+fn bot_on(kv: &Arc<dyn DurableKv>, id: &str, mock: &MockProvider) -> Bot {
+    let bot = Bot::builder(mock.clone())
+        .config(BotConfig {
+            bot_id: id.to_owned(),
+            ..BotConfig::default()
+        })
+        .durability(
+            DurabilityOptions::shared(kv.clone())
+                .config(fast())
+                .instance_id(id),
+        )
+        .build()
+        .unwrap();
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("hi").await?;
+        Ok(())
+    });
+    bot
+}
+
+/// Two bots share one FileDurability (each in its own scope, as `DurabilityOptions::shared`
+/// and docs/durability.md "Several bots can share one backend" allow). Stopping one of them
+/// must not take the journal away from the other.
+#[tokio::test]
+async fn stopping_one_bot_leaves_a_shared_file_backend_open_for_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.json");
+    let file = FileDurability::open(&path, FileOptions::new().append_log(true))
+        .await
+        .unwrap();
+    let kv: Arc<dyn DurableKv> = Arc::new(file);
+    let (ma, mb) = (MockProvider::new(), MockProvider::new());
+    let a = bot_on(&kv, "bot-a", &ma);
+    let b = bot_on(&kv, "bot-b", &mb);
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    mb.say("u", "m1", "x").await.unwrap();
+    b.idle().await;
+    a.stop().await.unwrap();
+    let second = mb.say("u", "m2", "y").await;
+    b.idle().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let texts = mb.texts("u");
+    b.stop().await.unwrap();
+    assert!(
+        second.is_ok(),
+        "bot b refused m2 after bot a stopped: {second:?}"
+    );
+    assert_eq!(texts, ["hi", "hi"], "bot b still answers");
+}
+
+#[flow(start = command("hello"))]
+#[persistent]
+async fn hello(cx: &mut FlowCx) -> FlowResult {
+    cx.send("hello").await?;
+    let _a = cx.ask("and?").await?;
+    Ok(())
+}
+
+/// `restore` may restart a flow whose checkpoint is of another layout (`on_version_mismatch =
+/// restart`) as the bot starts again after a `stop()` closed its FileDurability: the backend
+/// opens before `restore`, and the restarted flow's first send goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
+    use botmesh::durability::{FlowCheckpoint, MemoryStore, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.json");
+    let file = FileDurability::open(&path, FileOptions::new().append_log(true))
+        .await
+        .unwrap();
+    let store = MemoryStore::new();
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(store.clone())
+        .durability(
+            DurabilityOptions::backend(file.clone())
+                .config(fast())
+                .instance_id("i1"),
+        )
+        .build()
+        .unwrap();
+    bot.flow(hello);
+    let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let e2 = errors.clone();
+    bot.on_event(move |e| {
+        e2.lock().unwrap().push(format!("{e:?}"));
+    });
+    bot.start().await.unwrap();
+    bot.stop().await.unwrap();
+    store.open().await.unwrap();
+    store
+        .save_checkpoint(&FlowCheckpoint {
+            chat: "ann".into(),
+            flow: "hello".into(),
+            layout_hash: 1,
+            state: serde_json::json!({"run": "r1", "frames": [{"flow": "hello", "hash": 1, "state": {"S1": {}}, "wait": null}]}),
+            inbound_id: None,
+            step: 1,
+            updated_ms: 0,
+        })
+        .await
+        .unwrap();
+    bot.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    bot.idle().await;
+    let texts = mock.texts("ann");
+    bot.stop().await.unwrap();
+    assert_eq!(
+        texts,
+        ["hello", "and?"],
+        "errors: {:?}",
+        errors.lock().unwrap()
     );
 }

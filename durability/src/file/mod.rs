@@ -108,8 +108,11 @@ struct Inner {
     closed: AtomicBool,
     tx: Mutex<Option<Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Held while a closed handle is opened again.
+    /// Held while the handle is opened or closed through [`DurableKv`] (by bots).
     reopening: tokio::sync::Mutex<()>,
+    /// The bots that opened it through [`DurableKv::open`] and did not close it yet: the last
+    /// [`DurableKv::close`] closes the file (several bots may share one handle).
+    users: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for Inner {
@@ -154,6 +157,7 @@ impl FileDurability {
                 tx: Mutex::new(Some(tx)),
                 thread: Mutex::new(Some(thread)),
                 reopening: tokio::sync::Mutex::new(()),
+                users: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -163,6 +167,10 @@ impl FileDurability {
     /// no-op while open.
     pub async fn reopen(&self) -> Result<(), FileError> {
         let _one = self.inner.reopening.lock().await;
+        self.reopen_locked().await
+    }
+
+    async fn reopen_locked(&self) -> Result<(), FileError> {
         if !self.inner.closed.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -436,16 +444,32 @@ impl DurableKv for FileDurability {
         self.write("batch", scope, ops).await
     }
 
-    /// Opens the handle again after [`close`](DurableKv::close) (a bot started again).
+    /// A bot starts on this handle: opens it again if an earlier [`close`](DurableKv::close)
+    /// closed it, and counts the bot.
     async fn open(&self) -> Result<(), KvError> {
-        self.reopen().await.map_err(|e| KvError::Unavailable {
-            operation: "open",
-            source: Box::new(e),
-        })
+        let _one = self.inner.reopening.lock().await;
+        self.reopen_locked()
+            .await
+            .map_err(|e| KvError::Unavailable {
+                operation: "open",
+                source: Box::new(e),
+            })?;
+        self.inner.users.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
-    /// [`FileDurability::close`]: the log folded into the snapshot, the lock released.
+    /// A bot stops: the last one of the bots that opened this handle closes it
+    /// ([`FileDurability::close`]: the log folded into the snapshot, the lock released).
     async fn close(&self) -> Result<(), KvError> {
+        let _one = self.inner.reopening.lock().await;
+        let before = self
+            .inner
+            .users
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .unwrap_or(0);
+        if before != 1 {
+            return Ok(());
+        }
         FileDurability::close(self)
             .await
             .map_err(|e| KvError::Unavailable {

@@ -188,12 +188,15 @@ impl BotBuilder {
             Some(opts) => Some(Durable::build(opts, &self.config, self.clock.clone())?),
             None => None,
         };
-        let mut steps: Vec<Arc<dyn LifecycleStep>> =
-            vec![Arc::new(StorageStep), Arc::new(RestoreStep)];
+        let mut steps: Vec<Arc<dyn LifecycleStep>> = vec![Arc::new(StorageStep)];
         if durable.is_some() {
-            // Stopped in reverse: `durability` (the sweeper) before the drain, `journal` after
-            // it (the transport is stopped first).
+            // The backend opens before `restore` (which may restart a flow that sends), and
+            // closes after the drain and the transport (stopped in reverse order).
             steps.push(Arc::new(JournalStep));
+        }
+        steps.push(Arc::new(RestoreStep));
+        if durable.is_some() {
+            // Produces work: stopped before the drain.
             steps.push(Arc::new(DurabilityStep));
         }
         steps.push(Arc::new(TransportStep));

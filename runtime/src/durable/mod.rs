@@ -232,16 +232,6 @@ impl LifecycleStep for DurabilityStep {
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
-        // A backend built lazily (`PostgresKv::new`) connects here: a server that cannot be
-        // reached fails `start()`, naming the host (never the password).
-        dur.d.kv().open().await.map_err(|e| {
-            BotError::Durability(botmesh_durability::DurabilityError::Backend {
-                kind: botmesh_durability::RecordKind::Inbound,
-                id: dur.d.scope().to_string(),
-                operation: "open",
-                source: e,
-            })
-        })?;
         dur.abort_tasks();
         let _ = dur.stop_sweeper.send_replace(false);
         let mut events = dur.d.subscribe();
@@ -284,10 +274,11 @@ impl LifecycleStep for DurabilityStep {
     }
 }
 
-/// The `journal` lifecycle step, stopped after the drain and the transport (it does not
-/// produce work): gives back the leases of the queued messages a `stop()` without drain
-/// dropped, then closes the backend ([`DurableKv::close`]: `FileDurability` folds its log and
-/// releases its lock). The next start opens it again (the `durability` step).
+/// The `journal` lifecycle step: opens the backend at start (before `restore`), and at stop,
+/// after the drain and the transport (it does not produce work), gives back the leases of the
+/// queued messages a `stop()` without drain dropped, then closes the backend
+/// ([`DurableKv::close`]: `FileDurability` folds its log and releases its lock once no bot
+/// of the process uses it).
 pub(crate) struct JournalStep;
 
 #[async_trait]
@@ -296,8 +287,21 @@ impl LifecycleStep for JournalStep {
         "journal"
     }
 
-    async fn start(&self, _bot: &Bot) -> Result<(), BotError> {
-        Ok(())
+    async fn start(&self, bot: &Bot) -> Result<(), BotError> {
+        let Some(dur) = &bot.kernel.durable else {
+            return Ok(());
+        };
+        // A backend built lazily (`PostgresKv::new`) connects here: a server that cannot be
+        // reached fails `start()`, naming the host (never the password). A backend closed by
+        // an earlier `stop()` opens again.
+        dur.d.kv().open().await.map_err(|e| {
+            BotError::Durability(botmesh_durability::DurabilityError::Backend {
+                kind: botmesh_durability::RecordKind::Inbound,
+                id: dur.d.scope().to_string(),
+                operation: "open",
+                source: e,
+            })
+        })
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
