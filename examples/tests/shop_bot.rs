@@ -157,6 +157,18 @@ async fn an_order_replayed_between_its_two_writes_is_stored_once() {
         listed.iter().map(|o| o.number).collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
+    // A damaged `last`: counted from the orders too, order 1 is not overwritten.
+    store
+        .set_value(&scope, "last", &serde_json::json!({"number": "two"}))
+        .await
+        .expect("set");
+    let fourth = orders::place(store.as_ref(), &chat, tea, 4, Some("in/4"))
+        .await
+        .expect("place");
+    assert_eq!(fourth.number, 4);
+    let listed = orders::list(store.as_ref(), &chat).await.expect("list");
+    assert_eq!(listed[0].quantity, 1, "order 1 kept");
+    assert_eq!(listed.len(), 4);
 }
 
 #[tokio::test]

@@ -78,9 +78,20 @@ pub async fn place(
     inbound: Option<&str>,
 ) -> Result<Order, StoreError> {
     let scope = scope(chat);
-    let last = match store.get_value(&scope, LAST).await? {
-        Some(v) => serde_json::from_value::<Last>(v).ok(),
-        // A scope written before `last` existed: its orders are counted once.
+    let stored = match store.get_value(&scope, LAST).await? {
+        Some(v) => match serde_json::from_value::<Last>(v) {
+            Ok(last) => Some(last),
+            Err(e) => {
+                tracing::warn!(%scope, error = %e, "undecodable `last` order: counting the orders");
+                None
+            }
+        },
+        None => None,
+    };
+    let last = match stored {
+        Some(last) => Some(last),
+        // A scope written before `last` existed (or whose `last` is damaged): its orders are
+        // counted once, so that no order is numbered (and overwritten) twice.
         None => {
             let orders = list(store, chat).await?;
             orders.last().map(|o| Last {
