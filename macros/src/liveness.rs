@@ -459,12 +459,169 @@ pub(crate) fn lower(
             break;
         }
     }
-    for l in &mut out {
+    let mut uses: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    for (i, l) in out.iter().enumerate() {
+        let mut u: BTreeSet<String> = l.live.iter().map(|b| b.name.to_string()).collect();
+        u.extend(prompt_uses.get(&(i + 1)).cloned().unwrap_or_default());
+        uses.insert(i + 1, u);
+    }
+    for (i, l) in out.iter_mut().enumerate() {
         let live: BTreeSet<String> = l.live.iter().map(|b| b.name.to_string()).collect();
-        l.shadowing
-            .retain(|(inner, _)| live.contains(&inner.to_string()));
+        // A shadowed outer binding matters only where the code after the inner binding's
+        // block uses it (then it would come back with the inner one's value).
+        let after = after_by_depth(&body.stmts, i + 1, &uses);
+        let depth_of = |name: &Ident| {
+            l.scope
+                .iter()
+                .find(|b| &b.name == name)
+                .map_or(0, |b| b.depth as usize)
+        };
+        l.shadowing.retain(|(inner, _)| {
+            let name = inner.to_string();
+            live.contains(&name)
+                && after
+                    .get(depth_of(inner))
+                    .is_some_and(|used| used.contains(&name))
+        });
+        // A local declared without a value matters only when the resume code assigns it
+        // (its value is not there yet when the flow suspends).
+        let assigned = assigned_names(&l.rest);
+        l.live
+            .iter_mut()
+            .for_each(|b| b.deferred = b.deferred && assigned.contains(&b.name.to_string()));
     }
     out
+}
+
+/// The names used free after the block at each depth (index) of the path from the body to
+/// marker `k` ends: the statements that follow at the shallower levels, and the whole body of
+/// a loop on the path (it runs again). Depths count as `scope_in_expr` deepens them.
+fn after_by_depth(
+    stmts: &[Stmt],
+    k: usize,
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+) -> Vec<BTreeSet<String>> {
+    // Depth 0, the function body: nothing comes after it.
+    let mut out = vec![BTreeSet::new()];
+    after_in_stmts(stmts, k, BTreeSet::new(), uses, &mut out);
+    out
+}
+
+fn after_in_stmts(
+    stmts: &[Stmt],
+    k: usize,
+    acc: BTreeSet<String>,
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+    out: &mut Vec<BTreeSet<String>>,
+) {
+    let Some(i) = stmts.iter().position(|s| stmt_has(s, k)) else {
+        return;
+    };
+    let mut next = acc;
+    next.extend(free_vars(&stmts[i + 1..], uses));
+    match &stmts[i] {
+        Stmt::Local(l) => {
+            if let Some(init) = &l.init {
+                if expr_has(&init.expr, k) {
+                    after_in_expr(&init.expr, k, next, uses, out);
+                } else if let Some((_, els)) = &init.diverge {
+                    after_in_expr(els, k, next, uses, out);
+                }
+            }
+        }
+        Stmt::Expr(e, _) => after_in_expr(e, k, next, uses, out),
+        _ => {}
+    }
+}
+
+/// One level deeper: `out[depth]` is what is used after that level's block.
+fn deeper(
+    stmts: &[Stmt],
+    k: usize,
+    acc: BTreeSet<String>,
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+    out: &mut Vec<BTreeSet<String>>,
+) {
+    out.push(acc.clone());
+    after_in_stmts(stmts, k, acc, uses, out);
+}
+
+fn after_in_expr(
+    e: &Expr,
+    k: usize,
+    acc: BTreeSet<String>,
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+    out: &mut Vec<BTreeSet<String>>,
+) {
+    if marker_id(e) == Some(k) {
+        return;
+    }
+    match e {
+        Expr::Await(a) => after_in_expr(&a.base, k, acc, uses, out),
+        Expr::Try(t) => after_in_expr(&t.expr, k, acc, uses, out),
+        Expr::MethodCall(m) => after_in_expr(&m.receiver, k, acc, uses, out),
+        Expr::Field(f) => after_in_expr(&f.base, k, acc, uses, out),
+        Expr::Paren(p) => after_in_expr(&p.expr, k, acc, uses, out),
+        Expr::Group(g) => after_in_expr(&g.expr, k, acc, uses, out),
+        Expr::Cast(c) => after_in_expr(&c.expr, k, acc, uses, out),
+        Expr::Let(l) => after_in_expr(&l.expr, k, acc, uses, out),
+        Expr::Assign(a) => after_in_expr(&a.right, k, acc, uses, out),
+        Expr::Return(r) => {
+            if let Some(x) = &r.expr {
+                after_in_expr(x, k, acc, uses, out);
+            }
+        }
+        Expr::Break(b) => {
+            if let Some(x) = &b.expr {
+                after_in_expr(x, k, acc, uses, out);
+            }
+        }
+        Expr::If(i) => {
+            if expr_has(&i.cond, k) {
+                after_in_expr(&i.cond, k, acc, uses, out);
+            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
+                deeper(&i.then_branch.stmts, k, acc, uses, out);
+            } else if let Some((_, els)) = &i.else_branch {
+                after_in_expr(els, k, acc, uses, out);
+            }
+        }
+        Expr::Match(m) => {
+            if expr_has(&m.expr, k) {
+                after_in_expr(&m.expr, k, acc, uses, out);
+            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
+                out.push(acc.clone());
+                after_in_expr(&arm.body, k, acc, uses, out);
+            }
+        }
+        Expr::Loop(l) => {
+            let mut again = acc;
+            again.extend(free_vars(&l.body.stmts, uses));
+            deeper(&l.body.stmts, k, again, uses, out);
+        }
+        Expr::Block(b) => deeper(&b.block.stmts, k, acc, uses, out),
+        Expr::Unsafe(u) => deeper(&u.block.stmts, k, acc, uses, out),
+        _ => {}
+    }
+}
+
+/// The names assigned (`name = …`) in `stmts`.
+fn assigned_names(stmts: &[Stmt]) -> BTreeSet<String> {
+    struct Assigned(BTreeSet<String>);
+    impl<'a> Visit<'a> for Assigned {
+        fn visit_expr_assign(&mut self, a: &'a syn::ExprAssign) {
+            if let Expr::Path(p) = &*a.left {
+                if let Some(id) = p.path.get_ident() {
+                    self.0.insert(id.to_string());
+                }
+            }
+            visit::visit_expr_assign(self, a);
+        }
+    }
+    let mut v = Assigned(BTreeSet::new());
+    for s in stmts {
+        v.visit_stmt(s);
+    }
+    v.0
 }
 
 #[cfg(test)]

@@ -192,6 +192,20 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
             let first = syn::Lifetime::new(&format!("'__botmesh_first_{}", *flags), span);
             let whole = syn::Lifetime::new(&format!("'__botmesh_loop_{}", *flags), span);
             let mut rest = resume_stmts(&l.body.stmts, k, flags);
+            let label = &l.label;
+            let body = &l.body;
+            if macros_hold_loop_control(&rest) {
+                // A macro's `continue`/`break` cannot be retargeted (its tokens are opaque)
+                // and would be refused in a labelled block: re-enter the loop through a
+                // first-iteration flag instead (a local the rest moves then does not compile).
+                let flag = quote::format_ident!("__botmesh_first_{}", *flags);
+                return syn::parse_quote!({
+                    let mut #flag = true;
+                    #label loop {
+                        if #flag { #flag = false; #(#rest)* } else #body
+                    }
+                });
+            }
             let mut retarget = Retarget {
                 first: first.clone(),
                 whole: whole.clone(),
@@ -201,8 +215,6 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
             for s in &mut rest {
                 retarget.visit_stmt_mut(s);
             }
-            let label = &l.label;
-            let body = &l.body;
             return syn::parse_quote!(#whole: {
                 #first: { #(#rest)* }
                 #label loop #body
@@ -220,6 +232,70 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
         _ => {}
     }
     e
+}
+
+/// Macros of the standard library and `tracing` that never expand to `break`/`continue`.
+const PLAIN_MACROS: &[&str] = &[
+    "format",
+    "vec",
+    "println",
+    "print",
+    "eprintln",
+    "eprint",
+    "write",
+    "writeln",
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "matches",
+    "panic",
+    "todo",
+    "unreachable",
+    "unimplemented",
+    "concat",
+    "stringify",
+    "dbg",
+    "format_args",
+    "trace",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "event",
+    "span",
+];
+
+/// Whether `stmts` hold a macro call that may expand to `continue` or `break` (one that has
+/// them among its tokens, or any macro but the plain ones of the standard library and
+/// `tracing`: what a macro expands to is not known here).
+fn macros_hold_loop_control(stmts: &[Stmt]) -> bool {
+    fn tokens_hold(ts: proc_macro2::TokenStream) -> bool {
+        ts.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "continue" || i == "break",
+            proc_macro2::TokenTree::Group(g) => tokens_hold(g.stream()),
+            _ => false,
+        })
+    }
+    struct Find(bool);
+    impl<'a> Visit<'a> for Find {
+        fn visit_macro(&mut self, m: &'a syn::Macro) {
+            // The markers of later suspensions are ours.
+            let plain = m.path.is_ident(MARKER)
+                || m.path
+                    .segments
+                    .last()
+                    .is_some_and(|s| PLAIN_MACROS.contains(&s.ident.to_string().as_str()));
+            self.0 |= !plain || tokens_hold(m.tokens.clone());
+        }
+    }
+    let mut f = Find(false);
+    for s in stmts {
+        f.visit_stmt(s);
+    }
+    f.0
 }
 
 /// Points the `break`s and `continue`s of a loop's first, resumed iteration (taken out of the

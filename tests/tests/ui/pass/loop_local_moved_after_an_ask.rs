@@ -17,6 +17,26 @@ async fn cart(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
+/// The same with a second ask after the move (its marker in the resumed rest) and a
+/// `format!` (a plain macro): still lowered without re-entering the loop through a flag.
+#[flow(start = command("cart2"))]
+#[persistent]
+async fn cart2(cx: &mut FlowCx) -> FlowResult {
+    let mut cart: Vec<String> = Vec::new();
+    loop {
+        let item: String = format!("item {}", cart.len() + 1);
+        let a = cx.ask(format!("Add {item}?")).await?;
+        if !a.is_yes() {
+            break;
+        }
+        cart.push(item);
+        let _more = cx.ask(format!("{} so far. Go on?", cart.len())).await?;
+    }
+    cx.send(format!("{} items", cart.len())).await?;
+    Ok(())
+}
+
 fn main() {
     let _ = cart;
+    let _ = cart2;
 }
