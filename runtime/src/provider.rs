@@ -300,6 +300,7 @@ pub use botmesh_durability::media_refs::StoredMediaRef;
 
 /// Why replayed media cannot be loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 #[serde(rename_all = "kebab-case")]
 pub enum MediaUnavailableReason {
     /// The provider did not serialize the reference (view-once, for example).

@@ -50,6 +50,8 @@ async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotErr
     }
     let started = Instant::now();
     let (mut inbound, mut outbound) = (0, 0);
+    // A failing purge is tried again a period later (not at every pass).
+    schedule.next = Instant::now() + PURGE_PERIOD;
     let backlog = loop {
         let report = dur.d.purge(PURGE_MAX).await?;
         inbound += report.inbound;
@@ -59,11 +61,9 @@ async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotErr
             break more;
         }
     };
-    schedule.next = if backlog {
-        Instant::now()
-    } else {
-        Instant::now() + PURGE_PERIOD
-    };
+    if backlog {
+        schedule.next = Instant::now();
+    }
     if inbound + outbound > 0 {
         tracing::debug!(inbound, outbound, backlog, "retention purge");
     }
