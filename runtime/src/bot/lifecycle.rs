@@ -1,7 +1,8 @@
 //! `start()` and `stop()` as an ordered list of steps, with rollback and drain.
 //!
-//! Steps, in start order: `storage` (open the store) → `restore` (handoffs and persistent
-//! conversations) → feature steps (durability recovery, …) → `transport` (the provider) →
+//! Steps, in start order: `storage` (open the store) → with durability, `journal` (open its
+//! backend) → `restore` (handoffs and persistent conversations) → feature steps (durability
+//! recovery and sweeper, …) → `transport` (the provider) →
 //! custom steps (jobs, a plugin's own). If a step fails, the steps already started are stopped
 //! in reverse order and the error is returned. `stop()` closes inbound and cancels broadcasts,
 //! emits `stopping`, stops the steps that produce work, then either drains the queued and
