@@ -523,6 +523,10 @@ fn after_in_stmts(
         Stmt::Local(l) => {
             if let Some(init) = &l.init {
                 if expr_has(&init.expr, k) {
+                    // A `let … else` runs its `else` after the initialiser.
+                    if let Some((_, els)) = &init.diverge {
+                        next.extend(free_vars_expr(els, uses));
+                    }
                     after_in_expr(&init.expr, k, next, uses, out);
                 } else if let Some((_, els)) = &init.diverge {
                     after_in_expr(els, k, next, uses, out);
@@ -556,16 +560,27 @@ fn after_in_expr(
     if marker_id(e) == Some(k) {
         return;
     }
+    let mut acc = acc;
     match e {
         Expr::Await(a) => after_in_expr(&a.base, k, acc, uses, out),
         Expr::Try(t) => after_in_expr(&t.expr, k, acc, uses, out),
-        Expr::MethodCall(m) => after_in_expr(&m.receiver, k, acc, uses, out),
+        Expr::MethodCall(m) => {
+            // The arguments are evaluated after the receiver.
+            for a in &m.args {
+                acc.extend(free_vars_expr(a, uses));
+            }
+            after_in_expr(&m.receiver, k, acc, uses, out)
+        }
         Expr::Field(f) => after_in_expr(&f.base, k, acc, uses, out),
         Expr::Paren(p) => after_in_expr(&p.expr, k, acc, uses, out),
         Expr::Group(g) => after_in_expr(&g.expr, k, acc, uses, out),
         Expr::Cast(c) => after_in_expr(&c.expr, k, acc, uses, out),
         Expr::Let(l) => after_in_expr(&l.expr, k, acc, uses, out),
-        Expr::Assign(a) => after_in_expr(&a.right, k, acc, uses, out),
+        Expr::Assign(a) => {
+            // The place is evaluated after the value.
+            acc.extend(free_vars_expr(&a.left, uses));
+            after_in_expr(&a.right, k, acc, uses, out)
+        }
         Expr::Return(r) => {
             if let Some(x) = &r.expr {
                 after_in_expr(x, k, acc, uses, out);
@@ -578,6 +593,11 @@ fn after_in_expr(
         }
         Expr::If(i) => {
             if expr_has(&i.cond, k) {
+                // Either branch runs after the condition.
+                acc.extend(free_vars(&i.then_branch.stmts, uses));
+                if let Some((_, els)) = &i.else_branch {
+                    acc.extend(free_vars_expr(els, uses));
+                }
                 after_in_expr(&i.cond, k, acc, uses, out);
             } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
                 deeper(&i.then_branch.stmts, k, acc, uses, out);
@@ -587,6 +607,10 @@ fn after_in_expr(
         }
         Expr::Match(m) => {
             if expr_has(&m.expr, k) {
+                // An arm runs after the scrutinee.
+                for arm in &m.arms {
+                    acc.extend(free_vars_expr(&arm.body, uses));
+                }
                 after_in_expr(&m.expr, k, acc, uses, out);
             } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
                 out.push(acc.clone());
@@ -604,16 +628,26 @@ fn after_in_expr(
     }
 }
 
-/// The names assigned (`name = …`) in `stmts`.
+/// The names used free in one expression.
+fn free_vars_expr(e: &Expr, uses: &BTreeMap<usize, BTreeSet<String>>) -> BTreeSet<String> {
+    free_vars(&[Stmt::Expr(e.clone(), None)], uses)
+}
+
+/// The names assigned in `stmts` (`name = …`, and every name of a destructuring assignment
+/// such as `(a, b) = …`).
 fn assigned_names(stmts: &[Stmt]) -> BTreeSet<String> {
     struct Assigned(BTreeSet<String>);
+    struct Places<'s>(&'s mut BTreeSet<String>);
+    impl<'a> Visit<'a> for Places<'_> {
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                self.0.insert(id.to_string());
+            }
+        }
+    }
     impl<'a> Visit<'a> for Assigned {
         fn visit_expr_assign(&mut self, a: &'a syn::ExprAssign) {
-            if let Expr::Path(p) = &*a.left {
-                if let Some(id) = p.path.get_ident() {
-                    self.0.insert(id.to_string());
-                }
-            }
+            Places(&mut self.0).visit_expr(&a.left);
             visit::visit_expr_assign(self, a);
         }
     }

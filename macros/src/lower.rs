@@ -234,43 +234,9 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
     e
 }
 
-/// Macros of the standard library and `tracing` that never expand to `break`/`continue`.
-const PLAIN_MACROS: &[&str] = &[
-    "format",
-    "vec",
-    "println",
-    "print",
-    "eprintln",
-    "eprint",
-    "write",
-    "writeln",
-    "assert",
-    "assert_eq",
-    "assert_ne",
-    "debug_assert",
-    "debug_assert_eq",
-    "debug_assert_ne",
-    "matches",
-    "panic",
-    "todo",
-    "unreachable",
-    "unimplemented",
-    "concat",
-    "stringify",
-    "dbg",
-    "format_args",
-    "trace",
-    "debug",
-    "info",
-    "warn",
-    "error",
-    "event",
-    "span",
-];
-
-/// Whether `stmts` hold a macro call that may expand to `continue` or `break` (one that has
-/// them among its tokens, or any macro but the plain ones of the standard library and
-/// `tracing`: what a macro expands to is not known here).
+/// Whether `stmts` hold a macro call with `continue` or `break` among its tokens (a macro
+/// whose own definition expands to them cannot be seen here: in a resumed iteration it is
+/// refused by rustc, E0695, pointing at the macro).
 fn macros_hold_loop_control(stmts: &[Stmt]) -> bool {
     fn tokens_hold(ts: proc_macro2::TokenStream) -> bool {
         ts.into_iter().any(|t| match t {
@@ -282,13 +248,7 @@ fn macros_hold_loop_control(stmts: &[Stmt]) -> bool {
     struct Find(bool);
     impl<'a> Visit<'a> for Find {
         fn visit_macro(&mut self, m: &'a syn::Macro) {
-            // The markers of later suspensions are ours.
-            let plain = m.path.is_ident(MARKER)
-                || m.path
-                    .segments
-                    .last()
-                    .is_some_and(|s| PLAIN_MACROS.contains(&s.ident.to_string().as_str()));
-            self.0 |= !plain || tokens_hold(m.tokens.clone());
+            self.0 |= tokens_hold(m.tokens.clone());
         }
     }
     let mut f = Find(false);

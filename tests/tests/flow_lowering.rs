@@ -81,10 +81,11 @@ async fn the_flows_run() {
     assert!(r.contains("Size L"), "{r}");
 }
 
-macro_rules! again_unless {
-    ($c:expr) => {
+/// Its `continue` comes from the call site, so the lowering sees it.
+macro_rules! unless {
+    ($c:expr, $then:expr) => {
         if !$c {
-            continue;
+            $then;
         }
     };
 }
@@ -95,7 +96,7 @@ async fn m(cx: &mut FlowCx) -> FlowResult {
     let mut n: u32 = 0;
     loop {
         let a: String = cx.ask("number?").await?.text().to_owned();
-        again_unless!(a.parse::<u32>().is_ok());
+        unless!(a.parse::<u32>().is_ok(), continue);
         n += 1;
         if n == 2 {
             break;
@@ -105,8 +106,8 @@ async fn m(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-/// A macro's `continue` cannot be retargeted: the loop is re-entered through a flag, and
-/// `continue` keeps its meaning.
+/// A macro call with `continue` among its tokens cannot be retargeted: the loop is re-entered
+/// through a flag, and `continue` keeps its meaning.
 #[tokio::test]
 async fn a_macro_continue_in_a_resumed_iteration() {
     let mut t = Transcript::new(|b| {

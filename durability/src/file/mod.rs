@@ -462,12 +462,13 @@ impl DurableKv for FileDurability {
     /// ([`FileDurability::close`]: the log folded into the snapshot, the lock released).
     async fn close(&self) -> Result<(), KvError> {
         let _one = self.inner.reopening.lock().await;
+        // 0 before: a caller that did not open it through the trait; it closes too.
         let before = self
             .inner
             .users
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .unwrap_or(0);
-        if before != 1 {
+        if before > 1 {
             return Ok(());
         }
         FileDurability::close(self)

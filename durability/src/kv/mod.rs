@@ -357,7 +357,8 @@ pub enum KvError {
 pub trait DurableKv: Send + Sync + 'static {
     /// Prepares the backend before its first use: connects, creates missing tables. The bot's
     /// `start()` calls it, so a backend built lazily (`PostgresKv::new`) fails there, not on
-    /// the first message. Calling it twice is harmless; the default does nothing.
+    /// the first message. Each `open` is matched by a [`close`](Self::close) (a backend shared
+    /// by several bots closes at the last one); the default does nothing.
     async fn open(&self) -> Result<(), KvError> {
         Ok(())
     }

@@ -284,8 +284,8 @@ impl Bot {
 
     // ----- lifecycle -----
 
-    /// Starts the bot: storage, restore, features, transport, custom steps. On failure the
-    /// started steps are rolled back in reverse order.
+    /// Starts the bot: storage, the durability backend (with durability), restore, features,
+    /// transport, custom steps. On failure the started steps are rolled back in reverse order.
     pub async fn start(&self) -> Result<(), BotError> {
         lifecycle::start(self).await
     }

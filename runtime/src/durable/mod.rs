@@ -6,7 +6,8 @@
 //! send under its idempotency key before the provider is called and answers a replayed send
 //! from the outbox (module `outbound`), and runs a background sweeper that replays unfinished
 //! inbound records, retries failed sends and purges old records (module `sweeper`). The lifecycle
-//! gains one step, `durability`, between `restore` and `transport`. Without the option none of
+//! gains two steps: `journal` (the backend opened, and closed at stop) between `storage` and
+//! `restore`, and `durability` (recovery and the sweeper) between `restore` and `transport`. Without the option none of
 //! this code runs: the bot runs exactly the code it ran before.
 //!
 //! | the process dies…                                  | on restart                                         |

@@ -14,6 +14,18 @@ async fn size(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
+/// The same, given their values by a destructuring assignment after the ask.
+#[flow(start = command("pair"))]
+#[persistent]
+async fn pair(cx: &mut FlowCx) -> FlowResult {
+    let a: u32;
+    let b: u32;
+    let _ok = cx.ask("go?").await?;
+    (a, b) = (1, 2);
+    cx.send(format!("{a} {b}")).await?;
+    Ok(())
+}
+
 fn main() {
-    let _ = size;
+    let _ = (size, pair);
 }

@@ -17,8 +17,8 @@ async fn cart(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-/// The same with a second ask after the move (its marker in the resumed rest) and a
-/// `format!` (a plain macro): still lowered without re-entering the loop through a flag.
+/// The same with a second ask after the move (its marker in the resumed rest) and macros
+/// without `break`/`continue` among their tokens: still lowered without a flag.
 #[flow(start = command("cart2"))]
 #[persistent]
 async fn cart2(cx: &mut FlowCx) -> FlowResult {
@@ -30,6 +30,8 @@ async fn cart2(cx: &mut FlowCx) -> FlowResult {
             break;
         }
         cart.push(item);
+        // A macro of another crate, without `break`/`continue` in its tokens.
+        let _j = serde_json::json!({ "n": cart.len() });
         let _more = cx.ask(format!("{} so far. Go on?", cart.len())).await?;
     }
     cx.send(format!("{} items", cart.len())).await?;
