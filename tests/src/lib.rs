@@ -7,7 +7,11 @@
 //!   acknowledged.
 //! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
-//! The library itself is empty.
+//! The library holds what several of them use: [`server_url`] and [`FlakyStore`].
+
+mod flaky_store;
+
+pub use flaky_store::{FlakyStore, away};
 
 use serde_json::Value;
 

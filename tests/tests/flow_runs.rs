@@ -13,19 +13,17 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::store::CheckpointHead;
 use botmesh::durability::{
-    Backoff, ChatRecord, ContactRecord, DurabilityConfig, FlowCheckpoint, HandoffRecord,
-    LedgerEntry, MemoryKv, MemoryStore, OnAmbiguous, Store, StoreError, WritePoint,
+    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, Store, WritePoint,
 };
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};
+use botmesh_tests::FlakyStore;
 
 fn config() -> DurabilityConfig {
     let mut c = DurabilityConfig::default();
@@ -144,82 +142,6 @@ async fn a_stale_copy_at_the_step_of_a_newer_run_reloads_it() {
 
 // ---------------------------------------------------------------------------------------
 // A cancel whose checkpoint delete fails.
-
-#[derive(Clone, Default)]
-struct FlakyStore {
-    inner: MemoryStore,
-    fail_delete: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl Store for FlakyStore {
-    async fn open(&self) -> Result<(), StoreError> {
-        self.inner.open().await
-    }
-    async fn close(&self) -> Result<(), StoreError> {
-        self.inner.close().await
-    }
-    async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
-        self.inner.upsert_chat(c).await
-    }
-    async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
-        self.inner.chat(id).await
-    }
-    async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
-        self.inner.upsert_contact(c).await
-    }
-    async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
-        self.inner.contact(id).await
-    }
-    async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
-        self.inner.append_ledger(e).await
-    }
-    async fn ledger(&self, c: &str, l: usize) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.inner.ledger(c, l).await
-    }
-    async fn save_checkpoint(&self, cp: &FlowCheckpoint) -> Result<(), StoreError> {
-        self.inner.save_checkpoint(cp).await
-    }
-    async fn checkpoint(&self, c: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
-        self.inner.checkpoint(c).await
-    }
-    async fn checkpoint_head(&self, c: &str) -> Result<Option<CheckpointHead>, StoreError> {
-        self.inner.checkpoint_head(c).await
-    }
-    async fn delete_checkpoint(&self, c: &str) -> Result<(), StoreError> {
-        if self.fail_delete.swap(false, Ordering::SeqCst) {
-            return Err(StoreError::Query {
-                operation: "checkpoint",
-                source: "the store is away for a moment".into(),
-            });
-        }
-        self.inner.delete_checkpoint(c).await
-    }
-    async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {
-        self.inner.checkpoints().await
-    }
-    async fn set_handoff(&self, h: &HandoffRecord) -> Result<(), StoreError> {
-        self.inner.set_handoff(h).await
-    }
-    async fn clear_handoff(&self, c: &str) -> Result<(), StoreError> {
-        self.inner.clear_handoff(c).await
-    }
-    async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError> {
-        self.inner.handoffs().await
-    }
-    async fn get_value(&self, s: &str, k: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        self.inner.get_value(s, k).await
-    }
-    async fn set_value(&self, s: &str, k: &str, v: &serde_json::Value) -> Result<(), StoreError> {
-        self.inner.set_value(s, k, v).await
-    }
-    async fn delete_value(&self, s: &str, k: &str) -> Result<(), StoreError> {
-        self.inner.delete_value(s, k).await
-    }
-    async fn values(&self, s: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
-        self.inner.values(s).await
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_flow_whose_delete_failed_does_not_come_back() {

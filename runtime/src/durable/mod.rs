@@ -184,6 +184,20 @@ impl Durable {
         })
     }
 
+    /// A failure of the backend itself (opening, closing), naming the bot's scope.
+    fn backend_error(
+        &self,
+        operation: &'static str,
+        source: botmesh_durability::kv::KvError,
+    ) -> BotError {
+        BotError::Durability(botmesh_durability::DurabilityError::Backend {
+            kind: botmesh_durability::RecordKind::Inbound,
+            id: self.d.scope().to_string(),
+            operation,
+            source,
+        })
+    }
+
     fn abort_tasks(&self) {
         for t in self
             .tasks
@@ -295,27 +309,21 @@ impl LifecycleStep for JournalStep {
         // A backend built lazily (`PostgresKv::new`) connects here: a server that cannot be
         // reached fails `start()`, naming the host (never the password). A backend closed by
         // an earlier `stop()` opens again.
-        dur.d.kv().open().await.map_err(|e| {
-            BotError::Durability(botmesh_durability::DurabilityError::Backend {
-                kind: botmesh_durability::RecordKind::Inbound,
-                id: dur.d.scope().to_string(),
-                operation: "open",
-                source: e,
-            })
-        })
+        dur.d
+            .kv()
+            .open()
+            .await
+            .map_err(|e| dur.backend_error("open", e))
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
         waiting::release_dropped(&bot.kernel).await;
         if let Some(dur) = &bot.kernel.durable {
-            dur.d.kv().close().await.map_err(|e| {
-                BotError::Durability(botmesh_durability::DurabilityError::Backend {
-                    kind: botmesh_durability::RecordKind::Inbound,
-                    id: dur.d.scope().to_string(),
-                    operation: "close",
-                    source: e,
-                })
-            })?;
+            dur.d
+                .kv()
+                .close()
+                .await
+                .map_err(|e| dur.backend_error("close", e))?;
         }
         Ok(())
     }

@@ -127,6 +127,13 @@ fn event(k: &Kernel, chat: &str, flow: &str, what: &str) {
     });
 }
 
+/// `restart` of the version policy: the stack starts again from its root flow (`flow` when
+/// the frame that failed is the root).
+fn restart_root(k: &Kernel, chat: &str, name: &str, frames: &[Frame], flow: Erased) -> Loaded {
+    event(k, chat, name, "version_mismatch:restarted");
+    Loaded::Restart(frames.first().map_or(flow, |fr| fr.flow.clone()))
+}
+
 /// Decodes a checkpoint, applying the version policy (and deleting what it drops).
 pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     let chat = cp.chat.clone();
@@ -169,12 +176,7 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                 }
                 VersionPolicy::Restart => {
                     drop_checkpoint(k, &chat).await;
-                    event(k, &chat, info.name, "version_mismatch:restarted");
-                    let root = frames
-                        .first()
-                        .map(|fr: &Frame| fr.flow.clone())
-                        .unwrap_or(flow);
-                    return Loaded::Restart(root);
+                    return restart_root(k, &chat, info.name, &frames, flow);
                 }
                 VersionPolicy::Migrate(m) => match m(state, f.hash) {
                     Ok(v) => {
@@ -212,12 +214,7 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                     e,
                 );
                 if matches!(info.on_version_mismatch, VersionPolicy::Restart) {
-                    event(k, &chat, info.name, "version_mismatch:restarted");
-                    let root = frames
-                        .first()
-                        .map(|fr: &Frame| fr.flow.clone())
-                        .unwrap_or(flow);
-                    return Loaded::Restart(root);
+                    return restart_root(k, &chat, info.name, &frames, flow);
                 }
                 event(k, &chat, info.name, "version_mismatch:abandoned");
                 return Loaded::Gone;
