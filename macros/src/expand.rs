@@ -161,11 +161,11 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         Kind::Call { .. } => format!("the sub-flow call #{} (`{}`)", s.id, s.label),
     };
     for (s, l) in suspensions.iter().zip(&lowered) {
-        for (inner, outer) in &l.shadowing {
+        for inner in &l.shadowing {
             errors.at(
                 inner.span(),
                 format!(
-                    "`{inner}` shadows the `{outer}` of an enclosing block and lives across {w}: the flow keeps one value per name in its state, so after this block `{outer}` would come back with this one's value; rename one of them",
+                    "`{inner}` shadows the `{inner}` of an enclosing block and lives across {w}: the flow keeps one value per name in its state, so after this block `{inner}` would come back with this one's value; rename one of them",
                     w = what(s)
                 ),
             );

@@ -388,9 +388,9 @@ pub(crate) struct Lowered {
     pub(crate) scope: Vec<Binding>,
     /// The live locals, in scope order.
     pub(crate) live: Vec<Binding>,
-    /// Live locals that shadow a binding of an enclosing block (`(inner, outer)`): after the
+    /// Live locals that shadow a binding of the same name in an enclosing block: after the
     /// inner block the outer binding is back, but the state keeps one value per name.
-    pub(crate) shadowing: Vec<(Ident, Ident)>,
+    pub(crate) shadowing: Vec<Ident>,
 }
 
 /// Lowers every suspension `1..=n` of `body` (already validated and desugared).
@@ -411,10 +411,10 @@ pub(crate) fn lower(
         scope_at(&body.stmts, k, &mut scope);
         // innermost binding of each name wins; a shadowed one of an enclosing block is noted
         let mut dedup: Vec<Binding> = Vec::new();
-        let mut shadowed: Vec<(Ident, Ident)> = Vec::new();
+        let mut shadowed: Vec<Ident> = Vec::new();
         for b in scope {
-            if let Some(outer) = dedup.iter().find(|d| d.name == b.name && d.depth < b.depth) {
-                shadowed.push((b.name.clone(), outer.name.clone()));
+            if dedup.iter().any(|d| d.name == b.name && d.depth < b.depth) {
+                shadowed.push(b.name.clone());
             }
             dedup.retain(|d| d.name != b.name);
             dedup.push(b);
@@ -476,7 +476,7 @@ pub(crate) fn lower(
                 .find(|b| &b.name == name)
                 .map_or(0, |b| b.depth as usize)
         };
-        l.shadowing.retain(|(inner, _)| {
+        l.shadowing.retain(|inner| {
             let name = inner.to_string();
             live.contains(&name)
                 && after
