@@ -26,6 +26,10 @@ use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
 use tokio::sync::Notify;
 
+/// The demo binaries' allocator (see `examples/src/bin/shop.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SCRIPT: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

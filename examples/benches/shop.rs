@@ -43,6 +43,10 @@ use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
 use tokio::sync::Notify;
 
+/// The shop binary's allocator (see `src/bin/shop.rs`): the figures are the demo's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SCRIPT: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

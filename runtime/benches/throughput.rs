@@ -15,6 +15,10 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 
+/// The demo binaries' allocator (see `examples/src/bin/shop.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CHATS: usize = 100;
 const PER_CHAT: usize = 100;
 

@@ -174,6 +174,21 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
     // The persistent flow resumed where it was: each question once, the order once (a send
     // of the flow reported ambiguous may be missing, never doubled).
     let flow_ambiguous = ambiguous.contains("flow");
+    let explain_flow = || {
+        let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
+        let related: Vec<&str> = log
+            .lines()
+            .filter(|l| {
+                ["f0", "f1", "f2", "chat=f", "\"f\""]
+                    .iter()
+                    .any(|id| l.contains(id))
+            })
+            .collect();
+        format!(
+            "acked {acked:?}\nlog lines about the flow:\n{}",
+            related.join("\n")
+        )
+    };
     for text in FLOW_REPLIES {
         let count = sends.iter().filter(|s| s.as_str() == text).count();
         if flow_ambiguous {
@@ -183,8 +198,10 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
             );
         } else {
             assert_eq!(
-                count, 1,
-                "{backend} seed {seed}: flow reply {text:?} sent {count} times: {sends:?}"
+                count,
+                1,
+                "{backend} seed {seed}: flow reply {text:?} sent {count} times: {sends:?}\n{}",
+                explain_flow()
             );
         }
     }

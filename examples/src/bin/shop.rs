@@ -18,6 +18,11 @@ use botmesh::provider::Provider;
 use botmesh_examples::shop::{self, BOT_ID};
 use botmesh_providers::{ConsoleProvider, JsonlProvider};
 
+/// mimalloc instead of glibc's malloc: the async threads spend a third of their time in
+/// glibc's allocator on a bot's workload (see the README's performance section).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "\
 shop: the botmesh demo shop
 

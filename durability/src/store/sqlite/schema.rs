@@ -276,6 +276,8 @@ pub(super) fn open_writer(
         .map_err(|e| open_error(path, e))?;
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
         .map_err(|e| open_error(path, e))?;
+    conn.pragma_update(None, "wal_autocheckpoint", options.wal_autocheckpoint)
+        .map_err(|e| open_error(path, e))?;
     migrate(&mut conn, path)?;
     Ok(conn)
 }
@@ -413,5 +415,26 @@ impl ReaderPool {
     /// Closes every idle connection.
     pub(super) fn clear(&self) {
         self.idle().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn autocheckpoint(options: &SqliteStoreOptions) -> i64 {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open_writer(&dir.path().join("store.db"), options).expect("opens");
+        conn.pragma_query_value(None, "wal_autocheckpoint", |row| row.get(0))
+            .expect("pragma reads")
+    }
+
+    #[test]
+    fn the_writer_takes_the_wal_autocheckpoint_option() {
+        assert_eq!(autocheckpoint(&SqliteStoreOptions::default()), 8000);
+        let options = SqliteStoreOptions::default().wal_autocheckpoint(250);
+        assert_eq!(autocheckpoint(&options), 250);
+        let off = SqliteStoreOptions::default().wal_autocheckpoint(0);
+        assert_eq!(autocheckpoint(&off), 0);
     }
 }
