@@ -71,10 +71,13 @@ async fn hold_writer(
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
     let store = store.clone();
+    let mut inside_tx = Some(inside_tx);
     let holder = tokio::spawn(async move {
         store
             .write("hold", move |_tx| {
-                let _ = inside_tx.send(());
+                if let Some(inside) = inside_tx.take() {
+                    let _ = inside.send(());
+                }
                 let _ = release_rx.recv();
                 Ok(())
             })
@@ -116,6 +119,7 @@ async fn queued_writes_commit_in_one_transaction() {
     assert_eq!(stats.requests, 21, "{stats:?}");
     assert_eq!(stats.transactions, 2, "{stats:?}");
     assert_eq!(stats.largest_batch, 20, "{stats:?}");
+    assert_eq!(stats.isolated_reruns, 0, "no request failed: {stats:?}");
     // The writer's time: the 20 ms it was held inside the first request count as statement
     // time; the two commits took some time too.
     assert!(
@@ -161,6 +165,23 @@ async fn a_failing_request_fails_alone_in_its_group() {
         tokio::spawn(async move { store.set_value("s", key, &json!(key)).await })
     };
     let first = spawn_set("before");
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let panics = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = {
+        let (store, runs) = (store.clone(), runs.clone());
+        tokio::spawn(async move {
+            store
+                .write("counted", move |tx| {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tx.execute(
+                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'counted', '1')",
+                        [],
+                    )?;
+                    Ok(())
+                })
+                .await
+        })
+    };
     let failing = {
         let store = store.clone();
         tokio::spawn(async move {
@@ -177,10 +198,11 @@ async fn a_failing_request_fails_alone_in_its_group() {
         })
     };
     let panicking = {
-        let store = store.clone();
+        let (store, panics) = (store.clone(), panics.clone());
         tokio::spawn(async move {
             store
-                .write("panics", |tx| -> Result<(), rusqlite::Error> {
+                .write("panics", move |tx| -> Result<(), rusqlite::Error> {
+                    panics.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     tx.execute(
                         "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
                         [],
@@ -195,6 +217,7 @@ async fn a_failing_request_fails_alone_in_its_group() {
     release.send(()).unwrap();
     holder.await.unwrap();
     first.await.unwrap().unwrap();
+    counted.await.unwrap().unwrap();
     last.await.unwrap().unwrap();
     let error = failing.await.unwrap().unwrap_err();
     assert!(
@@ -210,7 +233,15 @@ async fn a_failing_request_fails_alone_in_its_group() {
     assert!(error.to_string().contains("no_such_table"), "{error}");
     let error = panicking.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("panicked"), "{error}");
-    assert_eq!(store.write_stats().largest_batch, 4);
+    let stats = store.write_stats();
+    assert_eq!(stats.largest_batch, 5, "{stats:?}");
+    // The group ran without savepoints until `half_then_fail` failed, then was rolled back
+    // and run again with one savepoint per request: `counted`, before it, ran twice (its
+    // first writes were undone), the panicking request once (it was not reached the first
+    // time; a closure that panicked is never run again).
+    assert_eq!(stats.isolated_reruns, 1, "{stats:?}");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(panics.load(std::sync::atomic::Ordering::SeqCst), 1);
     // The failed requests' own statements were rolled back, the others committed.
     let keys: Vec<String> = store
         .values("s")
@@ -219,9 +250,55 @@ async fn a_failing_request_fails_alone_in_its_group() {
         .into_iter()
         .map(|(k, _)| k)
         .collect();
-    assert_eq!(keys, ["after", "before"]);
+    assert_eq!(keys, ["after", "before", "counted"]);
     // The writer still works.
     store.set_value("s", "later", &json!(1)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_request_that_panicked_is_not_run_again_with_its_group() {
+    let (store, _dir) = new_store().await;
+    let (holder, release) = hold_writer(&store).await;
+    let panics = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let panicking = {
+        let (store, panics) = (store.clone(), panics.clone());
+        tokio::spawn(async move {
+            store
+                .write("panics first", move |tx| -> Result<(), rusqlite::Error> {
+                    panics.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tx.execute(
+                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
+                        [],
+                    )?;
+                    panic!("a bug in a write closure");
+                })
+                .await
+        })
+    };
+    let after = {
+        let store = store.clone();
+        tokio::spawn(async move { store.set_value("s", "after", &json!(1)).await })
+    };
+    let_tasks_queue().await;
+    release.send(()).unwrap();
+    holder.await.unwrap();
+    let error = panicking.await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("panicked"), "{error}");
+    after.await.unwrap().unwrap();
+    assert_eq!(panics.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(store.write_stats().isolated_reruns, 1);
+    let keys: Vec<String> = store
+        .values("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        ["after"],
+        "the panicked request's insert was rolled back"
+    );
 }
 
 #[tokio::test]

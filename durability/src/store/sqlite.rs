@@ -11,8 +11,9 @@
 //! | opening, schema check, migrations | the writer thread (read-only stores: `spawn_blocking`) |
 //!
 //! The writer thread commits in groups: it takes every write request queued at that moment
-//! (up to [`SqliteStoreOptions::max_batch`]) and runs them in one transaction, each inside
-//! its own `SAVEPOINT`, so a failing request rolls back only its own statements. A request
+//! (up to [`SqliteStoreOptions::max_batch`]) and runs them in one transaction; when one of
+//! them fails, it runs the group again with each request inside its own `SAVEPOINT`, so a
+//! failing request rolls back only its own statements. A request
 //! is answered only after `COMMIT` succeeded, so an `Ok` means "on disk" at the configured
 //! [`SqliteSynchronous`] level. Other code of the crate (the durable journal) runs its own
 //! statements through the same thread with [`SqliteStore::write`] and [`SqliteStore::read`].
@@ -366,18 +367,22 @@ impl SqliteStore {
     /// requests queued at the same moment (group commit), and returns its value once that
     /// transaction committed.
     ///
-    /// `f` runs inside its own savepoint: when it returns an error (or panics), its statements
-    /// are rolled back and only this call fails, with [`StoreError::Query`] naming
-    /// `operation`. `f` must not end the transaction itself (`COMMIT`, `ROLLBACK`, `RELEASE`
-    /// of an outer savepoint). It runs on the writer thread, so it should be short: every
-    /// other write waits for it. Use [`Connection::prepare_cached`] for statements run often.
+    /// When `f` returns an error (or panics), its statements are rolled back and only this
+    /// call fails, with [`StoreError::Query`] naming `operation`. The group first runs without
+    /// savepoints; when one of its requests fails, the writer rolls the whole group back and
+    /// runs it again with each request in its own savepoint, so **`f` may run twice** (a
+    /// request that panicked is not run again). Keep `f` to its statements: no effects
+    /// outside the transaction. `f` must not end the transaction itself (`COMMIT`,
+    /// `ROLLBACK`, `RELEASE` of an outer savepoint). It runs on the writer thread, so it
+    /// should be short: every other write waits for it. Use [`Connection::prepare_cached`]
+    /// for statements run often.
     ///
     /// A store opened read-only answers [`StoreError::ReadOnly`]; a closed one
     /// [`StoreError::Closed`]. Dropping the returned future does not cancel the write.
     pub async fn write<T, F>(&self, operation: &'static str, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
+        F: FnMut(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let reply = {
             let conns = self.conns()?;

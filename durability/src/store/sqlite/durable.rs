@@ -109,7 +109,7 @@ impl SqliteDurableKv {
         let scope = scope.id().to_owned();
         self.store
             .write(operation, move |tx| {
-                ops.into_iter().map(|op| apply(tx, &scope, op)).collect()
+                ops.iter().map(|op| apply(tx, &scope, op)).collect()
             })
             .await
             .map_err(self.error(operation))
@@ -208,7 +208,7 @@ fn settled(
     }
 }
 
-pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Result<CasOutcome> {
+pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::Result<CasOutcome> {
     // One statement decides and writes (the version check sits in its WHERE / ON CONFLICT);
     // the current version is read only to report a conflict.
     match op {
@@ -232,7 +232,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                     idx1,
                     idx2
                 ])?;
-            settled(tx, scope, &key, written, version)
+            settled(tx, scope, key, written, version)
         }
         KvOp::Cas {
             key,
@@ -253,9 +253,9 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                     value,
                     idx1,
                     idx2,
-                    i64::try_from(expected).unwrap_or(i64::MAX)
+                    i64::try_from(*expected).unwrap_or(i64::MAX)
                 ])?;
-            settled(tx, scope, &key, written, version)
+            settled(tx, scope, key, written, version)
         }
         KvOp::Delete { key, expected } => {
             let removed = tx
@@ -265,9 +265,9 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: KvOp) -> rusqlite::Re
                 .execute(params![
                     scope,
                     key,
-                    i64::try_from(expected).unwrap_or(i64::MAX)
+                    i64::try_from(*expected).unwrap_or(i64::MAX)
                 ])?;
-            settled(tx, scope, &key, removed, expected)
+            settled(tx, scope, key, removed, *expected)
         }
     }
 }

@@ -310,14 +310,14 @@ fn without_json(step: &StepCommit) -> StepCommit {
 
 fn commit_step_in(
     tx: &Transaction<'_>,
-    step: StepCommit,
-    state: Option<String>,
-    contents: Vec<String>,
+    step: &StepCommit,
+    state: Option<&str>,
+    contents: &[String],
 ) -> rusqlite::Result<StepCommitOutcome> {
     tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
     let scope = step.scope.id().to_owned();
     let mut outcomes = Vec::with_capacity(step.journal.len());
-    for (op, write) in step.journal.into_iter().enumerate() {
+    for (op, write) in step.journal.iter().enumerate() {
         match durable::apply(tx, &scope, write)? {
             CasOutcome::Conflict { current } => {
                 super::writer::bump_epoch();
@@ -328,7 +328,7 @@ fn commit_step_in(
         }
     }
     match (&step.checkpoint, state) {
-        (CheckpointWrite::Save(cp), Some(state)) => write_checkpoint(tx, cp, &state)?,
+        (CheckpointWrite::Save(cp), Some(state)) => write_checkpoint(tx, cp, state)?,
         (CheckpointWrite::Delete { chat }, _) => remove_checkpoint(tx, chat)?,
         _ => {}
     }
@@ -341,7 +341,7 @@ fn commit_step_in(
     if let Some(contact) = &step.contact {
         write_contact(tx, contact)?;
     }
-    for (entry, content) in step.ledger.iter().zip(&contents) {
+    for (entry, content) in step.ledger.iter().zip(contents) {
         insert_ledger(tx, entry, content)?;
     }
     tx.prepare_cached("RELEASE botmesh_step")?.execute([])?;
@@ -522,7 +522,7 @@ impl Store for SqliteStore {
         let chat = chat.to_owned();
         self.write("clear_handoff", move |tx| {
             tx.prepare_cached("DELETE FROM handoffs WHERE chat = ?1")?
-                .execute([chat])?;
+                .execute([&chat])?;
             Ok(())
         })
         .await
@@ -570,7 +570,7 @@ impl Store for SqliteStore {
                 "INSERT INTO kv (scope, key, value) VALUES (?1, ?2, ?3) \
                  ON CONFLICT(scope, key) DO UPDATE SET value = excluded.value",
             )?
-            .execute([scope, key, value])?;
+            .execute([&scope, &key, &value])?;
             Ok(())
         })
         .await
@@ -619,7 +619,7 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<_>, _>>()?;
         let step = without_json(step);
         self.write("commit_step", move |tx| {
-            commit_step_in(tx, step, state, contents)
+            commit_step_in(tx, &step, state.as_deref(), &contents)
         })
         .await
     }

@@ -1,14 +1,20 @@
 //! The writer thread: the one connection that writes, and group commit.
 //!
 //! Requests arrive on a channel. The thread takes the first one, then every request already
-//! queued (up to `max_batch`), and runs them in one `IMMEDIATE` transaction:
+//! queued (up to `max_batch`), and runs them in one `IMMEDIATE` transaction. It first runs
+//! the group as it is ("optimistic"): requests rarely fail, and a savepoint per request costs
+//! the writer a copy of every page a request changes (SQLite's statement journal) and two
+//! statements. When a request fails, the group is rolled back and run again "isolated":
 //!
 //! | step | on success | on failure |
 //! | --- | --- | --- |
 //! | `BEGIN IMMEDIATE` | run the requests | every request of the group fails with that error |
-//! | `SAVEPOINT` + request + `RELEASE` | the request waits for `COMMIT` | `ROLLBACK TO` its savepoint: only this request fails |
+//! | optimistic: each request in turn | the request waits for `COMMIT` | `ROLLBACK`, run the group again isolated (a request that panicked is not run again: it fails) |
+//! | isolated: `SAVEPOINT` + request + `RELEASE` | the request waits for `COMMIT` | `ROLLBACK TO` its savepoint: only this request fails |
 //! | a failure that ended the whole transaction | — | the requests run before it fail; the rest run in a new transaction |
 //! | `COMMIT` | every successful request gets its value | every successful request fails with the commit error |
+//!
+//! A request may so run twice; its closure is `FnMut` and must keep to its statements.
 //!
 //! A shutdown message ends the thread after the requests queued before it; requests queued
 //! after it are dropped unanswered, which their callers see as [`StoreError::Closed`]. The
@@ -52,6 +58,9 @@ pub struct SqliteWriteStats {
     /// Time spent in `COMMIT` (writing the WAL, syncing it at the store's `synchronous`
     /// level, and the automatic checkpoints it triggers).
     pub commits: Duration,
+    /// Groups rolled back and run again with a savepoint per request, because one of their
+    /// requests failed.
+    pub isolated_reruns: u64,
 }
 
 /// The shared, lock-free counters behind [`SqliteWriteStats`].
@@ -62,6 +71,7 @@ pub(super) struct Stats {
     largest_batch: AtomicUsize,
     statement_nanos: AtomicU64,
     commit_nanos: AtomicU64,
+    isolated_reruns: AtomicU64,
 }
 
 impl Stats {
@@ -72,6 +82,7 @@ impl Stats {
             largest_batch: self.largest_batch.load(Ordering::Relaxed),
             statements: Duration::from_nanos(self.statement_nanos.load(Ordering::Relaxed)),
             commits: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
+            isolated_reruns: self.isolated_reruns.load(Ordering::Relaxed),
         }
     }
 
@@ -89,7 +100,9 @@ impl Stats {
 
 /// A write request, type-erased for the channel.
 pub(super) trait WriteJob: Send {
-    /// Runs the request's statements; `false` when it failed (its savepoint is rolled back).
+    /// Runs the request's statements; `false` when it failed. May be called again after the
+    /// transaction was rolled back (the new result replaces the old); a request whose closure
+    /// panicked is not run again and keeps failing with its panic.
     fn run(&mut self, tx: &Transaction<'_>) -> bool;
     /// Records that the request could not run (its savepoint could not be set).
     fn fail(&mut self, error: rusqlite::Error);
@@ -108,7 +121,7 @@ pub(super) struct TypedJob<T, F> {
 impl<T, F> TypedJob<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
+    F: FnMut(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
 {
     pub(super) fn boxed(
         operation: &'static str,
@@ -127,16 +140,18 @@ where
 impl<T, F> WriteJob for TypedJob<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
+    F: FnMut(&Transaction<'_>) -> Result<T, rusqlite::Error> + Send + 'static,
 {
     fn run(&mut self, tx: &Transaction<'_>) -> bool {
-        let Some(f) = self.f.take() else {
+        let Some(f) = self.f.as_mut() else {
             return false;
         };
         let result = match catch_unwind(AssertUnwindSafe(|| f(tx))) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(query_error(self.operation, error)),
             Err(panic) => {
+                // Not run again: its state may be half-changed.
+                self.f = None;
                 let what = panic
                     .downcast_ref::<&str>()
                     .map(|s| (*s).to_owned())
@@ -313,7 +328,10 @@ fn close(conn: Connection) {
 }
 
 /// Runs a group of requests, in as few transactions as failures allow; empties `pending`.
+/// Optimistic (no savepoints) until a request fails; isolated (a savepoint per request) for
+/// that group's rerun and whatever follows it in `pending`.
 fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, stats: &Stats) {
+    let mut isolated = false;
     while !pending.is_empty() {
         bump_epoch();
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -330,19 +348,40 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
         let mut lost = None;
         let mut ran = 0;
         let running = Instant::now();
+        let mut rerun = false;
         while let Some(mut job) = pending.pop_front() {
             ran += 1;
-            match run_one(&tx, job.as_mut()) {
+            let step = if isolated {
+                run_one(&tx, job.as_mut())
+            } else {
+                run_optimistic(&tx, job.as_mut())
+            };
+            match step {
                 Step::Ok => done.push(job),
-                Step::Failed => job.complete(Ok(())),
+                Step::Failed if isolated => job.complete(Ok(())),
+                Step::Failed => {
+                    // Undo the group, and run it again with a savepoint per request.
+                    done.push(job);
+                    rerun = true;
+                    break;
+                }
                 Step::Lost(reason) => {
                     lost = Some((job, reason));
                     break;
                 }
             }
         }
-        stats.record(ran);
         Stats::add(&stats.statement_nanos, running);
+        if rerun {
+            drop(tx);
+            stats.isolated_reruns.fetch_add(1, Ordering::Relaxed);
+            for job in done.into_iter().rev() {
+                pending.push_front(job);
+            }
+            isolated = true;
+            continue;
+        }
+        stats.record(ran);
         if let Some((culprit, reason)) = lost {
             tracing::warn!(%reason, "sqlite group commit lost its transaction");
             drop(tx);
@@ -374,6 +413,16 @@ enum Step {
     /// The transaction itself ended (the request failed, or broke it): the requests run
     /// before in this transaction lost their writes.
     Lost(String),
+}
+
+/// Runs one request without a savepoint (the optimistic pass). `Failed` means the whole
+/// transaction must be rolled back before the group runs again.
+fn run_optimistic(tx: &Transaction<'_>, job: &mut dyn WriteJob) -> Step {
+    let ok = job.run(tx);
+    if tx.is_autocommit() {
+        return Step::Lost("a statement ended the transaction".to_owned());
+    }
+    if ok { Step::Ok } else { Step::Failed }
 }
 
 /// Runs one request inside its own savepoint. A failed request has recorded its error.
