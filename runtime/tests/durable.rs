@@ -344,6 +344,35 @@ async fn enqueue_with_an_explicit_key_sends_once() {
 }
 
 #[tokio::test]
+async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
+    // The sweeper polls once an hour: only recovery can deliver what the first bot left.
+    let mut config = fast_config();
+    config.poll = Duration::from_secs(3600);
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let store = MemoryStore::new();
+    let first = harness(kv.clone(), store.clone(), config.clone());
+    first.bot.start().await.unwrap();
+    // Journaled for the sweeper, whose next pass is an hour away: left unsent at the stop,
+    // as a flow step's sends are when the process dies right after the step's commit.
+    for text in ["left 1", "left 2"] {
+        first
+            .bot
+            .enqueue("a", Outgoing::from(text).key(format!("key:{text}")))
+            .await
+            .unwrap();
+    }
+    first.bot.stop().await.unwrap();
+    assert!(first.mock.sent().is_empty());
+
+    let second = harness(kv, store, config);
+    second.bot.start().await.unwrap();
+    // A stop right after the start drains the recovered work, the left sends among it.
+    second.bot.stop().await.unwrap();
+    assert_eq!(second.mock.texts("a"), ["left 1", "left 2"]);
+    assert!(second.errors().is_empty(), "{:?}", second.errors());
+}
+
+#[tokio::test]
 async fn enqueue_without_durability_is_refused() {
     let bot = Bot::builder(MockProvider::new()).build().unwrap();
     assert!(matches!(

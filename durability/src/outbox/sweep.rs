@@ -27,6 +27,33 @@ const DUE_PAGE: usize = 256;
 const DUE_SCAN_MAX: usize = 10_000;
 
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
+    /// The first open send of `chat` (in journal order), if it may go now: `pending`, or
+    /// `failed` whose retry time came. `None` when the chat has no open send, or when its
+    /// first one is in flight or waits for a retry. It leases nothing (call `begin_attempt`);
+    /// a restarted bot uses it to deliver, chat by chat, the sends an earlier incarnation
+    /// journaled and did not send.
+    pub async fn next_due_of_chat(
+        &self,
+        chat: &str,
+    ) -> Result<Option<OutboxRecord>, DurabilityError> {
+        let (from, to) = index::chat_range(RecordKind::Outbound, chat);
+        let first = self
+            .d
+            .range_idx2_raw(RecordKind::Outbound, &from, &to, 1)
+            .await?;
+        let Some(key) = first
+            .first()
+            .and_then(|e| index::id_of(RecordKind::Outbound, &e.key))
+        else {
+            return Ok(None);
+        };
+        let now = self.d.now_ms();
+        Ok(self.lookup(key).await?.filter(|r| {
+            matches!(r.state, OutboxState::Pending | OutboxState::Failed)
+                && r.next_attempt_ms <= now
+        }))
+    }
+
     /// The sweeper's call: up to `limit` sends that may go now, in due order: due (`pending`,
     /// or `failed` whose retry time came), the first open send of their chat, and behind no
     /// unsettled previous part. Runs ambiguity recovery first, and lets parts whose previous

@@ -1,8 +1,9 @@
 //! The background sweeper and the start-up recovery of the durable journals.
 //!
 //! Recovery (the `durability` lifecycle step, before the transport starts): resolve sends left
-//! in flight by a dead incarnation (`on_ambiguous`), then replay every unfinished inbound
-//! record. The sweeper then runs every `poll`: it replays inbound records that became due
+//! in flight by a dead incarnation (`on_ambiguous`), queue on each chat's queue the delivery
+//! of the sends it journaled and did not send (so a draining `stop()` waits for them), then
+//! replay every unfinished inbound record. The sweeper then runs every `poll`: it replays inbound records that became due
 //! (retries, expired leases of another replica), delivers due sends in per-chat order, and
 //! purges `done`/`sent` records older than `retention`: at its first pass, then once a minute,
 //! each time until nothing older is left (in slices of [`PURGE_SLICE`], so a backlog is worked
@@ -78,12 +79,64 @@ pub(crate) async fn recover(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotErr
             "sends of unknown outcome after a crash resolved"
         );
     }
+    let chats = queue_left_sends(k, dur).await?;
+    if chats > 0 {
+        tracing::info!(
+            chats,
+            "sends journaled and not sent before the restart: queued"
+        );
+    }
     let replayed = replay_due(k, dur).await?;
     if replayed > 0 {
         tracing::info!(count = replayed, "unfinished inbound records replayed");
     }
     Ok(())
 }
+
+/// Queues, on each chat's queue, the delivery of the sends an earlier incarnation journaled
+/// and did not send (a step committed with its sends, then the process died): ahead of the
+/// chat's replayed messages and of its new ones, and as queued work, so that a `stop()` that
+/// drains waits for them (left to the sweeper, a restart that stopped soon after its start
+/// left them unsent). Each job delivers the chat's due sends in order, one attempt each; a
+/// send that fails is left to the sweeper's retries. Returns the chats queued.
+async fn queue_left_sends(k: &Arc<Kernel>, dur: &Durable) -> Result<usize, BotError> {
+    // `due` gives the first open send of each chat; at most `LEFT_CHATS` chats here, the
+    // sweeper delivers the rest.
+    let firsts = dur.d.outbox().due(LEFT_CHATS).await?;
+    let n = firsts.len();
+    for first in firsts {
+        let chat = crate::message::ChatId(first.chat.clone());
+        let kernel = Arc::clone(k);
+        let queue = chat.clone();
+        k.queues.push(
+            &queue,
+            Box::pin(async move {
+                let Some(dur) = kernel.durable.as_ref() else {
+                    return;
+                };
+                let mut record = first;
+                for _ in 0..LEFT_SENDS_PER_CHAT {
+                    let key = record.key.clone();
+                    outbound::deliver_due(&kernel, dur, record).await;
+                    match dur.d.outbox().next_due_of_chat(&chat.0).await {
+                        Ok(Some(next)) if next.key != key => record = next,
+                        Ok(_) => return,
+                        Err(e) => {
+                            kernel.events.error("durability:recovery", Some(&chat), e);
+                            return;
+                        }
+                    }
+                }
+            }),
+        );
+    }
+    Ok(n)
+}
+
+/// The most chats whose left-over sends recovery queues (the sweeper delivers the others).
+const LEFT_CHATS: usize = 1024;
+/// The most left-over sends one chat's recovery job delivers (the sweeper delivers the rest).
+const LEFT_SENDS_PER_CHAT: usize = 64;
 
 async fn replay_due(k: &Arc<Kernel>, dur: &Durable) -> Result<usize, BotError> {
     let mut total = 0;
