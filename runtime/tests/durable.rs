@@ -345,7 +345,8 @@ async fn enqueue_with_an_explicit_key_sends_once() {
 
 #[tokio::test]
 async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
-    // The sweeper polls once an hour: only recovery can deliver what the first bot left.
+    // The sweeper polls once an hour (its first pass an hour after the start): only
+    // recovery can deliver what the first bot left.
     let mut config = fast_config();
     config.poll = Duration::from_secs(3600);
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
@@ -366,8 +367,16 @@ async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
 
     let second = harness(kv, store, config);
     second.bot.start().await.unwrap();
-    // A stop right after the start drains the recovered work, the left sends among it.
-    second.bot.stop().await.unwrap();
+    // A draining stop right after the start waits for the recovered work, the left sends
+    // among it.
+    second
+        .bot
+        .stop_with(StopOptions {
+            drain: true,
+            ..StopOptions::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(second.mock.texts("a"), ["left 1", "left 2"]);
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }

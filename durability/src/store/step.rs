@@ -13,7 +13,7 @@
 //! | the process dies… | found on restart |
 //! | --- | --- |
 //! | before the commit | the previous checkpoint, no outbox record of the step, the inbound open: replayed, the step runs again |
-//! | after the commit, before the sends went out | the new checkpoint, the sends pending: the sweeper delivers them in order |
+//! | after the commit, before the sends went out | the new checkpoint, the sends pending: delivered in order at the restart |
 //!
 //! The journal half is prepared by `KvDurability::step` (records, versions, fencing); this
 //! module only carries it. A store that cannot share a transaction with the journals answers

@@ -147,6 +147,10 @@ pub(crate) async fn start(bot: &Bot) -> Result<(), BotError> {
             tracing::error!(step = step.name(), error = %e, "start failed: rolling back");
             k.accepting
                 .store(false, std::sync::atomic::Ordering::SeqCst);
+            // The work recovery and `restore` queued (replays, left-over sends, restored
+            // flows) must not run on while the steps below close the journal and the store.
+            k.queues.close();
+            k.queues.abort_all();
             for done in started.iter().rev() {
                 if let Err(err) = done.stop(bot).await {
                     k.events

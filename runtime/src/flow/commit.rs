@@ -14,7 +14,7 @@
 //! | the process dies… | on restart |
 //! | --- | --- |
 //! | during the step, before the commit | the inbound is replayed, the step runs again from the previous checkpoint; nothing of the cut run was written or sent |
-//! | after the commit, before or while the sends go out | the checkpoint is the new one, the inbound done; the sweeper delivers the pending sends in order (one in flight is ambiguous, as any send) |
+//! | after the commit, before or while the sends go out | the checkpoint is the new one, the inbound done; recovery queues the pending sends on the chat's queue, in order (one in flight is ambiguous, as any send) |
 //!
 //! So no crash leaves a checkpoint without its sends, or sends without their checkpoint. A
 //! send's `.outcome()` inside such a step reports its key, not yet a provider message id (the

@@ -4,7 +4,7 @@
 //! | call | runs on | how |
 //! | --- | --- | --- |
 //! | `get`, `range` | a read connection ([`SqliteStore::read`]) | one read transaction |
-//! | `cas`, `delete`, `batch` | the writer thread ([`SqliteStore::write`]) | one savepoint inside the group-commit transaction; a whole `batch` in one |
+//! | `cas`, `delete`, `batch` | the writer thread ([`SqliteStore::write`]) | one request of the group-commit transaction; a whole `batch` in one |
 //!
 //! The writer's transactions are `BEGIN IMMEDIATE`: the version check and the write happen
 //! under SQLite's write lock, so a compare-and-set holds across every process that shares the

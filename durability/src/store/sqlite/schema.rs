@@ -269,7 +269,8 @@ pub(super) fn open_writer(
         .map_err(|e| open_error(path, e))?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| open_error(path, e))?;
-    // Each request runs in a savepoint, whose undo copies of the pages it changes go to a
+    // A group run again after a failed request runs each request in a savepoint (and a flow
+    // step's commit takes one of its own), whose undo copies of the pages it changes go to a
     // statement journal: in memory, not a temporary file written and read back. A larger page
     // cache keeps the tables' and indexes' hot pages across group commits.
     conn.pragma_update(None, "temp_store", "MEMORY")

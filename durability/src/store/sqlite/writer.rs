@@ -47,9 +47,10 @@ type Failure = Arc<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SqliteWriteStats {
-    /// Transactions begun by the writer (one per group of requests).
+    /// Transactions committed or lost by the writer (one per group of requests; the rolled
+    /// back first pass of a group run again is not counted, see `isolated_reruns`).
     pub transactions: u64,
-    /// Write requests run.
+    /// Write requests run (a request run twice, in a group run again, counts once).
     pub requests: u64,
     /// The most requests run in one transaction so far.
     pub largest_batch: usize,
@@ -373,7 +374,16 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
         }
         Stats::add(&stats.statement_nanos, running);
         if rerun {
-            drop(tx);
+            if let Err(error) = tx.rollback() {
+                // The connection may be left inside the transaction: the requests of the group
+                // fail, and the next `BEGIN` tells whether the writer can go on.
+                tracing::warn!(%error, "sqlite group commit could not roll back for its rerun");
+                let failure: Failure = Arc::new(TransactionLost(error.to_string()));
+                for job in done {
+                    job.complete(Err(Arc::clone(&failure)));
+                }
+                continue;
+            }
             stats.isolated_reruns.fetch_add(1, Ordering::Relaxed);
             for job in done.into_iter().rev() {
                 pending.push_front(job);
@@ -408,7 +418,8 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
 enum Step {
     /// The request succeeded; its writes wait for `COMMIT`.
     Ok,
-    /// The request failed; its savepoint was rolled back.
+    /// The request failed: isolated, its savepoint was rolled back; optimistic, the group
+    /// must be rolled back and run again.
     Failed,
     /// The transaction itself ended (the request failed, or broke it): the requests run
     /// before in this transaction lost their writes.
