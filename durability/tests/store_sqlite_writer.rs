@@ -96,6 +96,38 @@ async fn let_tasks_queue() {
     }
 }
 
+/// A request that inserts a row, then panics (a bug in a write closure); counts its runs.
+fn spawn_panicking(
+    store: &SqliteStore,
+    operation: &'static str,
+    runs: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> tokio::task::JoinHandle<Result<(), StoreError>> {
+    let (store, runs) = (store.clone(), runs.clone());
+    tokio::spawn(async move {
+        store
+            .write(operation, move |tx| -> Result<(), rusqlite::Error> {
+                runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tx.execute(
+                    "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
+                    [],
+                )?;
+                panic!("a bug in a write closure");
+            })
+            .await
+    })
+}
+
+/// The keys of scope `s`, in order.
+async fn keys(store: &SqliteStore) -> Vec<String> {
+    store
+        .values("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
 #[tokio::test]
 async fn queued_writes_commit_in_one_transaction() {
     let (store, _dir) = new_store().await;
@@ -197,21 +229,7 @@ async fn a_failing_request_fails_alone_in_its_group() {
                 .await
         })
     };
-    let panicking = {
-        let (store, panics) = (store.clone(), panics.clone());
-        tokio::spawn(async move {
-            store
-                .write("panics", move |tx| -> Result<(), rusqlite::Error> {
-                    panics.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    tx.execute(
-                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
-                        [],
-                    )?;
-                    panic!("a bug in a write closure");
-                })
-                .await
-        })
-    };
+    let panicking = spawn_panicking(&store, "panics", &panics);
     let last = spawn_set("after");
     let_tasks_queue().await;
     release.send(()).unwrap();
@@ -243,13 +261,7 @@ async fn a_failing_request_fails_alone_in_its_group() {
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(panics.load(std::sync::atomic::Ordering::SeqCst), 1);
     // The failed requests' own statements were rolled back, the others committed.
-    let keys: Vec<String> = store
-        .values("s")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let keys = keys(&store).await;
     assert_eq!(keys, ["after", "before", "counted"]);
     // The writer still works.
     store.set_value("s", "later", &json!(1)).await.unwrap();
@@ -260,21 +272,7 @@ async fn a_request_that_panicked_is_not_run_again_with_its_group() {
     let (store, _dir) = new_store().await;
     let (holder, release) = hold_writer(&store).await;
     let panics = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let panicking = {
-        let (store, panics) = (store.clone(), panics.clone());
-        tokio::spawn(async move {
-            store
-                .write("panics first", move |tx| -> Result<(), rusqlite::Error> {
-                    panics.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    tx.execute(
-                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'p', '1')",
-                        [],
-                    )?;
-                    panic!("a bug in a write closure");
-                })
-                .await
-        })
-    };
+    let panicking = spawn_panicking(&store, "panics first", &panics);
     let after = {
         let store = store.clone();
         tokio::spawn(async move { store.set_value("s", "after", &json!(1)).await })
@@ -287,13 +285,7 @@ async fn a_request_that_panicked_is_not_run_again_with_its_group() {
     after.await.unwrap().unwrap();
     assert_eq!(panics.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(store.write_stats().isolated_reruns, 1);
-    let keys: Vec<String> = store
-        .values("s")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let keys = keys(&store).await;
     assert_eq!(
         keys,
         ["after"],
@@ -368,12 +360,6 @@ async fn a_request_that_ends_the_transaction_fails_only_the_requests_before_it()
     );
     // The requests after it run in a new transaction.
     after.await.unwrap().unwrap();
-    let keys: Vec<String> = store
-        .values("s")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let keys = keys(&store).await;
     assert_eq!(keys, ["after"]);
 }
