@@ -30,9 +30,7 @@ pub(crate) fn flow(args: TokenStream, item: TokenStream, persistent: bool) -> To
     let Some(def) = parse::parse_fn(item, args, persistent, &errors) else {
         return errors.to_compile_errors();
     };
-    let out = expand(def, &errors);
-    debug_print(&out);
-    out
+    expand(def, &errors)
 }
 
 /// `#[persistent]`: finds the `#[flow(…)]` next to it and expands it as persistent.
@@ -70,13 +68,6 @@ pub(crate) fn persistent(args: TokenStream, item: TokenStream) -> TokenStream {
     let out = flow(flow_args, func.into_token_stream(), true);
     let errs = errors.to_compile_errors();
     quote!(#errs #out)
-}
-
-#[allow(clippy::print_stderr)]
-fn debug_print(out: &TokenStream) {
-    if std::env::var_os("BOTMESH_MACROS_DEBUG").is_some() {
-        eprintln!("{out}");
-    }
 }
 
 fn field_list(bs: &[Binding], with_mut: bool) -> Vec<TokenStream> {

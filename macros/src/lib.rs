@@ -7,8 +7,8 @@
 //! `items` (flow struct, constructor, stub), plus
 //! `errors` (collected, spanned errors), `sites` (send and effect site ids) and `graph` (the
 //! Mermaid state graph). Entry points stay thin: everything below works on `proc_macro2`
-//! types and is unit-tested with `parse_quote!`. Set `BOTMESH_MACROS_DEBUG=1` to print each
-//! expansion to stderr.
+//! types and is unit-tested with `parse_quote!`. To read an expansion, use `cargo expand`
+//! (the macro prints nothing itself).
 
 mod codec;
 mod errors;

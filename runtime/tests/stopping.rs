@@ -36,6 +36,13 @@ fn fast() -> DurabilityConfig {
     c
 }
 
+/// Durability on `file`, with the fast config, as instance `i1`.
+fn on_file(file: &FileDurability) -> DurabilityOptions {
+    DurabilityOptions::backend(file.clone())
+        .config(fast())
+        .instance_id("i1")
+}
+
 fn config(stop_timeout: Duration) -> BotConfig {
     BotConfig {
         stop_timeout,
@@ -268,11 +275,7 @@ async fn stop_closes_the_file_backend_and_start_opens_it_again() {
         .unwrap();
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
-        .durability(
-            DurabilityOptions::backend(file.clone())
-                .config(fast())
-                .instance_id("i1"),
-        )
+        .durability(on_file(&file))
         .build()
         .unwrap();
     bot.catch_all(|ctx: Ctx| async move {
@@ -387,11 +390,7 @@ async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
         .store(store.clone())
-        .durability(
-            DurabilityOptions::backend(file.clone())
-                .config(fast())
-                .instance_id("i1"),
-        )
+        .durability(on_file(&file))
         .build()
         .unwrap();
     bot.flow(hello);
