@@ -382,6 +382,55 @@ async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
 }
 
 #[tokio::test]
+async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
+    let mut config = fast_config();
+    config.poll = Duration::from_secs(3600);
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let store = MemoryStore::new();
+    let first = harness(kv.clone(), store.clone(), config.clone());
+    first.bot.start().await.unwrap();
+    first
+        .bot
+        .enqueue("a", Outgoing::from("left").key("key:left"))
+        .await
+        .unwrap();
+    first.bot.stop().await.unwrap();
+    assert!(first.mock.sent().is_empty());
+
+    // Recovery queues the left send, then the transport fails to start: the rollback closes
+    // the journal and the store, and the queued delivery must not run on over them.
+    let broken = MockProvider::new();
+    broken.fail_start(ProviderError::NotConnected {
+        provider: "mock".into(),
+    });
+    let second = harness_with(kv.clone(), store.clone(), config.clone(), broken, |b| b);
+    let err = second.bot.start().await.unwrap_err();
+    assert!(
+        matches!(&err, BotError::StartFailed { step, .. } if step == "transport"),
+        "{err}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        second.mock.sent().is_empty(),
+        "a send went out after the failed start: {:?}",
+        second.mock.texts("a")
+    );
+
+    // The send is still in the outbox: the next start delivers it, once.
+    let third = harness(kv, store, config);
+    third.bot.start().await.unwrap();
+    third
+        .bot
+        .stop_with(StopOptions {
+            drain: true,
+            ..StopOptions::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(third.mock.texts("a"), ["left"]);
+}
+
+#[tokio::test]
 async fn enqueue_without_durability_is_refused() {
     let bot = Bot::builder(MockProvider::new()).build().unwrap();
     assert!(matches!(
