@@ -62,7 +62,23 @@ impl fmt::Display for RecordKind {
 }
 
 /// An event of the journals (`durability:dead`, `durability:ambiguous` in the guide).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serialized with its [`name`](Self::name) beside its fields:
+/// `{"name":"ambiguous","key":"alice/m1:1","chat":"alice"}`.
+///
+/// ```
+/// use botmesh_durability::DurabilityEvent;
+///
+/// let e = DurabilityEvent::Ambiguous { key: "alice/m1:1".into(), chat: "alice".into() };
+/// assert_eq!(e.name(), "ambiguous");
+/// assert_eq!(e.chat(), Some("alice"));
+/// assert_eq!(
+///     serde_json::to_value(&e).unwrap(),
+///     serde_json::json!({ "name": "ambiguous", "key": "alice/m1:1", "chat": "alice" })
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "name", rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum DurabilityEvent {
     /// A record was dead-lettered (or quarantined as undecodable).
@@ -81,6 +97,37 @@ pub enum DurabilityEvent {
         /// The chat it was sent to.
         chat: String,
     },
+}
+
+impl DurabilityEvent {
+    /// The guide's name of the event, without its `durability:` prefix: `dead` or `ambiguous`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DurabilityEvent::Dead { .. } => "dead",
+            DurabilityEvent::Ambiguous { .. } => "ambiguous",
+        }
+    }
+
+    /// The chat the event concerns, when the event names one.
+    pub fn chat(&self) -> Option<&str> {
+        match self {
+            DurabilityEvent::Ambiguous { chat, .. } => Some(chat),
+            DurabilityEvent::Dead { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for DurabilityEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DurabilityEvent::Dead { kind, id, error } => {
+                write!(f, "durability:dead {kind} record {id}: {error}")
+            }
+            DurabilityEvent::Ambiguous { key, chat } => {
+                write!(f, "durability:ambiguous send {key} to chat {chat}")
+            }
+        }
+    }
 }
 
 /// A snapshot of the durability counters (`metrics()` in the guide).

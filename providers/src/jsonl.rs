@@ -396,14 +396,17 @@ impl Shared {
                 reason: serde_json::to_value(reason).ok(),
                 detail: None,
             }),
-            BotEvent::Durability { name, detail } => self.print(&OutLine::Event {
-                name: format!("durability:{name}"),
-                chat: None,
-                context: None,
-                error: None,
-                reason: None,
-                detail: Some(detail),
-            }),
+            BotEvent::Durability(event) => {
+                let detail = serde_json::to_value(event).ok();
+                self.print(&OutLine::Event {
+                    name: format!("durability:{}", event.name()),
+                    chat: None,
+                    context: None,
+                    error: None,
+                    reason: None,
+                    detail: detail.as_ref(),
+                })
+            }
             _ => {}
         }
     }

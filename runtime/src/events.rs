@@ -94,13 +94,11 @@ pub enum BotEvent {
         /// What happened.
         what: String,
     },
-    /// A durability event (`durability:dead`, `durability:ambiguous`, …).
-    Durability {
-        /// The event name (`dead`, `ambiguous`, …).
-        name: String,
-        /// Details.
-        detail: serde_json::Value,
-    },
+    /// A durability event (`durability:dead`, `durability:ambiguous`): match on the
+    /// [`DurabilityEvent`](botmesh_durability::DurabilityEvent) it carries, or log it whole
+    /// (it displays as `durability:<name> …`). Serialized as
+    /// `{"type":"durability","name":"ambiguous","key":…,"chat":…}`.
+    Durability(botmesh_durability::DurabilityEvent),
 }
 
 type Listener = Arc<dyn Fn(&BotEvent) + Send + Sync>;

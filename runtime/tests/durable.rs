@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh::durability::{
-    Backoff, CasOutcome, DurabilityConfig, DurableKv, Entry, InboxState, KvError, KvOp, KvRecord,
-    MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, Scope, Versioned,
+    Backoff, CasOutcome, DurabilityConfig, DurabilityEvent, DurableKv, Entry, InboxState, KvError,
+    KvOp, KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, Scope, Versioned,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
 use botmesh::message::{Content, InboundMedia, MediaKind, MediaRef, Message};
@@ -66,7 +66,7 @@ impl Harness {
             .lock()
             .unwrap()
             .iter()
-            .filter(|e| matches!(e, BotEvent::Durability { name: n, .. } if n == name))
+            .filter(|e| matches!(e, BotEvent::Durability(event) if event.name() == name))
             .count()
     }
     fn errors(&self) -> Vec<String> {
@@ -848,13 +848,39 @@ async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
         .await
         .unwrap();
     settle(&h.bot).await;
-    assert_eq!(d.inbox().list(InboxState::Dead, 10).await.unwrap().len(), 1);
+    let dead_records = d.inbox().list(InboxState::Dead, 10).await.unwrap();
+    assert_eq!(dead_records.len(), 1);
+    let dead_id = dead_records[0].id.clone();
     assert!(
         h.errors().iter().any(|e| e.contains("does not decode")),
         "{:?}",
         h.errors()
     );
     assert_eq!(h.durability_events("dead"), 1);
+    // The event is typed, and serializes with its name beside its fields.
+    let dead = h
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            BotEvent::Durability(event @ DurabilityEvent::Dead { .. }) => Some(event.clone()),
+            _ => None,
+        })
+        .expect("a dead event");
+    let DurabilityEvent::Dead { kind, id, .. } = &dead else {
+        unreachable!("matched above")
+    };
+    assert_eq!((kind.as_str(), id), ("inbound", &dead_id));
+    let json = serde_json::to_value(BotEvent::Durability(dead.clone())).unwrap();
+    assert_eq!(json["type"], "durability");
+    assert_eq!(json["name"], "dead");
+    assert_eq!(json["id"], dead_id.as_str());
+    assert!(
+        dead.to_string()
+            .starts_with(&format!("durability:dead inbound record {dead_id}: ")),
+        "{dead}"
+    );
     // The sweeper goes on.
     h.mock.say("a", "m1", "hi").await.unwrap();
     settle(&h.bot).await;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use botmesh::config::BotConfig;
 use botmesh::durability::{
-    DurabilityConfig, DurableKv, InboxState, MemoryKv, OnAmbiguous, OutboxState,
+    DurabilityConfig, DurabilityEvent, DurableKv, InboxState, MemoryKv, OnAmbiguous, OutboxState,
 };
 use botmesh::durability::{FileDurability, FileOptions};
 use botmesh::durable::DurabilityOptions;
@@ -153,7 +153,7 @@ fn ambiguous_counter(bot: &Bot) -> Arc<AtomicUsize> {
     let n = Arc::new(AtomicUsize::new(0));
     let c = n.clone();
     bot.on_event(move |e| {
-        if matches!(e, BotEvent::Durability { name, .. } if name == "ambiguous") {
+        if matches!(e, BotEvent::Durability(DurabilityEvent::Ambiguous { .. })) {
             c.fetch_add(1, Ordering::SeqCst);
         }
     });

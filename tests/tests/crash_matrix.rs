@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::{
-    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
+    Backoff, DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
 };
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
@@ -103,7 +103,7 @@ async fn run(
     settle(&bot_b).await;
     let mut ambiguous = 0;
     while let Ok(e) = events.try_recv() {
-        if matches!(e, BotEvent::Durability { ref name, .. } if name == "ambiguous") {
+        if matches!(e, BotEvent::Durability(DurabilityEvent::Ambiguous { .. })) {
             ambiguous += 1;
         }
     }

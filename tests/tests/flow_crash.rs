@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::{
-    Backoff, DurabilityConfig, DurableKv, InboxState, KvDurability, MemoryKv, MemoryStore,
-    OnAmbiguous, OutboxState, PostgresConfig, PostgresStore, Scope, SqliteStore, Store, WritePoint,
+    Backoff, DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvDurability, MemoryKv,
+    MemoryStore, OnAmbiguous, OutboxState, PostgresConfig, PostgresStore, Scope, SqliteStore,
+    Store, WritePoint,
 };
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
@@ -201,7 +202,7 @@ async fn run(
     }
     let mut ambiguous = 0;
     while let Ok(e) = events.try_recv() {
-        if matches!(e, BotEvent::Durability { ref name, .. } if name == "ambiguous") {
+        if matches!(e, BotEvent::Durability(DurabilityEvent::Ambiguous { .. })) {
             ambiguous += 1;
         }
     }

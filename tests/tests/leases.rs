@@ -115,8 +115,8 @@ async fn run(
     bot.idle().await;
     let mut events = Vec::new();
     while let Ok(event) = subscribed.try_recv() {
-        if let BotEvent::Durability { name, .. } = event {
-            events.push(name);
+        if let BotEvent::Durability(event) = event {
+            events.push(event.name().to_owned());
         }
     }
     let expected: Vec<String> = texts.iter().map(|t| format!("{t}:done")).collect();

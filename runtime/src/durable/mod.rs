@@ -349,21 +349,7 @@ pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(
 }
 
 fn to_bot_event(e: &botmesh_durability::DurabilityEvent) -> BotEvent {
-    use botmesh_durability::DurabilityEvent as E;
-    match e {
-        E::Dead { kind, id, error } => BotEvent::Durability {
-            name: "dead".into(),
-            detail: serde_json::json!({ "kind": kind.as_str(), "id": id, "error": error }),
-        },
-        E::Ambiguous { key, chat } => BotEvent::Durability {
-            name: "ambiguous".into(),
-            detail: serde_json::json!({ "key": key, "chat": chat }),
-        },
-        other => BotEvent::Durability {
-            name: "other".into(),
-            detail: serde_json::Value::String(format!("{other:?}")),
-        },
-    }
+    BotEvent::Durability(e.clone())
 }
 
 impl Bot {
