@@ -381,6 +381,75 @@ async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }
 
+/// Two layouts of one persistent flow: the second restarts a checkpoint of the first.
+mod layout_v1 {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("order"))]
+    #[persistent]
+    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        cx.send(format!("1 x {item}")).await?;
+        Ok(())
+    }
+}
+
+mod layout_v2 {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("order"), on_version_mismatch = restart)]
+    #[persistent]
+    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+        let shop: String = "main".to_owned();
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        cx.send(format!("1 x {item} from {shop}")).await?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
+    let mut config = fast_config();
+    config.poll = Duration::from_secs(3600);
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let store = MemoryStore::new();
+    let first = harness(kv.clone(), store.clone(), config.clone());
+    first.bot.flow(layout_v1::order);
+    first.bot.start().await.unwrap();
+    first.mock.say("ann", "m1", "/order").await.unwrap();
+    settle(&first.bot).await;
+    assert_eq!(first.mock.texts("ann"), ["What would you like?"]);
+    first
+        .bot
+        .enqueue("ann", Outgoing::from("left").key("key:left"))
+        .await
+        .unwrap();
+    first.bot.stop().await.unwrap();
+
+    // The new layout restarts the checkpoint at `restore`: its first question goes after the
+    // send the first bot left, at once. (Queued behind it, it would wait for it until
+    // `inline_max`, a minute here, ran out, and then be deferred.)
+    config.outbox.inline_max = Duration::from_secs(60);
+    let second = harness(kv, store, config);
+    second.bot.flow(layout_v2::order);
+    let restart = async {
+        second.bot.start().await.unwrap();
+        second
+            .bot
+            .stop_with(StopOptions {
+                drain: true,
+                ..StopOptions::default()
+            })
+            .await
+            .unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(20), restart)
+        .await
+        .expect("the restarted flow's question waited for the send left behind it");
+    assert_eq!(second.mock.texts("ann"), ["left", "What would you like?"]);
+    assert!(second.errors().is_empty(), "{:?}", second.errors());
+}
+
 #[tokio::test]
 async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
     let mut config = fast_config();

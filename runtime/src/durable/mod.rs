@@ -6,8 +6,9 @@
 //! send under its idempotency key before the provider is called and answers a replayed send
 //! from the outbox (module `outbound`), and runs a background sweeper that replays unfinished
 //! inbound records, retries failed sends and purges old records (module `sweeper`). The lifecycle
-//! gains two steps: `journal` (the backend opened, and closed at stop) between `storage` and
-//! `restore`, and `durability` (recovery and the sweeper) between `restore` and `transport`. Without the option none of
+//! gains two steps: `journal` (the backend opened, the sends recovered, and the backend closed at
+//! stop) between `storage` and `restore`, and `durability` (the inbound replays and the sweeper)
+//! between `restore` and `transport`. Without the option none of
 //! this code runs: the bot runs exactly the code it ran before.
 //!
 //! | the process dies…                                  | on restart                                         |
@@ -230,8 +231,8 @@ impl Durable {
     }
 }
 
-/// The `durability` lifecycle step: forwards journal events to bot events, recovers (sends of
-/// unknown outcome, unfinished inbound records) and runs the sweeper until `stop()`.
+/// The `durability` lifecycle step: replays the unfinished inbound records (after `restore`,
+/// so that a replay finds its chat's restored flow) and runs the sweeper until `stop()`.
 pub(crate) struct DurabilityStep;
 
 #[async_trait]
@@ -247,32 +248,8 @@ impl LifecycleStep for DurabilityStep {
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
-        dur.abort_tasks();
         let _ = dur.stop_sweeper.send_replace(false);
-        let mut events = dur.d.subscribe();
-        let weak = Arc::downgrade(k);
-        let forwarder = tokio::spawn(async move {
-            loop {
-                let event = match events.recv().await {
-                    Ok(e) => e,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "durability events lagged");
-                        continue;
-                    }
-                    Err(_) => return,
-                };
-                let Some(k) = weak.upgrade() else { return };
-                k.events.emit(to_bot_event(&event));
-            }
-        });
-        // Keeps the leases of queued jobs (the replays of the recovery below among them),
-        // also through the drain of a stop.
-        let keeper = tokio::spawn(waiting::keep(Arc::downgrade(k)));
-        dur.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend([forwarder, keeper]);
-        sweeper::recover(k, dur).await?;
+        sweeper::replay_unfinished(k, dur).await?;
         let handle = tokio::spawn(sweeper::run(
             Arc::downgrade(k),
             dur.stop_sweeper.subscribe(),
@@ -289,7 +266,10 @@ impl LifecycleStep for DurabilityStep {
     }
 }
 
-/// The `journal` lifecycle step: opens the backend at start (before `restore`), and at stop,
+/// The `journal` lifecycle step: opens the backend at start (before `restore`), forwards the
+/// journal's events to bot events, and recovers the sends (those of unknown outcome, by
+/// `on_ambiguous`; those left unsent, queued on their chats' queues ahead of anything
+/// `restore` queues); at stop,
 /// after the drain and the transport (it does not produce work), gives back the leases of the
 /// queued messages a `stop()` without drain dropped, then closes the backend
 /// ([`DurableKv::close`]: `FileDurability` folds its log and releases its lock once no bot
@@ -313,7 +293,36 @@ impl LifecycleStep for JournalStep {
             .kv()
             .open()
             .await
-            .map_err(|e| dur.backend_error("open", e))
+            .map_err(|e| dur.backend_error("open", e))?;
+        let k = &bot.kernel;
+        dur.abort_tasks();
+        let mut events = dur.d.subscribe();
+        let weak = Arc::downgrade(k);
+        let forwarder = tokio::spawn(async move {
+            loop {
+                let event = match events.recv().await {
+                    Ok(e) => e,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "durability events lagged");
+                        continue;
+                    }
+                    Err(_) => return,
+                };
+                let Some(k) = weak.upgrade() else { return };
+                k.events.emit(to_bot_event(&event));
+            }
+        });
+        // Keeps the leases of queued jobs (the replays of the recovery among them), also
+        // through the drain of a stop.
+        let keeper = tokio::spawn(waiting::keep(Arc::downgrade(k)));
+        dur.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend([forwarder, keeper]);
+        // The sends an earlier incarnation left are queued before `restore` queues the
+        // restarted flows: a restarted flow's first send waits for the chat's earlier ones,
+        // which must be ahead of it in the chat's queue.
+        sweeper::recover_sends(k, dur).await
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {

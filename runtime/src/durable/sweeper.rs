@@ -72,7 +72,9 @@ async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotErr
     Ok(())
 }
 
-pub(crate) async fn recover(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
+/// Recovery's first half, when the journal opens (before `restore`): resolves the sends of
+/// unknown outcome (`on_ambiguous`) and queues the sends left unsent.
+pub(crate) async fn recover_sends(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
     let resolved = dur.d.outbox().recover_ambiguous().await?;
     if !resolved.is_empty() {
         tracing::warn!(
@@ -87,6 +89,12 @@ pub(crate) async fn recover(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotErr
             "sends journaled and not sent before the restart: queued"
         );
     }
+    Ok(())
+}
+
+/// Recovery's second half, in the `durability` step (after `restore`): replays the unfinished
+/// inbound records.
+pub(crate) async fn replay_unfinished(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
     let replayed = replay_due(k, dur).await?;
     if replayed > 0 {
         tracing::info!(count = replayed, "unfinished inbound records replayed");
