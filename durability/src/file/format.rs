@@ -25,6 +25,8 @@
 //! blocks unwritten while later ones were, so a group whose lines are damaged in the middle is
 //! a torn write like a torn last line, and is cut at its first bad line. A bad line that
 //! earlier groups' lines follow was acknowledged and then damaged: it is refused, never cut.
+//! (Damage to the last group after its `fsync` returned, by the disk itself, cannot be told
+//! from a tear: it is cut too, as SQLite ignores the WAL frames after a bad checksum.)
 //!
 //! This module only encodes and parses bytes: it opens no file and decides nothing about
 //! replay (see `writer`).
