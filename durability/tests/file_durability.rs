@@ -322,6 +322,19 @@ fn log_lines(bytes: &[u8]) -> Vec<(usize, u64, Option<u64>)> {
     out
 }
 
+/// Writes `n` keys `<prefix><i>` at once (the writer takes them in groups).
+async fn put_concurrently(kv: &FileDurability, prefix: &str, n: usize) {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (kv, key) = (kv.clone(), format!("{prefix}{i}"));
+            tokio::spawn(async move { put(&kv, &key, "v").await })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.unwrap().is_ok());
+    }
+}
+
 #[tokio::test]
 async fn a_group_commit_torn_in_its_middle_is_cut_and_the_rest_replayed() {
     // Concurrent writes after one alone, until the log's last group commit has several lines
@@ -330,15 +343,7 @@ async fn a_group_commit_torn_in_its_middle_is_cut_and_the_rest_replayed() {
         let (_dir, path) = fresh();
         let kv = FileDurability::open(&path, log_opts()).await.unwrap();
         put(&kv, "first", "alone").await;
-        let tasks: Vec<_> = (0..100)
-            .map(|i| {
-                let kv = kv.clone();
-                tokio::spawn(async move { put(&kv, &format!("k{i}"), "v").await })
-            })
-            .collect();
-        for task in tasks {
-            assert!(task.await.unwrap().is_ok());
-        }
+        put_concurrently(&kv, "k", 100).await;
         kv.simulate_crash().await;
         let log = log_of(&path);
         let mut bytes = std::fs::read(&log).unwrap();
@@ -379,15 +384,7 @@ async fn a_group_commit_torn_in_its_middle_is_cut_and_the_rest_replayed() {
         let (_dir, path) = fresh();
         let kv = FileDurability::open(&path, log_opts()).await.unwrap();
         for round in 0..2 {
-            let tasks: Vec<_> = (0..50)
-                .map(|i| {
-                    let kv = kv.clone();
-                    tokio::spawn(async move { put(&kv, &format!("r{round}k{i}"), "v").await })
-                })
-                .collect();
-            for task in tasks {
-                assert!(task.await.unwrap().is_ok());
-            }
+            put_concurrently(&kv, &format!("r{round}k"), 50).await;
         }
         kv.simulate_crash().await;
         let log = log_of(&path);

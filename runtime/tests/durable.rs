@@ -60,6 +60,48 @@ fn harness_with(
     Harness { bot, mock, events }
 }
 
+/// A fast config whose sweeper passes once an hour (its first pass an hour after the start),
+/// a new journal and a new store: only recovery delivers what a bot left.
+fn hourly_sweeper() -> (DurabilityConfig, Arc<dyn DurableKv>, MemoryStore) {
+    let mut config = fast_config();
+    config.poll = Duration::from_secs(3600);
+    (config, Arc::new(MemoryKv::new()), MemoryStore::new())
+}
+
+/// Enqueues `texts` to `chat` (keys `key:<text>`) on `h`'s bot, started if it is not, and
+/// stops it: with the sweeper's next pass far away (`poll`), they are left unsent, as a flow
+/// step's sends are when the process dies right after the step's commit.
+async fn leave_unsent(h: &Harness, chat: &str, texts: &[&str]) {
+    match h.bot.start().await {
+        Ok(()) | Err(BotError::AlreadyStarted) => {}
+        Err(e) => panic!("the bot does not start: {e}"),
+    }
+    let before = h.mock.texts(chat).len();
+    for text in texts {
+        h.bot
+            .enqueue(chat, Outgoing::from(*text).key(format!("key:{text}")))
+            .await
+            .unwrap();
+    }
+    h.bot.stop().await.unwrap();
+    assert_eq!(
+        h.mock.texts(chat).len(),
+        before,
+        "nothing of {texts:?} was sent"
+    );
+}
+
+/// Starts `bot`, then stops it with a drain: what recovery queued runs to its end.
+async fn start_and_drain(bot: &Bot) {
+    bot.start().await.unwrap();
+    bot.stop_with(StopOptions {
+        drain: true,
+        ..StopOptions::default()
+    })
+    .await
+    .unwrap();
+}
+
 impl Harness {
     fn durability_events(&self, name: &str) -> usize {
         self.events
@@ -347,36 +389,20 @@ async fn enqueue_with_an_explicit_key_sends_once() {
 async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
     // The sweeper polls once an hour (its first pass an hour after the start): only
     // recovery can deliver what the first bot left.
-    let mut config = fast_config();
-    config.poll = Duration::from_secs(3600);
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let store = MemoryStore::new();
-    let first = harness(kv.clone(), store.clone(), config.clone());
-    first.bot.start().await.unwrap();
+    let (config, kv, store) = hourly_sweeper();
     // Journaled for the sweeper, whose next pass is an hour away: left unsent at the stop,
     // as a flow step's sends are when the process dies right after the step's commit.
-    for text in ["left 1", "left 2"] {
-        first
-            .bot
-            .enqueue("a", Outgoing::from(text).key(format!("key:{text}")))
-            .await
-            .unwrap();
-    }
-    first.bot.stop().await.unwrap();
-    assert!(first.mock.sent().is_empty());
+    leave_unsent(
+        &harness(kv.clone(), store.clone(), config.clone()),
+        "a",
+        &["left 1", "left 2"],
+    )
+    .await;
 
     let second = harness(kv, store, config);
-    second.bot.start().await.unwrap();
     // A draining stop right after the start waits for the recovered work, the left sends
     // among it.
-    second
-        .bot
-        .stop_with(StopOptions {
-            drain: true,
-            ..StopOptions::default()
-        })
-        .await
-        .unwrap();
+    start_and_drain(&second.bot).await;
     assert_eq!(second.mock.texts("a"), ["left 1", "left 2"]);
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }
@@ -409,22 +435,14 @@ mod layout_v2 {
 
 #[tokio::test]
 async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
-    let mut config = fast_config();
-    config.poll = Duration::from_secs(3600);
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let store = MemoryStore::new();
+    let (mut config, kv, store) = hourly_sweeper();
     let first = harness(kv.clone(), store.clone(), config.clone());
     first.bot.flow(layout_v1::order);
     first.bot.start().await.unwrap();
     first.mock.say("ann", "m1", "/order").await.unwrap();
     settle(&first.bot).await;
     assert_eq!(first.mock.texts("ann"), ["What would you like?"]);
-    first
-        .bot
-        .enqueue("ann", Outgoing::from("left").key("key:left"))
-        .await
-        .unwrap();
-    first.bot.stop().await.unwrap();
+    leave_unsent(&first, "ann", &["left"]).await;
 
     // The new layout restarts the checkpoint at `restore`: its first question goes after the
     // send the first bot left, at once. (Queued behind it, it would wait for it until
@@ -433,15 +451,7 @@ async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
     let second = harness(kv, store, config);
     second.bot.flow(layout_v2::order);
     let restart = async {
-        second.bot.start().await.unwrap();
-        second
-            .bot
-            .stop_with(StopOptions {
-                drain: true,
-                ..StopOptions::default()
-            })
-            .await
-            .unwrap();
+        start_and_drain(&second.bot).await;
     };
     tokio::time::timeout(Duration::from_secs(20), restart)
         .await
@@ -452,19 +462,13 @@ async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
 
 #[tokio::test]
 async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
-    let mut config = fast_config();
-    config.poll = Duration::from_secs(3600);
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let store = MemoryStore::new();
-    let first = harness(kv.clone(), store.clone(), config.clone());
-    first.bot.start().await.unwrap();
-    first
-        .bot
-        .enqueue("a", Outgoing::from("left").key("key:left"))
-        .await
-        .unwrap();
-    first.bot.stop().await.unwrap();
-    assert!(first.mock.sent().is_empty());
+    let (config, kv, store) = hourly_sweeper();
+    leave_unsent(
+        &harness(kv.clone(), store.clone(), config.clone()),
+        "a",
+        &["left"],
+    )
+    .await;
 
     // Recovery queues the left send, then the transport fails to start: the rollback closes
     // the journal and the store, and the queued delivery must not run on over them.
@@ -487,15 +491,7 @@ async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
 
     // The send is still in the outbox: the next start delivers it, once.
     let third = harness(kv, store, config);
-    third.bot.start().await.unwrap();
-    third
-        .bot
-        .stop_with(StopOptions {
-            drain: true,
-            ..StopOptions::default()
-        })
-        .await
-        .unwrap();
+    start_and_drain(&third.bot).await;
     assert_eq!(third.mock.texts("a"), ["left"]);
 }
 
