@@ -6,7 +6,6 @@
 //! | truncated snapshot, file of another format | refused on open, naming the file, file untouched |
 //! | damaged log line followed by more lines | `AppendLogCorrupt { line, byte_offset }`, file untouched |
 //! | torn last log line | cut, the rest replayed |
-//! | a line in the middle of the last group commit damaged (a torn write: never acknowledged) | cut there, the rest replayed; the same damage in an earlier group is `AppendLogCorrupt` |
 //! | the folder's sync failing after a snapshot's rename | tried again; failing twice, the write fails and later writes are refused (`Poisoned`) |
 //! | lock of a live process (a child re-running this binary) | `Locked { pid }`, also when the lock file's pid is rewritten (the lock is the kernel's); once it is killed, the stale lock is broken |
 //! | second open in this process | `AlreadyOpen` until `close()` |
@@ -305,111 +304,6 @@ async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
         assert_eq!(kv.len(), 4, "appends after the cut are readable");
         kv.close().await.unwrap();
     }
-}
-
-/// The `group` and `seq` of each log line after the header (`group` is absent on a group of
-/// one line).
-fn log_lines(bytes: &[u8]) -> Vec<(usize, u64, Option<u64>)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-        if i > 0 {
-            let json: serde_json::Value = serde_json::from_slice(&line[9..]).unwrap();
-            out.push((start, json["seq"].as_u64().unwrap(), json["group"].as_u64()));
-        }
-        start += line.len();
-    }
-    out
-}
-
-/// Writes `n` keys `<prefix><i>` at once (the writer takes them in groups).
-async fn put_concurrently(kv: &FileDurability, prefix: &str, n: usize) {
-    let tasks: Vec<_> = (0..n)
-        .map(|i| {
-            let (kv, key) = (kv.clone(), format!("{prefix}{i}"));
-            tokio::spawn(async move { put(&kv, &key, "v").await })
-        })
-        .collect();
-    for task in tasks {
-        assert!(task.await.unwrap().is_ok());
-    }
-}
-
-#[tokio::test]
-async fn a_group_commit_torn_in_its_middle_is_cut_and_the_rest_replayed() {
-    // Concurrent writes after one alone, until the log's last group commit has several lines
-    // (it has at once, but the writer may take the first request alone).
-    for _ in 0..20 {
-        let (_dir, path) = fresh();
-        let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-        put(&kv, "first", "alone").await;
-        put_concurrently(&kv, "k", 100).await;
-        kv.simulate_crash().await;
-        let log = log_of(&path);
-        let mut bytes = std::fs::read(&log).unwrap();
-        let lines = log_lines(&bytes);
-        let Some(&(_, _, Some(last_group))) = lines.last() else {
-            continue;
-        };
-        let group: Vec<_> = lines.iter().filter(|l| l.2 == Some(last_group)).collect();
-        if group.len() < 3 {
-            continue;
-        }
-        // A crash in the group's write left its second line's block unwritten (zeros).
-        let (at, _, _) = *group[1];
-        let end = at + 20;
-        bytes[at..end].fill(0);
-        std::fs::write(&log, &bytes).unwrap();
-        let kept = lines.iter().filter(|l| l.0 < at).count();
-        let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-        assert_eq!(
-            kv.len(),
-            kept,
-            "every line before the damaged one is replayed"
-        );
-        assert_eq!(value(&kv, "first").await.as_deref(), Some("alone"));
-        assert_eq!(
-            std::fs::metadata(&log).unwrap().len(),
-            at as u64,
-            "the group is cut at its damaged line"
-        );
-        put(&kv, "after", "cut").await;
-        kv.simulate_crash().await;
-        let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-        assert_eq!(kv.len(), kept + 1, "appends after the cut are readable");
-        kv.close().await.unwrap();
-
-        // The same damage in an earlier group (acknowledged before the next one was written)
-        // is refused.
-        let (_dir, path) = fresh();
-        let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-        for round in 0..2 {
-            put_concurrently(&kv, &format!("r{round}k"), 50).await;
-        }
-        kv.simulate_crash().await;
-        let log = log_of(&path);
-        let mut bytes = std::fs::read(&log).unwrap();
-        let lines = log_lines(&bytes);
-        let (_, _, last) = *lines.last().unwrap();
-        // The second line of the first group of several lines that is not the last group.
-        let Some(&(at, _, _)) = lines.iter().filter(|l| l.2.is_some() && l.2 != last).nth(1) else {
-            continue;
-        };
-        bytes[at..at + 20].fill(0);
-        std::fs::write(&log, &bytes).unwrap();
-        let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
-        assert!(
-            matches!(err, FileError::AppendLogCorrupt { byte_offset, .. } if byte_offset == at as u64),
-            "{err}"
-        );
-        assert_eq!(
-            std::fs::read(&log).unwrap(),
-            bytes,
-            "the log is left untouched"
-        );
-        return;
-    }
-    panic!("no run ended with a group commit of three lines or more");
 }
 
 #[tokio::test]

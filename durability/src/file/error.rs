@@ -56,9 +56,8 @@ pub enum FileError {
         /// What is wrong.
         reason: String,
     },
-    /// A damaged log line is followed by more lines that were acknowledged (code
-    /// `APPEND_LOG_CORRUPT`): not a torn last line, nor a tear inside the last group commit.
-    /// The file was left as it is: cutting there would drop every later entry.
+    /// A damaged log line is followed by more lines (code `APPEND_LOG_CORRUPT`). The file was
+    /// left as it is: cutting there would drop every later entry.
     #[error(
         "append log `{file}` is corrupt at line {line} (byte offset {byte_offset}): {reason}; more entries follow, so it was left untouched: restore it from a backup or move it aside"
     )]

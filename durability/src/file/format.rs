@@ -7,7 +7,7 @@
 //! | file | lines |
 //! | --- | --- |
 //! | snapshot `<path>` | header `{"format":"botmesh-durable-file","version":1,"log_seq":N,"last_version":V}`, one line per entry, then `{"end":<entries>}` |
-//! | log `<path>.log` | header `{"format":"botmesh-durable-log","version":1}`, then one line per committed write request `{"seq":N,"scope":…,"ops":[{"op":"put",…},{"op":"del","key":…}]}`; the lines of a group commit of several requests also carry `"group":G`, the seq of the group's first line |
+//! | log `<path>.log` | header `{"format":"botmesh-durable-log","version":1}`, then one line per committed write request `{"seq":N,"scope":…,"ops":[{"op":"put",…},{"op":"del","key":…}]}` |
 //!
 //! How reading judges what it finds:
 //!
@@ -17,16 +17,7 @@
 //! | snapshot with a bad line, no end line, a wrong count or bytes after the end | [`FileError::SnapshotCorrupt`] |
 //! | log whose first line is not our header (and is not a torn prefix of it) | [`FileError::NotADurableFile`] |
 //! | log whose last line has no newline, or is the only bad line at the end | torn: cut there, the rest replayed |
-//! | log with a bad line inside the last group, followed only by lines of that group | torn: cut at the bad line, the rest replayed |
 //! | log with a bad line (checksum, JSON, sequence) followed by more lines | [`FileError::AppendLogCorrupt`] with line and byte offset |
-//!
-//! A group is one `write` and one `fsync`: none of its requests was acknowledged before the
-//! `fsync` returned, and a crash (a power loss, not only a killed process) can leave any of its
-//! blocks unwritten while later ones were, so a group whose lines are damaged in the middle is
-//! a torn write like a torn last line, and is cut at its first bad line. A bad line that
-//! earlier groups' lines follow was acknowledged and then damaged: it is refused, never cut.
-//! (Damage to the last group after its `fsync` returned, by the disk itself, cannot be told
-//! from a tear: it is cut too, as SQLite ignores the WAL frames after a bad checksum.)
 //!
 //! This module only encodes and parses bytes: it opens no file and decides nothing about
 //! replay (see `writer`).
@@ -209,10 +200,6 @@ pub(super) enum Change {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct LogLine {
     pub(super) seq: u64,
-    /// The seq of the first line of this line's group commit, when the group wrote several
-    /// lines (absent for a group of one, and in logs of older builds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) group: Option<u64>,
     pub(super) scope: String,
     pub(super) ops: Vec<Change>,
 }
@@ -338,9 +325,8 @@ pub(super) struct ParsedLog {
     pub(super) torn: bool,
 }
 
-/// Parses a log file's bytes; `log_seq` is the last seq the snapshot holds (the log's first
-/// line, written after it, is `log_seq + 1`).
-pub(super) fn parse_log(bytes: &[u8], file: &Path, log_seq: u64) -> Result<ParsedLog, FileError> {
+/// Parses a log file's bytes.
+pub(super) fn parse_log(bytes: &[u8], file: &Path) -> Result<ParsedLog, FileError> {
     let mut parsed = ParsedLog::default();
     if bytes.is_empty() {
         return Ok(parsed);
@@ -386,18 +372,6 @@ pub(super) fn parse_log(bytes: &[u8], file: &Path, log_seq: u64) -> Result<Parse
                 parsed.torn = true;
                 break;
             }
-            Err(reason) if in_last_group(&raws[n + 1..], parsed.lines.last(), log_seq) => {
-                tracing::warn!(
-                    file = %file.display(),
-                    line = line_no,
-                    byte_offset = offset,
-                    dropped = raws.len() - n,
-                    %reason,
-                    "append log: a bad line inside its last group commit (a write torn by a crash, never acknowledged): cutting the group there"
-                );
-                parsed.torn = true;
-                break;
-            }
             Err(reason) => {
                 return Err(FileError::AppendLogCorrupt {
                     file: file.to_path_buf(),
@@ -411,129 +385,9 @@ pub(super) fn parse_log(bytes: &[u8], file: &Path, log_seq: u64) -> Result<Parse
     Ok(parsed)
 }
 
-/// Whether a bad line followed by `rest`, after the good line `before` (`None`: the bad line
-/// is the log's first), lies in the log's last group commit: every line of `rest` is a good
-/// line, or another bad one, of one group, the one `before` belongs to or the one that starts
-/// right after it (after `log_seq` for the log's first line). A torn tail without newline
-/// counts as bad. With no good line after the bad one, the bad line ends the log: the caller's
-/// torn-tail rule covers that case.
-fn in_last_group(rest: &[&[u8]], before: Option<&LogLine>, log_seq: u64) -> bool {
-    let before_seq = before.map_or(log_seq, |l| l.seq);
-    // The groups the bad line can belong to: `before`'s own (when it was not its group's last
-    // line), or a group starting at the next seq.
-    let candidates = [before.and_then(|l| l.group), Some(before_seq + 1)];
-    let mut group = None;
-    let mut last_seq = before_seq;
-    for raw in rest {
-        let Some(line) = raw
-            .strip_suffix(b"\n")
-            .and_then(|l| decode_line::<LogLine>(l).ok())
-        else {
-            continue;
-        };
-        let Some(g) = line.group else {
-            return false;
-        };
-        if !candidates.contains(&Some(g)) || group.is_some_and(|seen| seen != g) {
-            return false;
-        }
-        if line.seq <= last_seq {
-            return false;
-        }
-        group = Some(g);
-        last_seq = line.seq;
-    }
-    group.is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A log of groups of lines: `groups[i]` lines in group `i`, seqs from 1.
-    fn log_of_groups(groups: &[usize]) -> (Vec<u8>, Vec<usize>) {
-        let mut bytes = log_header();
-        let mut starts = Vec::new();
-        let mut seq = 0;
-        for &size in groups {
-            let first = seq + 1;
-            for _ in 0..size {
-                seq += 1;
-                let line = LogLine {
-                    seq,
-                    group: (size > 1).then_some(first),
-                    scope: "s".into(),
-                    ops: vec![Change::Del {
-                        key: format!("k{seq}"),
-                    }],
-                };
-                starts.push(bytes.len());
-                encode_line(&line, &mut bytes).ok();
-            }
-        }
-        (bytes, starts)
-    }
-
-    fn damage(bytes: &mut [u8], at: usize) {
-        bytes[at + 12] ^= 0x01;
-    }
-
-    fn seqs(parsed: &ParsedLog) -> Vec<u64> {
-        parsed.lines.iter().map(|l| l.seq).collect()
-    }
-
-    #[test]
-    fn a_last_group_torn_in_its_middle_is_cut_at_its_first_bad_line() {
-        let file = Path::new("j.log");
-        // Groups: [1], [2, 3, 4, 5]. Each damaged line of the last group cuts there.
-        for (bad, kept) in [(1usize, vec![1u64]), (2, vec![1, 2]), (3, vec![1, 2, 3])] {
-            let (mut bytes, starts) = log_of_groups(&[1, 4]);
-            damage(&mut bytes, starts[bad]);
-            let parsed = parse_log(&bytes, file, 0).expect("a torn last group is cut");
-            assert!(parsed.torn);
-            assert_eq!(seqs(&parsed), kept, "line {bad} damaged");
-            assert_eq!(parsed.valid_len, starts[bad] as u64);
-        }
-        // Two lines of the last group damaged, its last line good.
-        let (mut bytes, starts) = log_of_groups(&[2, 3]);
-        damage(&mut bytes, starts[2]);
-        damage(&mut bytes, starts[3]);
-        let parsed = parse_log(&bytes, file, 0).expect("cut");
-        assert_eq!(seqs(&parsed), vec![1, 2]);
-        // Nothing good after two bad lines: no line says they are one unacknowledged group.
-        bytes.truncate(bytes.len() - 3);
-        assert!(matches!(
-            parse_log(&bytes, file, 0),
-            Err(FileError::AppendLogCorrupt { line: 4, .. })
-        ));
-        // The log's first line damaged, in a group that follows the snapshot.
-        let (mut bytes, starts) = log_of_groups(&[3]);
-        damage(&mut bytes, starts[0]);
-        let parsed = parse_log(&bytes, file, 0).expect("cut");
-        assert!(parsed.lines.is_empty() && parsed.torn);
-    }
-
-    #[test]
-    fn a_bad_line_that_a_later_group_follows_is_refused() {
-        let file = Path::new("j.log");
-        let corrupt = |groups: &[usize], bad: usize, log_seq: u64| {
-            let (mut bytes, starts) = log_of_groups(groups);
-            damage(&mut bytes, starts[bad]);
-            match parse_log(&bytes, file, log_seq) {
-                Err(FileError::AppendLogCorrupt { line, .. }) => line,
-                other => panic!("{groups:?}, line {bad}: expected AppendLogCorrupt, got {other:?}"),
-            }
-        };
-        // A line of an earlier (acknowledged) group, with the next group after it.
-        assert_eq!(corrupt(&[3, 2], 1, 0), 3);
-        assert_eq!(corrupt(&[3, 2], 2, 0), 4);
-        // A group of one (no group tag) followed by a group.
-        assert_eq!(corrupt(&[1, 1, 3], 1, 0), 3);
-        // Groups of one only (the format of older builds): any bad line but the last.
-        assert_eq!(corrupt(&[1, 1, 1], 1, 0), 3);
-        // The first line, when the log does not start right after the snapshot's seq.
-        assert_eq!(corrupt(&[3], 0, 7), 2);
-    }
 
     #[test]
     fn crc_matches_the_standard_check_value() {

@@ -26,12 +26,9 @@
 //! | `<path>.lock` locked by another live process (an OS lock) | [`FileError::Locked`] (a dead process's lock file is taken over) |
 //! | a snapshot of another format | [`FileError::NotADurableFile`] |
 //! | a snapshot that cannot be read back (truncated, damaged) | [`FileError::SnapshotCorrupt`] |
-//! | a damaged log line followed by lines of an acknowledged group commit | [`FileError::AppendLogCorrupt`] (line, byte offset) |
+//! | a damaged log line followed by more lines | [`FileError::AppendLogCorrupt`] (line, byte offset) |
 //!
-//! A torn last log line (a crash mid-append) is cut and the rest replayed; so is a group
-//! commit damaged in its middle (a power loss can leave any block of its one write unwritten,
-//! and none of its requests was acknowledged before its `fsync` returned): its lines carry the
-//! group's first seq, which tells such a tear from damage to acknowledged lines. See `format`,
+//! A torn last log line (a crash mid-append) is cut and the rest replayed. See `format`,
 //! `lock` and `writer` for the details. Departure from the guide: `fsync` defaults to `true`
 //! in both modes (the guide only makes it the append log's default), because botmesh never
 //! loses an acknowledged message; turn it off with [`FileOptions::fsync`].

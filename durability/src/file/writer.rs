@@ -195,7 +195,7 @@ impl Writer {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(log, "read append log")(e)),
         };
-        let parsed = format::parse_log(&bytes, log, log_seq)?;
+        let parsed = format::parse_log(&bytes, log)?;
         let mut applied = 0usize;
         for line in parsed.lines {
             self.seq = self.seq.max(line.seq);
@@ -347,7 +347,6 @@ impl Writer {
                     seq += 1;
                     lines.push(LogLine {
                         seq,
-                        group: None,
                         scope,
                         ops: changes,
                     });
@@ -357,14 +356,6 @@ impl Writer {
             let persisted = if lines.is_empty() {
                 Ok(())
             } else if self.options.append_log {
-                // The lines of a group of several name its first line: a crash that tears the
-                // group in its middle is then told from damage to acknowledged lines.
-                if lines.len() > 1 {
-                    let first = lines.first().map(|l| l.seq);
-                    for line in &mut lines {
-                        line.group = first;
-                    }
-                }
                 let mut bytes = Vec::new();
                 let encoded = lines
                     .iter()
