@@ -309,7 +309,7 @@ impl LifecycleStep for JournalStep {
                     Err(_) => return,
                 };
                 let Some(k) = weak.upgrade() else { return };
-                k.events.emit(to_bot_event(&event));
+                k.events.emit(BotEvent::Durability(event));
             }
         });
         // Keeps the leases of queued jobs (the replays of the recovery among them), also
@@ -355,10 +355,6 @@ pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(
         out = &mut work => out,
         () = &mut beats => work.await,
     }
-}
-
-fn to_bot_event(e: &botmesh_durability::DurabilityEvent) -> BotEvent {
-    BotEvent::Durability(e.clone())
 }
 
 impl Bot {
