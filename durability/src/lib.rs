@@ -20,8 +20,9 @@
 //!
 //! ```text
 //! inbound:  inbox.journal_and_claim ─► handlers ─► (each send) ─► inbox.complete
-//! send:     outbox.lookup ─► hooks ─► outbox.journal ─► outbox.begin_attempt
-//!           ─► provider ─► outbox.mark_sent | mark_failed | mark_ambiguous
+//! send:     outbox.lookup ─► hooks ─► outbox.journal_and_begin (one write; or journal,
+//!           then begin_attempt when it waits its turn) ─► provider
+//!           ─► outbox.mark_sent | mark_failed | mark_ambiguous
 //! sweeper:  inbox.claim_due, outbox.due (recovers ambiguous sends), purge
 //! ```
 

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_durability::keys::{self, inbound_id, part_key};
-use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::outbox::{BeginAttempt, JournalBegun};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::{
-    Backoff, DurabilityEvent, DurableKv, Entry, FailOutcome, Fingerprint, OnDiverged, OutboxState,
-    RecordKind, Scope, SendFailure, SendJournal, SendKey,
+    Backoff, DurabilityEvent, DurableKv, Entry, FailOutcome, Fingerprint, NewSend, OnDiverged,
+    OutboxState, RecordKind, Scope, SendFailure, SendJournal, SendKey,
 };
 use journal_env::{Env, T0, claim_new, events, journal, lease, send_ok, state};
 use serde_json::json;
@@ -425,4 +425,119 @@ async fn a_later_send_never_overtakes_an_earlier_one_of_its_chat() {
     );
     send_ok(&d, "a1").await;
     assert_eq!(d.outbox().due(10).await.expect("due")[0].key, "a2");
+}
+
+// ---- journal and first attempt in one write ----------------------------------------------------
+
+async fn journal_and_begin(
+    d: &botmesh_durability::KvDurability<botmesh_durability::MemoryKv>,
+    key: SendKey,
+    chat: &str,
+    text: &str,
+) -> JournalBegun {
+    d.outbox()
+        .journal_and_begin(NewSend::new(key, chat, json!({ "text": text })))
+        .await
+        .expect("journal_and_begin")
+}
+
+#[tokio::test]
+async fn journal_and_begin_leases_a_new_send_in_the_write_that_journals_it() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    let JournalBegun::Leased { lease, record } =
+        journal_and_begin(&d, SendKey::explicit("k1"), "alice", "hi").await
+    else {
+        panic!("a new send of a chat with nothing open is leased")
+    };
+    assert_eq!(
+        (record.state, record.attempts, record.fence),
+        (OutboxState::Sending, 1, 1)
+    );
+    assert_eq!((lease.key.as_str(), lease.attempt), ("k1", 1));
+    assert_eq!(state(&d, "k1").await, OutboxState::Sending, "stored leased");
+    assert_eq!(d.metrics().outbox_journaled, 1);
+    // Another attempt while the call is in flight is refused; the lease marks it sent.
+    assert!(matches!(
+        d.outbox().begin_attempt("k1").await.expect("begin"),
+        BeginAttempt::Busy { .. }
+    ));
+    d.outbox()
+        .mark_sent(&lease, Some("p-1".into()))
+        .await
+        .expect("mark_sent with the journal write's lease");
+    // The same send again is answered from the record, not leased again.
+    let again = journal_and_begin(&d, SendKey::explicit("k1"), "alice", "hi").await;
+    let JournalBegun::Journal(SendJournal::Recorded(r)) = again else {
+        panic!("expected the recorded send, got {again:?}")
+    };
+    assert_eq!(
+        (r.state, r.provider_message_id.as_deref()),
+        (OutboxState::Sent, Some("p-1"))
+    );
+    assert_eq!(d.metrics().outbox_deduped, 1);
+    // Over the payload limit: bypassed, nothing journaled.
+    let small = env.open_in(Scope::custom("small"), "i1", |c| {
+        c.outbox.max_payload_bytes = 8
+    });
+    assert!(matches!(
+        journal_and_begin(&small, SendKey::explicit("big"), "alice", "far too long").await,
+        JournalBegun::Journal(SendJournal::Bypassed { .. })
+    ));
+    assert!(
+        small
+            .outbox()
+            .lookup("big")
+            .await
+            .expect("lookup")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn journal_and_begin_journals_pending_behind_an_open_send_of_the_chat() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    journal(&d, SendKey::explicit("a1"), "alice", "first").await;
+    let begun = journal_and_begin(&d, SendKey::explicit("a2"), "alice", "second").await;
+    let JournalBegun::Journal(SendJournal::Journaled(r)) = begun else {
+        panic!("expected a pending journal behind a1, got {begun:?}")
+    };
+    assert_eq!((r.state, r.attempts), (OutboxState::Pending, 0));
+    assert_eq!(
+        d.outbox().begin_attempt("a2").await.expect("begin"),
+        BeginAttempt::Waiting {
+            behind: "a1".into()
+        }
+    );
+    // Another chat is not held up.
+    assert!(matches!(
+        journal_and_begin(&d, SendKey::explicit("b1"), "bob", "other").await,
+        JournalBegun::Leased { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_send_leased_by_its_journal_write_is_ambiguous_after_a_crash() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    assert!(matches!(
+        journal_and_begin(&d, SendKey::explicit("k1"), "alice", "hi").await,
+        JournalBegun::Leased { .. }
+    ));
+    // The process dies before the provider's answer is recorded; the next incarnation finds
+    // the send under a dead lease: its outcome is unknown (`on_ambiguous: skip`).
+    drop(d);
+    let next = env.open("i1", |_| {});
+    let mut rx = next.subscribe();
+    assert!(matches!(
+        next.outbox().begin_attempt("k1").await.expect("begin"),
+        BeginAttempt::Settled(ref r) if r.state == OutboxState::Unknown
+    ));
+    assert!(
+        events(&mut rx)
+            .iter()
+            .any(|e| matches!(e, DurabilityEvent::Ambiguous { .. })),
+        "reported as ambiguous"
+    );
 }

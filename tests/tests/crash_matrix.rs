@@ -139,10 +139,14 @@ async fn every_crash_point_under_both_policies_meets_the_guarantee_table() {
                 let one = count(&r.delivered, "hi:one");
                 let two = count(&r.delivered, "hi:two");
                 // The ambiguous window: "about to call the provider" landed, "sent" did not.
+                // An inline send is journaled and leased in one write (`journal_and_begin`):
+                // once `outbox.journal` has landed, so has `outbox.beginAttempt`.
                 let window = matches!(
                     (point, phase),
-                    (WritePoint::OutboxBeginAttempt, WritePhase::After)
-                        | (WritePoint::OutboxMarkSent, WritePhase::Before)
+                    (
+                        WritePoint::OutboxJournal | WritePoint::OutboxBeginAttempt,
+                        WritePhase::After
+                    ) | (WritePoint::OutboxMarkSent, WritePhase::Before)
                 );
                 let provider_called = matches!(point, WritePoint::OutboxMarkSent);
                 let expected_one = match (window, policy, provider_called) {

@@ -319,13 +319,30 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
-        self.hook(point, WritePhase::Before)?;
+        self.cas_at_points(&[point], key, expected, entry).await
+    }
+
+    /// Writes `entry` at `key` under the hooks of every point in `points` (one write that is
+    /// several steps of the pipeline at once): all their `Before` hooks, the write, then all
+    /// their `After` hooks.
+    pub(crate) async fn cas_at_points(
+        &self,
+        points: &[WritePoint],
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        for point in points {
+            self.hook(*point, WritePhase::Before)?;
+        }
         let outcome = self
             .kv
             .cas(&self.shared.scope, key, expected, entry)
             .await?;
         if outcome.is_ok() {
-            self.hook(point, WritePhase::After)?;
+            for point in points {
+                self.hook(*point, WritePhase::After)?;
+            }
         }
         Ok(outcome)
     }

@@ -53,9 +53,21 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         record: &R,
     ) -> Result<CasOutcome, DurabilityError> {
+        self.put_at_points(&[point], operation, expected, record)
+            .await
+    }
+
+    /// Writes a record that is several write points at once (their hooks all run).
+    pub(crate) async fn put_at_points<R: JournalRecord>(
+        &self,
+        points: &[WritePoint],
+        operation: &'static str,
+        expected: Option<u64>,
+        record: &R,
+    ) -> Result<CasOutcome, DurabilityError> {
         let entry = Self::encode(record)?;
         let key = index::storage_key(R::KIND, record.id());
-        self.cas_at(point, &key, expected, entry)
+        self.cas_at_points(points, &key, expected, entry)
             .await
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
     }

@@ -15,7 +15,7 @@
 //! The `mark_*` calls check the fencing token: a holder whose lease was taken over gets
 //! `StaleLease` (counted in `stale_leases`) and the record is left as the new holder made it.
 
-use super::{Outbox, OutboxRecord, OutboxState};
+use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
 use crate::journal::{Step, index};
@@ -55,6 +55,23 @@ pub enum BeginAttempt {
         /// The key it waits behind.
         behind: String,
     },
+}
+
+/// The outcome of [`Outbox::journal_and_begin`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum JournalBegun {
+    /// Journaled and leased to this process in one write: call the provider now, then
+    /// `mark_sent` / `mark_failed`, exactly as after [`BeginAttempt::Leased`].
+    Leased {
+        /// The lease (carries the fencing token).
+        lease: OutboxLease,
+        /// The record as written (`sending`, first attempt charged).
+        record: OutboxRecord,
+    },
+    /// Not leased by the journal write: what [`Outbox::journal`] answers (a key already
+    /// recorded, a diverged replay, a bypass, or a send journaled `pending` because an earlier
+    /// send of the chat is still open); carry on with [`Outbox::begin_attempt`].
+    Journal(SendJournal),
 }
 
 /// What [`Outbox::mark_ambiguous`] (or recovery) did with a send of unknown outcome.
@@ -187,6 +204,65 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             id: key.to_owned(),
             operation: "begin_attempt",
         })
+    }
+
+    /// [`journal`](Self::journal) and [`begin_attempt`](Self::begin_attempt) in one write,
+    /// for a send about to be made inline: the record is written `sending`, leased to this
+    /// process with its first attempt charged, so the provider can be called at once. Both
+    /// write points' hooks run around that one write (`outbox.journal` and
+    /// `outbox.beginAttempt`).
+    ///
+    /// A crash loses nothing to this: before the write lands, nothing is recorded and the
+    /// replayed handler journals the send again; once it has landed, the provider may be
+    /// called, which is the ambiguous window `begin_attempt` opens anyway. The moment between
+    /// the two writes, where a crash left a `pending` record, no longer exists.
+    ///
+    /// Leases only a new single record whose chat has no earlier open send (per-chat order);
+    /// anything else is [`JournalBegun::Journal`], written as `journal` writes it.
+    pub async fn journal_and_begin(&self, new: NewSend) -> Result<JournalBegun, DurabilityError> {
+        if let Some((size, limit)) = self.oversize(&new) {
+            return Ok(JournalBegun::Journal(SendJournal::Bypassed { size, limit }));
+        }
+        let kind = new.key.kind();
+        let mut record = self.record_of(new);
+        if self.earlier_open(&record).await?.is_some() {
+            // Waits behind the chat's earlier send: journaled pending, as `journal` does.
+            return Ok(JournalBegun::Journal(
+                match Box::pin(self.create(record)).await? {
+                    Created::New(r) => SendJournal::Journaled(r),
+                    Created::Existing { found, ours } => {
+                        Box::pin(self.found_recorded(kind, found, *ours)).await?
+                    }
+                },
+            ));
+        }
+        let now = record.created_ms;
+        let lease_ms = duration_ms(self.d.config().outbox.lease);
+        record.fence = 1;
+        record.attempts = 1;
+        record.state = OutboxState::Sending;
+        let stored = self.d.incarnation().lease(record.fence, now, lease_ms);
+        let lease = OutboxLease {
+            key: record.key.clone(),
+            chat: record.chat.clone(),
+            token: stored.token,
+            owner: stored.owner.clone(),
+            expires_ms: stored.expires_ms,
+            attempt: record.attempts,
+        };
+        record.lease = Some(stored);
+        let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
+        match self.create_at(&points, record).await? {
+            Created::New(record) => Ok(JournalBegun::Leased { lease, record }),
+            Created::Existing { found, mut ours } => {
+                // Not written: the record found decides, as for `journal`.
+                ours.state = OutboxState::Pending;
+                ours.lease = None;
+                Ok(JournalBegun::Journal(
+                    Box::pin(self.found_recorded(kind, found, *ours)).await?,
+                ))
+            }
+        }
     }
 
     /// The key of the earliest open send of the same chat journaled before `r`, if any.

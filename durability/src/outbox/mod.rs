@@ -15,7 +15,7 @@
 //! | the process dies… | record found | on restart |
 //! | --- | --- | --- |
 //! | before `journal` | none | the replayed handler journals and sends it |
-//! | after `journal`, before `begin_attempt` | `pending` | the replay's `journal` finds it (`Recorded`), then sends it |
+//! | after `journal`, before `begin_attempt` | `pending` | the replay's `journal` finds it (`Recorded`), then sends it (a send journaled and leased in one write, [`Outbox::journal_and_begin`], has no such moment) |
 //! | between `begin_attempt` ("about to call the provider") and `mark_sent` | `sending` under the dead incarnation's lease | ambiguous: `on_ambiguous: skip` → `unknown` (never a duplicate); `resend` → pending again (never lost); `Ambiguous` either way |
 //! | after `mark_sent` | `sent` | the replay's `journal` finds it: answered from the outbox, nothing sent |
 //!
@@ -30,7 +30,7 @@ mod operator;
 mod parts;
 mod sweep;
 
-pub use attempts::{AmbiguousOutcome, BeginAttempt};
+pub use attempts::{AmbiguousOutcome, BeginAttempt, JournalBegun};
 
 use serde::{Deserialize, Serialize};
 
@@ -291,7 +291,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 }
 
-enum Created {
+pub(crate) enum Created {
     /// Written: the new record.
     New(OutboxRecord),
     /// The key was taken: the record found, and the one that was not written.
@@ -367,11 +367,21 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         }
     }
 
-    async fn create(&self, record: OutboxRecord) -> Result<Created, DurabilityError> {
+    pub(crate) async fn create(&self, record: OutboxRecord) -> Result<Created, DurabilityError> {
+        self.create_at(&[WritePoint::OutboxJournal], record).await
+    }
+
+    /// Creates `record` under the hooks of `points` (the journal write, or the journal write
+    /// that also begins the first attempt).
+    pub(crate) async fn create_at(
+        &self,
+        points: &[WritePoint],
+        record: OutboxRecord,
+    ) -> Result<Created, DurabilityError> {
         for _ in 0..8 {
             match self
                 .d
-                .put(WritePoint::OutboxJournal, "journal", None, &record)
+                .put_at_points(points, "journal", None, &record)
                 .await?
             {
                 CasOutcome::Ok { version } => {
@@ -430,16 +440,30 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// is `Recorded` (or `Diverged` for a derived key whose fingerprint differs); a payload over
     /// `outbox.max_payload_bytes` is `Bypassed` with a warning.
     pub async fn journal(&self, new: NewSend) -> Result<SendJournal, DurabilityError> {
-        let config = &self.d.config().outbox;
         if let Some((size, limit)) = self.oversize(&new) {
             return Ok(SendJournal::Bypassed { size, limit });
         }
         let kind = new.key.kind();
         let record = self.record_of(new);
-        let (existing, ours) = match self.create(record).await? {
-            Created::New(r) => return Ok(SendJournal::Journaled(r)),
-            Created::Existing { found, ours } => (found, ours),
-        };
+        match self.create(record).await? {
+            Created::New(r) => Ok(SendJournal::Journaled(r)),
+            Created::Existing { found, ours } => {
+                Box::pin(self.found_recorded(kind, found, *ours)).await
+            }
+        }
+    }
+
+    /// What a journal write that found its key taken answers: the record found (same send),
+    /// or, for a derived key recorded with other content, `Diverged` (with the journal of the
+    /// new content under its own key when `on_diverged: send`). `ours` is the record that was
+    /// not written.
+    pub(crate) async fn found_recorded(
+        &self,
+        kind: KeyKind,
+        existing: OutboxRecord,
+        ours: OutboxRecord,
+    ) -> Result<SendJournal, DurabilityError> {
+        let config = &self.d.config().outbox;
         if !existing.diverges_from(kind, &ours.fingerprint) {
             self.d.count(Counter::OutboxDeduped);
             tracing::debug!(key = %existing.key, state = existing.state.as_str(), "send already recorded");

@@ -3,7 +3,8 @@
 //!
 //! A send is journaled under its key (after the `before` send hooks) before the provider is
 //! called ("about to call" = `begin_attempt`, which takes a lease with a fencing token and
-//! charges an attempt), and `mark_sent` records the provider's id right after. A send whose key
+//! charges an attempt; a send that goes out in one part is journaled and leased in the same
+//! write, `journal_and_begin`), and `mark_sent` records the provider's id right after. A send whose key
 //! is already recorded as sent is answered from the outbox. A failure is classified (rate
 //! limit with its `retry_after`, retryable, final) and scheduled by the journal; the caller
 //! keeps retrying inline for `outbox.inline_max`, then gets `SendDeferred` carrying the key while
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_durability::StepCommitError;
-use botmesh_durability::outbox::{BeginAttempt, Payload};
+use botmesh_durability::outbox::{BeginAttempt, JournalBegun, Payload};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{
@@ -102,8 +103,32 @@ pub(crate) async fn deliver(
     outgoing: Outgoing,
     fp: Fingerprint,
 ) -> Result<SendOutcome, BotError> {
-    let Some((record, fresh)) = journal(k, dur, rule, &key, &chat, &outgoing, fp).await? else {
-        return direct(k, &chat, &outgoing, &key).await;
+    // A send that goes out in one part is journaled and leased in one write, and the
+    // provider called at once; one in parts is journaled, split, then delivered part by part.
+    let begun = if over_limit(&outgoing, &k.capabilities) {
+        journal(k, dur, rule, &key, &chat, &outgoing, fp).await?
+    } else {
+        journal_and_begin(dur, rule, &key, &chat, &outgoing, fp).await?
+    };
+    let (record, fresh) = match begun {
+        Journaled::Bypassed => return direct(k, &chat, &outgoing, &key).await,
+        Journaled::Leased(lease, record) => {
+            let outcome = SendOutcome {
+                key: Some(record.key.clone()),
+                ..SendOutcome::default()
+            };
+            let keys = vec![record.key.clone()];
+            return deliver_parts(
+                k,
+                dur,
+                keys,
+                Some(&outgoing),
+                Some((lease, record)),
+                outcome,
+            )
+            .await;
+        }
+        Journaled::Record(record, fresh) => (record, fresh),
     };
     if record.state == OutboxState::Sent {
         return Ok(deduped(&record));
@@ -117,22 +142,25 @@ pub(crate) async fn deliver(
     let parts = ensure_parts(k, dur, record, known).await?;
     let known = known.filter(|_| parts.len() == 1);
     let keys = parts.into_iter().map(|p| p.key).collect();
-    deliver_parts(k, dur, keys, known, outcome).await
+    deliver_parts(k, dur, keys, known, None, outcome).await
 }
 
-/// Delivers the parts `keys` of one send in order, inline, adding each to `outcome`.
+/// Delivers the parts `keys` of one send in order, inline, adding each to `outcome`. `first`
+/// is the lease of the first part when its journal write already took it.
 async fn deliver_parts(
     k: &Arc<Kernel>,
     dur: &Durable,
     keys: Vec<String>,
     known: Option<&Outgoing>,
+    mut first: Option<(OutboxLease, OutboxRecord)>,
     mut outcome: SendOutcome,
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
     for key in keys {
+        let leased = first.take();
         // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
         // creates it, the whole future below it.
-        match Box::pin(attempt_inline(k, dur, &key, &budget, known)).await? {
+        match Box::pin(attempt_inline(k, dur, &key, &budget, known, leased)).await? {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -146,8 +174,38 @@ async fn deliver_parts(
     Ok(outcome)
 }
 
-/// Journals a send: the record to carry on with, and whether this call wrote it (its payload
-/// is then `outgoing`); `None` when it bypasses the outbox (too large or not encodable).
+/// What journaling a send left to do.
+enum Journaled {
+    /// It bypasses the outbox (too large or not encodable): send it directly.
+    Bypassed,
+    /// Journaled and leased in one write: call the provider with this lease.
+    Leased(OutboxLease, OutboxRecord),
+    /// The record to carry on with, and whether this call wrote it (its payload is then
+    /// `outgoing`).
+    Record(OutboxRecord, bool),
+}
+
+/// The send's new record, or `None` when it is not encodable (it then bypasses the outbox).
+fn new_send(
+    dur: &Durable,
+    rule: &KeyRule,
+    key: &str,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    fp: Fingerprint,
+) -> Option<NewSend> {
+    match Payload::encode(outgoing) {
+        Ok(payload) => {
+            Some(NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp))
+        }
+        Err(e) => {
+            dur.d.outbox().bypass(key, &format!("not encodable: {e}"));
+            None
+        }
+    }
+}
+
+/// Journals a send (see [`Journaled`]).
 async fn journal(
     _k: &Kernel,
     dur: &Durable,
@@ -156,35 +214,58 @@ async fn journal(
     chat: &ChatId,
     outgoing: &Outgoing,
     fp: Fingerprint,
-) -> Result<Option<(OutboxRecord, bool)>, BotError> {
-    let payload = match Payload::encode(outgoing) {
-        Ok(p) => p,
-        Err(e) => {
-            dur.d.outbox().bypass(key, &format!("not encodable: {e}"));
-            return Ok(None);
-        }
+) -> Result<Journaled, BotError> {
+    let Some(new) = new_send(dur, rule, key, chat, outgoing, fp) else {
+        return Ok(Journaled::Bypassed);
     };
-    let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
-    match dur.d.outbox().journal(new).await.map_err(journal_error)? {
-        SendJournal::Bypassed { size, limit } => {
-            tracing::warn!(
-                key,
-                size,
-                limit,
-                "payload over outbox.max_payload_bytes: sent without the outbox"
-            );
-            Ok(None)
-        }
-        journaled => {
-            let fresh = match &journaled {
-                SendJournal::Journaled(_) => true,
-                SendJournal::Diverged {
-                    resend: Some(next), ..
-                } => matches!(**next, SendJournal::Journaled(_)),
-                _ => false,
-            };
-            Ok(journaled.into_record().map(|r| (r, fresh)))
-        }
+    let journaled = dur.d.outbox().journal(new).await.map_err(journal_error)?;
+    Ok(carry_on(key, journaled))
+}
+
+/// Journals a send and, when it can, leases it for its first attempt in the same write.
+async fn journal_and_begin(
+    dur: &Durable,
+    rule: &KeyRule,
+    key: &str,
+    chat: &ChatId,
+    outgoing: &Outgoing,
+    fp: Fingerprint,
+) -> Result<Journaled, BotError> {
+    let Some(new) = new_send(dur, rule, key, chat, outgoing, fp) else {
+        return Ok(Journaled::Bypassed);
+    };
+    match dur
+        .d
+        .outbox()
+        .journal_and_begin(new)
+        .await
+        .map_err(journal_error)?
+    {
+        JournalBegun::Leased { lease, record } => Ok(Journaled::Leased(lease, record)),
+        JournalBegun::Journal(journaled) => Ok(carry_on(key, journaled)),
+    }
+}
+
+fn carry_on(key: &str, journaled: SendJournal) -> Journaled {
+    if let SendJournal::Bypassed { size, limit } = journaled {
+        tracing::warn!(
+            key,
+            size,
+            limit,
+            "payload over outbox.max_payload_bytes: sent without the outbox"
+        );
+        return Journaled::Bypassed;
+    }
+    let fresh = match &journaled {
+        SendJournal::Journaled(_) => true,
+        SendJournal::Diverged {
+            resend: Some(next), ..
+        } => matches!(**next, SendJournal::Journaled(_)),
+        _ => false,
+    };
+    match journaled.into_record() {
+        Some(r) => Journaled::Record(r, fresh),
+        None => Journaled::Bypassed,
     }
 }
 
@@ -295,15 +376,19 @@ async fn attempt_inline(
     key: &str,
     budget: &Budget,
     known: Option<&Outgoing>,
+    mut leased: Option<(OutboxLease, OutboxRecord)>,
 ) -> Result<Delivered, BotError> {
     loop {
-        let wait_at = match dur
-            .d
-            .outbox()
-            .begin_attempt(key)
-            .await
-            .map_err(journal_error)?
-        {
+        let begun = match leased.take() {
+            Some((lease, record)) => BeginAttempt::Leased { lease, record },
+            None => dur
+                .d
+                .outbox()
+                .begin_attempt(key)
+                .await
+                .map_err(journal_error)?,
+        };
+        let wait_at = match begun {
             BeginAttempt::Leased { lease, record } => {
                 match Box::pin(attempt(k, dur, lease, record, known)).await? {
                     Attempt::Sent(id) => return Ok(Delivered::Now(id)),
@@ -566,7 +651,7 @@ pub(crate) async fn deliver_recorded(
             None,
         ),
     };
-    deliver_parts(k, dur, keys, known, outcome).await
+    deliver_parts(k, dur, keys, known, None, outcome).await
 }
 
 /// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).
@@ -705,7 +790,7 @@ impl Bot {
             });
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
-        let Some((record, fresh)) =
+        let Journaled::Record(record, fresh) =
             journal(k, dur, &rule, &key, &draft.chat, &draft.outgoing, fp).await?
         else {
             return Err(BotError::config(
