@@ -398,9 +398,10 @@ impl Shared {
             }),
             BotEvent::Durability(event) => {
                 let detail = serde_json::to_value(event).ok();
+                let chat = event.chat().map(|c| ChatId(c.to_owned()));
                 self.print(&OutLine::Event {
                     name: format!("durability:{}", event.name()),
-                    chat: None,
+                    chat: chat.as_ref(),
                     context: None,
                     error: None,
                     reason: None,

@@ -295,3 +295,57 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
         "{events:?}"
     );
 }
+
+#[tokio::test]
+async fn a_durability_event_prints_with_its_chat() {
+    use botmesh::durability::{MemoryKv, NewSend, SendKey, outbox::JournalBegun};
+    use botmesh::durable::DurabilityOptions;
+
+    let (input, provider_in) = tokio::io::duplex(64 * 1024);
+    let (provider_out, output) = tokio::io::duplex(64 * 1024);
+    let mut output = Output::new(output);
+    let provider = JsonlProvider::with_io(provider_in, provider_out);
+    let kv = std::sync::Arc::new(MemoryKv::new());
+    let durable = || DurabilityOptions::shared(kv.clone()).instance_id("i1");
+    // An earlier incarnation of the bot (same scope, same instance id) was about to call the
+    // provider for chat c when it died: the send's outcome is unknown, which the next start
+    // reports.
+    let before = Bot::builder(botmesh::testing::MockProvider::new())
+        .durability(durable())
+        .build()
+        .expect("earlier bot builds");
+    let earlier = before.durability().expect("durable").clone();
+    let begun = earlier
+        .outbox()
+        .journal_and_begin(NewSend::new(
+            SendKey::explicit("k1"),
+            "c",
+            json!({ "text": { "text": "hi" } }),
+        ))
+        .await
+        .expect("journal");
+    assert!(matches!(begun, JournalBegun::Leased { .. }), "{begun:?}");
+    drop((earlier, before));
+    // The next incarnation starts later than that lease was taken (by the millisecond clock).
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let bot = Bot::builder(provider.clone())
+        .durability(durable())
+        .build()
+        .expect("bot builds");
+    provider.attach(&bot);
+    let run = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.run().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+    provider.flush().await;
+    let lines = parse(&output.rest().await);
+    let ambiguous = lines
+        .iter()
+        .find(|l| l["type"] == "event" && l["name"] == "durability:ambiguous")
+        .unwrap_or_else(|| panic!("no ambiguous event: {lines:?}"));
+    assert_eq!(ambiguous["chat"], "c", "{ambiguous}");
+    assert_eq!(ambiguous["detail"]["key"], "k1", "{ambiguous}");
+}
