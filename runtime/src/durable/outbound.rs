@@ -105,11 +105,8 @@ pub(crate) async fn deliver(
 ) -> Result<SendOutcome, BotError> {
     // A send that goes out in one part is journaled and leased in one write, and the
     // provider called at once; one in parts is journaled, split, then delivered part by part.
-    let begun = if over_limit(&outgoing, &k.capabilities) {
-        journal(k, dur, rule, &key, &chat, &outgoing, fp).await?
-    } else {
-        journal_and_begin(dur, rule, &key, &chat, &outgoing, fp).await?
-    };
+    let begin = !over_limit(&outgoing, &k.capabilities);
+    let begun = journal(dur, rule, &key, &chat, &outgoing, fp, begin).await?;
     let (record, fresh) = match begun {
         Journaled::Bypassed => return direct(k, &chat, &outgoing, &key).await,
         Journaled::Leased(lease, record) => {
@@ -205,45 +202,30 @@ fn new_send(
     }
 }
 
-/// Journals a send (see [`Journaled`]).
+/// Journals a send (see [`Journaled`]); with `begin`, leases it for its first attempt in
+/// the same write when it can (`journal_and_begin`).
 async fn journal(
-    _k: &Kernel,
     dur: &Durable,
     rule: &KeyRule,
     key: &str,
     chat: &ChatId,
     outgoing: &Outgoing,
     fp: Fingerprint,
+    begin: bool,
 ) -> Result<Journaled, BotError> {
     let Some(new) = new_send(dur, rule, key, chat, outgoing, fp) else {
         return Ok(Journaled::Bypassed);
     };
-    let journaled = dur.d.outbox().journal(new).await.map_err(journal_error)?;
+    let outbox = dur.d.outbox();
+    let journaled = if begin {
+        match outbox.journal_and_begin(new).await.map_err(journal_error)? {
+            JournalBegun::Leased { lease, record } => return Ok(Journaled::Leased(lease, record)),
+            JournalBegun::Journal(journaled) => journaled,
+        }
+    } else {
+        outbox.journal(new).await.map_err(journal_error)?
+    };
     Ok(carry_on(key, journaled))
-}
-
-/// Journals a send and, when it can, leases it for its first attempt in the same write.
-async fn journal_and_begin(
-    dur: &Durable,
-    rule: &KeyRule,
-    key: &str,
-    chat: &ChatId,
-    outgoing: &Outgoing,
-    fp: Fingerprint,
-) -> Result<Journaled, BotError> {
-    let Some(new) = new_send(dur, rule, key, chat, outgoing, fp) else {
-        return Ok(Journaled::Bypassed);
-    };
-    match dur
-        .d
-        .outbox()
-        .journal_and_begin(new)
-        .await
-        .map_err(journal_error)?
-    {
-        JournalBegun::Leased { lease, record } => Ok(Journaled::Leased(lease, record)),
-        JournalBegun::Journal(journaled) => Ok(carry_on(key, journaled)),
-    }
 }
 
 fn carry_on(key: &str, journaled: SendJournal) -> Journaled {
@@ -791,7 +773,7 @@ impl Bot {
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
         let Journaled::Record(record, fresh) =
-            journal(k, dur, &rule, &key, &draft.chat, &draft.outgoing, fp).await?
+            journal(dur, &rule, &key, &draft.chat, &draft.outgoing, fp, false).await?
         else {
             return Err(BotError::config(
                 "durability.outbox.max_payload_bytes",
