@@ -182,26 +182,6 @@ enum Journaled {
     Record(OutboxRecord, bool),
 }
 
-/// The send's new record, or `None` when it is not encodable (it then bypasses the outbox).
-fn new_send(
-    dur: &Durable,
-    rule: &KeyRule,
-    key: &str,
-    chat: &ChatId,
-    outgoing: &Outgoing,
-    fp: Fingerprint,
-) -> Option<NewSend> {
-    match Payload::encode(outgoing) {
-        Ok(payload) => {
-            Some(NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp))
-        }
-        Err(e) => {
-            dur.d.outbox().bypass(key, &format!("not encodable: {e}"));
-            None
-        }
-    }
-}
-
 /// Journals a send (see [`Journaled`]); with `begin`, leases it for its first attempt in
 /// the same write when it can (`journal_and_begin`).
 async fn journal(
@@ -213,10 +193,15 @@ async fn journal(
     fp: Fingerprint,
     begin: bool,
 ) -> Result<Journaled, BotError> {
-    let Some(new) = new_send(dur, rule, key, chat, outgoing, fp) else {
-        return Ok(Journaled::Bypassed);
-    };
     let outbox = dur.d.outbox();
+    let payload = match Payload::encode(outgoing) {
+        Ok(payload) => payload,
+        Err(e) => {
+            outbox.bypass(key, &format!("not encodable: {e}"));
+            return Ok(Journaled::Bypassed);
+        }
+    };
+    let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
     let journaled = if begin {
         match outbox.journal_and_begin(new).await.map_err(journal_error)? {
             JournalBegun::Leased { lease, record } => return Ok(Journaled::Leased(lease, record)),
