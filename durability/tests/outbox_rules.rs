@@ -8,10 +8,10 @@ use botmesh_durability::keys::{self, inbound_id, part_key};
 use botmesh_durability::outbox::{BeginAttempt, JournalBegun};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::{
-    Backoff, DurabilityEvent, DurableKv, Entry, FailOutcome, Fingerprint, NewSend, OnDiverged,
-    OutboxState, RecordKind, Scope, SendFailure, SendJournal, SendKey,
+    Backoff, DurabilityEvent, DurableKv, Entry, FailOutcome, Fingerprint, OnDiverged, OutboxState,
+    RecordKind, Scope, SendFailure, SendJournal, SendKey,
 };
-use journal_env::{Env, T0, claim_new, events, journal, lease, send_ok, state};
+use journal_env::{Env, T0, claim_new, events, journal, journal_and_begin, lease, send_ok, state};
 use serde_json::json;
 
 #[allow(dead_code, reason = "shared by several test files, each uses a part")]
@@ -428,18 +428,6 @@ async fn a_later_send_never_overtakes_an_earlier_one_of_its_chat() {
 }
 
 // ---- journal and first attempt in one write ----------------------------------------------------
-
-async fn journal_and_begin(
-    d: &botmesh_durability::KvDurability<botmesh_durability::MemoryKv>,
-    key: SendKey,
-    chat: &str,
-    text: &str,
-) -> JournalBegun {
-    d.outbox()
-        .journal_and_begin(NewSend::new(key, chat, json!({ "text": text })))
-        .await
-        .expect("journal_and_begin")
-}
 
 #[tokio::test]
 async fn journal_and_begin_leases_a_new_send_in_the_write_that_journals_it() {

@@ -20,7 +20,7 @@ use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
 use crate::journal::{Step, index};
 use crate::kv::{DurableKv, WritePoint};
-use crate::leases::{LeaseStatus, OutboxLease};
+use crate::leases::{Incarnation, LeaseStatus, OutboxLease};
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 use crate::retries::{self, FailOutcome, PartGate, SendFailure, duration_ms};
 
@@ -177,21 +177,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                         {
                             return Ok(Step::Keep(None));
                         }
-                        r.fence += 1;
-                        r.attempts += 1;
-                        r.state = OutboxState::Sending;
-                        r.updated_ms = now;
-                        let stored = me.lease(r.fence, now, lease_ms);
-                        let lease = OutboxLease {
-                            key: r.key.clone(),
-                            chat: r.chat.clone(),
-                            token: stored.token,
-                            owner: stored.owner.clone(),
-                            expires_ms: stored.expires_ms,
-                            attempt: r.attempts,
-                        };
-                        r.lease = Some(stored);
-                        Ok(Step::Write(Some(lease)))
+                        Ok(Step::Write(Some(Self::take_lease(r, me, now, lease_ms))))
                     },
                 )
                 .await?;
@@ -228,29 +214,11 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         if self.earlier_open(&record).await?.is_some() {
             // Waits behind the chat's earlier send: journaled pending, as `journal` does.
             return Ok(JournalBegun::Journal(
-                match Box::pin(self.create(record)).await? {
-                    Created::New(r) => SendJournal::Journaled(r),
-                    Created::Existing { found, ours } => {
-                        Box::pin(self.found_recorded(kind, found, *ours)).await?
-                    }
-                },
+                Box::pin(self.journal_record(kind, record)).await?,
             ));
         }
-        let now = record.created_ms;
-        let lease_ms = duration_ms(self.d.config().outbox.lease);
-        record.fence = 1;
-        record.attempts = 1;
-        record.state = OutboxState::Sending;
-        let stored = self.d.incarnation().lease(record.fence, now, lease_ms);
-        let lease = OutboxLease {
-            key: record.key.clone(),
-            chat: record.chat.clone(),
-            token: stored.token,
-            owner: stored.owner.clone(),
-            expires_ms: stored.expires_ms,
-            attempt: record.attempts,
-        };
-        record.lease = Some(stored);
+        let (now, lease_ms) = (record.created_ms, duration_ms(self.d.config().outbox.lease));
+        let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
         match self.create_at(&points, record).await? {
             Created::New(record) => Ok(JournalBegun::Leased { lease, record }),
@@ -263,6 +231,26 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 ))
             }
         }
+    }
+
+    /// Leases `r` to incarnation `me` for its next attempt: `sending`, a new fencing token,
+    /// the attempt charged.
+    fn take_lease(r: &mut OutboxRecord, me: &Incarnation, now: i64, lease_ms: i64) -> OutboxLease {
+        r.fence += 1;
+        r.attempts += 1;
+        r.state = OutboxState::Sending;
+        r.updated_ms = now;
+        let stored = me.lease(r.fence, now, lease_ms);
+        let lease = OutboxLease {
+            key: r.key.clone(),
+            chat: r.chat.clone(),
+            token: stored.token,
+            owner: stored.owner.clone(),
+            expires_ms: stored.expires_ms,
+            attempt: r.attempts,
+        };
+        r.lease = Some(stored);
+        lease
     }
 
     /// The key of the earliest open send of the same chat journaled before `r`, if any.

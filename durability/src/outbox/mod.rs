@@ -445,6 +445,15 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         }
         let kind = new.key.kind();
         let record = self.record_of(new);
+        self.journal_record(kind, record).await
+    }
+
+    /// Journals `record` (pending), or answers from the record found under its key.
+    pub(crate) async fn journal_record(
+        &self,
+        kind: KeyKind,
+        record: OutboxRecord,
+    ) -> Result<SendJournal, DurabilityError> {
         match self.create(record).await? {
             Created::New(r) => Ok(SendJournal::Journaled(r)),
             Created::Existing { found, ours } => {

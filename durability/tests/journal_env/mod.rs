@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use botmesh_durability::inbox::InboxJournalClaim;
 use botmesh_durability::leases::{InboxLease, OutboxLease};
-use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::outbox::{BeginAttempt, JournalBegun};
 use botmesh_durability::{
     Backoff, DurabilityConfig, DurabilityEvent, KvDurability, ManualClock, MemoryKv, NewInbound,
     NewSend, OutboxState, Scope, SendJournal, SendKey,
@@ -79,6 +79,18 @@ pub(crate) async fn journal(
         .journal(NewSend::new(key, chat, json!({ "text": text })))
         .await
         .expect("journal send")
+}
+
+pub(crate) async fn journal_and_begin(
+    d: &KvDurability<MemoryKv>,
+    key: SendKey,
+    chat: &str,
+    text: &str,
+) -> JournalBegun {
+    d.outbox()
+        .journal_and_begin(NewSend::new(key, chat, json!({ "text": text })))
+        .await
+        .expect("journal_and_begin")
 }
 
 pub(crate) async fn lease(d: &KvDurability<MemoryKv>, key: &str) -> OutboxLease {
