@@ -69,7 +69,8 @@ pub use journal::{
 };
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
-    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
+    CasOutcome, DurableKv, Entry, EntryValue, KeyedValue, KvError, KvOp, KvRecord, MemoryKv,
+    RecordEntry, RecordValue, Scope, Versioned, VersionedValue, WritePoint,
 };
 pub use leases::{InboxLease, OutboxLease};
 pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};

@@ -253,11 +253,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         Ok(found
             .into_iter()
             .filter_map(|r| {
-                crate::journal::index::id_of(kind, &r.key).map(|id| QuarantinedRecord {
-                    kind,
-                    id: id.to_owned(),
-                    bytes: r.entry.value,
-                })
+                let id = crate::journal::index::id_of(kind, &r.key)?.to_owned();
+                // Quarantine keeps bytes; a record kept unencoded is given as its JSON.
+                let bytes = r.entry.value.into_bytes().ok()?;
+                Some(QuarantinedRecord { kind, id, bytes })
             })
             .collect())
     }

@@ -34,7 +34,7 @@ pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
 use crate::journal::{JournalRecord, KvDurability, index};
 use crate::keys;
-use crate::kv::{CasOutcome, DurableKv, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, RecordInner, RecordValue, WritePoint};
 use crate::leases::LeaseRecord;
 use crate::media_refs::StoredMediaRef;
 use crate::operating::{Counter, RecordKind};
@@ -140,6 +140,17 @@ impl JournalRecord for InboundRecord {
 
     fn payload_len(&self) -> usize {
         self.payload.len()
+    }
+
+    fn to_record_value(&self) -> RecordValue {
+        RecordValue::from(self.clone())
+    }
+
+    fn from_record_value(value: &RecordValue) -> Option<Self> {
+        match &value.0 {
+            RecordInner::Inbound(r) => Some(InboundRecord::clone(r)),
+            _ => None,
+        }
     }
 
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {

@@ -29,6 +29,7 @@ pub(crate) use records::{JournalRecord, Loaded, Step};
 pub use step::{StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend};
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -37,7 +38,9 @@ use tokio::sync::broadcast;
 use crate::clock::{Clock, SystemClock};
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
-use crate::kv::{CasOutcome, DurableKv, Entry, KvError, MemoryKv, Scope, WritePhase, WritePoint};
+use crate::kv::{
+    CasOutcome, DurableKv, Entry, KvError, MemoryKv, RecordEntry, Scope, WritePhase, WritePoint,
+};
 use crate::leases::{Incarnation, InstanceId};
 use crate::operating::{Counter, Counters, DurabilityEvent, DurabilityMetrics, RecordKind};
 
@@ -332,13 +335,40 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
+        self.hooked(
+            points,
+            self.kv.cas(&self.shared.scope, key, expected, entry),
+        )
+        .await
+    }
+
+    /// [`cas_at_points`](Self::cas_at_points) of a record not yet encoded
+    /// ([`DurableKv::cas_record`]).
+    pub(crate) async fn cas_record_at_points(
+        &self,
+        points: &[WritePoint],
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<CasOutcome, KvError> {
+        self.hooked(
+            points,
+            self.kv.cas_record(&self.shared.scope, key, expected, entry),
+        )
+        .await
+    }
+
+    /// Runs `write` between the `Before` hooks of every point in `points` and, once it
+    /// applied, their `After` hooks.
+    async fn hooked(
+        &self,
+        points: &[WritePoint],
+        write: impl Future<Output = Result<CasOutcome, KvError>>,
+    ) -> Result<CasOutcome, KvError> {
         for point in points {
             self.hook(*point, WritePhase::Before)?;
         }
-        let outcome = self
-            .kv
-            .cas(&self.shared.scope, key, expected, entry)
-            .await?;
+        let outcome = write.await?;
         if outcome.is_ok() {
             for point in points {
                 self.hook(*point, WritePhase::After)?;

@@ -19,30 +19,36 @@ use super::snapshots::{self, Snapshot, SnapshotMap, Snapshots};
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
-    CasOutcome, DurableKv, Entry, Index, KvError, KvRecord, Versioned, WritePhase, WritePoint,
+    CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, RecordEntry, RecordValue,
+    VersionedValue, WritePhase, WritePoint, encode_json,
 };
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 
-/// Bytes reserved for a record's fields besides its payload when it is encoded.
-const ENCODE_SLACK: usize = 640;
-
 impl<K: DurableKv + ?Sized> KvDurability<K> {
-    /// The entry of a record encoded for storage.
+    /// The entry of a record encoded for storage (for a batch, which carries bytes).
     pub(crate) fn encode<R: JournalRecord>(record: &R) -> Result<Entry, DurabilityError> {
-        // Sized up front: the payload plus room for the other fields, so the buffer is not
-        // grown (copied) several times while the record is written.
-        let mut value = Vec::with_capacity(record.payload_len() + ENCODE_SLACK);
-        serde_json::to_writer(&mut value, record).map_err(|e| DurabilityError::Encode {
-            kind: R::KIND,
-            id: record.id().to_owned(),
-            reason: e.to_string(),
-        })?;
+        let value =
+            encode_json(record, record.payload_len()).map_err(|e| DurabilityError::Encode {
+                kind: R::KIND,
+                id: record.id().to_owned(),
+                reason: e.to_string(),
+            })?;
         let (idx1, idx2) = record.indexes();
         Ok(Entry {
             value,
             idx1: Some(idx1),
             idx2,
         })
+    }
+
+    /// A record and its index values, as [`DurableKv::cas_record`] takes them.
+    fn record_entry<R: JournalRecord>(record: &R) -> RecordEntry {
+        let (idx1, idx2) = record.indexes();
+        RecordEntry {
+            value: record.to_record_value(),
+            idx1: Some(idx1),
+            idx2,
+        }
     }
 
     /// Writes a record (create with `expected: None`).
@@ -65,9 +71,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         record: &R,
     ) -> Result<CasOutcome, DurabilityError> {
-        let entry = Self::encode(record)?;
+        let entry = Self::record_entry(record);
         let key = index::storage_key(R::KIND, record.id());
-        self.cas_at_points(points, &key, expected, entry)
+        self.cas_record_at_points(points, &key, expected, entry)
             .await
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
     }
@@ -82,19 +88,18 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         let key = index::storage_key(R::KIND, id);
         let found = self
             .kv
-            .get(&self.shared.scope, &key)
+            .get_record(&self.shared.scope, &key)
             .await
             .map_err(Self::backend_err(R::KIND, id, operation))?;
         let Some(entry) = found else {
             return Ok(None);
         };
-        match serde_json::from_slice::<R>(&entry.value) {
+        match decode::<R>(&entry.value) {
             Ok(record) => Ok(Some(Loaded {
                 version: entry.version,
                 record,
             })),
-            Err(e) => {
-                let reason = e.to_string();
+            Err(reason) => {
                 // Boxed: a rare path, kept out of the (hot) load future's size.
                 Box::pin(self.quarantine(R::KIND, &key, entry, &reason)).await;
                 Err(DurabilityError::Corrupt {
@@ -107,15 +112,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 
     /// Decodes a listed entry, quarantining it when it is not a valid record.
-    async fn decode_listed<R: JournalRecord>(&self, raw: KvRecord) -> Option<Loaded<R>> {
-        match serde_json::from_slice::<R>(&raw.entry.value) {
+    async fn decode_listed<R: JournalRecord>(&self, raw: KeyedValue) -> Option<Loaded<R>> {
+        match decode::<R>(&raw.entry.value) {
             Ok(record) => Some(Loaded {
                 version: raw.entry.version,
                 record,
             }),
-            Err(e) => {
-                self.quarantine(R::KIND, &raw.key, raw.entry, &e.to_string())
-                    .await;
+            Err(reason) => {
+                self.quarantine(R::KIND, &raw.key, raw.entry, &reason).await;
                 None
             }
         }
@@ -123,7 +127,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
 
     /// Moves an undecodable record out of every index except the quarantine, logs it and
     /// emits `Dead`. Failing to do so is logged, never raised: the caller goes on.
-    async fn quarantine(&self, kind: RecordKind, key: &str, entry: Versioned, reason: &str) {
+    async fn quarantine(&self, kind: RecordKind, key: &str, entry: VersionedValue, reason: &str) {
         let id = index::id_of(kind, key).unwrap_or(key).to_owned();
         let (q_from, q_to) = index::state_range(kind, "quarantine");
         if entry
@@ -137,8 +141,16 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             RecordKind::Inbound => WritePoint::InboxQuarantine,
             RecordKind::Outbound => WritePoint::OutboxQuarantine,
         };
+        // A record of the other journal under this key is kept as its JSON.
+        let value = match entry.value.into_bytes() {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::error!(%kind, id = %id, error = %e, %reason, "cannot quarantine undecodable record");
+                return;
+            }
+        };
         let moved = Entry {
-            value: entry.value,
+            value,
             idx1: Some(index::idx1(kind, "quarantine", self.now_ms(), &id)),
             idx2: None,
         };
@@ -214,9 +226,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KvRecord>, DurabilityError> {
+    ) -> Result<Vec<KeyedValue>, DurabilityError> {
         self.kv
-            .range(&self.shared.scope, Index::One, from, to, limit)
+            .range_records(&self.shared.scope, Index::One, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list"))
     }
@@ -228,9 +240,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KvRecord>, DurabilityError> {
+    ) -> Result<Vec<KeyedValue>, DurabilityError> {
         self.kv
-            .range(&self.shared.scope, Index::Two, from, to, limit)
+            .range_records(&self.shared.scope, Index::Two, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list by chat"))
     }
@@ -412,6 +424,15 @@ pub(crate) struct Loaded<R> {
     pub(crate) record: R,
 }
 
+/// Decodes a stored value into a record of `R`'s journal; the reason when it is not one.
+fn decode<R: JournalRecord>(value: &EntryValue) -> Result<R, String> {
+    match value {
+        EntryValue::Bytes(bytes) => serde_json::from_slice::<R>(bytes).map_err(|e| e.to_string()),
+        EntryValue::Record(record) => R::from_record_value(record)
+            .ok_or_else(|| format!("a record of another journal than the {} one", R::KIND)),
+    }
+}
+
 /// A record kept in a journal.
 pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sync {
     /// Its journal.
@@ -424,6 +445,12 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     fn is_open(&self) -> bool;
     /// The size of its payload's JSON text.
     fn payload_len(&self) -> usize;
+    /// A copy of it, as a backend stores it before encoding.
+    fn to_record_value(&self) -> RecordValue;
+    /// A copy of the record `value` holds, if it is one of this journal.
+    fn from_record_value(value: &RecordValue) -> Option<Self>
+    where
+        Self: Sized;
     /// Its journal's snapshots.
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self>
     where

@@ -14,25 +14,65 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use super::{
+    CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, KvOp, KvRecord,
+    RecordEntry, Scope, Versioned, VersionedValue,
+};
 
 /// One stored entry. The key and the index values are shared with the index sets (`Arc<str>`),
-/// so re-indexing an entry on a write clones pointers, not strings.
+/// so re-indexing an entry on a write clones pointers, not strings. A journal record written
+/// by `cas_record` is kept as it is (not encoded); the byte API encodes it when it reads it.
 struct Stored {
     key: Arc<str>,
     version: u64,
-    value: Vec<u8>,
+    value: EntryValue,
     idx1: Option<Arc<str>>,
     idx2: Option<Arc<str>>,
 }
 
 impl Stored {
-    fn versioned(&self) -> Versioned {
-        Versioned {
+    fn versioned(&self, operation: &'static str) -> Result<Versioned, KvError> {
+        Ok(Versioned {
+            version: self.version,
+            value: self.value.to_bytes(operation)?,
+            idx1: self.idx1.as_deref().map(str::to_owned),
+            idx2: self.idx2.as_deref().map(str::to_owned),
+        })
+    }
+
+    fn versioned_value(&self) -> VersionedValue {
+        VersionedValue {
             version: self.version,
             value: self.value.clone(),
             idx1: self.idx1.as_deref().map(str::to_owned),
             idx2: self.idx2.as_deref().map(str::to_owned),
+        }
+    }
+}
+
+/// What a compare-and-set stores: bytes (`cas`) or a record (`cas_record`), with its indexes.
+struct NewValue {
+    value: EntryValue,
+    idx1: Option<String>,
+    idx2: Option<String>,
+}
+
+impl From<Entry> for NewValue {
+    fn from(e: Entry) -> Self {
+        NewValue {
+            value: EntryValue::Bytes(e.value),
+            idx1: e.idx1,
+            idx2: e.idx2,
+        }
+    }
+}
+
+impl From<RecordEntry> for NewValue {
+    fn from(e: RecordEntry) -> Self {
+        NewValue {
+            value: EntryValue::Record(e.value),
+            idx1: e.idx1,
+            idx2: e.idx2,
         }
     }
 }
@@ -122,7 +162,7 @@ impl ScopeData {
         &mut self,
         key: &str,
         expected: Option<u64>,
-        entry: Entry,
+        entry: NewValue,
         next_version: u64,
     ) -> CasOutcome {
         let ScopeData {
@@ -231,49 +271,17 @@ impl MemoryKv {
         self.shared.versions.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// How many entries a scope holds (for tests).
-    pub fn len(&self, scope: &Scope) -> usize {
-        self.lock().get(scope.id()).map_or(0, |s| s.entries.len())
-    }
-
-    /// Whether a scope holds no entry.
-    pub fn is_empty(&self, scope: &Scope) -> bool {
-        self.len(scope) == 0
-    }
-}
-
-#[async_trait]
-impl DurableKv for MemoryKv {
-    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        Ok(self
-            .lock()
-            .get(scope.id())
-            .and_then(|s| s.entries.get(key).map(Stored::versioned)))
-    }
-
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        let version = self.next_version();
-        Ok(self.with_scope(scope, |data| data.apply_cas(key, expected, entry, version)))
-    }
-
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        Ok(self.with_scope(scope, |data| data.apply_delete(key, expected)))
-    }
-
-    async fn range(
+    /// The entries whose `index` value is in `from..to`, in (value, key) order, at most
+    /// `limit`, each made into a `T` by `make`.
+    fn range_with<T>(
         &self,
         scope: &Scope,
         index: Index,
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
+        make: impl Fn(&str, &Stored) -> Result<T, KvError>,
+    ) -> Result<Vec<T>, KvError> {
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }
@@ -289,18 +297,105 @@ impl DurableKv for MemoryKv {
             value: Arc::from(from),
             key: Arc::from(""),
         };
-        let out = set
-            .range(start..)
+        set.range(start..)
             .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
-            .filter_map(|e| {
-                data.entries.get(&e.key).map(|entry| KvRecord {
-                    key: e.key.to_string(),
-                    entry: entry.versioned(),
-                })
-            })
+            .filter_map(|e| data.entries.get(&e.key).map(|stored| make(&e.key, stored)))
             .take(limit)
-            .collect();
-        Ok(out)
+            .collect()
+    }
+
+    /// How many entries a scope holds (for tests).
+    pub fn len(&self, scope: &Scope) -> usize {
+        self.lock().get(scope.id()).map_or(0, |s| s.entries.len())
+    }
+
+    /// Whether a scope holds no entry.
+    pub fn is_empty(&self, scope: &Scope) -> bool {
+        self.len(scope) == 0
+    }
+}
+
+#[async_trait]
+impl DurableKv for MemoryKv {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        self.lock()
+            .get(scope.id())
+            .and_then(|s| s.entries.get(key))
+            .map(|stored| stored.versioned("get"))
+            .transpose()
+    }
+
+    async fn get_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<VersionedValue>, KvError> {
+        Ok(self
+            .lock()
+            .get(scope.id())
+            .and_then(|s| s.entries.get(key).map(Stored::versioned_value)))
+    }
+
+    async fn cas(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        let version = self.next_version();
+        Ok(self.with_scope(scope, |data| {
+            data.apply_cas(key, expected, entry.into(), version)
+        }))
+    }
+
+    async fn cas_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<CasOutcome, KvError> {
+        let version = self.next_version();
+        Ok(self.with_scope(scope, |data| {
+            data.apply_cas(key, expected, entry.into(), version)
+        }))
+    }
+
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        Ok(self.with_scope(scope, |data| data.apply_delete(key, expected)))
+    }
+
+    async fn range(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        self.range_with(scope, index, from, to, limit, |key, stored| {
+            Ok(KvRecord {
+                key: key.to_owned(),
+                entry: stored.versioned("range")?,
+            })
+        })
+    }
+
+    async fn range_records(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyedValue>, KvError> {
+        self.range_with(scope, index, from, to, limit, |key, stored| {
+            Ok(KeyedValue {
+                key: key.to_owned(),
+                entry: stored.versioned_value(),
+            })
+        })
     }
 
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
@@ -313,7 +408,7 @@ impl DurableKv for MemoryKv {
                         key,
                         expected,
                         entry,
-                    } => data.apply_cas(&key, expected, entry, version),
+                    } => data.apply_cas(&key, expected, entry.into(), version),
                     KvOp::Delete { key, expected } => data.apply_delete(&key, expected),
                 })
                 .collect()

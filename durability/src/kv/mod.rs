@@ -31,8 +31,11 @@
 //! two sorted sets per scope, each write one Lua script.
 
 mod memory;
+mod record;
 
 pub use memory::MemoryKv;
+pub use record::{EntryValue, KeyedValue, RecordEntry, RecordValue, VersionedValue};
+pub(crate) use record::{RecordInner, encode_json};
 
 use std::fmt;
 use std::sync::Arc;
@@ -437,6 +440,48 @@ pub trait DurableKv: Send + Sync + 'static {
         self.range(scope, Index::Two, from, to, limit).await
     }
 
+    /// Writes a journal record (not yet encoded) under `key` if the key's version is
+    /// `expected`: the journals' write. The default encodes it as JSON and calls
+    /// [`cas`](Self::cas); a backend that keeps its values in this process may store the
+    /// record as it is (see [`RecordValue`]), as long as its byte API reads it back encoded.
+    async fn cas_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<CasOutcome, KvError> {
+        self.cas(scope, key, expected, entry.encode()?).await
+    }
+
+    /// Reads one entry, as bytes or as the record `cas_record` stored: the journals' read.
+    /// The default is [`get`](Self::get).
+    async fn get_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<VersionedValue>, KvError> {
+        Ok(self.get(scope, key).await?.map(VersionedValue::from))
+    }
+
+    /// [`range`](Self::range), as bytes or as the records `cas_record` stored: the journals'
+    /// listing. The default is `range`.
+    async fn range_records(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyedValue>, KvError> {
+        Ok(self
+            .range(scope, index, from, to, limit)
+            .await?
+            .into_iter()
+            .map(KeyedValue::from)
+            .collect())
+    }
+
     /// Whether several processes can share this backend at once (Postgres, Redis). The default
     /// instance id then gets a per-boot suffix (see [`crate::leases`]).
     fn shared_between_processes(&self) -> bool {
@@ -495,6 +540,32 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     }
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         (**self).batch(scope, ops).await
+    }
+    async fn cas_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<CasOutcome, KvError> {
+        (**self).cas_record(scope, key, expected, entry).await
+    }
+    async fn get_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<VersionedValue>, KvError> {
+        (**self).get_record(scope, key).await
+    }
+    async fn range_records(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyedValue>, KvError> {
+        (**self).range_records(scope, index, from, to, limit).await
     }
     fn shared_between_processes(&self) -> bool {
         (**self).shared_between_processes()

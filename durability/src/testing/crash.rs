@@ -33,7 +33,8 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::Entry;
 use crate::kv::{
-    CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, Scope, Versioned, WritePhase, WritePoint,
+    CasOutcome, DurableKv, Index, KeyedValue, KvError, KvOp, KvRecord, RecordEntry, Scope,
+    Versioned, VersionedValue, WritePhase, WritePoint,
 };
 
 /// A journal write point where a crash can be injected.
@@ -281,6 +282,40 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         self.check()?;
         self.inner.batch(scope, ops).await
+    }
+
+    async fn cas_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<CasOutcome, KvError> {
+        self.check()?;
+        self.inner.cas_record(scope, key, expected, entry).await
+    }
+
+    async fn get_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+    ) -> Result<Option<VersionedValue>, KvError> {
+        self.check()?;
+        self.inner.get_record(scope, key).await
+    }
+
+    async fn range_records(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyedValue>, KvError> {
+        self.check()?;
+        self.inner
+            .range_records(scope, index, from, to, limit)
+            .await
     }
 
     fn shared_between_processes(&self) -> bool {

@@ -1,0 +1,194 @@
+//! Journal records handed to a backend before they are encoded, and values read back as
+//! either bytes or such a record.
+//!
+//! The journals write through [`DurableKv::cas_record`](super::DurableKv::cas_record) and read
+//! through [`get_record`](super::DurableKv::get_record) and
+//! [`range_records`](super::DurableKv::range_records). A backend that stores bytes (SQLite,
+//! Postgres, Redis, the file journal) takes the default of those methods: the record is
+//! encoded as JSON, exactly the bytes `cas` would have been given, and read back as bytes. A
+//! backend that keeps its values in this process ([`MemoryKv`](super::MemoryKv)) stores the
+//! record as it is, so a journal write costs no encoding and a read no decoding. Both kinds of
+//! value can sit side by side in one backend: bytes written through `cas` are read back as
+//! bytes, and a record read through the byte API (`get`, `range`) is encoded then.
+//!
+//! This module does not decide anything about records: it only carries them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::{Entry, KvError, KvRecord, Versioned};
+use crate::inbox::InboundRecord;
+use crate::outbox::OutboxRecord;
+
+/// A journal record (an inbound event or a send), shared and not encoded yet.
+///
+/// Cheap to clone. [`encode`](Self::encode) gives the JSON bytes the journals store.
+#[derive(Clone, PartialEq)]
+pub struct RecordValue(pub(crate) RecordInner);
+
+#[derive(Clone, PartialEq)]
+pub(crate) enum RecordInner {
+    Inbound(Arc<InboundRecord>),
+    Outbound(Arc<OutboxRecord>),
+}
+
+impl RecordValue {
+    /// The record's JSON, the bytes a byte-storing backend keeps.
+    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        match &self.0 {
+            RecordInner::Inbound(r) => encode_json(&**r, r.payload.len()),
+            RecordInner::Outbound(r) => encode_json(&**r, r.payload.len()),
+        }
+    }
+
+    /// The inbound record, if this is one.
+    pub fn as_inbound(&self) -> Option<&InboundRecord> {
+        match &self.0 {
+            RecordInner::Inbound(r) => Some(r),
+            RecordInner::Outbound(_) => None,
+        }
+    }
+
+    /// The outbox record, if this is one.
+    pub fn as_outbound(&self) -> Option<&OutboxRecord> {
+        match &self.0 {
+            RecordInner::Outbound(r) => Some(r),
+            RecordInner::Inbound(_) => None,
+        }
+    }
+}
+
+impl From<InboundRecord> for RecordValue {
+    fn from(record: InboundRecord) -> Self {
+        RecordValue(RecordInner::Inbound(Arc::new(record)))
+    }
+}
+
+impl From<OutboxRecord> for RecordValue {
+    fn from(record: OutboxRecord) -> Self {
+        RecordValue(RecordInner::Outbound(Arc::new(record)))
+    }
+}
+
+impl fmt::Debug for RecordValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            RecordInner::Inbound(r) => f.debug_tuple("Inbound").field(&r.id).finish(),
+            RecordInner::Outbound(r) => f.debug_tuple("Outbound").field(&r.key).finish(),
+        }
+    }
+}
+
+/// Bytes reserved for a record's fields besides its payload when it is encoded.
+const ENCODE_SLACK: usize = 640;
+
+/// `record` as JSON, in a buffer sized for its payload.
+pub(crate) fn encode_json<T: serde::Serialize>(
+    record: &T,
+    payload_len: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    // Sized up front: the payload plus room for the other fields, so the buffer is not grown
+    // (copied) several times while the record is written.
+    let mut value = Vec::with_capacity(payload_len + ENCODE_SLACK);
+    serde_json::to_writer(&mut value, record)?;
+    Ok(value)
+}
+
+fn encode_error(operation: &'static str, e: serde_json::Error) -> KvError {
+    KvError::Unavailable {
+        operation,
+        source: Box::new(e),
+    }
+}
+
+/// What [`DurableKv::cas_record`](super::DurableKv::cas_record) stores: a record and its two
+/// index values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordEntry {
+    /// The record.
+    pub value: RecordValue,
+    /// The first secondary index value.
+    pub idx1: Option<String>,
+    /// The second secondary index value.
+    pub idx2: Option<String>,
+}
+
+impl RecordEntry {
+    /// The byte entry of this record (what the default `cas_record` hands to `cas`).
+    pub fn encode(self) -> Result<Entry, KvError> {
+        Ok(Entry {
+            value: self.value.encode().map_err(|e| encode_error("encode", e))?,
+            idx1: self.idx1,
+            idx2: self.idx2,
+        })
+    }
+}
+
+/// A stored value as read back: bytes, or a record kept as it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryValue {
+    /// Bytes, as written by `cas` (or by `cas_record` on a byte-storing backend).
+    Bytes(Vec<u8>),
+    /// A record written by `cas_record` on a backend that keeps records.
+    Record(RecordValue),
+}
+
+impl EntryValue {
+    /// The bytes of the value (a record is encoded).
+    pub fn into_bytes(self) -> Result<Vec<u8>, serde_json::Error> {
+        match self {
+            EntryValue::Bytes(bytes) => Ok(bytes),
+            EntryValue::Record(record) => record.encode(),
+        }
+    }
+
+    /// The bytes of the value, for the byte API of a backend that keeps records.
+    pub(crate) fn to_bytes(&self, operation: &'static str) -> Result<Vec<u8>, KvError> {
+        match self {
+            EntryValue::Bytes(bytes) => Ok(bytes.clone()),
+            EntryValue::Record(record) => record.encode().map_err(|e| encode_error(operation, e)),
+        }
+    }
+}
+
+/// A stored value with its version and index values (what `get_record` reads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedValue {
+    /// The version of this entry; changes on every write.
+    pub version: u64,
+    /// The value.
+    pub value: EntryValue,
+    /// The first secondary index value.
+    pub idx1: Option<String>,
+    /// The second secondary index value.
+    pub idx2: Option<String>,
+}
+
+impl From<Versioned> for VersionedValue {
+    fn from(v: Versioned) -> Self {
+        VersionedValue {
+            version: v.version,
+            value: EntryValue::Bytes(v.value),
+            idx1: v.idx1,
+            idx2: v.idx2,
+        }
+    }
+}
+
+/// One value returned by [`DurableKv::range_records`](super::DurableKv::range_records).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedValue {
+    /// The entry's key.
+    pub key: String,
+    /// The value.
+    pub entry: VersionedValue,
+}
+
+impl From<KvRecord> for KeyedValue {
+    fn from(r: KvRecord) -> Self {
+        KeyedValue {
+            key: r.key,
+            entry: r.entry.into(),
+        }
+    }
+}
