@@ -11,9 +11,44 @@
 //! waiting?" a one-row range query. The chat is length-prefixed, so a chat id that contains `:`
 //! cannot run into another chat's range.
 
-use std::fmt::Write as _;
-
 use crate::operating::RecordKind;
+
+/// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more): what
+/// `write!(out, "{n:0width$}")` writes, without the formatting machinery (these values are
+/// built on every journal write).
+fn push_decimal(out: &mut String, n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    let mut rest = n;
+    loop {
+        digits[len] = b'0' + (rest % 10) as u8;
+        len += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(std::iter::repeat_n('0', width.saturating_sub(len)));
+    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+}
+
+/// Appends `n` in lowercase hex, zero-padded to 8 digits (`{n:08x}`; wider when it needs more).
+fn push_hex8(out: &mut String, n: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut len = 0;
+    let mut rest = n;
+    loop {
+        digits[len] = HEX[rest % 16];
+        len += 1;
+        rest /= 16;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(std::iter::repeat_n('0', 8usize.saturating_sub(len)));
+    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+}
 
 fn prefix(kind: RecordKind) -> &'static str {
     match kind {
@@ -42,8 +77,9 @@ pub(crate) fn idx1(kind: RecordKind, state: &str, ms: i64, id: &str) -> String {
     value.push_str(prefix(kind));
     value.push('/');
     value.push_str(state);
-    // Writing to a `String` cannot fail.
-    let _ = write!(value, "/{:016}/", ms.max(0));
+    value.push('/');
+    push_decimal(&mut value, u64::try_from(ms).unwrap_or(0), 16);
+    value.push('/');
     value.push_str(id);
     value
 }
@@ -67,8 +103,9 @@ pub(crate) fn state_until(kind: RecordKind, state: &str, ms: i64) -> (String, St
 fn chat_prefix_with(kind: RecordKind, chat: &str, extra: usize) -> String {
     let mut value = String::with_capacity(2 + 8 + 1 + chat.len() + 1 + extra);
     value.push_str(prefix(kind));
-    // Writing to a `String` cannot fail.
-    let _ = write!(value, "/{:08x}:", chat.len());
+    value.push('/');
+    push_hex8(&mut value, chat.len());
+    value.push(':');
     value.push_str(chat);
     value.push(':');
     value
@@ -91,8 +128,9 @@ pub(crate) fn chat_range(kind: RecordKind, chat: &str) -> (String, String) {
 /// The `idx2` value of an open record (built in one allocation).
 pub(crate) fn idx2(kind: RecordKind, chat: &str, seq: u64, part: u32) -> String {
     let mut value = chat_prefix_with(kind, chat, 20 + 1 + 10);
-    // Writing to a `String` cannot fail.
-    let _ = write!(value, "{seq:020}.{part:04}");
+    push_decimal(&mut value, seq, 20);
+    value.push('.');
+    push_decimal(&mut value, u64::from(part), 4);
     value
 }
 
@@ -121,5 +159,24 @@ mod tests {
         assert!(!(from <= other && other < to));
         assert_eq!(id_of(RecordKind::Inbound, "i/x/y"), Some("x/y"));
         assert_eq!(id_of(RecordKind::Inbound, "o/x"), None);
+    }
+
+    #[test]
+    fn values_are_the_formatted_numbers() {
+        for ms in [-5, 0, 7, 1_764_720_065_123, i64::MAX] {
+            let expected = format!("o/sent/{:016}/k", ms.max(0));
+            assert_eq!(idx1(RecordKind::Outbound, "sent", ms, "k"), expected);
+        }
+        for (chat, seq, part) in [
+            ("", 0, 0),
+            ("a:b", 7, 2),
+            (&*"c".repeat(300), u64::MAX, 12_345),
+        ] {
+            let expected = format!("i/{:08x}:{chat}:{seq:020}.{part:04}", chat.len());
+            assert_eq!(idx2(RecordKind::Inbound, chat, seq, part), expected);
+        }
+        let mut wide = String::new();
+        push_hex8(&mut wide, usize::MAX);
+        assert_eq!(wide, format!("{:08x}", usize::MAX));
     }
 }

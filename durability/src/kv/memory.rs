@@ -78,17 +78,49 @@ impl From<RecordEntry> for NewValue {
 }
 
 /// An index entry: `(value, key)`, ordered bytewise by value, then key (the `range` order).
-/// The comparison runs eight bytes at a time: index values share long prefixes (`o/sent/000…`),
-/// and this is the hot loop of every write's re-indexing.
+/// The first [`HEAD_WORDS`] words of the value are kept inline (big-endian, zero-padded), so
+/// most comparisons in the index's B-tree are decided without following the value's pointer:
+/// this is the hot loop of every write's re-indexing.
 #[derive(Clone, PartialEq, Eq)]
 struct IndexEntry {
+    head: [u64; HEAD_WORDS],
     value: Arc<str>,
     key: Arc<str>,
 }
 
+/// How many 8-byte words of an index value an [`IndexEntry`] keeps inline: 32 bytes hold
+/// `o/sending/<16-digit ms>/` and the first bytes of the id.
+const HEAD_WORDS: usize = 4;
+
+impl IndexEntry {
+    fn new(value: Arc<str>, key: Arc<str>) -> Self {
+        IndexEntry {
+            head: head_of(value.as_bytes()),
+            value,
+            key,
+        }
+    }
+}
+
+/// The first `HEAD_WORDS * 8` bytes of `bytes` as big-endian words, zero-padded. Two heads
+/// that differ order their strings as the strings' bytes do (a string that ends inside the
+/// head is a prefix of the other one there); equal heads decide nothing.
+fn head_of(bytes: &[u8]) -> [u64; HEAD_WORDS] {
+    let mut padded = [0u8; HEAD_WORDS * 8];
+    let n = bytes.len().min(padded.len());
+    padded[..n].copy_from_slice(&bytes[..n]);
+    let mut head = [0u64; HEAD_WORDS];
+    for (word, chunk) in head.iter_mut().zip(padded.chunks_exact(8)) {
+        *word = self::word(chunk);
+    }
+    head
+}
+
 impl Ord for IndexEntry {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        bytewise(self.value.as_bytes(), other.value.as_bytes())
+        self.head
+            .cmp(&other.head)
+            .then_with(|| bytewise(self.value.as_bytes(), other.value.as_bytes()))
             .then_with(|| bytewise(self.key.as_bytes(), other.key.as_bytes()))
     }
 }
@@ -144,16 +176,10 @@ fn reindex(set: &mut IndexSet, key: &Arc<str>, old: Option<&Arc<str>>, new: Opti
         return;
     }
     if let Some(o) = old {
-        set.remove(&IndexEntry {
-            value: Arc::clone(o),
-            key: Arc::clone(key),
-        });
+        set.remove(&IndexEntry::new(Arc::clone(o), Arc::clone(key)));
     }
     if let Some(n) = new {
-        set.insert(IndexEntry {
-            value: Arc::clone(n),
-            key: Arc::clone(key),
-        });
+        set.insert(IndexEntry::new(Arc::clone(n), Arc::clone(key)));
     }
 }
 
@@ -293,10 +319,7 @@ impl MemoryKv {
             Index::One => &data.idx1,
             Index::Two => &data.idx2,
         };
-        let start = IndexEntry {
-            value: Arc::from(from),
-            key: Arc::from(""),
-        };
+        let start = IndexEntry::new(Arc::from(from), Arc::from(""));
         set.range(start..)
             .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
             .filter_map(|e| data.entries.get(&e.key).map(|stored| make(&e.key, stored)))
@@ -418,7 +441,9 @@ impl DurableKv for MemoryKv {
 
 #[cfg(test)]
 mod tests {
-    use super::bytewise;
+    use std::sync::Arc;
+
+    use super::{IndexEntry, bytewise};
 
     #[test]
     fn bytewise_is_the_byte_order() {
@@ -431,6 +456,11 @@ mod tests {
             "abcdefghi",
             "abcdefgg",
             "o/sent/0001/k",
+            "o/sending/0001764720065123/alice/m1",
+            "o/sending/0001764720065123/alice/m1\u{0}",
+            "o/sending/0001764720065123/alice/m2",
+            "o/sending/0001764720065124/",
+            "o/sending/0001764720065123/alice/m1:order/ask1#1",
             "o/sent/0001/k\u{0}",
             "o/sent/0002",
             "o/sent0",
@@ -445,6 +475,8 @@ mod tests {
                     a.cmp(b),
                     "{a:?} vs {b:?}"
                 );
+                let entry = |v: &str| IndexEntry::new(Arc::from(v), Arc::from("key"));
+                assert_eq!(entry(a).cmp(&entry(b)), a.cmp(b), "entries {a:?} vs {b:?}");
             }
         }
     }
