@@ -13,41 +13,49 @@
 
 use crate::operating::RecordKind;
 
-/// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more): what
-/// `write!(out, "{n:0width$}")` writes, without the formatting machinery (these values are
-/// built on every journal write).
+/// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more; `width`
+/// at most 20): what `write!(out, "{n:0width$}")` writes, without the formatting machinery
+/// (these values are built on every journal write).
 fn push_decimal(out: &mut String, n: u64, width: usize) {
-    let mut digits = [0u8; 20];
-    let mut len = 0;
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
     let mut rest = n;
     loop {
-        digits[len] = b'0' + (rest % 10) as u8;
-        len += 1;
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
         rest /= 10;
         if rest == 0 {
             break;
         }
     }
-    out.extend(std::iter::repeat_n('0', width.saturating_sub(len)));
-    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+    let from = at.min(digits.len().saturating_sub(width));
+    push_ascii(out, &digits[from..]);
 }
 
 /// Appends `n` in lowercase hex, zero-padded to 8 digits (`{n:08x}`; wider when it needs more).
 fn push_hex8(out: &mut String, n: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut len = 0;
+    let mut digits = [b'0'; 2 * size_of::<usize>()];
+    let mut at = digits.len();
     let mut rest = n;
     loop {
-        digits[len] = HEX[rest % 16];
-        len += 1;
+        at -= 1;
+        digits[at] = HEX[rest % 16];
         rest /= 16;
         if rest == 0 {
             break;
         }
     }
-    out.extend(std::iter::repeat_n('0', 8usize.saturating_sub(len)));
-    out.extend(digits[..len].iter().rev().map(|&d| char::from(d)));
+    let from = at.min(digits.len().saturating_sub(8));
+    push_ascii(out, &digits[from..]);
+}
+
+/// Appends ASCII digits.
+fn push_ascii(out: &mut String, digits: &[u8]) {
+    // Digits are ASCII, so always UTF-8.
+    if let Ok(text) = std::str::from_utf8(digits) {
+        out.push_str(text);
+    }
 }
 
 fn prefix(kind: RecordKind) -> &'static str {
