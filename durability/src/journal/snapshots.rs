@@ -42,7 +42,11 @@ pub(crate) const MAX_SNAPSHOTS: usize = 1 << 16;
 pub(crate) type Snapshot<R> = Box<Loaded<R>>;
 
 /// The snapshots of one journal, by record id.
-pub(crate) type SnapshotMap<R> = Mutex<HashMap<String, Snapshot<R>>>;
+pub(crate) type SnapshotMap<R> = Mutex<SnapshotTable<R>>;
+
+/// The snapshots of one journal by record id (a fast hasher: these are looked up on every
+/// journal write).
+pub(crate) type SnapshotTable<R> = HashMap<String, Snapshot<R>, foldhash::fast::RandomState>;
 
 /// The snapshots of both journals.
 #[derive(Default)]
@@ -51,7 +55,7 @@ pub(crate) struct Snapshots {
     pub(crate) outbound: SnapshotMap<OutboxRecord>,
 }
 
-fn lock<R>(map: &SnapshotMap<R>) -> MutexGuard<'_, HashMap<String, Snapshot<R>>> {
+fn lock<R>(map: &SnapshotMap<R>) -> MutexGuard<'_, SnapshotTable<R>> {
     // Each operation below leaves the map consistent, so a poisoned lock is still usable.
     map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

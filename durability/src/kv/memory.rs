@@ -2,11 +2,17 @@
 //!
 //! Everything lives in one mutex-guarded map per scope plus two ordered index sets, which share
 //! the entry's key and index values (`Arc<str>`): a write that re-indexes an entry moves
-//! pointers and allocates only the index values that changed. Clones
-//! share the same state, so a test can drop a "crashed" durability and open a new one on the
-//! same data. Nothing survives the process: this backend gives retries, backoff and the DLQ,
-//! not crash recovery. Versions come from one counter for the whole backend, so a re-created
-//! key never gets a version it had before.
+//! pointers and allocates only the index values that changed. What the journals write is
+//! kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
+//! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
+//! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
+//! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`);
+//! `idx2` (a chat's open records, read at every send) at every write.
+//!
+//! Clones share the same state, so a test can drop a "crashed" durability and open a new one
+//! on the same data. Nothing survives the process: this backend gives retries, backoff and the
+//! DLQ, not crash recovery. Versions come from one counter for the whole backend, so a
+//! re-created key never gets a version it had before.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,9 +161,65 @@ type IndexSet = BTreeSet<IndexEntry>;
 
 #[derive(Default)]
 struct ScopeData {
-    entries: HashMap<Arc<str>, Stored>,
-    idx1: IndexSet,
+    entries: HashMap<Arc<str>, Stored, foldhash::fast::RandomState>,
+    idx1: DeferredIndex,
     idx2: IndexSet,
+}
+
+/// How many keys may wait in a [`DeferredIndex`] before a write brings its set up to date.
+const MAX_PENDING: usize = 1 << 14;
+
+/// `idx1`, whose upkeep waits until it is read: the journals change a record's `idx1` at
+/// every write (journaled, leased, done or sent) but list it only from the sweeper, now and
+/// then. A change is noted per key (the value the set holds, the value it should hold), and
+/// the set is brought up to date before a range reads it (or when [`MAX_PENDING`] keys wait),
+/// so a record written three times between two reads costs the set one move, not three.
+#[derive(Default)]
+struct DeferredIndex {
+    set: IndexSet,
+    /// Per key changed since the last update: the value in the set, and the current one.
+    pending: HashMap<Arc<str>, PendingMove, foldhash::fast::RandomState>,
+}
+
+/// A key's index value in the set (`indexed`) and its current one (`current`).
+struct PendingMove {
+    indexed: Option<Arc<str>>,
+    current: Option<Arc<str>>,
+}
+
+impl DeferredIndex {
+    /// Notes that `key`'s value went from `old` to `new` (either may be absent).
+    fn moved(&mut self, key: &Arc<str>, old: Option<&Arc<str>>, new: Option<&Arc<str>>) {
+        if old.map(|o| &**o) == new.map(|n| &**n) {
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(key) {
+            self.update();
+        }
+        let pending = self
+            .pending
+            .entry(Arc::clone(key))
+            .or_insert_with(|| PendingMove {
+                indexed: old.cloned(),
+                current: None,
+            });
+        pending.current = new.cloned();
+    }
+
+    /// Applies the pending moves to the set.
+    fn update(&mut self) {
+        for (key, PendingMove { indexed, current }) in self.pending.drain() {
+            reindex(&mut self.set, &key, indexed.as_ref(), current.as_ref());
+        }
+    }
+
+    /// The set, up to date.
+    fn read(&mut self) -> &IndexSet {
+        if !self.pending.is_empty() {
+            self.update();
+        }
+        &self.set
+    }
 }
 
 /// The index value to store: the one already stored when it did not change (no allocation),
@@ -201,7 +263,7 @@ impl ScopeData {
             Some(stored) if expected == Some(stored.version) => {
                 let idx1 = shared_value(entry.idx1, stored.idx1.as_ref());
                 let idx2 = shared_value(entry.idx2, stored.idx2.as_ref());
-                reindex(set1, &stored.key, stored.idx1.as_ref(), idx1.as_ref());
+                set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
                 reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
                 stored.version = next_version;
                 stored.value = entry.value;
@@ -218,7 +280,7 @@ impl ScopeData {
                 let key: Arc<str> = Arc::from(key);
                 let idx1 = entry.idx1.map(Arc::from);
                 let idx2 = entry.idx2.map(Arc::from);
-                reindex(set1, &key, None, idx1.as_ref());
+                set1.moved(&key, None, idx1.as_ref());
                 reindex(set2, &key, None, idx2.as_ref());
                 entries.insert(
                     Arc::clone(&key),
@@ -243,7 +305,7 @@ impl ScopeData {
             return CasOutcome::Conflict { current };
         }
         if let Some(old) = self.entries.remove(key) {
-            reindex(&mut self.idx1, &old.key, old.idx1.as_ref(), None);
+            self.idx1.moved(&old.key, old.idx1.as_ref(), None);
             reindex(&mut self.idx2, &old.key, old.idx2.as_ref(), None);
         }
         CasOutcome::Ok { version: expected }
@@ -311,18 +373,23 @@ impl MemoryKv {
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }
-        let scopes = self.lock();
-        let Some(data) = scopes.get(scope.id()) else {
+        let mut scopes = self.lock();
+        let Some(data) = scopes.get_mut(scope.id()) else {
             return Ok(Vec::new());
         };
+        let ScopeData {
+            entries,
+            idx1,
+            idx2,
+        } = data;
         let set = match index {
-            Index::One => &data.idx1,
-            Index::Two => &data.idx2,
+            Index::One => idx1.read(),
+            Index::Two => &*idx2,
         };
         let start = IndexEntry::new(Arc::from(from), Arc::from(""));
         set.range(start..)
             .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
-            .filter_map(|e| data.entries.get(&e.key).map(|stored| make(&e.key, stored)))
+            .filter_map(|e| entries.get(&e.key).map(|stored| make(&e.key, stored)))
             .take(limit)
             .collect()
     }
@@ -479,5 +546,94 @@ mod tests {
                 assert_eq!(entry(a).cmp(&entry(b)), a.cmp(b), "entries {a:?} vs {b:?}");
             }
         }
+    }
+
+    /// Random writes, deletes and range reads of both indexes (with the deferred `idx1` kept
+    /// waiting across many writes and brought up to date at reads and at its limit) answer
+    /// exactly what a plain sorted model of the entries answers.
+    #[tokio::test]
+    async fn ranges_match_a_model_whatever_the_writes() {
+        use std::collections::BTreeMap;
+
+        use super::super::{CasOutcome, DurableKv, Entry, Index, Scope};
+        use super::{MAX_PENDING, MemoryKv};
+
+        let kv = MemoryKv::new();
+        let scope = Scope::custom("model");
+        let mut rng = fastrand::Rng::with_seed(7);
+        // key -> (version, idx1, idx2)
+        let mut model: BTreeMap<String, (u64, Option<String>, Option<String>)> = BTreeMap::new();
+        let value = |rng: &mut fastrand::Rng| {
+            rng.bool()
+                .then(|| format!("o/{}/{:04}", ["a", "b", "c"][rng.usize(..3)], rng.u32(..50)))
+        };
+        for step in 0..(MAX_PENDING * 3) {
+            let key = format!("k{}", rng.usize(..300));
+            match rng.u8(..10) {
+                0 => {
+                    if let Some((version, ..)) = model.get(&key).cloned() {
+                        let out = kv.delete(&scope, &key, version).await.unwrap();
+                        assert!(out.is_ok());
+                        model.remove(&key);
+                    }
+                }
+                1 if step % 7 == 0 => {
+                    let index = if rng.bool() { Index::One } else { Index::Two };
+                    let (from, to) = ("o/a", "o/c/0025");
+                    let got: Vec<String> = kv
+                        .range(&scope, index, from, to, 1000)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .map(|r| r.key)
+                        .collect();
+                    let mut want: Vec<(String, String)> = model
+                        .iter()
+                        .filter_map(|(k, (_, i1, i2))| {
+                            let v = match index {
+                                Index::One => i1.as_ref(),
+                                Index::Two => i2.as_ref(),
+                            }?;
+                            (v.as_str() >= from && v.as_str() < to).then(|| (v.clone(), k.clone()))
+                        })
+                        .collect();
+                    want.sort();
+                    let want: Vec<String> = want.into_iter().map(|(_, k)| k).collect();
+                    assert_eq!(got, want, "step {step}");
+                }
+                _ => {
+                    let expected = model.get(&key).map(|(v, ..)| *v);
+                    let (idx1, idx2) = (value(&mut rng), value(&mut rng));
+                    let entry = Entry {
+                        value: vec![1],
+                        idx1: idx1.clone(),
+                        idx2: idx2.clone(),
+                    };
+                    match kv.cas(&scope, &key, expected, entry).await.unwrap() {
+                        CasOutcome::Ok { version } => {
+                            model.insert(key, (version, idx1, idx2));
+                        }
+                        CasOutcome::Conflict { .. } => panic!("the model's version conflicted"),
+                    }
+                }
+            }
+        }
+        // More keys change between two reads than the deferred index keeps waiting: the
+        // writes past the limit bring it up to date on the way, and the read sees every one.
+        for n in 0..(MAX_PENDING + 10) {
+            let entry = Entry {
+                value: vec![2],
+                idx1: Some(format!("z/{n:06}")),
+                idx2: None,
+            };
+            let out = kv.cas(&scope, &format!("z{n}"), None, entry).await.unwrap();
+            assert!(out.is_ok());
+        }
+        let listed = kv
+            .range(&scope, Index::One, "z/", "z0", usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), MAX_PENDING + 10);
+        assert!(listed.windows(2).all(|w| w[0].entry.idx1 < w[1].entry.idx1));
     }
 }
