@@ -143,11 +143,38 @@ impl Fingerprint {
     pub fn of(chat: &str, content: &Value) -> Self {
         let mut canonical = Vec::with_capacity(128);
         write_canonical(content, &mut canonical);
+        Self::of_canonical(chat, &canonical)
+    }
+
+    /// The fingerprint of `content` (any serializable value) sent to `chat`: the same as
+    /// [`of`](Self::of) its `serde_json::to_value` (`null` when that fails), computed without
+    /// building the value tree.
+    ///
+    /// ```
+    /// # use botmesh_durability::Fingerprint;
+    /// #[derive(serde::Serialize)]
+    /// struct Text { text: &'static str, buttons: Vec<&'static str> }
+    /// let content = Text { text: "hi", buttons: vec!["a"] };
+    /// let value = serde_json::json!({"buttons": ["a"], "text": "hi"});
+    /// assert_eq!(Fingerprint::of_content("c", &content), Fingerprint::of("c", &value));
+    /// ```
+    pub fn of_content<T: Serialize + ?Sized>(chat: &str, content: &T) -> Self {
+        let mut canonical = Vec::with_capacity(256);
+        if crate::canonical::write(content, &mut canonical).is_err() {
+            // A shape the direct writer leaves to `to_value` (see `canonical`).
+            canonical.clear();
+            let value = serde_json::to_value(content).unwrap_or(Value::Null);
+            write_canonical(&value, &mut canonical);
+        }
+        Self::of_canonical(chat, &canonical)
+    }
+
+    fn of_canonical(chat: &str, canonical: &[u8]) -> Self {
         let mut h = Fnv128::new();
         h.field(b"send");
         h.field(chat.as_bytes());
-        h.field(&canonical);
-        Fingerprint(format!("{:032x}", h.finish()))
+        h.field(canonical);
+        Fingerprint(hex32(h.finish()))
     }
 
     /// The hex text.
@@ -205,6 +232,15 @@ fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out
         out.push(b':');
         write_canonical(v, out);
     }
+}
+
+/// `{n:032x}`.
+fn hex32(n: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    (0..32)
+        .rev()
+        .map(|i| char::from(HEX[((n >> (4 * i)) & 0xf) as usize]))
+        .collect()
 }
 
 /// FNV-1a, 128 bits, over length-prefixed fields (so `("ab","c")` ≠ `("a","bc")`).

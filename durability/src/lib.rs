@@ -31,6 +31,7 @@
 #[cfg(any(feature = "postgres", feature = "redis"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "redis"))))]
 pub mod backends;
+mod canonical;
 pub mod clock;
 pub mod config;
 pub mod error;

@@ -593,4 +593,72 @@ mod tests {
             );
         }
     }
+
+    /// A send's fingerprint is written straight from its content (no JSON tree): it must be
+    /// the fingerprint of the content's JSON tree, which journals hold.
+    #[test]
+    fn every_content_kind_fingerprints_as_its_json_tree() {
+        use botmesh_durability::Fingerprint;
+
+        let button = |t: &str| Button::new(t);
+        let contents = vec![
+            OutgoingContent::from("hi \"there\" é"),
+            OutgoingContent::Text {
+                text: "pick".into(),
+                buttons: vec![button("Yes"), button("No")],
+            },
+            OutgoingContent::List {
+                text: "menu".into(),
+                button: "Open".into(),
+                sections: vec![ListSection {
+                    title: "Drinks".into(),
+                    rows: vec![button("Tea"), button("Coffee")],
+                }],
+            },
+            OutgoingContent::Media {
+                media_kind: MediaKind::Image,
+                source: MediaSource::Bytes {
+                    data: vec![0, 255, 7],
+                    file_name: Some("a.png".into()),
+                },
+                caption: Some("look".into()),
+                mime: None,
+            },
+            OutgoingContent::Media {
+                media_kind: MediaKind::Document,
+                source: MediaSource::Path {
+                    path: "/tmp/x.pdf".into(),
+                },
+                caption: None,
+                mime: Some("application/pdf".into()),
+            },
+            OutgoingContent::Location(Location {
+                latitude: 48.858_37,
+                longitude: -0.1,
+                name: Some("Here".into()),
+                address: None,
+            }),
+            OutgoingContent::Contacts(vec![ContactCard {
+                name: "Ann".into(),
+                phones: vec!["+1".into(), "+2".into()],
+            }]),
+            OutgoingContent::Reaction(Reaction {
+                message_id: MessageId("m1".into()),
+                emoji: "👍".into(),
+            }),
+            OutgoingContent::Template {
+                name: "order_ready".into(),
+                language: "en".into(),
+                params: vec!["7".into()],
+            },
+        ];
+        for c in contents {
+            let tree = serde_json::to_value(&c).expect("encodes");
+            assert_eq!(
+                Fingerprint::of_content("alice", &c),
+                Fingerprint::of("alice", &tree),
+                "{c:?}"
+            );
+        }
+    }
 }

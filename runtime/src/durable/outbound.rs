@@ -37,8 +37,7 @@ use crate::provider::{ErrorClass, ProviderError};
 
 /// The fingerprint of a send: its chat and content before the hooks.
 pub(crate) fn fingerprint(chat: &ChatId, outgoing: &Outgoing) -> Fingerprint {
-    let content = serde_json::to_value(&outgoing.content).unwrap_or(serde_json::Value::Null);
-    Fingerprint::of(chat.as_str(), &content)
+    Fingerprint::of_content(chat.as_str(), &outgoing.content)
 }
 
 fn send_key(rule: &KeyRule, key: &str) -> SendKey {
