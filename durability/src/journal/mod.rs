@@ -7,7 +7,9 @@
 //! backend, the way a restarted process would. [`MemoryDurability`] is the in-memory flavour.
 //!
 //! Records are JSON with a state machine (see [`crate::inbox`] and [`crate::outbox`]); their
-//! content is a [`Payload`] kept as JSON text. Every change is a compare-and-set on the
+//! content is a [`Payload`] kept as JSON text. They are written through
+//! [`DurableKv::cas_record`]: a byte backend stores their JSON, `MemoryKv` the records
+//! themselves (no encoding on the memory journal's path). Every change is a compare-and-set on the
 //! record's version, re-read and re-decided on a conflict, so two replicas (or a sweeper and an
 //! inline send) never both win a transition. A change of a record this incarnation has just
 //! written starts from its snapshot instead of a read (see [`snapshots`]); the compare-and-set

@@ -1,7 +1,11 @@
 //! Reading and writing journal records: encoding, compare-and-set loops, scans and the
 //! quarantine of undecodable records.
 //!
-//! | stored bytes | `load` (one record) | `scan` / `scan_page` (listing, sweeping) |
+//! Writes go through [`DurableKv::cas_record`](crate::DurableKv::cas_record) and reads through
+//! `get_record` / `range_records`: a stored value is either bytes (decoded here) or a record a
+//! backend kept unencoded (copied out; one of the other journal counts as not a valid record).
+//!
+//! | stored value | `load` (one record) | `scan` / `scan_page` (listing, sweeping) |
 //! | --- | --- | --- |
 //! | a valid record | `Some(Loaded { version, record })` | listed |
 //! | missing | `None` | — |

@@ -1,0 +1,173 @@
+//! The journals' records on `MemoryKv` are kept unencoded (`DurableKv::cas_record`), and a
+//! backend that stores bytes gets the same journals through the defaults: what each API
+//! reads back, a record of the wrong journal, and the conformance suite on a byte-only backend.
+#![cfg(feature = "testing")]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
+use botmesh_durability::kv::{
+    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordValue, Scope,
+    Versioned,
+};
+use botmesh_durability::testing::conformance::run_conformance;
+use botmesh_durability::{
+    DurabilityError, DurableKv, InboundRecord, MemoryKv, NewInbound, NewSend, OutboxRecord,
+    RecordKind, SendJournal, SendKey,
+};
+use journal_env::Env;
+use serde_json::json;
+
+#[allow(dead_code, reason = "shared by several test files, each uses a part")]
+mod journal_env;
+
+/// A backend that implements only the byte API (every journal call takes the defaults).
+struct BytesOnly(MemoryKv);
+
+#[async_trait]
+impl DurableKv for BytesOnly {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        self.0.get(scope, key).await
+    }
+    async fn cas(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: Entry,
+    ) -> Result<CasOutcome, KvError> {
+        self.0.cas(scope, key, expected, entry).await
+    }
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        self.0.delete(scope, key, expected).await
+    }
+    async fn range(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+        limit: usize,
+    ) -> Result<Vec<KvRecord>, KvError> {
+        self.0.range(scope, index, from, to, limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_byte_only_backend_passes_the_conformance_suite_through_the_defaults() {
+    run_conformance(|| async { Arc::new(BytesOnly(MemoryKv::new())) as Arc<dyn DurableKv> })
+        .await
+        .assert_passed();
+}
+
+#[tokio::test]
+async fn memory_keeps_journal_records_unencoded_and_reads_them_back_as_json() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
+    let id = m.id.clone();
+    d.inbox().journal_and_claim(m).await.expect("journal");
+    let send = NewSend::new(SendKey::explicit("k1"), "alice", json!({"text": "hello"}));
+    d.outbox().journal(send).await.expect("journal send");
+
+    let inbound = d.inbox().get(&id).await.expect("get").expect("recorded");
+    let outbound = d
+        .outbox()
+        .lookup("k1")
+        .await
+        .expect("lookup")
+        .expect("recorded");
+
+    // Stored as the records themselves: no JSON was written.
+    let key = format!("i/{id}");
+    let stored = d.kv().get_record(d.scope(), &key).await.expect("read");
+    match stored.map(|s| s.value) {
+        Some(EntryValue::Record(r)) => assert_eq!(r.as_inbound(), Some(&inbound)),
+        other => panic!("expected an unencoded record, found {other:?}"),
+    }
+    // The byte API encodes it: the JSON a byte backend would hold, decoding to the record.
+    let bytes = d
+        .kv()
+        .get(d.scope(), &key)
+        .await
+        .expect("get")
+        .expect("there");
+    let decoded: InboundRecord = serde_json::from_slice(&bytes.value).expect("JSON record");
+    assert_eq!(decoded, inbound);
+    assert_eq!(
+        bytes.value,
+        RecordValue::from(inbound.clone())
+            .encode()
+            .expect("encodes")
+    );
+    let listed = d
+        .kv()
+        .range(d.scope(), Index::One, "o/", "o0", 10)
+        .await
+        .expect("range");
+    assert_eq!(listed.len(), 1);
+    let decoded: OutboxRecord = serde_json::from_slice(&listed[0].entry.value).expect("JSON");
+    assert_eq!(decoded, outbound);
+}
+
+#[tokio::test]
+async fn a_byte_only_backend_stores_the_same_records_as_json() {
+    let kv = Arc::new(BytesOnly(MemoryKv::new()));
+    let scope = Scope::custom("bytes");
+    let d = botmesh_durability::KvDurability::new(kv, scope.clone(), Default::default())
+        .expect("durability");
+    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
+    let id = m.id.clone();
+    let InboxJournalClaim::Claimed(Claimed { lease, .. }) =
+        d.inbox().journal_and_claim(m).await.expect("journal")
+    else {
+        panic!("a new message is claimed");
+    };
+    let stored = d
+        .kv()
+        .get_record(&scope, &format!("i/{id}"))
+        .await
+        .expect("read")
+        .expect("there");
+    let EntryValue::Bytes(bytes) = stored.value else {
+        panic!("a byte backend reads bytes back");
+    };
+    let record: InboundRecord = serde_json::from_slice(&bytes).expect("JSON record");
+    assert_eq!(Some(record), d.inbox().get(&id).await.expect("get"));
+    let done = d.inbox().complete(&lease).await.expect("complete");
+    assert_eq!(Some(done), d.inbox().get(&id).await.expect("get"));
+}
+
+#[tokio::test]
+async fn a_record_of_the_other_journal_is_quarantined_as_its_json() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    let send = NewSend::new(SendKey::explicit("k1"), "alice", json!({"text": "hello"}));
+    let SendJournal::Journaled(outbound) = d.outbox().journal(send).await.expect("journal") else {
+        panic!("a new send is journaled");
+    };
+    // An outbox record under an inbound key (a broken backend or a hand-made entry).
+    let entry = RecordEntry {
+        value: RecordValue::from(outbound.clone()),
+        idx1: Some("i/done/0000000000000001/x".into()),
+        idx2: None,
+    };
+    let written = d
+        .kv()
+        .cas_record(d.scope(), "i/x", None, entry)
+        .await
+        .expect("write");
+    assert!(written.is_ok());
+    match d.inbox().get("x").await {
+        Err(DurabilityError::Corrupt { kind, id, reason }) => {
+            assert_eq!((kind, id.as_str()), (RecordKind::Inbound, "x"));
+            assert!(reason.contains("another journal"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let quarantined = d.quarantined(RecordKind::Inbound, 10).await.expect("list");
+    assert_eq!(quarantined.len(), 1);
+    let kept: OutboxRecord = serde_json::from_slice(&quarantined[0].bytes).expect("its JSON");
+    assert_eq!(kept, outbound);
+}
