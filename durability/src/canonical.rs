@@ -442,6 +442,17 @@ impl ser::SerializeStruct for Object<'_> {
 /// A map key: a string or a char, as `to_value` takes them; anything else is left to it.
 struct MapKey;
 
+/// `MapKey`'s methods that refuse a key of one argument's type.
+macro_rules! refuse_keys {
+    ($($method:ident($arg:ty)),* $(,)?) => {
+        $(
+            fn $method(self, _: $arg) -> Result<String, Unsupported> {
+                Err(key_unsupported())
+            }
+        )*
+    };
+}
+
 impl ser::Serializer for MapKey {
     type Ok = String;
     type Error = Unsupported;
@@ -474,41 +485,11 @@ impl ser::Serializer for MapKey {
     ) -> Result<String, Unsupported> {
         value.serialize(self)
     }
-    fn serialize_bool(self, _: bool) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_i8(self, _: i8) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_i16(self, _: i16) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_i32(self, _: i32) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_i64(self, _: i64) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_u8(self, _: u8) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_u16(self, _: u16) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_u32(self, _: u32) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_u64(self, _: u64) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_f32(self, _: f32) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_f64(self, _: f64) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<String, Unsupported> {
-        Err(key_unsupported())
+    refuse_keys! {
+        serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+        serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64), serialize_f32(f32), serialize_f64(f64), serialize_bytes(&[u8]),
+        serialize_unit_struct(&'static str),
     }
     fn serialize_none(self) -> Result<String, Unsupported> {
         Err(key_unsupported())
@@ -517,9 +498,6 @@ impl ser::Serializer for MapKey {
         Err(key_unsupported())
     }
     fn serialize_unit(self) -> Result<String, Unsupported> {
-        Err(key_unsupported())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<String, Unsupported> {
         Err(key_unsupported())
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
