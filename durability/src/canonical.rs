@@ -250,41 +250,30 @@ impl Array<'_> {
     }
 }
 
-impl ser::SerializeSeq for Array<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        self.close();
-        Ok(())
-    }
+/// An array is what serde calls a sequence, a tuple and a tuple struct.
+macro_rules! array_impl {
+    ($($trait:ident::$method:ident),*) => {
+        $(
+            impl ser::$trait for Array<'_> {
+                type Ok = ();
+                type Error = Unsupported;
+                fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
+                    self.element(value)
+                }
+                fn end(self) -> Result<(), Unsupported> {
+                    self.close();
+                    Ok(())
+                }
+            }
+        )*
+    };
 }
 
-impl ser::SerializeTuple for Array<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        self.close();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for Array<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        self.close();
-        Ok(())
-    }
-}
+array_impl!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field
+);
 
 /// A variant's content, closed by `}` after its own end.
 struct Wrapped<S>(S);
