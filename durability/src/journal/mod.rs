@@ -337,10 +337,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
-        self.hooked(
-            points,
-            self.kv.cas(&self.shared.scope, key, expected, entry),
-        )
+        self.hooked(points, || {
+            self.kv.cas(&self.shared.scope, key, expected, entry)
+        })
         .await
     }
 
@@ -353,24 +352,24 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
-        self.hooked(
-            points,
-            self.kv.cas_record(&self.shared.scope, key, expected, entry),
-        )
+        self.hooked(points, || {
+            self.kv.cas_record(&self.shared.scope, key, expected, entry)
+        })
         .await
     }
 
     /// Runs `write` between the `Before` hooks of every point in `points` and, once it
-    /// applied, their `After` hooks.
-    async fn hooked(
+    /// applied, their `After` hooks (the write is not even started when a `Before` hook
+    /// fails).
+    async fn hooked<F: Future<Output = Result<CasOutcome, KvError>>>(
         &self,
         points: &[WritePoint],
-        write: impl Future<Output = Result<CasOutcome, KvError>>,
+        write: impl FnOnce() -> F,
     ) -> Result<CasOutcome, KvError> {
         for point in points {
             self.hook(*point, WritePhase::Before)?;
         }
-        let outcome = write.await?;
+        let outcome = write().await?;
         if outcome.is_ok() {
             for point in points {
                 self.hook(*point, WritePhase::After)?;
