@@ -6,6 +6,7 @@
 //! | the canonical path in this process's registry | [`FileError::AlreadyOpen`] until `close()` (or drop) |
 //! | no `<path>.lock` | created, locked, our pid written in it |
 //! | `<path>.lock` locked by another process | [`FileError::Locked`] naming the pid written in it |
+//! | `<path>.lock` locked and naming this process (a lock it released, whose descriptor a child being spawned holds until it runs its program) | tried again for up to 200 ms, then `Locked` |
 //! | `<path>.lock` that nobody locks (its process died, or a crashed handle of this one) | locked and taken, with a warning naming the pid it held |
 //!
 //! The lock is the kernel's (`flock` on Unix, through [`File::try_lock`]), held by the open
@@ -130,8 +131,14 @@ fn still_at(_file: &File, path: &Path) -> bool {
     path.exists()
 }
 
+/// How long a lock that this process released may still be held by a child it is spawning.
+const INHERITED_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 fn take(lock_file: &Path, canonical: &Path) -> Result<File, FileError> {
-    for _ in 0..5 {
+    let me = std::process::id();
+    let mut inherited_until = None;
+    let mut replaced = 0;
+    while replaced < 5 {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -142,17 +149,28 @@ fn take(lock_file: &Path, canonical: &Path) -> Result<File, FileError> {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
+                // 0 when the holder has locked but not yet written its pid.
+                let pid = written_pid(&mut file).unwrap_or(0);
+                // Our own pid, and not open here (the registry let us in): a lock this process
+                // released a moment ago (a close, a simulated crash) whose descriptor a child
+                // being spawned still holds until it runs its program. Wait for that, briefly.
+                let until = *inherited_until
+                    .get_or_insert_with(|| std::time::Instant::now() + INHERITED_WAIT);
+                if pid == me && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    continue;
+                }
                 return Err(FileError::Locked {
                     file: canonical.to_path_buf(),
                     lock_file: lock_file.to_path_buf(),
-                    // 0 when the holder has locked but not yet written its pid.
-                    pid: written_pid(&mut file).unwrap_or(0),
+                    pid,
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(lock_file, "lock the lock file")(e)),
         }
         if !still_at(&file, lock_file) {
             // Removed by its closing holder after our open: lock the new one.
+            replaced += 1;
             continue;
         }
         if let Some(pid) = written_pid(&mut file) {
@@ -162,7 +180,6 @@ fn take(lock_file: &Path, canonical: &Path) -> Result<File, FileError> {
                 "taking a stale lock file (its process no longer holds it)"
             );
         }
-        let me = std::process::id();
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)))
             .and_then(|_| writeln!(file, "{me}"))
