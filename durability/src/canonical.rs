@@ -1,17 +1,17 @@
 //! Canonical JSON (object keys sorted) of any `Serialize` value, written straight from it.
 //!
-//! [`Fingerprint::of`](crate::Fingerprint::of) hashes the canonical JSON of a
-//! `serde_json::Value`. A send's content is a Rust value, and building a `Value` tree of it
-//! (a map node and a string per field, then freed) only to write it out again was most of a
-//! fingerprint's cost. [`write`] writes the same bytes without the tree: an object's entries
-//! are written into one scratch buffer, then copied out in key order.
+//! A fingerprint ([`crate::Fingerprint`]) hashes the canonical JSON of a send's content. A
+//! content is a Rust value, and building a `serde_json::Value` tree of it (a map node and a
+//! string per field, then freed) only to write it out again was most of a fingerprint's cost.
+//! [`write`] writes the same bytes without the tree: an object's entries are written into one
+//! scratch buffer, then copied out in key order. A `Value` goes through it too, so there is
+//! one canonical writer.
 //!
-//! The bytes are exactly those of `write_canonical(&serde_json::to_value(v)?)`, so a
-//! fingerprint does not change with the way it is computed (a journal written by an older
-//! version compares equal). Where `to_value` has a rule of its own that this writer does not
-//! copy (a map key that is not a string, a 128-bit integer, `serde_json`'s raw values), it
-//! reports [`Unsupported`] and the caller takes the `Value` path; the tests compare both
-//! paths.
+//! The bytes are exactly those the tree-walking writer of earlier versions gave for
+//! `serde_json::to_value(v)`, so fingerprints kept in journals still compare equal (the tests
+//! keep that writer as their reference). Where `to_value` has a rule of its own that this
+//! writer does not copy (a map key that is not a string, a 128-bit integer, `serde_json`'s
+//! raw values), it reports [`Unsupported`] and the caller writes `to_value`'s tree instead.
 
 use std::fmt;
 use std::ops::Range;
@@ -554,13 +554,52 @@ mod tests {
 
     use crate::Fingerprint;
 
-    /// The fingerprint both ways: from the value written directly, and from its `to_value`.
-    fn both<T: Serialize>(value: &T) -> (Fingerprint, Fingerprint) {
+    /// The canonical JSON of earlier versions, which walked a `serde_json::Value` tree: the
+    /// reference the direct writer must match byte for byte (fingerprints are kept in
+    /// journals).
+    fn reference_canonical(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Object(map) => {
+                out.push(b'{');
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let _ = serde_json::to_writer(&mut *out, k);
+                    out.push(b':');
+                    reference_canonical(v, out);
+                }
+                out.push(b'}');
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    reference_canonical(v, out);
+                }
+                out.push(b']');
+            }
+            other => {
+                let _ = serde_json::to_writer(&mut *out, other);
+            }
+        }
+    }
+
+    /// The fingerprint of `value`'s `to_value` tree by the reference writer.
+    fn reference<T: Serialize>(value: &T) -> Fingerprint {
         let tree = serde_json::to_value(value).unwrap_or(Value::Null);
-        (
-            Fingerprint::of_content("chat", value),
-            Fingerprint::of("chat", &tree),
-        )
+        let mut out = Vec::new();
+        reference_canonical(&tree, &mut out);
+        Fingerprint::of_canonical("chat", &out)
+    }
+
+    /// The fingerprint both ways: written directly (with its fallback), and by the reference.
+    fn both<T: Serialize>(value: &T) -> (Fingerprint, Fingerprint) {
+        (Fingerprint::of_content("chat", value), reference(value))
     }
 
     fn same<T: Serialize + std::fmt::Debug>(value: &T) {
@@ -726,10 +765,11 @@ mod tests {
         for _ in 0..3000 {
             let value = random_value(&mut rng, 4);
             assert_eq!(
-                Fingerprint::of_content("chat", &value),
                 Fingerprint::of("chat", &value),
+                reference(&value),
                 "{value}"
             );
+            assert_eq!(Fingerprint::of_content("chat", &value), reference(&value));
         }
     }
 }

@@ -141,9 +141,7 @@ impl Fingerprint {
     /// The fingerprint of `content` sent to `chat`. Object keys are sorted first, so two equal
     /// JSON values always give the same fingerprint.
     pub fn of(chat: &str, content: &Value) -> Self {
-        let mut canonical = Vec::with_capacity(128);
-        write_canonical(content, &mut canonical);
-        Self::of_canonical(chat, &canonical)
+        Self::of_content(chat, content)
     }
 
     /// The fingerprint of `content` (any serializable value) sent to `chat`: the same as
@@ -161,15 +159,20 @@ impl Fingerprint {
     pub fn of_content<T: Serialize + ?Sized>(chat: &str, content: &T) -> Self {
         let mut canonical = Vec::with_capacity(256);
         if crate::canonical::write(content, &mut canonical).is_err() {
-            // A shape the direct writer leaves to `to_value` (see `canonical`).
+            // A shape the direct writer leaves to `to_value` (see `canonical`); a `Value` it
+            // always writes (string keys, 64-bit numbers).
             canonical.clear();
             let value = serde_json::to_value(content).unwrap_or(Value::Null);
-            write_canonical(&value, &mut canonical);
+            if crate::canonical::write(&value, &mut canonical).is_err() {
+                canonical.clear();
+                canonical.extend_from_slice(b"null");
+            }
         }
         Self::of_canonical(chat, &canonical)
     }
 
-    fn of_canonical(chat: &str, canonical: &[u8]) -> Self {
+    /// The fingerprint of canonical JSON already written.
+    pub(crate) fn of_canonical(chat: &str, canonical: &[u8]) -> Self {
         let mut h = Fnv128::new();
         h.field(b"send");
         h.field(chat.as_bytes());
@@ -186,51 +189,6 @@ impl Fingerprint {
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// JSON with object keys sorted, whatever the map type serde_json was built with. Keys and
-/// scalars are written by serde_json straight into `out` (the same text as `to_string`, without
-/// a temporary string per key or value).
-fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            out.push(b'{');
-            if map.keys().is_sorted() {
-                write_entries(map.iter(), out);
-            } else {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                write_entries(entries.into_iter(), out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(b']');
-        }
-        // Writing a scalar to a `Vec` cannot fail.
-        other => {
-            let _ = serde_json::to_writer(&mut *out, other);
-        }
-    }
-}
-
-fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
-    for (i, (k, v)) in entries.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        // Writing a string to a `Vec` cannot fail.
-        let _ = serde_json::to_writer(&mut *out, k);
-        out.push(b':');
-        write_canonical(v, out);
     }
 }
 
@@ -294,5 +252,20 @@ mod tests {
         let b = serde_json::json!({"buttons": [1, 2], "text": "hi"});
         assert_eq!(Fingerprint::of("c", &a), Fingerprint::of("c", &b));
         assert_ne!(Fingerprint::of("c", &a), Fingerprint::of("d", &a));
+    }
+
+    /// Fingerprints are kept in journals: the value of a nested tree (unsorted keys, escapes,
+    /// floats, empty containers), as the tree-walking writer of earlier versions computed it.
+    #[test]
+    fn fingerprint_is_the_one_journals_hold() {
+        let v = serde_json::json!({
+            "z": [1, -2, 0.5, 1e300, null, true],
+            "a": {"é\"\n": "x", "B": {}},
+            "m": []
+        });
+        assert_eq!(
+            Fingerprint::of("chat", &v).as_str(),
+            "dbc9b37a926689cee9bc9fe6f2eaa6a7"
+        );
     }
 }
