@@ -49,6 +49,18 @@ fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
+/// `Canonical`'s methods that write a scalar of one argument's type.
+macro_rules! write_scalars {
+    ($($method:ident($arg:ty)),* $(,)?) => {
+        $(
+            fn $method(self, v: $arg) -> Result<(), Unsupported> {
+                json(self.out, &v);
+                Ok(())
+            }
+        )*
+    };
+}
+
 /// The serializer: writes one value into `out`.
 struct Canonical<'a> {
     out: &'a mut Vec<u8>,
@@ -65,35 +77,11 @@ impl<'a> ser::Serializer for Canonical<'a> {
     type SerializeStruct = Object<'a>;
     type SerializeStructVariant = Wrapped<Object<'a>>;
 
-    fn serialize_bool(self, v: bool) -> Result<(), Unsupported> {
-        json(self.out, &v);
-        Ok(())
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Unsupported> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Unsupported> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Unsupported> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Unsupported> {
-        json(self.out, &v);
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Unsupported> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Unsupported> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Unsupported> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Unsupported> {
-        json(self.out, &v);
-        Ok(())
+    // Written as `serde_json` writes them, which is how `to_value`'s tree writes them.
+    write_scalars! {
+        serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32),
+        serialize_i64(i64), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32),
+        serialize_u64(u64), serialize_char(char),
     }
     fn serialize_i128(self, _: i128) -> Result<(), Unsupported> {
         Err(Unsupported("a 128-bit integer".into()))
@@ -107,10 +95,6 @@ impl<'a> ser::Serializer for Canonical<'a> {
     }
     fn serialize_f64(self, v: f64) -> Result<(), Unsupported> {
         // `to_value` makes a non-finite float `null`; `serde_json` writes it `null` too.
-        json(self.out, &v);
-        Ok(())
-    }
-    fn serialize_char(self, v: char) -> Result<(), Unsupported> {
         json(self.out, &v);
         Ok(())
     }

@@ -34,7 +34,7 @@ pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
 use crate::journal::{JournalRecord, KvDurability, index};
 use crate::keys;
-use crate::kv::{CasOutcome, DurableKv, RecordInner, RecordValue, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
 use crate::leases::LeaseRecord;
 use crate::media_refs::StoredMediaRef;
 use crate::operating::{Counter, RecordKind};
@@ -142,15 +142,8 @@ impl JournalRecord for InboundRecord {
         self.payload.len()
     }
 
-    fn to_record_value(&self) -> RecordValue {
-        RecordValue::from(self.clone())
-    }
-
     fn from_record_value(value: &RecordValue) -> Option<Self> {
-        match &value.0 {
-            RecordInner::Inbound(r) => Some(InboundRecord::clone(r)),
-            _ => None,
-        }
+        value.as_inbound().cloned()
     }
 
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {

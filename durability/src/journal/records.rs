@@ -438,7 +438,9 @@ fn decode<R: JournalRecord>(value: &EntryValue) -> Result<R, String> {
 }
 
 /// A record kept in a journal.
-pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sync {
+pub(crate) trait JournalRecord:
+    Serialize + DeserializeOwned + Clone + Send + Sync + Into<RecordValue>
+{
     /// Its journal.
     const KIND: RecordKind;
     /// Its inbound id or outbox key.
@@ -450,7 +452,12 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     /// The size of its payload's JSON text.
     fn payload_len(&self) -> usize;
     /// A copy of it, as a backend stores it before encoding.
-    fn to_record_value(&self) -> RecordValue;
+    fn to_record_value(&self) -> RecordValue
+    where
+        Self: Into<RecordValue>,
+    {
+        self.clone().into()
+    }
     /// A copy of the record `value` holds, if it is one of this journal.
     fn from_record_value(value: &RecordValue) -> Option<Self>
     where

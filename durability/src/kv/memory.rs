@@ -359,6 +359,18 @@ impl MemoryKv {
         self.shared.versions.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// A compare-and-set of bytes or of a record.
+    fn cas_value(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: NewValue,
+    ) -> CasOutcome {
+        let version = self.next_version();
+        self.with_scope(scope, |data| data.apply_cas(key, expected, entry, version))
+    }
+
     /// The entries whose `index` value is in `from..to`, in (value, key) order, at most
     /// `limit`, each made into a `T` by `make`.
     fn range_with<T>(
@@ -433,10 +445,7 @@ impl DurableKv for MemoryKv {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
-        let version = self.next_version();
-        Ok(self.with_scope(scope, |data| {
-            data.apply_cas(key, expected, entry.into(), version)
-        }))
+        Ok(self.cas_value(scope, key, expected, entry.into()))
     }
 
     async fn cas_record(
@@ -446,10 +455,7 @@ impl DurableKv for MemoryKv {
         expected: Option<u64>,
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
-        let version = self.next_version();
-        Ok(self.with_scope(scope, |data| {
-            data.apply_cas(key, expected, entry.into(), version)
-        }))
+        Ok(self.cas_value(scope, key, expected, entry.into()))
     }
 
     async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {

@@ -34,8 +34,8 @@ mod memory;
 mod record;
 
 pub use memory::MemoryKv;
+pub(crate) use record::encode_json;
 pub use record::{EntryValue, KeyedValue, RecordEntry, RecordValue, VersionedValue};
-pub(crate) use record::{RecordInner, encode_json};
 
 use std::fmt;
 use std::sync::Arc;

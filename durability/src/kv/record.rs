@@ -24,10 +24,10 @@ use crate::outbox::OutboxRecord;
 ///
 /// Cheap to clone. [`encode`](Self::encode) gives the JSON bytes the journals store.
 #[derive(Clone, PartialEq)]
-pub struct RecordValue(pub(crate) RecordInner);
+pub struct RecordValue(RecordInner);
 
 #[derive(Clone, PartialEq)]
-pub(crate) enum RecordInner {
+enum RecordInner {
     Inbound(Arc<InboundRecord>),
     Outbound(Arc<OutboxRecord>),
 }

@@ -40,7 +40,7 @@ pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
 use crate::journal::{JournalRecord, KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
-use crate::kv::{CasOutcome, DurableKv, RecordInner, RecordValue, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
 use crate::leases::LeaseRecord;
 use crate::operating::{Counter, RecordKind};
 
@@ -191,15 +191,8 @@ impl JournalRecord for OutboxRecord {
         self.payload.len()
     }
 
-    fn to_record_value(&self) -> RecordValue {
-        RecordValue::from(self.clone())
-    }
-
     fn from_record_value(value: &RecordValue) -> Option<Self> {
-        match &value.0 {
-            RecordInner::Outbound(r) => Some(OutboxRecord::clone(r)),
-            _ => None,
-        }
+        value.as_outbound().cloned()
     }
 
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
