@@ -417,3 +417,44 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
         "no second ledger row"
     );
 }
+
+#[tokio::test]
+async fn operations_on_one_key_twice_still_land_all_or_none() {
+    use botmesh_durability::{Entry, KvOp};
+    let (_dir, store, d, _lease) = setup().await;
+    let entry = |v: &str| Entry {
+        value: v.as_bytes().to_vec(),
+        idx1: None,
+        idx2: None,
+    };
+    // The second operation expects a version the first cannot have produced: the step
+    // conflicts there, and the first one's create is rolled back with it.
+    let step = StepCommit {
+        journal: vec![
+            KvOp::Cas {
+                key: "twice".into(),
+                expected: None,
+                entry: entry("first"),
+            },
+            KvOp::Cas {
+                key: "twice".into(),
+                expected: Some(u64::MAX - 1),
+                entry: entry("second"),
+            },
+        ],
+        ..StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)))
+    };
+    let StepCommitOutcome::Conflict { op, current } = store.commit_step(&step).await.unwrap()
+    else {
+        panic!("the second operation conflicts");
+    };
+    assert_eq!(op, 1);
+    assert!(current.is_some(), "it found the first operation's row");
+    let kv = store.durability_kv();
+    use botmesh_durability::DurableKv;
+    assert!(
+        kv.get(d.scope(), "twice").await.unwrap().is_none(),
+        "nothing landed"
+    );
+    assert!(store.checkpoint("alice").await.unwrap().is_none());
+}

@@ -133,7 +133,11 @@ fn to_version(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-fn current_version(tx: &Transaction<'_>, scope: &str, key: &str) -> rusqlite::Result<Option<u64>> {
+pub(super) fn current_version(
+    tx: &Transaction<'_>,
+    scope: &str,
+    key: &str,
+) -> rusqlite::Result<Option<u64>> {
     tx.prepare_cached("SELECT version FROM durable WHERE scope = ?1 AND key = ?2")?
         .query_row(params![scope, key], |row| row.get::<_, i64>(0))
         .optional()
@@ -206,6 +210,42 @@ fn settled(
             current: current_version(tx, scope, key)?,
         })
     }
+}
+
+/// The key an operation writes and the version it expects there (`None`: absent).
+fn expectation(op: &KvOp) -> (&str, Option<u64>) {
+    match op {
+        KvOp::Cas { key, expected, .. } => (key, *expected),
+        KvOp::Delete { key, expected } => (key, Some(*expected)),
+    }
+}
+
+/// Whether no two of `ops` write the same key (each one's expectation can then be checked
+/// against the table before any of them writes).
+pub(super) fn distinct_keys(ops: &[KvOp]) -> bool {
+    ops.iter().enumerate().all(|(i, op)| {
+        let key = expectation(op).0;
+        ops[..i].iter().all(|earlier| expectation(earlier).0 != key)
+    })
+}
+
+/// The first of `ops` whose expected version is not the one stored, with the version found:
+/// checked before writing, so that a group of operations that conflicts writes nothing
+/// without a savepoint to roll back to. Holds only while nothing else writes between the
+/// check and the writes: the writer's transaction (`BEGIN IMMEDIATE`, the one writer).
+pub(super) fn first_conflict(
+    tx: &Transaction<'_>,
+    scope: &str,
+    ops: &[KvOp],
+) -> rusqlite::Result<Option<(usize, Option<u64>)>> {
+    for (i, op) in ops.iter().enumerate() {
+        let (key, expected) = expectation(op);
+        let current = current_version(tx, scope, key)?;
+        if current != expected {
+            return Ok(Some((i, current)));
+        }
+    }
+    Ok(None)
 }
 
 pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::Result<CasOutcome> {

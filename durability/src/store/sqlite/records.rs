@@ -308,17 +308,44 @@ fn without_json(step: &StepCommit) -> StepCommit {
     }
 }
 
+/// A flow step's writes (see [`StepCommit`]): all of them, or none when a journal operation
+/// conflicts.
+///
+/// The journal operations' expected versions are checked first, before anything is written:
+/// on a conflict there is nothing to undo. Without that check the step would need a
+/// savepoint of its own, and SQLite copies every page a savepoint's statements change into
+/// its statement journal (a fifth of the writer's work went to those copies). Should a
+/// statement fail after the check, the request fails, and the writer runs the group again
+/// with a savepoint per request. Operations on the same key twice (no step writes those, but
+/// nothing forbids them) cannot be checked up front: they run under a savepoint.
 fn commit_step_in(
     tx: &Transaction<'_>,
     step: &StepCommit,
     state: Option<&str>,
     contents: &[String],
 ) -> rusqlite::Result<StepCommitOutcome> {
-    tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
-    let scope = step.scope.id().to_owned();
+    let scope = step.scope.id();
+    let checked = durable::distinct_keys(&step.journal);
+    if checked {
+        if let Some((op, current)) = durable::first_conflict(tx, scope, &step.journal)? {
+            return Ok(StepCommitOutcome::Conflict { op, current });
+        }
+    } else {
+        tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
+    }
     let mut outcomes = Vec::with_capacity(step.journal.len());
     for (op, write) in step.journal.iter().enumerate() {
-        match durable::apply(tx, &scope, write)? {
+        match durable::apply(tx, scope, write)? {
+            CasOutcome::Conflict { current } if checked => {
+                // Checked a moment ago in this transaction: the earlier operations' writes
+                // must not be committed without this one.
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                    Some(format!(
+                        "durable operation {op} found version {current:?} right after its check"
+                    )),
+                ));
+            }
             CasOutcome::Conflict { current } => {
                 super::writer::bump_epoch();
                 tx.execute_batch("ROLLBACK TO botmesh_step; RELEASE botmesh_step")?;
@@ -344,7 +371,9 @@ fn commit_step_in(
     for (entry, content) in step.ledger.iter().zip(contents) {
         insert_ledger(tx, entry, content)?;
     }
-    tx.prepare_cached("RELEASE botmesh_step")?.execute([])?;
+    if !checked {
+        tx.prepare_cached("RELEASE botmesh_step")?.execute([])?;
+    }
     Ok(StepCommitOutcome::Committed(outcomes))
 }
 
