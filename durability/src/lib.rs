@@ -65,8 +65,8 @@ pub use error::DurabilityError;
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 pub use journal::{
-    KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError, StepCommitted,
-    StepConflict, StepJournal, StepSend,
+    CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
+    StepCommitted, StepConflict, StepJournal, StepSend,
 };
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{

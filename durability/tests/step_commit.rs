@@ -83,7 +83,8 @@ async fn commit(
         journal.before_commit().unwrap();
         match store.commit_step(&step).await.unwrap() {
             StepCommitOutcome::Committed(outcomes) => {
-                return (journal.committed(&outcomes).unwrap(), conflicts);
+                let sends = journal.committed(&outcomes).unwrap();
+                return (sends.into_iter().map(|s| s.record).collect(), conflicts);
             }
             StepCommitOutcome::Conflict { op, .. } => {
                 conflicts += 1;
@@ -457,4 +458,154 @@ async fn operations_on_one_key_twice_still_land_all_or_none() {
         "nothing landed"
     );
     assert!(store.checkpoint("alice").await.unwrap().is_none());
+}
+
+/// Commits `journal` with a checkpoint (no conflict expected) and returns what it committed.
+async fn commit_once(
+    store: &SqliteStore,
+    d: &KvDurability<SqliteDurableKv>,
+    journal: botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+) -> Vec<botmesh_durability::CommittedSend> {
+    let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)));
+    let botmesh_durability::StepCommitted::Written(sends) =
+        journal.commit(store, &mut step, 4).await.unwrap()
+    else {
+        panic!("written");
+    };
+    sends
+}
+
+#[tokio::test]
+async fn a_first_send_is_leased_in_the_steps_own_transaction() {
+    let (_dir, store, d, lease) = setup().await;
+    let mut journal = d.step();
+    journal
+        .send_and_begin(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    journal
+        .send(send("alice/m1:order/q#2", "Say a number"), Vec::new())
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    let before = store.write_stats().requests;
+    let sends = commit_once(&store, &d, journal).await;
+    assert_eq!(
+        store.write_stats().requests,
+        before + 1,
+        "one write request"
+    );
+    assert_eq!(sends.len(), 2);
+    let first = sends[0].lease.clone().expect("the first send is leased");
+    assert_eq!(sends[0].record.state, OutboxState::Sending);
+    assert_eq!(sends[0].record.attempts, 1, "its first attempt is charged");
+    assert!(sends[1].lease.is_none(), "a later send of the step waits");
+    assert_eq!(sends[1].record.state, OutboxState::Pending);
+    let stored = d
+        .outbox()
+        .lookup("alice/m1:order/q#1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, OutboxState::Sending);
+    // The provider is called with that lease, and the send settles under it.
+    let mut sent = d.step();
+    sent.mark_sent(&first, Some("tg-1".into())).await.unwrap();
+    let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
+    step.journal = sent.ops();
+    let StepCommitOutcome::Committed(_) = store.commit_step(&step).await.unwrap() else {
+        panic!("committed");
+    };
+    let settled = d
+        .outbox()
+        .lookup("alice/m1:order/q#1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(settled.state, OutboxState::Sent);
+    assert_eq!(settled.provider_message_id.as_deref(), Some("tg-1"));
+}
+
+#[tokio::test]
+async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending() {
+    let (_dir, store, d, lease) = setup().await;
+    // An earlier send of alice's is still waiting.
+    d.outbox()
+        .journal(send("alice/m0:1", "Hello"))
+        .await
+        .unwrap();
+    let mut journal = d.step();
+    journal
+        .send_and_begin(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    let sends = commit_once(&store, &d, journal).await;
+    assert!(sends[0].lease.is_none());
+    assert_eq!(sends[0].record.state, OutboxState::Pending);
+    assert_eq!(sends[0].record.attempts, 0);
+}
+
+#[tokio::test]
+async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased() {
+    let (_dir, store, d, lease) = setup().await;
+    // An earlier run sent it (outside a step transaction).
+    d.outbox()
+        .journal(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    let botmesh_durability::outbox::BeginAttempt::Leased { lease: earlier, .. } = d
+        .outbox()
+        .begin_attempt("alice/m1:order/q#1")
+        .await
+        .unwrap()
+    else {
+        panic!("leased");
+    };
+    d.outbox()
+        .mark_sent(&earlier, Some("tg-0".into()))
+        .await
+        .unwrap();
+    // That send is settled, so nothing of the chat is open: the step's send is leased,
+    // conflicts on its key, and is answered from the record found.
+    let mut journal = d.step();
+    journal
+        .send_and_begin(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    let sends = commit_once(&store, &d, journal).await;
+    assert!(sends[0].lease.is_none(), "nothing of ours was written");
+    assert_eq!(sends[0].record.state, OutboxState::Sent);
+    assert_eq!(sends[0].record.provider_message_id.as_deref(), Some("tg-0"));
+    assert_eq!(d.metrics().outbox_deduped, 1);
+}
+
+#[tokio::test]
+async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key() {
+    let (_dir, store, d, lease) = setup().await;
+    d.outbox()
+        .journal(send("alice/m1:order/q#1", "How many?"))
+        .await
+        .unwrap();
+    let botmesh_durability::outbox::BeginAttempt::Leased { lease: earlier, .. } = d
+        .outbox()
+        .begin_attempt("alice/m1:order/q#1")
+        .await
+        .unwrap()
+    else {
+        panic!("leased");
+    };
+    d.outbox().mark_sent(&earlier, None).await.unwrap();
+    let mut journal = d.step();
+    journal
+        .send_and_begin(send("alice/m1:order/q#1", "How many pears?"))
+        .await
+        .unwrap();
+    journal.complete_inbound(&lease).await.unwrap();
+    let sends = commit_once(&store, &d, journal).await;
+    assert!(sends[0].lease.is_none(), "re-keyed sends are not leased");
+    assert_ne!(sends[0].record.key, "alice/m1:order/q#1");
+    assert_eq!(sends[0].record.state, OutboxState::Pending);
+    assert_eq!(sends[0].record.attempts, 0);
+    assert_eq!(d.metrics().outbox_diverged, 1);
 }

@@ -28,7 +28,9 @@ mod step;
 
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step};
-pub use step::{StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend};
+pub use step::{
+    CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
+};
 
 use std::fmt;
 use std::future::Future;

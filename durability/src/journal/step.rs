@@ -3,7 +3,9 @@
 //!
 //! A step's sends are not journaled one by one while the step runs: the runtime collects
 //! them, and at the end of the step this builder turns them into outbox records (pending, due
-//! now, parts linked as [`Outbox::split_parts`](crate::Outbox::split_parts) links them) and
+//! now, parts linked as [`Outbox::split_parts`](crate::Outbox::split_parts) links them; the
+//! first one, through [`send_and_begin`](StepJournal::send_and_begin), leased for the provider
+//! call that follows the commit) and
 //! the inbound record that fed the step into its `done` version, all as compare-and-set
 //! operations. The store commits them with the checkpoint, all or none; then
 //! [`committed`](StepJournal::committed) hands back the records to deliver, in order.
@@ -74,9 +76,21 @@ pub enum StepConflict {
 pub enum StepCommitted {
     /// Everything was written: each send's first record, in order (as
     /// [`committed`](StepJournal::committed) returns them).
-    Written(Vec<OutboxRecord>),
+    Written(Vec<CommittedSend>),
     /// The inbound being journaled was journaled before (a redelivery): nothing was written.
     InboundDuplicate(Box<InboundRecord>),
+}
+
+/// A send of a committed step: its first record, and the lease this process holds on it when
+/// the step journaled it leased ([`StepJournal::send_and_begin`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedSend {
+    /// The send's first record: the one the step wrote, or the one found under its key (a
+    /// send recorded before).
+    pub record: OutboxRecord,
+    /// The lease for its first attempt, taken in the step's transaction: call the provider
+    /// with it. `None` when the record was written `pending` or was found.
+    pub lease: Option<OutboxLease>,
 }
 
 /// Why [`StepJournal::commit`] did not commit.
@@ -106,10 +120,12 @@ enum Item {
     /// An inbound event journaled, already leased to this process.
     Journal { record: InboundRecord, entry: Entry },
     /// A send: its records (first part first) with their encoded entries; `existing` once the
-    /// key turned out to be recorded already (the send is then answered from it).
+    /// key turned out to be recorded already (the send is then answered from it); `lease` when
+    /// its one record is written `sending`, leased to this process.
     Send {
         records: Vec<(OutboxRecord, Entry)>,
         existing: Option<OutboxRecord>,
+        lease: Option<OutboxLease>,
     },
     /// A send the provider accepted, marked sent, expected at `version`.
     Sent {
@@ -188,8 +204,56 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         self.items.push(Item::Send {
             records: encoded,
             existing: None,
+            lease: None,
         });
         Ok(StepSend::Journaled { key, parts: count })
+    }
+
+    /// Adds a one-part send leased for its first attempt in the step's own transaction (what
+    /// [`Outbox::journal_and_begin`] writes for an inline send): the record is written
+    /// `sending`, and [`committed`](Self::committed) hands back the lease, so the provider is
+    /// called right after the commit without another write. Use it for the step's first send
+    /// only, when it goes out as soon as the step committed (not paced): a later send of the
+    /// step waits for the ones before it. A chat with an earlier send still open (waiting, or
+    /// failed and due again) gets the send journaled `pending`, as [`send`](Self::send) does,
+    /// behind it.
+    ///
+    /// A crash loses nothing to this: before the commit lands, nothing is recorded and the
+    /// step runs again; once it has, the provider may be called, the ambiguous window that
+    /// leasing the send in a write of its own opens anyway. The moment between the two writes,
+    /// where a crash left a `pending` send, no longer exists.
+    pub async fn send_and_begin(&mut self, new: NewSend) -> Result<StepSend, DurabilityError> {
+        if let Some((size, limit)) = self.d.outbox().oversize(&new) {
+            return Ok(StepSend::Bypassed { size, limit });
+        }
+        let mut record = self.d.outbox().record_of(new);
+        let queued = self
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Send { existing: None, .. }));
+        if queued || self.d.outbox().earlier_open(&record).await?.is_some() {
+            let key = record.key.clone();
+            let entry = KvDurability::<K>::encode(&record)?;
+            self.items.push(Item::Send {
+                records: vec![(record, entry)],
+                existing: None,
+                lease: None,
+            });
+            return Ok(StepSend::Journaled { key, parts: 1 });
+        }
+        let (now, lease_ms) = (
+            record.created_ms,
+            crate::retries::duration_ms(self.d.config().outbox.lease),
+        );
+        let lease = Outbox::<K>::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
+        let key = record.key.clone();
+        let entry = KvDurability::<K>::encode(&record)?;
+        self.items.push(Item::Send {
+            records: vec![(record, entry)],
+            existing: None,
+            lease: Some(lease),
+        });
+        Ok(StepSend::Journaled { key, parts: 1 })
     }
 
     /// Adds the journaling of an inbound event already leased to this process (what
@@ -338,6 +402,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Item::Send {
                     records,
                     existing: None,
+                    ..
                 } => {
                     for (record, entry) in records {
                         ops.push(KvOp::Cas {
@@ -386,6 +451,18 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         {
             points.push(WritePoint::OutboxJournal);
         }
+        if self.items.iter().any(|i| {
+            matches!(
+                i,
+                Item::Send {
+                    existing: None,
+                    lease: Some(_),
+                    ..
+                }
+            )
+        }) {
+            points.push(WritePoint::OutboxBeginAttempt);
+        }
         if self.items.iter().any(|i| matches!(i, Item::Sent { .. })) {
             points.push(WritePoint::OutboxMarkSent);
         }
@@ -421,6 +498,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Item::Send {
                     records,
                     existing: None,
+                    ..
                 } => records.len(),
                 Item::Send { .. } => 0,
                 Item::Journal { .. } | Item::Sent { .. } | Item::Inbound { .. } => 1,
@@ -469,7 +547,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 self.items[i] = self.sent_item(loaded.record, loaded.version, &lease, id)?;
                 Ok(StepConflict::Retry)
             }
-            Item::Send { records, .. } => {
+            Item::Send { .. } => {
+                // Whatever the record found decides, this send is no longer written leased:
+                // the found one is answered from, or ours goes under a new key, `pending`.
+                self.unlease(i)?;
+                let Item::Send { records, .. } = &self.items[i] else {
+                    return Ok(StepConflict::Retry);
+                };
                 let key = records
                     .first()
                     .map(|(r, _)| r.key.clone())
@@ -487,6 +571,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                         self.items[i] = Item::Send {
                             records: rekeyed,
                             existing: None,
+                            lease: None,
                         };
                         return Ok(StepConflict::Retry);
                     }
@@ -499,6 +584,23 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Ok(StepConflict::Retry)
             }
         }
+    }
+
+    /// Turns send `i`, if it was to be written leased, back into a `pending` record (its
+    /// attempt and fencing token not taken).
+    fn unlease(&mut self, i: usize) -> Result<(), DurabilityError> {
+        if let Some(Item::Send { records, lease, .. }) = self.items.get_mut(i) {
+            if lease.take().is_some() {
+                for (record, entry) in records.iter_mut() {
+                    record.state = OutboxState::Pending;
+                    record.lease = None;
+                    record.fence = record.fence.saturating_sub(1);
+                    record.attempts = record.attempts.saturating_sub(1);
+                    *entry = KvDurability::<K>::encode(record)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A send of the step whose derived key was recorded before with other content (`found`):
@@ -579,8 +681,9 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
 
     /// Takes note of the commit (`outcomes`: one per operation of [`ops`](Self::ops)): counts,
     /// keeps snapshots for the writes that follow, runs the `after` hooks, and returns each
-    /// send's first record, in order (a send recorded before: the record found).
-    pub fn committed(self, outcomes: &[CasOutcome]) -> Result<Vec<OutboxRecord>, DurabilityError> {
+    /// send's first record, in order (a send recorded before: the record found), with the
+    /// lease of a send journaled leased.
+    pub fn committed(self, outcomes: &[CasOutcome]) -> Result<Vec<CommittedSend>, DurabilityError> {
         let mut versions = outcomes.iter();
         let mut sends = Vec::new();
         self.hooks(WritePhase::After)?;
@@ -596,10 +699,14 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Item::Send {
                     existing: Some(found),
                     ..
-                } => sends.push(found),
+                } => sends.push(CommittedSend {
+                    record: found,
+                    lease: None,
+                }),
                 Item::Send {
                     records,
                     existing: None,
+                    lease,
                 } => {
                     let mut first = None;
                     for (record, _) in records {
@@ -607,10 +714,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                             self.d.note_written(*version, &record);
                         }
                         self.d.count(Counter::OutboxJournaled);
-                        tracing::debug!(key = %record.key, chat = %record.chat, "send journaled with its flow step");
+                        tracing::debug!(key = %record.key, chat = %record.chat, leased = lease.is_some(), "send journaled with its flow step");
                         first.get_or_insert(record);
                     }
-                    sends.extend(first);
+                    sends.extend(first.map(|record| CommittedSend {
+                        record,
+                        lease: lease.clone(),
+                    }));
                 }
                 Item::Sent { record, .. } => {
                     if let Some(CasOutcome::Ok { version }) = versions.next() {

@@ -235,7 +235,12 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 
     /// Leases `r` to incarnation `me` for its next attempt: `sending`, a new fencing token,
     /// the attempt charged.
-    fn take_lease(r: &mut OutboxRecord, me: &Incarnation, now: i64, lease_ms: i64) -> OutboxLease {
+    pub(crate) fn take_lease(
+        r: &mut OutboxRecord,
+        me: &Incarnation,
+        now: i64,
+        lease_ms: i64,
+    ) -> OutboxLease {
         r.fence += 1;
         r.attempts += 1;
         r.state = OutboxState::Sending;

@@ -15,7 +15,7 @@
 //! | the process dies… | record found | on restart |
 //! | --- | --- | --- |
 //! | before `journal` | none | the replayed handler journals and sends it |
-//! | after `journal`, before `begin_attempt` | `pending` | the replay's `journal` finds it (`Recorded`), then sends it (a send journaled and leased in one write, [`Outbox::journal_and_begin`], has no such moment) |
+//! | after `journal`, before `begin_attempt` | `pending` | the replay's `journal` finds it (`Recorded`), then sends it (a send journaled and leased in one write, [`Outbox::journal_and_begin`] or a flow step's [`StepJournal::send_and_begin`](crate::StepJournal::send_and_begin), has no such moment) |
 //! | between `begin_attempt` ("about to call the provider") and `mark_sent` | `sending` under the dead incarnation's lease | ambiguous: `on_ambiguous: skip` → `unknown` (never a duplicate); `resend` → pending again (never lost); `Ambiguous` either way |
 //! | after `mark_sent` | `sent` | the replay's `journal` finds it: answered from the outbox, nothing sent |
 //!

@@ -620,6 +620,24 @@ pub(crate) async fn deliver_recorded(
     deliver_parts(k, dur, keys, known, None, outcome).await
 }
 
+/// A flow step's send that the step's transaction journaled leased
+/// ([`StepJournal::send_and_begin`](botmesh_durability::StepJournal::send_and_begin)): its
+/// provider call, under that lease, with `known` (its content, one part).
+pub(crate) async fn deliver_leased(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    record: OutboxRecord,
+    lease: OutboxLease,
+    known: &Outgoing,
+) -> Result<SendOutcome, BotError> {
+    let outcome = SendOutcome {
+        key: Some(record.key.clone()),
+        ..SendOutcome::default()
+    };
+    let keys = vec![record.key.clone()];
+    deliver_parts(k, dur, keys, Some(known), Some((lease, record)), outcome).await
+}
+
 /// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).
 pub(crate) async fn deliver_direct(
     k: &Arc<Kernel>,

@@ -6,7 +6,8 @@
 //! and sent one by one: each still gets its compile-time key, runs the `before` send hooks and
 //! is split into parts, but nothing is written. When the step suspends or ends, one
 //! [`StepCommit`] writes the checkpoint (or removes it), the outbox records of the step's sends
-//! (pending), the completion of the inbound record that fed the step (when nothing of its
+//! (the first one leased for its provider call, `sending`, unless it is paced, in parts, or
+//! behind an earlier open send of the chat; the others pending), the completion of the inbound record that fed the step (when nothing of its
 //! dispatch can send after the step, see [`commit`]) and the removal of the step's effect
 //! records; then the sends are delivered, in order, through the outbox (attempt under a
 //! lease, `mark_sent`, ledger, `after` hooks).
@@ -14,7 +15,7 @@
 //! | the process dies… | on restart |
 //! | --- | --- |
 //! | during the step, before the commit | the inbound is replayed, the step runs again from the previous checkpoint; nothing of the cut run was written or sent |
-//! | after the commit, before or while the sends go out | the checkpoint is the new one, the inbound done; recovery queues the pending sends on the chat's queue, in order (one in flight is ambiguous, as any send) |
+//! | after the commit, before or while the sends go out | the checkpoint is the new one, the inbound done; recovery queues the pending sends on the chat's queue, in order; the first send, leased by the commit, is ambiguous (the provider may have been called), as any send in flight |
 //!
 //! So no crash leaves a checkpoint without its sends, or sends without their checkpoint. A
 //! send's `.outcome()` inside such a step reports its key, not yet a provider message id (the
@@ -26,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{
-    KeyKind, NewSend, OutboxRecord, SendKey, StepCommitError, StepCommitted, StepSend,
+    CommittedSend, KeyKind, NewSend, SendKey, StepCommitError, StepCommitted, StepSend,
 };
 
 use crate::bot::context::Ctx;
@@ -138,7 +139,7 @@ enum Delivery {
 /// A committed step: what to deliver, in order.
 pub(crate) struct Committed {
     deliveries: Vec<Delivery>,
-    records: Vec<OutboxRecord>,
+    records: Vec<CommittedSend>,
 }
 
 /// How many times a commit is tried again after a conflict it could resolve.
@@ -187,7 +188,15 @@ pub(crate) async fn commit(
             payload,
         )
         .with_fingerprint(c.fingerprint.clone());
-        match journal.send(new, parts)? {
+        // The step's first send goes out as soon as the step committed: leased in the step's
+        // own transaction, its provider call needs no write of its own. A paced send waits
+        // (typing) after the commit, and parts go out one by one: those are journaled pending.
+        let journaled = if deliveries.is_empty() && !c.paced && parts.is_empty() {
+            journal.send_and_begin(new).await?
+        } else {
+            journal.send(new, parts)?
+        };
+        match journaled {
             StepSend::Journaled { .. } => deliveries.push(Delivery::Recorded(c)),
             StepSend::Bypassed { size, limit } => {
                 tracing::warn!(key = %c.key, size, limit, "payload over outbox.max_payload_bytes: sent without the outbox");
@@ -280,7 +289,15 @@ pub(crate) async fn deliver(k: &Arc<Kernel>, committed: Committed) {
             }
         }
         let result = match record {
-            Some(record) => {
+            Some(CommittedSend {
+                record,
+                lease: Some(lease),
+            }) => {
+                // Journaled leased by this step: its one part is the content collected.
+                let known = c.parts.first().unwrap_or(&c.outgoing);
+                crate::durable::outbound::deliver_leased(k, dur, record, lease, known).await
+            }
+            Some(CommittedSend { record, .. }) => {
                 // A record found under the key (recorded before) may hold other content.
                 let fresh = record.fingerprint == c.fingerprint && record.key == c.key;
                 let parts = fresh.then_some(c.parts.as_slice());
