@@ -105,7 +105,7 @@ pub(crate) async fn start_in_with(
         end_stack(&k, &chat, old, "replaced").await;
     } else if k
         .store
-        .checkpoint(chat.as_str())
+        .checkpoint_head(chat.as_str())
         .await
         .ok()
         .flatten()
@@ -645,7 +645,8 @@ async fn finish_atomic(
 }
 
 async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
-    matches!(k.store.checkpoint(chat.as_str()).await, Ok(Some(_)))
+    // The head only: its state is not needed (nor decoded).
+    matches!(k.store.checkpoint_head(chat.as_str()).await, Ok(Some(_)))
 }
 
 /// Ends a stack that is not stepping (replaced, blocked).

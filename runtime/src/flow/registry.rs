@@ -218,7 +218,12 @@ impl Bot {
     pub async fn cancel_flow(&self, chat: impl Into<ChatId>) -> Result<bool, BotError> {
         let chat = chat.into();
         let waiting = self.kernel.flows.active_name(&chat).is_some()
-            || self.kernel.store.checkpoint(chat.as_str()).await?.is_some();
+            || self
+                .kernel
+                .store
+                .checkpoint_head(chat.as_str())
+                .await?
+                .is_some();
         if waiting {
             executor::queue(&self.kernel, chat, |ctx| async move {
                 executor::interrupt(&ctx, crate::flow::cx::Input::Cancelled).await;
