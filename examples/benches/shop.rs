@@ -13,7 +13,9 @@
 //!
 //! The machine's speed drifts (on the 2-core CI machine, by a factor of two for minutes at a
 //! time), so the variants run in rounds (`SHOP_BENCH_REPEAT`, default 3): each round runs every
-//! variant once, measuring each storage's raw ceiling right before the variant that uses it.
+//! variant once, measuring each storage's raw ceiling right before and right after the variant
+//! that uses it (the ratio takes their mean), and runs the no-durability variant again right
+//! after the memory one (memory's ratio is over the mean of the two runs around it).
 //! The table gives the median of the rounds, with every round's figure beside it, and each
 //! ratio is the median of the rounds' ratios (a ratio taken within one round compares figures
 //! measured seconds apart).
@@ -363,7 +365,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// of a ratio alike).
 struct Round {
     rates: Vec<(Variant, (f64, Duration, Duration))>,
+    /// Each storage's raw ceiling: the mean of the measurements right before and right after
+    /// the variant's run.
     ceilings: HashMap<Variant, f64>,
+    /// Messages/s without durability, run again right after the memory variant.
+    off_after: Option<f64>,
 }
 
 impl Round {
@@ -372,10 +378,13 @@ impl Round {
     }
 
     /// A variant's messages/s over its reference: the raw ceiling of its storage, or (for
-    /// memory) the run without durability.
+    /// memory) the mean of the runs without durability right before and right after it.
     fn ratio(&self, v: Variant) -> Option<f64> {
         let reference = match v {
-            Variant::Memory => self.rate(Variant::Off)?,
+            Variant::Memory => {
+                let before = self.rate(Variant::Off)?;
+                (before + self.off_after.unwrap_or(before)) / 2.0
+            }
             _ => *self.ceilings.get(&v)?,
         };
         Some(self.rate(v)? / reference)
@@ -438,9 +447,10 @@ fn main() {
         let mut this = Round {
             rates: Vec::new(),
             ceilings: HashMap::new(),
+            off_after: None,
         };
         for &variant in &variants {
-            let ceiling = match variant {
+            let ceiling = || match variant {
                 Variant::Off | Variant::Memory => None,
                 Variant::File => Some(file_ceiling(dir.path(), secs)),
                 Variant::Sqlite => Some(sqlite_ceiling(dir.path(), secs)),
@@ -451,11 +461,17 @@ fn main() {
                     .as_deref()
                     .map(|u| rt.block_on(redis_ceiling(u, secs))),
             };
-            if let Some(c) = ceiling {
-                this.ceilings.insert(variant, c);
-            }
+            // The reference is measured on both sides of the run and averaged: the machine's
+            // speed drifts within a round too.
+            let before = ceiling();
             let r = rt.block_on(run(variant, chats, rounds, dir.path()));
             this.rates.push((variant, r));
+            if let (Some(b), Some(a)) = (before, ceiling()) {
+                this.ceilings.insert(variant, (b + a) / 2.0);
+            }
+            if variant == Variant::Memory && variants.contains(&Variant::Off) {
+                this.off_after = Some(rt.block_on(run(Variant::Off, chats, rounds, dir.path())).0);
+            }
         }
         all_rounds.push(this);
     }
