@@ -229,16 +229,31 @@ impl fmt::Debug for SqliteStore {
 /// [`SqliteStoreOptions::inline_reads`]).
 pub(crate) const INLINE_READ_ROWS: usize = 256;
 
+/// What a read runs: several statements that must see one snapshot, or a single statement.
+#[derive(Clone, Copy)]
+enum ReadKind {
+    /// In one explicit read transaction (`BEGIN` … `COMMIT`).
+    Transaction,
+    /// One statement, which is its own read transaction: no `BEGIN` and `COMMIT` around it
+    /// (two statements fewer per read, and reads run several times per message).
+    Statement,
+}
+
 /// Runs `f` in one read transaction of `conn`.
 ///
 /// `BEGIN` and `COMMIT` run through the connection's statement cache (rusqlite's
 /// `Transaction` parses them again at every read, which showed in profiles: reads run several
 /// times per message). A read that fails or panics rolls the transaction back, so its
 /// connection can go back to the pool (the pool drops a connection still in a transaction).
+/// A [`ReadKind::Statement`] read runs `f` as it is: its one statement reads one snapshot.
 fn read_in<T>(
     conn: &Connection,
+    kind: ReadKind,
     f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
 ) -> Result<T, rusqlite::Error> {
+    if let ReadKind::Statement = kind {
+        return f(conn);
+    }
     /// Rolls back the read transaction unless it was committed.
     struct Open<'c>(&'c Connection);
     impl Drop for Open<'_> {
@@ -415,8 +430,33 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        self.read_with(operation, self.shared.options.inline_reads, f)
-            .await
+        self.read_with(
+            operation,
+            self.shared.options.inline_reads,
+            ReadKind::Transaction,
+            f,
+        )
+        .await
+    }
+
+    /// As [`read`](Self::read), for `f` that runs one statement (a row by key, a bounded
+    /// range): the statement is its own read transaction, without `BEGIN` and `COMMIT`.
+    pub(crate) async fn read_statement<T, F>(
+        &self,
+        operation: &'static str,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    {
+        self.read_with(
+            operation,
+            self.shared.options.inline_reads,
+            ReadKind::Statement,
+            f,
+        )
+        .await
     }
 
     /// As [`read`](Self::read), always on tokio's blocking pool: for reads whose length the
@@ -427,11 +467,13 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        self.read_with(operation, false, f).await
+        self.read_with(operation, false, ReadKind::Transaction, f)
+            .await
     }
 
-    /// A read of at most `rows` rows: inline (as [`read`](Self::read)) up to
-    /// [`INLINE_READ_ROWS`], on the pool beyond.
+    /// A read of at most `rows` rows by one statement: inline (as [`read`](Self::read)) up
+    /// to [`INLINE_READ_ROWS`], on the pool beyond; the statement is its own read
+    /// transaction (as [`read_statement`](Self::read_statement)).
     pub(crate) async fn read_rows<T, F>(
         &self,
         operation: &'static str,
@@ -443,20 +485,22 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let inline = self.shared.options.inline_reads && rows <= INLINE_READ_ROWS;
-        self.read_with(operation, inline, f).await
+        self.read_with(operation, inline, ReadKind::Statement, f)
+            .await
     }
 
     async fn read_with<T, F>(
         &self,
         operation: &'static str,
         inline: bool,
+        kind: ReadKind,
         f: F,
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
-        self.read_unnamed(operation, inline, f)
+        self.read_unnamed(operation, inline, kind, f)
             .await
             .map_err(|e| in_file(&self.shared.path, e))
     }
@@ -465,6 +509,7 @@ impl SqliteStore {
         &self,
         operation: &'static str,
         inline: bool,
+        kind: ReadKind,
         f: F,
     ) -> Result<T, StoreError>
     where
@@ -474,7 +519,7 @@ impl SqliteStore {
         let conns = self.conns()?;
         if inline {
             if let Some((permit, conn)) = conns.readers.try_idle() {
-                let result = read_in(&conn, f);
+                let result = read_in(&conn, kind, f);
                 conns.readers.give_back(conn);
                 drop(permit);
                 return result.map_err(|e| query_error(operation, e));
@@ -485,7 +530,7 @@ impl SqliteStore {
         let task = tokio::task::spawn_blocking(move || {
             let conns = pool;
             let conn = conns.readers.take()?;
-            let result = read_in(&conn, f);
+            let result = read_in(&conn, kind, f);
             conns.readers.give_back(conn);
             result.map_err(|e: rusqlite::Error| query_error(operation, e))
         });

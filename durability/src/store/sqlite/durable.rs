@@ -326,7 +326,7 @@ impl DurableKv for SqliteDurableKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         let (scope, key) = (scope.id().to_owned(), key.to_owned());
         self.store
-            .read("durable.get", move |conn| {
+            .read_statement("durable.get", move |conn| {
                 conn.prepare_cached(
                     "SELECT version, value, idx1, idx2 FROM durable WHERE scope = ?1 AND key = ?2",
                 )?

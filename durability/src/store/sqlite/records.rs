@@ -411,7 +411,7 @@ impl Store for SqliteStore {
 
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
         let id = id.to_owned();
-        self.read("chat", move |conn| {
+        self.read_statement("chat", move |conn| {
             conn.prepare_cached(
                 "SELECT id, is_group, title, lang, first_seen_ms, last_activity_ms \
                  FROM chats WHERE id = ?1",
@@ -430,7 +430,7 @@ impl Store for SqliteStore {
 
     async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
         let id = id.to_owned();
-        self.read("contact", move |conn| {
+        self.read_statement("contact", move |conn| {
             conn.prepare_cached("SELECT id, name, last_seen_ms FROM contacts WHERE id = ?1")?
                 .query_row([id], |row| {
                     Ok(ContactRecord {
@@ -483,7 +483,7 @@ impl Store for SqliteStore {
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
         let chat = chat.to_owned();
         let raw = self
-            .read("checkpoint", move |conn| {
+            .read_statement("checkpoint", move |conn| {
                 conn.prepare_cached(&format!(
                     "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE chat = ?1"
                 ))?
@@ -496,7 +496,7 @@ impl Store for SqliteStore {
 
     async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
         let chat = chat.to_owned();
-        self.read("checkpoint_head", move |conn| {
+        self.read_statement("checkpoint_head", move |conn| {
             conn.prepare_cached("SELECT step, inbound_id FROM checkpoints WHERE chat = ?1")?
                 .query_row([chat], |row| {
                     Ok(CheckpointHead {
@@ -576,7 +576,7 @@ impl Store for SqliteStore {
         let (scope, key) = (scope.to_owned(), key.to_owned());
         let (scope2, key2) = (scope.clone(), key.clone());
         let text: Option<String> = self
-            .read("get_value", move |conn| {
+            .read_statement("get_value", move |conn| {
                 conn.prepare_cached("SELECT value FROM kv WHERE scope = ?1 AND key = ?2")?
                     .query_row([scope2, key2], |row| row.get(0))
                     .optional()
@@ -615,7 +615,7 @@ impl Store for SqliteStore {
         let scope = scope.to_owned();
         let scope2 = scope.clone();
         let rows: Vec<(String, String)> = self
-            .read("values", move |conn| {
+            .read_statement("values", move |conn| {
                 let mut stmt =
                     conn.prepare_cached("SELECT key, value FROM kv WHERE scope = ?1 ORDER BY key")?;
                 let rows = stmt.query_map([scope2], |row| Ok((row.get(0)?, row.get(1)?)))?;
