@@ -475,6 +475,25 @@ async fn commit_once(
     sends
 }
 
+/// Journals, leases and marks sent `key` outside a step, as an earlier run did.
+async fn sent_before(
+    d: &KvDurability<SqliteDurableKv>,
+    key: &str,
+    text: &str,
+    provider_id: Option<&str>,
+) {
+    d.outbox().journal(send(key, text)).await.unwrap();
+    let botmesh_durability::outbox::BeginAttempt::Leased { lease, .. } =
+        d.outbox().begin_attempt(key).await.unwrap()
+    else {
+        panic!("leased");
+    };
+    d.outbox()
+        .mark_sent(&lease, provider_id.map(str::to_owned))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_first_send_is_leased_in_the_steps_own_transaction() {
     let (_dir, store, d, lease) = setup().await;
@@ -549,22 +568,7 @@ async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending() {
 async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased() {
     let (_dir, store, d, lease) = setup().await;
     // An earlier run sent it (outside a step transaction).
-    d.outbox()
-        .journal(send("alice/m1:order/q#1", "How many?"))
-        .await
-        .unwrap();
-    let botmesh_durability::outbox::BeginAttempt::Leased { lease: earlier, .. } = d
-        .outbox()
-        .begin_attempt("alice/m1:order/q#1")
-        .await
-        .unwrap()
-    else {
-        panic!("leased");
-    };
-    d.outbox()
-        .mark_sent(&earlier, Some("tg-0".into()))
-        .await
-        .unwrap();
+    sent_before(&d, "alice/m1:order/q#1", "How many?", Some("tg-0")).await;
     // That send is settled, so nothing of the chat is open: the step's send is leased,
     // conflicts on its key, and is answered from the record found.
     let mut journal = d.step();
@@ -583,19 +587,7 @@ async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased() {
 #[tokio::test]
 async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key() {
     let (_dir, store, d, lease) = setup().await;
-    d.outbox()
-        .journal(send("alice/m1:order/q#1", "How many?"))
-        .await
-        .unwrap();
-    let botmesh_durability::outbox::BeginAttempt::Leased { lease: earlier, .. } = d
-        .outbox()
-        .begin_attempt("alice/m1:order/q#1")
-        .await
-        .unwrap()
-    else {
-        panic!("leased");
-    };
-    d.outbox().mark_sent(&earlier, None).await.unwrap();
+    sent_before(&d, "alice/m1:order/q#1", "How many?", None).await;
     let mut journal = d.step();
     journal
         .send_and_begin(send("alice/m1:order/q#1", "How many pears?"))

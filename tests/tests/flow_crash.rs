@@ -417,9 +417,9 @@ fn assert_cut_after_commit((sent, (checkpoint, sends, inbound)): (Vec<String>, L
     assert_eq!(m2[0].1, InboxState::Done, "{inbound:?}");
 }
 
-// The second step's one transaction journals "How many?" (leased for its provider call) and completes `pears`. Cut at the
-// last hook before it, nothing of the step is there (with separate writes, the checkpoint and
-// the send would be); cut right after it, all of it is.
+// The second step's one transaction journals "How many?" (leased for its provider call) and
+// completes `pears`. Cut at the last hook before it, nothing of the step is there (with
+// separate writes, the checkpoint and the send would be); cut right after it, all of it is.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sqlite_step_cut_before_its_commit_leaves_nothing_of_it() {

@@ -195,18 +195,27 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             first.next_part = Some(keys::part_key(&base, 2));
         }
         records.insert(0, first);
-        let key = records[0].key.clone();
-        let count = records.len();
-        let encoded = records
+        self.push_send(records, None)
+    }
+
+    /// Adds a send of `records` (first part first), encoded, leased by `lease` if given.
+    fn push_send(
+        &mut self,
+        records: Vec<OutboxRecord>,
+        lease: Option<OutboxLease>,
+    ) -> Result<StepSend, DurabilityError> {
+        let key = records.first().map(|r| r.key.clone()).unwrap_or_default();
+        let parts = records.len();
+        let records = records
             .into_iter()
             .map(|r| KvDurability::<K>::encode(&r).map(|e| (r, e)))
             .collect::<Result<Vec<_>, _>>()?;
         self.items.push(Item::Send {
-            records: encoded,
+            records,
             existing: None,
-            lease: None,
+            lease,
         });
-        Ok(StepSend::Journaled { key, parts: count })
+        Ok(StepSend::Journaled { key, parts })
     }
 
     /// Adds a one-part send leased for its first attempt in the step's own transaction (what
@@ -232,28 +241,14 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             .iter()
             .any(|i| matches!(i, Item::Send { existing: None, .. }));
         if queued || self.d.outbox().earlier_open(&record).await?.is_some() {
-            let key = record.key.clone();
-            let entry = KvDurability::<K>::encode(&record)?;
-            self.items.push(Item::Send {
-                records: vec![(record, entry)],
-                existing: None,
-                lease: None,
-            });
-            return Ok(StepSend::Journaled { key, parts: 1 });
+            return self.push_send(vec![record], None);
         }
         let (now, lease_ms) = (
             record.created_ms,
             crate::retries::duration_ms(self.d.config().outbox.lease),
         );
         let lease = Outbox::<K>::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
-        let key = record.key.clone();
-        let entry = KvDurability::<K>::encode(&record)?;
-        self.items.push(Item::Send {
-            records: vec![(record, entry)],
-            existing: None,
-            lease: Some(lease),
-        });
-        Ok(StepSend::Journaled { key, parts: 1 })
+        self.push_send(vec![record], Some(lease))
     }
 
     /// Adds the journaling of an inbound event already leased to this process (what

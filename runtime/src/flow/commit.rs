@@ -7,9 +7,9 @@
 //! is split into parts, but nothing is written. When the step suspends or ends, one
 //! [`StepCommit`] writes the checkpoint (or removes it), the outbox records of the step's sends
 //! (the first one leased for its provider call, `sending`, unless it is paced, in parts, or
-//! behind an earlier open send of the chat; the others pending), the completion of the inbound record that fed the step (when nothing of its
-//! dispatch can send after the step, see [`commit`]) and the removal of the step's effect
-//! records; then the sends are delivered, in order, through the outbox (attempt under a
+//! behind an earlier open send of the chat; the others pending), the completion of the
+//! inbound record that fed the step (when nothing of its dispatch can send after the step,
+//! see [`commit`]) and the removal of the step's effect records; then the sends are delivered, in order, through the outbox (attempt under a
 //! lease, `mark_sent`, ledger, `after` hooks).
 //!
 //! | the process dies… | on restart |

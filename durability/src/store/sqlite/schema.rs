@@ -270,9 +270,9 @@ pub(super) fn open_writer(
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| open_error(path, e))?;
     // A group run again after a failed request runs each request in a savepoint (and a flow
-    // step writing one key twice takes one of its own), whose undo copies of the pages it changes go to a
-    // statement journal: in memory, not a temporary file written and read back. A larger page
-    // cache keeps the tables' and indexes' hot pages across group commits.
+    // step writing one key twice takes one of its own), whose undo copies of the pages it
+    // changes go to a statement journal: in memory, not a temporary file written and read
+    // back. A larger page cache keeps the tables' and indexes' hot pages across group commits.
     conn.pragma_update(None, "temp_store", "MEMORY")
         .map_err(|e| open_error(path, e))?;
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)
