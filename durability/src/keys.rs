@@ -19,6 +19,7 @@
 //! or write any record.
 
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -118,7 +119,7 @@ pub fn part_key(key: &str, n: u32) -> String {
 /// The key under which diverged content of the derived key `key` is sent (`on_diverged:
 /// send`): `key~<first 12 hex digits of the new fingerprint>`, the same on every replay.
 pub fn diverged_key(key: &str, fingerprint: &Fingerprint) -> String {
-    let short: String = fingerprint.0.chars().take(12).collect();
+    let short: String = fingerprint.as_str().chars().take(12).collect();
     format!("{key}~{short}")
 }
 
@@ -133,11 +134,42 @@ pub fn inbound_id(chat: &str, message_id: &str) -> String {
 }
 
 /// A fingerprint of a send: its chat and content, before the `before('send')` hooks.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Fingerprint(String);
+///
+/// Either computed at once ([`of`](Self::of), [`of_content`](Self::of_content)) or
+/// [`deferred`](Self::deferred): computed the first time it is read (compared, written into
+/// a record a backend encodes, shown), then kept. A send's fingerprint is compared only when
+/// its key was recorded before (a replay), so a first send through a backend that keeps
+/// records unencoded (`MemoryKv`) never computes it. Clones share the computed value.
+#[derive(Clone)]
+pub struct Fingerprint(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Hex(String),
+    Deferred(Arc<Deferred>),
+}
+
+/// The computation of a deferred fingerprint, run once.
+type Deferred = LazyLock<Fingerprint, Box<dyn FnOnce() -> Fingerprint + Send>>;
 
 impl Fingerprint {
+    /// A fingerprint computed by `compute` the first time it is read (see the type's docs).
+    /// `compute` must give what [`of_content`](Self::of_content) would give for the send's
+    /// content before the hooks.
+    ///
+    /// ```
+    /// # use botmesh_durability::Fingerprint;
+    /// let content = serde_json::json!({"text": "hi"});
+    /// let later = Fingerprint::deferred({
+    ///     let content = content.clone();
+    ///     move || Fingerprint::of("c", &content)
+    /// });
+    /// assert_eq!(later, Fingerprint::of("c", &content));
+    /// ```
+    pub fn deferred(compute: impl FnOnce() -> Fingerprint + Send + 'static) -> Self {
+        Fingerprint(Repr::Deferred(Arc::new(LazyLock::new(Box::new(compute)))))
+    }
+
     /// The fingerprint of `content` sent to `chat`. Object keys are sorted first, so two equal
     /// JSON values always give the same fingerprint.
     pub fn of(chat: &str, content: &Value) -> Self {
@@ -177,18 +209,53 @@ impl Fingerprint {
         h.field(b"send");
         h.field(chat.as_bytes());
         h.field(canonical);
-        Fingerprint(hex32(h.finish()))
+        Fingerprint(Repr::Hex(hex32(h.finish())))
     }
 
-    /// The hex text.
+    /// The hex text (computed now if it was deferred).
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Repr::Hex(hex) => hex,
+            Repr::Deferred(lazy) => LazyLock::force(lazy).as_str(),
+        }
+    }
+}
+
+impl PartialEq for Fingerprint {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Fingerprint {}
+
+impl std::hash::Hash for Fingerprint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Fingerprint").field(&self.as_str()).finish()
     }
 }
 
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(|hex| Fingerprint(Repr::Hex(hex)))
     }
 }
 
@@ -252,6 +319,42 @@ mod tests {
         let b = serde_json::json!({"buttons": [1, 2], "text": "hi"});
         assert_eq!(Fingerprint::of("c", &a), Fingerprint::of("c", &b));
         assert_ne!(Fingerprint::of("c", &a), Fingerprint::of("d", &a));
+    }
+
+    #[test]
+    fn a_deferred_fingerprint_is_computed_once_when_read() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let runs = Arc::new(AtomicUsize::new(0));
+        let content = serde_json::json!({"text": "hi"});
+        let deferred = Fingerprint::deferred({
+            let (runs, content) = (runs.clone(), content.clone());
+            move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Fingerprint::of("c", &content)
+            }
+        });
+        let copy = deferred.clone();
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            0,
+            "not computed before it is read"
+        );
+        let eager = Fingerprint::of("c", &content);
+        assert_eq!(deferred, eager);
+        assert_eq!(copy.as_str(), eager.as_str());
+        assert_eq!(
+            serde_json::to_string(&copy).unwrap(),
+            serde_json::to_string(&eager).unwrap()
+        );
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "clones share the computed value"
+        );
+        let back: Fingerprint =
+            serde_json::from_str(&serde_json::to_string(&copy).unwrap()).unwrap();
+        assert_eq!(back, eager);
+        assert_eq!(diverged_key("k", &deferred), diverged_key("k", &eager));
     }
 
     /// Fingerprints are kept in journals: the value of a nested tree (unsorted keys, escapes,

@@ -652,6 +652,7 @@ mod tests {
                 params: vec!["7".into()],
             },
         ];
+        let mut from_payload = 0;
         for c in contents {
             let tree = serde_json::to_value(&c).expect("encodes");
             assert_eq!(
@@ -659,6 +660,21 @@ mod tests {
                 Fingerprint::of("alice", &tree),
                 "{c:?}"
             );
+            // A send no hook changed gets its fingerprint from its journaled JSON, when first
+            // read: the same one.
+            let outgoing = Outgoing::from(c.clone());
+            if crate::durable::outbound::payload_fingerprints(&outgoing) {
+                let payload =
+                    botmesh_durability::outbox::Payload::encode(&outgoing).expect("encodes");
+                let chat = ChatId("alice".into());
+                assert_eq!(
+                    crate::durable::outbound::deferred_fingerprint(&chat, &payload),
+                    crate::durable::outbound::fingerprint(&chat, &outgoing),
+                    "{c:?}"
+                );
+                from_payload += 1;
+            }
         }
+        assert_eq!(from_payload, 8, "every content kind but a location");
     }
 }

@@ -16,23 +16,36 @@ use crate::operating::RecordKind;
 /// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more; `width`
 /// at most 20): what `write!(out, "{n:0width$}")` writes, without the formatting machinery
 /// (these values are built on every journal write).
+/// `{n:0width$}` (at most 20 digits), two digits at a time: index values are written at
+/// every journal write.
 fn push_decimal(out: &mut String, n: u64, width: usize) {
+    const PAIRS: &[u8; 200] = b"\
+        0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut digits = [b'0'; 20];
     let mut at = digits.len();
     let mut rest = n;
-    loop {
+    while rest >= 100 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
+        digits[at] = b'0' + rest as u8;
     }
     let from = at.min(digits.len().saturating_sub(width));
     push_ascii(out, &digits[from..]);
 }
 
-/// Appends `n` in lowercase hex, zero-padded to 8 digits (`{n:08x}`; wider when it needs more).
 fn push_hex8(out: &mut String, n: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [b'0'; 2 * size_of::<usize>()];
@@ -52,10 +65,8 @@ fn push_hex8(out: &mut String, n: usize) {
 
 /// Appends ASCII digits.
 fn push_ascii(out: &mut String, digits: &[u8]) {
-    // Digits are ASCII, so always UTF-8.
-    if let Ok(text) = std::str::from_utf8(digits) {
-        out.push_str(text);
-    }
+    // Digits are ASCII: each byte is its own character (no UTF-8 check of the whole slice).
+    out.extend(digits.iter().map(|&d| char::from(d)));
 }
 
 fn prefix(kind: RecordKind) -> &'static str {
@@ -150,6 +161,28 @@ pub(crate) fn after(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_are_zero_padded_to_their_width() {
+        for n in [
+            0,
+            7,
+            10,
+            99,
+            100,
+            101,
+            12_345,
+            1_700_000_000_000,
+            u64::MAX / 3,
+            u64::MAX,
+        ] {
+            for width in [1, 4, 16, 20] {
+                let mut out = String::from("x");
+                push_decimal(&mut out, n, width);
+                assert_eq!(out, format!("x{n:0width$}"), "{n} at width {width}");
+            }
+        }
+    }
 
     #[test]
     fn ranges_hold_their_values() {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::bot::kernel::Kernel;
 use crate::bot::persistence::{self, OutboundEntry};
+use crate::bot::routes::BeforeSendHook;
 use crate::bot::routes::{SendDecision, SendDraft, SentInfo};
 use crate::bot::{presence, rate_limit_retry};
 use crate::error::BotError;
@@ -90,11 +91,18 @@ pub(crate) struct SendRequest {
 }
 
 /// Runs the `before` send hooks in registration order; `None` when one aborted.
-pub(crate) async fn run_before_send(k: &Kernel, mut draft: SendDraft) -> Option<SendDraft> {
-    let hooks: Vec<_> = {
-        let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        routes.before_send.iter().map(|r| r.item.clone()).collect()
-    };
+pub(crate) async fn run_before_send(k: &Kernel, draft: SendDraft) -> Option<SendDraft> {
+    run_hooks(before_send_hooks(k), draft).await
+}
+
+/// The `before` send hooks registered now, in registration order.
+fn before_send_hooks(k: &Kernel) -> Vec<BeforeSendHook> {
+    let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
+    routes.before_send.iter().map(|r| r.item.clone()).collect()
+}
+
+/// Runs `hooks` on `draft` in order; `None` when one aborted.
+async fn run_hooks(hooks: Vec<BeforeSendHook>, mut draft: SendDraft) -> Option<SendDraft> {
     for hook in hooks {
         match hook(draft).await {
             SendDecision::Proceed(d) => draft = d,
@@ -138,15 +146,24 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
 
     // The durable idempotency lookup comes before the hooks: a send already recorded as sent
     // is answered from the outbox, with no hooks and no provider call.
+    let hooks = before_send_hooks(k);
     let fingerprint = match &k.durable {
         Some(dur) => {
-            let fp = crate::durable::outbound::fingerprint(&chat, &outgoing);
-            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, &fp).await?
-            {
+            // The fingerprint is of the content before the hooks: computed now when a hook
+            // may change it, or when its JSON does not give it back exactly (floats); else it
+            // is computed from the journaled payload if a replay ever compares it.
+            let now = (!hooks.is_empty()
+                || !crate::durable::outbound::payload_fingerprints(&outgoing))
+            .then(|| crate::durable::outbound::fingerprint(&chat, &outgoing));
+            let fp = || {
+                now.clone()
+                    .unwrap_or_else(|| crate::durable::outbound::fingerprint(&chat, &outgoing))
+            };
+            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, fp).await? {
                 Counters::inc(&k.counters.send_deduped);
                 return Ok(done);
             }
-            Some(fp)
+            Some(now)
         }
         None => None,
     };
@@ -157,7 +174,7 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         edit_of: None,
         preview: false,
     };
-    let Some(draft) = run_before_send(k, draft).await else {
+    let Some(draft) = run_hooks(hooks, draft).await else {
         Counters::inc(&k.counters.send_skipped);
         return Ok(SendOutcome {
             key: Some(key),
@@ -331,6 +348,41 @@ pub fn part_key(key: &str, index: usize) -> String {
     }
 }
 
+/// The text of a text or list send and the channel's limits for it: `(text, limit, limit of
+/// the last part)`; `None` for other content or a channel without a limit. The last part
+/// carries the buttons or the list: it must also fit the channel's limit for a text with
+/// buttons.
+fn text_limits<'a>(
+    outgoing: &'a Outgoing,
+    caps: &crate::provider::Capabilities,
+) -> Option<(&'a str, usize, usize)> {
+    let limit = caps.text_limit;
+    let (text, decorated) = match &outgoing.content {
+        OutgoingContent::Text { text, buttons } => (text, !buttons.is_empty()),
+        OutgoingContent::List { text, .. } => (text, true),
+        _ => return None,
+    };
+    if limit == 0 {
+        return None;
+    }
+    let last_limit = match caps.buttons_text_limit {
+        Some(b) if decorated && b > 0 => b.min(limit),
+        _ => limit,
+    };
+    Some((text, limit, last_limit))
+}
+
+/// Whether [`split_outgoing`] splits `outgoing` in several parts (its text is over the
+/// channel's limit, or over its limit for a text with buttons), without splitting it.
+pub(crate) fn is_split(outgoing: &Outgoing, caps: &crate::provider::Capabilities) -> bool {
+    text_limits(outgoing, caps).is_some_and(|(text, _, last_limit)| longer_than(text, last_limit))
+}
+
+/// Whether `text` has more than `limit` characters (counting stops past the limit).
+fn longer_than(text: &str, limit: usize) -> bool {
+    text.chars().nth(limit).is_some()
+}
+
 /// Splits a text message, or a list, over the channel's `text_limit` into parts. The last
 /// part keeps the buttons (or is the list, with the end of its text) and also fits
 /// `buttons_text_limit`; the parts before it are plain texts. Other content is returned as it
@@ -339,24 +391,11 @@ pub(crate) fn split_outgoing(
     outgoing: &Outgoing,
     caps: &crate::provider::Capabilities,
 ) -> Vec<Outgoing> {
-    let limit = caps.text_limit;
-    let (text, decorated) = match &outgoing.content {
-        OutgoingContent::Text { text, buttons } => (text, !buttons.is_empty()),
-        OutgoingContent::List { text, .. } => (text, true),
-        _ => return vec![outgoing.clone()],
-    };
-    if limit == 0 {
+    let Some((text, limit, last_limit)) =
+        text_limits(outgoing, caps).filter(|&(text, _, last_limit)| longer_than(text, last_limit))
+    else {
         return vec![outgoing.clone()];
-    }
-    // The last part carries the buttons or the list: it must also fit the channel's limit for
-    // a text with buttons.
-    let last_limit = match caps.buttons_text_limit {
-        Some(b) if decorated && b > 0 => b.min(limit),
-        _ => limit,
     };
-    if text.chars().count() <= last_limit {
-        return vec![outgoing.clone()];
-    }
     let mut chunks = split_text(text, limit);
     if chunks
         .last()
@@ -465,6 +504,8 @@ mod tests {
                 len <= 1024,
                 "{len}: split only when needed"
             );
+            let buttons = Outgoing::buttons(text.clone(), [("y", "Yes")]);
+            assert_eq!(is_split(&buttons, &caps), parts.len() > 1, "{len}");
             let with_buttons = parts
                 .iter()
                 .filter(|p| matches!(&p.content, OutgoingContent::Text { buttons, .. } if !buttons.is_empty()))
@@ -473,6 +514,11 @@ mod tests {
             // Without buttons, only the text limit counts.
             let plain = split_outgoing(&Outgoing::from(text.clone()), &caps);
             assert_eq!(plain.len() == 1, len <= 4096, "{len}");
+            assert_eq!(
+                is_split(&Outgoing::from(text.clone()), &caps),
+                plain.len() > 1,
+                "{len}"
+            );
         }
     }
 

@@ -40,6 +40,30 @@ pub(crate) fn fingerprint(chat: &ChatId, outgoing: &Outgoing) -> Fingerprint {
     Fingerprint::of_content(chat.as_str(), &outgoing.content)
 }
 
+/// Whether the fingerprint of `outgoing` can be computed from its journaled JSON: its content
+/// holds no float (a float read back from JSON text may differ in its last bit).
+pub(crate) fn payload_fingerprints(outgoing: &Outgoing) -> bool {
+    !matches!(
+        outgoing.content,
+        crate::message::OutgoingContent::Location(_)
+    )
+}
+
+/// The fingerprint of a send journaled as `payload` (an [`Outgoing`]'s JSON) whose content no
+/// hook changed, computed from the payload the first time it is read: a first send through a
+/// backend that keeps records unencoded never computes it.
+pub(crate) fn deferred_fingerprint(chat: &ChatId, payload: &Payload) -> Fingerprint {
+    let chat = chat.0.clone();
+    let payload = payload.clone();
+    Fingerprint::deferred(move || {
+        let content = serde_json::from_str::<serde_json::Value>(payload.as_json())
+            .ok()
+            .and_then(|mut outgoing| outgoing.get_mut("content").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null);
+        Fingerprint::of(&chat, &content)
+    })
+}
+
 fn send_key(rule: &KeyRule, key: &str) -> SendKey {
     let kind = match rule {
         KeyRule::Explicit(_) => KeyKind::Explicit,
@@ -64,18 +88,18 @@ fn deduped(record: &OutboxRecord) -> SendOutcome {
 }
 
 /// The idempotency lookup: `Some` when the key is recorded as sent (for a derived key, with
-/// the same fingerprint), counted in `outbox_deduped`.
+/// the same fingerprint, which `fp` computes only then), counted in `outbox_deduped`.
 pub(crate) async fn answered(
     _k: &Kernel,
     dur: &Durable,
     key: &str,
     rule: &KeyRule,
-    fp: &Fingerprint,
+    fp: impl FnOnce() -> Fingerprint + Send,
 ) -> Result<Option<SendOutcome>, BotError> {
     Ok(dur
         .d
         .outbox()
-        .sent_before(key, rule.is_explicit(), fp)
+        .sent_before_with(key, rule.is_explicit(), fp)
         .await
         .map_err(journal_error)?
         .map(|r| deduped(&r)))
@@ -92,7 +116,9 @@ pub(crate) fn classify(e: &ProviderError) -> SendFailure {
     }
 }
 
-/// Journals an already-hooked send and delivers it inline (see the module docs).
+/// Journals an already-hooked send and delivers it inline (see the module docs). `fp` is its
+/// fingerprint when computed before the hooks; `None` when no hook ran on it (it is then
+/// computed from the journaled payload when first read).
 pub(crate) async fn deliver(
     k: &Arc<Kernel>,
     dur: &Durable,
@@ -100,7 +126,7 @@ pub(crate) async fn deliver(
     key: String,
     chat: ChatId,
     outgoing: Outgoing,
-    fp: Fingerprint,
+    fp: Option<Fingerprint>,
 ) -> Result<SendOutcome, BotError> {
     // A send that goes out in one part is journaled and leased in one write, and the
     // provider called at once; one in parts is journaled, split, then delivered part by part.
@@ -189,7 +215,7 @@ async fn journal(
     key: &str,
     chat: &ChatId,
     outgoing: &Outgoing,
-    fp: Fingerprint,
+    fp: Option<Fingerprint>,
     begin: bool,
 ) -> Result<Journaled, BotError> {
     let outbox = dur.d.outbox();
@@ -200,6 +226,7 @@ async fn journal(
             return Ok(Journaled::Bypassed);
         }
     };
+    let fp = fp.unwrap_or_else(|| deferred_fingerprint(chat, &payload));
     let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
     let journaled = if begin {
         match outbox.journal_and_begin(new).await.map_err(journal_error)? {
@@ -238,7 +265,7 @@ fn carry_on(key: &str, journaled: SendJournal) -> Journaled {
 /// Whether a send is a text or a list that `split_outgoing` splits (over the channel's limit,
 /// or over its limit for a text with buttons).
 fn over_limit(outgoing: &Outgoing, caps: &crate::provider::Capabilities) -> bool {
-    split_outgoing(outgoing, caps).len() > 1
+    outbound::is_split(outgoing, caps)
 }
 
 /// The records of a send's parts, in order; splits a first part over the text limit. `known`
@@ -774,8 +801,16 @@ impl Bot {
             });
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
-        let Journaled::Record(record, fresh) =
-            journal(dur, &rule, &key, &draft.chat, &draft.outgoing, fp, false).await?
+        let Journaled::Record(record, fresh) = journal(
+            dur,
+            &rule,
+            &key,
+            &draft.chat,
+            &draft.outgoing,
+            Some(fp),
+            false,
+        )
+        .await?
         else {
             return Err(BotError::config(
                 "durability.outbox.max_payload_bytes",
