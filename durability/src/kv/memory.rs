@@ -314,7 +314,7 @@ impl ScopeData {
 
 #[derive(Default)]
 struct Shared {
-    scopes: Mutex<HashMap<String, ScopeData>>,
+    scopes: Mutex<HashMap<String, ScopeData, foldhash::fast::RandomState>>,
     versions: AtomicU64,
 }
 
@@ -336,7 +336,7 @@ impl MemoryKv {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, ScopeData>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, ScopeData, foldhash::fast::RandomState>> {
         // A panic while holding the lock cannot leave a half-applied write (each write is
         // computed before it is applied), so a poisoned lock is still consistent.
         self.shared

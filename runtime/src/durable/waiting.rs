@@ -17,7 +17,7 @@
 //! renewed: the registration is one map insert and one removal. It does not renew the leases
 //! of running jobs (their heartbeat does) and does not touch the queue.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -38,13 +38,13 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(crate) struct WaitingLeases {
     next: AtomicU64,
-    leases: Mutex<HashMap<u64, Entry>>,
+    leases: Mutex<BTreeMap<u64, Entry>>,
     /// Leases of jobs dropped before they started.
     dropped: Mutex<Vec<InboxLease>>,
 }
 
 impl WaitingLeases {
-    fn leases(&self) -> MutexGuard<'_, HashMap<u64, Entry>> {
+    fn leases(&self) -> MutexGuard<'_, BTreeMap<u64, Entry>> {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
