@@ -65,8 +65,10 @@ fn push_hex8(out: &mut String, n: usize) {
 
 /// Appends ASCII digits.
 fn push_ascii(out: &mut String, digits: &[u8]) {
-    // Digits are ASCII: each byte is its own character (no UTF-8 check of the whole slice).
-    out.extend(digits.iter().map(|&d| char::from(d)));
+    // Digits are ASCII, so always UTF-8.
+    if let Ok(text) = std::str::from_utf8(digits) {
+        out.push_str(text);
+    }
 }
 
 fn prefix(kind: RecordKind) -> &'static str {
