@@ -9,7 +9,7 @@
 //! unchanged.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -22,9 +22,53 @@ use serde_json::value::RawValue;
 /// Two payloads are equal when their JSON values are equal (the same text, or the same value
 /// written with another key order or spacing). A payload also compares with a [`Value`].
 #[derive(Clone)]
-pub struct Payload(Arc<RawValue>);
+pub struct Payload(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Text(Arc<RawValue>),
+    Deferred(Arc<Deferred>),
+}
+
+/// A payload's encoding, run the first time it is read.
+type Deferred = LazyLock<Arc<RawValue>, Box<dyn FnOnce() -> Arc<RawValue> + Send>>;
 
 impl Payload {
+    /// A payload of `value` encoded the first time it is read (its text, its size, its
+    /// decoded value, or the record holding it encoded), then kept; clones share it. A
+    /// backend that keeps records unencoded ([`DurableKv::keeps_records`]) then never
+    /// encodes the payload of a record nobody reads back. For values whose encoding cannot
+    /// fail: one that does becomes `null` (logged as an error), where [`encode`](Self::encode)
+    /// would have refused it.
+    ///
+    /// [`DurableKv::keeps_records`]: crate::DurableKv::keeps_records
+    ///
+    /// ```
+    /// # use botmesh_durability::outbox::Payload;
+    /// let later = Payload::deferred(vec!["a", "b"]);
+    /// assert_eq!(later.as_json(), r#"["a","b"]"#);
+    /// assert_eq!(later, Payload::encode(&["a", "b"]).unwrap());
+    /// ```
+    pub fn deferred<T: Serialize + Send + 'static>(value: T) -> Self {
+        Payload(Repr::Deferred(Arc::new(LazyLock::new(Box::new(
+            move || match serde_json::value::to_raw_value(&value) {
+                Ok(raw) => Arc::from(raw),
+                Err(e) => {
+                    tracing::error!(error = %e, "a deferred journal payload does not encode: kept as null");
+                    Arc::from(RawValue::NULL.to_owned())
+                }
+            },
+        )))))
+    }
+
+    /// The JSON, encoded now if it was deferred.
+    fn raw(&self) -> &RawValue {
+        match &self.0 {
+            Repr::Text(raw) => raw,
+            Repr::Deferred(lazy) => LazyLock::force(lazy).as_ref(),
+        }
+    }
+
     /// Encodes `value` as a payload.
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         serde_json::value::to_raw_value(value).map(Payload::from)
@@ -37,7 +81,7 @@ impl Payload {
 
     /// Decodes the payload into `T`.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.0.get())
+        serde_json::from_str(self.raw().get())
     }
 
     /// The payload as a JSON value tree (`Null` if it cannot be parsed, which a payload built
@@ -48,29 +92,29 @@ impl Payload {
 
     /// The JSON text.
     pub fn as_json(&self) -> &str {
-        self.0.get()
+        self.raw().get()
     }
 
     /// The size of the JSON text in bytes (what `outbox.max_payload_bytes` limits).
     pub fn len(&self) -> usize {
-        self.0.get().len()
+        self.raw().get().len()
     }
 
     /// Whether the JSON text is empty (never, for a valid payload).
     pub fn is_empty(&self) -> bool {
-        self.0.get().is_empty()
+        self.raw().get().is_empty()
     }
 }
 
 impl From<Box<RawValue>> for Payload {
     fn from(raw: Box<RawValue>) -> Self {
-        Payload(Arc::from(raw))
+        Payload(Repr::Text(Arc::from(raw)))
     }
 }
 
 impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
+        self.raw().serialize(serializer)
     }
 }
 
@@ -152,5 +196,38 @@ mod tests {
         // Through a `Value` too (a record converted with `serde_json::from_value`).
         let via_value: R = serde_json::from_value(json!({"payload": {"a": 1}})).unwrap();
         assert_eq!(via_value.payload, json!({"a": 1}));
+    }
+
+    #[test]
+    fn a_deferred_payload_is_the_encoded_one() {
+        #[derive(Serialize)]
+        struct Event {
+            chat: String,
+            text: &'static str,
+        }
+        let event = || Event {
+            chat: "c1".into(),
+            text: "hi \"there\"",
+        };
+        let now = Payload::encode(&event()).unwrap();
+        let later = Payload::deferred(event());
+        let copy = later.clone();
+        assert_eq!(later.len(), now.len());
+        assert_eq!(copy.as_json(), now.as_json());
+        assert_eq!(later, now);
+        #[derive(Serialize)]
+        struct R {
+            payload: Payload,
+        }
+        assert_eq!(
+            serde_json::to_string(&R { payload: later }).unwrap(),
+            serde_json::to_string(&R { payload: now }).unwrap()
+        );
+        let back: Value = copy.decode().unwrap();
+        assert_eq!(back, json!({"chat": "c1", "text": "hi \"there\""}));
+        // A value that does not encode (a map with non-string keys) is kept as null.
+        let refused = std::collections::BTreeMap::from([((1, 2), "x")]);
+        assert!(Payload::encode(&refused).is_err());
+        assert_eq!(Payload::deferred(refused), Value::Null);
     }
 }

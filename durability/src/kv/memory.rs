@@ -448,6 +448,10 @@ impl DurableKv for MemoryKv {
         Ok(self.cas_value(scope, key, expected, entry.into()))
     }
 
+    fn keeps_records(&self) -> bool {
+        true
+    }
+
     async fn cas_record(
         &self,
         scope: &Scope,

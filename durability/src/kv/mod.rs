@@ -440,6 +440,15 @@ pub trait DurableKv: Send + Sync + 'static {
         self.range(scope, Index::Two, from, to, limit).await
     }
 
+    /// Whether [`cas_record`](Self::cas_record) keeps records as they are, unencoded (a backend
+    /// that keeps its values in this process): a journal may then give a record a payload
+    /// that is encoded only when it is first read ([`Payload::deferred`]). `false` by default.
+    ///
+    /// [`Payload::deferred`]: crate::outbox::Payload::deferred
+    fn keeps_records(&self) -> bool {
+        false
+    }
+
     /// Writes a journal record (not yet encoded) under `key` if the key's version is
     /// `expected`: the journals' write. The default encodes it as JSON and calls
     /// [`cas`](Self::cas); a backend that keeps its values in this process may store the
@@ -540,6 +549,9 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     }
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         (**self).batch(scope, ops).await
+    }
+    fn keeps_records(&self) -> bool {
+        (**self).keeps_records()
     }
     async fn cas_record(
         &self,

@@ -284,6 +284,10 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
         self.inner.batch(scope, ops).await
     }
 
+    fn keeps_records(&self) -> bool {
+        self.inner.keeps_records()
+    }
+
     async fn cas_record(
         &self,
         scope: &Scope,

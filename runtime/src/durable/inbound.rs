@@ -1,8 +1,9 @@
 //! The durable inbox in the inbound pipeline: journal before dispatch, complete after the work
 //! settled, heartbeat while it runs, and replay what was left unfinished.
 //!
-//! `journal` records an admitted event (as JSON text, a `Payload`) and leases it to this process
-//! in one step (`journal_and_claim`): a redelivery of a recorded event is a duplicate. When
+//! `journal` records an admitted event (as JSON text, a `Payload`; encoded when first read on a
+//! backend that keeps records unencoded) and leases it to this process in one step
+//! (`journal_and_claim`): a redelivery of a recorded event is a duplicate. When
 //! the store shares its transactions with the journal (SQLite and Postgres, store and journal
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
 //! transaction, and the pipeline does not record it again.
@@ -49,9 +50,15 @@ pub(crate) async fn journal(
     event: &ProviderEvent,
     record_id: &str,
 ) -> Journaled {
-    let payload = match Payload::encode(event) {
-        Ok(p) => p,
-        Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
+    // A backend that keeps records unencoded (`MemoryKv`) gets the event to encode when its
+    // record is first read back (a replay): most records never are.
+    let payload = if dur.d.kv().keeps_records() {
+        Payload::deferred(event.clone())
+    } else {
+        match Payload::encode(event) {
+            Ok(p) => p,
+            Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
+        }
     };
     let mut new = NewInbound {
         id: record_id.to_owned(),
