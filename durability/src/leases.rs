@@ -20,16 +20,18 @@
 //! boot id is written into every lease it takes. This module decides; it does not write.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 /// A lease as stored on a record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRecord {
-    /// The instance id of the holder.
-    pub owner: String,
+    /// The instance id of the holder (shared with the holder's [`Incarnation`]: a lease
+    /// copies a pointer, not the text).
+    pub owner: Arc<str>,
     /// The boot id of the holder's incarnation.
-    pub incarnation: String,
+    pub incarnation: Arc<str>,
     /// The fencing token of this lease.
     pub token: u64,
     /// When it was taken (Unix ms).
@@ -82,9 +84,9 @@ impl LeaseRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Incarnation {
     /// The configured (or default) instance id.
-    pub instance_id: String,
+    pub instance_id: Arc<str>,
     /// A random id of this boot.
-    pub boot_id: String,
+    pub boot_id: Arc<str>,
     /// When this incarnation started recovering (Unix ms).
     pub recovery_started_ms: i64,
 }
@@ -93,8 +95,8 @@ impl Incarnation {
     /// A new incarnation of `instance_id`, started at `now_ms`.
     pub fn new(instance_id: impl Into<String>, now_ms: i64) -> Self {
         Incarnation {
-            instance_id: instance_id.into(),
-            boot_id: format!("{:016x}", fastrand::u64(..)),
+            instance_id: Arc::from(instance_id.into()),
+            boot_id: Arc::from(format!("{:016x}", fastrand::u64(..))),
             recovery_started_ms: now_ms,
         }
     }
@@ -102,8 +104,8 @@ impl Incarnation {
     /// A lease record for this incarnation.
     pub(crate) fn lease(&self, token: u64, now_ms: i64, lease_ms: i64) -> LeaseRecord {
         LeaseRecord {
-            owner: self.instance_id.clone(),
-            incarnation: self.boot_id.clone(),
+            owner: Arc::clone(&self.instance_id),
+            incarnation: Arc::clone(&self.boot_id),
             token,
             taken_ms: now_ms,
             expires_ms: now_ms.saturating_add(lease_ms),
@@ -150,7 +152,7 @@ pub struct InboxLease {
     /// The fencing token.
     pub token: u64,
     /// The holder's instance id.
-    pub owner: String,
+    pub owner: Arc<str>,
     /// When the lease expires unless extended (Unix ms).
     pub expires_ms: i64,
     /// The attempt this lease runs (1 for the first run).
@@ -167,7 +169,7 @@ pub struct OutboxLease {
     /// The fencing token.
     pub token: u64,
     /// The holder's instance id.
-    pub owner: String,
+    pub owner: Arc<str>,
     /// When the lease expires unless extended (Unix ms).
     pub expires_ms: i64,
     /// The attempt (provider call) number, from 1.

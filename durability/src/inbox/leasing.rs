@@ -98,7 +98,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 });
                 match (status, &r.lease) {
                     (LeaseStatus::Live | LeaseStatus::Mine, Some(l)) => Decision::Busy {
-                        owner: l.owner.clone(),
+                        owner: l.owner.to_string(),
                         expires_ms: l.expires_ms,
                     },
                     _ if r.attempts >= max => Decision::DeadLetter {

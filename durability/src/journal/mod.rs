@@ -206,7 +206,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// sees. Its counters start at zero and it has its own event channel.
     pub fn reopen(&self) -> Result<Self, DurabilityError> {
         let mut config = self.shared.config.clone();
-        config.instance_id = Some(self.shared.me.instance_id.clone());
+        config.instance_id = Some(self.shared.me.instance_id.to_string());
         Self::builder(Arc::clone(&self.kv), self.shared.scope.clone())
             .config(config)
             .shared_clock(Arc::clone(&self.shared.clock))

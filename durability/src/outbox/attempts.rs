@@ -124,7 +124,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     match status {
                         Some((LeaseStatus::Live | LeaseStatus::Mine, l)) => {
                             return Ok(BeginAttempt::Busy {
-                                owner: l.owner.clone(),
+                                owner: l.owner.to_string(),
                                 expires_ms: l.expires_ms,
                             });
                         }

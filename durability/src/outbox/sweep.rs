@@ -163,11 +163,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     if !abandoned {
                         return Ok(Step::Keep(None));
                     }
-                    let owner = r
-                        .lease
-                        .as_ref()
-                        .map_or("?", |l| l.owner.as_str())
-                        .to_owned();
+                    let owner = r.lease.as_ref().map_or("?", |l| &*l.owner).to_owned();
                     Self::apply_ambiguity(
                         r,
                         policy,
