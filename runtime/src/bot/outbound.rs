@@ -145,7 +145,9 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     }
 
     // The durable idempotency lookup comes before the hooks: a send already recorded as sent
-    // is answered from the outbox, with no hooks and no provider call.
+    // is answered from the outbox, with no hooks and no provider call. Without hooks, the
+    // journal write that follows finds such a record itself (and answers it the same way): no
+    // lookup of its own then.
     let hooks = before_send_hooks(k);
     let fingerprint = match &k.durable {
         Some(dur) => {
@@ -155,13 +157,17 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
             let now = (!hooks.is_empty()
                 || !crate::durable::outbound::payload_fingerprints(&outgoing))
             .then(|| crate::durable::outbound::fingerprint(&chat, &outgoing));
-            let fp = || {
-                now.clone()
-                    .unwrap_or_else(|| crate::durable::outbound::fingerprint(&chat, &outgoing))
-            };
-            if let Some(done) = crate::durable::outbound::answered(k, dur, &key, &rule, fp).await? {
-                Counters::inc(&k.counters.send_deduped);
-                return Ok(done);
+            if !hooks.is_empty() {
+                let fp = || {
+                    now.clone()
+                        .unwrap_or_else(|| crate::durable::outbound::fingerprint(&chat, &outgoing))
+                };
+                if let Some(done) =
+                    crate::durable::outbound::answered(k, dur, &key, &rule, fp).await?
+                {
+                    Counters::inc(&k.counters.send_deduped);
+                    return Ok(done);
+                }
             }
             Some(now)
         }

@@ -153,6 +153,9 @@ pub(crate) async fn deliver(
         Journaled::Record(record, fresh) => (record, fresh),
     };
     if record.state == OutboxState::Sent {
+        // Sent before under this key (found by the journal write: without hooks, the send
+        // made no lookup of its own): answered from the outbox.
+        crate::metrics::Counters::inc(&k.counters.send_deduped);
         return Ok(deduped(&record));
     }
     let outcome = SendOutcome {
