@@ -326,29 +326,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         explicit: bool,
         fingerprint: &Fingerprint,
     ) -> Result<Option<OutboxRecord>, DurabilityError> {
-        self.sent_before_with(key, explicit, || fingerprint.clone())
-            .await
-    }
-
-    /// [`sent_before`](Self::sent_before) that computes the send's fingerprint only when it
-    /// compares it: a record of `key` is sent, and its key is derived.
-    pub async fn sent_before_with(
-        &self,
-        key: &str,
-        explicit: bool,
-        fingerprint: impl FnOnce() -> Fingerprint + Send,
-    ) -> Result<Option<OutboxRecord>, DurabilityError> {
         let kind = if explicit {
             KeyKind::Explicit
         } else {
             KeyKind::Derived
         };
         match self.lookup(key).await? {
-            Some(r) if r.state == OutboxState::Sent => {
-                let compared = kind == KeyKind::Derived && r.key_kind == KeyKind::Derived;
-                if compared && r.fingerprint != fingerprint() {
-                    return Ok(None);
-                }
+            Some(r) if r.state == OutboxState::Sent && !r.diverges_from(kind, fingerprint) => {
                 self.d.count(Counter::OutboxDeduped);
                 Ok(Some(r))
             }

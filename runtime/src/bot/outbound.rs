@@ -157,11 +157,8 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
             let now = (!hooks.is_empty()
                 || !crate::durable::outbound::payload_fingerprints(&outgoing))
             .then(|| crate::durable::outbound::fingerprint(&chat, &outgoing));
-            if !hooks.is_empty() {
-                let fp = || {
-                    now.clone()
-                        .unwrap_or_else(|| crate::durable::outbound::fingerprint(&chat, &outgoing))
-                };
+            // With hooks, `now` holds the fingerprint.
+            if let Some(fp) = now.as_ref().filter(|_| !hooks.is_empty()) {
                 if let Some(done) =
                     crate::durable::outbound::answered(k, dur, &key, &rule, fp).await?
                 {

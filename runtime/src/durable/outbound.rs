@@ -88,18 +88,18 @@ fn deduped(record: &OutboxRecord) -> SendOutcome {
 }
 
 /// The idempotency lookup: `Some` when the key is recorded as sent (for a derived key, with
-/// the same fingerprint, which `fp` computes only then), counted in `outbox_deduped`.
+/// the same fingerprint), counted in `outbox_deduped`.
 pub(crate) async fn answered(
     _k: &Kernel,
     dur: &Durable,
     key: &str,
     rule: &KeyRule,
-    fp: impl FnOnce() -> Fingerprint + Send,
+    fp: &Fingerprint,
 ) -> Result<Option<SendOutcome>, BotError> {
     Ok(dur
         .d
         .outbox()
-        .sent_before_with(key, rule.is_explicit(), fp)
+        .sent_before(key, rule.is_explicit(), fp)
         .await
         .map_err(journal_error)?
         .map(|r| deduped(&r)))
