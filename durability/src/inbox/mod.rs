@@ -146,6 +146,10 @@ impl JournalRecord for InboundRecord {
         value.as_inbound().cloned()
     }
 
+    fn record_mut(value: &mut RecordValue) -> Option<&mut Self> {
+        value.inbound_mut()
+    }
+
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
         &all.inbound
     }

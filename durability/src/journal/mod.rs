@@ -314,8 +314,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         }
     }
 
+    /// The backend itself: its calls go straight to it, not through `Arc`'s forwarding
+    /// implementation (which would box a second future for every call).
+    fn backend(&self) -> &K {
+        &self.kv
+    }
+
     fn hook(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
-        self.kv.on_journal_write(point, phase)
+        self.backend().on_journal_write(point, phase)
     }
 
     /// Writes `entry` at `key` under the write point's hooks.
@@ -340,7 +346,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
         self.hooked(points, || {
-            self.kv.cas(&self.shared.scope, key, expected, entry)
+            self.backend().cas(&self.shared.scope, key, expected, entry)
         })
         .await
     }
@@ -355,7 +361,8 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
         self.hooked(points, || {
-            self.kv.cas_record(&self.shared.scope, key, expected, entry)
+            self.backend()
+                .cas_record(&self.shared.scope, key, expected, entry)
         })
         .await
     }
@@ -387,7 +394,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         ops: Vec<crate::kv::KvOp>,
     ) -> Result<Vec<CasOutcome>, KvError> {
         self.hook(point, WritePhase::Before)?;
-        let outcomes = self.kv.batch(&self.shared.scope, ops).await?;
+        let outcomes = self.backend().batch(&self.shared.scope, ops).await?;
         if outcomes.iter().any(|o| o.is_ok()) {
             self.hook(point, WritePhase::After)?;
         }

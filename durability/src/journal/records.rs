@@ -23,8 +23,9 @@ use super::snapshots::{self, Snapshot, SnapshotMap, Snapshots};
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
-    CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, RecordEntry, RecordValue,
-    VersionedValue, WritePhase, WritePoint, encode_json,
+    CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, RecordChange,
+    RecordEntry, RecordUpdate, RecordUpdated, RecordValue, VersionedValue, WritePhase, WritePoint,
+    encode_json,
 };
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 
@@ -91,7 +92,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     ) -> Result<Option<Loaded<R>>, DurabilityError> {
         let key = index::storage_key(R::KIND, id);
         let found = self
-            .kv
+            .backend()
             .get_record(&self.shared.scope, &key)
             .await
             .map_err(Self::backend_err(R::KIND, id, operation))?;
@@ -307,6 +308,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
         T: Send,
     {
+        // A backend that keeps records changes it in place, under its lock: no snapshot, no
+        // read, no compare-and-set (bytes under the key are read and decoded below).
+        if self.updates_in_place() {
+            drop(start.take());
+            if let Some(done) = self.modify_in_place(point, operation, id, &mut decide)? {
+                return Ok(done);
+            }
+        }
         // The record is kept boxed and the read boxed too: this future sits inside every
         // handler's and every send's future, so it holds pointers, not records.
         for _ in 0..MAX_CAS_RETRIES {
@@ -346,14 +355,78 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         })
     }
 
+    /// Whether changes of records are made in place by the backend
+    /// ([`DurableKv::update_record`], for a backend that keeps records): no snapshots are kept
+    /// then.
+    fn updates_in_place(&self) -> bool {
+        self.kv.keeps_records()
+    }
+
+    /// The in-place change of [`modify_record`](Self::modify_record): `decide` runs on the
+    /// stored record under the backend's lock (on a copy, which replaces the stored record
+    /// when it writes). `None`: the backend does not change records in place, or the key
+    /// holds bytes; the caller reads, decides and compares-and-sets.
+    fn modify_in_place<R, T, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        decide: &mut F,
+    ) -> Result<Option<(T, R)>, DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
+    {
+        let key = index::storage_key(R::KIND, id);
+        let mut update = InPlace {
+            d: self,
+            decide,
+            now: self.now_ms(),
+            point,
+            decided: None,
+            written_at: None,
+        };
+        let Some(updated) = (*self.kv).update_record(&self.shared.scope, &key, &mut update) else {
+            return Ok(None);
+        };
+        match updated.map_err(Self::backend_err(R::KIND, id, operation))? {
+            RecordUpdated::Missing => Err(DurabilityError::NotFound {
+                kind: R::KIND,
+                id: id.to_owned(),
+            }),
+            RecordUpdated::NotARecord => Ok(None),
+            RecordUpdated::Kept | RecordUpdated::Written { .. } => {
+                if let Some(at) = update.written_at {
+                    self.hook(at, WritePhase::After).map_err(Self::backend_err(
+                        R::KIND,
+                        id,
+                        operation,
+                    ))?;
+                }
+                match update.decided {
+                    Some(decided) => decided.map(Some),
+                    // A backend that answered without showing the record: read it instead.
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
     /// Takes this incarnation's snapshot of a record (see [`super::snapshots`]).
     pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Snapshot<R>> {
+        if self.updates_in_place() {
+            return None;
+        }
         snapshots::take(R::snapshots(&self.shared.snapshots), id)
     }
 
     /// Remembers (a copy of) a record this incarnation has just written at `version`, if it is
-    /// open; forgets its snapshot otherwise.
+    /// open; forgets its snapshot otherwise. Nothing when the backend changes records in
+    /// place.
     pub(crate) fn note_written<R: JournalRecord>(&self, version: u64, record: &R) {
+        if self.updates_in_place() {
+            return;
+        }
         let map = R::snapshots(&self.shared.snapshots);
         if record.is_open() {
             let loaded = Box::new(Loaded {
@@ -378,7 +451,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         let key = index::storage_key(kind, id);
         for _ in 0..MAX_CAS_RETRIES {
             let found = self
-                .kv
+                .backend()
                 .get(&self.shared.scope, &key)
                 .await
                 .map_err(Self::backend_err(kind, id, operation))?;
@@ -389,7 +462,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             let deleted = async {
                 self.hook(point, WritePhase::Before)?;
                 let outcome = self
-                    .kv
+                    .backend()
                     .delete(&self.shared.scope, &key, entry.version)
                     .await?;
                 if outcome.is_ok() {
@@ -407,6 +480,55 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             kind,
             id: id.to_owned(),
             operation,
+        })
+    }
+}
+
+/// A [`KvDurability::modify_record`] decision run by the backend on the stored record
+/// ([`DurableKv::update_record`]).
+struct InPlace<'a, K: ?Sized, R, T, F> {
+    d: &'a KvDurability<K>,
+    decide: &'a mut F,
+    now: i64,
+    point: WritePoint,
+    /// What `decide` answered, with the record as written (or as found, for `Keep`).
+    decided: Option<Result<(T, R), DurabilityError>>,
+    /// The write point of the write made, whose `After` hooks the caller runs.
+    written_at: Option<WritePoint>,
+}
+
+impl<K, R, T, F> RecordUpdate for InPlace<'_, K, R, T, F>
+where
+    K: DurableKv + ?Sized,
+    R: JournalRecord,
+    F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
+{
+    fn apply(&mut self, value: &mut RecordValue, _version: u64) -> Result<RecordChange, KvError> {
+        let Some(stored) = R::record_mut(value) else {
+            return Ok(RecordChange::Foreign);
+        };
+        // Decided on a copy: a decision that keeps the record or fails may have changed it.
+        let mut record = stored.clone();
+        let (at, out) = match (self.decide)(&mut record, self.now) {
+            Err(e) => {
+                self.decided = Some(Err(e));
+                return Ok(RecordChange::Keep);
+            }
+            Ok(Step::Keep(out)) => {
+                self.decided = Some(Ok((out, record)));
+                return Ok(RecordChange::Keep);
+            }
+            Ok(Step::Write(out)) => (self.point, out),
+            Ok(Step::WriteAt(at, out)) => (at, out),
+        };
+        self.d.hook(at, WritePhase::Before)?;
+        let (idx1, idx2) = record.indexes();
+        *stored = record.clone();
+        self.decided = Some(Ok((out, record)));
+        self.written_at = Some(at);
+        Ok(RecordChange::Changed {
+            idx1: Some(idx1),
+            idx2,
         })
     }
 }
@@ -460,6 +582,10 @@ pub(crate) trait JournalRecord:
     }
     /// A copy of the record `value` holds, if it is one of this journal.
     fn from_record_value(value: &RecordValue) -> Option<Self>
+    where
+        Self: Sized;
+    /// The record `value` holds, to change in place, if it is one of this journal.
+    fn record_mut(value: &mut RecordValue) -> Option<&mut Self>
     where
         Self: Sized;
     /// Its journal's snapshots.

@@ -7,7 +7,9 @@
 //! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
 //! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
 //! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`);
-//! `idx2` (a chat's open records, read at every send) at every write.
+//! `idx2` (a chat's open records, read at every send) at every write. A journal change of a
+//! record (`update_record`) is decided and applied on the stored record under the lock: no
+//! read, no copy into the backend, no compare-and-set.
 //!
 //! Clones share the same state, so a test can drop a "crashed" durability and open a new one
 //! on the same data. Nothing survives the process: this backend gives retries, backoff and the
@@ -22,7 +24,7 @@ use async_trait::async_trait;
 
 use super::{
     CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, KvOp, KvRecord,
-    RecordEntry, Scope, Versioned, VersionedValue,
+    RecordChange, RecordEntry, RecordUpdate, RecordUpdated, Scope, Versioned, VersionedValue,
 };
 
 /// One stored entry. The key and the index values are shared with the index sets (`Arc<str>`),
@@ -245,6 +247,25 @@ fn reindex(set: &mut IndexSet, key: &Arc<str>, old: Option<&Arc<str>>, new: Opti
     }
 }
 
+/// Gives `stored` (whose value was just replaced or changed) its new index values and
+/// `version`, moving it in both index sets.
+fn restore(
+    set1: &mut DeferredIndex,
+    set2: &mut IndexSet,
+    stored: &mut Stored,
+    idx1: Option<String>,
+    idx2: Option<String>,
+    version: u64,
+) {
+    let idx1 = shared_value(idx1, stored.idx1.as_ref());
+    let idx2 = shared_value(idx2, stored.idx2.as_ref());
+    set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
+    reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
+    stored.version = version;
+    stored.idx1 = idx1;
+    stored.idx2 = idx2;
+}
+
 impl ScopeData {
     fn apply_cas(
         &mut self,
@@ -261,14 +282,8 @@ impl ScopeData {
         match entries.get_mut(key) {
             // Replace in place: one lookup, no new key.
             Some(stored) if expected == Some(stored.version) => {
-                let idx1 = shared_value(entry.idx1, stored.idx1.as_ref());
-                let idx2 = shared_value(entry.idx2, stored.idx2.as_ref());
-                set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
-                reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
-                stored.version = next_version;
                 stored.value = entry.value;
-                stored.idx1 = idx1;
-                stored.idx2 = idx2;
+                restore(set1, set2, stored, entry.idx1, entry.idx2, next_version);
             }
             Some(stored) => {
                 return CasOutcome::Conflict {
@@ -296,6 +311,36 @@ impl ScopeData {
         }
         CasOutcome::Ok {
             version: next_version,
+        }
+    }
+
+    /// Runs `update` on the record under `key` and stores what it changed at `next_version`.
+    fn apply_update(
+        &mut self,
+        key: &str,
+        update: &mut dyn RecordUpdate,
+        next_version: u64,
+    ) -> Result<RecordUpdated, KvError> {
+        let ScopeData {
+            entries,
+            idx1: set1,
+            idx2: set2,
+        } = self;
+        let Some(stored) = entries.get_mut(key) else {
+            return Ok(RecordUpdated::Missing);
+        };
+        let EntryValue::Record(record) = &mut stored.value else {
+            return Ok(RecordUpdated::NotARecord);
+        };
+        match update.apply(record, stored.version)? {
+            RecordChange::Keep => Ok(RecordUpdated::Kept),
+            RecordChange::Foreign => Ok(RecordUpdated::NotARecord),
+            RecordChange::Changed { idx1, idx2 } => {
+                restore(set1, set2, stored, idx1, idx2, next_version);
+                Ok(RecordUpdated::Written {
+                    version: next_version,
+                })
+            }
         }
     }
 
@@ -460,6 +505,20 @@ impl DurableKv for MemoryKv {
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
         Ok(self.cas_value(scope, key, expected, entry.into()))
+    }
+
+    fn update_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        update: &mut dyn RecordUpdate,
+    ) -> Option<Result<RecordUpdated, KvError>> {
+        let version = self.next_version();
+        let mut scopes = self.lock();
+        Some(match scopes.get_mut(scope.id()) {
+            Some(data) => data.apply_update(key, update, version),
+            None => Ok(RecordUpdated::Missing),
+        })
     }
 
     async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {

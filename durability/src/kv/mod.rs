@@ -35,7 +35,10 @@ mod record;
 
 pub use memory::MemoryKv;
 pub(crate) use record::encode_json;
-pub use record::{EntryValue, KeyedValue, RecordEntry, RecordValue, VersionedValue};
+pub use record::{
+    EntryValue, KeyedValue, RecordChange, RecordEntry, RecordUpdate, RecordUpdated, RecordValue,
+    VersionedValue,
+};
 
 use std::fmt;
 use std::sync::Arc;
@@ -463,6 +466,28 @@ pub trait DurableKv: Send + Sync + 'static {
         self.cas(scope, key, expected, entry.encode()?).await
     }
 
+    /// Changes the record stored under `key` in place, under the backend's own lock: `update`
+    /// is shown the record and its version, decides, and what it changed is stored at a new
+    /// version with the index values it gives. For a backend that keeps records
+    /// ([`keeps_records`](Self::keeps_records)), so that a journal change costs no read, no copy
+    /// of the record into the backend and no compare-and-set (nothing can come between the
+    /// decision and the write). `None`, the default: this backend does not; the journals read,
+    /// decide and compare-and-set instead (and a backend that keeps records but answers `None`
+    /// is only slower).
+    ///
+    /// An entry that holds bytes is [`RecordUpdated::NotARecord`] (`update` is not called); an
+    /// error from `update` (a journal write hook refusing the write) is returned as it is,
+    /// with nothing changed.
+    fn update_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        update: &mut dyn RecordUpdate,
+    ) -> Option<Result<RecordUpdated, KvError>> {
+        let _ = (scope, key, update);
+        None
+    }
+
     /// Reads one entry, as bytes or as the record `cas_record` stored: the journals' read.
     /// The default is [`get`](Self::get).
     async fn get_record(
@@ -561,6 +586,14 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
         (**self).cas_record(scope, key, expected, entry).await
+    }
+    fn update_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        update: &mut dyn RecordUpdate,
+    ) -> Option<Result<RecordUpdated, KvError>> {
+        (**self).update_record(scope, key, update)
     }
     async fn get_record(
         &self,

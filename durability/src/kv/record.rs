@@ -56,6 +56,24 @@ impl RecordValue {
             RecordInner::Inbound(_) => None,
         }
     }
+
+    /// The inbound record to change in place, if this is one (copied first when another
+    /// value shares it).
+    pub(crate) fn inbound_mut(&mut self) -> Option<&mut InboundRecord> {
+        match &mut self.0 {
+            RecordInner::Inbound(r) => Some(Arc::make_mut(r)),
+            RecordInner::Outbound(_) => None,
+        }
+    }
+
+    /// The outbox record to change in place, if this is one (copied first when another
+    /// value shares it).
+    pub(crate) fn outbound_mut(&mut self) -> Option<&mut OutboxRecord> {
+        match &mut self.0 {
+            RecordInner::Outbound(r) => Some(Arc::make_mut(r)),
+            RecordInner::Inbound(_) => None,
+        }
+    }
 }
 
 impl From<InboundRecord> for RecordValue {
@@ -122,6 +140,52 @@ impl RecordEntry {
             idx2: self.idx2,
         })
     }
+}
+
+/// What a [`RecordUpdate`] decided about the record it was shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordChange {
+    /// Leave the entry as it is (no write, no new version).
+    Keep,
+    /// The record was changed in place: store it at a new version with these index values.
+    Changed {
+        /// The new first secondary index value.
+        idx1: Option<String>,
+        /// The new second secondary index value.
+        idx2: Option<String>,
+    },
+    /// Not a record this update changes (one of the other journal): nothing was changed; the
+    /// caller reads the entry instead.
+    Foreign,
+}
+
+/// A change of one stored record, decided and applied under the backend's lock by
+/// [`DurableKv::update_record`](super::DurableKv::update_record).
+///
+/// The journals implement it; a backend only calls [`apply`](Self::apply) once with the record
+/// stored under the key and acts on the answer.
+pub trait RecordUpdate {
+    /// Decides on `record` (stored at `version`). It changes `record` only when it returns
+    /// [`RecordChange::Changed`]; an error (a journal write hook that refused the write) leaves
+    /// it untouched and aborts the update.
+    fn apply(&mut self, record: &mut RecordValue, version: u64) -> Result<RecordChange, KvError>;
+}
+
+/// The outcome of [`DurableKv::update_record`](super::DurableKv::update_record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordUpdated {
+    /// No entry under the key.
+    Missing,
+    /// The entry holds bytes, or a record the update answered [`RecordChange::Foreign`] to:
+    /// nothing was changed; read and decode it instead.
+    NotARecord,
+    /// The update left the record as it was.
+    Kept,
+    /// The record was changed; `version` is its new version.
+    Written {
+        /// The version written.
+        version: u64,
+    },
 }
 
 /// A stored value as read back: bytes, or a record kept as it was written.

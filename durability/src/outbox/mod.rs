@@ -195,6 +195,10 @@ impl JournalRecord for OutboxRecord {
         value.as_outbound().cloned()
     }
 
+    fn record_mut(value: &mut RecordValue) -> Option<&mut Self> {
+        value.outbound_mut()
+    }
+
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
         &all.outbound
     }

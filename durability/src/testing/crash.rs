@@ -33,8 +33,8 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::Entry;
 use crate::kv::{
-    CasOutcome, DurableKv, Index, KeyedValue, KvError, KvOp, KvRecord, RecordEntry, Scope,
-    Versioned, VersionedValue, WritePhase, WritePoint,
+    CasOutcome, DurableKv, Index, KeyedValue, KvError, KvOp, KvRecord, RecordEntry, RecordUpdate,
+    RecordUpdated, Scope, Versioned, VersionedValue, WritePhase, WritePoint,
 };
 
 /// A journal write point where a crash can be injected.
@@ -297,6 +297,18 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
     ) -> Result<CasOutcome, KvError> {
         self.check()?;
         self.inner.cas_record(scope, key, expected, entry).await
+    }
+
+    fn update_record(
+        &self,
+        scope: &Scope,
+        key: &str,
+        update: &mut dyn RecordUpdate,
+    ) -> Option<Result<RecordUpdated, KvError>> {
+        if let Err(e) = self.check() {
+            return Some(Err(e));
+        }
+        self.inner.update_record(scope, key, update)
     }
 
     async fn get_record(
