@@ -191,6 +191,52 @@ async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
     assert_eq!(d.metrics().inbound_replayed, 1);
 }
 
+/// On `MemoryKv` (which keeps records unencoded) a send's payload is only bounded in size when
+/// it is journaled: a reply whose bound is over `outbox.max_payload_bytes` but whose JSON fits
+/// is journaled all the same, one whose JSON does not fit goes out without the outbox, and a
+/// replay of the journaled one is answered from it (its payload encoded for the comparison).
+#[tokio::test]
+async fn the_payload_limit_holds_for_payloads_encoded_later() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let mut config = fast_config();
+    config.outbox.max_payload_bytes = 120;
+    let h = harness(kv, MemoryStore::new(), config);
+    let fits = "a".repeat(30);
+    let over = "x".repeat(200);
+    let (f, o) = (fits.clone(), over.clone());
+    h.bot.catch_all(move |ctx: Ctx| {
+        let (f, o) = (f.clone(), o.clone());
+        async move {
+            ctx.reply(f.as_str()).await?;
+            ctx.reply(o.as_str()).await?;
+            Ok(())
+        }
+    });
+    h.bot.start().await.unwrap();
+    h.mock.say("a", "m1", "hi").await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), [fits.clone(), over.clone()]);
+    let d = h.bot.durability().unwrap();
+    let sent = d.outbox().list(OutboxState::Sent, 10).await.unwrap();
+    assert_eq!(sent.len(), 1, "only the reply that fits is journaled");
+    let journaled: Outgoing = sent[0].payload.decode().unwrap();
+    assert_eq!(journaled, Outgoing::from(fits.as_str()));
+    assert!(sent[0].payload.len() <= 120, "{}", sent[0].payload);
+    assert_eq!(d.metrics().outbox_bypassed, 1);
+    // A replay: the journaled reply is answered from the outbox, the other one sent again
+    // (it never was in the outbox).
+    let inbound = d.inbox().list(InboxState::Done, 10).await.unwrap();
+    d.replay_inbound(&inbound[0].id).await.unwrap();
+    settle(&h.bot).await;
+    assert_eq!(h.mock.texts("a"), [fits.clone(), over.clone(), over]);
+    assert_eq!(h.bot.metrics().send_deduped, 1);
+    assert_eq!(
+        d.metrics().outbox_diverged,
+        0,
+        "same content, same fingerprint"
+    );
+}
+
 #[tokio::test]
 async fn retryable_failures_are_retried_with_backoff() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());

@@ -21,6 +21,7 @@
 //! `retention` and `operating` modules.
 
 pub(crate) mod index;
+mod json_bound;
 mod payload;
 mod records;
 pub(crate) mod snapshots;

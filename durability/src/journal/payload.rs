@@ -30,8 +30,12 @@ enum Repr {
     Deferred(Arc<Deferred>),
 }
 
-/// A payload's encoding, run the first time it is read.
-type Deferred = LazyLock<Arc<RawValue>, Box<dyn FnOnce() -> Arc<RawValue> + Send>>;
+/// A payload's encoding, run the first time it is read, and an upper bound of its size when
+/// one was taken ([`Payload::deferred_bounded`]).
+struct Deferred {
+    text: LazyLock<Arc<RawValue>, Box<dyn FnOnce() -> Arc<RawValue> + Send>>,
+    bound: Option<usize>,
+}
 
 impl Payload {
     /// A payload of `value` encoded the first time it is read (its text, its size, its
@@ -50,22 +54,60 @@ impl Payload {
     /// assert_eq!(later, Payload::encode(&["a", "b"]).unwrap());
     /// ```
     pub fn deferred<T: Serialize + Send + 'static>(value: T) -> Self {
-        Payload(Repr::Deferred(Arc::new(LazyLock::new(Box::new(
-            move || match serde_json::value::to_raw_value(&value) {
-                Ok(raw) => Arc::from(raw),
-                Err(e) => {
-                    tracing::error!(error = %e, "a deferred journal payload does not encode: kept as null");
-                    Arc::from(RawValue::NULL.to_owned())
-                }
-            },
-        )))))
+        Self::deferred_with(value, None)
+    }
+
+    /// [`deferred`](Self::deferred), with an upper bound of the encoded size taken now (a
+    /// walk of the value that writes nothing), so that [`fits`](Self::fits) can answer a
+    /// size limit without encoding it. A value whose size cannot be bounded is encoded now.
+    ///
+    /// ```
+    /// # use botmesh_durability::outbox::Payload;
+    /// let later = Payload::deferred_bounded(vec!["a", "b"]).unwrap();
+    /// assert!(later.fits(1024));
+    /// assert_eq!(later.as_json(), r#"["a","b"]"#);
+    /// assert!(later.fits(9) && !later.fits(8)); // encoded, the size itself decides
+    /// ```
+    pub fn deferred_bounded<T: Serialize + Send + 'static>(
+        value: T,
+    ) -> Result<Self, serde_json::Error> {
+        match super::json_bound::json_len_bound(&value) {
+            Some(bound) => Ok(Self::deferred_with(value, Some(bound))),
+            None => Self::encode(&value),
+        }
+    }
+
+    fn deferred_with<T: Serialize + Send + 'static>(value: T, bound: Option<usize>) -> Self {
+        let encode = move || match serde_json::value::to_raw_value(&value) {
+            Ok(raw) => Arc::from(raw),
+            Err(e) => {
+                tracing::error!(error = %e, "a deferred journal payload does not encode: kept as null");
+                Arc::from(RawValue::NULL.to_owned())
+            }
+        };
+        Payload(Repr::Deferred(Arc::new(Deferred {
+            text: LazyLock::new(Box::new(encode)),
+            bound,
+        })))
+    }
+
+    /// Whether the JSON text takes at most `limit` bytes; a deferred payload whose size bound
+    /// is within the limit answers without being encoded.
+    pub fn fits(&self, limit: usize) -> bool {
+        if let Repr::Deferred(deferred) = &self.0
+            && LazyLock::get(&deferred.text).is_none()
+            && deferred.bound.is_some_and(|bound| bound <= limit)
+        {
+            return true;
+        }
+        self.len() <= limit
     }
 
     /// The JSON, encoded now if it was deferred.
     fn raw(&self) -> &RawValue {
         match &self.0 {
             Repr::Text(raw) => raw,
-            Repr::Deferred(lazy) => LazyLock::force(lazy).as_ref(),
+            Repr::Deferred(deferred) => LazyLock::force(&deferred.text).as_ref(),
         }
     }
 
@@ -196,6 +238,39 @@ mod tests {
         // Through a `Value` too (a record converted with `serde_json::from_value`).
         let via_value: R = serde_json::from_value(json!({"payload": {"a": 1}})).unwrap();
         assert_eq!(via_value.payload, json!({"a": 1}));
+    }
+
+    /// A bounded deferred payload answers a limit above its bound without being encoded; at
+    /// or under the bound it is encoded and its size decides.
+    #[test]
+    fn a_bounded_payload_fits_a_limit_without_being_encoded() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        /// Counts its serializations: one for the bound, one more once encoded.
+        struct Counted(Arc<AtomicUsize>);
+        impl Serialize for Counted {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                serializer.serialize_str("héllo \"you\"")
+            }
+        }
+        let calls = Arc::new(AtomicUsize::new(0));
+        let p = Payload::deferred_bounded(Counted(calls.clone())).unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "bounded, not encoded");
+        assert!(p.fits(1024));
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "fits without encoding");
+        let exact = r#""héllo \"you\"""#;
+        // A limit under the bound: encoded, then the exact size answers.
+        assert!(p.fits(exact.len()));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert!(!p.fits(exact.len() - 1));
+        assert_eq!(p.as_json(), exact);
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "encoded once");
+        // Encoded eagerly, or deferred without a bound: the size itself.
+        let now = Payload::encode("abc").unwrap();
+        assert!(now.fits(5) && !now.fits(4));
+        let unbounded = Payload::deferred("abc");
+        assert!(unbounded.fits(5) && !unbounded.fits(4));
     }
 
     #[test]

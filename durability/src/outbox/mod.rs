@@ -422,6 +422,9 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// then counted and logged as bypassing the outbox.
     pub(crate) fn oversize(&self, new: &NewSend) -> Option<(usize, usize)> {
         let limit = self.d.config().outbox.max_payload_bytes;
+        if new.payload.fits(limit) {
+            return None;
+        }
         let size = new.payload.len();
         (size > limit).then(|| {
             self.bypass(

@@ -131,24 +131,21 @@ pub(crate) async fn deliver(
     // A send that goes out in one part is journaled and leased in one write, and the
     // provider called at once; one in parts is journaled, split, then delivered part by part.
     let begin = !over_limit(&outgoing, &k.capabilities);
+    // Shared with the journaled payload on a backend that keeps records (encoded only if
+    // read back).
+    let outgoing = Arc::new(outgoing);
     let begun = journal(dur, rule, &key, &chat, &outgoing, fp, begin).await?;
+    let outgoing = &*outgoing;
     let (record, fresh) = match begun {
-        Journaled::Bypassed => return direct(k, &chat, &outgoing, &key).await,
+        Journaled::Bypassed => return direct(k, &chat, outgoing, &key).await,
         Journaled::Leased(lease, record) => {
             let outcome = SendOutcome {
                 key: Some(record.key.clone()),
                 ..SendOutcome::default()
             };
             let keys = vec![record.key.clone()];
-            return deliver_parts(
-                k,
-                dur,
-                keys,
-                Some(&outgoing),
-                Some((lease, record)),
-                outcome,
-            )
-            .await;
+            return deliver_parts(k, dur, keys, Some(outgoing), Some((lease, record)), outcome)
+                .await;
         }
         Journaled::Record(record, fresh) => (record, fresh),
     };
@@ -163,7 +160,7 @@ pub(crate) async fn deliver(
         ..SendOutcome::default()
     };
     // A record this call journaled holds `outgoing` itself: no need to decode it back.
-    let known = fresh.then_some(&outgoing);
+    let known = fresh.then_some(outgoing);
     let parts = ensure_parts(k, dur, record, known).await?;
     let known = known.filter(|_| parts.len() == 1);
     let keys = parts.into_iter().map(|p| p.key).collect();
@@ -217,12 +214,20 @@ async fn journal(
     rule: &KeyRule,
     key: &str,
     chat: &ChatId,
-    outgoing: &Outgoing,
+    outgoing: &Arc<Outgoing>,
     fp: Option<Fingerprint>,
     begin: bool,
 ) -> Result<Journaled, BotError> {
     let outbox = dur.d.outbox();
-    let payload = match Payload::encode(outgoing) {
+    // A backend that keeps records gets the content to encode when the record is first read
+    // back (recovery, a replay's comparison): most never are. Its size is bounded now, for
+    // `outbox.max_payload_bytes`.
+    let payload = if dur.d.kv().keeps_records() {
+        Payload::deferred_bounded(Arc::clone(outgoing))
+    } else {
+        Payload::encode(&**outgoing)
+    };
+    let payload = match payload {
         Ok(payload) => payload,
         Err(e) => {
             outbox.bypass(key, &format!("not encodable: {e}"));
@@ -804,23 +809,16 @@ impl Bot {
             });
         };
         let before = dur.d.outbox().lookup(&key).await.map_err(journal_error)?;
-        let Journaled::Record(record, fresh) = journal(
-            dur,
-            &rule,
-            &key,
-            &draft.chat,
-            &draft.outgoing,
-            Some(fp),
-            false,
-        )
-        .await?
+        let outgoing = Arc::new(draft.outgoing);
+        let Journaled::Record(record, fresh) =
+            journal(dur, &rule, &key, &draft.chat, &outgoing, Some(fp), false).await?
         else {
             return Err(BotError::config(
                 "durability.outbox.max_payload_bytes",
                 format!("enqueued send {key} is too large for the outbox"),
             ));
         };
-        ensure_parts(k, dur, record, fresh.then_some(&draft.outgoing)).await?;
+        ensure_parts(k, dur, record, fresh.then_some(&*outgoing)).await?;
         Ok(EnqueueOutcome {
             key,
             skipped: false,
