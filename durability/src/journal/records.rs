@@ -232,7 +232,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         to: &str,
         limit: usize,
     ) -> Result<Vec<KeyedValue>, DurabilityError> {
-        self.kv
+        self.backend()
             .range_records(&self.shared.scope, Index::One, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list"))
@@ -246,7 +246,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         to: &str,
         limit: usize,
     ) -> Result<Vec<KeyedValue>, DurabilityError> {
-        self.kv
+        self.backend()
             .range_records(&self.shared.scope, Index::Two, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list by chat"))
