@@ -15,48 +15,59 @@ use crate::operating::RecordKind;
 
 /// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more; `width`
 /// at most 20): what `write!(out, "{n:0width$}")` writes, without the formatting machinery
-/// (these values are built at every journal write). Two digits at a time, each pair a slice
-/// of one constant text, so nothing is validated as UTF-8 again.
+/// (these values are built on every journal write).
+/// `{n:0width$}` (at most 20 digits), two digits at a time: index values are written at
+/// every journal write.
 fn push_decimal(out: &mut String, n: u64, width: usize) {
-    const PAIRS: &str = "\
+    const PAIRS: &[u8; 200] = b"\
         0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
         4041424344454647484950515253545556575859\
         6061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899";
-    const ZEROS: &str = "00000000000000000000";
-    // The pairs below the leading one or two digits, least significant first.
-    let mut pairs = [0u8; 10];
-    let mut count = 0;
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
     let mut rest = n;
     while rest >= 100 {
-        pairs[count] = (rest % 100) as u8;
+        let pair = (rest % 100) as usize * 2;
         rest /= 100;
-        count += 1;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     }
-    let lead = rest as usize * 2;
-    let lead = if rest >= 10 {
-        lead..lead + 2
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     } else {
-        lead + 1..lead + 2
-    };
-    let digits = count * 2 + lead.len();
-    out.push_str(&ZEROS[..width.saturating_sub(digits).min(ZEROS.len())]);
-    out.push_str(&PAIRS[lead]);
-    for &pair in pairs[..count].iter().rev() {
-        let at = usize::from(pair) * 2;
-        out.push_str(&PAIRS[at..at + 2]);
+        at -= 1;
+        digits[at] = b'0' + rest as u8;
     }
+    let from = at.min(digits.len().saturating_sub(width));
+    push_ascii(out, &digits[from..]);
 }
 
-/// Appends `n` in lowercase hex, zero-padded to 8 digits (wider when it needs more): what
-/// `write!(out, "{n:08x}")` writes.
 fn push_hex8(out: &mut String, n: usize) {
-    const HEX: &str = "0123456789abcdef";
-    let digits = (usize::BITS - n.leading_zeros()).div_ceil(4).max(8);
-    for shift in (0..digits).rev() {
-        let digit = (n >> (shift * 4)) & 0xf;
-        out.push_str(&HEX[digit..=digit]);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [b'0'; 2 * size_of::<usize>()];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = HEX[rest % 16];
+        rest /= 16;
+        if rest == 0 {
+            break;
+        }
+    }
+    let from = at.min(digits.len().saturating_sub(8));
+    push_ascii(out, &digits[from..]);
+}
+
+/// Appends ASCII digits.
+fn push_ascii(out: &mut String, digits: &[u8]) {
+    // Digits are ASCII, so always UTF-8.
+    if let Ok(text) = std::str::from_utf8(digits) {
+        out.push_str(text);
     }
 }
 
@@ -207,17 +218,7 @@ mod tests {
             let expected = format!("i/{:08x}:{chat}:{seq:020}.{part:04}", chat.len());
             assert_eq!(idx2(RecordKind::Inbound, chat, seq, part), expected);
         }
-        for n in [
-            0,
-            1,
-            15,
-            16,
-            255,
-            4096,
-            0xffff_ffff,
-            0x1_0000_0000,
-            usize::MAX,
-        ] {
+        for n in [0, 1, 15, 16, 255, 4096, 0xffff_ffff, 0x1_0000_0000, usize::MAX] {
             let mut hex = String::from("x");
             push_hex8(&mut hex, n);
             assert_eq!(hex, format!("x{n:08x}"));
