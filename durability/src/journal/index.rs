@@ -218,7 +218,17 @@ mod tests {
             let expected = format!("i/{:08x}:{chat}:{seq:020}.{part:04}", chat.len());
             assert_eq!(idx2(RecordKind::Inbound, chat, seq, part), expected);
         }
-        for n in [0, 1, 15, 16, 255, 4096, 0xffff_ffff, 0x1_0000_0000, usize::MAX] {
+        for n in [
+            0,
+            1,
+            15,
+            16,
+            255,
+            4096,
+            0xffff_ffff,
+            0x1_0000_0000,
+            usize::MAX,
+        ] {
             let mut hex = String::from("x");
             push_hex8(&mut hex, n);
             assert_eq!(hex, format!("x{n:08x}"));
