@@ -19,6 +19,7 @@
 //! | `range(index, from, to, limit)` | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
 //! | scopes | nothing of one scope is visible, listed or changed through another |
 //! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own |
+//! | `update_record(key, u)` (optional) | `u` sees the stored record at its version under the backend's lock; a change gets a new version and the index values `u` gives; a kept or refused change leaves everything as it was |
 //! | a returned `Ok` | the write is durable (for a backend that survives a crash) |
 //!
 //! It does not know what a record is, it has no clock and no TTL: expiry is decided by the

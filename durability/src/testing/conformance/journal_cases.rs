@@ -343,3 +343,168 @@ pub(super) async fn purge_after_retention(kv: Arc<dyn DurableKv>) -> Case {
     );
     Ok(())
 }
+
+/// A [`RecordUpdate`](crate::kv::RecordUpdate) that gives a scripted answer, replacing the
+/// record when it answers `Changed`.
+struct Scripted {
+    answer: Option<Result<crate::kv::RecordChange, crate::kv::KvError>>,
+    replace_with: Option<crate::inbox::InboundRecord>,
+    shown: Vec<u64>,
+}
+
+impl crate::kv::RecordUpdate for Scripted {
+    fn apply(
+        &mut self,
+        record: &mut crate::kv::RecordValue,
+        version: u64,
+    ) -> Result<crate::kv::RecordChange, crate::kv::KvError> {
+        self.shown.push(version);
+        let answer = self
+            .answer
+            .take()
+            .unwrap_or(Ok(crate::kv::RecordChange::Keep));
+        if let (Ok(crate::kv::RecordChange::Changed { .. }), Some(new)) =
+            (&answer, self.replace_with.take())
+        {
+            *record = crate::kv::RecordValue::from(new);
+        }
+        answer
+    }
+}
+
+fn scripted(
+    answer: Result<crate::kv::RecordChange, crate::kv::KvError>,
+    replace_with: Option<crate::inbox::InboundRecord>,
+) -> Scripted {
+    Scripted {
+        answer: Some(answer),
+        replace_with,
+        shown: Vec::new(),
+    }
+}
+
+/// `update_record`, for a backend that changes records in place (one that answers `None`
+/// passes: the journals read and compare-and-set there): the update is shown the stored
+/// record at its version; keeping or refusing changes nothing, not even the version; a change
+/// is stored at a version the key never had, with the index values given; a missing key and
+/// an entry of bytes are answered without showing anything.
+pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
+    kv: Arc<dyn DurableKv>,
+) -> Case {
+    use crate::kv::{EntryValue, KvError, RecordChange, RecordUpdated};
+
+    let s = scope();
+    let clock = ManualClock::new(T0);
+    let d = durability(&kv, s.clone(), "i1", &clock, |_| {})?;
+    claimed(&d, "alice", "m1").await?;
+    let id = NewInbound::new("alice", "m1", json!({})).id;
+    let key = index::storage_key(RecordKind::Inbound, &id);
+    let mut probe = scripted(Ok(RecordChange::Keep), None);
+    let Some(kept) = kv.update_record(&s, &key, &mut probe) else {
+        return Ok(()); // not supported: nothing to check
+    };
+    let stored = |kv: Arc<dyn DurableKv>| {
+        let (s, key) = (s.clone(), key.clone());
+        async move {
+            let v = kv
+                .get_record(&s, &key)
+                .await
+                .ctx("get_record")?
+                .ok_or("the record is missing")?;
+            let record = match &v.value {
+                EntryValue::Record(r) => r.as_inbound().cloned().ok_or("not an inbound record")?,
+                EntryValue::Bytes(b) => serde_json::from_slice(b).ctx("decode")?,
+            };
+            Ok::<_, String>((v.version, record, v.idx1, v.idx2))
+        }
+    };
+    let (v0, before, idx1_before, idx2_before) = stored(Arc::clone(&kv)).await?;
+    ensure!(
+        matches!(kept, Ok(RecordUpdated::Kept)),
+        "a kept record must answer Kept, got {kept:?}"
+    );
+    ensure!(
+        probe.shown == vec![v0],
+        "the update must be shown version {v0}, saw {:?}",
+        probe.shown
+    );
+    let (v, record, ..) = stored(Arc::clone(&kv)).await?;
+    ensure!(
+        v == v0 && record == before,
+        "keeping must change nothing, not even the version"
+    );
+
+    let mut refused = scripted(Err(KvError::Closed), None);
+    let out = kv.update_record(&s, &key, &mut refused);
+    ensure!(
+        matches!(out, Some(Err(KvError::Closed))),
+        "a refused update must return its error, got {out:?}"
+    );
+    let (v, record, idx1, idx2) = stored(Arc::clone(&kv)).await?;
+    ensure!(
+        v == v0 && record == before && idx1 == idx1_before && idx2 == idx2_before,
+        "a refused update must change nothing"
+    );
+
+    let mut done = before.clone();
+    done.state = InboxState::Done;
+    done.lease = None;
+    let idx1_done = index::idx1(RecordKind::Inbound, "done", T0, &id);
+    let change = RecordChange::Changed {
+        idx1: Some(idx1_done.clone()),
+        idx2: None,
+    };
+    let mut write = scripted(Ok(change), Some(done.clone()));
+    let written = kv.update_record(&s, &key, &mut write);
+    let Some(Ok(RecordUpdated::Written { version })) = written else {
+        return Err(format!("a change must be written, got {written:?}"));
+    };
+    ensure!(version != v0, "a change must get a new version");
+    let (v, record, idx1, idx2) = stored(Arc::clone(&kv)).await?;
+    ensure!(
+        v == version && record == done,
+        "the changed record must be stored at its new version"
+    );
+    ensure!(
+        idx1.as_deref() == Some(idx1_done.as_str()) && idx2.is_none(),
+        "the change must be indexed as given, got {idx1:?} / {idx2:?}"
+    );
+    let (from, to) = index::state_range(RecordKind::Inbound, "done");
+    let listed = kv
+        .range(&s, crate::kv::Index::One, &from, &to, 10)
+        .await
+        .ctx("range")?;
+    ensure!(
+        listed.len() == 1 && listed[0].key == key,
+        "the change must be listed under its new index value"
+    );
+
+    let mut nothing = scripted(Ok(RecordChange::Keep), None);
+    let out = kv.update_record(&s, "i/nobody", &mut nothing);
+    ensure!(
+        matches!(out, Some(Ok(RecordUpdated::Missing))),
+        "a missing key must answer Missing, got {out:?}"
+    );
+    kv.cas(
+        &s,
+        "bytes",
+        None,
+        Entry {
+            value: b"{}".to_vec(),
+            idx1: None,
+            idx2: None,
+        },
+    )
+    .await
+    .ctx("cas bytes")?;
+    let out = kv.update_record(&s, "bytes", &mut nothing);
+    ensure!(
+        matches!(out, Some(Ok(RecordUpdated::NotARecord))),
+        "bytes must answer NotARecord, got {out:?}"
+    );
+    ensure!(
+        nothing.shown.is_empty(),
+        "nothing must be shown for a missing key or bytes"
+    );
+    Ok(())
+}
