@@ -13,7 +13,9 @@
 //! record's version, re-read and re-decided on a conflict, so two replicas (or a sweeper and an
 //! inline send) never both win a transition. A change of a record this incarnation has just
 //! written starts from its snapshot instead of a read (see [`snapshots`]); the compare-and-set
-//! on the snapshot's version makes that exactly as safe as a read.
+//! on the snapshot's version makes that exactly as safe as a read. On a backend that keeps
+//! records (`MemoryKv`), a change is decided on the stored record under the backend's lock
+//! ([`DurableKv::update_record`]) instead: nothing can come between the decision and the write.
 //! Bytes that do not decode as a record are quarantined, logged with `tracing::error!` and
 //! reported as a `Dead` event; listing and sweeping calls skip them instead of failing.
 //!

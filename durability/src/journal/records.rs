@@ -386,7 +386,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             decided: None,
             written_at: None,
         };
-        let Some(updated) = (*self.kv).update_record(&self.shared.scope, &key, &mut update) else {
+        let Some(updated) = self
+            .backend()
+            .update_record(&self.shared.scope, &key, &mut update)
+        else {
             return Ok(None);
         };
         match updated.map_err(Self::backend_err(R::KIND, id, operation))? {

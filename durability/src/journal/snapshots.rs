@@ -24,7 +24,9 @@
 //! records in flight (a burst of admitted messages waiting in their chats' queues, for
 //! example); it is also cleared when it reaches [`MAX_SNAPSHOTS`] (records another replica
 //! finished, for example), which costs the next change of each record one read. Snapshots live in one incarnation: a reopened durability
-//! (a restarted process) starts with none.
+//! (a restarted process) starts with none. A backend that keeps records and changes them in
+//! place ([`DurableKv::update_record`](crate::DurableKv::update_record)) needs none: no
+//! snapshot is kept for it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
