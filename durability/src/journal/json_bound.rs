@@ -225,49 +225,28 @@ fn element<T: Serialize + ?Sized>(bound: &mut Bound, value: &T) -> Done {
     value.serialize(bound)
 }
 
-impl ser::SerializeSeq for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        element(self, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
+/// The compound serializers whose parts are array elements (`method(value)`).
+macro_rules! elements {
+    ($($trait:ident :: $method:ident),+) => {$(
+        impl ser::$trait for &mut Bound {
+            type Ok = ();
+            type Error = Unbounded;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
+                element(self, value)
+            }
+            fn end(self) -> Done {
+                Ok(())
+            }
+        }
+    )+};
 }
 
-impl ser::SerializeTuple for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        element(self, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        element(self, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleVariant for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        element(self, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
-}
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for &mut Bound {
     type Ok = ();
@@ -291,27 +270,27 @@ fn field<T: Serialize + ?Sized>(bound: &mut Bound, key: &'static str, value: &T)
     value.serialize(bound)
 }
 
-impl ser::SerializeStruct for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Done {
-        field(self, key, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
+/// The compound serializers whose parts are object fields (`serialize_field(key, value)`).
+macro_rules! fields {
+    ($($trait:ident),+) => {$(
+        impl ser::$trait for &mut Bound {
+            type Ok = ();
+            type Error = Unbounded;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Done {
+                field(self, key, value)
+            }
+            fn end(self) -> Done {
+                Ok(())
+            }
+        }
+    )+};
 }
 
-impl ser::SerializeStructVariant for &mut Bound {
-    type Ok = ();
-    type Error = Unbounded;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Done {
-        field(self, key, value)
-    }
-    fn end(self) -> Done {
-        Ok(())
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {
