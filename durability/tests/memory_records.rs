@@ -1,8 +1,9 @@
 //! The journals' records on `MemoryKv` are kept unencoded (`DurableKv::cas_record`), and a
 //! backend that stores bytes gets the same journals through the defaults: what each API
 //! reads back, a record of the wrong journal, and the conformance suite on a byte-only backend.
-//! `MemoryKv` changes records in place (`DurableKv::update_record`): kept, refused, written and
-//! reindexed; a record stored as bytes is changed by read and compare-and-set.
+//! `MemoryKv` changes records in place (`DurableKv::update_record`, its contract is in the
+//! conformance suite): a refused change leaves the record as it was; a record stored as bytes
+//! is changed by read and compare-and-set.
 #![cfg(feature = "testing")]
 
 use std::sync::Arc;
@@ -10,13 +11,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
 use botmesh_durability::kv::{
-    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordChange, RecordEntry,
-    RecordUpdate, RecordUpdated, RecordValue, Scope, Versioned,
+    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordValue, Scope,
+    Versioned,
 };
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{
-    DurabilityError, DurableKv, InboundRecord, MemoryKv, NewInbound, NewSend, OutboxRecord,
-    RecordKind, SendJournal, SendKey,
+    DurabilityError, DurableKv, InboundRecord, KvDurability, MemoryKv, NewInbound, NewSend,
+    OutboxRecord, RecordKind, SendJournal, SendKey,
 };
 use journal_env::Env;
 use serde_json::json;
@@ -53,6 +54,17 @@ impl DurableKv for BytesOnly {
         limit: usize,
     ) -> Result<Vec<KvRecord>, KvError> {
         self.0.range(scope, index, from, to, limit).await
+    }
+}
+
+/// Journals and claims message `m1` of chat `alice` (a new message is claimed): its record id
+/// and the claim.
+async fn claim_m1<K: DurableKv + ?Sized>(d: &KvDurability<K>) -> (String, Claimed) {
+    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
+    let id = m.id.clone();
+    match d.inbox().journal_and_claim(m).await.expect("journal") {
+        InboxJournalClaim::Claimed(claimed) => (id, claimed),
+        InboxJournalClaim::Duplicate(_) => panic!("a new message is claimed"),
     }
 }
 
@@ -119,13 +131,7 @@ async fn a_byte_only_backend_stores_the_same_records_as_json() {
     let scope = Scope::custom("bytes");
     let d = botmesh_durability::KvDurability::new(kv, scope.clone(), Default::default())
         .expect("durability");
-    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
-    let id = m.id.clone();
-    let InboxJournalClaim::Claimed(Claimed { lease, .. }) =
-        d.inbox().journal_and_claim(m).await.expect("journal")
-    else {
-        panic!("a new message is claimed");
-    };
+    let (id, Claimed { lease, .. }) = claim_m1(&d).await;
     let stored = d
         .kv()
         .get_record(&scope, &format!("i/{id}"))
@@ -174,145 +180,11 @@ async fn a_record_of_the_other_journal_is_quarantined_as_its_json() {
     assert_eq!(kept, outbound);
 }
 
-/// A [`RecordUpdate`] that answers what a test tells it and counts its calls.
-struct Scripted {
-    answer: Option<Result<RecordChange, KvError>>,
-    /// The record to store when the answer is `Changed`.
-    replace_with: Option<InboundRecord>,
-    seen: Vec<u64>,
-}
-
-impl RecordUpdate for Scripted {
-    fn apply(&mut self, record: &mut RecordValue, version: u64) -> Result<RecordChange, KvError> {
-        self.seen.push(version);
-        if let Some(new) = self.replace_with.take() {
-            *record = RecordValue::from(new);
-        }
-        self.answer.take().expect("apply is called once")
-    }
-}
-
-fn scripted(
-    answer: Result<RecordChange, KvError>,
-    replace_with: Option<InboundRecord>,
-) -> Scripted {
-    Scripted {
-        answer: Some(answer),
-        replace_with,
-        seen: Vec::new(),
-    }
-}
-
-#[tokio::test]
-async fn memory_changes_a_record_in_place_at_a_new_version_and_reindexes_it() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
-    let key = format!("i/{}", m.id);
-    d.inbox().journal_and_claim(m).await.expect("journal");
-    let before = d
-        .kv()
-        .get_record(d.scope(), &key)
-        .await
-        .expect("read")
-        .expect("there");
-    let record = |v: &botmesh_durability::VersionedValue| match &v.value {
-        EntryValue::Record(r) => r.as_inbound().cloned().expect("an inbound record"),
-        EntryValue::Bytes(_) => panic!("kept unencoded"),
-    };
-    let open_in_chat = || async {
-        d.kv()
-            .range(d.scope(), Index::Two, "i/", "i0", 10)
-            .await
-            .expect("range")
-            .len()
-    };
-    assert_eq!(open_in_chat().await, 1);
-
-    // Kept: nothing changes, not even the version.
-    let mut keep = scripted(Ok(RecordChange::Keep), None);
-    let out = d.kv().update_record(d.scope(), &key, &mut keep);
-    assert!(matches!(out, Some(Ok(RecordUpdated::Kept))), "{out:?}");
-    assert_eq!(keep.seen, vec![before.version]);
-    let now = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
-    assert_eq!(now.version, before.version);
-
-    // Refused (a write hook): nothing changes either, whatever the update did to its copy.
-    let mut refused = scripted(Err(KvError::Closed), None);
-    let out = d.kv().update_record(d.scope(), &key, &mut refused);
-    assert!(matches!(out, Some(Err(KvError::Closed))), "{out:?}");
-    let now = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
-    assert_eq!(
-        (now.version, record(&now)),
-        (before.version, record(&before))
-    );
-
-    // Changed: stored at a new version with the index values given (closed: out of idx2).
-    let mut done = record(&before);
-    done.last_error = Some("changed in place".into());
-    let change = RecordChange::Changed {
-        idx1: Some("i/done/0000000000000009/x".into()),
-        idx2: None,
-    };
-    let mut write = scripted(Ok(change), Some(done.clone()));
-    let Some(Ok(RecordUpdated::Written { version })) =
-        d.kv().update_record(d.scope(), &key, &mut write)
-    else {
-        panic!("the change is written");
-    };
-    assert!(version > before.version);
-    let now = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
-    assert_eq!((now.version, record(&now)), (version, done));
-    assert_eq!(now.idx1.as_deref(), Some("i/done/0000000000000009/x"));
-    assert_eq!(now.idx2, None);
-    assert_eq!(open_in_chat().await, 0);
-    let listed = d
-        .kv()
-        .range(d.scope(), Index::One, "i/done/", "i/done0", 10)
-        .await
-        .expect("range");
-    assert_eq!(listed.len(), 1);
-
-    // No entry, or bytes under the key: the update is not shown anything.
-    let mut missing = scripted(Ok(RecordChange::Keep), None);
-    let out = d.kv().update_record(d.scope(), "i/nobody", &mut missing);
-    assert!(matches!(out, Some(Ok(RecordUpdated::Missing))), "{out:?}");
-    let out = d
-        .kv()
-        .update_record(&Scope::custom("elsewhere"), &key, &mut missing);
-    assert!(matches!(out, Some(Ok(RecordUpdated::Missing))), "{out:?}");
-    assert!(missing.seen.is_empty());
-    let bytes = Entry {
-        value: b"{}".to_vec(),
-        idx1: None,
-        idx2: None,
-    };
-    assert!(
-        d.kv()
-            .cas(d.scope(), "b", None, bytes)
-            .await
-            .unwrap()
-            .is_ok()
-    );
-    let out = d.kv().update_record(d.scope(), "b", &mut missing);
-    assert!(
-        matches!(out, Some(Ok(RecordUpdated::NotARecord))),
-        "{out:?}"
-    );
-    assert!(missing.seen.is_empty());
-}
-
 #[tokio::test]
 async fn a_refused_change_leaves_the_stored_record_as_it_was() {
     let env = Env::new();
     let d = env.open("i1", |_| {});
-    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
-    let id = m.id.clone();
-    let InboxJournalClaim::Claimed(Claimed { lease, .. }) =
-        d.inbox().journal_and_claim(m).await.expect("journal")
-    else {
-        panic!("a new message is claimed");
-    };
+    let (id, Claimed { lease, .. }) = claim_m1(&d).await;
     let key = format!("i/{id}");
     let before = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
     let mut forged = lease.clone();
@@ -336,13 +208,7 @@ async fn a_refused_change_leaves_the_stored_record_as_it_was() {
 async fn a_record_stored_as_bytes_is_changed_by_read_and_compare_and_set() {
     let env = Env::new();
     let d = env.open("i1", |_| {});
-    let m = NewInbound::new("alice", "m1", json!({"text": "hi"}));
-    let id = m.id.clone();
-    let InboxJournalClaim::Claimed(Claimed { lease, record }) =
-        d.inbox().journal_and_claim(m).await.expect("journal")
-    else {
-        panic!("a new message is claimed");
-    };
+    let (id, Claimed { lease, record }) = claim_m1(&d).await;
     // The same record as JSON bytes (written by a byte backend's format, or an older version).
     let key = format!("i/{id}");
     let stored = d.kv().get(d.scope(), &key).await.unwrap().unwrap();

@@ -419,6 +419,17 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
         }
     };
     let (v0, before, idx1_before, idx2_before) = stored(Arc::clone(&kv)).await?;
+    let (chat_from, chat_to) = index::chat_range(RecordKind::Inbound, "alice");
+    let open_in_chat = || async {
+        kv.range(&s, crate::kv::Index::Two, &chat_from, &chat_to, 10)
+            .await
+            .ctx("range idx2")
+            .map(|found| found.len())
+    };
+    ensure!(
+        open_in_chat().await? == 1,
+        "the claimed record must be open in its chat"
+    );
     ensure!(
         matches!(kept, Ok(RecordUpdated::Kept)),
         "a kept record must answer Kept, got {kept:?}"
@@ -469,6 +480,10 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
         idx1.as_deref() == Some(idx1_done.as_str()) && idx2.is_none(),
         "the change must be indexed as given, got {idx1:?} / {idx2:?}"
     );
+    ensure!(
+        open_in_chat().await? == 0,
+        "a change without idx2 must leave the chat's range"
+    );
     let (from, to) = index::state_range(RecordKind::Inbound, "done");
     let listed = kv
         .range(&s, crate::kv::Index::One, &from, &to, 10)
@@ -484,6 +499,12 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     ensure!(
         matches!(out, Some(Ok(RecordUpdated::Missing))),
         "a missing key must answer Missing, got {out:?}"
+    );
+    let elsewhere = Scope::new("tenant", "test", "other-bot", "conn");
+    let out = kv.update_record(&elsewhere, &key, &mut nothing);
+    ensure!(
+        matches!(out, Some(Ok(RecordUpdated::Missing))),
+        "another scope's key must answer Missing, got {out:?}"
     );
     kv.cas(
         &s,
