@@ -601,3 +601,111 @@ async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key
     assert_eq!(sends[0].record.attempts, 0);
     assert_eq!(d.metrics().outbox_diverged, 1);
 }
+
+/// A raw journal entry for [`KvOp`]-level steps.
+fn raw_entry(text: &str) -> botmesh_durability::kv::Entry {
+    botmesh_durability::kv::Entry {
+        value: text.as_bytes().to_vec(),
+        idx1: Some(format!("due/{text}")),
+        idx2: None,
+    }
+}
+
+/// The first operation of a step is checked by its own write (no read before it): a conflict
+/// there writes nothing of the step and is reported as operation 0 with the version found,
+/// also when a later operation conflicts too; a conflict on a later operation alone is
+/// reported as that operation, and writes nothing either.
+#[tokio::test]
+async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing() {
+    use botmesh_durability::kv::{CasOutcome, DurableKv, KvOp};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::connect(dir.path().join("bot.db"))
+        .await
+        .unwrap();
+    let kv = store.durability_kv();
+    let s = Scope::custom("bot");
+    let CasOutcome::Ok { version: a } = kv.cas(&s, "a", None, raw_entry("a0")).await.unwrap()
+    else {
+        panic!("a is created");
+    };
+    let CasOutcome::Ok { version: b } = kv.cas(&s, "b", None, raw_entry("b0")).await.unwrap()
+    else {
+        panic!("b is created");
+    };
+    let cas = |key: &str, expected: Option<u64>, text: &str| KvOp::Cas {
+        key: key.into(),
+        expected,
+        entry: raw_entry(text),
+    };
+    let step = |journal: Vec<KvOp>| StepCommit {
+        journal,
+        ..StepCommit::new(s.clone(), CheckpointWrite::Save(checkpoint(2)))
+    };
+    let untouched = async || {
+        assert!(store.checkpoint("alice").await.unwrap().is_none());
+        assert_eq!(kv.get(&s, "a").await.unwrap().unwrap().value, b"a0");
+        assert_eq!(kv.get(&s, "b").await.unwrap().unwrap().value, b"b0");
+        assert_eq!(kv.get(&s, "c").await.unwrap(), None);
+    };
+
+    // The first operation conflicts (a create of a key that exists; then a stale version).
+    for first in [cas("a", None, "a1"), cas("a", Some(a + 100), "a1")] {
+        let outcome = store
+            .commit_step(&step(vec![first, cas("c", None, "c1")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            StepCommitOutcome::Conflict {
+                op: 0,
+                current: Some(a)
+            }
+        );
+        untouched().await;
+    }
+    // Both conflict: the first one is reported.
+    let outcome = store
+        .commit_step(&step(vec![
+            cas("a", Some(a + 100), "a1"),
+            cas("b", None, "b1"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        StepCommitOutcome::Conflict {
+            op: 0,
+            current: Some(a)
+        }
+    );
+    untouched().await;
+    // Only the last one conflicts: the first one's write does not land either.
+    let outcome = store
+        .commit_step(&step(vec![
+            cas("c", None, "c1"),
+            cas("a", Some(a), "a1"),
+            cas("b", Some(b + 100), "b1"),
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        StepCommitOutcome::Conflict {
+            op: 2,
+            current: Some(b)
+        }
+    );
+    untouched().await;
+    // Nothing conflicts: every operation lands with the checkpoint.
+    let StepCommitOutcome::Committed(outcomes) = store
+        .commit_step(&step(vec![cas("a", Some(a), "a1"), cas("c", None, "c1")]))
+        .await
+        .unwrap()
+    else {
+        panic!("the step commits");
+    };
+    assert_eq!(outcomes.len(), 2);
+    assert_eq!(kv.get(&s, "a").await.unwrap().unwrap().value, b"a1");
+    assert_eq!(kv.get(&s, "c").await.unwrap().unwrap().value, b"c1");
+    assert!(store.checkpoint("alice").await.unwrap().is_some());
+}

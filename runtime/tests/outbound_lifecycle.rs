@@ -739,3 +739,57 @@ async fn run_returns_when_the_input_ended_during_start() {
         .expect("run() noticed the end of input signalled before it waited")
         .unwrap();
 }
+
+/// `MockProvider::on_send` sees each send as the provider accepts it: before the bot's
+/// `after` send hooks, already listed in `sent()` (the observer may read the mock), and a
+/// second observer replaces the first.
+#[tokio::test]
+async fn the_mock_reports_each_send_as_it_accepts_it() {
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone()).build().unwrap();
+    let order = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (o, m) = (order.clone(), mock.clone());
+    mock.on_send(move |sent| {
+        let listed = m.sent().iter().any(|s| s.message_id == sent.message_id);
+        o.lock()
+            .unwrap()
+            .push(format!("provider {} listed={listed}", sent.text()));
+    });
+    let o = order.clone();
+    bot.after_send(move |info| {
+        let o = o.clone();
+        async move {
+            o.lock()
+                .unwrap()
+                .push(format!("after {}", info.outgoing.content.text()));
+        }
+    });
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply(format!("echo {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("chat", "m1", "one").await.unwrap();
+    assert_eq!(mock.wait_for_sends(1, Duration::from_secs(5)).await, 1);
+    bot.idle().await;
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["provider echo one listed=true", "after echo one"]
+    );
+
+    let second = Arc::new(AtomicUsize::new(0));
+    let s = second.clone();
+    mock.on_send(move |_| {
+        s.fetch_add(1, Ordering::SeqCst);
+    });
+    mock.say("chat", "m2", "two").await.unwrap();
+    assert_eq!(mock.wait_for_sends(2, Duration::from_secs(5)).await, 2);
+    bot.idle().await;
+    assert_eq!(second.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        order.lock().unwrap().len(),
+        3,
+        "the first observer is replaced: only the after hook added a line"
+    );
+    bot.stop().await.unwrap();
+}

@@ -59,7 +59,11 @@ struct Inner {
     changed: Notify,
     send_delay: Mutex<Option<Duration>>,
     status: Mutex<TransportStatus>,
+    on_send: Mutex<Option<SendObserver>>,
 }
+
+/// What [`MockProvider::on_send`] calls for each send it accepts.
+type SendObserver = Arc<dyn Fn(&SentRecord) + Send + Sync>;
 
 /// A provider for tests. Clones share state: keep one clone, give one to the bot.
 #[derive(Clone)]
@@ -95,6 +99,7 @@ impl MockProvider {
             changed: Notify::new(),
             send_delay: Mutex::new(None),
             status: Mutex::new(TransportStatus::Ready),
+            on_send: Mutex::new(None),
         }))
     }
 
@@ -123,6 +128,29 @@ impl MockProvider {
     /// Every send takes this long (to test concurrency and drains).
     pub fn set_send_delay(&self, delay: Option<Duration>) {
         *self.0.send_delay.lock().unwrap_or_else(|e| e.into_inner()) = delay;
+    }
+
+    /// Calls `observer` with each send the mock accepts, as it accepts it: the moment the
+    /// chat's user would see the message, before the bot's own bookkeeping of the send (its
+    /// journal's "sent", its ledger row, its `after` send hooks). Replaces an earlier
+    /// observer. The observer runs inside the provider call (after the send is listed in
+    /// [`sent`](Self::sent)): keep it short.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use botmesh::testing::MockProvider;
+    ///
+    /// let mock = MockProvider::new();
+    /// let seen = Arc::new(AtomicUsize::new(0));
+    /// let counter = seen.clone();
+    /// mock.on_send(move |sent| {
+    ///     assert!(!sent.text().is_empty());
+    ///     counter.fetch_add(1, Ordering::SeqCst);
+    /// });
+    /// ```
+    pub fn on_send(&self, observer: impl Fn(&SentRecord) + Send + Sync + 'static) {
+        *self.0.on_send.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(observer));
     }
 
     /// Reports a transport status to the bot (and answers it from now on).
@@ -280,12 +308,24 @@ impl Provider for MockProvider {
             "out-{}",
             self.0.ids.fetch_add(1, Ordering::SeqCst) + 1
         ));
-        s.sent.push(SentRecord {
+        let record = SentRecord {
             chat: chat.clone(),
             outgoing: outgoing.clone(),
             message_id: id.clone(),
-        });
+        };
+        // The observer runs after the state's lock is released (it may read the mock).
+        let observed = self
+            .0
+            .on_send
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(|observe| (observe, record.clone()));
+        s.sent.push(record);
         drop(s);
+        if let Some((observe, record)) = observed {
+            observe(&record);
+        }
         self.0.changed.notify_waiters();
         Ok(SentMessage {
             message_id: Some(id),

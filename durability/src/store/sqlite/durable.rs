@@ -233,16 +233,24 @@ pub(super) fn distinct_keys(ops: &[KvOp]) -> bool {
 /// checked before writing, so that a group of operations that conflicts writes nothing
 /// without a savepoint to roll back to. Holds only while nothing else writes between the
 /// check and the writes: the writer's transaction (`BEGIN IMMEDIATE`, the one writer).
+///
+/// The first operation is read only when a later one conflicts (to report the first
+/// conflict): it is written before the others, so its own write's version check (in its
+/// `WHERE` / `ON CONFLICT`) finds its conflict while nothing is written yet. A step of one
+/// operation so reads nothing before writing.
 pub(super) fn first_conflict(
     tx: &Transaction<'_>,
     scope: &str,
     ops: &[KvOp],
 ) -> rusqlite::Result<Option<(usize, Option<u64>)>> {
-    for (i, op) in ops.iter().enumerate() {
-        let (key, expected) = expectation(op);
+    let conflict = |i: usize| -> rusqlite::Result<Option<(usize, Option<u64>)>> {
+        let (key, expected) = expectation(&ops[i]);
         let current = current_version(tx, scope, key)?;
-        if current != expected {
-            return Ok(Some((i, current)));
+        Ok((current != expected).then_some((i, current)))
+    };
+    for i in 1..ops.len() {
+        if let Some(found) = conflict(i)? {
+            return Ok(Some(conflict(0)?.unwrap_or(found)));
         }
     }
     Ok(None)

@@ -311,8 +311,9 @@ fn without_json(step: &StepCommit) -> StepCommit {
 /// A flow step's writes (see [`StepCommit`]): all of them, or none when a journal operation
 /// conflicts.
 ///
-/// The journal operations' expected versions are checked first, before anything is written:
-/// on a conflict there is nothing to undo. Without that check the step would need a
+/// The journal operations' expected versions are checked first, before anything is written
+/// (the first operation's by its own write, which comes first): on a conflict there is
+/// nothing to undo. Without that check the step would need a
 /// savepoint of its own, and SQLite copies every page a savepoint's statements change into
 /// its statement journal (a fifth of the writer's work went to those copies). Should a
 /// statement fail after the check, the request fails, and the writer runs the group again
@@ -336,6 +337,11 @@ fn commit_step_in(
     let mut outcomes = Vec::with_capacity(step.journal.len());
     for (op, write) in step.journal.iter().enumerate() {
         match durable::apply(tx, scope, write)? {
+            // The first operation is not read before it is written (see `first_conflict`):
+            // its conflict comes from its own write, before anything else is written.
+            CasOutcome::Conflict { current } if checked && op == 0 => {
+                return Ok(StepCommitOutcome::Conflict { op, current });
+            }
             CasOutcome::Conflict { current } if checked => {
                 // Checked a moment ago in this transaction: the earlier operations' writes
                 // must not be committed without this one.
