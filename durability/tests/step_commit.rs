@@ -648,54 +648,41 @@ async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing() {
         assert_eq!(kv.get(&s, "c").await.unwrap(), None);
     };
 
-    // The first operation conflicts (a create of a key that exists; then a stale version).
-    for first in [cas("a", None, "a1"), cas("a", Some(a + 100), "a1")] {
-        let outcome = store
-            .commit_step(&step(vec![first, cas("c", None, "c1")]))
-            .await
-            .unwrap();
+    // Each step, and the conflict it reports: the first operation's (a create of a key that
+    // exists, then a stale version), the first one's when both conflict, and the last one's
+    // when only it does (the first one's write does not land either).
+    let cases = [
+        (vec![cas("a", None, "a1"), cas("c", None, "c1")], 0, a),
+        (
+            vec![cas("a", Some(a + 100), "a1"), cas("c", None, "c1")],
+            0,
+            a,
+        ),
+        (
+            vec![cas("a", Some(a + 100), "a1"), cas("b", None, "b1")],
+            0,
+            a,
+        ),
+        (
+            vec![
+                cas("c", None, "c1"),
+                cas("a", Some(a), "a1"),
+                cas("b", Some(b + 100), "b1"),
+            ],
+            2,
+            b,
+        ),
+    ];
+    for (journal, op, current) in cases {
         assert_eq!(
-            outcome,
+            store.commit_step(&step(journal)).await.unwrap(),
             StepCommitOutcome::Conflict {
-                op: 0,
-                current: Some(a)
+                op,
+                current: Some(current)
             }
         );
         untouched().await;
     }
-    // Both conflict: the first one is reported.
-    let outcome = store
-        .commit_step(&step(vec![
-            cas("a", Some(a + 100), "a1"),
-            cas("b", None, "b1"),
-        ]))
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome,
-        StepCommitOutcome::Conflict {
-            op: 0,
-            current: Some(a)
-        }
-    );
-    untouched().await;
-    // Only the last one conflicts: the first one's write does not land either.
-    let outcome = store
-        .commit_step(&step(vec![
-            cas("c", None, "c1"),
-            cas("a", Some(a), "a1"),
-            cas("b", Some(b + 100), "b1"),
-        ]))
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome,
-        StepCommitOutcome::Conflict {
-            op: 2,
-            current: Some(b)
-        }
-    );
-    untouched().await;
     // Nothing conflicts: every operation lands with the checkpoint.
     let StepCommitOutcome::Committed(outcomes) = store
         .commit_step(&step(vec![cas("a", Some(a), "a1"), cas("c", None, "c1")]))
