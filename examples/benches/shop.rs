@@ -32,7 +32,8 @@
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` for
 //! the length of each ceiling measurement (default 1 s), `SHOP_BENCH_ROUNDS` for the orders
 //! each chat places (default 5), `SHOP_BENCH_REPEAT` for the rounds,
-//! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants).
+//! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants, `SHOP_BENCH_DIR` to keep the
+//! variants' files in that directory instead of a temporary one).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -432,7 +433,17 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3)
         .max(1);
-    let dir = tempfile::tempdir().expect("temp dir");
+    // `SHOP_BENCH_DIR` keeps the variants' files (SQLite databases, file journals) for
+    // inspection; by default they go to a temporary directory removed at exit.
+    let kept = std::env::var_os("SHOP_BENCH_DIR").map(std::path::PathBuf::from);
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = match &kept {
+        Some(kept) => {
+            std::fs::create_dir_all(kept).expect("SHOP_BENCH_DIR");
+            kept.as_path()
+        }
+        None => temp.path(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -461,7 +472,7 @@ fn main() {
         variants.retain(|v| wanted.contains(&format!("{v:?}").to_lowercase()));
     }
     for &variant in &variants {
-        rt.block_on(run(variant, chats / 4, 1, dir.path())); // warm-up
+        rt.block_on(run(variant, chats / 4, 1, dir)); // warm-up
     }
     let mut all_rounds = Vec::with_capacity(repeat);
     for round in 1..=repeat {
@@ -474,8 +485,8 @@ fn main() {
         for &variant in &variants {
             let ceiling = || match variant {
                 Variant::Off | Variant::Memory => None,
-                Variant::File => Some(file_ceiling(dir.path(), secs)),
-                Variant::Sqlite => Some(sqlite_ceiling(dir.path(), secs)),
+                Variant::File => Some(file_ceiling(dir, secs)),
+                Variant::Sqlite => Some(sqlite_ceiling(dir, secs)),
                 Variant::Postgres => pg_url
                     .as_deref()
                     .map(|u| rt.block_on(postgres_ceiling(u, secs))),
@@ -486,13 +497,13 @@ fn main() {
             // The reference is measured on both sides of the run and averaged: the machine's
             // speed drifts within a round too.
             let before = ceiling();
-            let r = rt.block_on(run(variant, chats, rounds, dir.path()));
+            let r = rt.block_on(run(variant, chats, rounds, dir));
             this.rates.push((variant, r));
             if let (Some(b), Some(a)) = (before, ceiling()) {
                 this.ceilings.insert(variant, (b + a) / 2.0);
             }
             if variant == Variant::Memory && variants.contains(&Variant::Off) {
-                this.off_after = Some(rt.block_on(run(Variant::Off, chats, rounds, dir.path())).0);
+                this.off_after = Some(rt.block_on(run(Variant::Off, chats, rounds, dir)).0);
             }
         }
         all_rounds.push(this);

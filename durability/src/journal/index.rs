@@ -13,61 +13,24 @@
 
 use crate::operating::RecordKind;
 
-/// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more; `width`
-/// at most 20): what `write!(out, "{n:0width$}")` writes, without the formatting machinery
-/// (these values are built on every journal write).
-/// `{n:0width$}` (at most 20 digits), two digits at a time: index values are written at
-/// every journal write.
+/// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more): what
+/// `write!(out, "{n:0width$}")` writes, without the formatting machinery (these values are
+/// built on every journal write).
 fn push_decimal(out: &mut String, n: u64, width: usize) {
-    const PAIRS: &[u8; 200] = b"\
-        0001020304050607080910111213141516171819\
-        2021222324252627282930313233343536373839\
-        4041424344454647484950515253545556575859\
-        6061626364656667686970717273747576777879\
-        8081828384858687888990919293949596979899";
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
-        rest /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    for _ in digits.len()..width {
+        out.push('0');
     }
-    if rest >= 10 {
-        let pair = rest as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + rest as u8;
-    }
-    let from = at.min(digits.len().saturating_sub(width));
-    push_ascii(out, &digits[from..]);
+    out.push_str(digits);
 }
 
+/// Appends `n` in lowercase hexadecimal, zero-padded to 8 digits (wider when it needs more).
 fn push_hex8(out: &mut String, n: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [b'0'; 2 * size_of::<usize>()];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = HEX[rest % 16];
-        rest /= 16;
-        if rest == 0 {
-            break;
-        }
-    }
-    let from = at.min(digits.len().saturating_sub(8));
-    push_ascii(out, &digits[from..]);
-}
-
-/// Appends ASCII digits.
-fn push_ascii(out: &mut String, digits: &[u8]) {
-    // Digits are ASCII, so always UTF-8.
-    if let Ok(text) = std::str::from_utf8(digits) {
-        out.push_str(text);
+    let width = (usize::BITS - n.leading_zeros()).div_ceil(4).max(8);
+    for shift in (0..width).rev() {
+        out.push(char::from(HEX[(n >> (shift * 4)) & 0xf]));
     }
 }
 

@@ -179,10 +179,23 @@ async fn deliver_parts(
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
     for key in keys {
-        let leased = first.take();
+        let start = match first.take() {
+            // Leased by its journal write (most sends): one attempt at once, and the retry
+            // loop only when it asks for another.
+            Some((lease, record)) => match Box::pin(attempt(k, dur, lease, record, known)).await? {
+                Attempt::Sent(id) => {
+                    outcome.message_id = id;
+                    outcome.parts += 1;
+                    continue;
+                }
+                Attempt::Retry { at_ms } => Start::RetryAt(at_ms),
+                Attempt::Dead(err) => return Err(err),
+            },
+            None => Start::Begin,
+        };
         // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
         // creates it, the whole future below it.
-        match Box::pin(attempt_inline(k, dur, &key, &budget, known, leased)).await? {
+        match Box::pin(attempt_inline(k, dur, &key, &budget, known, start)).await? {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -371,48 +384,60 @@ enum Delivered {
 
 const POLL: Duration = Duration::from_millis(25);
 
+/// Where [`attempt_inline`] starts.
+enum Start {
+    /// With an attempt: lease the record first.
+    Begin,
+    /// With a wait: an attempt made under the journal write's lease asked to try again then.
+    RetryAt(i64),
+}
+
 async fn attempt_inline(
     k: &Arc<Kernel>,
     dur: &Durable,
     key: &str,
     budget: &Budget,
     known: Option<&Outgoing>,
-    mut leased: Option<(OutboxLease, OutboxRecord)>,
+    start: Start,
 ) -> Result<Delivered, BotError> {
+    let mut retry_at = match start {
+        Start::Begin => None,
+        Start::RetryAt(at_ms) => Some(at_ms),
+    };
     loop {
-        let begun = match leased.take() {
-            Some((lease, record)) => BeginAttempt::Leased { lease, record },
-            None => dur
+        let wait_at = match retry_at.take() {
+            Some(at_ms) => at_ms,
+            None => match dur
                 .d
                 .outbox()
                 .begin_attempt(key)
                 .await
-                .map_err(journal_error)?,
-        };
-        let wait_at = match begun {
-            BeginAttempt::Leased { lease, record } => {
-                match Box::pin(attempt(k, dur, lease, record, known)).await? {
-                    Attempt::Sent(id) => return Ok(Delivered::Now(id)),
-                    Attempt::Retry { at_ms } => at_ms,
-                    Attempt::Dead(err) => return Err(err),
+                .map_err(journal_error)?
+            {
+                BeginAttempt::Leased { lease, record } => {
+                    match Box::pin(attempt(k, dur, lease, record, known)).await? {
+                        Attempt::Sent(id) => return Ok(Delivered::Now(id)),
+                        Attempt::Retry { at_ms } => at_ms,
+                        Attempt::Dead(err) => return Err(err),
+                    }
                 }
-            }
-            BeginAttempt::AlreadySent(r) => {
-                return Ok(Delivered::Before(r.provider_message_id.map(MessageId)));
-            }
-            BeginAttempt::Settled(r) if r.state == OutboxState::Unknown => {
-                return Ok(Delivered::Before(None));
-            }
-            BeginAttempt::Settled(r) => {
-                return Err(BotError::SendDead {
-                    key: r.key,
-                    error: r.last_error.unwrap_or_else(|| "dead-lettered".to_owned()),
-                });
-            }
-            BeginAttempt::NotDue { at_ms } => at_ms,
-            BeginAttempt::Busy { .. } | BeginAttempt::Waiting { .. } => {
-                dur.d.now_ms() + i64::try_from(POLL.as_millis()).unwrap_or(25)
-            }
+                BeginAttempt::AlreadySent(r) => {
+                    return Ok(Delivered::Before(r.provider_message_id.map(MessageId)));
+                }
+                BeginAttempt::Settled(r) if r.state == OutboxState::Unknown => {
+                    return Ok(Delivered::Before(None));
+                }
+                BeginAttempt::Settled(r) => {
+                    return Err(BotError::SendDead {
+                        key: r.key,
+                        error: r.last_error.unwrap_or_else(|| "dead-lettered".to_owned()),
+                    });
+                }
+                BeginAttempt::NotDue { at_ms } => at_ms,
+                BeginAttempt::Busy { .. } | BeginAttempt::Waiting { .. } => {
+                    dur.d.now_ms() + i64::try_from(POLL.as_millis()).unwrap_or(25)
+                }
+            },
         };
         match budget.wait_until(dur, wait_at) {
             Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
@@ -455,9 +480,8 @@ async fn attempt(
             Err(e) => {
                 let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
                 tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
-                dur.d
-                    .outbox()
-                    .mark_failed(&lease, &failure)
+                // Boxed, as the other rare paths below: the send's future holds only their box.
+                Box::pin(dur.d.outbox().mark_failed(&lease, &failure))
                     .await
                     .map_err(journal_error)?;
                 return Ok(Attempt::Dead(BotError::SendDead {
@@ -493,7 +517,19 @@ async fn attempt(
     match result {
         Ok(sent) => {
             let id = sent.message_id.clone().map(|m| m.0);
-            if mark_sent_with_ledger(k, dur, &lease, id.clone(), &chat, outgoing, &sent)
+            // With a store that shares the journal's transactions (SQLite) the send is marked
+            // sent with its ledger row in one write; boxed, as the journal write it waits on
+            // outweighs the box.
+            if crate::flow::commit::atomic(k)
+                && Box::pin(mark_sent_with_ledger(
+                    k,
+                    dur,
+                    &lease,
+                    id.clone(),
+                    &chat,
+                    outgoing,
+                    &sent,
+                ))
                 .await
                 .map_err(journal_error)?
             {
@@ -513,10 +549,10 @@ async fn attempt(
         }
         Err(e) => {
             let failure = classify(&e);
-            match retry_while_unavailable(dur, || {
+            match Box::pin(retry_while_unavailable(dur, || {
                 let (lease, failure) = (&lease, &failure);
                 async move { dur.d.outbox().mark_failed(lease, failure).await }
-            })
+            }))
             .await
             .map_err(journal_error)?
             {
@@ -525,7 +561,7 @@ async fn attempt(
                     Ok(Attempt::Retry { at_ms })
                 }
                 FailOutcome::DeadLettered => {
-                    on_failed(k, &chat, outgoing, &record.key, &e).await;
+                    Box::pin(on_failed(k, &chat, outgoing, &record.key, &e)).await;
                     Ok(Attempt::Dead(e.into()))
                 }
             }
