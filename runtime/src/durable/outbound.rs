@@ -179,23 +179,21 @@ async fn deliver_parts(
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
     for key in keys {
-        let start = match first.take() {
+        let delivered = match first.take() {
             // Leased by its journal write (most sends): one attempt at once, and the retry
             // loop only when it asks for another.
             Some((lease, record)) => match Box::pin(attempt(k, dur, lease, record, known)).await? {
-                Attempt::Sent(id) => {
-                    outcome.message_id = id;
-                    outcome.parts += 1;
-                    continue;
+                Attempt::Sent(id) => Delivered::Now(id),
+                Attempt::Retry { at_ms } => {
+                    Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
                 }
-                Attempt::Retry { at_ms } => Start::RetryAt(at_ms),
                 Attempt::Dead(err) => return Err(err),
             },
-            None => Start::Begin,
+            // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
+            // creates it, the whole future below it.
+            None => Box::pin(attempt_inline(k, dur, &key, &budget, known, None)).await?,
         };
-        // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
-        // creates it, the whole future below it.
-        match Box::pin(attempt_inline(k, dur, &key, &budget, known, start)).await? {
+        match delivered {
             Delivered::Now(id) => {
                 outcome.message_id = id;
                 outcome.parts += 1;
@@ -384,26 +382,17 @@ enum Delivered {
 
 const POLL: Duration = Duration::from_millis(25);
 
-/// Where [`attempt_inline`] starts.
-enum Start {
-    /// With an attempt: lease the record first.
-    Begin,
-    /// With a wait: an attempt made under the journal write's lease asked to try again then.
-    RetryAt(i64),
-}
-
+/// Attempts `key` (leasing it first) until it is delivered, settled or deferred past the
+/// inline budget. `retry_at`: an attempt made under the journal write's lease asked to try
+/// again then, so the loop starts by waiting for it.
 async fn attempt_inline(
     k: &Arc<Kernel>,
     dur: &Durable,
     key: &str,
     budget: &Budget,
     known: Option<&Outgoing>,
-    start: Start,
+    mut retry_at: Option<i64>,
 ) -> Result<Delivered, BotError> {
-    let mut retry_at = match start {
-        Start::Begin => None,
-        Start::RetryAt(at_ms) => Some(at_ms),
-    };
     loop {
         let wait_at = match retry_at.take() {
             Some(at_ms) => at_ms,
@@ -569,10 +558,10 @@ async fn attempt(
     }
 }
 
-/// Records a send the provider accepted and its ledger row in one transaction, when the store
-/// shares its transactions with the journals (one write instead of two). `Ok(false)`: not
-/// done (another store, the ledger off, or the transaction wrote nothing): the caller records
-/// them apart, with its retries.
+/// Records a send the provider accepted and its ledger row in one transaction, for a store
+/// that shares its transactions with the journals (the caller checks: one write instead of
+/// two). `Ok(false)`: not done (the ledger off, or the transaction wrote nothing): the caller
+/// records them apart, with its retries.
 async fn mark_sent_with_ledger(
     k: &Arc<Kernel>,
     dur: &Durable,
@@ -582,9 +571,6 @@ async fn mark_sent_with_ledger(
     outgoing: &Outgoing,
     sent: &crate::message::SentMessage,
 ) -> Result<bool, DurabilityError> {
-    if !crate::flow::commit::atomic(k) {
-        return Ok(false);
-    }
     let entry = crate::bot::persistence::outbound_entry(
         k,
         crate::bot::persistence::OutboundEntry {
