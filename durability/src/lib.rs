@@ -71,8 +71,8 @@ pub use journal::{
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
     CasOutcome, DurableKv, Entry, EntryValue, KeyedValue, KvError, KvOp, KvRecord, MemoryKv,
-    RecordChange, RecordEntry, RecordUpdate, RecordUpdated, RecordValue, Scope, Versioned,
-    VersionedValue, WritePoint,
+    RecordChange, RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated, RecordValue, Scope,
+    Versioned, VersionedValue, WritePoint,
 };
 pub use leases::{InboxLease, OutboxLease};
 pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
 use botmesh_durability::kv::{
-    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordValue, Scope,
-    Versioned,
+    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordIdx1, RecordValue,
+    Scope, Versioned,
 };
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{
@@ -158,7 +158,7 @@ async fn a_record_of_the_other_journal_is_quarantined_as_its_json() {
     // An outbox record under an inbound key (a broken backend or a hand-made entry).
     let entry = RecordEntry {
         value: RecordValue::from(outbound.clone()),
-        idx1: Some("i/done/0000000000000001/x".into()),
+        idx1: RecordIdx1::Given(Some("i/done/0000000000000001/x".into())),
         idx2: None,
     };
     let written = d

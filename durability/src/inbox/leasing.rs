@@ -279,16 +279,40 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 "complete",
                 &lease.id,
                 self.d.take_snapshot(&lease.id),
-                |r: &mut InboundRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    r.state = InboxState::Done;
-                    r.lease = None;
-                    r.updated_ms = now;
-                    Ok(Step::Write(()))
-                },
+                Self::done(lease),
             )
             .await;
         self.counted(result).map(|((), record)| record)
+    }
+
+    /// [`complete`](Self::complete) for a caller that does not need the record (the bot's
+    /// own path): the same write and the same checks, without a copy of the record for the
+    /// caller on a backend that keeps records.
+    pub async fn complete_without_record(&self, lease: &InboxLease) -> Result<(), DurabilityError> {
+        let result = self
+            .d
+            .modify_from(
+                WritePoint::InboxComplete,
+                "complete",
+                &lease.id,
+                self.d.take_snapshot(&lease.id),
+                Self::done(lease),
+            )
+            .await;
+        self.counted(result)
+    }
+
+    /// The decision of `complete`: the record is done, if `lease` still holds it.
+    fn done(
+        lease: &InboxLease,
+    ) -> impl FnMut(&mut InboundRecord, i64) -> Result<Step<()>, DurabilityError> + Send {
+        move |r: &mut InboundRecord, now| {
+            Self::check_fence(r, lease)?;
+            r.state = InboxState::Done;
+            r.lease = None;
+            r.updated_ms = now;
+            Ok(Step::Write(()))
+        }
     }
 
     /// Records a failed run before the handlers ran (the store is down, …): retried with

@@ -121,17 +121,18 @@ impl JournalRecord for InboundRecord {
         &self.id
     }
 
-    fn indexes(&self) -> (String, Option<String>) {
-        let kind = RecordKind::Inbound;
+    fn idx1(&self) -> String {
         let ms = match self.state {
             InboxState::Pending => self.next_attempt_ms,
             InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
             InboxState::Done | InboxState::Dead => self.updated_ms,
         };
-        let idx1 = index::idx1(kind, self.state.as_str(), ms, &self.id);
+        index::idx1(RecordKind::Inbound, self.state.as_str(), ms, &self.id)
+    }
+
+    fn idx2(&self) -> Option<String> {
         let open = matches!(self.state, InboxState::Pending | InboxState::Processing);
-        let idx2 = open.then(|| index::idx2(kind, &self.chat, self.seq, 0));
-        (idx1, idx2)
+        open.then(|| index::idx2(RecordKind::Inbound, &self.chat, self.seq, 0))
     }
 
     fn is_open(&self) -> bool {

@@ -24,8 +24,8 @@ use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
     CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, RecordChange,
-    RecordEntry, RecordUpdate, RecordUpdated, RecordValue, VersionedValue, WritePhase, WritePoint,
-    encode_json,
+    RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated, RecordValue, VersionedValue, WritePhase,
+    WritePoint, encode_json,
 };
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 
@@ -46,13 +46,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         })
     }
 
-    /// A record and its index values, as [`DurableKv::cas_record`] takes them.
+    /// A record and its index values, as [`DurableKv::cas_record`] takes them. `idx1` is left
+    /// for the backend to derive from the record ([`RecordIdx1::Derived`]): a backend that
+    /// keeps records computes it when its `idx1` is read (the sweeper), not at every write.
     fn record_entry<R: JournalRecord>(record: &R) -> RecordEntry {
-        let (idx1, idx2) = record.indexes();
         RecordEntry {
             value: record.to_record_value(),
-            idx1: Some(idx1),
-            idx2,
+            idx1: RecordIdx1::Derived,
+            idx2: record.idx2(),
         }
     }
 
@@ -288,7 +289,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
         T: Send,
     {
-        self.modify_record(point, operation, id, start, decide)
+        self.modify_changing(point, operation, id, start, Returned::Nothing, decide)
             .await
             .map(|(out, _)| out)
     }
@@ -300,9 +301,40 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         point: WritePoint,
         operation: &'static str,
         id: &str,
-        mut start: Option<Snapshot<R>>,
-        mut decide: F,
+        start: Option<Snapshot<R>>,
+        decide: F,
     ) -> Result<(T, R), DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
+        T: Send,
+    {
+        let (out, record) = self
+            .modify_changing(point, operation, id, start, Returned::Record, decide)
+            .await?;
+        match record {
+            Some(record) => Ok((out, record)),
+            // `Returned::Record` always gives the record back; a typed error rather than a
+            // panic should that ever change.
+            None => Err(DurabilityError::NotFound {
+                kind: R::KIND,
+                id: id.to_owned(),
+            }),
+        }
+    }
+
+    /// The read, decide, write loop of [`modify_from`](Self::modify_from) and
+    /// [`modify_record`](Self::modify_record); `returned` says whether the caller wants the
+    /// record (changed in place, it is copied only then).
+    async fn modify_changing<R, T, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        mut start: Option<Snapshot<R>>,
+        returned: Returned,
+        mut decide: F,
+    ) -> Result<(T, Option<R>), DurabilityError>
     where
         R: JournalRecord,
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
@@ -312,7 +344,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         // read, no compare-and-set (bytes under the key are read and decoded below).
         if self.updates_in_place() {
             drop(start.take());
-            if let Some(done) = self.modify_in_place(point, operation, id, &mut decide)? {
+            if let Some(done) = self.modify_in_place(point, operation, id, returned, &mut decide)? {
                 return Ok(done);
             }
         }
@@ -336,7 +368,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
                 // Only a write can confirm a snapshot: decide again on a fresh read.
                 Ok(Step::Keep(_)) | Err(_) if from_snapshot => continue,
                 Err(e) => return Err(e),
-                Ok(Step::Keep(out)) => return Ok((out, loaded.record)),
+                Ok(Step::Keep(out)) => return Ok((out, Some(loaded.record))),
                 Ok(Step::Write(out)) => (point, out),
                 Ok(Step::WriteAt(at, out)) => (at, out),
             };
@@ -345,7 +377,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
                 .await?
             {
                 self.note_written(version, &loaded.record);
-                return Ok((out, loaded.record));
+                return Ok((out, Some(loaded.record)));
             }
         }
         Err(DurabilityError::Contention {
@@ -371,8 +403,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         point: WritePoint,
         operation: &'static str,
         id: &str,
+        returned: Returned,
         decide: &mut F,
-    ) -> Result<Option<(T, R)>, DurabilityError>
+    ) -> Result<Option<(T, Option<R>)>, DurabilityError>
     where
         R: JournalRecord,
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
@@ -383,6 +416,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             decide,
             now: self.now_ms(),
             point,
+            returned,
             decided: None,
             written_at: None,
         };
@@ -487,6 +521,15 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 }
 
+/// Whether a change of a record gives the record back to its caller.
+#[derive(Debug, Clone, Copy)]
+enum Returned {
+    /// The record as written (or as found, when the decision keeps it).
+    Record,
+    /// Nothing: a record changed in place is then not copied for the caller.
+    Nothing,
+}
+
 /// A [`KvDurability::modify_record`] decision run by the backend on the stored record
 /// ([`DurableKv::update_record`]).
 struct InPlace<'a, K: ?Sized, R, T, F> {
@@ -494,8 +537,11 @@ struct InPlace<'a, K: ?Sized, R, T, F> {
     decide: &'a mut F,
     now: i64,
     point: WritePoint,
-    /// What `decide` answered, with the record as written (or as found, for `Keep`).
-    decided: Option<Result<(T, R), DurabilityError>>,
+    /// Whether the caller wants the record back.
+    returned: Returned,
+    /// What `decide` answered, with the record as written (or as found, for `Keep`) when the
+    /// caller wants it.
+    decided: Option<Result<(T, Option<R>), DurabilityError>>,
     /// The write point of the write made, whose `After` hooks the caller runs.
     written_at: Option<WritePoint>,
 }
@@ -518,19 +564,24 @@ where
                 return Ok(RecordChange::Keep);
             }
             Ok(Step::Keep(out)) => {
-                self.decided = Some(Ok((out, record)));
+                let kept = matches!(self.returned, Returned::Record).then_some(record);
+                self.decided = Some(Ok((out, kept)));
                 return Ok(RecordChange::Keep);
             }
             Ok(Step::Write(out)) => (self.point, out),
             Ok(Step::WriteAt(at, out)) => (at, out),
         };
         self.d.hook(at, WritePhase::Before)?;
-        let (idx1, idx2) = record.indexes();
-        *stored = record.clone();
-        self.decided = Some(Ok((out, record)));
+        let idx2 = record.idx2();
+        // The changed copy replaces the stored record; the caller gets a copy of it only if it
+        // asked (the record it replaced is dropped here).
+        std::mem::swap(stored, &mut record);
+        drop(record);
+        let written = matches!(self.returned, Returned::Record).then(|| stored.clone());
+        self.decided = Some(Ok((out, written)));
         self.written_at = Some(at);
         Ok(RecordChange::Changed {
-            idx1: Some(idx1),
+            idx1: RecordIdx1::Derived,
             idx2,
         })
     }
@@ -570,8 +621,14 @@ pub(crate) trait JournalRecord:
     const KIND: RecordKind;
     /// Its inbound id or outbox key.
     fn id(&self) -> &str;
+    /// Its `idx1` value (see [`super::index`]).
+    fn idx1(&self) -> String;
+    /// Its `idx2` value, only while it is open (see [`super::index`]).
+    fn idx2(&self) -> Option<String>;
     /// Its `idx1` and `idx2` values.
-    fn indexes(&self) -> (String, Option<String>);
+    fn indexes(&self) -> (String, Option<String>) {
+        (self.idx1(), self.idx2())
+    }
     /// Whether it will change again (it is not settled): only open records keep a snapshot.
     fn is_open(&self) -> bool;
     /// The size of its payload's JSON text.

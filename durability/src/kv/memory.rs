@@ -6,8 +6,10 @@
 //! kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
 //! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
 //! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
-//! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`);
-//! `idx2` (a chat's open records, read at every send) at every write. A journal change of a
+//! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`),
+//! and a record's `idx1` left to derive ([`RecordIdx1::Derived`]) is computed only then, once
+//! for all the writes since the last read; `idx2` (a chat's open records, read at every send)
+//! at every write. A journal change of a
 //! record (`update_record`) is decided and applied on the stored record under the lock: no
 //! read, no copy into the backend, no compare-and-set.
 //!
@@ -24,7 +26,8 @@ use async_trait::async_trait;
 
 use super::{
     CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, KvOp, KvRecord,
-    RecordChange, RecordEntry, RecordUpdate, RecordUpdated, Scope, Versioned, VersionedValue,
+    RecordChange, RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated, Scope, Versioned,
+    VersionedValue,
 };
 
 /// One stored entry. The key and the index values are shared with the index sets (`Arc<str>`),
@@ -34,16 +37,29 @@ struct Stored {
     key: Arc<str>,
     version: u64,
     value: EntryValue,
+    /// The `idx1` value, unless `idx1_derived`: then the record's own
+    /// ([`RecordValue::idx1`](super::RecordValue::idx1)), which the journals left to derive
+    /// ([`RecordIdx1::Derived`]) and which is computed when the index is brought up to date.
     idx1: Option<Arc<str>>,
+    idx1_derived: bool,
     idx2: Option<Arc<str>>,
 }
 
 impl Stored {
+    /// The current `idx1` value.
+    fn idx1(&self) -> Option<String> {
+        if self.idx1_derived {
+            self.value.derived_idx1()
+        } else {
+            self.idx1.as_deref().map(str::to_owned)
+        }
+    }
+
     fn versioned(&self, operation: &'static str) -> Result<Versioned, KvError> {
         Ok(Versioned {
             version: self.version,
             value: self.value.to_bytes(operation)?,
-            idx1: self.idx1.as_deref().map(str::to_owned),
+            idx1: self.idx1(),
             idx2: self.idx2.as_deref().map(str::to_owned),
         })
     }
@@ -52,7 +68,7 @@ impl Stored {
         VersionedValue {
             version: self.version,
             value: self.value.clone(),
-            idx1: self.idx1.as_deref().map(str::to_owned),
+            idx1: self.idx1(),
             idx2: self.idx2.as_deref().map(str::to_owned),
         }
     }
@@ -61,7 +77,7 @@ impl Stored {
 /// What a compare-and-set stores: bytes (`cas`) or a record (`cas_record`), with its indexes.
 struct NewValue {
     value: EntryValue,
-    idx1: Option<String>,
+    idx1: RecordIdx1,
     idx2: Option<String>,
 }
 
@@ -69,7 +85,7 @@ impl From<Entry> for NewValue {
     fn from(e: Entry) -> Self {
         NewValue {
             value: EntryValue::Bytes(e.value),
-            idx1: e.idx1,
+            idx1: RecordIdx1::Given(e.idx1),
             idx2: e.idx2,
         }
     }
@@ -161,9 +177,12 @@ fn word(chunk: &[u8]) -> u64 {
 /// An index set, in `range` order.
 type IndexSet = BTreeSet<IndexEntry>;
 
+/// The entries of a scope, by key.
+type Entries = HashMap<Arc<str>, Stored, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct ScopeData {
-    entries: HashMap<Arc<str>, Stored, foldhash::fast::RandomState>,
+    entries: Entries,
     idx1: DeferredIndex,
     idx2: IndexSet,
 }
@@ -173,9 +192,14 @@ const MAX_PENDING: usize = 1 << 14;
 
 /// `idx1`, whose upkeep waits until it is read: the journals change a record's `idx1` at
 /// every write (journaled, leased, done or sent) but list it only from the sweeper, now and
-/// then. A change is noted per key (the value the set holds, the value it should hold), and
-/// the set is brought up to date before a range reads it (or when [`MAX_PENDING`] keys wait),
-/// so a record written three times between two reads costs the set one move, not three.
+/// then. A change is noted per key (the value the set holds, and the value it should hold or
+/// that the record's own is to be derived), and the set is brought up to date before a range
+/// reads it (or when [`MAX_PENDING`] keys wait), so a record written three times between two
+/// reads costs the set one move, not three, and a derived value is computed once, not at
+/// every write.
+///
+/// Invariant: for a key with a pending move, the set holds `indexed`; for any other key, the
+/// set holds the entry's `idx1` (and the entry's `idx1` is not stale).
 #[derive(Default)]
 struct DeferredIndex {
     set: IndexSet,
@@ -186,39 +210,84 @@ struct DeferredIndex {
 /// A key's index value in the set (`indexed`) and its current one (`current`).
 struct PendingMove {
     indexed: Option<Arc<str>>,
-    current: Option<Arc<str>>,
+    current: Current,
+}
+
+/// The current index value of a key with a pending move.
+enum Current {
+    /// This value (or none: the entry has no `idx1`, or is deleted).
+    Value(Option<Arc<str>>),
+    /// The one its record gives (the entry's `idx1_derived`).
+    Derived,
 }
 
 impl DeferredIndex {
     /// Notes that `key`'s value went from `old` to `new` (either may be absent).
     fn moved(&mut self, key: &Arc<str>, old: Option<&Arc<str>>, new: Option<&Arc<str>>) {
+        if let Some(pending) = self.pending.get_mut(key) {
+            pending.current = Current::Value(new.cloned());
+            return;
+        }
         if old.map(|o| &**o) == new.map(|n| &**n) {
             return;
         }
-        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(key) {
-            self.update();
-        }
-        let pending = self
-            .pending
-            .entry(Arc::clone(key))
-            .or_insert_with(|| PendingMove {
+        self.pending.insert(
+            Arc::clone(key),
+            PendingMove {
                 indexed: old.cloned(),
-                current: None,
-            });
-        pending.current = new.cloned();
+                current: Current::Value(new.cloned()),
+            },
+        );
     }
 
-    /// Applies the pending moves to the set.
-    fn update(&mut self) {
+    /// Notes that `key`'s value, `old` until now, is from now on derived from its record.
+    fn derived(&mut self, key: &Arc<str>, old: Option<&Arc<str>>) {
+        match self.pending.get_mut(key) {
+            Some(pending) => pending.current = Current::Derived,
+            None => {
+                self.pending.insert(
+                    Arc::clone(key),
+                    PendingMove {
+                        indexed: old.cloned(),
+                        current: Current::Derived,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Brings the set up to date when [`MAX_PENDING`] keys wait (before a write notes one
+    /// more).
+    fn make_room(&mut self, entries: &mut Entries) {
+        if self.pending.len() >= MAX_PENDING {
+            self.update(entries);
+        }
+    }
+
+    /// Applies the pending moves to the set, deriving the values left to derive (and storing
+    /// them in their entries).
+    fn update(&mut self, entries: &mut Entries) {
         for (key, PendingMove { indexed, current }) in self.pending.drain() {
+            let current = match current {
+                Current::Value(value) => value,
+                Current::Derived => match entries.get_mut(&key) {
+                    Some(stored) if stored.idx1_derived => {
+                        stored.idx1 = stored.value.derived_idx1().map(Arc::from);
+                        stored.idx1_derived = false;
+                        stored.idx1.clone()
+                    }
+                    Some(stored) => stored.idx1.clone(),
+                    None => None,
+                },
+            };
             reindex(&mut self.set, &key, indexed.as_ref(), current.as_ref());
         }
     }
 
     /// The set, up to date.
-    fn read(&mut self) -> &IndexSet {
+    fn read(&mut self, entries: &mut Entries) -> &IndexSet {
         if !self.pending.is_empty() {
-            self.update();
+            self.update(entries);
         }
         &self.set
     }
@@ -253,16 +322,28 @@ fn restore(
     set1: &mut DeferredIndex,
     set2: &mut IndexSet,
     stored: &mut Stored,
-    idx1: Option<String>,
+    idx1: RecordIdx1,
     idx2: Option<String>,
     version: u64,
 ) {
-    let idx1 = shared_value(idx1, stored.idx1.as_ref());
+    match idx1 {
+        RecordIdx1::Given(idx1) => {
+            let old = (!stored.idx1_derived)
+                .then_some(stored.idx1.as_ref())
+                .flatten();
+            let idx1 = shared_value(idx1, old);
+            set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
+            stored.idx1 = idx1;
+            stored.idx1_derived = false;
+        }
+        RecordIdx1::Derived => {
+            set1.derived(&stored.key, stored.idx1.as_ref());
+            stored.idx1_derived = true;
+        }
+    }
     let idx2 = shared_value(idx2, stored.idx2.as_ref());
-    set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
     reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
     stored.version = version;
-    stored.idx1 = idx1;
     stored.idx2 = idx2;
 }
 
@@ -279,6 +360,7 @@ impl ScopeData {
             idx1: set1,
             idx2: set2,
         } = self;
+        set1.make_room(entries);
         match entries.get_mut(key) {
             // Replace in place: one lookup, no new key.
             Some(stored) if expected == Some(stored.version) => {
@@ -293,9 +375,18 @@ impl ScopeData {
             None if expected.is_some() => return CasOutcome::Conflict { current: None },
             None => {
                 let key: Arc<str> = Arc::from(key);
-                let idx1 = entry.idx1.map(Arc::from);
+                let (idx1, idx1_derived) = match entry.idx1 {
+                    RecordIdx1::Given(idx1) => {
+                        let idx1 = idx1.map(Arc::from);
+                        set1.moved(&key, None, idx1.as_ref());
+                        (idx1, false)
+                    }
+                    RecordIdx1::Derived => {
+                        set1.derived(&key, None);
+                        (None, true)
+                    }
+                };
                 let idx2 = entry.idx2.map(Arc::from);
-                set1.moved(&key, None, idx1.as_ref());
                 reindex(set2, &key, None, idx2.as_ref());
                 entries.insert(
                     Arc::clone(&key),
@@ -304,6 +395,7 @@ impl ScopeData {
                         version: next_version,
                         value: entry.value,
                         idx1,
+                        idx1_derived,
                         idx2,
                     },
                 );
@@ -326,6 +418,7 @@ impl ScopeData {
             idx1: set1,
             idx2: set2,
         } = self;
+        set1.make_room(entries);
         let Some(stored) = entries.get_mut(key) else {
             return Ok(RecordUpdated::Missing);
         };
@@ -349,6 +442,7 @@ impl ScopeData {
         if current != Some(expected) {
             return CasOutcome::Conflict { current };
         }
+        self.idx1.make_room(&mut self.entries);
         if let Some(old) = self.entries.remove(key) {
             self.idx1.moved(&old.key, old.idx1.as_ref(), None);
             reindex(&mut self.idx2, &old.key, old.idx2.as_ref(), None);
@@ -440,7 +534,7 @@ impl MemoryKv {
             idx2,
         } = data;
         let set = match index {
-            Index::One => idx1.read(),
+            Index::One => idx1.read(entries),
             Index::Two => &*idx2,
         };
         let start = IndexEntry::new(Arc::from(from), Arc::from(""));
@@ -624,7 +718,9 @@ mod tests {
     async fn ranges_match_a_model_whatever_the_writes() {
         use std::collections::BTreeMap;
 
-        use super::super::{CasOutcome, DurableKv, Entry, Index, Scope};
+        use super::super::{
+            CasOutcome, DurableKv, Entry, Index, RecordEntry, RecordIdx1, RecordValue, Scope,
+        };
         use super::{MAX_PENDING, MemoryKv};
 
         let kv = MemoryKv::new();
@@ -636,6 +732,25 @@ mod tests {
             rng.bool()
                 .then(|| format!("o/{}/{:04}", ["a", "b", "c"][rng.usize(..3)], rng.u32(..50)))
         };
+        // A journal record whose `idx1` the backend derives (`i/done/<ms>/<id>`).
+        let record = |id: &str, ms: i64| {
+            RecordValue::from(crate::inbox::InboundRecord {
+                id: id.to_owned(),
+                chat: "c".to_owned(),
+                payload: crate::journal::Payload::encode(&0).unwrap(),
+                media_ref: None,
+                state: crate::inbox::InboxState::Done,
+                attempts: 1,
+                lease: None,
+                fence: 1,
+                next_attempt_ms: 0,
+                last_error: None,
+                seq: 1,
+                created_ms: 0,
+                updated_ms: ms,
+                rows_recorded: false,
+            })
+        };
         for step in 0..(MAX_PENDING * 3) {
             let key = format!("k{}", rng.usize(..300));
             match rng.u8(..10) {
@@ -646,9 +761,31 @@ mod tests {
                         model.remove(&key);
                     }
                 }
+                // A record whose idx1 is left to derive, in place of bytes or of a record.
+                2 | 3 => {
+                    let expected = model.get(&key).map(|(v, ..)| *v);
+                    let written = record(&key, i64::from(rng.u32(..50)));
+                    let idx1 = Some(written.idx1());
+                    let idx2 = value(&mut rng);
+                    let entry = RecordEntry {
+                        value: written,
+                        idx1: RecordIdx1::Derived,
+                        idx2: idx2.clone(),
+                    };
+                    match kv.cas_record(&scope, &key, expected, entry).await.unwrap() {
+                        CasOutcome::Ok { version } => {
+                            model.insert(key, (version, idx1, idx2));
+                        }
+                        CasOutcome::Conflict { .. } => panic!("the model's version conflicted"),
+                    }
+                }
                 1 if step % 7 == 0 => {
                     let index = if rng.bool() { Index::One } else { Index::Two };
-                    let (from, to) = ("o/a", "o/c/0025");
+                    let (from, to) = if rng.bool() {
+                        ("o/a", "o/c/0025")
+                    } else {
+                        ("i/done/0000000000000010", "i/done/0000000000000040")
+                    };
                     let got: Vec<String> = kv
                         .range(&scope, index, from, to, 1000)
                         .await
@@ -669,6 +806,11 @@ mod tests {
                     want.sort();
                     let want: Vec<String> = want.into_iter().map(|(_, k)| k).collect();
                     assert_eq!(got, want, "step {step}");
+                    // A read of one entry gives its current idx1, derived or not.
+                    if let Some((_, i1, _)) = model.get(&key) {
+                        let read = kv.get(&scope, &key).await.unwrap().unwrap();
+                        assert_eq!(&read.idx1, i1, "step {step}: idx1 of {key}");
+                    }
                 }
                 _ => {
                     let expected = model.get(&key).map(|(v, ..)| *v);

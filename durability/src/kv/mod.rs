@@ -20,6 +20,7 @@
 //! | scopes | nothing of one scope is visible, listed or changed through another |
 //! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own |
 //! | `update_record(key, u)` (optional) | `u` sees the stored record at its version under the backend's lock; a change gets a new version and the index values `u` gives; a kept or refused change leaves everything as it was |
+//! | `idx1: RecordIdx1::Derived` (records) | the entry's `idx1` is the record's own ([`RecordValue::idx1`]), whenever the backend computes it: read back and listed as if it had been given |
 //! | a returned `Ok` | the write is durable (for a backend that survives a crash) |
 //!
 //! It does not know what a record is, it has no clock and no TTL: expiry is decided by the
@@ -37,8 +38,8 @@ mod record;
 pub use memory::MemoryKv;
 pub(crate) use record::encode_json;
 pub use record::{
-    EntryValue, KeyedValue, RecordChange, RecordEntry, RecordUpdate, RecordUpdated, RecordValue,
-    VersionedValue,
+    EntryValue, KeyedValue, RecordChange, RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated,
+    RecordValue, VersionedValue,
 };
 
 use std::fmt;

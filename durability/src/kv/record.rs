@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::{Entry, KvError, KvRecord, Versioned};
 use crate::inbox::InboundRecord;
+use crate::journal::JournalRecord;
 use crate::outbox::OutboxRecord;
 
 /// A journal record (an inbound event or a send), shared and not encoded yet.
@@ -38,6 +39,15 @@ impl RecordValue {
         match &self.0 {
             RecordInner::Inbound(r) => encode_json(&**r, r.payload.len()),
             RecordInner::Outbound(r) => encode_json(&**r, r.payload.len()),
+        }
+    }
+
+    /// The `idx1` value its journal gives it (`<i|o>/<state>/<16-digit ms>/<id>`, see the
+    /// journal's layout in the crate's documentation).
+    pub fn idx1(&self) -> String {
+        match &self.0 {
+            RecordInner::Inbound(r) => JournalRecord::idx1(&**r),
+            RecordInner::Outbound(r) => JournalRecord::idx1(&**r),
         }
     }
 
@@ -119,6 +129,30 @@ fn encode_error(operation: &'static str, e: serde_json::Error) -> KvError {
     }
 }
 
+/// The first index value of a record write ([`RecordEntry`], [`RecordChange::Changed`]).
+///
+/// The journals change a record's `idx1` (due-time order) at every write but list it only
+/// from the sweeper, so they leave it to the backend to derive from the record
+/// ([`RecordValue::idx1`]): a backend that stores bytes derives it at once, when it encodes
+/// the record; one that keeps records may wait until its `idx1` is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordIdx1 {
+    /// This value (or no value).
+    Given(Option<String>),
+    /// The value [`RecordValue::idx1`] gives for the record written.
+    Derived,
+}
+
+impl RecordIdx1 {
+    /// The value for `record`.
+    pub fn resolve(self, record: &RecordValue) -> Option<String> {
+        match self {
+            RecordIdx1::Given(value) => value,
+            RecordIdx1::Derived => Some(record.idx1()),
+        }
+    }
+}
+
 /// What [`DurableKv::cas_record`](super::DurableKv::cas_record) stores: a record and its two
 /// index values.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,7 +160,7 @@ pub struct RecordEntry {
     /// The record.
     pub value: RecordValue,
     /// The first secondary index value.
-    pub idx1: Option<String>,
+    pub idx1: RecordIdx1,
     /// The second secondary index value.
     pub idx2: Option<String>,
 }
@@ -134,9 +168,10 @@ pub struct RecordEntry {
 impl RecordEntry {
     /// The byte entry of this record (what the default `cas_record` hands to `cas`).
     pub fn encode(self) -> Result<Entry, KvError> {
+        let idx1 = self.idx1.resolve(&self.value);
         Ok(Entry {
             value: self.value.encode().map_err(|e| encode_error("encode", e))?,
-            idx1: self.idx1,
+            idx1,
             idx2: self.idx2,
         })
     }
@@ -150,7 +185,7 @@ pub enum RecordChange {
     /// The record was changed in place: store it at a new version with these index values.
     Changed {
         /// The new first secondary index value.
-        idx1: Option<String>,
+        idx1: RecordIdx1,
         /// The new second secondary index value.
         idx2: Option<String>,
     },
@@ -203,6 +238,14 @@ impl EntryValue {
         match self {
             EntryValue::Bytes(bytes) => Ok(bytes),
             EntryValue::Record(record) => record.encode(),
+        }
+    }
+
+    /// The `idx1` value of a record ([`RecordValue::idx1`]); `None` for bytes.
+    pub(crate) fn derived_idx1(&self) -> Option<String> {
+        match self {
+            EntryValue::Bytes(_) => None,
+            EntryValue::Record(record) => Some(record.idx1()),
         }
     }
 

@@ -340,18 +340,48 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 "mark_sent",
                 &lease.key,
                 self.d.take_snapshot(&lease.key),
-                |r: &mut OutboxRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    r.state = OutboxState::Sent;
-                    r.provider_message_id.clone_from(&provider_message_id);
-                    r.lease = None;
-                    r.last_error = None;
-                    r.updated_ms = now;
-                    Ok(Step::Write(()))
-                },
+                Self::sent(lease, provider_message_id.as_deref()),
             )
             .await;
         self.counted(result).map(|((), record)| record)
+    }
+
+    /// [`mark_sent`](Self::mark_sent) for a caller that does not need the record (the bot's
+    /// own path): the same write and the same checks, without a copy of the record for the
+    /// caller on a backend that keeps records.
+    pub async fn mark_sent_without_record(
+        &self,
+        lease: &OutboxLease,
+        provider_message_id: Option<&str>,
+    ) -> Result<(), DurabilityError> {
+        let result = self
+            .d
+            .modify_from(
+                WritePoint::OutboxMarkSent,
+                "mark_sent",
+                &lease.key,
+                self.d.take_snapshot(&lease.key),
+                Self::sent(lease, provider_message_id),
+            )
+            .await;
+        self.counted(result)
+    }
+
+    /// The decision of `mark_sent`: the send is sent with `provider_message_id`, if `lease`
+    /// still holds it.
+    fn sent<'a>(
+        lease: &'a OutboxLease,
+        provider_message_id: Option<&'a str>,
+    ) -> impl FnMut(&mut OutboxRecord, i64) -> Result<Step<()>, DurabilityError> + Send + 'a {
+        move |r: &mut OutboxRecord, now| {
+            Self::check_fence(r, lease)?;
+            r.state = OutboxState::Sent;
+            r.provider_message_id = provider_message_id.map(str::to_owned);
+            r.lease = None;
+            r.last_error = None;
+            r.updated_ms = now;
+            Ok(Step::Write(()))
+        }
     }
 
     /// Records a failed provider call: retried with `outbox.backoff` (a rate limit waits at

@@ -168,19 +168,19 @@ impl JournalRecord for OutboxRecord {
         &self.key
     }
 
-    fn indexes(&self) -> (String, Option<String>) {
-        let kind = RecordKind::Outbound;
+    fn idx1(&self) -> String {
         let ms = match self.state {
             OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
             OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
             OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
         };
-        let idx1 = index::idx1(kind, self.state.as_str(), ms, &self.key);
-        let idx2 = self
-            .state
+        index::idx1(RecordKind::Outbound, self.state.as_str(), ms, &self.key)
+    }
+
+    fn idx2(&self) -> Option<String> {
+        self.state
             .is_open()
-            .then(|| index::idx2(kind, &self.chat, self.seq, self.part));
-        (idx1, idx2)
+            .then(|| index::idx2(RecordKind::Outbound, &self.chat, self.seq, self.part))
     }
 
     fn is_open(&self) -> bool {

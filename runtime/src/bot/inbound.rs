@@ -301,10 +301,11 @@ pub(crate) async fn process_message(
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
+            // Pinned here, in the job's own future: `run_leased` holds a reference to it,
+            // so the dispatch is neither copied into it nor boxed.
+            let work = std::pin::pin!(work);
             match slot {
-                // Boxed: `run_leased` would hold the dispatch twice (as its argument, then
-                // inside the heartbeat's future), and copy it from one to the other.
-                Some(slot) => durable::inbound::run_leased(&kernel, slot, Box::pin(work)).await,
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
                 None => {
                     work.await;
                 }
@@ -372,10 +373,11 @@ pub(crate) async fn process_interaction(
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
+            // Pinned here, in the job's own future: `run_leased` holds a reference to it,
+            // so the dispatch is neither copied into it nor boxed.
+            let work = std::pin::pin!(work);
             match slot {
-                // Boxed: `run_leased` would hold the dispatch twice (as its argument, then
-                // inside the heartbeat's future), and copy it from one to the other.
-                Some(slot) => durable::inbound::run_leased(&kernel, slot, Box::pin(work)).await,
+                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
                 None => {
                     work.await;
                 }

@@ -213,7 +213,7 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
                 .await
                 .map(|_| ())
         } else {
-            dur.d.inbox().complete(lease).await.map(|_| ())
+            dur.d.inbox().complete_without_record(lease).await
         };
         match result {
             Ok(()) => return,
@@ -240,7 +240,7 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
 /// Marks a leased record done without dispatching it (a group message ignored, a stale one).
 pub(crate) async fn complete(k: &Kernel, lease: &InboxLease) {
     if let Some(dur) = k.durable.as_ref() {
-        if let Err(e) = dur.d.inbox().complete(lease).await {
+        if let Err(e) = dur.d.inbox().complete_without_record(lease).await {
             k.events.error("durability:inbox.complete", None, e);
         }
     }

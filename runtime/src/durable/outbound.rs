@@ -139,13 +139,13 @@ pub(crate) async fn deliver(
     let (record, fresh) = match begun {
         Journaled::Bypassed => return direct(k, &chat, outgoing, &key).await,
         Journaled::Leased(lease, record) => {
+            // One part, journaled under `key`.
             let outcome = SendOutcome {
-                key: Some(record.key.clone()),
+                key: Some(key),
                 ..SendOutcome::default()
             };
-            let keys = vec![record.key.clone()];
-            return deliver_parts(k, dur, keys, Some(outgoing), Some((lease, record)), outcome)
-                .await;
+            let first = Some((lease, record));
+            return deliver_parts(k, dur, first, Vec::new(), Some(outgoing), outcome).await;
         }
         Journaled::Record(record, fresh) => (record, fresh),
     };
@@ -164,34 +164,42 @@ pub(crate) async fn deliver(
     let parts = ensure_parts(k, dur, record, known).await?;
     let known = known.filter(|_| parts.len() == 1);
     let keys = parts.into_iter().map(|p| p.key).collect();
-    deliver_parts(k, dur, keys, known, None, outcome).await
+    deliver_parts(k, dur, None, keys, known, outcome).await
 }
 
-/// Delivers the parts `keys` of one send in order, inline, adding each to `outcome`. `first`
-/// is the lease of the first part when its journal write already took it.
+/// Delivers the parts of one send in order, inline, adding each to `outcome`: `first`, a part
+/// its journal write already leased (with its record), then the parts `keys`.
 async fn deliver_parts(
     k: &Arc<Kernel>,
     dur: &Durable,
+    first: Option<(OutboxLease, OutboxRecord)>,
     keys: Vec<String>,
     known: Option<&Outgoing>,
-    mut first: Option<(OutboxLease, OutboxRecord)>,
     mut outcome: SendOutcome,
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
-    for key in keys {
-        let delivered = match first.take() {
+    let first = first.map(|(lease, record)| Part::Leased(lease, record));
+    for part in first
+        .into_iter()
+        .chain(keys.into_iter().map(Part::Journaled))
+    {
+        let delivered = match part {
             // Leased by its journal write (most sends): one attempt at once, and the retry
             // loop only when it asks for another.
-            Some((lease, record)) => match Box::pin(attempt(k, dur, lease, record, known)).await? {
-                Attempt::Sent(id) => Delivered::Now(id),
-                Attempt::Retry { at_ms } => {
-                    Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
+            Part::Leased(lease, record) => {
+                match Box::pin(attempt(k, dur, lease, record, known)).await? {
+                    Attempt::Sent(id) => Delivered::Now(id),
+                    Attempt::Retry { at_ms, key } => {
+                        Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
+                    }
+                    Attempt::Dead(err) => return Err(err),
                 }
-                Attempt::Dead(err) => return Err(err),
-            },
+            }
             // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
             // creates it, the whole future below it.
-            None => Box::pin(attempt_inline(k, dur, &key, &budget, known, None)).await?,
+            Part::Journaled(key) => {
+                Box::pin(attempt_inline(k, dur, &key, &budget, known, None)).await?
+            }
         };
         match delivered {
             Delivered::Now(id) => {
@@ -205,6 +213,15 @@ async fn deliver_parts(
         }
     }
     Ok(outcome)
+}
+
+/// A part of a send to deliver.
+#[allow(clippy::large_enum_variant)] // one at a time, on the stack: boxing would allocate per send
+enum Part {
+    /// Leased by its journal write: its provider call can be made at once.
+    Leased(OutboxLease, OutboxRecord),
+    /// Journaled under this key: leased by its first attempt.
+    Journaled(String),
 }
 
 /// What journaling a send left to do.
@@ -406,7 +423,7 @@ async fn attempt_inline(
                 BeginAttempt::Leased { lease, record } => {
                     match Box::pin(attempt(k, dur, lease, record, known)).await? {
                         Attempt::Sent(id) => return Ok(Delivered::Now(id)),
-                        Attempt::Retry { at_ms } => at_ms,
+                        Attempt::Retry { at_ms, .. } => at_ms,
                         Attempt::Dead(err) => return Err(err),
                     }
                 }
@@ -442,7 +459,11 @@ async fn attempt_inline(
 
 enum Attempt {
     Sent(Option<MessageId>),
-    Retry { at_ms: i64 },
+    /// Try again at `at_ms`; `key` is the part's.
+    Retry {
+        at_ms: i64,
+        key: String,
+    },
     Dead(BotError),
 }
 
@@ -456,25 +477,28 @@ async fn attempt(
     record: OutboxRecord,
     known: Option<&Outgoing>,
 ) -> Result<Attempt, BotError> {
-    let chat = ChatId(record.chat.clone());
     let unsplit = record.next_part.is_none() && record.previous_part.is_none();
+    let OutboxRecord {
+        key, chat, payload, ..
+    } = record;
+    let chat = ChatId(chat);
     let decoded;
     let outgoing: &Outgoing = match known.filter(|_| unsplit) {
         Some(o) => o,
-        None => match record.payload.decode::<Outgoing>() {
+        None => match payload.decode::<Outgoing>() {
             Ok(o) => {
                 decoded = o;
                 &decoded
             }
             Err(e) => {
                 let failure = SendFailure::final_error(format!("undecodable outbox payload: {e}"));
-                tracing::error!(key = %record.key, error = %e, "undecodable outbox payload: dead-lettered");
+                tracing::error!(key = %key, error = %e, "undecodable outbox payload: dead-lettered");
                 // Boxed, as the other rare paths below: the send's future holds only their box.
                 Box::pin(dur.d.outbox().mark_failed(&lease, &failure))
                     .await
                     .map_err(journal_error)?;
                 return Ok(Attempt::Dead(BotError::SendDead {
-                    key: record.key,
+                    key,
                     error: failure.error,
                 }));
             }
@@ -500,40 +524,33 @@ async fn attempt(
             }
         }
     };
-    let send =
-        crate::provider::with_send_key(Some(record.key.clone()), k.provider.send(&chat, outgoing));
+    let send = crate::provider::with_send_key(Some(key.clone()), k.provider.send(&chat, outgoing));
     let result = with_heartbeat(send, beats).await;
     match result {
         Ok(sent) => {
-            let id = sent.message_id.clone().map(|m| m.0);
+            let id = sent.message_id.as_ref().map(|m| m.0.as_str());
             // With a store that shares the journal's transactions (SQLite) the send is marked
             // sent with its ledger row in one write; boxed, as the journal write it waits on
             // outweighs the box.
             if crate::flow::commit::atomic(k)
                 && Box::pin(mark_sent_with_ledger(
-                    k,
-                    dur,
-                    &lease,
-                    id.clone(),
-                    &chat,
-                    outgoing,
-                    &sent,
+                    k, dur, &lease, id, &chat, outgoing, &sent,
                 ))
                 .await
                 .map_err(journal_error)?
             {
-                on_sent_recorded(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
+                on_sent_recorded(k, &chat, outgoing, sent.message_id.clone(), &key).await;
                 return Ok(Attempt::Sent(sent.message_id));
             }
             // The provider accepted it: only the journal is in doubt, so keep trying to record
             // it while the backend is away (within the lease), rather than leave it ambiguous.
             retry_while_unavailable(dur, || {
-                let (lease, id) = (&lease, id.clone());
-                async move { dur.d.outbox().mark_sent(lease, id).await }
+                let lease = &lease;
+                async move { dur.d.outbox().mark_sent_without_record(lease, id).await }
             })
             .await
             .map_err(journal_error)?;
-            on_sent(k, &chat, outgoing, sent.message_id.clone(), &record.key).await;
+            on_sent(k, &chat, outgoing, sent.message_id.clone(), &key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
         Err(e) => {
@@ -546,11 +563,11 @@ async fn attempt(
             .map_err(journal_error)?
             {
                 FailOutcome::Retrying { at_ms } => {
-                    tracing::debug!(key = %record.key, error = %e, at_ms, "send failed: retrying");
-                    Ok(Attempt::Retry { at_ms })
+                    tracing::debug!(key = %key, error = %e, at_ms, "send failed: retrying");
+                    Ok(Attempt::Retry { at_ms, key })
                 }
                 FailOutcome::DeadLettered => {
-                    Box::pin(on_failed(k, &chat, outgoing, &record.key, &e)).await;
+                    Box::pin(on_failed(k, &chat, outgoing, &key, &e)).await;
                     Ok(Attempt::Dead(e.into()))
                 }
             }
@@ -566,7 +583,7 @@ async fn mark_sent_with_ledger(
     k: &Arc<Kernel>,
     dur: &Durable,
     lease: &OutboxLease,
-    id: Option<String>,
+    id: Option<&str>,
     chat: &ChatId,
     outgoing: &Outgoing,
     sent: &crate::message::SentMessage,
@@ -585,7 +602,7 @@ async fn mark_sent_with_ledger(
         return Ok(false);
     };
     let mut journal = dur.d.step();
-    if let Err(e) = journal.mark_sent(lease, id).await {
+    if let Err(e) = journal.mark_sent(lease, id.map(str::to_owned)).await {
         return match e {
             DurabilityError::Backend {
                 source: botmesh_durability::KvError::Unavailable { .. },
@@ -674,7 +691,7 @@ pub(crate) async fn deliver_recorded(
             None,
         ),
     };
-    deliver_parts(k, dur, keys, known, None, outcome).await
+    deliver_parts(k, dur, None, keys, known, outcome).await
 }
 
 /// A flow step's send that the step's transaction journaled leased
@@ -691,8 +708,8 @@ pub(crate) async fn deliver_leased(
         key: Some(record.key.clone()),
         ..SendOutcome::default()
     };
-    let keys = vec![record.key.clone()];
-    deliver_parts(k, dur, keys, Some(known), Some((lease, record)), outcome).await
+    let first = Some((lease, record));
+    deliver_parts(k, dur, first, Vec::new(), Some(known), outcome).await
 }
 
 /// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).

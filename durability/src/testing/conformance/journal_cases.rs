@@ -391,7 +391,7 @@ fn scripted(
 pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     kv: Arc<dyn DurableKv>,
 ) -> Case {
-    use crate::kv::{EntryValue, KvError, RecordChange, RecordUpdated};
+    use crate::kv::{EntryValue, KvError, RecordChange, RecordIdx1, RecordUpdated};
 
     let s = scope();
     let clock = ManualClock::new(T0);
@@ -462,7 +462,7 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     done.lease = None;
     let idx1_done = index::idx1(RecordKind::Inbound, "done", T0, &id);
     let change = RecordChange::Changed {
-        idx1: Some(idx1_done.clone()),
+        idx1: RecordIdx1::Given(Some(idx1_done.clone())),
         idx2: None,
     };
     let mut write = scripted(Ok(change), Some(done.clone()));
@@ -492,6 +492,46 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     ensure!(
         listed.len() == 1 && listed[0].key == key,
         "the change must be listed under its new index value"
+    );
+
+    // A change that leaves `idx1` to derive is indexed as its record's journal indexes it,
+    // however late the backend computes it.
+    let mut later = done.clone();
+    later.updated_ms = T0 + 5;
+    let derived = RecordChange::Changed {
+        idx1: RecordIdx1::Derived,
+        idx2: None,
+    };
+    let mut write = scripted(Ok(derived), Some(later.clone()));
+    let written = kv.update_record(&s, &key, &mut write);
+    ensure!(
+        matches!(written, Some(Ok(RecordUpdated::Written { .. }))),
+        "a change with a derived idx1 must be written, got {written:?}"
+    );
+    let idx1_later = index::idx1(RecordKind::Inbound, "done", T0 + 5, &id);
+    let (_, record, idx1, _) = stored(Arc::clone(&kv)).await?;
+    ensure!(
+        record == later && idx1.as_deref() == Some(idx1_later.as_str()),
+        "a derived idx1 must read back as the record's own, got {idx1:?}"
+    );
+    let listed = kv
+        .range(&s, crate::kv::Index::One, &from, &to, 10)
+        .await
+        .ctx("range")?;
+    ensure!(
+        listed.len() == 1
+            && listed[0].key == key
+            && listed[0].entry.idx1.as_deref() == Some(idx1_later.as_str()),
+        "a derived idx1 must be listed under the record's value, got {listed:?}"
+    );
+    let (old_from, old_to) = (idx1_done.clone(), format!("{idx1_done}\u{0}"));
+    let stale = kv
+        .range(&s, crate::kv::Index::One, &old_from, &old_to, 10)
+        .await
+        .ctx("range")?;
+    ensure!(
+        stale.is_empty(),
+        "a derived idx1 must leave the value it replaced, got {stale:?}"
     );
 
     let mut nothing = scripted(Ok(RecordChange::Keep), None);
