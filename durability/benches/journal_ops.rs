@@ -6,8 +6,8 @@
 //!
 //! | row | call |
 //! | --- | --- |
-//! | inbound journaled and leased | `inbox().journal_and_claim` |
-//! | send journaled and leased | `outbox().journal_and_begin` (the per-chat order check included) |
+//! | inbound journaled and leased | `inbox().journal_and_lease` |
+//! | send journaled and leased | `outbox().journal_and_lease` (the per-chat order check included) |
 //! | send marked sent | `outbox().mark_sent_without_record` |
 //! | inbound completed | `inbox().complete_without_record` |
 //! | sweeper's index read | `inbox().list(Done, 1)` every 1,000 messages, as the sweeper reads `idx1` every second: it brings the deferred `idx1` up to date |
@@ -23,9 +23,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use botmesh_durability::inbox::{InboxJournalClaim, InboxState, NewInbound};
+use botmesh_durability::inbox::{InboxJournalLease, InboxState, NewInbound};
 use botmesh_durability::kv::Scope;
-use botmesh_durability::outbox::{JournalBegun, Payload};
+use botmesh_durability::outbox::{JournalLeased, Payload};
 use botmesh_durability::{
     DurabilityConfig, Fingerprint, KeyKind, MemoryDurability, NewSend, SendKey,
 };
@@ -68,7 +68,7 @@ async fn main() -> Result<(), BoxError> {
         };
         let t0 = Instant::now();
         let new = NewInbound::new(chat.clone(), &event.id, Payload::deferred(event.clone()));
-        let InboxJournalClaim::Claimed(claimed) = d.inbox().journal_and_claim(new).await? else {
+        let InboxJournalLease::Leased(inbound) = d.inbox().journal_and_lease(new).await? else {
             return Err(format!("message {i} taken for a duplicate").into());
         };
         let t1 = Instant::now();
@@ -80,7 +80,7 @@ async fn main() -> Result<(), BoxError> {
             Payload::deferred_bounded(Arc::new(event))?,
         )
         .with_fingerprint(fingerprint);
-        let JournalBegun::Leased { lease, .. } = d.outbox().journal_and_begin(send).await? else {
+        let JournalLeased::Leased(lease) = d.outbox().journal_and_lease(send).await? else {
             return Err(format!("send {i} not leased by its journal write").into());
         };
         let t2 = Instant::now();
@@ -88,7 +88,7 @@ async fn main() -> Result<(), BoxError> {
             .mark_sent_without_record(&lease, Some(&format!("p{i}")))
             .await?;
         let t3 = Instant::now();
-        d.inbox().complete_without_record(&claimed.lease).await?;
+        d.inbox().complete_without_record(&inbound).await?;
         let t4 = Instant::now();
         for (slot, (from, to)) in spent
             .iter_mut()

@@ -14,6 +14,7 @@ use botmesh_durability::kv::{
     CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordIdx1, RecordValue,
     Scope, Versioned,
 };
+use botmesh_durability::outbox::JournalBegun;
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{
     DurabilityError, DurableKv, InboundRecord, KvDurability, MemoryKv, NewInbound, NewSend,
@@ -202,6 +203,63 @@ async fn a_refused_change_leaves_the_stored_record_as_it_was() {
         .expect("the real lease completes");
     assert_eq!(done.state, botmesh_durability::InboxState::Done);
     assert_eq!(Some(done), d.inbox().get(&id).await.expect("get"));
+}
+
+/// The bot's settle writes decide on the stored record itself on `MemoryKv` (no copy): a
+/// refused one must still leave it exactly as it was.
+#[tokio::test]
+async fn a_refused_settle_leaves_the_stored_record_as_it_was() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    let (id, Claimed { lease, .. }) = claim_m1(&d).await;
+    let key = format!("i/{id}");
+    let before = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
+    let mut forged = lease.clone();
+    forged.token += 1;
+    match d.inbox().complete_without_record(&forged).await {
+        Err(DurabilityError::StaleLease { .. }) => {}
+        other => panic!("expected StaleLease, got {other:?}"),
+    }
+    let after = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
+    assert_eq!(after, before, "refused: not changed, not even its version");
+    d.inbox()
+        .complete_without_record(&lease)
+        .await
+        .expect("the real lease completes");
+    let done = d.inbox().get(&id).await.expect("get").expect("there");
+    assert_eq!(done.state, botmesh_durability::InboxState::Done);
+    assert!(done.lease.is_none());
+
+    let send = NewSend::new(SendKey::explicit("k1"), "alice", json!({"text": "hello"}));
+    let JournalBegun::Leased { lease, .. } = d.outbox().journal_and_begin(send).await.unwrap()
+    else {
+        panic!("a first send of a chat is leased by its journal write");
+    };
+    let before = d.kv().get_record(d.scope(), "o/k1").await.unwrap().unwrap();
+    let mut forged = lease.clone();
+    forged.token += 1;
+    match d
+        .outbox()
+        .mark_sent_without_record(&forged, Some("p1"))
+        .await
+    {
+        Err(DurabilityError::StaleLease { .. }) => {}
+        other => panic!("expected StaleLease, got {other:?}"),
+    }
+    let after = d.kv().get_record(d.scope(), "o/k1").await.unwrap().unwrap();
+    assert_eq!(after, before, "refused: not changed, not even its version");
+    d.outbox()
+        .mark_sent_without_record(&lease, Some("p1"))
+        .await
+        .expect("the real lease marks it sent");
+    let sent = d
+        .outbox()
+        .lookup("k1")
+        .await
+        .expect("lookup")
+        .expect("there");
+    assert_eq!(sent.state, botmesh_durability::OutboxState::Sent);
+    assert_eq!(sent.provider_message_id.as_deref(), Some("p1"));
 }
 
 #[tokio::test]

@@ -291,7 +291,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     pub async fn complete_without_record(&self, lease: &InboxLease) -> Result<(), DurabilityError> {
         let result = self
             .d
-            .modify_from(
+            .settle_from(
                 WritePoint::InboxComplete,
                 "complete",
                 &lease.id,

@@ -27,15 +27,17 @@ mod leasing;
 
 pub use leasing::{Claim, Claimed};
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
-use crate::journal::{JournalRecord, KvDurability, index};
+use crate::journal::{JournalRecord, KvDurability, index, unshare};
 use crate::keys;
 use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
-use crate::leases::LeaseRecord;
+use crate::leases::{InboxLease, LeaseRecord};
 use crate::media_refs::StoredMediaRef;
 use crate::operating::{Counter, RecordKind};
 
@@ -198,6 +200,15 @@ pub enum InboxJournal {
     Duplicate(InboundRecord),
 }
 
+/// The outcome of [`Inbox::journal_and_lease`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum InboxJournalLease {
+    /// Newly journaled and leased to this process: run the handler, then `complete`.
+    Leased(InboxLease),
+    /// Already journaled: a redelivery. Do not dispatch it again.
+    Duplicate,
+}
+
 /// The outcome of [`Inbox::journal_and_claim`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboxJournalClaim {
@@ -243,9 +254,9 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     /// journal of the same id is a [`InboxJournal::Duplicate`] (counted in
     /// `inbound_duplicates`), whatever state the first one is in.
     pub async fn journal(&self, new: NewInbound) -> Result<InboxJournal, DurabilityError> {
-        let record = self.new_record(new, self.d.now_ms());
+        let record = Arc::new(self.new_record(new, self.d.now_ms()));
         match self.create(&record).await? {
-            None => Ok(InboxJournal::Journaled(record)),
+            None => Ok(InboxJournal::Journaled(unshare(record))),
             Some(existing) => Ok(InboxJournal::Duplicate(existing)),
         }
     }
@@ -256,30 +267,60 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         &self,
         new: NewInbound,
     ) -> Result<InboxJournalClaim, DurabilityError> {
+        let (lease, record) = self.journal_leased(new).await?;
+        match record {
+            Ok(record) => Ok(InboxJournalClaim::Claimed(Claimed {
+                lease,
+                record: unshare(record),
+            })),
+            Err(existing) => Ok(InboxJournalClaim::Duplicate(existing)),
+        }
+    }
+
+    /// [`journal_and_claim`](Self::journal_and_claim) for a caller that needs only the lease
+    /// (the bot's own path): the same write, without a copy of the record for the caller on a
+    /// backend that keeps records.
+    pub async fn journal_and_lease(
+        &self,
+        new: NewInbound,
+    ) -> Result<InboxJournalLease, DurabilityError> {
+        match self.journal_leased(new).await? {
+            (lease, Ok(_)) => Ok(InboxJournalLease::Leased(lease)),
+            (_, Err(_)) => Ok(InboxJournalLease::Duplicate),
+        }
+    }
+
+    /// Journals `new` leased: its lease and the record written (shared with a backend that
+    /// keeps records), or the record found under its id.
+    async fn journal_leased(
+        &self,
+        new: NewInbound,
+    ) -> Result<(InboxLease, Result<Arc<InboundRecord>, InboundRecord>), DurabilityError> {
         let now = self.d.now_ms();
         let mut record = self.new_record(new, now);
         let lease = self.take_lease(&mut record, now);
+        let record = Arc::new(record);
         match self.create(&record).await? {
-            None => Ok(InboxJournalClaim::Claimed(Claimed { lease, record })),
-            Some(existing) => Ok(InboxJournalClaim::Duplicate(existing)),
+            None => Ok((lease, Ok(record))),
+            Some(existing) => Ok((lease, Err(existing))),
         }
     }
 
     /// Creates the record; returns the existing one when the id is already journaled.
     async fn create(
         &self,
-        record: &InboundRecord,
+        record: &Arc<InboundRecord>,
     ) -> Result<Option<InboundRecord>, DurabilityError> {
         for _ in 0..8 {
             match self
                 .d
-                .put(WritePoint::InboxJournal, "journal", None, record)
+                .put_shared_at_points(&[WritePoint::InboxJournal], "journal", None, record)
                 .await?
             {
                 CasOutcome::Ok { version } => {
                     self.d.count(Counter::InboundJournaled);
                     tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
-                    self.d.note_written(version, record);
+                    self.d.note_written(version, &**record);
                     return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {

@@ -100,6 +100,15 @@ pub(crate) fn chat_prefix(kind: RecordKind, chat: &str) -> String {
     chat_prefix_with(kind, chat, 0)
 }
 
+/// The chat's prefix of an `idx2` value of `chat` ([`chat_prefix`] without building it).
+pub(crate) fn chat_prefix_of<'a>(kind: RecordKind, chat: &str, idx2: &'a str) -> &'a str {
+    let hex = (usize::BITS - chat.len().leading_zeros())
+        .div_ceil(4)
+        .max(8);
+    let len = prefix(kind).len() + 1 + hex as usize + 1 + chat.len() + 1;
+    idx2.get(..len).unwrap_or(idx2)
+}
+
 /// The `idx2` range of every open record of a chat.
 pub(crate) fn chat_range(kind: RecordKind, chat: &str) -> (String, String) {
     let from = chat_prefix(kind, chat);
@@ -126,6 +135,19 @@ pub(crate) fn after(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chat_prefix_of_an_idx2_value_is_the_chat_prefix() {
+        let long = "x".repeat(70_000);
+        for chat in ["", "a", "alice", "chat:with:colons", "é.ü", long.as_str()] {
+            for kind in [RecordKind::Inbound, RecordKind::Outbound] {
+                for (seq, part) in [(0, 0), (7, 1), (u64::MAX, 123_456)] {
+                    let value = idx2(kind, chat, seq, part);
+                    assert_eq!(chat_prefix_of(kind, chat, &value), chat_prefix(kind, chat));
+                }
+            }
+        }
+    }
 
     #[test]
     fn decimals_are_zero_padded_to_their_width() {

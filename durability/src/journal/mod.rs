@@ -30,7 +30,7 @@ pub(crate) mod snapshots;
 mod step;
 
 pub use payload::Payload;
-pub(crate) use records::{JournalRecord, Loaded, Step};
+pub(crate) use records::{JournalRecord, Loaded, Step, unshare};
 pub use step::{
     CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
 };

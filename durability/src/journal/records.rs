@@ -16,6 +16,8 @@
 //! and keeps the bytes for an operator; it logs with `tracing::error!`, counts the record as
 //! dead and emits a `Dead` event. A failure to quarantine is logged and never raised.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -78,6 +80,31 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         record: &R,
     ) -> Result<CasOutcome, DurabilityError> {
         let entry = Self::record_entry(record);
+        let key = index::storage_key(R::KIND, record.id());
+        self.cas_record_at_points(points, &key, expected, entry)
+            .await
+            .map_err(Self::backend_err(R::KIND, record.id(), operation))
+    }
+
+    /// Writes a record the caller shares (`Arc`): the backend gets the record itself, not a
+    /// copy, and the caller keeps it for a retry or to return it (a backend that keeps
+    /// records holds the other reference; one that stores bytes has dropped it).
+    pub(crate) async fn put_shared_at_points<R>(
+        &self,
+        points: &[WritePoint],
+        operation: &'static str,
+        expected: Option<u64>,
+        record: &Arc<R>,
+    ) -> Result<CasOutcome, DurabilityError>
+    where
+        R: JournalRecord,
+        Arc<R>: Into<RecordValue>,
+    {
+        let entry = RecordEntry {
+            value: Arc::clone(record).into(),
+            idx1: RecordIdx1::Derived,
+            idx2: record.idx2(),
+        };
         let key = index::storage_key(R::KIND, record.id());
         self.cas_record_at_points(points, &key, expected, entry)
             .await
@@ -294,6 +321,35 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             .map(|(out, _)| out)
     }
 
+    /// [`modify_from`](Self::modify_from) for a decision that changes the record only when it
+    /// writes (it checks, then changes: `complete`, `mark_sent`). On a backend that keeps
+    /// records and whose journal writes cannot be refused
+    /// ([`DurableKv::may_refuse_journal_writes`]), it runs on the stored record itself: no copy
+    /// of the record is made.
+    pub(crate) async fn settle_from<R, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        start: Option<Snapshot<R>>,
+        decide: F,
+    ) -> Result<(), DurabilityError>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<()>, DurabilityError> + Send,
+    {
+        self.modify_changing(
+            point,
+            operation,
+            id,
+            start,
+            Returned::NothingChecksFirst,
+            decide,
+        )
+        .await
+        .map(|((), _)| ())
+    }
+
     /// [`modify_from`](Self::modify_from) that also returns the record as written (or as found,
     /// for `Keep`), so a caller that needs it does not clone it inside `decide`.
     pub(crate) async fn modify_record<R, T, F>(
@@ -411,12 +467,15 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
     {
         let key = index::storage_key(R::KIND, id);
+        let on_the_record = matches!(returned, Returned::NothingChecksFirst)
+            && !self.backend().may_refuse_journal_writes();
         let mut update = InPlace {
             d: self,
             decide,
             now: self.now_ms(),
             point,
             returned,
+            on_the_record,
             decided: None,
             written_at: None,
         };
@@ -528,6 +587,9 @@ enum Returned {
     Record,
     /// Nothing: a record changed in place is then not copied for the caller.
     Nothing,
+    /// Nothing, and the decision changes the record only when it writes: a record changed in
+    /// place is decided on as it is stored, unless a journal write hook may refuse the write.
+    NothingChecksFirst,
 }
 
 /// A [`KvDurability::modify_record`] decision run by the backend on the stored record
@@ -539,6 +601,9 @@ struct InPlace<'a, K: ?Sized, R, T, F> {
     point: WritePoint,
     /// Whether the caller wants the record back.
     returned: Returned,
+    /// The decision runs on the stored record itself (it changes it only when it writes, and
+    /// no write hook can refuse the write): no copy.
+    on_the_record: bool,
     /// What `decide` answered, with the record as written (or as found, for `Keep`) when the
     /// caller wants it.
     decided: Option<Result<(T, Option<R>), DurabilityError>>,
@@ -556,6 +621,9 @@ where
         let Some(stored) = R::record_mut(value) else {
             return Ok(RecordChange::Foreign);
         };
+        if self.on_the_record {
+            return self.apply_on_the_record(stored);
+        }
         // Decided on a copy: a decision that keeps the record or fails may have changed it.
         let mut record = stored.clone();
         let (at, out) = match (self.decide)(&mut record, self.now) {
@@ -587,6 +655,38 @@ where
     }
 }
 
+impl<K, R, T, F> InPlace<'_, K, R, T, F>
+where
+    K: DurableKv + ?Sized,
+    R: JournalRecord,
+    F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
+{
+    /// [`apply`](RecordUpdate::apply) deciding on `stored` itself (see `on_the_record`).
+    fn apply_on_the_record(&mut self, stored: &mut R) -> Result<RecordChange, KvError> {
+        let (at, out) = match (self.decide)(stored, self.now) {
+            // Unchanged: the decision changes the record only when it writes.
+            Err(e) => {
+                self.decided = Some(Err(e));
+                return Ok(RecordChange::Keep);
+            }
+            Ok(Step::Keep(out)) => {
+                self.decided = Some(Ok((out, None)));
+                return Ok(RecordChange::Keep);
+            }
+            Ok(Step::Write(out)) => (self.point, out),
+            Ok(Step::WriteAt(at, out)) => (at, out),
+        };
+        // Cannot refuse the write (checked before choosing this path).
+        self.d.hook(at, WritePhase::Before)?;
+        self.decided = Some(Ok((out, None)));
+        self.written_at = Some(at);
+        Ok(RecordChange::Changed {
+            idx1: RecordIdx1::Derived,
+            idx2: stored.idx2(),
+        })
+    }
+}
+
 /// What a [`KvDurability::modify`] decision does.
 pub(crate) enum Step<T> {
     /// Write the changed record, then return `T`.
@@ -595,6 +695,12 @@ pub(crate) enum Step<T> {
     WriteAt(WritePoint, T),
     /// Leave the record as it is and return `T`.
     Keep(T),
+}
+
+/// The record behind `shared`: taken out when nothing else holds it (a backend that stores
+/// bytes), copied otherwise (one that keeps records holds it).
+pub(crate) fn unshare<R: Clone>(shared: Arc<R>) -> R {
+    Arc::try_unwrap(shared).unwrap_or_else(|kept| (*kept).clone())
 }
 
 /// A decoded record with the version it was read at.

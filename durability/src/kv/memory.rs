@@ -591,6 +591,10 @@ impl DurableKv for MemoryKv {
         true
     }
 
+    fn may_refuse_journal_writes(&self) -> bool {
+        false
+    }
+
     async fn cas_record(
         &self,
         scope: &Scope,

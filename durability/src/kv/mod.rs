@@ -532,6 +532,15 @@ pub trait DurableKv: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Whether [`on_journal_write`](Self::on_journal_write) may refuse a write. `true`, the
+    /// default, is always safe: a change made in place ([`update_record`](Self::update_record))
+    /// is then decided on a copy of the record, so that a refused write leaves it as it was.
+    /// A backend that keeps the default `on_journal_write` may answer `false` (`MemoryKv`
+    /// does), sparing the copy for the changes that allow it.
+    fn may_refuse_journal_writes(&self) -> bool {
+        true
+    }
+
     /// The concrete backend, for a [`Store`](crate::Store) that checks whether this backend
     /// keeps its rows in the store's own database (see
     /// [`Store::shares_transactions_with`](crate::Store::shares_transactions_with)). `None` by
@@ -619,6 +628,9 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     }
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         (**self).on_journal_write(point, phase)
+    }
+    fn may_refuse_journal_writes(&self) -> bool {
+        (**self).may_refuse_journal_writes()
     }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()

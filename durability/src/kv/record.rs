@@ -98,6 +98,18 @@ impl From<OutboxRecord> for RecordValue {
     }
 }
 
+impl From<Arc<InboundRecord>> for RecordValue {
+    fn from(record: Arc<InboundRecord>) -> Self {
+        RecordValue(RecordInner::Inbound(record))
+    }
+}
+
+impl From<Arc<OutboxRecord>> for RecordValue {
+    fn from(record: Arc<OutboxRecord>) -> Self {
+        RecordValue(RecordInner::Outbound(record))
+    }
+}
+
 impl fmt::Debug for RecordValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {

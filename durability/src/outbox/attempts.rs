@@ -15,10 +15,12 @@
 //! The `mark_*` calls check the fencing token: a holder whose lease was taken over gets
 //! `StaleLease` (counted in `stale_leases`) and the record is left as the new holder made it.
 
-use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
+use std::sync::Arc;
+
+use super::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
-use crate::journal::{Step, index};
+use crate::journal::{Step, index, unshare};
 use crate::kv::{DurableKv, WritePoint};
 use crate::leases::{Incarnation, LeaseStatus, OutboxLease};
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
@@ -71,6 +73,26 @@ pub enum JournalBegun {
     /// Not leased by the journal write: what [`Outbox::journal`] answers (a key already
     /// recorded, a diverged replay, a bypass, or a send journaled `pending` because an earlier
     /// send of the chat is still open); carry on with [`Outbox::begin_attempt`].
+    Journal(SendJournal),
+}
+
+/// The outcome of [`Outbox::journal_and_lease`].
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // returned and matched at once, never stored
+pub enum JournalLeased {
+    /// Journaled and leased to this process in one write: call the provider now with the
+    /// content journaled, then `mark_sent` / `mark_failed`.
+    Leased(OutboxLease),
+    /// Not leased by the journal write: what [`Outbox::journal`] answers (see
+    /// [`JournalBegun::Journal`]).
+    Journal(SendJournal),
+}
+
+/// The write of [`Outbox::journal_and_begin`]: leased (with the record written, shared with a
+/// backend that keeps records), or what `journal` answers.
+#[allow(clippy::large_enum_variant)] // returned and matched at once, never stored
+enum Begun {
+    Leased(OutboxLease, Arc<OutboxRecord>),
     Journal(SendJournal),
 }
 
@@ -206,28 +228,52 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// Leases only a new single record whose chat has no earlier open send (per-chat order);
     /// anything else is [`JournalBegun::Journal`], written as `journal` writes it.
     pub async fn journal_and_begin(&self, new: NewSend) -> Result<JournalBegun, DurabilityError> {
+        Ok(match self.journal_leased(new).await? {
+            Begun::Leased(lease, record) => JournalBegun::Leased {
+                lease,
+                record: unshare(record),
+            },
+            Begun::Journal(journaled) => JournalBegun::Journal(journaled),
+        })
+    }
+
+    /// [`journal_and_begin`](Self::journal_and_begin) for a caller that needs only the lease
+    /// (the bot's own path, which has the content it journaled): the same write, without a
+    /// copy of the record for the caller on a backend that keeps records.
+    pub async fn journal_and_lease(&self, new: NewSend) -> Result<JournalLeased, DurabilityError> {
+        Ok(match self.journal_leased(new).await? {
+            Begun::Leased(lease, _) => JournalLeased::Leased(lease),
+            Begun::Journal(journaled) => JournalLeased::Journal(journaled),
+        })
+    }
+
+    /// The write of `journal_and_begin`: the record written is shared with a backend that
+    /// keeps records.
+    async fn journal_leased(&self, new: NewSend) -> Result<Begun, DurabilityError> {
         if let Some((size, limit)) = self.oversize(&new) {
-            return Ok(JournalBegun::Journal(SendJournal::Bypassed { size, limit }));
+            return Ok(Begun::Journal(SendJournal::Bypassed { size, limit }));
         }
         let kind = new.key.kind();
         let mut record = self.record_of(new);
         if self.earlier_open(&record).await?.is_some() {
             // Waits behind the chat's earlier send: journaled pending, as `journal` does.
-            return Ok(JournalBegun::Journal(
+            return Ok(Begun::Journal(
                 Box::pin(self.journal_record(kind, record)).await?,
             ));
         }
         let (now, lease_ms) = (record.created_ms, duration_ms(self.d.config().outbox.lease));
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
-        match self.create_at(&points, record).await? {
-            Created::New(record) => Ok(JournalBegun::Leased { lease, record }),
-            Created::Existing { found, mut ours } => {
+        let record = Arc::new(record);
+        match self.create_shared_at(&points, &record).await? {
+            None => Ok(Begun::Leased(lease, record)),
+            Some(found) => {
                 // Not written: the record found decides, as for `journal`.
+                let mut ours = unshare(record);
                 ours.state = OutboxState::Pending;
                 ours.lease = None;
-                Ok(JournalBegun::Journal(
-                    Box::pin(self.found_recorded(kind, found, *ours)).await?,
+                Ok(Begun::Journal(
+                    Box::pin(self.found_recorded(kind, found, ours)).await?,
                 ))
             }
         }
@@ -263,11 +309,11 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         &self,
         r: &OutboxRecord,
     ) -> Result<Option<String>, DurabilityError> {
-        let from = index::chat_prefix(RecordKind::Outbound, &r.chat);
         let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
+        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
         let found = self
             .d
-            .range_idx2_raw(RecordKind::Outbound, &from, &mine, 1)
+            .range_idx2_raw(RecordKind::Outbound, from, &mine, 1)
             .await?;
         Ok(found
             .into_iter()
@@ -356,7 +402,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     ) -> Result<(), DurabilityError> {
         let result = self
             .d
-            .modify_from(
+            .settle_from(
                 WritePoint::OutboxMarkSent,
                 "mark_sent",
                 &lease.key,

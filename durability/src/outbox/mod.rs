@@ -30,7 +30,9 @@ mod operator;
 mod parts;
 mod sweep;
 
-pub use attempts::{AmbiguousOutcome, BeginAttempt, JournalBegun};
+pub use attempts::{AmbiguousOutcome, BeginAttempt, JournalBegun, JournalLeased};
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +40,7 @@ use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
-use crate::journal::{JournalRecord, KvDurability, Loaded, index};
+use crate::journal::{JournalRecord, KvDurability, Loaded, index, unshare};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
 use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
 use crate::leases::LeaseRecord;
@@ -386,34 +388,49 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         points: &[WritePoint],
         record: OutboxRecord,
     ) -> Result<Created, DurabilityError> {
+        let record = Arc::new(record);
+        Ok(match self.create_shared_at(points, &record).await? {
+            None => Created::New(unshare(record)),
+            Some(found) => Created::Existing {
+                found,
+                ours: Box::new(unshare(record)),
+            },
+        })
+    }
+
+    /// [`create_at`](Self::create_at) of a record the caller shares with the backend (see
+    /// [`KvDurability::put_shared_at_points`]): `None` when written, else the record found
+    /// under its key.
+    pub(crate) async fn create_shared_at(
+        &self,
+        points: &[WritePoint],
+        record: &Arc<OutboxRecord>,
+    ) -> Result<Option<OutboxRecord>, DurabilityError> {
         for _ in 0..8 {
             match self
                 .d
-                .put_at_points(points, "journal", None, &record)
+                .put_shared_at_points(points, "journal", None, record)
                 .await?
             {
                 CasOutcome::Ok { version } => {
                     self.d.count(Counter::OutboxJournaled);
                     tracing::debug!(key = %record.key, chat = %record.chat, "send journaled");
-                    self.d.note_written(version, &record);
-                    return Ok(Created::New(record));
+                    self.d.note_written(version, &**record);
+                    return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {
                     if let Some(Loaded {
                         record: existing, ..
                     }) = Box::pin(self.d.load::<OutboxRecord>(&record.key, "journal")).await?
                     {
-                        return Ok(Created::Existing {
-                            found: existing,
-                            ours: Box::new(record),
-                        });
+                        return Ok(Some(existing));
                     }
                 }
             }
         }
         Err(DurabilityError::Contention {
             kind: RecordKind::Outbound,
-            id: record.key,
+            id: record.key.clone(),
             operation: "journal",
         })
     }

@@ -3,7 +3,7 @@
 //!
 //! `journal` records an admitted event (as JSON text, a `Payload`; encoded when first read on a
 //! backend that keeps records unencoded) and leases it to this process in one step
-//! (`journal_and_claim`): a redelivery of a recorded event is a duplicate. When
+//! (`journal_and_lease`): a redelivery of a recorded event is a duplicate. When
 //! the store shares its transactions with the journal (SQLite and Postgres, store and journal
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
 //! transaction, and the pipeline does not record it again.
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use botmesh_durability::StepCommitted;
-use botmesh_durability::inbox::{Claimed, InboxJournalClaim, Payload};
+use botmesh_durability::inbox::{InboxJournalLease, Payload};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
@@ -76,12 +76,12 @@ pub(crate) async fn journal(
             }
         }
     }
-    match dur.d.inbox().journal_and_claim(new).await {
-        Ok(InboxJournalClaim::Claimed(Claimed { lease, .. })) => Journaled::Claimed {
+    match dur.d.inbox().journal_and_lease(new).await {
+        Ok(InboxJournalLease::Leased(lease)) => Journaled::Claimed {
             lease,
             recorded: false,
         },
-        Ok(InboxJournalClaim::Duplicate(_)) => Journaled::Duplicate,
+        Ok(InboxJournalLease::Duplicate) => Journaled::Duplicate,
         Err(e) => Journaled::Unavailable(e.to_string()),
     }
 }

@@ -4,7 +4,7 @@
 //! A send is journaled under its key (after the `before` send hooks) before the provider is
 //! called ("about to call" = `begin_attempt`, which takes a lease with a fencing token and
 //! charges an attempt; a send that goes out in one part is journaled and leased in the same
-//! write, `journal_and_begin`), and `mark_sent` records the provider's id right after. A send whose key
+//! write, `journal_and_lease`), and `mark_sent` records the provider's id right after. A send whose key
 //! is already recorded as sent is answered from the outbox. A failure is classified (rate
 //! limit with its `retry_after`, retryable, final) and scheduled by the journal; the caller
 //! keeps retrying inline for `outbox.inline_max`, then gets `SendDeferred` carrying the key while
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_durability::StepCommitError;
-use botmesh_durability::outbox::{BeginAttempt, JournalBegun, Payload};
+use botmesh_durability::outbox::{BeginAttempt, JournalLeased, Payload};
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{
@@ -138,13 +138,13 @@ pub(crate) async fn deliver(
     let outgoing = &*outgoing;
     let (record, fresh) = match begun {
         Journaled::Bypassed => return direct(k, &chat, outgoing, &key).await,
-        Journaled::Leased(lease, record) => {
-            // One part, journaled under `key`.
+        Journaled::Leased(lease) => {
+            // One part, journaled under `key` with `outgoing`.
             let outcome = SendOutcome {
                 key: Some(key),
                 ..SendOutcome::default()
             };
-            let first = Some((lease, record));
+            let first = Some((lease, outgoing));
             return deliver_parts(k, dur, first, Vec::new(), Some(outgoing), outcome).await;
         }
         Journaled::Record(record, fresh) => (record, fresh),
@@ -168,17 +168,18 @@ pub(crate) async fn deliver(
 }
 
 /// Delivers the parts of one send in order, inline, adding each to `outcome`: `first`, a part
-/// its journal write already leased (with its record), then the parts `keys`.
+/// its journal write already leased (with the content it journaled: one part), then the
+/// parts `keys`.
 async fn deliver_parts(
     k: &Arc<Kernel>,
     dur: &Durable,
-    first: Option<(OutboxLease, OutboxRecord)>,
+    first: Option<(OutboxLease, &Outgoing)>,
     keys: Vec<String>,
     known: Option<&Outgoing>,
     mut outcome: SendOutcome,
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
-    let first = first.map(|(lease, record)| Part::Leased(lease, record));
+    let first = first.map(|(lease, content)| Part::Leased(lease, content));
     for part in first
         .into_iter()
         .chain(keys.into_iter().map(Part::Journaled))
@@ -186,8 +187,8 @@ async fn deliver_parts(
         let delivered = match part {
             // Leased by its journal write (most sends): one attempt at once, and the retry
             // loop only when it asks for another.
-            Part::Leased(lease, record) => {
-                match Box::pin(attempt(k, dur, lease, record, known)).await? {
+            Part::Leased(lease, content) => {
+                match Box::pin(attempt(k, dur, lease, Content::Known(content))).await? {
                     Attempt::Sent(id) => Delivered::Now(id),
                     Attempt::Retry { at_ms, key } => {
                         Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
@@ -216,27 +217,29 @@ async fn deliver_parts(
 }
 
 /// A part of a send to deliver.
-#[allow(clippy::large_enum_variant)] // one at a time, on the stack: boxing would allocate per send
-enum Part {
-    /// Leased by its journal write: its provider call can be made at once.
-    Leased(OutboxLease, OutboxRecord),
+enum Part<'a> {
+    /// Leased by its journal write, which journaled this content: its provider call can be
+    /// made at once.
+    Leased(OutboxLease, &'a Outgoing),
     /// Journaled under this key: leased by its first attempt.
     Journaled(String),
 }
 
 /// What journaling a send left to do.
+#[allow(clippy::large_enum_variant)] // returned and matched at once, never stored
 enum Journaled {
     /// It bypasses the outbox (too large or not encodable): send it directly.
     Bypassed,
-    /// Journaled and leased in one write: call the provider with this lease.
-    Leased(OutboxLease, OutboxRecord),
+    /// Journaled (with the content given) and leased in one write: call the provider with
+    /// this lease.
+    Leased(OutboxLease),
     /// The record to carry on with, and whether this call wrote it (its payload is then
     /// `outgoing`).
     Record(OutboxRecord, bool),
 }
 
 /// Journals a send (see [`Journaled`]); with `begin`, leases it for its first attempt in
-/// the same write when it can (`journal_and_begin`).
+/// the same write when it can (`journal_and_lease`).
 async fn journal(
     dur: &Durable,
     rule: &KeyRule,
@@ -265,9 +268,9 @@ async fn journal(
     let fp = fp.unwrap_or_else(|| deferred_fingerprint(chat, &payload));
     let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
     let journaled = if begin {
-        match outbox.journal_and_begin(new).await.map_err(journal_error)? {
-            JournalBegun::Leased { lease, record } => return Ok(Journaled::Leased(lease, record)),
-            JournalBegun::Journal(journaled) => journaled,
+        match outbox.journal_and_lease(new).await.map_err(journal_error)? {
+            JournalLeased::Leased(lease) => return Ok(Journaled::Leased(lease)),
+            JournalLeased::Journal(journaled) => journaled,
         }
     } else {
         outbox.journal(new).await.map_err(journal_error)?
@@ -421,7 +424,8 @@ async fn attempt_inline(
                 .map_err(journal_error)?
             {
                 BeginAttempt::Leased { lease, record } => {
-                    match Box::pin(attempt(k, dur, lease, record, known)).await? {
+                    let content = Content::Record(record, known);
+                    match Box::pin(attempt(k, dur, lease, content)).await? {
                         Attempt::Sent(id) => return Ok(Delivered::Now(id)),
                         Attempt::Retry { at_ms, .. } => at_ms,
                         Attempt::Dead(err) => return Err(err),
@@ -467,25 +471,35 @@ enum Attempt {
     Dead(BotError),
 }
 
+/// What an attempt sends.
+#[allow(clippy::large_enum_variant)] // passed to one attempt, never stored
+enum Content<'a> {
+    /// The content this process journaled the part with (one part: a send split in parts is
+    /// journaled first and leased part by part).
+    Known(&'a Outgoing),
+    /// The leased record's payload; `known` is the content the record was journaled with,
+    /// when the caller has it, used only while the record is unsplit (splitting is the one
+    /// change of a journaled payload).
+    Record(OutboxRecord, Option<&'a Outgoing>),
+}
+
 /// One provider call under a lease: heartbeat while it runs, then `mark_sent` / `mark_failed`.
-/// `known` is the content the record was journaled with, when the caller has it; it is used
-/// only while the record is unsplit (splitting is the one change of a journaled payload).
 async fn attempt(
     k: &Arc<Kernel>,
     dur: &Durable,
     lease: OutboxLease,
-    record: OutboxRecord,
-    known: Option<&Outgoing>,
+    content: Content<'_>,
 ) -> Result<Attempt, BotError> {
-    let unsplit = record.next_part.is_none() && record.previous_part.is_none();
-    let OutboxRecord {
-        key, chat, payload, ..
-    } = record;
-    let chat = ChatId(chat);
+    let (key, chat) = (lease.key.clone(), ChatId(lease.chat.clone()));
     let decoded;
-    let outgoing: &Outgoing = match known.filter(|_| unsplit) {
-        Some(o) => o,
-        None => match payload.decode::<Outgoing>() {
+    let outgoing: &Outgoing = match content {
+        Content::Known(o) => o,
+        Content::Record(record, Some(o))
+            if record.next_part.is_none() && record.previous_part.is_none() =>
+        {
+            o
+        }
+        Content::Record(record, _) => match record.payload.decode::<Outgoing>() {
             Ok(o) => {
                 decoded = o;
                 &decoded
@@ -700,15 +714,14 @@ pub(crate) async fn deliver_recorded(
 pub(crate) async fn deliver_leased(
     k: &Arc<Kernel>,
     dur: &Durable,
-    record: OutboxRecord,
     lease: OutboxLease,
     known: &Outgoing,
 ) -> Result<SendOutcome, BotError> {
     let outcome = SendOutcome {
-        key: Some(record.key.clone()),
+        key: Some(lease.key.clone()),
         ..SendOutcome::default()
     };
-    let first = Some((lease, record));
+    let first = Some((lease, known));
     deliver_parts(k, dur, first, Vec::new(), Some(known), outcome).await
 }
 
@@ -764,7 +777,9 @@ pub(crate) async fn deliver_due(k: &Arc<Kernel>, dur: &Durable, record: OutboxRe
         }
     };
     let result = match dur.d.outbox().begin_attempt(&key).await {
-        Ok(BeginAttempt::Leased { lease, record }) => attempt(k, dur, lease, record, None).await,
+        Ok(BeginAttempt::Leased { lease, record }) => {
+            attempt(k, dur, lease, Content::Record(record, None)).await
+        }
         Ok(_) => return,
         Err(e) => Err(journal_error(e)),
     };

@@ -290,12 +290,11 @@ pub(crate) async fn deliver(k: &Arc<Kernel>, committed: Committed) {
         }
         let result = match record {
             Some(CommittedSend {
-                record,
-                lease: Some(lease),
+                lease: Some(lease), ..
             }) => {
                 // Journaled leased by this step: its one part is the content collected.
                 let known = c.parts.first().unwrap_or(&c.outgoing);
-                crate::durable::outbound::deliver_leased(k, dur, record, lease, known).await
+                crate::durable::outbound::deliver_leased(k, dur, lease, known).await
             }
             Some(CommittedSend { record, .. }) => {
                 // A record found under the key (recorded before) may hold other content.
