@@ -194,6 +194,12 @@ async fn a_refused_change_leaves_the_stored_record_as_it_was() {
         Err(DurabilityError::StaleLease { .. }) => {}
         other => panic!("expected StaleLease, got {other:?}"),
     }
+    // The bot's own settle decides on the stored record itself (no copy): refused, it must
+    // leave it as it was too.
+    match d.inbox().complete_without_record(&forged).await {
+        Err(DurabilityError::StaleLease { .. }) => {}
+        other => panic!("expected StaleLease, got {other:?}"),
+    }
     let after = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
     assert_eq!(after, before, "refused: not changed, not even its version");
     let done = d
@@ -205,31 +211,12 @@ async fn a_refused_change_leaves_the_stored_record_as_it_was() {
     assert_eq!(Some(done), d.inbox().get(&id).await.expect("get"));
 }
 
-/// The bot's settle writes decide on the stored record itself on `MemoryKv` (no copy): a
+/// `mark_sent_without_record` decides on the stored send itself on `MemoryKv` (no copy): a
 /// refused one must still leave it exactly as it was.
 #[tokio::test]
-async fn a_refused_settle_leaves_the_stored_record_as_it_was() {
+async fn a_refused_mark_sent_leaves_the_stored_send_as_it_was() {
     let env = Env::new();
     let d = env.open("i1", |_| {});
-    let (id, Claimed { lease, .. }) = claim_m1(&d).await;
-    let key = format!("i/{id}");
-    let before = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
-    let mut forged = lease.clone();
-    forged.token += 1;
-    match d.inbox().complete_without_record(&forged).await {
-        Err(DurabilityError::StaleLease { .. }) => {}
-        other => panic!("expected StaleLease, got {other:?}"),
-    }
-    let after = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
-    assert_eq!(after, before, "refused: not changed, not even its version");
-    d.inbox()
-        .complete_without_record(&lease)
-        .await
-        .expect("the real lease completes");
-    let done = d.inbox().get(&id).await.expect("get").expect("there");
-    assert_eq!(done.state, botmesh_durability::InboxState::Done);
-    assert!(done.lease.is_none());
-
     let send = NewSend::new(SendKey::explicit("k1"), "alice", json!({"text": "hello"}));
     let JournalBegun::Leased { lease, .. } = d.outbox().journal_and_begin(send).await.unwrap()
     else {
