@@ -145,6 +145,10 @@ impl JournalRecord for InboundRecord {
         self.payload.len()
     }
 
+    fn shared_value(record: Arc<Self>) -> RecordValue {
+        RecordValue::from(record)
+    }
+
     fn from_record_value(value: &RecordValue) -> Option<Self> {
         value.as_inbound().cloned()
     }

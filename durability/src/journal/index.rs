@@ -25,11 +25,15 @@ fn push_decimal(out: &mut String, n: u64, width: usize) {
     out.push_str(digits);
 }
 
+/// How many digits [`push_hex8`] writes for `n`.
+fn hex8_width(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).div_ceil(4).max(8)
+}
+
 /// Appends `n` in lowercase hexadecimal, zero-padded to 8 digits (wider when it needs more).
 fn push_hex8(out: &mut String, n: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let width = (usize::BITS - n.leading_zeros()).div_ceil(4).max(8);
-    for shift in (0..width).rev() {
+    for shift in (0..hex8_width(n)).rev() {
         out.push(char::from(HEX[(n >> (shift * 4)) & 0xf]));
     }
 }
@@ -102,10 +106,8 @@ pub(crate) fn chat_prefix(kind: RecordKind, chat: &str) -> String {
 
 /// The chat's prefix of an `idx2` value of `chat` ([`chat_prefix`] without building it).
 pub(crate) fn chat_prefix_of<'a>(kind: RecordKind, chat: &str, idx2: &'a str) -> &'a str {
-    let hex = (usize::BITS - chat.len().leading_zeros())
-        .div_ceil(4)
-        .max(8);
-    let len = prefix(kind).len() + 1 + hex as usize + 1 + chat.len() + 1;
+    let hex = hex8_width(chat.len()) as usize;
+    let len = prefix(kind).len() + 1 + hex + 1 + chat.len() + 1;
     idx2.get(..len).unwrap_or(idx2)
 }
 

@@ -48,47 +48,27 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         })
     }
 
-    /// A record and its index values, as [`DurableKv::cas_record`] takes them. `idx1` is left
-    /// for the backend to derive from the record ([`RecordIdx1::Derived`]): a backend that
-    /// keeps records computes it when its `idx1` is read (the sweeper), not at every write.
-    fn record_entry<R: JournalRecord>(record: &R) -> RecordEntry {
-        RecordEntry {
-            value: record.to_record_value(),
-            idx1: RecordIdx1::Derived,
-            idx2: record.idx2(),
-        }
-    }
-
-    /// Writes a record (create with `expected: None`).
-    pub(crate) async fn put<R: JournalRecord>(
+    /// Writes a copy of a record (create with `expected: None`).
+    pub(crate) async fn put<R>(
         &self,
         point: WritePoint,
         operation: &'static str,
         expected: Option<u64>,
         record: &R,
-    ) -> Result<CasOutcome, DurabilityError> {
-        self.put_at_points(&[point], operation, expected, record)
+    ) -> Result<CasOutcome, DurabilityError>
+    where
+        R: JournalRecord,
+    {
+        self.put_shared_at_points(&[point], operation, expected, &Arc::new(record.clone()))
             .await
     }
 
-    /// Writes a record that is several write points at once (their hooks all run).
-    pub(crate) async fn put_at_points<R: JournalRecord>(
-        &self,
-        points: &[WritePoint],
-        operation: &'static str,
-        expected: Option<u64>,
-        record: &R,
-    ) -> Result<CasOutcome, DurabilityError> {
-        let entry = Self::record_entry(record);
-        let key = index::storage_key(R::KIND, record.id());
-        self.cas_record_at_points(points, &key, expected, entry)
-            .await
-            .map_err(Self::backend_err(R::KIND, record.id(), operation))
-    }
-
-    /// Writes a record the caller shares (`Arc`): the backend gets the record itself, not a
-    /// copy, and the caller keeps it for a retry or to return it (a backend that keeps
-    /// records holds the other reference; one that stores bytes has dropped it).
+    /// Writes a record the caller shares (`Arc`) at the hooks of `points` (one write that is
+    /// several write points at once): the backend gets the record itself, not a copy, and
+    /// the caller keeps it for a retry or to return it (a backend that keeps records holds the
+    /// other reference; one that stores bytes has dropped it). `idx1` is left for the backend
+    /// to derive from the record ([`RecordIdx1::Derived`]): a backend that keeps records
+    /// computes it when its `idx1` is read (the sweeper), not at every write.
     pub(crate) async fn put_shared_at_points<R>(
         &self,
         points: &[WritePoint],
@@ -98,10 +78,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     ) -> Result<CasOutcome, DurabilityError>
     where
         R: JournalRecord,
-        Arc<R>: Into<RecordValue>,
     {
         let entry = RecordEntry {
-            value: Arc::clone(record).into(),
+            value: R::shared_value(Arc::clone(record)),
             idx1: RecordIdx1::Derived,
             idx2: record.idx2(),
         };
@@ -720,9 +699,7 @@ fn decode<R: JournalRecord>(value: &EntryValue) -> Result<R, String> {
 }
 
 /// A record kept in a journal.
-pub(crate) trait JournalRecord:
-    Serialize + DeserializeOwned + Clone + Send + Sync + Into<RecordValue>
-{
+pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sync {
     /// Its journal.
     const KIND: RecordKind;
     /// Its inbound id or outbox key.
@@ -739,13 +716,10 @@ pub(crate) trait JournalRecord:
     fn is_open(&self) -> bool;
     /// The size of its payload's JSON text.
     fn payload_len(&self) -> usize;
-    /// A copy of it, as a backend stores it before encoding.
-    fn to_record_value(&self) -> RecordValue
+    /// It, shared, as a backend stores it before encoding.
+    fn shared_value(record: Arc<Self>) -> RecordValue
     where
-        Self: Into<RecordValue>,
-    {
-        self.clone().into()
-    }
+        Self: Sized;
     /// A copy of the record `value` holds, if it is one of this journal.
     fn from_record_value(value: &RecordValue) -> Option<Self>
     where

@@ -9,9 +9,8 @@
 //! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`),
 //! and a record's `idx1` left to derive ([`RecordIdx1::Derived`]) is computed only then, once
 //! for all the writes since the last read; `idx2` (a chat's open records, read at every send)
-//! at every write. A journal change of a
-//! record (`update_record`) is decided and applied on the stored record under the lock: no
-//! read, no copy into the backend, no compare-and-set.
+//! at every write. A journal change of a record (`update_record`) is decided and applied on
+//! the stored record under the lock: no read, no copy into the backend, no compare-and-set.
 //!
 //! Clones share the same state, so a test can drop a "crashed" durability and open a new one
 //! on the same data. Nothing survives the process: this backend gives retries, backoff and the

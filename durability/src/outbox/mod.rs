@@ -193,6 +193,10 @@ impl JournalRecord for OutboxRecord {
         self.payload.len()
     }
 
+    fn shared_value(record: Arc<Self>) -> RecordValue {
+        RecordValue::from(record)
+    }
+
     fn from_record_value(value: &RecordValue) -> Option<Self> {
         value.as_outbound().cloned()
     }
