@@ -25,6 +25,11 @@
 //! ratio is the median of the rounds' ratios (a ratio taken within one round compares figures
 //! measured seconds apart).
 //!
+//! The SQLite variant runs on a runtime of its own with one tokio worker fewer than the
+//! machine's cores ([`SqliteStore::worker_threads_beside_writer`], as the shop binary), so
+//! that the store's writer thread has a core (`SHOP_BENCH_SQLITE_WORKERS=2` runs it with
+//! two workers instead); the other variants use a worker per core.
+//!
 //! Each run also prints the CPU time per message of tokio's worker threads (and, for SQLite,
 //! of its writer thread, and how the writer's time splits between running requests and
 //! `COMMIT`), read from `/proc/self/task` on Linux.
@@ -448,6 +453,25 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // The SQLite variant runs as the shop binary does: on a runtime that leaves its writer
+    // thread a core (`SHOP_BENCH_SQLITE_WORKERS` sets another worker count).
+    let sqlite_workers = std::env::var("SHOP_BENCH_SQLITE_WORKERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(SqliteStore::worker_threads_beside_writer);
+    let rt_sqlite = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(sqlite_workers)
+        .enable_all()
+        .build()
+        .expect("sqlite runtime");
+    let runtime = |v: Variant| {
+        if v == Variant::Sqlite {
+            &rt_sqlite
+        } else {
+            &rt
+        }
+    };
     let pg_url = std::env::var("BOTMESH_TEST_POSTGRES_URL")
         .ok()
         .filter(|u| !u.is_empty());
@@ -472,7 +496,7 @@ fn main() {
         variants.retain(|v| wanted.contains(&format!("{v:?}").to_lowercase()));
     }
     for &variant in &variants {
-        rt.block_on(run(variant, chats / 4, 1, dir)); // warm-up
+        runtime(variant).block_on(run(variant, chats / 4, 1, dir)); // warm-up
     }
     let mut all_rounds = Vec::with_capacity(repeat);
     for round in 1..=repeat {
@@ -497,7 +521,7 @@ fn main() {
             // The reference is measured on both sides of the run and averaged: the machine's
             // speed drifts within a round too.
             let before = ceiling();
-            let r = rt.block_on(run(variant, chats, rounds, dir));
+            let r = runtime(variant).block_on(run(variant, chats, rounds, dir));
             this.rates.push((variant, r));
             if let (Some(b), Some(a)) = (before, ceiling()) {
                 this.ceilings.insert(variant, (b + a) / 2.0);
@@ -511,6 +535,10 @@ fn main() {
     println!(
         "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider; {repeat} rounds, medians",
         SCRIPT.len()
+    );
+    println!(
+        "tokio workers: {} (sqlite: {sqlite_workers}, beside its writer thread, as the shop binary)",
+        rt.metrics().num_workers()
     );
     let ceiling = |v: Variant| {
         median(

@@ -137,7 +137,9 @@ fn main() -> ExitCode {
         }
     };
     init_logs();
+    // The shop writes through SQLite: its writer thread keeps a core of its own.
     let result = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(SqliteStore::worker_threads_beside_writer())
         .enable_all()
         .build()
         .map_err(ShopError::Runtime)
