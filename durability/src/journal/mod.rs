@@ -363,9 +363,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         expected: Option<u64>,
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
-        self.hooked(points, || {
-            self.backend()
-                .cas_record(&self.shared.scope, key, expected, entry)
+        self.hooked(points, || async move {
+            let backend = self.backend();
+            let scope = &self.shared.scope;
+            // A backend in this process writes at once; the others through their future.
+            match backend.cas_record_now(scope, key, expected, entry) {
+                Ok(outcome) => outcome,
+                Err(entry) => backend.cas_record(scope, key, expected, entry).await,
+            }
         })
         .await
     }

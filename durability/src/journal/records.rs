@@ -259,6 +259,26 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             .map_err(Self::backend_err(kind, from, "list by chat"))
     }
 
+    /// The storage key of the first entry of `idx2` in `from..to`: read at once from a
+    /// backend in this process, listed otherwise.
+    pub(crate) async fn first_idx2_key(
+        &self,
+        kind: RecordKind,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<String>, DurabilityError> {
+        let scope = &self.shared.scope;
+        let first = match self.backend().first_key_now(scope, Index::Two, from, to) {
+            Some(first) => first,
+            None => self
+                .backend()
+                .range_records(scope, Index::Two, from, to, 1)
+                .await
+                .map(|found| found.into_iter().next().map(|e| e.key)),
+        };
+        first.map_err(Self::backend_err(kind, from, "list by chat"))
+    }
+
     /// Reads a record, lets `decide` change it, and writes it back by CAS; re-reads and
     /// re-decides on a conflict. `decide` returns `Write(t)` to write the changed record or
     /// `Keep(t)` to leave it as it is. Starts from this incarnation's snapshot of the record

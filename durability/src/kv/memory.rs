@@ -186,6 +186,9 @@ struct ScopeData {
     idx2: IndexSet,
 }
 
+/// The empty key, which sorts first: a range's start among the entries of one index value.
+static NO_KEY: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+
 /// How many keys may wait in a [`DeferredIndex`] before a write brings its set up to date.
 const MAX_PENDING: usize = 1 << 14;
 
@@ -536,7 +539,7 @@ impl MemoryKv {
             Index::One => idx1.read(entries),
             Index::Two => &*idx2,
         };
-        let start = IndexEntry::new(Arc::from(from), Arc::from(""));
+        let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
         set.range(start..)
             .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
             .filter_map(|e| entries.get(&e.key).map(|stored| make(&e.key, stored)))
@@ -602,6 +605,27 @@ impl DurableKv for MemoryKv {
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
         Ok(self.cas_value(scope, key, expected, entry.into()))
+    }
+
+    fn cas_record_now(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
+        Ok(Ok(self.cas_value(scope, key, expected, entry.into())))
+    }
+
+    fn first_key_now(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+    ) -> Option<Result<Option<String>, KvError>> {
+        let first = self.range_with(scope, index, from, to, 1, |key, _| Ok(key.to_owned()));
+        Some(first.map(|keys| keys.into_iter().next()))
     }
 
     fn update_record(

@@ -468,6 +468,39 @@ pub trait DurableKv: Send + Sync + 'static {
         self.cas(scope, key, expected, entry.encode()?).await
     }
 
+    /// [`cas_record`](Self::cas_record) done at once, for a backend that keeps its values in
+    /// this process and writes without waiting for anything (no I/O, no other task): the
+    /// journals' write then needs no future of its own. `Err(entry)`, the default, gives the
+    /// entry back: this backend writes only through `cas_record`, which the journals then
+    /// call. A backend that answers here must answer as its `cas_record` would.
+    #[allow(clippy::result_large_err)] // the entry handed back, at once, to `cas_record`
+    fn cas_record_now(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
+        let _ = (scope, key, expected);
+        Err(entry)
+    }
+
+    /// The key of the first entry (in `(value, key)` order) whose `index` value is in
+    /// `from..to`, read at once by a backend that keeps its values in this process: what
+    /// [`range_records`](Self::range_records) with a limit of 1 would list first, without a
+    /// future, a list or a copy of the entry. `None`, the default: this backend lists only
+    /// through `range_records`, which the journals then call.
+    fn first_key_now(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+    ) -> Option<Result<Option<String>, KvError>> {
+        let _ = (scope, index, from, to);
+        None
+    }
+
     /// Changes the record stored under `key` in place, under the backend's own lock: `update`
     /// is shown the record and its version, decides, and what it changed is stored at a new
     /// version with the index values it gives. For a backend that keeps records
@@ -597,6 +630,24 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
         entry: RecordEntry,
     ) -> Result<CasOutcome, KvError> {
         (**self).cas_record(scope, key, expected, entry).await
+    }
+    fn cas_record_now(
+        &self,
+        scope: &Scope,
+        key: &str,
+        expected: Option<u64>,
+        entry: RecordEntry,
+    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
+        (**self).cas_record_now(scope, key, expected, entry)
+    }
+    fn first_key_now(
+        &self,
+        scope: &Scope,
+        index: Index,
+        from: &str,
+        to: &str,
+    ) -> Option<Result<Option<String>, KvError>> {
+        (**self).first_key_now(scope, index, from, to)
     }
     fn update_record(
         &self,

@@ -313,12 +313,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
         let found = self
             .d
-            .range_idx2_raw(RecordKind::Outbound, from, &mine, 1)
+            .first_idx2_key(RecordKind::Outbound, from, &mine)
             .await?;
         Ok(found
-            .into_iter()
-            .next()
-            .and_then(|e| index::id_of(RecordKind::Outbound, &e.key).map(str::to_owned))
+            .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))
             .filter(|k| k != &r.key))
     }
 

@@ -569,3 +569,65 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     );
     Ok(())
 }
+
+/// A backend that writes records at once (`cas_record_now`) keeps `cas_record`'s contract:
+/// create only if absent, replace only at the current version, the record and its indexes
+/// read back.
+pub(super) async fn cas_record_now_is_a_compare_and_set(kv: Arc<dyn DurableKv>) -> Case {
+    use crate::kv::{CasOutcome, Index, RecordEntry, RecordIdx1, RecordValue};
+    let clock = ManualClock::new(T0);
+    let d = durability(&kv, scope(), "i1", &clock, |_| {})?;
+    let new = NewSend::new(SendKey::explicit("k1"), "alice", json!({"text": "hi"}));
+    let SendJournal::Journaled(record) = d.outbox().journal(new).await.ctx("journal")? else {
+        return Err("a new send must be journaled".to_owned());
+    };
+    let entry = |idx2: &str| RecordEntry {
+        value: RecordValue::from(record.clone()),
+        idx1: RecordIdx1::Given(Some("o/now/1".to_owned())),
+        idx2: Some(idx2.to_owned()),
+    };
+    let s = scope();
+    let version = match kv.cas_record_now(&s, "now/a", None, entry("n/1")) {
+        Err(_) => return Ok(()), // this backend writes only through `cas_record`
+        Ok(Ok(CasOutcome::Ok { version })) => version,
+        Ok(other) => return Err(format!("creating an absent key gave {other:?}")),
+    };
+    let stored = kv.get_record(&s, "now/a").await.ctx("get_record")?;
+    ensure!(
+        stored.as_ref().map(|v| v.version) == Some(version),
+        "the record written at once must read back at version {version}, got {stored:?}"
+    );
+    let listed = kv
+        .range_records(&s, Index::Two, "n/", "n0", 10)
+        .await
+        .ctx("range_records")?;
+    ensure!(
+        listed.iter().map(|e| e.key.as_str()).collect::<Vec<_>>() == ["now/a"],
+        "its idx2 must list it"
+    );
+    match kv.cas_record_now(&s, "now/a", None, entry("n/2")) {
+        Ok(Ok(CasOutcome::Conflict { current })) if current == Some(version) => {}
+        other => {
+            return Err(format!(
+                "creating an existing key must conflict, got {other:?}"
+            ));
+        }
+    }
+    match kv.cas_record_now(&s, "now/a", Some(version + 1_000), entry("n/2")) {
+        Ok(Ok(CasOutcome::Conflict { .. })) => {}
+        other => return Err(format!("a wrong version must conflict, got {other:?}")),
+    }
+    let replaced = match kv.cas_record_now(&s, "now/a", Some(version), entry("n/3")) {
+        Ok(Ok(CasOutcome::Ok { version: v })) if v > version => v,
+        other => return Err(format!("the current version must replace, got {other:?}")),
+    };
+    let moved = kv
+        .range_records(&s, Index::Two, "n/", "n0", 10)
+        .await
+        .ctx("range_records")?;
+    ensure!(
+        moved.len() == 1 && moved[0].entry.version == replaced,
+        "the replaced record must be listed once, at its new version: {moved:?}"
+    );
+    Ok(())
+}

@@ -125,10 +125,12 @@ where
         "cas",
         journal_cases::record_updates_in_place_are_versioned_and_atomic
     );
+    case!("cas", journal_cases::cas_record_now_is_a_compare_and_set);
     case!("indexes", index_cases::range_sorted_by_value_then_key);
     case!("indexes", index_cases::range_is_half_open_and_limited);
     case!("indexes", index_cases::range_is_bytewise);
     case!("indexes", index_cases::entries_without_index_not_listed);
+    case!("indexes", index_cases::first_key_now_is_the_first_listed);
     case!("leases", lease_cases::expired_inbox_lease_is_fenced);
     case!("leases", lease_cases::stale_sender_cannot_mark_sent);
     case!("leases", lease_cases::restart_reclaims_own_leases_at_once);
