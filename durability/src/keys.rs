@@ -146,11 +146,20 @@ pub struct Fingerprint(Repr);
 #[derive(Clone)]
 enum Repr {
     Hex(String),
-    Deferred(Arc<Deferred>),
+    Deferred(Arc<dyn DeferredFingerprint>),
 }
 
-/// The computation of a deferred fingerprint, run once.
-type Deferred = LazyLock<Fingerprint, Box<dyn FnOnce() -> Fingerprint + Send>>;
+/// The computation of a deferred fingerprint, run once (a `LazyLock` holding its closure:
+/// one allocation).
+trait DeferredFingerprint: Send + Sync {
+    fn get(&self) -> &Fingerprint;
+}
+
+impl<F: FnOnce() -> Fingerprint + Send> DeferredFingerprint for LazyLock<Fingerprint, F> {
+    fn get(&self) -> &Fingerprint {
+        LazyLock::force(self)
+    }
+}
 
 impl Fingerprint {
     /// A fingerprint computed by `compute` the first time it is read (see the type's docs).
@@ -167,7 +176,7 @@ impl Fingerprint {
     /// assert_eq!(later, Fingerprint::of("c", &content));
     /// ```
     pub fn deferred(compute: impl FnOnce() -> Fingerprint + Send + 'static) -> Self {
-        Fingerprint(Repr::Deferred(Arc::new(LazyLock::new(Box::new(compute)))))
+        Fingerprint(Repr::Deferred(Arc::new(LazyLock::new(compute))))
     }
 
     /// The fingerprint of `content` sent to `chat`. Object keys are sorted first, so two equal
@@ -216,7 +225,7 @@ impl Fingerprint {
     pub fn as_str(&self) -> &str {
         match &self.0 {
             Repr::Hex(hex) => hex,
-            Repr::Deferred(lazy) => LazyLock::force(lazy).as_str(),
+            Repr::Deferred(lazy) => lazy.get().as_str(),
         }
     }
 }

@@ -27,14 +27,39 @@ pub struct Payload(Repr);
 #[derive(Clone)]
 enum Repr {
     Text(Arc<RawValue>),
-    Deferred(Arc<Deferred>),
+    Deferred(Arc<dyn DeferredText>),
 }
 
 /// A payload's encoding, run the first time it is read, and an upper bound of its size when
-/// one was taken ([`Payload::deferred_bounded`]).
-struct Deferred {
-    text: LazyLock<Arc<RawValue>, Box<dyn FnOnce() -> Arc<RawValue> + Send>>,
+/// one was taken ([`Payload::deferred_bounded`]): one allocation, the encoder (holding the
+/// value) inside it.
+struct Deferred<F> {
+    text: LazyLock<Arc<RawValue>, F>,
     bound: Option<usize>,
+}
+
+/// A [`Deferred`] whatever its encoder.
+trait DeferredText: Send + Sync {
+    /// The JSON, encoded now if it was not yet.
+    fn text(&self) -> &RawValue;
+    /// Whether it was encoded.
+    fn encoded(&self) -> bool;
+    /// The upper bound of its size taken when it was made, if any.
+    fn bound(&self) -> Option<usize>;
+}
+
+impl<F: FnOnce() -> Arc<RawValue> + Send> DeferredText for Deferred<F> {
+    fn text(&self) -> &RawValue {
+        LazyLock::force(&self.text).as_ref()
+    }
+
+    fn encoded(&self) -> bool {
+        LazyLock::get(&self.text).is_some()
+    }
+
+    fn bound(&self) -> Option<usize> {
+        self.bound
+    }
 }
 
 impl Payload {
@@ -86,7 +111,7 @@ impl Payload {
             }
         };
         Payload(Repr::Deferred(Arc::new(Deferred {
-            text: LazyLock::new(Box::new(encode)),
+            text: LazyLock::new(encode),
             bound,
         })))
     }
@@ -95,8 +120,8 @@ impl Payload {
     /// is within the limit answers without being encoded.
     pub fn fits(&self, limit: usize) -> bool {
         if let Repr::Deferred(deferred) = &self.0
-            && LazyLock::get(&deferred.text).is_none()
-            && deferred.bound.is_some_and(|bound| bound <= limit)
+            && !deferred.encoded()
+            && deferred.bound().is_some_and(|bound| bound <= limit)
         {
             return true;
         }
@@ -107,7 +132,7 @@ impl Payload {
     fn raw(&self) -> &RawValue {
         match &self.0 {
             Repr::Text(raw) => raw,
-            Repr::Deferred(deferred) => LazyLock::force(&deferred.text).as_ref(),
+            Repr::Deferred(deferred) => deferred.text(),
         }
     }
 

@@ -490,7 +490,10 @@ async fn attempt(
     lease: OutboxLease,
     content: Content<'_>,
 ) -> Result<Attempt, BotError> {
-    let (key, chat) = (lease.key.clone(), ChatId(lease.chat.clone()));
+    // The key is copied only where it outlives the lease (the provider's task-local, a retry,
+    // a dead letter).
+    let key = lease.key.as_str();
+    let chat = ChatId(lease.chat.clone());
     let decoded;
     let outgoing: &Outgoing = match content {
         Content::Known(o) => o,
@@ -512,7 +515,7 @@ async fn attempt(
                     .await
                     .map_err(journal_error)?;
                 return Ok(Attempt::Dead(BotError::SendDead {
-                    key,
+                    key: key.to_owned(),
                     error: failure.error,
                 }));
             }
@@ -538,7 +541,8 @@ async fn attempt(
             }
         }
     };
-    let send = crate::provider::with_send_key(Some(key.clone()), k.provider.send(&chat, outgoing));
+    let send =
+        crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(&chat, outgoing));
     let result = with_heartbeat(send, beats).await;
     match result {
         Ok(sent) => {
@@ -553,7 +557,7 @@ async fn attempt(
                 .await
                 .map_err(journal_error)?
             {
-                on_sent_recorded(k, &chat, outgoing, sent.message_id.clone(), &key).await;
+                on_sent_recorded(k, &chat, outgoing, sent.message_id.clone(), key).await;
                 return Ok(Attempt::Sent(sent.message_id));
             }
             // The provider accepted it: only the journal is in doubt, so keep trying to record
@@ -564,7 +568,7 @@ async fn attempt(
             })
             .await
             .map_err(journal_error)?;
-            on_sent(k, &chat, outgoing, sent.message_id.clone(), &key).await;
+            on_sent(k, &chat, outgoing, sent.message_id.clone(), key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
         Err(e) => {
@@ -578,10 +582,13 @@ async fn attempt(
             {
                 FailOutcome::Retrying { at_ms } => {
                     tracing::debug!(key = %key, error = %e, at_ms, "send failed: retrying");
-                    Ok(Attempt::Retry { at_ms, key })
+                    Ok(Attempt::Retry {
+                        at_ms,
+                        key: key.to_owned(),
+                    })
                 }
                 FailOutcome::DeadLettered => {
-                    Box::pin(on_failed(k, &chat, outgoing, &key, &e)).await;
+                    Box::pin(on_failed(k, &chat, outgoing, key, &e)).await;
                     Ok(Attempt::Dead(e.into()))
                 }
             }
