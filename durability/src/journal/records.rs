@@ -79,28 +79,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     where
         R: JournalRecord,
     {
-        self.put_shared_indexed(points, operation, expected, record, record.idx2())
-            .await
-    }
-
-    /// [`put_shared_at_points`](Self::put_shared_at_points) with the record's `idx2` value
-    /// already built by the caller (it must be `record.idx2()`).
-    pub(crate) async fn put_shared_indexed<R>(
-        &self,
-        points: &[WritePoint],
-        operation: &'static str,
-        expected: Option<u64>,
-        record: &Arc<R>,
-        idx2: Option<String>,
-    ) -> Result<CasOutcome, DurabilityError>
-    where
-        R: JournalRecord,
-    {
-        debug_assert_eq!(idx2, record.idx2(), "the idx2 given is the record's");
         let entry = RecordEntry {
             value: R::shared_value(Arc::clone(record)),
             idx1: RecordIdx1::Derived,
-            idx2,
+            idx2: record.idx2(),
         };
         let key = index::storage_key(R::KIND, record.id());
         self.cas_record_at_points(points, &key, expected, entry)

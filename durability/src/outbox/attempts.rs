@@ -255,9 +255,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         }
         let kind = new.key.kind();
         let mut record = self.record_of(new);
-        // The new record's `idx2` value: the end of the range read, then the one written.
-        let idx2 = index::idx2(RecordKind::Outbound, &record.chat, record.seq, record.part);
-        if self.earlier_open_than(&record, &idx2).await?.is_some() {
+        if self.earlier_open(&record).await?.is_some() {
             // Waits behind the chat's earlier send: journaled pending, as `journal` does.
             return Ok(Begun::Journal(
                 Box::pin(self.journal_record(kind, record)).await?,
@@ -267,7 +265,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
         let record = Arc::new(record);
-        match self.create_shared_at(&points, &record, Some(idx2)).await? {
+        match self.create_shared_at(&points, &record).await? {
             None => Ok(Begun::Leased(lease, record)),
             Some(found) => {
                 // Not written: the record found decides, as for `journal`.
@@ -312,20 +310,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         r: &OutboxRecord,
     ) -> Result<Option<String>, DurabilityError> {
         let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
-        self.earlier_open_than(r, &mine).await
-    }
-
-    /// [`earlier_open`](Self::earlier_open), given `r`'s own `idx2` value (`mine`, built by
-    /// the caller).
-    async fn earlier_open_than(
-        &self,
-        r: &OutboxRecord,
-        mine: &str,
-    ) -> Result<Option<String>, DurabilityError> {
-        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, mine);
+        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
         let found = self
             .d
-            .first_idx2_key(RecordKind::Outbound, from, mine)
+            .first_idx2_key(RecordKind::Outbound, from, &mine)
             .await?;
         Ok(found
             .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))

@@ -393,7 +393,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         record: OutboxRecord,
     ) -> Result<Created, DurabilityError> {
         let record = Arc::new(record);
-        Ok(match self.create_shared_at(points, &record, None).await? {
+        Ok(match self.create_shared_at(points, &record).await? {
             None => Created::New(unshare(record)),
             Some(found) => Created::Existing {
                 found,
@@ -404,19 +404,16 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 
     /// [`create_at`](Self::create_at) of a record the caller shares with the backend (see
     /// [`KvDurability::put_shared_at_points`]): `None` when written, else the record found
-    /// under its key. `idx2`: the record's `idx2` value when the caller built it already.
+    /// under its key.
     pub(crate) async fn create_shared_at(
         &self,
         points: &[WritePoint],
         record: &Arc<OutboxRecord>,
-        idx2: Option<String>,
     ) -> Result<Option<OutboxRecord>, DurabilityError> {
-        let mut built = idx2.map(Some);
         for _ in 0..8 {
-            let idx2 = built.take().unwrap_or_else(|| record.idx2());
             match self
                 .d
-                .put_shared_indexed(points, "journal", None, record, idx2)
+                .put_shared_at_points(points, "journal", None, record)
                 .await?
             {
                 CasOutcome::Ok { version } => {
