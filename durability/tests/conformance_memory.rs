@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use botmesh_durability::kv::{
-    CasOutcome, Entry, Index, KeyedValue, KvError, KvOp, KvRecord, RecordEntry, Scope, Versioned,
-    VersionedValue,
+    CasOutcome, Entry, Index, KvError, KvOp, KvRecord, RecordEntry, Scope, Versioned,
 };
 use botmesh_durability::testing::conformance::{ConformanceReport, run_conformance};
 use botmesh_durability::testing::crash::crashable;
@@ -155,7 +154,8 @@ async fn the_suite_catches_ranges_that_ignore_their_end() {
 }
 
 /// Another: its answers at once disagree with its futures (the first key ignores the range's
-/// start; a write at once ignores the expected version, creating only).
+/// start; a write at once ignores the expected version, creating only). Its record API is the
+/// trait's default, over its byte API.
 struct CarelessAtOnce(MemoryKv);
 
 #[async_trait]
@@ -184,35 +184,6 @@ impl DurableKv for CarelessAtOnce {
         limit: usize,
     ) -> Result<Vec<KvRecord>, KvError> {
         self.0.range(scope, index, from, to, limit).await
-    }
-    fn keeps_records(&self) -> bool {
-        true
-    }
-    async fn cas_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<CasOutcome, KvError> {
-        self.0.cas_record(scope, key, expected, entry).await
-    }
-    async fn get_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-    ) -> Result<Option<VersionedValue>, KvError> {
-        self.0.get_record(scope, key).await
-    }
-    async fn range_records(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KeyedValue>, KvError> {
-        self.0.range_records(scope, index, from, to, limit).await
     }
     fn cas_record_now(
         &self,
