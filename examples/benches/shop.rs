@@ -30,15 +30,19 @@
 //! that the store's writer thread has a core (`SHOP_BENCH_SQLITE_WORKERS=2` runs it with
 //! two workers instead); the other variants use a worker per core.
 //!
-//! Each run also prints the CPU time per message of tokio's worker threads (and, for SQLite,
-//! of its writer thread, and how the writer's time splits between running requests and
-//! `COMMIT`), read from `/proc/self/task` on Linux.
+//! Each run also prints the CPU time per message of tokio's worker threads and the share of
+//! the run they spent on a CPU (and, for SQLite, the CPU time of its writer thread, and how
+//! the writer's time splits between running requests and `COMMIT`), read from
+//! `/proc/self/task/*/schedstat` on Linux.
 //!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` for
 //! the length of each ceiling measurement (default 1 s), `SHOP_BENCH_ROUNDS` for the orders
 //! each chat places (default 5), `SHOP_BENCH_REPEAT` for the rounds,
 //! `SHOP_BENCH_ONLY=sqlite,off` to run only some variants, `SHOP_BENCH_DIR` to keep the
-//! variants' files in that directory instead of a temporary one).
+//! variants' files in that directory instead of a temporary one, `SHOP_BENCH_WORKERS` for the
+//! tokio workers of the variants other than SQLite (default: one per core),
+//! `SHOP_BENCH_PERF_CTL` to profile only the measured windows with `perf record`, see
+//! [`perf_control`]).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
@@ -192,6 +196,7 @@ async fn run(
     bot.start().await.expect("bot starts");
     let io_before = written_bytes();
     let cpu_before = thread_cpu();
+    perf_control("enable");
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..chats {
@@ -228,6 +233,7 @@ async fn run(
         all.extend(t.await.expect("chat task"));
     }
     let elapsed = started.elapsed();
+    perf_control("disable");
     let cpu_after = thread_cpu();
     bot.idle().await;
     bot.stop().await.expect("bot stops");
@@ -257,12 +263,20 @@ async fn run(
         );
     }
     let (workers, writer) = cpu_per_message(&cpu_before, &cpu_after, chats * SCRIPT.len() * rounds);
+    // The share of the run the workers spent on a CPU: below 100%, they waited for work.
+    let busy = workers * (chats * SCRIPT.len() * rounds) as f64
+        / (elapsed.as_secs_f64()
+            * 1e6
+            * tokio::runtime::Handle::current().metrics().num_workers() as f64)
+        * 100.0;
     if variant == Variant::Sqlite {
         println!(
-            "  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers, {writer:.0} µs on the sqlite writer thread"
+            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run), {writer:.1} µs on the sqlite writer thread"
         );
     } else {
-        println!("  CPU per message ({chats} chats): {workers:.0} µs on tokio's workers");
+        println!(
+            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run)"
+        );
     }
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
     (
@@ -450,6 +464,14 @@ fn main() {
         None => temp.path(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(
+            std::env::var("SHOP_BENCH_WORKERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+                }),
+        )
         .enable_all()
         .build()
         .expect("runtime");
@@ -622,7 +644,7 @@ fn main() {
     }
 }
 
-/// CPU time (user + system, in clock ticks) used so far by this process's threads, summed by
+/// CPU time (in nanoseconds, `schedstat`) used so far by this process's threads, summed by
 /// thread name (`/proc/self/task`; empty elsewhere).
 fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
     let mut by_name = std::collections::BTreeMap::new();
@@ -632,25 +654,33 @@ fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
     for task in tasks.flatten() {
         let path = task.path();
         let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-        // The fields after the parenthesised name: utime and stime are the 12th and 13th.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks: u64 = fields
-            .iter()
-            .skip(11)
-            .take(2)
-            .filter_map(|v| v.parse::<u64>().ok())
-            .sum();
-        *by_name.entry(name.trim().to_owned()).or_default() += ticks;
+        // `schedstat`'s first field: nanoseconds this thread ran on a CPU.
+        let ns: u64 = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        *by_name.entry(name.trim().to_owned()).or_default() += ns;
     }
     by_name
 }
 
+/// Writes `command` (`enable`, `disable`) to the control FIFO of `perf record` named by
+/// `SHOP_BENCH_PERF_CTL`, so that a profile holds only the measured windows (not the bots'
+/// start, stop and teardown): `mkfifo /tmp/ctl; SHOP_BENCH_PERF_CTL=/tmp/ctl perf record -D -1
+/// --control fifo:/tmp/ctl -- <bench binary> --bench`.
+fn perf_control(command: &str) {
+    if let Ok(path) = std::env::var("SHOP_BENCH_PERF_CTL") {
+        let mut fifo = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("SHOP_BENCH_PERF_CTL names perf's control FIFO");
+        fifo.write_all(format!("{command}\n").as_bytes())
+            .expect("perf reads its control FIFO");
+    }
+}
+
 /// CPU µs per message spent by the tokio workers and by SQLite's writer thread in a run
-/// (`before` and `after` from [`thread_cpu`]; clock ticks of 10 ms).
+/// (`before` and `after` from [`thread_cpu`], in nanoseconds).
 fn cpu_per_message(
     before: &std::collections::BTreeMap<String, u64>,
     after: &std::collections::BTreeMap<String, u64>,
@@ -662,7 +692,7 @@ fn cpu_per_message(
             .filter(|(name, _)| name.starts_with(prefix))
             .map(|(name, t)| t.saturating_sub(before.get(name).copied().unwrap_or(0)))
             .sum::<u64>() as f64
-            * 10_000.0
+            / 1_000.0
             / messages as f64
     };
     (spent("tokio-rt"), spent("botmesh-sqlite"))
