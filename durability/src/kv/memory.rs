@@ -41,6 +41,11 @@ struct Stored {
     /// ([`RecordIdx1::Derived`]) and which is computed when the index is brought up to date.
     idx1: Option<Arc<str>>,
     idx1_derived: bool,
+    /// Whether `idx1` changed since the index set was last brought up to date (the key is then
+    /// in the [`DeferredIndex`]'s list, and the set holds `idx1_indexed` for it).
+    idx1_dirty: bool,
+    /// The value the index set holds for this key while `idx1_dirty` (none: not in the set).
+    idx1_indexed: Option<Arc<str>>,
     idx2: Option<Arc<str>>,
 }
 
@@ -194,101 +199,83 @@ const MAX_PENDING: usize = 1 << 14;
 
 /// `idx1`, whose upkeep waits until it is read: the journals change a record's `idx1` at
 /// every write (journaled, leased, done or sent) but list it only from the sweeper, now and
-/// then. A change is noted per key (the value the set holds, and the value it should hold or
-/// that the record's own is to be derived), and the set is brought up to date before a range
-/// reads it (or when [`MAX_PENDING`] keys wait), so a record written three times between two
-/// reads costs the set one move, not three, and a derived value is computed once, not at
-/// every write.
+/// then. A write marks its entry dirty (`Stored::idx1_dirty`, keeping the value the set holds
+/// in `Stored::idx1_indexed`) and, the first time since the last update, lists its key; the
+/// set is brought up to date before a range reads it (or when [`MAX_PENDING`] keys wait), so
+/// a record written three times between two reads costs the set one move, not three, a
+/// derived value is computed once, not at every write, and a write costs the index no hash
+/// lookup (the entry is in hand).
 ///
-/// Invariant: for a key with a pending move, the set holds `indexed`; for any other key, the
-/// set holds the entry's `idx1` (and the entry's `idx1` is not stale).
+/// Invariant: a dirty entry's key is in `dirty`, and the set holds its `idx1_indexed`; for any
+/// other entry, the set holds its `idx1` (and that `idx1` is not left to derive). A deleted
+/// entry leaves the set at once.
 #[derive(Default)]
 struct DeferredIndex {
     set: IndexSet,
-    /// Per key changed since the last update: the value in the set, and the current one.
-    pending: HashMap<Arc<str>, PendingMove, foldhash::fast::RandomState>,
-}
-
-/// A key's index value in the set (`indexed`) and its current one (`current`).
-struct PendingMove {
-    indexed: Option<Arc<str>>,
-    current: Current,
-}
-
-/// The current index value of a key with a pending move.
-enum Current {
-    /// This value (or none: the entry has no `idx1`, or is deleted).
-    Value(Option<Arc<str>>),
-    /// The one its record gives (the entry's `idx1_derived`).
-    Derived,
+    /// The keys of the entries written since the last update (a key may appear twice when
+    /// its entry was deleted and created again; its entry, looked up, decides).
+    dirty: Vec<Arc<str>>,
 }
 
 impl DeferredIndex {
-    /// Notes that `key`'s value went from `old` to `new` (either may be absent).
-    fn moved(&mut self, key: &Arc<str>, old: Option<&Arc<str>>, new: Option<&Arc<str>>) {
-        if let Some(pending) = self.pending.get_mut(key) {
-            pending.current = Current::Value(new.cloned());
-            return;
+    /// Notes that `stored`'s `idx1` is about to change (called before the change): the first
+    /// change since the last update keeps the value the set holds and lists the key. A new
+    /// entry is listed by [`DeferredIndex::created`] instead.
+    fn changing(&mut self, stored: &mut Stored) {
+        if !stored.idx1_dirty {
+            stored.idx1_dirty = true;
+            // Not dirty: the set holds `idx1`, which is not left to derive.
+            stored.idx1_indexed = stored.idx1.clone();
+            self.dirty.push(Arc::clone(&stored.key));
         }
-        if old.map(|o| &**o) == new.map(|n| &**n) {
-            return;
-        }
-        self.pending.insert(
-            Arc::clone(key),
-            PendingMove {
-                indexed: old.cloned(),
-                current: Current::Value(new.cloned()),
-            },
-        );
     }
 
-    /// Notes that `key`'s value, `old` until now, is from now on derived from its record.
-    fn derived(&mut self, key: &Arc<str>, old: Option<&Arc<str>>) {
-        match self.pending.get_mut(key) {
-            Some(pending) => pending.current = Current::Derived,
-            None => {
-                self.pending.insert(
-                    Arc::clone(key),
-                    PendingMove {
-                        indexed: old.cloned(),
-                        current: Current::Derived,
-                    },
-                );
-            }
-        }
+    /// Lists the key of a new entry (created dirty, with nothing in the set).
+    fn created(&mut self, key: &Arc<str>) {
+        self.dirty.push(Arc::clone(key));
+    }
+
+    /// Takes a deleted entry out of the set.
+    fn deleted(&mut self, stored: &Stored) {
+        let in_set = if stored.idx1_dirty {
+            stored.idx1_indexed.as_ref()
+        } else {
+            stored.idx1.as_ref()
+        };
+        reindex(&mut self.set, &stored.key, in_set, None);
     }
 
     /// Brings the set up to date when [`MAX_PENDING`] keys wait (before a write notes one
     /// more).
     fn make_room(&mut self, entries: &mut Entries) {
-        if self.pending.len() >= MAX_PENDING {
+        if self.dirty.len() >= MAX_PENDING {
             self.update(entries);
         }
     }
 
-    /// Applies the pending moves to the set, deriving the values left to derive (and storing
-    /// them in their entries).
+    /// Moves every dirty entry in the set to its current value, deriving the values left to
+    /// derive (and storing them in their entries).
     fn update(&mut self, entries: &mut Entries) {
-        for (key, PendingMove { indexed, current }) in self.pending.drain() {
-            let current = match current {
-                Current::Value(value) => value,
-                Current::Derived => match entries.get_mut(&key) {
-                    Some(stored) if stored.idx1_derived => {
-                        stored.idx1 = stored.value.derived_idx1().map(Arc::from);
-                        stored.idx1_derived = false;
-                        stored.idx1.clone()
-                    }
-                    Some(stored) => stored.idx1.clone(),
-                    None => None,
-                },
+        for key in self.dirty.drain(..) {
+            let Some(stored) = entries.get_mut(&key) else {
+                continue;
             };
-            reindex(&mut self.set, &key, indexed.as_ref(), current.as_ref());
+            if !stored.idx1_dirty {
+                continue;
+            }
+            if stored.idx1_derived {
+                stored.idx1 = stored.value.derived_idx1().map(Arc::from);
+                stored.idx1_derived = false;
+            }
+            stored.idx1_dirty = false;
+            let indexed = stored.idx1_indexed.take();
+            reindex(&mut self.set, &key, indexed.as_ref(), stored.idx1.as_ref());
         }
     }
 
     /// The set, up to date.
     fn read(&mut self, entries: &mut Entries) -> &IndexSet {
-        if !self.pending.is_empty() {
+        if !self.dirty.is_empty() {
             self.update(entries);
         }
         &self.set
@@ -334,12 +321,14 @@ fn restore(
                 .then_some(stored.idx1.as_ref())
                 .flatten();
             let idx1 = shared_value(idx1, old);
-            set1.moved(&stored.key, stored.idx1.as_ref(), idx1.as_ref());
+            if stored.idx1_derived || stored.idx1.as_deref() != idx1.as_deref() {
+                set1.changing(stored);
+            }
             stored.idx1 = idx1;
             stored.idx1_derived = false;
         }
         RecordIdx1::Derived => {
-            set1.derived(&stored.key, stored.idx1.as_ref());
+            set1.changing(stored);
             stored.idx1_derived = true;
         }
     }
@@ -378,16 +367,10 @@ impl ScopeData {
             None => {
                 let key: Arc<str> = Arc::from(key);
                 let (idx1, idx1_derived) = match entry.idx1 {
-                    RecordIdx1::Given(idx1) => {
-                        let idx1 = idx1.map(Arc::from);
-                        set1.moved(&key, None, idx1.as_ref());
-                        (idx1, false)
-                    }
-                    RecordIdx1::Derived => {
-                        set1.derived(&key, None);
-                        (None, true)
-                    }
+                    RecordIdx1::Given(idx1) => (idx1.map(Arc::from), false),
+                    RecordIdx1::Derived => (None, true),
                 };
+                set1.created(&key);
                 let idx2 = entry.idx2.map(Arc::from);
                 reindex(set2, &key, None, idx2.as_ref());
                 entries.insert(
@@ -398,6 +381,8 @@ impl ScopeData {
                         value: entry.value,
                         idx1,
                         idx1_derived,
+                        idx1_dirty: true,
+                        idx1_indexed: None,
                         idx2,
                     },
                 );
@@ -444,9 +429,8 @@ impl ScopeData {
         if current != Some(expected) {
             return CasOutcome::Conflict { current };
         }
-        self.idx1.make_room(&mut self.entries);
         if let Some(old) = self.entries.remove(key) {
-            self.idx1.moved(&old.key, old.idx1.as_ref(), None);
+            self.idx1.deleted(&old);
             reindex(&mut self.idx2, &old.key, old.idx2.as_ref(), None);
         }
         CasOutcome::Ok { version: expected }
@@ -736,6 +720,58 @@ mod tests {
                 assert_eq!(entry(a).cmp(&entry(b)), a.cmp(b), "entries {a:?} vs {b:?}");
             }
         }
+    }
+
+    /// A key written, deleted and created again between two reads of `idx1` is listed once,
+    /// under its last value: the deleted entry left the set at once, and the key listed twice
+    /// as dirty is moved once.
+    #[tokio::test]
+    async fn a_key_deleted_and_created_again_between_reads_is_listed_once() {
+        use super::super::{CasOutcome, DurableKv, Entry, Index, Scope};
+        use super::MemoryKv;
+
+        /// `idx1`'s `a/` range, as (value, key).
+        async fn listed(kv: &MemoryKv, scope: &Scope) -> Vec<(String, String)> {
+            kv.range(scope, Index::One, "a/", "a0", 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.entry.idx1.unwrap_or_default(), r.key))
+                .collect()
+        }
+        /// Writes `idx1` under `key` over whatever version it has.
+        async fn put(kv: &MemoryKv, scope: &Scope, key: &str, idx1: &str) {
+            let expected = kv.get(scope, key).await.unwrap().map(|v| v.version);
+            let entry = Entry {
+                value: vec![1],
+                idx1: Some(idx1.to_owned()),
+                idx2: None,
+            };
+            let out = kv.cas(scope, key, expected, entry).await.unwrap();
+            assert!(matches!(out, CasOutcome::Ok { .. }), "{key} written");
+        }
+        async fn remove(kv: &MemoryKv, scope: &Scope, key: &str) {
+            let version = kv.get(scope, key).await.unwrap().unwrap().version;
+            assert!(kv.delete(scope, key, version).await.unwrap().is_ok());
+        }
+        let pair = |v: &str, k: &str| (v.to_owned(), k.to_owned());
+
+        let (kv, scope) = (MemoryKv::new(), Scope::custom("again"));
+        put(&kv, &scope, "k", "a/1").await;
+        assert_eq!(listed(&kv, &scope).await, [pair("a/1", "k")]);
+        // Changed, deleted and created again before the next read.
+        put(&kv, &scope, "k", "a/2").await;
+        remove(&kv, &scope, "k").await;
+        put(&kv, &scope, "k", "a/3").await;
+        put(&kv, &scope, "j", "a/0").await;
+        assert_eq!(
+            listed(&kv, &scope).await,
+            [pair("a/0", "j"), pair("a/3", "k")]
+        );
+        // Changed, then deleted before the next read: gone from the listing.
+        put(&kv, &scope, "k", "a/4").await;
+        remove(&kv, &scope, "k").await;
+        assert_eq!(listed(&kv, &scope).await, [pair("a/0", "j")]);
     }
 
     /// Random writes, deletes and range reads of both indexes (with the deferred `idx1` kept
