@@ -21,7 +21,8 @@ pub(crate) struct CtxInner {
     pub(crate) sender: UserId,
     pub(crate) sender_name: Option<String>,
     pub(crate) is_group: bool,
-    pub(crate) message: Option<Message>,
+    /// Shared with the message's journal record (its deferred payload), not copied.
+    pub(crate) message: Option<Arc<Message>>,
     pub(crate) interaction: Option<Interaction>,
     pub(crate) inbound_id: Option<String>,
     pub(crate) sends: AtomicU32,
@@ -67,7 +68,7 @@ impl std::fmt::Debug for Ctx {
 
 /// What a context is made for.
 pub(crate) enum CtxSource {
-    Message(Message),
+    Message(Arc<Message>),
     Interaction(Interaction),
     Trigger { chat: ChatId, sender: UserId },
 }
@@ -152,7 +153,7 @@ impl Ctx {
 
     /// The message, when the context was made for one.
     pub fn message(&self) -> Option<&Message> {
-        self.0.message.as_ref()
+        self.0.message.as_deref()
     }
 
     /// The interaction, when the context was made for one.

@@ -19,7 +19,8 @@ use crate::bot::kernel::Kernel;
 use crate::bot::routes::HookFlow;
 use crate::bot::{Bot, dispatcher, lang, persistence};
 use crate::config::GroupMode;
-use crate::durable::{self, StalePolicy, inbound::Journaled};
+use crate::durable::inbound::{InboundEvent, Journaled};
+use crate::durable::{self, StalePolicy};
 use crate::events::{BotEvent, DropReason};
 use crate::message::{ChatId, Interaction, Message};
 use crate::metrics::Counters;
@@ -168,22 +169,18 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
         return Ok(Accepted::Duplicate);
     }
     let record_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
-    let event = ProviderEvent::Message(m);
-    let (lease, recorded) = match journal(k, &event, &record_id).await {
+    // Shared from here on: by the dispatch's context and by the journal record's payload.
+    let m = Arc::new(m);
+    let (lease, recorded) = match journal(k, InboundEvent::Message(&m), &record_id).await {
         Ok(claimed) => claimed,
         Err(JournalOutcome::Duplicate) => {
-            drop_event(k, event.chat(), DropReason::Duplicate);
+            drop_event(k, &m.chat, DropReason::Duplicate);
             return Ok(Accepted::Duplicate);
         }
         Err(JournalOutcome::Rejected(r)) => {
-            if let ProviderEvent::Message(m) = &event {
-                k.dedupe.forget(&m.chat, m.id.as_str());
-            }
+            k.dedupe.forget(&m.chat, m.id.as_str());
             return Err(r);
         }
-    };
-    let ProviderEvent::Message(m) = event else {
-        return Ok(Accepted::Handled);
     };
     Ok(process_message(k, m, lease, CtxExtras::default(), recorded).await)
 }
@@ -198,7 +195,7 @@ enum JournalOutcome {
 /// chat and contact were written with its journal record.
 async fn journal(
     k: &Arc<Kernel>,
-    event: &ProviderEvent,
+    event: InboundEvent<'_>,
     record_id: &str,
 ) -> Result<(Option<InboxLease>, bool), JournalOutcome> {
     let Some(dur) = k.durable.as_ref() else {
@@ -229,7 +226,7 @@ async fn journal(
 /// record, and are not written again.
 pub(crate) async fn process_message(
     k: &Arc<Kernel>,
-    m: Message,
+    m: Arc<Message>,
     lease: Option<InboxLease>,
     mut extras: CtxExtras,
     recorded: bool,
@@ -327,7 +324,7 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, 
     }
     let record_id = Kernel::inbound_record_id(i.chat.as_str(), &dedupe_id);
     let event = ProviderEvent::Interaction(i);
-    let lease = match journal(k, &event, &record_id).await {
+    let lease = match journal(k, InboundEvent::Other(&event), &record_id).await {
         // Interactions have no ledger row: never recorded with their journal record.
         Ok((lease, _)) => lease,
         Err(JournalOutcome::Duplicate) => {
@@ -416,7 +413,7 @@ pub(crate) async fn make_ctx_with(
         }
     };
     let message = match &source {
-        CtxSource::Message(m) => Some(m),
+        CtxSource::Message(m) => Some(&**m),
         _ => None,
     };
     let lang = lang::resolve(

@@ -2,7 +2,8 @@
 //! settled, heartbeat while it runs, and replay what was left unfinished.
 //!
 //! `journal` records an admitted event (as JSON text, a `Payload`; encoded when first read on a
-//! backend that keeps records unencoded) and leases it to this process in one step
+//! backend that keeps records unencoded, from the very `Message` its dispatch runs with, shared
+//! rather than copied) and leases it to this process in one step
 //! (`journal_and_lease`): a redelivery of a recorded event is a duplicate. When
 //! the store shares its transactions with the journal (SQLite and Postgres, store and journal
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
@@ -30,7 +31,44 @@ use crate::bot::context::CtxExtras;
 use crate::bot::kernel::Kernel;
 use crate::bot::persistence::{self, InboundRows};
 use crate::durable::{Durable, media, with_heartbeat};
+use crate::message::{ChatId, Message};
 use crate::provider::ProviderEvent;
+
+/// An admitted event, as the inbox journals it.
+#[derive(Clone, Copy)]
+pub(crate) enum InboundEvent<'a> {
+    /// A message, shared with its dispatch: a backend that keeps records unencoded holds the
+    /// same `Message` in the record's payload, encoded if the record is ever read back.
+    Message(&'a Arc<Message>),
+    /// Any other event (an interaction), copied into the payload.
+    Other(&'a ProviderEvent),
+}
+
+impl<'a> InboundEvent<'a> {
+    pub(crate) fn chat(self) -> &'a ChatId {
+        match self {
+            InboundEvent::Message(m) => &m.chat,
+            InboundEvent::Other(e) => e.chat(),
+        }
+    }
+}
+
+/// A message serialized as `ProviderEvent::Message` is (the payload of its journal record,
+/// which a replay decodes as a `ProviderEvent`), from the `Message` its dispatch shares.
+struct MessageEvent(Arc<Message>);
+
+/// The borrowed form of [`MessageEvent`], with `ProviderEvent`'s tag.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum MessageEventRef<'a> {
+    Message(&'a Message),
+}
+
+impl serde::Serialize for MessageEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        MessageEventRef::Message(&self.0).serialize(serializer)
+    }
+}
 
 /// The outcome of journaling an inbound event.
 pub(crate) enum Journaled {
@@ -47,18 +85,21 @@ pub(crate) enum Journaled {
 pub(crate) async fn journal(
     k: &Kernel,
     dur: &Durable,
-    event: &ProviderEvent,
+    event: InboundEvent<'_>,
     record_id: &str,
 ) -> Journaled {
     // A backend that keeps records unencoded (`MemoryKv`) gets the event to encode when its
     // record is first read back (a replay): most records never are.
-    let payload = if dur.d.kv().keeps_records() {
-        Payload::deferred(event.clone())
-    } else {
-        match Payload::encode(event) {
-            Ok(p) => p,
-            Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
-        }
+    let keeps = dur.d.kv().keeps_records();
+    let payload = match event {
+        InboundEvent::Message(m) if keeps => Ok(Payload::deferred(MessageEvent(Arc::clone(m)))),
+        InboundEvent::Other(e) if keeps => Ok(Payload::deferred(e.clone())),
+        InboundEvent::Message(m) => Payload::encode(&MessageEventRef::Message(m)),
+        InboundEvent::Other(e) => Payload::encode(e),
+    };
+    let payload = match payload {
+        Ok(p) => p,
+        Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
     };
     let mut new = NewInbound {
         id: record_id.to_owned(),
@@ -66,10 +107,10 @@ pub(crate) async fn journal(
         payload,
         media_ref: None,
     };
-    if let Some(r) = media::serialize_for_journal(k, event) {
-        new = new.with_media_ref(r);
-    }
-    if let ProviderEvent::Message(m) = event {
+    if let InboundEvent::Message(m) = event {
+        if let Some(r) = media::serialize_for_journal(k, m) {
+            new = new.with_media_ref(r);
+        }
         if crate::flow::commit::atomic(k) {
             if let Some(rows) = persistence::inbound_rows(k, m) {
                 return journal_with_rows(k, dur, new, rows).await;
@@ -290,7 +331,8 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
             // journal's transactions) is not recorded again; one journaled alone (another
             // backend then, the ledger off then, an older version) is.
             let recorded = record.rows_recorded;
-            crate::bot::inbound::process_message(k, m, Some(lease), extras, recorded).await;
+            crate::bot::inbound::process_message(k, Arc::new(m), Some(lease), extras, recorded)
+                .await;
         }
         ProviderEvent::Interaction(i) => {
             k.dedupe
@@ -300,6 +342,40 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
         other => {
             tracing::warn!(kind = ?other.kind(), id = %record.id, "journaled event of a kind that is not replayed");
             complete(k, &lease).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use botmesh_durability::inbox::Payload;
+
+    use super::{MessageEvent, MessageEventRef};
+    use crate::message::{Message, MessageId};
+    use crate::provider::ProviderEvent;
+
+    /// A message journaled from the `Message` its dispatch shares encodes as the
+    /// `ProviderEvent` a replay decodes, deferred or encoded at once.
+    #[test]
+    fn a_shared_message_encodes_as_its_provider_event() {
+        let mut plain = Message::text("m1", "alice", "hello \"there\"");
+        plain.timestamp_ms = 1_764_720_065_123;
+        let mut full = plain.clone();
+        full.sender_name = Some("Alice".to_owned());
+        full.is_group = true;
+        full.mentions_bot = true;
+        full.reply_to = Some(MessageId("m0".to_owned()));
+        full.lang_hint = Some("pt-BR".to_owned());
+        for m in [plain, full] {
+            let want = serde_json::to_string(&ProviderEvent::Message(m.clone())).unwrap();
+            let deferred = Payload::deferred(MessageEvent(Arc::new(m.clone())));
+            assert_eq!(deferred.as_json(), want);
+            let encoded = Payload::encode(&MessageEventRef::Message(&m)).unwrap();
+            assert_eq!(encoded.as_json(), want);
+            let replayed: ProviderEvent = deferred.decode().unwrap();
+            assert_eq!(replayed, ProviderEvent::Message(m));
         }
     }
 }

@@ -13,16 +13,13 @@ use crate::message::{Content, Message};
 use crate::provider::{MediaUnavailableReason, ProviderError, ProviderEvent, StoredMediaRef};
 
 /// The reference to journal with an inbound event, when it carries media and media refs are on.
-pub(crate) fn serialize_for_journal(k: &Kernel, event: &ProviderEvent) -> Option<StoredMediaRef> {
+pub(crate) fn serialize_for_journal(k: &Kernel, message: &Message) -> Option<StoredMediaRef> {
     let dur = k.durable.as_ref()?;
     if !dur.d.config().inbox.media_refs {
         return None;
     }
-    match event {
-        ProviderEvent::Message(Message {
-            content: Content::Media(m),
-            ..
-        }) => k.provider.serialize_media_ref(&m.media_ref),
+    match &message.content {
+        Content::Media(m) => k.provider.serialize_media_ref(&m.media_ref),
         _ => None,
     }
 }
