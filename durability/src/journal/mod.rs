@@ -303,15 +303,16 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         floor.max(prev.saturating_add(1))
     }
 
-    pub(crate) fn backend_err(
+    /// The error of a backend call on record `id`: the id is copied only when there is an
+    /// error (the success path of every journal write passes one of these to `map_err`).
+    pub(crate) fn backend_err<'a>(
         kind: RecordKind,
-        id: &str,
+        id: &'a str,
         operation: &'static str,
-    ) -> impl FnOnce(KvError) -> DurabilityError {
-        let id = id.to_owned();
+    ) -> impl FnOnce(KvError) -> DurabilityError + 'a {
         move |source| DurabilityError::Backend {
             kind,
-            id,
+            id: id.to_owned(),
             operation,
             source,
         }
