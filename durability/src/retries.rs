@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | final error (`retryable: false`, unsupported content, payload too large, …) | any | dead-letter now |
 //! | retryable error | yes | retry after `backoff.delay(n)` |
-//! | rate limited (`retry_after`) | yes | retry after `max(backoff.delay(n), retry_after)` |
+//! | rate limited (`retry_after`) | yes | retry after `max(backoff.delay(n), retry_after)`, the latter rounded up to the next whole millisecond and one more (the clock reads whole milliseconds) |
 //! | retryable or rate limited | no | dead-letter |
 //!
 //! Parts (`key`, `key#2`, …) follow [`part_gate`]: a part waits while its previous part is not
@@ -176,9 +176,19 @@ pub fn decide(
     if attempts >= max_attempts {
         return FailOutcome::DeadLettered;
     }
-    let delay = backoff.delay(attempts, unit).max(retry_after);
+    // A channel's `retry_after` is a floor, and `now_ms` is the clock's whole millisecond, up
+    // to one behind the real moment: its due time rounds up (a fraction of a millisecond
+    // included), one millisecond past `now_ms + retry_after`, so that no retry comes early.
+    let floor_ms = if retry_after.is_zero() {
+        0
+    } else {
+        i64::try_from(retry_after.as_nanos().div_ceil(1_000_000))
+            .unwrap_or(i64::MAX)
+            .saturating_add(1)
+    };
+    let delay_ms = duration_ms(backoff.delay(attempts, unit)).max(floor_ms);
     FailOutcome::Retrying {
-        at_ms: now_ms.saturating_add(duration_ms(delay)),
+        at_ms: now_ms.saturating_add(delay_ms),
     }
 }
 
@@ -250,5 +260,42 @@ pub fn part_gate(previous: Option<OutboxState>) -> PartGate {
         Some(OutboxState::Pending) | Some(OutboxState::Failed) | Some(OutboxState::Sending) => {
             PartGate::Wait
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Backoff, ErrorClass, FailOutcome, decide};
+
+    fn due(class: ErrorClass) -> FailOutcome {
+        let backoff = Backoff::fixed(Duration::from_millis(100), Duration::from_secs(1));
+        decide(1, 5, &backoff, class, 1_000, 0.5)
+    }
+
+    /// A channel's `retry_after` is a floor: its due time is rounded up past the clock's
+    /// millisecond, a fraction of a millisecond included; a plain retry keeps its backoff.
+    #[test]
+    fn a_retry_after_is_never_cut_short() {
+        let limited = |ms: u64, extra_ns: u32| ErrorClass::RateLimited {
+            retry_after: Duration::from_millis(ms) + Duration::from_nanos(u64::from(extra_ns)),
+        };
+        assert_eq!(due(limited(300, 0)), FailOutcome::Retrying { at_ms: 1_301 });
+        assert_eq!(
+            due(limited(299, 500_000)),
+            FailOutcome::Retrying { at_ms: 1_301 }
+        );
+        let backoff_ms = match due(ErrorClass::Retryable) {
+            FailOutcome::Retrying { at_ms } => at_ms - 1_000,
+            FailOutcome::DeadLettered => panic!("retried"),
+        };
+        // A retry_after below the backoff: the backoff decides, as for a plain retry.
+        assert_eq!(
+            due(limited(1, 0)),
+            FailOutcome::Retrying {
+                at_ms: 1_000 + backoff_ms.max(2)
+            }
+        );
     }
 }
