@@ -3,6 +3,9 @@
 #![cfg(feature = "testing")]
 #![allow(clippy::print_stdout, reason = "prints the conformance report")]
 
+#[macro_use]
+mod byte_api;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -158,33 +161,7 @@ async fn the_suite_catches_ranges_that_ignore_their_end() {
 /// trait's default, over its byte API.
 struct CarelessAtOnce(MemoryKv);
 
-#[async_trait]
-impl DurableKv for CarelessAtOnce {
-    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        self.0.get(scope, key).await
-    }
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        self.0.cas(scope, key, expected, entry).await
-    }
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        self.0.delete(scope, key, expected).await
-    }
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.0.range(scope, index, from, to, limit).await
-    }
+byte_api_over_memory!(CarelessAtOnce {
     fn cas_record_now(
         &self,
         scope: &Scope,
@@ -204,7 +181,7 @@ impl DurableKv for CarelessAtOnce {
         let _ = from;
         self.0.first_key_now(scope, index, "", to)
     }
-}
+});
 
 #[tokio::test]
 async fn the_suite_catches_answers_at_once_that_disagree_with_the_futures() {

@@ -6,13 +6,14 @@
 //! is changed by read and compare-and-set.
 #![cfg(feature = "testing")]
 
+#[macro_use]
+mod byte_api;
+
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use botmesh_durability::inbox::{Claimed, InboxJournalClaim};
 use botmesh_durability::kv::{
-    CasOutcome, Entry, EntryValue, Index, KvError, KvRecord, RecordEntry, RecordIdx1, RecordValue,
-    Scope, Versioned,
+    Entry, EntryValue, Index, RecordEntry, RecordIdx1, RecordValue, Scope,
 };
 use botmesh_durability::outbox::JournalBegun;
 use botmesh_durability::testing::conformance::run_conformance;
@@ -29,34 +30,7 @@ mod journal_env;
 /// A backend that implements only the byte API (every journal call takes the defaults).
 struct BytesOnly(MemoryKv);
 
-#[async_trait]
-impl DurableKv for BytesOnly {
-    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        self.0.get(scope, key).await
-    }
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        self.0.cas(scope, key, expected, entry).await
-    }
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        self.0.delete(scope, key, expected).await
-    }
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.0.range(scope, index, from, to, limit).await
-    }
-}
+byte_api_over_memory!(BytesOnly {});
 
 /// Journals and claims message `m1` of chat `alice` (a new message is claimed): its record id
 /// and the claim.
