@@ -25,12 +25,16 @@ async fn a_bound_range_read_is_not_prepared_again_at_each_run() {
         kv.cas(&scope, &format!("k{i}"), None, entry).await.unwrap();
         let (reprepared, rows) = store
             .read("probe", move |conn| {
+                let scope: i64 =
+                    conn.query_row("SELECT id FROM durable_scopes WHERE scope = 's'", [], |r| {
+                        r.get(0)
+                    })?;
                 let mut st = conn.prepare_cached(
-                    "SELECT key FROM durable WHERE scope = ?1 AND idx1 >= ?2 AND idx1 < ?3 \
+                    "SELECT key FROM durable WHERE scope_id = ?1 AND idx1 >= ?2 AND idx1 < ?3 \
                      ORDER BY idx1, key LIMIT ?4",
                 )?;
                 let rows = st
-                    .query_map(params!["s", format!("a{:03}", i / 2), "b", 100i64], |r| {
+                    .query_map(params![scope, format!("a{:03}", i / 2), "b", 100i64], |r| {
                         r.get::<_, String>(0)
                     })?
                     .count();
@@ -55,13 +59,13 @@ async fn range_reads_are_ordered_by_their_index_without_a_sort() {
     for column in ["idx1", "idx2"] {
         let sql = format!(
             "EXPLAIN QUERY PLAN SELECT key, version, value, idx1, idx2 FROM durable \
-             WHERE scope = ?1 AND {column} >= ?2 AND {column} < ?3 ORDER BY {column}, key LIMIT ?4"
+             WHERE scope_id = ?1 AND {column} >= ?2 AND {column} < ?3 ORDER BY {column}, key LIMIT ?4"
         );
         let plan = store
             .read("plan", move |conn| {
                 let mut st = conn.prepare(&sql)?;
                 let rows =
-                    st.query_map(params!["s", "a", "b", 10i64], |r| r.get::<_, String>(3))?;
+                    st.query_map(params![1i64, "a", "b", 10i64], |r| r.get::<_, String>(3))?;
                 rows.collect::<Result<Vec<_>, _>>()
             })
             .await

@@ -296,6 +296,7 @@ async fn a_new_file_is_initialised_with_the_schema() {
         "checkpoints",
         "contacts",
         "durable",
+        "durable_scopes",
         "handoffs",
         "kv",
         "ledger",
@@ -310,11 +311,11 @@ async fn write_and_read_closures_reach_the_durable_table() {
     let version = store
         .write("durable_put", |tx| {
             tx.execute(
-                "INSERT INTO durable (scope, key, version, value, idx1) VALUES (?1, ?2, 1, ?3, ?4)",
-                rusqlite::params!["bot", "inbox/1", b"payload".to_vec(), "0001"],
+                "INSERT INTO durable (scope_id, key, version, value, idx1) VALUES (?1, ?2, 1, ?3, ?4)",
+                rusqlite::params![7, "inbox/1", b"payload".to_vec(), "0001"],
             )?;
             tx.query_row(
-                "SELECT version FROM durable WHERE scope = 'bot' AND key = 'inbox/1'",
+                "SELECT version FROM durable WHERE scope_id = 7 AND key = 'inbox/1'",
                 [],
                 |row| row.get::<_, i64>(0),
             )
@@ -325,7 +326,7 @@ async fn write_and_read_closures_reach_the_durable_table() {
     let value: Vec<u8> = store
         .read("durable_get", |conn| {
             conn.query_row(
-                "SELECT value FROM durable WHERE scope = 'bot' AND idx1 = '0001'",
+                "SELECT value FROM durable WHERE scope_id = 7 AND idx1 = '0001'",
                 [],
                 |row| row.get(0),
             )
@@ -501,7 +502,8 @@ async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
     );
 }
 
-/// The schema of version 1 (migration 1 as it shipped), with a journal row and a chat in it.
+/// The schema of version 1 (migration 1 as it shipped), with a chat, journal rows of two
+/// scopes and the version counter in it.
 fn schema_1_file(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -528,14 +530,16 @@ fn schema_1_file(path: &Path) {
          CREATE INDEX durable_scope_idx2 ON durable (scope, idx2);
          INSERT INTO chats VALUES ('c1', 0, 'Shop', 'en', 1, 2);
          INSERT INTO durable VALUES ('s', 'o/open', 3, x'01', 'o/pending/1', 'o/chat:1');
-         INSERT INTO durable VALUES ('s', 'o/sent', 4, x'02', 'o/sent/1', NULL);",
+         INSERT INTO durable VALUES ('s', 'o/sent', 4, x'02', 'o/sent/1', NULL);
+         INSERT INTO durable VALUES ('t', 'o/sent', 2, x'03', 'o/sent/2', NULL);
+         INSERT INTO durable VALUES (char(0) || 'botmesh:versions', 'last_version', 64, x'', NULL, NULL);",
     )
     .unwrap();
 }
 
 #[tokio::test]
 async fn a_schema_1_file_is_migrated_and_keeps_its_rows() {
-    use botmesh_durability::kv::{DurableKv, Index, Scope};
+    use botmesh_durability::kv::{CasOutcome, DurableKv, Entry, Index, Scope};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     schema_1_file(&path);
@@ -570,11 +574,11 @@ async fn a_schema_1_file_is_migrated_and_keeps_its_rows() {
         .unwrap();
     assert_eq!(indexes.len(), 2, "{indexes:?}");
     assert!(
-        indexes[0].contains("(scope, idx1, key) WHERE idx1 IS NOT NULL"),
+        indexes[0].contains("(scope_id, idx1, key) WHERE idx1 IS NOT NULL"),
         "{indexes:?}"
     );
     assert!(
-        indexes[1].contains("(scope, idx2, key) WHERE idx2 IS NOT NULL"),
+        indexes[1].contains("(scope_id, idx2, key) WHERE idx2 IS NOT NULL"),
         "{indexes:?}"
     );
     // The rows are still there and found through the new indexes.
@@ -590,10 +594,56 @@ async fn a_schema_1_file_is_migrated_and_keeps_its_rows() {
     let all = kv.range(&scope, Index::One, "o/", "o0", 10).await.unwrap();
     let keys: Vec<&str> = all.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(keys, ["o/open", "o/sent"]);
+    // Each scope keeps its own rows, under its own id.
+    let other = kv
+        .get(&Scope::custom("t"), "o/sent")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((other.version, other.value), (2, vec![3]));
+    assert_eq!(kv.get(&scope, "o/sent").await.unwrap().unwrap().value, [2]);
+    // The version counter kept its place (id 0): new versions come after every stored one,
+    // from the same row.
+    let new = Entry {
+        value: vec![4],
+        idx1: None,
+        idx2: None,
+    };
+    let written = kv.cas(&scope, "o/new", None, new.clone()).await.unwrap();
+    assert!(
+        matches!(written, CasOutcome::Ok { version } if version > 64),
+        "{written:?}"
+    );
+    // A scope the old file never had is registered at its first write.
+    let fresh = Scope::custom("u");
+    assert!(kv.get(&fresh, "o/new").await.unwrap().is_none());
+    kv.cas(&fresh, "o/new", None, new).await.unwrap();
+    assert_eq!(kv.get(&fresh, "o/new").await.unwrap().unwrap().value, [4]);
+    let (counters, scopes): (i64, Vec<(i64, String)>) = store
+        .read("scopes", |conn| {
+            let counters = conn.query_row(
+                "SELECT count(*) FROM durable WHERE key = 'last_version' AND scope_id = 0",
+                [],
+                |row| row.get(0),
+            )?;
+            let mut stmt = conn.prepare("SELECT id, scope FROM durable_scopes ORDER BY id")?;
+            let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            Ok((counters, rows.collect::<Result<_, _>>()?))
+        })
+        .await
+        .unwrap();
+    assert_eq!(counters, 1);
+    let named: Vec<(i64, &str)> = scopes.iter().map(|(id, s)| (*id, s.as_str())).collect();
+    assert_eq!(
+        named,
+        [(0, "\0botmesh:versions"), (1, "s"), (2, "t"), (3, "u")]
+    );
     // A second open finds the schema current and changes nothing.
     store.close().await.unwrap();
     let again = SqliteStore::connect(&path).await.unwrap();
     assert_eq!(again.chat("c1").await.unwrap().unwrap().id, "c1");
+    let kv = again.durability_kv();
+    assert_eq!(kv.get(&fresh, "o/new").await.unwrap().unwrap().value, [4]);
 }
 
 #[tokio::test]
@@ -841,5 +891,60 @@ async fn an_unwritable_folder_is_an_error_naming_the_file() {
         std::fs::read_dir(&folder).unwrap().count(),
         0,
         "nothing created"
+    );
+}
+
+/// A scope's first writes, made at the same moment, register it once: one write of its
+/// own before theirs, and one id they all use.
+#[tokio::test]
+async fn a_scope_is_registered_once_by_its_first_concurrent_writes() {
+    use botmesh_durability::kv::{CasOutcome, DurableKv, Entry, Scope};
+    let (store, _dir) = new_store().await;
+    let kv = store.durability_kv();
+    let before = store.write_stats().requests;
+    let writes = (0..20).map(|i| {
+        let kv = kv.clone();
+        tokio::spawn(async move {
+            let entry = Entry {
+                value: vec![i],
+                idx1: Some(format!("i/{i:02}")),
+                idx2: None,
+            };
+            kv.cas(&Scope::custom("bot"), &format!("k{i}"), None, entry)
+                .await
+        })
+    });
+    for write in writes.collect::<Vec<_>>() {
+        let outcome = write.await.unwrap().unwrap();
+        assert!(matches!(outcome, CasOutcome::Ok { .. }), "{outcome:?}");
+    }
+    assert_eq!(
+        store.write_stats().requests - before,
+        21,
+        "twenty writes and one registration"
+    );
+    let scope = Scope::custom("bot");
+    let listed = kv
+        .range(&scope, botmesh_durability::kv::Index::One, "i/", "i0", 100)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 20);
+    let ids: Vec<i64> = store
+        .read("scopes", |conn| {
+            let mut stmt = conn.prepare("SELECT id FROM durable_scopes WHERE scope = 'bot'")?;
+            let rows = stmt.query_map([], |row| row.get(0))?;
+            rows.collect()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    // Another scope of the same file has its own id and sees none of these rows.
+    let other = Scope::custom("other");
+    assert!(kv.get(&other, "k1").await.unwrap().is_none());
+    assert!(
+        kv.range(&other, botmesh_durability::kv::Index::One, "i/", "i0", 100)
+            .await
+            .unwrap()
+            .is_empty()
     );
 }

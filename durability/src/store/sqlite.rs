@@ -24,8 +24,9 @@
 //! [`SqliteStoreOptions::read_only`] (for example in a second process) never writes and
 //! never migrates.
 //!
-//! Besides the store's tables, migration 1 creates a `durable` table (`scope`, `key`,
-//! `version`, `value` BLOB, `idx1`, `idx2`) reserved for the durable journal, which reaches it
+//! Besides the store's tables, the migrations create a `durable` table (`scope_id`, `key`,
+//! `version`, `value` BLOB, `idx1`, `idx2`) and its `durable_scopes` (`id`, `scope`: the
+//! scope's text, stored once) reserved for the durable journal, which reaches them
 //! through `write` and `read`; the store's own code touches it only in `commit_step` (a flow
 //! step's journal operations in the transaction of its checkpoint, see
 //! [`StepCommit`](super::StepCommit)).
@@ -213,6 +214,8 @@ struct Conns {
     /// The writer thread; `None` for a read-only store.
     writer: Option<writer::WriterHandle>,
     readers: schema::ReaderPool,
+    /// The `durable_scopes` ids seen committed in the file (they never change once given).
+    scope_ids: durable::ScopeIds,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -600,6 +603,7 @@ impl SqliteStore {
             Conns {
                 writer: None,
                 readers: opened,
+                scope_ids: durable::ScopeIds::default(),
             }
         } else {
             let writer =
@@ -608,6 +612,7 @@ impl SqliteStore {
             Conns {
                 writer: Some(writer),
                 readers: schema::ReaderPool::new(path, options),
+                scope_ids: durable::ScopeIds::default(),
             }
         };
         *self.state() = Some(Arc::new(conns));

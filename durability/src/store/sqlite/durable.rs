@@ -11,17 +11,23 @@
 //! file (several processes on one host; [`DurableKv::shared_between_processes`] is `true`).
 //! An `Ok` means committed at the store's `synchronous` level (`FULL` by default: durable).
 //!
-//! Versions come from one counter row kept in the same table under a reserved scope
-//! (`"\0botmesh:versions"`, which [`Scope::new`] never produces; a [`Scope::custom`] id must
+//! A row names its scope by a small integer (`scope_id`), given by the `durable_scopes`
+//! table: the first write of a scope through a store registers it there in a write of its
+//! own, committed before the scope's first row is written, and the store keeps the ids it has
+//! seen (an id never changes once given). A read of a scope never registered finds nothing.
+//!
+//! Versions come from one counter row kept in the same table under a reserved scope (id 0,
+//! `"\0botmesh:versions"`, which [`Scope::new`] never produces; a [`Scope::custom`] id must
 //! not take it), bumped in the writing transaction,
 //! so a version is never given twice, also across processes and after delete + re-create.
 //! Index values are `TEXT` compared with SQLite's `BINARY` collation (bytewise UTF-8).
 //!
-//! It touches no other table, and it neither creates nor migrates the `durable` table: the
-//! store's migration 1 does.
+//! It touches no other table than `durable` and `durable_scopes`, and it neither creates nor
+//! migrates them: the store's migrations do.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -33,10 +39,88 @@ use crate::journal::KvDurability;
 use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
 use crate::store::StoreError;
 
-/// The scope of the version counter row. The ids of [`Scope::new`] never start with a NUL;
-/// a [`Scope::custom`] id must not be this one (it is reserved).
-const COUNTER_SCOPE: &str = "\0botmesh:versions";
+/// The scope id of the version counter row (`"\0botmesh:versions"` in `durable_scopes`). The
+/// ids of [`Scope::new`] never start with a NUL; a [`Scope::custom`] id must not be that one
+/// (it is reserved).
+const COUNTER_SCOPE_ID: i64 = 0;
 const COUNTER_KEY: &str = "last_version";
+
+/// The `durable_scopes` ids an open store has seen committed in its file, by scope id.
+#[derive(Debug, Default)]
+pub(super) struct ScopeIds {
+    ids: Mutex<HashMap<String, i64>>,
+    /// Held while a scope is registered: the writes that find it missing at the same moment
+    /// (a bot's first messages) wait for the one registration instead of each writing it.
+    registering: tokio::sync::Mutex<()>,
+}
+
+impl ScopeIds {
+    fn get(&self, scope: &str) -> Option<i64> {
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(scope)
+            .copied()
+    }
+
+    fn insert(&self, scope: &str, id: i64) {
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(scope.to_owned(), id);
+    }
+}
+
+/// Registers `scope` in `durable_scopes` (unless it is there) and returns its id.
+fn register_scope(tx: &Transaction<'_>, scope: &str) -> rusqlite::Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO durable_scopes (scope) VALUES (?1) ON CONFLICT (scope) DO NOTHING",
+    )?
+    .execute([scope])?;
+    tx.prepare_cached("SELECT id FROM durable_scopes WHERE scope = ?1")?
+        .query_row([scope], |row| row.get(0))
+}
+
+impl SqliteStore {
+    /// The id of `scope` in this store's file, registered (in a committed write of its own)
+    /// the first time a scope is written.
+    pub(super) async fn scope_id_to_write(&self, scope: &Scope) -> Result<i64, StoreError> {
+        let conns = self.conns()?;
+        if let Some(id) = conns.scope_ids.get(scope.id()) {
+            return Ok(id);
+        }
+        let _registering = conns.scope_ids.registering.lock().await;
+        if let Some(id) = conns.scope_ids.get(scope.id()) {
+            return Ok(id);
+        }
+        let name = scope.id().to_owned();
+        let id = self
+            .write("durable.scope", move |tx| register_scope(tx, &name))
+            .await?;
+        conns.scope_ids.insert(scope.id(), id);
+        Ok(id)
+    }
+
+    /// The id of `scope` in this store's file; `None` when no write ever registered it (the
+    /// scope then has no rows).
+    pub(super) async fn scope_id_to_read(&self, scope: &Scope) -> Result<Option<i64>, StoreError> {
+        if let Some(id) = self.conns()?.scope_ids.get(scope.id()) {
+            return Ok(Some(id));
+        }
+        let name = scope.id().to_owned();
+        let id = self
+            .read_statement("durable.scope", move |conn| {
+                conn.prepare_cached("SELECT id FROM durable_scopes WHERE scope = ?1")?
+                    .query_row([name], |row| row.get::<_, i64>(0))
+                    .optional()
+            })
+            .await?;
+        if let Some(id) = id {
+            self.conns()?.scope_ids.insert(scope.id(), id);
+        }
+        Ok(id)
+    }
+}
 
 /// A failure of the `durable` table, naming the database file once (a failed statement's
 /// [`StoreError::Query`] already names it, through [`SqliteQueryError`](super::SqliteQueryError)).
@@ -106,10 +190,14 @@ impl SqliteDurableKv {
         scope: &Scope,
         ops: Vec<KvOp>,
     ) -> Result<Vec<CasOutcome>, KvError> {
-        let scope = scope.id().to_owned();
+        let scope = self
+            .store
+            .scope_id_to_write(scope)
+            .await
+            .map_err(self.error(operation))?;
         self.store
             .write(operation, move |tx| {
-                ops.iter().map(|op| apply(tx, &scope, op)).collect()
+                ops.iter().map(|op| apply(tx, scope, op)).collect()
             })
             .await
             .map_err(self.error(operation))
@@ -135,10 +223,10 @@ fn to_version(v: i64) -> u64 {
 
 pub(super) fn current_version(
     tx: &Transaction<'_>,
-    scope: &str,
+    scope: i64,
     key: &str,
 ) -> rusqlite::Result<Option<u64>> {
-    tx.prepare_cached("SELECT version FROM durable WHERE scope = ?1 AND key = ?2")?
+    tx.prepare_cached("SELECT version FROM durable WHERE scope_id = ?1 AND key = ?2")?
         .query_row(params![scope, key], |row| row.get::<_, i64>(0))
         .optional()
         .map(|v| v.map(to_version))
@@ -167,9 +255,9 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
     }
     let bumped = tx
         .prepare_cached(
-            "UPDATE durable SET version = version + ?3 WHERE scope = ?1 AND key = ?2 RETURNING version",
+            "UPDATE durable SET version = version + ?3 WHERE scope_id = ?1 AND key = ?2 RETURNING version",
         )?
-        .query_row(params![COUNTER_SCOPE, COUNTER_KEY, VERSION_BLOCK], |row| {
+        .query_row(params![COUNTER_SCOPE_ID, COUNTER_KEY, VERSION_BLOCK], |row| {
             row.get::<_, i64>(0)
         })
         .optional()?;
@@ -182,8 +270,8 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
                 |row| row.get(0),
             )?;
             tx.execute(
-                "INSERT INTO durable (scope, key, version, value) VALUES (?1, ?2, ?3, x'')",
-                params![COUNTER_SCOPE, COUNTER_KEY, first],
+                "INSERT INTO durable (scope_id, key, version, value) VALUES (?1, ?2, ?3, x'')",
+                params![COUNTER_SCOPE_ID, COUNTER_KEY, first],
             )?;
             first
         }
@@ -198,7 +286,7 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
 /// changed the one row, else a conflict with the version found.
 fn settled(
     tx: &Transaction<'_>,
-    scope: &str,
+    scope: i64,
     key: &str,
     changed: usize,
     version: u64,
@@ -240,7 +328,7 @@ pub(super) fn distinct_keys(ops: &[KvOp]) -> bool {
 /// operation so reads nothing before writing.
 pub(super) fn first_conflict(
     tx: &Transaction<'_>,
-    scope: &str,
+    scope: i64,
     ops: &[KvOp],
 ) -> rusqlite::Result<Option<(usize, Option<u64>)>> {
     let conflict = |i: usize| -> rusqlite::Result<Option<(usize, Option<u64>)>> {
@@ -256,7 +344,7 @@ pub(super) fn first_conflict(
     Ok(None)
 }
 
-pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::Result<CasOutcome> {
+pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Result<CasOutcome> {
     // One statement decides and writes (the version check sits in its WHERE / ON CONFLICT);
     // the current version is read only to report a conflict.
     match op {
@@ -269,8 +357,8 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::R
             let Entry { value, idx1, idx2 } = entry;
             let written = tx
                 .prepare_cached(
-                    "INSERT INTO durable (scope, key, version, value, idx1, idx2)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope, key) DO NOTHING",
+                    "INSERT INTO durable (scope_id, key, version, value, idx1, idx2)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope_id, key) DO NOTHING",
                 )?
                 .execute(params![
                     scope,
@@ -292,7 +380,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::R
             let written = tx
                 .prepare_cached(
                     "UPDATE durable SET version = ?3, value = ?4, idx1 = ?5, idx2 = ?6
-                     WHERE scope = ?1 AND key = ?2 AND version = ?7",
+                     WHERE scope_id = ?1 AND key = ?2 AND version = ?7",
                 )?
                 .execute(params![
                     scope,
@@ -308,7 +396,7 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: &str, op: &KvOp) -> rusqlite::R
         KvOp::Delete { key, expected } => {
             let removed = tx
                 .prepare_cached(
-                    "DELETE FROM durable WHERE scope = ?1 AND key = ?2 AND version = ?3",
+                    "DELETE FROM durable WHERE scope_id = ?1 AND key = ?2 AND version = ?3",
                 )?
                 .execute(params![
                     scope,
@@ -332,11 +420,19 @@ fn versioned(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Versione
 #[async_trait]
 impl DurableKv for SqliteDurableKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        let (scope, key) = (scope.id().to_owned(), key.to_owned());
+        let Some(scope) = self
+            .store
+            .scope_id_to_read(scope)
+            .await
+            .map_err(self.error("get"))?
+        else {
+            return Ok(None);
+        };
+        let key = key.to_owned();
         self.store
             .read_statement("durable.get", move |conn| {
                 conn.prepare_cached(
-                    "SELECT version, value, idx1, idx2 FROM durable WHERE scope = ?1 AND key = ?2",
+                    "SELECT version, value, idx1, idx2 FROM durable WHERE scope_id = ?1 AND key = ?2",
                 )?
                 .query_row(params![scope, key], |row| versioned(row, 0))
                 .optional()
@@ -382,14 +478,22 @@ impl DurableKv for SqliteDurableKv {
         let sql = match index {
             Index::One => {
                 "SELECT key, version, value, idx1, idx2 FROM durable
-                 WHERE scope = ?1 AND idx1 >= ?2 AND idx1 < ?3 ORDER BY idx1, key LIMIT ?4"
+                 WHERE scope_id = ?1 AND idx1 >= ?2 AND idx1 < ?3 ORDER BY idx1, key LIMIT ?4"
             }
             Index::Two => {
                 "SELECT key, version, value, idx1, idx2 FROM durable
-                 WHERE scope = ?1 AND idx2 >= ?2 AND idx2 < ?3 ORDER BY idx2, key LIMIT ?4"
+                 WHERE scope_id = ?1 AND idx2 >= ?2 AND idx2 < ?3 ORDER BY idx2, key LIMIT ?4"
             }
         };
-        let (scope, from, to) = (scope.id().to_owned(), from.to_owned(), to.to_owned());
+        let Some(scope) = self
+            .store
+            .scope_id_to_read(scope)
+            .await
+            .map_err(self.error("range"))?
+        else {
+            return Ok(Vec::new());
+        };
+        let (from, to) = (from.to_owned(), to.to_owned());
         let rows = limit;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.store

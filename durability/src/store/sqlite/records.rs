@@ -322,10 +322,10 @@ fn without_json(step: &StepCommit) -> StepCommit {
 fn commit_step_in(
     tx: &Transaction<'_>,
     step: &StepCommit,
+    scope: i64,
     state: Option<&str>,
     contents: &[String],
 ) -> rusqlite::Result<StepCommitOutcome> {
-    let scope = step.scope.id();
     let checked = durable::distinct_keys(&step.journal);
     if checked {
         if let Some((op, current)) = durable::first_conflict(tx, scope, &step.journal)? {
@@ -652,9 +652,16 @@ impl Store for SqliteStore {
             .iter()
             .map(|e| encode("commit_step", &e.content))
             .collect::<Result<Vec<_>, _>>()?;
+        // The journal's scope is registered once per store, before its first step (a
+        // step without journal operations writes no `durable` row).
+        let scope = if step.journal.is_empty() {
+            0
+        } else {
+            self.scope_id_to_write(&step.scope).await?
+        };
         let step = without_json(step);
         self.write("commit_step", move |tx| {
-            commit_step_in(tx, &step, state.as_deref(), &contents)
+            commit_step_in(tx, &step, scope, state.as_deref(), &contents)
         })
         .await
     }

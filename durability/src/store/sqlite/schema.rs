@@ -27,7 +27,8 @@ use crate::store::StoreError;
 /// The value of `application` in `botmesh_meta`.
 const APPLICATION: &str = "botmesh";
 
-/// Migration 1: the store's tables, and the `durable` table reserved for the durable journal.
+/// Migration 1: the store's tables, and the `durable` table reserved for the durable journal
+/// (its scope became an id in migration 3).
 ///
 /// `durable` belongs to the journal (`KvDurability` over this file), not to the `Store`: one
 /// row per `(scope, key)` with a compare-and-set `version`, an opaque `value` and two
@@ -110,8 +111,44 @@ CREATE INDEX durable_scope_idx1 ON durable (scope, idx1, key) WHERE idx1 IS NOT 
 CREATE INDEX durable_scope_idx2 ON durable (scope, idx2, key) WHERE idx2 IS NOT NULL;
 ";
 
+/// Migration 3: the `durable` table names its scope by a small integer, `scope_id`, given
+/// by the new `durable_scopes` table, instead of repeating the scope's text (28 bytes for a
+/// bot's default scope) in every row and in every entry of its three indexes.
+///
+/// The key index and the `idx1` index take their inserts at random places, so a group
+/// commit rewrites most of their leaf pages: halving their entries halves the pages a
+/// commit writes for them (the shop benchmark: 3.4 pages of WAL per message before, 2.9
+/// after). Id 0 is the version counter's reserved scope; the others are given in order of
+/// first use ([`SqliteDurableKv`](super::SqliteDurableKv) registers a scope, in a write of its
+/// own, before its first write).
+const MIGRATION_3: &str = "
+CREATE TABLE durable_scopes (
+    id    INTEGER PRIMARY KEY NOT NULL,
+    scope TEXT NOT NULL UNIQUE
+);
+INSERT INTO durable_scopes (id, scope) VALUES (0, char(0) || 'botmesh:versions');
+INSERT INTO durable_scopes (scope)
+    SELECT DISTINCT scope FROM durable WHERE scope <> char(0) || 'botmesh:versions' ORDER BY scope;
+CREATE TABLE durable_by_scope_id (
+    scope_id INTEGER NOT NULL,
+    key      TEXT NOT NULL,
+    version  INTEGER NOT NULL,
+    value    BLOB NOT NULL,
+    idx1     TEXT,
+    idx2     TEXT,
+    PRIMARY KEY (scope_id, key)
+);
+INSERT INTO durable_by_scope_id (scope_id, key, version, value, idx1, idx2)
+    SELECT s.id, d.key, d.version, d.value, d.idx1, d.idx2
+    FROM durable d JOIN durable_scopes s ON s.scope = d.scope ORDER BY d.rowid;
+DROP TABLE durable;
+ALTER TABLE durable_by_scope_id RENAME TO durable;
+CREATE INDEX durable_scope_idx1 ON durable (scope_id, idx1, key) WHERE idx1 IS NOT NULL;
+CREATE INDEX durable_scope_idx2 ON durable (scope_id, idx2, key) WHERE idx2 IS NOT NULL;
+";
+
 /// Every migration, in order.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// The schema version this build writes: the number of migrations.
 pub(super) const SUPPORTED: i64 = MIGRATIONS.len() as i64;
