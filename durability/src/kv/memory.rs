@@ -18,7 +18,6 @@
 //! re-created key never gets a version it had before.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -439,8 +438,23 @@ impl ScopeData {
 
 #[derive(Default)]
 struct Shared {
-    scopes: Mutex<HashMap<String, ScopeData, foldhash::fast::RandomState>>,
-    versions: AtomicU64,
+    state: Mutex<State>,
+}
+
+/// Everything a [`MemoryKv`] holds, under its one lock.
+#[derive(Default)]
+struct State {
+    scopes: HashMap<String, ScopeData, foldhash::fast::RandomState>,
+    /// The last version given (to any key of any scope). Taken under the lock a write holds
+    /// anyway, rather than from an atomic counter the workers' cores would pass between them
+    /// at every write.
+    last_version: u64,
+}
+
+/// The next version after `last`, which it becomes.
+fn next_version(last: &mut u64) -> u64 {
+    *last += 1;
+    *last
 }
 
 /// An in-memory [`DurableKv`]; `Clone` shares the same data.
@@ -461,27 +475,30 @@ impl MemoryKv {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, ScopeData, foldhash::fast::RandomState>> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied write (each write is
         // computed before it is applied), so a poisoned lock is still consistent.
         self.shared
-            .scopes
+            .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `f` on the data of `scope`, created on first use (the lookup of an existing scope
-    /// allocates nothing).
-    fn with_scope<T>(&self, scope: &Scope, f: impl FnOnce(&mut ScopeData) -> T) -> T {
-        let mut scopes = self.lock();
+    /// allocates nothing), with the last version given.
+    fn with_scope<T>(&self, scope: &Scope, f: impl FnOnce(&mut ScopeData, &mut u64) -> T) -> T {
+        let mut state = self.lock();
+        let State {
+            scopes,
+            last_version,
+        } = &mut *state;
         if let Some(data) = scopes.get_mut(scope.id()) {
-            return f(data);
+            return f(data, last_version);
         }
-        f(scopes.entry(scope.id().to_owned()).or_default())
-    }
-
-    fn next_version(&self) -> u64 {
-        self.shared.versions.fetch_add(1, Ordering::Relaxed) + 1
+        f(
+            scopes.entry(scope.id().to_owned()).or_default(),
+            last_version,
+        )
     }
 
     /// A compare-and-set of bytes or of a record.
@@ -492,8 +509,9 @@ impl MemoryKv {
         expected: Option<u64>,
         entry: NewValue,
     ) -> CasOutcome {
-        let version = self.next_version();
-        self.with_scope(scope, |data| data.apply_cas(key, expected, entry, version))
+        self.with_scope(scope, |data, last| {
+            data.apply_cas(key, expected, entry, next_version(last))
+        })
     }
 
     /// The entries whose `index` value is in `from..to`, in (value, key) order, at most
@@ -510,8 +528,8 @@ impl MemoryKv {
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut scopes = self.lock();
-        let Some(data) = scopes.get_mut(scope.id()) else {
+        let mut state = self.lock();
+        let Some(data) = state.scopes.get_mut(scope.id()) else {
             return Ok(Vec::new());
         };
         let ScopeData {
@@ -533,7 +551,10 @@ impl MemoryKv {
 
     /// How many entries a scope holds (for tests).
     pub fn len(&self, scope: &Scope) -> usize {
-        self.lock().get(scope.id()).map_or(0, |s| s.entries.len())
+        self.lock()
+            .scopes
+            .get(scope.id())
+            .map_or(0, |s| s.entries.len())
     }
 
     /// Whether a scope holds no entry.
@@ -546,6 +567,7 @@ impl MemoryKv {
 impl DurableKv for MemoryKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.lock()
+            .scopes
             .get(scope.id())
             .and_then(|s| s.entries.get(key))
             .map(|stored| stored.versioned("get"))
@@ -559,6 +581,7 @@ impl DurableKv for MemoryKv {
     ) -> Result<Option<VersionedValue>, KvError> {
         Ok(self
             .lock()
+            .scopes
             .get(scope.id())
             .and_then(|s| s.entries.get(key).map(Stored::versioned_value)))
     }
@@ -618,16 +641,19 @@ impl DurableKv for MemoryKv {
         key: &str,
         update: &mut dyn RecordUpdate,
     ) -> Option<Result<RecordUpdated, KvError>> {
-        let version = self.next_version();
-        let mut scopes = self.lock();
+        let mut state = self.lock();
+        let State {
+            scopes,
+            last_version,
+        } = &mut *state;
         Some(match scopes.get_mut(scope.id()) {
-            Some(data) => data.apply_update(key, update, version),
+            Some(data) => data.apply_update(key, update, next_version(last_version)),
             None => Ok(RecordUpdated::Missing),
         })
     }
 
     async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        Ok(self.with_scope(scope, |data| data.apply_delete(key, expected)))
+        Ok(self.with_scope(scope, |data, _| data.apply_delete(key, expected)))
     }
 
     async fn range(
@@ -663,16 +689,14 @@ impl DurableKv for MemoryKv {
     }
 
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
-        let versions: Vec<u64> = ops.iter().map(|_| self.next_version()).collect();
-        Ok(self.with_scope(scope, |data| {
+        Ok(self.with_scope(scope, |data, last| {
             ops.into_iter()
-                .zip(versions)
-                .map(|(op, version)| match op {
+                .map(|op| match op {
                     KvOp::Cas {
                         key,
                         expected,
                         entry,
-                    } => data.apply_cas(&key, expected, entry.into(), version),
+                    } => data.apply_cas(&key, expected, entry.into(), next_version(last)),
                     KvOp::Delete { key, expected } => data.apply_delete(&key, expected),
                 })
                 .collect()
