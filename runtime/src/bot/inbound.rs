@@ -281,16 +281,11 @@ pub(crate) async fn process_message(
     }
     let inbound_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     let chat = m.chat.clone();
-    let kernel = k.clone();
-    // Renewed while the job waits behind the chat's earlier messages.
-    let waiting = durable::waiting::WaitingLeases::enter(k, lease.as_ref());
-    k.queues.push(
-        &chat,
+    queue_job(k, &chat, lease, move |waiting| {
         Box::pin(async move {
-            if let Some(w) = waiting {
-                w.started();
-            }
-            let slot = lease.map(durable::inbound::LeaseSlot::new);
+            let (Some(kernel), slot) = waiting.start() else {
+                return;
+            };
             extras.lease = slot.clone();
             let work = async {
                 let ctx =
@@ -307,8 +302,8 @@ pub(crate) async fn process_message(
                     work.await;
                 }
             }
-        }),
-    );
+        })
+    });
     Accepted::Queued
 }
 
@@ -351,16 +346,11 @@ pub(crate) async fn process_interaction(
 ) -> Accepted {
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &format!("interaction:{}", i.id));
     let chat = i.chat.clone();
-    let kernel = k.clone();
-    // Renewed while the job waits behind the chat's earlier messages.
-    let waiting = durable::waiting::WaitingLeases::enter(k, lease.as_ref());
-    k.queues.push(
-        &chat,
+    queue_job(k, &chat, lease, move |waiting| {
         Box::pin(async move {
-            if let Some(w) = waiting {
-                w.started();
-            }
-            let slot = lease.map(durable::inbound::LeaseSlot::new);
+            let (Some(kernel), slot) = waiting.start() else {
+                return;
+            };
             extras.lease = slot.clone();
             let work = async {
                 let ctx =
@@ -379,9 +369,28 @@ pub(crate) async fn process_interaction(
                     work.await;
                 }
             }
-        }),
-    );
+        })
+    });
     Accepted::Queued
+}
+
+/// Queues the job `make` builds in `chat`'s queue, holding its `lease` (see
+/// [`durable::waiting`]): the lease is renewed while the job waits behind the chat's earlier
+/// work, and given back if the job is dropped unstarted.
+fn queue_job(
+    k: &Arc<Kernel>,
+    chat: &ChatId,
+    lease: Option<InboxLease>,
+    make: impl FnOnce(durable::waiting::Waiting) -> crate::bot::routes::BoxFuture<()>,
+) {
+    let slot = lease.map(durable::inbound::LeaseSlot::new);
+    let register = slot.clone();
+    let job = make(durable::waiting::Waiting::new(k.clone(), slot));
+    k.queues.push_behind(chat, job, || {
+        if let (Some(slot), Some(dur)) = (&register, k.durable.as_ref()) {
+            dur.waiting.register(slot);
+        }
+    });
 }
 
 /// The context factory: resolves the language and builds the `Ctx`.

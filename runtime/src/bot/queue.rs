@@ -78,13 +78,28 @@ pub(crate) struct ChatQueues {
 impl ChatQueues {
     /// Appends `job` to the chat's queue; it runs after every job queued before it for that chat.
     pub(crate) fn push(&self, chat: &ChatId, job: BoxFuture<()>) {
+        self.push_behind(chat, job, || {});
+    }
+
+    /// As [`push`](Self::push), calling `queued_behind` first when the job goes behind work
+    /// of its chat (a worker runs, the job waits its turn), before the worker can take it;
+    /// not when the job starts a worker of its own.
+    pub(crate) fn push_behind(
+        &self,
+        chat: &ChatId,
+        job: BoxFuture<()>,
+        queued_behind: impl FnOnce(),
+    ) {
         let guard = self.tracker.begin();
         let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         let job = match workers.get(chat) {
-            Some(w) => match w.tx.send((job, guard)) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(job)) => job,
-            },
+            Some(w) => {
+                queued_behind();
+                match w.tx.send((job, guard)) {
+                    Ok(()) => return,
+                    Err(mpsc::error::SendError(job)) => job,
+                }
+            }
             None => (job, guard),
         };
         let (tx, rx) = mpsc::unbounded_channel();

@@ -19,7 +19,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use botmesh_durability::StepCommitted;
@@ -164,18 +164,26 @@ async fn journal_with_rows(
 
 /// The lease of the inbound record a dispatch runs for, shared by its context and
 /// [`run_leased`]: a persistent flow step that completed the record in its own transaction
-/// marks it settled, and `run_leased` then leaves it alone.
+/// marks it settled, and `run_leased` then leaves it alone. While its job waits behind
+/// another of its chat, the slot also holds its ticket among the
+/// [`WaitingLeases`](super::waiting::WaitingLeases).
 #[derive(Debug)]
 pub(crate) struct LeaseSlot {
     pub(crate) lease: InboxLease,
     settled: AtomicBool,
+    /// The ticket of its registration as a waiting lease; [`NOT_WAITING`] when none.
+    waiting: AtomicU64,
 }
+
+/// [`LeaseSlot::waiting`] when the lease is not registered as waiting.
+const NOT_WAITING: u64 = u64::MAX;
 
 impl LeaseSlot {
     pub(crate) fn new(lease: InboxLease) -> Arc<Self> {
         Arc::new(Self {
             lease,
             settled: AtomicBool::new(false),
+            waiting: AtomicU64::new(NOT_WAITING),
         })
     }
 
@@ -186,6 +194,17 @@ impl LeaseSlot {
 
     pub(crate) fn is_settled(&self) -> bool {
         self.settled.load(Ordering::SeqCst)
+    }
+
+    /// The lease was registered as waiting under `ticket`.
+    pub(crate) fn waiting_as(&self, ticket: u64) {
+        self.waiting.store(ticket, Ordering::SeqCst);
+    }
+
+    /// The job starts (or is dropped): the ticket of its waiting registration, if it has one.
+    pub(crate) fn started(&self) -> Option<u64> {
+        let ticket = self.waiting.swap(NOT_WAITING, Ordering::SeqCst);
+        (ticket != NOT_WAITING).then_some(ticket)
     }
 }
 

@@ -8,109 +8,133 @@
 //! attempt and run it a second time, and after `inbox.max_attempts` such waits dead-letter a
 //! message that was handled.
 //!
-//! So a queued job registers its lease here ([`WaitingLeases::enter`]) until it starts (or is
-//! dropped), and the lease keeper ([`keep`]) renews, every third of the lease, each lease that
-//! has waited that long since its last renewal. The lease of a job dropped unstarted (a
+//! So a job queued behind another job of its chat registers its lease here
+//! ([`WaitingLeases::register`], called by the queue as it appends the job) until it starts,
+//! and the lease keeper ([`keep`]) renews, every third of the lease, each lease that has waited
+//! that long since its last renewal. A job that starts a worker of its own (its chat had no
+//! work) is not registered: it waits only for tokio to poll its new task, as any heartbeat
+//! does. Every queued job holds a [`Waiting`] guard: the lease of a job dropped unstarted (a
 //! `stop()` without drain drops the queued jobs) is kept aside and given back to the journal
 //! by [`release_dropped`] when the bot stops, so that a restart replays the message at once
-//! rather than after the lease ran out. Leases of jobs that start at once are never
-//! renewed: the registration is one map insert and one removal. It does not renew the leases
-//! of running jobs (their heartbeat does) and does not touch the queue.
+//! rather than after the lease ran out. It does not renew the leases of running jobs (their
+//! heartbeat does) and does not touch the queue.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use botmesh_durability::InboxLease;
 use tokio::time::Instant;
 
 use crate::bot::kernel::Kernel;
+use crate::durable::inbound::LeaseSlot;
 
 /// A lease waiting in a queue, and when it was last taken or renewed.
 #[derive(Debug)]
 struct Entry {
-    lease: InboxLease,
+    slot: Arc<LeaseSlot>,
     since: Instant,
 }
 
-/// The leases of the queued jobs of one bot (see the module documentation).
+/// The registered leases and the next ticket.
+#[derive(Debug, Default)]
+struct Registered {
+    next: u64,
+    leases: BTreeMap<u64, Entry>,
+}
+
+/// The leases of the jobs queued behind another job of their chat, for one bot (see the
+/// module documentation).
 #[derive(Debug, Default)]
 pub(crate) struct WaitingLeases {
-    next: AtomicU64,
-    leases: Mutex<BTreeMap<u64, Entry>>,
+    registered: Mutex<Registered>,
     /// Leases of jobs dropped before they started.
     dropped: Mutex<Vec<InboxLease>>,
 }
 
 impl WaitingLeases {
-    fn leases(&self) -> MutexGuard<'_, BTreeMap<u64, Entry>> {
-        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    fn registered(&self) -> MutexGuard<'_, Registered> {
+        self.registered.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers `lease` for a job about to be queued; the returned ticket removes it when the
-    /// job starts ([`Waiting::started`], first thing) or is dropped unrun (the lease is then
-    /// kept for [`release_dropped`]). `None` without a lease.
-    pub(crate) fn enter(k: &Arc<Kernel>, lease: Option<&InboxLease>) -> Option<Waiting> {
-        let (dur, lease) = (k.durable.as_ref()?, lease?);
-        let ticket = dur.waiting.next.fetch_add(1, Ordering::Relaxed);
-        dur.waiting.leases().insert(
+    /// Registers the lease of `slot`, whose job is being queued behind another job of its
+    /// chat: renewed by [`keep`] until the job starts ([`Waiting::start`] removes it).
+    pub(crate) fn register(&self, slot: &Arc<LeaseSlot>) {
+        let mut registered = self.registered();
+        let ticket = registered.next;
+        registered.next += 1;
+        registered.leases.insert(
             ticket,
             Entry {
-                lease: lease.clone(),
+                slot: Arc::clone(slot),
                 since: Instant::now(),
             },
         );
-        Some(Waiting {
-            kernel: Arc::downgrade(k),
-            ticket,
-            started: false,
-        })
+        slot.waiting_as(ticket);
+    }
+
+    /// Removes the registration `ticket`, if it is still there.
+    fn remove(&self, ticket: u64) {
+        self.registered().leases.remove(&ticket);
     }
 
     /// The leases that waited `every` since they were taken or last renewed.
     fn due(&self, every: Duration) -> Vec<(u64, InboxLease)> {
         let now = Instant::now();
-        self.leases()
+        self.registered()
+            .leases
             .iter()
             .filter(|(_, e)| now.duration_since(e.since) >= every)
-            .map(|(ticket, e)| (*ticket, e.lease.clone()))
+            .map(|(ticket, e)| (*ticket, e.slot.lease.clone()))
             .collect()
     }
 }
 
-/// A queued job's registration in [`WaitingLeases`]: removed when the job starts; dropped
-/// before that, its lease is kept for [`release_dropped`].
-#[derive(Debug)]
+/// A queued job's hold on its kernel and inbound lease until it starts: dropped unstarted
+/// (its queue was dropped at `stop()`), it keeps the lease for [`release_dropped`].
 pub(crate) struct Waiting {
-    kernel: Weak<Kernel>,
-    ticket: u64,
-    started: bool,
+    kernel: Option<Arc<Kernel>>,
+    slot: Option<Arc<LeaseSlot>>,
 }
 
 impl Waiting {
-    /// The job starts: its own heartbeat keeps the lease from now on.
-    pub(crate) fn started(mut self) {
-        self.started = true;
+    /// The hold of a job of `kernel` on `slot` (`None` without durability).
+    pub(crate) fn new(kernel: Arc<Kernel>, slot: Option<Arc<LeaseSlot>>) -> Self {
+        Self {
+            kernel: Some(kernel),
+            slot,
+        }
+    }
+
+    /// The job starts: its lease leaves the waiting ones (its own heartbeat keeps it from
+    /// now on). Returns what the job runs with.
+    pub(crate) fn start(mut self) -> (Option<Arc<Kernel>>, Option<Arc<LeaseSlot>>) {
+        let (kernel, slot) = (self.kernel.take(), self.slot.take());
+        if let (Some(k), Some(ticket)) = (&kernel, slot.as_ref().and_then(|s| s.started())) {
+            if let Some(dur) = k.durable.as_ref() {
+                dur.waiting.remove(ticket);
+            }
+        }
+        (kernel, slot)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let Some(k) = self.kernel.upgrade() else {
+        let (Some(k), Some(slot)) = (self.kernel.take(), self.slot.take()) else {
             return;
         };
         let Some(dur) = k.durable.as_ref() else {
             return;
         };
-        let entry = dur.waiting.leases().remove(&self.ticket);
-        if let (false, Some(entry)) = (self.started, entry) {
-            dur.waiting
-                .dropped
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(entry.lease);
+        if let Some(ticket) = slot.started() {
+            dur.waiting.remove(ticket);
         }
+        dur.waiting
+            .dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(slot.lease.clone());
     }
 }
 
@@ -137,7 +161,7 @@ pub(crate) async fn release_dropped(k: &Kernel) {
 
 /// The lease keeper: every third of `inbox.lease`, renews the leases that waited that long,
 /// until the bot is gone.
-pub(crate) async fn keep(kernel: Weak<Kernel>) {
+pub(crate) async fn keep(kernel: std::sync::Weak<Kernel>) {
     let every = match kernel
         .upgrade()
         .and_then(|k| k.durable.as_ref().map(|d| d.d.config().inbox.lease))
@@ -153,12 +177,12 @@ pub(crate) async fn keep(kernel: Weak<Kernel>) {
         };
         for (ticket, lease) in dur.waiting.due(every) {
             // The job may have started meanwhile: its own heartbeat has it then.
-            if !dur.waiting.leases().contains_key(&ticket) {
+            if !dur.waiting.registered().leases.contains_key(&ticket) {
                 continue;
             }
             match dur.d.inbox().heartbeat(&lease).await {
                 Ok(_) => {
-                    if let Some(entry) = dur.waiting.leases().get_mut(&ticket) {
+                    if let Some(entry) = dur.waiting.registered().leases.get_mut(&ticket) {
                         entry.since = Instant::now();
                     }
                 }
@@ -167,7 +191,7 @@ pub(crate) async fn keep(kernel: Weak<Kernel>) {
                 }
                 Err(e) => {
                     tracing::warn!(id = %lease.id, error = %e, "a queued message's lease is gone");
-                    dur.waiting.leases().remove(&ticket);
+                    dur.waiting.remove(ticket);
                 }
             }
         }
