@@ -157,8 +157,7 @@ async fn run(args: Args) -> Result<(), BotError> {
     bot.run().await
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     tracing_subscriber_init();
     let args = match parse() {
         Ok(a) => a,
@@ -169,7 +168,17 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(args).await {
+    // As the shop demo: the SQLite store's writer thread gets a core of its own (see
+    // `SqliteStore::worker_threads_beside_writer`).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(SqliteStore::worker_threads_beside_writer())
+        .enable_all()
+        .build();
+    let result = match runtime {
+        Ok(rt) => rt.block_on(run(args)).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("tokio runtime: {e}")),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("crashbot: {e}");
