@@ -45,7 +45,8 @@ use crate::store::StoreError;
 const COUNTER_SCOPE_ID: i64 = 0;
 const COUNTER_KEY: &str = "last_version";
 
-/// The `durable_scopes` ids an open store has seen committed in its file, by scope id.
+/// The `durable_scopes` ids an open store has seen committed in its file, keyed by the
+/// scope's text ([`Scope::id`]).
 #[derive(Debug, Default)]
 pub(super) struct ScopeIds {
     ids: Mutex<HashMap<String, i64>>,
