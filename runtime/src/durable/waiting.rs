@@ -78,6 +78,13 @@ impl WaitingLeases {
         self.registered().leases.remove(&ticket);
     }
 
+    /// The job of `slot` starts or is dropped: its registration, if it has one, goes.
+    fn leave(&self, slot: &LeaseSlot) {
+        if let Some(ticket) = slot.started() {
+            self.remove(ticket);
+        }
+    }
+
     /// The leases that waited `every` since they were taken or last renewed.
     fn due(&self, every: Duration) -> Vec<(u64, InboxLease)> {
         let now = Instant::now();
@@ -110,10 +117,8 @@ impl Waiting {
     /// now on). Returns what the job runs with.
     pub(crate) fn start(mut self) -> (Option<Arc<Kernel>>, Option<Arc<LeaseSlot>>) {
         let (kernel, slot) = (self.kernel.take(), self.slot.take());
-        if let (Some(k), Some(ticket)) = (&kernel, slot.as_ref().and_then(|s| s.started())) {
-            if let Some(dur) = k.durable.as_ref() {
-                dur.waiting.remove(ticket);
-            }
+        if let (Some(dur), Some(slot)) = (kernel.as_ref().and_then(|k| k.durable.as_ref()), &slot) {
+            dur.waiting.leave(slot);
         }
         (kernel, slot)
     }
@@ -127,9 +132,7 @@ impl Drop for Waiting {
         let Some(dur) = k.durable.as_ref() else {
             return;
         };
-        if let Some(ticket) = slot.started() {
-            dur.waiting.remove(ticket);
-        }
+        dur.waiting.leave(&slot);
         dur.waiting
             .dropped
             .lock()

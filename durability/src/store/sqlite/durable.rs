@@ -185,6 +185,18 @@ impl SqliteDurableKv {
         }
     }
 
+    /// The id of `scope` for a read; `None` when the scope has no rows (never registered).
+    async fn scope_to_read(
+        &self,
+        scope: &Scope,
+        operation: &'static str,
+    ) -> Result<Option<i64>, KvError> {
+        self.store
+            .scope_id_to_read(scope)
+            .await
+            .map_err(self.error(operation))
+    }
+
     async fn write_ops(
         &self,
         operation: &'static str,
@@ -421,12 +433,7 @@ fn versioned(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Versione
 #[async_trait]
 impl DurableKv for SqliteDurableKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        let Some(scope) = self
-            .store
-            .scope_id_to_read(scope)
-            .await
-            .map_err(self.error("get"))?
-        else {
+        let Some(scope) = self.scope_to_read(scope, "get").await? else {
             return Ok(None);
         };
         let key = key.to_owned();
@@ -486,12 +493,7 @@ impl DurableKv for SqliteDurableKv {
                  WHERE scope_id = ?1 AND idx2 >= ?2 AND idx2 < ?3 ORDER BY idx2, key LIMIT ?4"
             }
         };
-        let Some(scope) = self
-            .store
-            .scope_id_to_read(scope)
-            .await
-            .map_err(self.error("range"))?
-        else {
+        let Some(scope) = self.scope_to_read(scope, "range").await? else {
             return Ok(Vec::new());
         };
         let (from, to) = (from.to_owned(), to.to_owned());
