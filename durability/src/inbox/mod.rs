@@ -132,9 +132,11 @@ impl JournalRecord for InboundRecord {
         index::idx1(RecordKind::Inbound, self.state.as_str(), ms, &self.id)
     }
 
+    /// None: an inbound record is found by its id and its state, never by its chat's range
+    /// (replays sort by `seq`; [`Inbox::open_for_chat`] scans the open states), so its
+    /// writes keep no per-chat index.
     fn idx2(&self) -> Option<String> {
-        let open = matches!(self.state, InboxState::Pending | InboxState::Processing);
-        open.then(|| index::idx2(RecordKind::Inbound, &self.chat, self.seq, 0))
+        None
     }
 
     fn is_open(&self) -> bool {
@@ -373,25 +375,33 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
             .collect())
     }
 
-    /// The open (pending or processing) records of a chat, in arrival order.
+    /// The open (pending or processing) records of a chat, in arrival order, at most
+    /// `limit`. An operator's query: it scans every open record (inbound records keep no
+    /// per-chat index, which would cost every message two index writes), so its cost grows
+    /// with the backlog, not with the chat.
     pub async fn open_for_chat(
         &self,
         chat: &str,
         limit: usize,
     ) -> Result<Vec<InboundRecord>, DurabilityError> {
-        let (from, to) = index::chat_range(RecordKind::Inbound, chat);
-        let raw = self
-            .d
-            .range_idx2_raw(RecordKind::Inbound, &from, &to, limit)
-            .await?;
-        let mut out = Vec::with_capacity(raw.len());
-        for r in raw {
-            if let Some(id) = index::id_of(RecordKind::Inbound, &r.key)
-                && let Ok(Some(rec)) = self.get(id).await
-            {
-                out.push(rec);
+        let mut out = Vec::new();
+        for state in [InboxState::Pending, InboxState::Processing] {
+            let (mut cursor, to) = index::state_range(RecordKind::Inbound, state.as_str());
+            loop {
+                let (page, next) = self.d.scan_page::<InboundRecord>(&cursor, &to, 256).await?;
+                out.extend(
+                    page.into_iter()
+                        .map(|l| l.record)
+                        .filter(|r| r.chat == chat),
+                );
+                match next {
+                    Some(next) => cursor = next,
+                    None => break,
+                }
             }
         }
+        out.sort_by_key(|r| r.seq);
+        out.truncate(limit);
         Ok(out)
     }
 

@@ -4,12 +4,14 @@
 //! | --- | --- |
 //! | key | `i/<inbound id>` or `o/<outbox key>` |
 //! | `idx1` (due-time order) | `<i\|o>/<state>/<16-digit ms>/<id>`: the ms is the due time (pending, failed), the lease expiry (processing, sending) or the last update (done, sent, dead, unknown, quarantine) |
-//! | `idx2` (per-chat order) | `<i\|o>/<chat length, 8 hex>:<chat>:<20-digit seq>.<4-digit part>`, only while the record is open (pending, failed, processing, sending) |
+//! | `idx2` (per-chat order of sends) | `o/<chat length, 8 hex>:<chat>:<20-digit seq>.<4-digit part>`, only while the send is open (pending, failed, sending); inbound records have none |
 //!
 //! `idx1` ends with the id so every value is unique and a scan can resume after the last value
-//! it saw. `idx2` being present only on open records makes "is an earlier send of this chat still
+//! it saw. `idx2` being present only on open sends makes "is an earlier send of this chat still
 //! waiting?" a one-row range query. The chat is length-prefixed, so a chat id that contains `:`
-//! cannot run into another chat's range.
+//! cannot run into another chat's range. Inbound records need no such query (a replay sorts
+//! the due records by their `seq`), so their writes keep no `idx2`: two index writes less per
+//! message on every backend.
 
 use crate::operating::RecordKind;
 

@@ -12,7 +12,7 @@ use crate::error::DurabilityError;
 use crate::inbox::{InboxJournalClaim, InboxState, NewInbound};
 use crate::journal::{KvDurability, index};
 use crate::keys::SendKey;
-use crate::kv::{DurableKv, Entry, Scope};
+use crate::kv::{DurableKv, Entry, Index, Scope};
 use crate::operating::{DurabilityEvent, RecordKind};
 use crate::outbox::{BeginAttempt, NewSend, OutboxState, SendJournal};
 use crate::retries::SendFailure;
@@ -399,10 +399,6 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
     claimed(&d, "alice", "m1").await?;
     let id = NewInbound::new("alice", "m1", json!({})).id;
     let key = index::storage_key(RecordKind::Inbound, &id);
-    let mut probe = scripted(Ok(RecordChange::Keep), None);
-    let Some(kept) = kv.update_record(&s, &key, &mut probe) else {
-        return Ok(()); // not supported: nothing to check
-    };
     let stored = |kv: Arc<dyn DurableKv>| {
         let (s, key) = (s.clone(), key.clone());
         async move {
@@ -418,6 +414,30 @@ pub(super) async fn record_updates_in_place_are_versioned_and_atomic(
             Ok::<_, String>((v.version, record, v.idx1, v.idx2))
         }
     };
+    // The journal gives inbound records no `idx2`: this change puts one on the record, so
+    // that the changes below can be seen leaving it.
+    let (_, claimed_record, claimed_idx1, _) = stored(Arc::clone(&kv)).await?;
+    let in_chat = RecordChange::Changed {
+        idx1: RecordIdx1::Given(claimed_idx1),
+        idx2: Some(index::idx2(
+            RecordKind::Inbound,
+            "alice",
+            claimed_record.seq,
+            0,
+        )),
+    };
+    let mut setup = scripted(Ok(in_chat), Some(claimed_record));
+    let Some(written) = kv.update_record(&s, &key, &mut setup) else {
+        return Ok(()); // not supported: nothing to check
+    };
+    ensure!(
+        matches!(written, Ok(RecordUpdated::Written { .. })),
+        "a change giving idx2 must be written, got {written:?}"
+    );
+    let mut probe = scripted(Ok(RecordChange::Keep), None);
+    let kept = kv
+        .update_record(&s, &key, &mut probe)
+        .ok_or("update_record answered once, then not")?;
     let (v0, before, idx1_before, idx2_before) = stored(Arc::clone(&kv)).await?;
     let (chat_from, chat_to) = index::chat_range(RecordKind::Inbound, "alice");
     let open_in_chat = || async {
@@ -628,6 +648,78 @@ pub(super) async fn cas_record_now_is_a_compare_and_set(kv: Arc<dyn DurableKv>) 
     ensure!(
         moved.len() == 1 && moved[0].entry.version == replaced,
         "the replaced record must be listed once, at its new version: {moved:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn open_for_chat_lists_a_chats_open_inbound_in_arrival_order(
+    kv: Arc<dyn DurableKv>,
+) -> Case {
+    let clock = ManualClock::new(T0);
+    let d = durability(&kv, scope(), "i1", &clock, |_| {})?;
+    d.inbox()
+        .journal(NewInbound::new("a", "a1", json!({})))
+        .await
+        .ctx("journal a1")?;
+    clock.advance(Duration::from_millis(1));
+    d.inbox()
+        .journal(NewInbound::new("b", "b1", json!({})))
+        .await
+        .ctx("journal b1")?;
+    clock.advance(Duration::from_millis(1));
+    // Processing (leased), then done: open, then not.
+    claimed(&d, "a", "a2").await?;
+    clock.advance(Duration::from_millis(1));
+    let done = claimed(&d, "a", "a3").await?;
+    d.inbox().complete(&done).await.ctx("complete a3")?;
+    clock.advance(Duration::from_millis(1));
+    d.inbox()
+        .journal(NewInbound::new("a", "a4", json!({})))
+        .await
+        .ctx("journal a4")?;
+    let ids = |records: Vec<crate::inbox::InboundRecord>| {
+        records.into_iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    let open = ids(d
+        .inbox()
+        .open_for_chat("a", 10)
+        .await
+        .ctx("open_for_chat")?);
+    let expected: Vec<String> = ["a1", "a2", "a4"]
+        .iter()
+        .map(|m| crate::keys::inbound_id("a", m))
+        .collect();
+    ensure!(
+        open == expected,
+        "chat a's open records in arrival order: expected {expected:?}, got {open:?}"
+    );
+    let first = ids(d
+        .inbox()
+        .open_for_chat("a", 1)
+        .await
+        .ctx("open_for_chat 1")?);
+    ensure!(
+        first.len() == 1 && first[0] == open[0],
+        "limit 1 gives the first, got {first:?}"
+    );
+    let none = ids(d
+        .inbox()
+        .open_for_chat("c", 10)
+        .await
+        .ctx("open_for_chat c")?);
+    ensure!(
+        none.is_empty(),
+        "a chat with nothing open lists nothing, got {none:?}"
+    );
+    // Inbound records keep no per-chat index: nothing of theirs is listed in `idx2`.
+    let listed = kv
+        .range(&scope(), Index::Two, "i/", "i0", 10)
+        .await
+        .ctx("range idx2")?;
+    ensure!(
+        listed.is_empty(),
+        "inbound records are not in idx2: {:?}",
+        listed.iter().map(|r| &r.key).collect::<Vec<_>>()
     );
     Ok(())
 }

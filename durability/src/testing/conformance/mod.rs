@@ -141,6 +141,10 @@ where
     case!("scoping", kv_cases::scopes_are_isolated);
     case!("scoping", journal_cases::explicit_keys_are_per_bot);
     case!("retention", journal_cases::purge_after_retention);
+    case!(
+        "indexes",
+        journal_cases::open_for_chat_lists_a_chats_open_inbound_in_arrival_order
+    );
     report
 }
 
