@@ -1,8 +1,10 @@
 //! `MemoryKv`: the in-memory [`DurableKv`], for tests and for `MemoryDurability`.
 //!
-//! Everything lives in one mutex-guarded map per scope plus two ordered index sets, which share
+//! Everything lives in one mutex-guarded map per scope plus two ordered indexes, which share
 //! the entry's key and index values (`Arc<str>`): a write that re-indexes an entry moves
-//! pointers and allocates only the index values that changed. What the journals write is
+//! pointers and allocates only the index values that changed. `idx2` is a B-tree set; `idx1`
+//! keeps each class of values (`<i|o>/<state>/`) in a sorted deque, where values that arrive
+//! in order (the journals' settled records) are appended (see `ClassedIndex`). What the journals write is
 //! kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
 //! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
 //! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
@@ -17,7 +19,8 @@
 //! DLQ, not crash recovery. Versions come from one counter for the whole backend, so a
 //! re-created key never gets a version it had before.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -180,6 +183,139 @@ fn word(chunk: &[u8]) -> u64 {
 /// An index set, in `range` order.
 type IndexSet = BTreeSet<IndexEntry>;
 
+/// An ordered set of index entries that an index's upkeep moves entries in and out of.
+trait OrderedIndex {
+    fn insert(&mut self, entry: IndexEntry);
+    fn remove(&mut self, entry: &IndexEntry);
+}
+
+impl OrderedIndex for IndexSet {
+    fn insert(&mut self, entry: IndexEntry) {
+        BTreeSet::insert(self, entry);
+    }
+
+    fn remove(&mut self, entry: &IndexEntry) {
+        BTreeSet::remove(self, entry);
+    }
+}
+
+/// `idx1`'s entries, grouped by class and sorted within each class: the class of a value is
+/// the value up to its second `/` (the journals' `<i|o>/<state>/`), or the whole value when it
+/// has fewer. Ordering by class, then by entry, is ordering by entry (a class is a prefix of
+/// each of its values, and a class without its second `/` holds a single value), so a range
+/// walks the classes in order.
+///
+/// Each class is a sorted deque, because the journals' `idx1` values mostly arrive in order
+/// within their class: a record settles (`done`, `sent`) with the time it settled, and the
+/// upkeep meets the records roughly in the order they were written. An entry that sorts last
+/// is pushed at the back with one comparison; one that sorts a little earlier is found by
+/// galloping back from the end and inserted there, moving the few entries after it. A B-tree
+/// spent a whole descent on each of those (every node's keys compared at its right edge).
+#[derive(Default)]
+struct ClassedIndex {
+    classes: BTreeMap<Box<str>, VecDeque<IndexEntry>>,
+}
+
+/// The class of an index value (see [`ClassedIndex`]).
+fn class_of(value: &str) -> &str {
+    let mut slashes = 0;
+    for (at, byte) in value.bytes().enumerate() {
+        if byte == b'/' {
+            slashes += 1;
+            if slashes == 2 {
+                return &value[..=at];
+            }
+        }
+    }
+    value
+}
+
+impl OrderedIndex for ClassedIndex {
+    fn insert(&mut self, entry: IndexEntry) {
+        let class = class_of(&entry.value);
+        let entries = match self.classes.get_mut(class) {
+            Some(entries) => entries,
+            None => self.classes.entry(Box::from(class)).or_default(),
+        };
+        // Most entries sort last.
+        let Some(last) = entries.back() else {
+            entries.push_back(entry);
+            return;
+        };
+        match last.cmp(&entry) {
+            std::cmp::Ordering::Less => entries.push_back(entry),
+            std::cmp::Ordering::Equal => {}
+            std::cmp::Ordering::Greater => {
+                // Gallop back from the end to a window that holds the entry's place, then
+                // search it: `entries[hi] > entry`, and `entries[lo - 1] < entry` (or lo = 0).
+                let mut hi = entries.len() - 1;
+                let mut step = 1;
+                let lo = loop {
+                    if hi < step {
+                        break 0;
+                    }
+                    let i = hi - step;
+                    match entries[i].cmp(&entry) {
+                        std::cmp::Ordering::Less => break i + 1,
+                        std::cmp::Ordering::Equal => return,
+                        std::cmp::Ordering::Greater => {
+                            hi = i;
+                            step *= 2;
+                        }
+                    }
+                };
+                let (mut lo, mut hi) = (lo, hi);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    match entries[mid].cmp(&entry) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Equal => return,
+                        std::cmp::Ordering::Greater => hi = mid,
+                    }
+                }
+                entries.insert(lo, entry);
+            }
+        }
+    }
+
+    fn remove(&mut self, entry: &IndexEntry) {
+        let class = class_of(&entry.value);
+        let Some(entries) = self.classes.get_mut(class) else {
+            return;
+        };
+        if let Ok(at) = entries.binary_search(entry) {
+            entries.remove(at);
+            if entries.is_empty() {
+                self.classes.remove(class);
+            }
+        }
+    }
+}
+
+impl ClassedIndex {
+    /// The entries whose value is at least `from` (every key), in order.
+    fn from<'a>(&'a self, from: &'a str) -> impl Iterator<Item = &'a IndexEntry> + 'a {
+        let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
+        // The last class at or before `from` is the only earlier one that can hold values
+        // from `from` on (it is then `from`'s own class); the later ones all can.
+        let first = self
+            .classes
+            .range::<str, _>((Bound::Unbounded, Bound::Included(from)))
+            .next_back()
+            .map(|(class, _)| &**class);
+        let classes = match first {
+            Some(first) => self
+                .classes
+                .range::<str, _>((Bound::Included(first), Bound::Unbounded)),
+            None => self.classes.range::<str, _>(..),
+        };
+        classes.flat_map(move |(_, entries)| {
+            let at = entries.partition_point(|e| *e < start);
+            entries.range(at..)
+        })
+    }
+}
+
 /// The entries of a scope, by key.
 type Entries = HashMap<Arc<str>, Stored, foldhash::fast::RandomState>;
 
@@ -210,7 +346,7 @@ const MAX_PENDING: usize = 1 << 14;
 /// entry leaves the set at once.
 #[derive(Default)]
 struct DeferredIndex {
-    set: IndexSet,
+    set: ClassedIndex,
     /// The keys of the entries written since the last update (a key may appear twice when
     /// its entry was deleted and created again; its entry, looked up, decides).
     dirty: Vec<Arc<str>>,
@@ -273,7 +409,7 @@ impl DeferredIndex {
     }
 
     /// The set, up to date.
-    fn read(&mut self, entries: &mut Entries) -> &IndexSet {
+    fn read(&mut self, entries: &mut Entries) -> &ClassedIndex {
         if !self.dirty.is_empty() {
             self.update(entries);
         }
@@ -292,7 +428,12 @@ fn shared_value(new: Option<String>, old: Option<&Arc<str>>) -> Option<Arc<str>>
 }
 
 /// Moves `key` in `set` from `old` to `new` (either may be absent).
-fn reindex(set: &mut IndexSet, key: &Arc<str>, old: Option<&Arc<str>>, new: Option<&Arc<str>>) {
+fn reindex(
+    set: &mut impl OrderedIndex,
+    key: &Arc<str>,
+    old: Option<&Arc<str>>,
+    new: Option<&Arc<str>>,
+) {
     if old.map(|o| &**o) == new.map(|n| &**n) {
         return;
     }
@@ -537,16 +678,22 @@ impl MemoryKv {
             idx1,
             idx2,
         } = data;
-        let set = match index {
-            Index::One => idx1.read(entries),
-            Index::Two => &*idx2,
+        let listed = |from: &mut dyn Iterator<Item = &IndexEntry>, entries: &Entries| {
+            from.take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
+                .filter_map(|e| entries.get(&e.key).map(|stored| make(&e.key, stored)))
+                .take(limit)
+                .collect()
         };
-        let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
-        set.range(start..)
-            .take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
-            .filter_map(|e| entries.get(&e.key).map(|stored| make(&e.key, stored)))
-            .take(limit)
-            .collect()
+        match index {
+            Index::One => {
+                let set = idx1.read(entries);
+                listed(&mut set.from(from), entries)
+            }
+            Index::Two => {
+                let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
+                listed(&mut idx2.range(start..), entries)
+            }
+        }
     }
 
     /// How many entries a scope holds (for tests).
@@ -815,9 +962,14 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(7);
         // key -> (version, idx1, idx2)
         let mut model: BTreeMap<String, (u64, Option<String>, Option<String>)> = BTreeMap::new();
+        // Values of several `idx1` classes (see `ClassedIndex`): `<x>/<y>/…` ones, deeper
+        // ones, and values with fewer than two `/` (a class of their own).
         let value = |rng: &mut fastrand::Rng| {
-            rng.bool()
-                .then(|| format!("o/{}/{:04}", ["a", "b", "c"][rng.usize(..3)], rng.u32(..50)))
+            rng.bool().then(|| match rng.u8(..8) {
+                0 => ["o", "o/a", "o/b", "o/"][rng.usize(..4)].to_owned(),
+                1 => format!("o/a/x/{:02}", rng.u32(..20)),
+                _ => format!("o/{}/{:04}", ["a", "b", "c"][rng.usize(..3)], rng.u32(..50)),
+            })
         };
         // A journal record whose `idx1` the backend derives (`i/done/<ms>/<id>`).
         let record = |id: &str, ms: i64| {
@@ -868,11 +1020,14 @@ mod tests {
                 }
                 1 if step % 7 == 0 => {
                     let index = if rng.bool() { Index::One } else { Index::Two };
-                    let (from, to) = if rng.bool() {
-                        ("o/a", "o/c/0025")
-                    } else {
-                        ("i/done/0000000000000010", "i/done/0000000000000040")
-                    };
+                    let (from, to) = [
+                        ("o/a", "o/c/0025"),
+                        ("i/done/0000000000000010", "i/done/0000000000000040"),
+                        ("o", "o/b/0010"),
+                        ("o/a/x/05", "p"),
+                        ("o/", "o/a/"),
+                        ("o/a/0010", "o/a/x"),
+                    ][rng.usize(..6)];
                     let got: Vec<String> = kv
                         .range(&scope, index, from, to, 1000)
                         .await
