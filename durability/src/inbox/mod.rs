@@ -116,6 +116,17 @@ pub struct InboundRecord {
     pub rows_recorded: bool,
 }
 
+impl InboundRecord {
+    /// The ms of its `idx1` value (see [`index`]).
+    fn idx1_ms(&self) -> i64 {
+        match self.state {
+            InboxState::Pending => self.next_attempt_ms,
+            InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            InboxState::Done | InboxState::Dead => self.updated_ms,
+        }
+    }
+}
+
 impl JournalRecord for InboundRecord {
     const KIND: RecordKind = RecordKind::Inbound;
 
@@ -124,12 +135,13 @@ impl JournalRecord for InboundRecord {
     }
 
     fn idx1(&self) -> String {
-        let ms = match self.state {
-            InboxState::Pending => self.next_attempt_ms,
-            InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
-            InboxState::Done | InboxState::Dead => self.updated_ms,
-        };
-        index::idx1(RecordKind::Inbound, self.state.as_str(), ms, &self.id)
+        let (state, ms) = (self.state.as_str(), self.idx1_ms());
+        index::idx1(RecordKind::Inbound, state, ms, &self.id)
+    }
+
+    fn push_idx1(&self, out: &mut String) {
+        let (state, ms) = (self.state.as_str(), self.idx1_ms());
+        index::push_idx1(out, RecordKind::Inbound, state, ms, &self.id);
     }
 
     /// None: an inbound record is found by its id and its state, never by its chat's range

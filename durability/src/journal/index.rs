@@ -56,6 +56,27 @@ pub(crate) fn storage_key(kind: RecordKind, id: &str) -> String {
     key
 }
 
+thread_local! {
+    /// The buffer [`with_storage_key`] builds keys in.
+    static KEY_BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs `f` with the storage key of a record, built in a buffer of this thread rather than
+/// allocated: for a key used only by a call made at once (no `.await` in `f`). A call nested
+/// in `f` that needs a key too gets one allocated.
+pub(crate) fn with_storage_key<T>(kind: RecordKind, id: &str, f: impl FnOnce(&str) -> T) -> T {
+    KEY_BUFFER.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut key) => {
+            key.clear();
+            key.push_str(prefix(kind));
+            key.push('/');
+            key.push_str(id);
+            f(&key)
+        }
+        Err(_) => f(&storage_key(kind, id)),
+    })
+}
+
 /// The record id of a storage key of `kind`.
 pub(crate) fn id_of(kind: RecordKind, key: &str) -> Option<&str> {
     key.strip_prefix(prefix(kind))?.strip_prefix('/')
@@ -64,14 +85,19 @@ pub(crate) fn id_of(kind: RecordKind, key: &str) -> Option<&str> {
 /// The `idx1` value of a record in `state`, ordered by `ms` (built in one allocation).
 pub(crate) fn idx1(kind: RecordKind, state: &str, ms: i64, id: &str) -> String {
     let mut value = String::with_capacity(2 + state.len() + 1 + 20 + 1 + id.len());
-    value.push_str(prefix(kind));
-    value.push('/');
-    value.push_str(state);
-    value.push('/');
-    push_decimal(&mut value, u64::try_from(ms).unwrap_or(0), 16);
-    value.push('/');
-    value.push_str(id);
+    push_idx1(&mut value, kind, state, ms, id);
     value
+}
+
+/// Appends the `idx1` value of [`idx1`] to `out` (a buffer the caller reuses).
+pub(crate) fn push_idx1(out: &mut String, kind: RecordKind, state: &str, ms: i64, id: &str) {
+    out.push_str(prefix(kind));
+    out.push('/');
+    out.push_str(state);
+    out.push('/');
+    push_decimal(out, u64::try_from(ms).unwrap_or(0), 16);
+    out.push('/');
+    out.push_str(id);
 }
 
 /// The `idx1` range of every record in `state`.

@@ -79,10 +79,28 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     where
         R: JournalRecord,
     {
+        self.put_shared_indexed(points, operation, expected, record, record.idx2())
+            .await
+    }
+
+    /// [`put_shared_at_points`](Self::put_shared_at_points) with the record's `idx2` value
+    /// already built by the caller (it is `record.idx2()`).
+    pub(crate) async fn put_shared_indexed<R>(
+        &self,
+        points: &[WritePoint],
+        operation: &'static str,
+        expected: Option<u64>,
+        record: &Arc<R>,
+        idx2: Option<String>,
+    ) -> Result<CasOutcome, DurabilityError>
+    where
+        R: JournalRecord,
+    {
+        debug_assert_eq!(idx2, record.idx2());
         let entry = RecordEntry {
             value: R::shared_value(Arc::clone(record)),
             idx1: RecordIdx1::Derived,
-            idx2: record.idx2(),
+            idx2,
         };
         let key = index::storage_key(R::KIND, record.id());
         self.cas_record_at_points(points, &key, expected, entry)
@@ -465,7 +483,6 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         R: JournalRecord,
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
     {
-        let key = index::storage_key(R::KIND, id);
         let on_the_record = matches!(returned, Returned::NothingChecksFirst)
             && !self.backend().may_refuse_journal_writes();
         let mut update = InPlace {
@@ -478,10 +495,11 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             decided: None,
             written_at: None,
         };
-        let Some(updated) = self
-            .backend()
-            .update_record(&self.shared.scope, &key, &mut update)
-        else {
+        let updated = index::with_storage_key(R::KIND, id, |key| {
+            self.backend()
+                .update_record(&self.shared.scope, key, &mut update)
+        });
+        let Some(updated) = updated else {
             return Ok(None);
         };
         match updated.map_err(Self::backend_err(R::KIND, id, operation))? {
@@ -725,7 +743,13 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     /// Its inbound id or outbox key.
     fn id(&self) -> &str;
     /// Its `idx1` value (see [`super::index`]).
-    fn idx1(&self) -> String;
+    fn idx1(&self) -> String {
+        let mut value = String::new();
+        self.push_idx1(&mut value);
+        value
+    }
+    /// Appends its `idx1` value to `out` (a buffer the caller reuses).
+    fn push_idx1(&self, out: &mut String);
     /// Its `idx2` value, only while it is open (see [`super::index`]).
     fn idx2(&self) -> Option<String>;
     /// Its `idx1` and `idx2` values.

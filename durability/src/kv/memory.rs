@@ -295,7 +295,6 @@ impl OrderedIndex for ClassedIndex {
 impl ClassedIndex {
     /// The entries whose value is at least `from` (every key), in order.
     fn from<'a>(&'a self, from: &'a str) -> impl Iterator<Item = &'a IndexEntry> + 'a {
-        let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
         // The last class at or before `from` is the only earlier one that can hold values
         // from `from` on (it is then `from`'s own class); the later ones all can.
         let first = self
@@ -310,7 +309,10 @@ impl ClassedIndex {
             None => self.classes.range::<str, _>(..),
         };
         classes.flat_map(move |(_, entries)| {
-            let at = entries.partition_point(|e| *e < start);
+            // Before `from`: the entries whose value sorts before it (every key of `from`
+            // itself is at or after it).
+            let at =
+                entries.partition_point(|e| bytewise(e.value.as_bytes(), from.as_bytes()).is_lt());
             entries.range(at..)
         })
     }
@@ -391,6 +393,8 @@ impl DeferredIndex {
     /// Moves every dirty entry in the set to its current value, deriving the values left to
     /// derive (and storing them in their entries).
     fn update(&mut self, entries: &mut Entries) {
+        // The derived values are built here, then copied into their shared strings.
+        let mut derived = String::new();
         for key in self.dirty.drain(..) {
             let Some(stored) = entries.get_mut(&key) else {
                 continue;
@@ -399,7 +403,11 @@ impl DeferredIndex {
                 continue;
             }
             if stored.idx1_derived {
-                stored.idx1 = stored.value.derived_idx1().map(Arc::from);
+                derived.clear();
+                stored.idx1 = stored
+                    .value
+                    .push_derived_idx1(&mut derived)
+                    .then(|| Arc::from(derived.as_str()));
                 stored.idx1_derived = false;
             }
             stored.idx1_dirty = false;

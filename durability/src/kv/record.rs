@@ -51,6 +51,14 @@ impl RecordValue {
         }
     }
 
+    /// [`idx1`](Self::idx1) appended to `out`.
+    pub(crate) fn push_idx1(&self, out: &mut String) {
+        match &self.0 {
+            RecordInner::Inbound(r) => JournalRecord::push_idx1(&**r, out),
+            RecordInner::Outbound(r) => JournalRecord::push_idx1(&**r, out),
+        }
+    }
+
     /// The inbound record, if this is one.
     pub fn as_inbound(&self) -> Option<&InboundRecord> {
         match &self.0 {
@@ -258,6 +266,18 @@ impl EntryValue {
         match self {
             EntryValue::Bytes(_) => None,
             EntryValue::Record(record) => Some(record.idx1()),
+        }
+    }
+
+    /// [`derived_idx1`](Self::derived_idx1) appended to `out` (a buffer the caller reuses):
+    /// `false` when there is none.
+    pub(crate) fn push_derived_idx1(&self, out: &mut String) -> bool {
+        match self {
+            EntryValue::Bytes(_) => false,
+            EntryValue::Record(record) => {
+                record.push_idx1(out);
+                true
+            }
         }
     }
 

@@ -255,7 +255,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         }
         let kind = new.key.kind();
         let mut record = self.record_of(new);
-        if self.earlier_open(&record).await?.is_some() {
+        // Its `idx2` while open (pending or sending alike): the chat-order check's bound, then
+        // the value written with it.
+        let mine = index::idx2(RecordKind::Outbound, &record.chat, record.seq, record.part);
+        if self.earlier_open_than(&record, &mine).await?.is_some() {
             // Waits behind the chat's earlier send: journaled pending, as `journal` does.
             return Ok(Begun::Journal(
                 Box::pin(self.journal_record(kind, record)).await?,
@@ -265,7 +268,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
         let record = Arc::new(record);
-        match self.create_shared_at(&points, &record).await? {
+        match self
+            .create_shared_indexed(&points, &record, Some(mine))
+            .await?
+        {
             None => Ok(Begun::Leased(lease, record)),
             Some(found) => {
                 // Not written: the record found decides, as for `journal`.
@@ -310,10 +316,20 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         r: &OutboxRecord,
     ) -> Result<Option<String>, DurabilityError> {
         let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
-        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
+        self.earlier_open_than(r, &mine).await
+    }
+
+    /// [`earlier_open`](Self::earlier_open) given `mine`, the `idx2` value of `r` while it is
+    /// open.
+    async fn earlier_open_than(
+        &self,
+        r: &OutboxRecord,
+        mine: &str,
+    ) -> Result<Option<String>, DurabilityError> {
+        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, mine);
         let found = self
             .d
-            .first_idx2_key(RecordKind::Outbound, from, &mine)
+            .first_idx2_key(RecordKind::Outbound, from, mine)
             .await?;
         Ok(found
             .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))

@@ -163,6 +163,17 @@ impl OutboxRecord {
     }
 }
 
+impl OutboxRecord {
+    /// The ms of its `idx1` value (see [`index`]).
+    fn idx1_ms(&self) -> i64 {
+        match self.state {
+            OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
+            OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
+        }
+    }
+}
+
 impl JournalRecord for OutboxRecord {
     const KIND: RecordKind = RecordKind::Outbound;
 
@@ -171,12 +182,13 @@ impl JournalRecord for OutboxRecord {
     }
 
     fn idx1(&self) -> String {
-        let ms = match self.state {
-            OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
-            OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
-            OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
-        };
-        index::idx1(RecordKind::Outbound, self.state.as_str(), ms, &self.key)
+        let (state, ms) = (self.state.as_str(), self.idx1_ms());
+        index::idx1(RecordKind::Outbound, state, ms, &self.key)
+    }
+
+    fn push_idx1(&self, out: &mut String) {
+        let (state, ms) = (self.state.as_str(), self.idx1_ms());
+        index::push_idx1(out, RecordKind::Outbound, state, ms, &self.key);
     }
 
     fn idx2(&self) -> Option<String> {
@@ -410,10 +422,24 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         points: &[WritePoint],
         record: &Arc<OutboxRecord>,
     ) -> Result<Option<OutboxRecord>, DurabilityError> {
+        self.create_shared_indexed(points, record, record.idx2())
+            .await
+    }
+
+    /// [`create_shared_at`](Self::create_shared_at) with the record's `idx2` value already
+    /// built by the caller.
+    pub(crate) async fn create_shared_indexed(
+        &self,
+        points: &[WritePoint],
+        record: &Arc<OutboxRecord>,
+        idx2: Option<String>,
+    ) -> Result<Option<OutboxRecord>, DurabilityError> {
+        let mut idx2 = Some(idx2);
         for _ in 0..8 {
+            let idx2 = idx2.take().unwrap_or_else(|| record.idx2());
             match self
                 .d
-                .put_shared_at_points(points, "journal", None, record)
+                .put_shared_indexed(points, "journal", None, record, idx2)
                 .await?
             {
                 CasOutcome::Ok { version } => {
