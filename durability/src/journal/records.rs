@@ -69,18 +69,18 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// other reference; one that stores bytes has dropped it). `idx1` is left for the backend
     /// to derive from the record ([`RecordIdx1::Derived`]): a backend that keeps records
     /// computes it when its `idx1` is read (the sweeper), not at every write.
-    pub(crate) async fn put_shared_at_points<R>(
-        &self,
-        points: &[WritePoint],
+    pub(crate) fn put_shared_at_points<'a, R>(
+        &'a self,
+        points: &'a [WritePoint],
         operation: &'static str,
         expected: Option<u64>,
-        record: &Arc<R>,
-    ) -> Result<CasOutcome, DurabilityError>
+        record: &'a Arc<R>,
+    ) -> impl Future<Output = Result<CasOutcome, DurabilityError>> + Send + 'a
     where
         R: JournalRecord,
     {
+        // Not an `async fn` of its own: the caller awaits the write's future itself.
         self.put_shared_indexed(points, operation, expected, record, record.idx2())
-            .await
     }
 
     /// [`put_shared_at_points`](Self::put_shared_at_points) with the record's `idx2` value

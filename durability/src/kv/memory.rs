@@ -590,10 +590,69 @@ struct Shared {
     state: Mutex<State>,
 }
 
+/// The data of each scope, found by the scope's id. A journal asks with the same [`Scope`]
+/// (or clones of it) for its whole life, so the scope asked for is nearly always the one found
+/// last, and is recognised by its id's address: no hash, no comparison of the id. Scopes are
+/// never removed, so the index of a scope never changes.
+#[derive(Default)]
+struct Scopes {
+    /// Each scope's id (a clone of the first [`Scope`] that asked, which keeps it alive: no
+    /// other id can take its address) and data.
+    data: Vec<(Arc<str>, ScopeData)>,
+    by_id: HashMap<Arc<str>, usize, foldhash::fast::RandomState>,
+    /// The index of the scope found last.
+    last: usize,
+}
+
+impl Scopes {
+    /// The index of `scope`'s data, if it has any.
+    fn find(&mut self, scope: &Scope) -> Option<usize> {
+        if let Some((id, _)) = self.data.get(self.last)
+            && Arc::ptr_eq(id, scope.id_shared())
+        {
+            return Some(self.last);
+        }
+        let at = *self.by_id.get(scope.id())?;
+        self.last = at;
+        Some(at)
+    }
+
+    fn get(&self, scope: &Scope) -> Option<&ScopeData> {
+        if let Some((id, data)) = self.data.get(self.last)
+            && Arc::ptr_eq(id, scope.id_shared())
+        {
+            return Some(data);
+        }
+        let at = *self.by_id.get(scope.id())?;
+        self.data.get(at).map(|(_, data)| data)
+    }
+
+    fn get_mut(&mut self, scope: &Scope) -> Option<&mut ScopeData> {
+        let at = self.find(scope)?;
+        self.data.get_mut(at).map(|(_, data)| data)
+    }
+
+    /// `scope`'s data, created on first use.
+    fn get_or_create(&mut self, scope: &Scope) -> &mut ScopeData {
+        let at = match self.find(scope) {
+            Some(at) => at,
+            None => {
+                let at = self.data.len();
+                let id = Arc::clone(scope.id_shared());
+                self.by_id.insert(Arc::clone(&id), at);
+                self.data.push((id, ScopeData::default()));
+                self.last = at;
+                at
+            }
+        };
+        &mut self.data[at].1
+    }
+}
+
 /// Everything a [`MemoryKv`] holds, under its one lock.
 #[derive(Default)]
 struct State {
-    scopes: HashMap<String, ScopeData, foldhash::fast::RandomState>,
+    scopes: Scopes,
     /// The last version given (to any key of any scope). Taken under the lock a write holds
     /// anyway, rather than from an atomic counter the workers' cores would pass between them
     /// at every write.
@@ -641,13 +700,7 @@ impl MemoryKv {
             scopes,
             last_version,
         } = &mut *state;
-        if let Some(data) = scopes.get_mut(scope.id()) {
-            return f(data, last_version);
-        }
-        f(
-            scopes.entry(scope.id().to_owned()).or_default(),
-            last_version,
-        )
+        f(scopes.get_or_create(scope), last_version)
     }
 
     /// A compare-and-set of bytes or of a record.
@@ -678,7 +731,7 @@ impl MemoryKv {
             return Ok(Vec::new());
         }
         let mut state = self.lock();
-        let Some(data) = state.scopes.get_mut(scope.id()) else {
+        let Some(data) = state.scopes.get_mut(scope) else {
             return Ok(Vec::new());
         };
         let ScopeData {
@@ -706,10 +759,7 @@ impl MemoryKv {
 
     /// How many entries a scope holds (for tests).
     pub fn len(&self, scope: &Scope) -> usize {
-        self.lock()
-            .scopes
-            .get(scope.id())
-            .map_or(0, |s| s.entries.len())
+        self.lock().scopes.get(scope).map_or(0, |s| s.entries.len())
     }
 
     /// Whether a scope holds no entry.
@@ -723,7 +773,7 @@ impl DurableKv for MemoryKv {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.lock()
             .scopes
-            .get(scope.id())
+            .get(scope)
             .and_then(|s| s.entries.get(key))
             .map(|stored| stored.versioned("get"))
             .transpose()
@@ -737,7 +787,7 @@ impl DurableKv for MemoryKv {
         Ok(self
             .lock()
             .scopes
-            .get(scope.id())
+            .get(scope)
             .and_then(|s| s.entries.get(key).map(Stored::versioned_value)))
     }
 
@@ -801,7 +851,7 @@ impl DurableKv for MemoryKv {
             scopes,
             last_version,
         } = &mut *state;
-        Some(match scopes.get_mut(scope.id()) {
+        Some(match scopes.get_mut(scope) {
             Some(data) => data.apply_update(key, update, next_version(last_version)),
             None => Ok(RecordUpdated::Missing),
         })
@@ -951,6 +1001,32 @@ mod tests {
         put(&kv, &scope, "k", "a/4").await;
         remove(&kv, &scope, "k").await;
         assert_eq!(listed(&kv, &scope).await, [pair("a/0", "j")]);
+    }
+
+    /// A scope is found by its id whether the caller asks with the scope that created it, a
+    /// clone, or an equal scope built apart, and whichever scope was asked for last.
+    #[tokio::test]
+    async fn a_scope_is_found_by_its_id_however_it_is_asked_for() {
+        use super::super::{DurableKv, Entry, Scope};
+        use super::MemoryKv;
+
+        let kv = MemoryKv::new();
+        let entry = |v: u8| Entry {
+            value: vec![v],
+            idx1: None,
+            idx2: None,
+        };
+        let (a, b) = (Scope::custom("a"), Scope::custom("b"));
+        kv.cas(&a, "k", None, entry(1)).await.unwrap();
+        kv.cas(&b, "k", None, entry(2)).await.unwrap();
+        let a_apart = Scope::custom("a");
+        for scope in [&a, &b, &a_apart, &a.clone(), &b, &a_apart] {
+            let expected = if scope.id() == "a" { 1 } else { 2 };
+            let got = kv.get(scope, "k").await.unwrap().unwrap();
+            assert_eq!(got.value, vec![expected], "scope {}", scope.id());
+            assert_eq!(kv.len(scope), 1);
+        }
+        assert!(kv.is_empty(&Scope::custom("c")));
     }
 
     /// Random writes, deletes and range reads of both indexes (with the deferred `idx1` kept

@@ -53,7 +53,8 @@ use async_trait::async_trait;
 /// the scope, and a backend keeps scopes apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Scope {
-    id: String,
+    /// Shared: a backend in this process keeps a clone to recognise the scope by address.
+    id: Arc<str>,
     bot: String,
     connection: String,
 }
@@ -68,7 +69,7 @@ impl Scope {
             .collect::<Vec<_>>()
             .join("/");
         Scope {
-            id,
+            id: Arc::from(id),
             bot: bot.to_owned(),
             connection: connection.to_owned(),
         }
@@ -80,14 +81,20 @@ impl Scope {
     pub fn custom(id: impl Into<String>) -> Self {
         let id = id.into();
         Scope {
-            bot: id.clone(),
+            id: Arc::from(id.as_str()),
+            bot: id,
             connection: String::new(),
-            id,
         }
     }
 
     /// The derived id that backends store (`bot.durability.scope` in the guide).
     pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The id, shared: clones of a scope share it, so a backend that keeps a clone can
+    /// recognise the scope by its address ([`Arc::ptr_eq`]) before comparing it.
+    pub(crate) fn id_shared(&self) -> &Arc<str> {
         &self.id
     }
 

@@ -417,13 +417,12 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// [`create_at`](Self::create_at) of a record the caller shares with the backend (see
     /// [`KvDurability::put_shared_at_points`]): `None` when written, else the record found
     /// under its key.
-    pub(crate) async fn create_shared_at(
-        &self,
-        points: &[WritePoint],
-        record: &Arc<OutboxRecord>,
-    ) -> Result<Option<OutboxRecord>, DurabilityError> {
+    pub(crate) fn create_shared_at<'a>(
+        &'a self,
+        points: &'a [WritePoint],
+        record: &'a Arc<OutboxRecord>,
+    ) -> impl Future<Output = Result<Option<OutboxRecord>, DurabilityError>> + Send + 'a {
         self.create_shared_indexed(points, record, record.idx2())
-            .await
     }
 
     /// [`create_shared_at`](Self::create_shared_at) with the record's `idx2` value already
