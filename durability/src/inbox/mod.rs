@@ -134,11 +134,6 @@ impl JournalRecord for InboundRecord {
         &self.id
     }
 
-    fn idx1(&self) -> String {
-        let (state, ms) = (self.state.as_str(), self.idx1_ms());
-        index::idx1(RecordKind::Inbound, state, ms, &self.id)
-    }
-
     fn push_idx1(&self, out: &mut String) {
         let (state, ms) = (self.state.as_str(), self.idx1_ms());
         index::push_idx1(out, RecordKind::Inbound, state, ms, &self.id);

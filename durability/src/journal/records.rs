@@ -744,7 +744,8 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     fn id(&self) -> &str;
     /// Its `idx1` value (see [`super::index`]).
     fn idx1(&self) -> String {
-        let mut value = String::new();
+        // `<i|o>/<state>/<16 digits>/` is at most 34 bytes: one allocation for most ids.
+        let mut value = String::with_capacity(34 + self.id().len());
         self.push_idx1(&mut value);
         value
     }

@@ -4,8 +4,8 @@
 //! the entry's key and index values (`Arc<str>`): a write that re-indexes an entry moves
 //! pointers and allocates only the index values that changed. `idx2` is a B-tree set; `idx1`
 //! keeps each class of values (`<i|o>/<state>/`) in a sorted deque, where values that arrive
-//! in order (the journals' settled records) are appended (see `ClassedIndex`). What the journals write is
-//! kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
+//! in order (the journals' settled records) are appended (see `ClassedIndex`). What the
+//! journals write is kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
 //! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
 //! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
 //! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`),
@@ -606,24 +606,22 @@ struct Scopes {
 
 impl Scopes {
     /// The index of `scope`'s data, if it has any.
-    fn find(&mut self, scope: &Scope) -> Option<usize> {
-        if let Some((id, _)) = self.data.get(self.last)
-            && Arc::ptr_eq(id, scope.id_shared())
-        {
-            return Some(self.last);
+    fn index_of(&self, scope: &Scope) -> Option<usize> {
+        match self.data.get(self.last) {
+            Some((id, _)) if Arc::ptr_eq(id, scope.id_shared()) => Some(self.last),
+            _ => self.by_id.get(scope.id()).copied(),
         }
-        let at = *self.by_id.get(scope.id())?;
+    }
+
+    /// [`index_of`](Self::index_of), remembered as the scope found last.
+    fn find(&mut self, scope: &Scope) -> Option<usize> {
+        let at = self.index_of(scope)?;
         self.last = at;
         Some(at)
     }
 
     fn get(&self, scope: &Scope) -> Option<&ScopeData> {
-        if let Some((id, data)) = self.data.get(self.last)
-            && Arc::ptr_eq(id, scope.id_shared())
-        {
-            return Some(data);
-        }
-        let at = *self.by_id.get(scope.id())?;
+        let at = self.index_of(scope)?;
         self.data.get(at).map(|(_, data)| data)
     }
 

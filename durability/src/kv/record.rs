@@ -45,10 +45,9 @@ impl RecordValue {
     /// The `idx1` value its journal gives it (`<i|o>/<state>/<16-digit ms>/<id>`, see the
     /// journal's layout in the crate's documentation).
     pub fn idx1(&self) -> String {
-        match &self.0 {
-            RecordInner::Inbound(r) => JournalRecord::idx1(&**r),
-            RecordInner::Outbound(r) => JournalRecord::idx1(&**r),
-        }
+        let mut value = String::new();
+        self.push_idx1(&mut value);
+        value
     }
 
     /// [`idx1`](Self::idx1) appended to `out`.
@@ -263,10 +262,8 @@ impl EntryValue {
 
     /// The `idx1` value of a record ([`RecordValue::idx1`]); `None` for bytes.
     pub(crate) fn derived_idx1(&self) -> Option<String> {
-        match self {
-            EntryValue::Bytes(_) => None,
-            EntryValue::Record(record) => Some(record.idx1()),
-        }
+        let mut value = String::new();
+        self.push_derived_idx1(&mut value).then_some(value)
     }
 
     /// [`derived_idx1`](Self::derived_idx1) appended to `out` (a buffer the caller reuses):

@@ -181,11 +181,6 @@ impl JournalRecord for OutboxRecord {
         &self.key
     }
 
-    fn idx1(&self) -> String {
-        let (state, ms) = (self.state.as_str(), self.idx1_ms());
-        index::idx1(RecordKind::Outbound, state, ms, &self.key)
-    }
-
     fn push_idx1(&self, out: &mut String) {
         let (state, ms) = (self.state.as_str(), self.idx1_ms());
         index::push_idx1(out, RecordKind::Outbound, state, ms, &self.key);

@@ -677,14 +677,19 @@ pub(super) async fn open_for_chat_lists_a_chats_open_inbound_in_arrival_order(
         .journal(NewInbound::new("a", "a4", json!({})))
         .await
         .ctx("journal a4")?;
-    let ids = |records: Vec<crate::inbox::InboundRecord>| {
-        records.into_iter().map(|r| r.id).collect::<Vec<_>>()
+    let open_ids = |chat: &'static str, limit: usize| {
+        let d = &d;
+        async move {
+            let open = d.inbox().open_for_chat(chat, limit).await;
+            Ok::<_, String>(
+                open.ctx("open_for_chat")?
+                    .into_iter()
+                    .map(|r| r.id)
+                    .collect::<Vec<_>>(),
+            )
+        }
     };
-    let open = ids(d
-        .inbox()
-        .open_for_chat("a", 10)
-        .await
-        .ctx("open_for_chat")?);
+    let open = open_ids("a", 10).await?;
     let expected: Vec<String> = ["a1", "a2", "a4"]
         .iter()
         .map(|m| crate::keys::inbound_id("a", m))
@@ -693,20 +698,12 @@ pub(super) async fn open_for_chat_lists_a_chats_open_inbound_in_arrival_order(
         open == expected,
         "chat a's open records in arrival order: expected {expected:?}, got {open:?}"
     );
-    let first = ids(d
-        .inbox()
-        .open_for_chat("a", 1)
-        .await
-        .ctx("open_for_chat 1")?);
+    let first = open_ids("a", 1).await?;
     ensure!(
         first.len() == 1 && first[0] == open[0],
         "limit 1 gives the first, got {first:?}"
     );
-    let none = ids(d
-        .inbox()
-        .open_for_chat("c", 10)
-        .await
-        .ctx("open_for_chat c")?);
+    let none = open_ids("c", 10).await?;
     ensure!(
         none.is_empty(),
         "a chat with nothing open lists nothing, got {none:?}"
