@@ -201,6 +201,7 @@ async fn run(
     bot.start().await.expect("bot starts");
     let io_before = written_bytes();
     let cpu_before = thread_cpu();
+    let faults_before = minor_faults();
     perf_control("enable");
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -250,6 +251,7 @@ async fn run(
     let elapsed = started.elapsed();
     perf_control("disable");
     let cpu_after = thread_cpu();
+    let faults = minor_faults().saturating_sub(faults_before) as f64;
     bot.idle().await;
     bot.stop().await.expect("bot stops");
     all.sort();
@@ -286,11 +288,13 @@ async fn run(
         * 100.0;
     if variant == Variant::Sqlite {
         println!(
-            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run), {writer:.1} µs on the sqlite writer thread"
+            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run), {writer:.1} µs on the sqlite writer thread; {:.2} page faults",
+            faults / (chats * SCRIPT.len() * rounds) as f64
         );
     } else {
         println!(
-            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run)"
+            "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run); {:.2} page faults",
+            faults / (chats * SCRIPT.len() * rounds) as f64
         );
     }
     let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
@@ -312,6 +316,19 @@ fn written_bytes() -> u64 {
                         .map(|v| v.trim().parse().ok())
                 })
                 .flatten()
+        })
+        .unwrap_or(0)
+}
+
+/// Minor page faults of this process so far (`/proc/self/stat`, field 10): each one a page of
+/// fresh memory the kernel zeroed and mapped, which on a virtual machine can cost microseconds.
+fn minor_faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // The command name (field 2) is in parentheses and may hold spaces: count after it.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().nth(7)?.parse().ok()
         })
         .unwrap_or(0)
 }

@@ -64,6 +64,16 @@ impl InboxState {
         InboxState::Dead,
     ];
 
+    /// The class of the `idx1` values of records in this state, `i/<state>/` (see [`index`]).
+    pub(crate) fn idx1_class(self) -> &'static str {
+        match self {
+            InboxState::Pending => "i/pending/",
+            InboxState::Processing => "i/processing/",
+            InboxState::Done => "i/done/",
+            InboxState::Dead => "i/dead/",
+        }
+    }
+
     /// The stable lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -117,6 +127,15 @@ pub struct InboundRecord {
 }
 
 impl InboundRecord {
+    /// Its `idx1` value in parts (see [`index`]).
+    pub(crate) fn idx1_parts(&self) -> index::Idx1Parts<'_> {
+        index::Idx1Parts {
+            class: self.state.idx1_class(),
+            ms: self.idx1_ms(),
+            id: &self.id,
+        }
+    }
+
     /// The ms of its `idx1` value (see [`index`]).
     fn idx1_ms(&self) -> i64 {
         match self.state {
@@ -135,8 +154,7 @@ impl JournalRecord for InboundRecord {
     }
 
     fn push_idx1(&self, out: &mut String) {
-        let (state, ms) = (self.state.as_str(), self.idx1_ms());
-        index::push_idx1(out, RecordKind::Inbound, state, ms, &self.id);
+        self.idx1_parts().push_to(out);
     }
 
     /// None: an inbound record is found by its id and its state, never by its chat's range

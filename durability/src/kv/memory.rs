@@ -3,16 +3,18 @@
 //! Everything lives in one mutex-guarded map per scope plus two ordered indexes, which share
 //! the entry's key and index values (`Arc<str>`): a write that re-indexes an entry moves
 //! pointers and allocates only the index values that changed. `idx2` is a B-tree set; `idx1`
-//! keeps each class of values (`<i|o>/<state>/`) in a sorted deque, where values that arrive
+//! keeps each class of values (`<i|o>/<state>/`) in sorted deques, where values that arrive
 //! in order (the journals' settled records) are appended (see `ClassedIndex`). What the
-//! journals write is kept as they wrote it: a record given to [`DurableKv::cas_record`] is stored unencoded
-//! (no JSON on the journal's path) and encoded only when the byte API (`get`, `range`) reads
-//! it; bytes given to `cas` stay bytes. `idx1`, which the journals change at every write and
-//! list only from the sweeper, is brought up to date when it is read (see `DeferredIndex`),
-//! and a record's `idx1` left to derive ([`RecordIdx1::Derived`]) is computed only then, once
-//! for all the writes since the last read; `idx2` (a chat's open records, read at every send)
-//! at every write. A journal change of a record (`update_record`) is decided and applied on
-//! the stored record under the lock: no read, no copy into the backend, no compare-and-set.
+//! journals write is kept as they wrote it: a record given to [`DurableKv::cas_record`] is
+//! stored unencoded (no JSON on the journal's path) and encoded only when the byte API (`get`,
+//! `range`) reads it; bytes given to `cas` stay bytes. A record's `idx1` left to derive
+//! ([`RecordIdx1::Derived`]) under a key in the journals' layout is indexed by its parts (class,
+//! ms, and the id the key holds): no text is built or kept for it (see `Idx1::Parts`). `idx1`,
+//! which the journals change at every write and list only from the sweeper, is brought up to
+//! date when it is read (see `DeferredIndex`), from moves its writes decided while their
+//! entries were at hand; `idx2` (a chat's open records, read at every send) at every write. A
+//! journal change of a record (`update_record`) is decided and applied on the stored record
+//! under the lock: no read, no copy into the backend, no compare-and-set.
 //!
 //! Clones share the same state, so a test can drop a "crashed" durability and open a new one
 //! on the same data. Nothing survives the process: this backend gives retries, backoff and the
@@ -40,14 +42,13 @@ struct Stored {
     value: EntryValue,
     /// The `idx1` value, unless `idx1_derived`: then the record's own
     /// ([`RecordValue::idx1`](super::RecordValue::idx1)), which the journals left to derive
-    /// ([`RecordIdx1::Derived`]) and which is computed when the index is brought up to date.
+    /// ([`RecordIdx1::Derived`]).
     idx1: Option<Arc<str>>,
     idx1_derived: bool,
-    /// Whether `idx1` changed since the index set was last brought up to date (the key is then
-    /// in the [`DeferredIndex`]'s list, and the set holds `idx1_indexed` for it).
-    idx1_dirty: bool,
-    /// The value the index set holds for this key while `idx1_dirty` (none: not in the set).
-    idx1_indexed: Option<Arc<str>>,
+    /// The [`DeferredIndex`] epoch in which `idx1` last changed: while it is the index's
+    /// current one, the move of this entry waits in the index's list at `pending_at`.
+    pending_epoch: u64,
+    pending_at: u32,
     idx2: Option<Arc<str>>,
 }
 
@@ -58,6 +59,36 @@ impl Stored {
             self.value.derived_idx1()
         } else {
             self.idx1.as_deref().map(str::to_owned)
+        }
+    }
+
+    /// The current `idx1` value as the index set keeps it: a derived value of a record in
+    /// the journals' layout (stored under `<i|o>/<id>`, see [`Idx1::Parts`]) in its parts,
+    /// any other as text.
+    fn indexed(&self) -> Idx1 {
+        if !self.idx1_derived {
+            return self.idx1.clone().map_or(Idx1::None, Idx1::Text);
+        }
+        let EntryValue::Record(record) = &self.value else {
+            return Idx1::None;
+        };
+        let parts = record.idx1_parts();
+        let ms = parts.written_ms();
+        // The key is `<i|o>/<id>` (the class's first two bytes, then the id), and the ms has
+        // 16 digits at most: the value orders as (class, ms, key), see `PartsEntry`.
+        let laid_out = self.key.len() == parts.id.len() + 2
+            && self.key.as_bytes()[..2] == parts.class.as_bytes()[..2]
+            && self.key.as_bytes()[2..] == *parts.id.as_bytes()
+            && ms < MS_LIMIT;
+        if laid_out {
+            Idx1::Parts {
+                class: parts.class,
+                ms,
+            }
+        } else {
+            let mut text = String::new();
+            parts.push_to(&mut text);
+            Idx1::Text(Arc::from(text))
         }
     }
 
@@ -78,6 +109,24 @@ impl Stored {
             idx2: self.idx2.as_deref().map(str::to_owned),
         }
     }
+}
+
+/// The first ms whose decimal has more than the 16 digits `idx1` pads to.
+const MS_LIMIT: u64 = 10_000_000_000_000_000;
+
+/// An `idx1` value as the index set keeps it.
+#[derive(Clone, PartialEq, Eq)]
+enum Idx1 {
+    None,
+    /// Any value, as text.
+    Text(Arc<str>),
+    /// A record's derived value `<class><ms, 16 digits>/<id>` whose key is `<i|o>/<id>`
+    /// (the journals' layout), kept as its class and ms: the id is the key's, so the index
+    /// holds no text of its own for it, and nothing is formatted to index it.
+    Parts {
+        class: &'static str,
+        ms: u64,
+    },
 }
 
 /// What a compare-and-set stores: bytes (`cas`) or a record (`cas_record`), with its indexes.
@@ -174,6 +223,14 @@ fn bytewise(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a[done..].cmp(&b[done..])
 }
 
+/// The first 8 bytes of `bytes` as a big-endian word, zero-padded (see [`head_of`]).
+fn first_word(bytes: &[u8]) -> u64 {
+    let mut padded = [0u8; 8];
+    let n = bytes.len().min(8);
+    padded[..n].copy_from_slice(&bytes[..n]);
+    u64::from_be_bytes(padded)
+}
+
 fn word(chunk: &[u8]) -> u64 {
     let mut bytes = [0; 8];
     bytes.copy_from_slice(chunk);
@@ -183,37 +240,131 @@ fn word(chunk: &[u8]) -> u64 {
 /// An index set, in `range` order.
 type IndexSet = BTreeSet<IndexEntry>;
 
-/// An ordered set of index entries that an index's upkeep moves entries in and out of.
-trait OrderedIndex {
-    fn insert(&mut self, entry: IndexEntry);
-    fn remove(&mut self, entry: &IndexEntry);
+/// An `idx1` entry kept in parts ([`Idx1::Parts`]): the ms, the first 8 bytes of the id
+/// (big-endian, zero-padded) and the key, whose bytes after the first two are the id. Within a
+/// class, `(ms, id)` orders as the values do: the ms is written with 16 digits, then `/`, then
+/// the id; and equal values have equal keys.
+struct PartsEntry {
+    ms: u64,
+    id_head: u64,
+    key: Arc<str>,
 }
 
-impl OrderedIndex for IndexSet {
-    fn insert(&mut self, entry: IndexEntry) {
-        BTreeSet::insert(self, entry);
+impl PartsEntry {
+    fn new(ms: u64, key: Arc<str>) -> Self {
+        PartsEntry {
+            ms,
+            id_head: first_word(&key.as_bytes()[2..]),
+            key,
+        }
     }
 
-    fn remove(&mut self, entry: &IndexEntry) {
-        BTreeSet::remove(self, entry);
+    fn id(&self) -> &[u8] {
+        &self.key.as_bytes()[2..]
     }
+
+    /// The value, as text.
+    fn value(&self, class: &str) -> String {
+        let mut text = String::with_capacity(class.len() + 17 + self.key.len());
+        crate::journal::index::push_idx1_parts(&mut text, class, self.ms, &self.key[2..]);
+        text
+    }
+}
+
+impl PartialEq for PartsEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for PartsEntry {}
+
+impl Ord for PartsEntry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.ms
+            .cmp(&other.ms)
+            .then(self.id_head.cmp(&other.id_head))
+            .then_with(|| bytewise(self.id(), other.id()))
+    }
+}
+
+impl PartialOrd for PartsEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Inserts `entry` in the sorted deque `entries` (nothing when an equal one is there).
+///
+/// The journals' `idx1` values mostly arrive in order within their class: a record settles
+/// (`done`, `sent`) with the time it settled. An entry that sorts last is pushed at the back
+/// with one comparison; one that sorts a little earlier is found by galloping back from the
+/// end and inserted there, moving the few entries after it. A B-tree spent a whole descent on
+/// each of those (every node's keys compared at its right edge).
+fn insert_sorted<T: Ord>(entries: &mut VecDeque<T>, entry: T) {
+    let Some(last) = entries.back() else {
+        entries.push_back(entry);
+        return;
+    };
+    match last.cmp(&entry) {
+        std::cmp::Ordering::Less => entries.push_back(entry),
+        std::cmp::Ordering::Equal => {}
+        std::cmp::Ordering::Greater => {
+            // Gallop back from the end to a window that holds the entry's place, then
+            // search it: `entries[hi] > entry`, and `entries[lo - 1] < entry` (or lo = 0).
+            let mut hi = entries.len() - 1;
+            let mut step = 1;
+            let lo = loop {
+                if hi < step {
+                    break 0;
+                }
+                let i = hi - step;
+                match entries[i].cmp(&entry) {
+                    std::cmp::Ordering::Less => break i + 1,
+                    std::cmp::Ordering::Equal => return,
+                    std::cmp::Ordering::Greater => {
+                        hi = i;
+                        step *= 2;
+                    }
+                }
+            };
+            let (mut lo, mut hi) = (lo, hi);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match entries[mid].cmp(&entry) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Equal => return,
+                    std::cmp::Ordering::Greater => hi = mid,
+                }
+            }
+            entries.insert(lo, entry);
+        }
+    }
+}
+
+/// Removes the entry equal to `entry` from the sorted deque `entries`, if it is there.
+fn remove_sorted<T: Ord>(entries: &mut VecDeque<T>, entry: &T) {
+    if let Ok(at) = entries.binary_search(entry) {
+        entries.remove(at);
+    }
+}
+
+/// The entries of one `idx1` class: values kept as text, and values kept in parts (which
+/// all start with the class), each sorted.
+#[derive(Default)]
+struct Class {
+    text: VecDeque<IndexEntry>,
+    parts: VecDeque<PartsEntry>,
 }
 
 /// `idx1`'s entries, grouped by class and sorted within each class: the class of a value is
 /// the value up to its second `/` (the journals' `<i|o>/<state>/`), or the whole value when it
 /// has fewer. Ordering by class, then by entry, is ordering by entry (a class is a prefix of
 /// each of its values, and a class without its second `/` holds a single value), so a range
-/// walks the classes in order.
-///
-/// Each class is a sorted deque, because the journals' `idx1` values mostly arrive in order
-/// within their class: a record settles (`done`, `sent`) with the time it settled, and the
-/// upkeep meets the records roughly in the order they were written. An entry that sorts last
-/// is pushed at the back with one comparison; one that sorts a little earlier is found by
-/// galloping back from the end and inserted there, moving the few entries after it. A B-tree
-/// spent a whole descent on each of those (every node's keys compared at its right edge).
+/// walks the classes in order, merging each class's text and parts entries.
 #[derive(Default)]
 struct ClassedIndex {
-    classes: BTreeMap<Box<str>, VecDeque<IndexEntry>>,
+    classes: BTreeMap<Box<str>, Class>,
 }
 
 /// The class of an index value (see [`ClassedIndex`]).
@@ -230,71 +381,56 @@ fn class_of(value: &str) -> &str {
     value
 }
 
-impl OrderedIndex for ClassedIndex {
-    fn insert(&mut self, entry: IndexEntry) {
-        let class = class_of(&entry.value);
-        let entries = match self.classes.get_mut(class) {
-            Some(entries) => entries,
-            None => self.classes.entry(Box::from(class)).or_default(),
-        };
-        // Most entries sort last.
-        let Some(last) = entries.back() else {
-            entries.push_back(entry);
-            return;
-        };
-        match last.cmp(&entry) {
-            std::cmp::Ordering::Less => entries.push_back(entry),
-            std::cmp::Ordering::Equal => {}
-            std::cmp::Ordering::Greater => {
-                // Gallop back from the end to a window that holds the entry's place, then
-                // search it: `entries[hi] > entry`, and `entries[lo - 1] < entry` (or lo = 0).
-                let mut hi = entries.len() - 1;
-                let mut step = 1;
-                let lo = loop {
-                    if hi < step {
-                        break 0;
-                    }
-                    let i = hi - step;
-                    match entries[i].cmp(&entry) {
-                        std::cmp::Ordering::Less => break i + 1,
-                        std::cmp::Ordering::Equal => return,
-                        std::cmp::Ordering::Greater => {
-                            hi = i;
-                            step *= 2;
-                        }
-                    }
-                };
-                let (mut lo, mut hi) = (lo, hi);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    match entries[mid].cmp(&entry) {
-                        std::cmp::Ordering::Less => lo = mid + 1,
-                        std::cmp::Ordering::Equal => return,
-                        std::cmp::Ordering::Greater => hi = mid,
-                    }
-                }
-                entries.insert(lo, entry);
-            }
-        }
-    }
-
-    fn remove(&mut self, entry: &IndexEntry) {
-        let class = class_of(&entry.value);
-        let Some(entries) = self.classes.get_mut(class) else {
-            return;
-        };
-        if let Ok(at) = entries.binary_search(entry) {
-            entries.remove(at);
-            if entries.is_empty() {
-                self.classes.remove(class);
-            }
-        }
-    }
+/// One entry of a range of `idx1`: its value (built for an entry kept in parts) and key.
+struct Listed<'a> {
+    value: std::borrow::Cow<'a, str>,
+    key: &'a Arc<str>,
 }
 
 impl ClassedIndex {
-    /// The entries whose value is at least `from` (every key), in order.
-    fn from<'a>(&'a self, from: &'a str) -> impl Iterator<Item = &'a IndexEntry> + 'a {
+    fn insert(&mut self, value: Idx1, key: Arc<str>) {
+        let name = match &value {
+            Idx1::None => return,
+            Idx1::Text(value) => class_of(value),
+            Idx1::Parts { class, .. } => class,
+        };
+        let class = match self.classes.get_mut(name) {
+            Some(class) => class,
+            None => self.classes.entry(Box::from(name)).or_default(),
+        };
+        match value {
+            Idx1::None => {}
+            Idx1::Text(value) => insert_sorted(&mut class.text, IndexEntry::new(value, key)),
+            Idx1::Parts { ms, .. } => insert_sorted(&mut class.parts, PartsEntry::new(ms, key)),
+        }
+    }
+
+    fn remove(&mut self, value: &Idx1, key: &Arc<str>) {
+        let class = match value {
+            Idx1::None => return,
+            Idx1::Text(value) => class_of(value),
+            Idx1::Parts { class, .. } => class,
+        };
+        let Some(entries) = self.classes.get_mut(class) else {
+            return;
+        };
+        match value {
+            Idx1::None => {}
+            Idx1::Text(value) => remove_sorted(
+                &mut entries.text,
+                &IndexEntry::new(Arc::clone(value), Arc::clone(key)),
+            ),
+            Idx1::Parts { ms, .. } => {
+                remove_sorted(&mut entries.parts, &PartsEntry::new(*ms, Arc::clone(key)));
+            }
+        }
+        if entries.text.is_empty() && entries.parts.is_empty() {
+            self.classes.remove(class);
+        }
+    }
+
+    /// The entries whose value is at least `from` (every key), in (value, key) order.
+    fn from<'a>(&'a self, from: &'a str) -> impl Iterator<Item = Listed<'a>> + 'a {
         // The last class at or before `from` is the only earlier one that can hold values
         // from `from` on (it is then `from`'s own class); the later ones all can.
         let first = self
@@ -308,13 +444,57 @@ impl ClassedIndex {
                 .range::<str, _>((Bound::Included(first), Bound::Unbounded)),
             None => self.classes.range::<str, _>(..),
         };
-        classes.flat_map(move |(_, entries)| {
+        classes.flat_map(move |(name, entries)| {
             // Before `from`: the entries whose value sorts before it (every key of `from`
             // itself is at or after it).
-            let at =
-                entries.partition_point(|e| bytewise(e.value.as_bytes(), from.as_bytes()).is_lt());
-            entries.range(at..)
+            let at = entries
+                .text
+                .partition_point(|e| bytewise(e.value.as_bytes(), from.as_bytes()).is_lt());
+            let text = entries.text.range(at..).map(|e| Listed {
+                value: std::borrow::Cow::Borrowed(&*e.value),
+                key: &e.key,
+            });
+            let at = entries
+                .parts
+                .partition_point(|e| bytewise(e.value(name).as_bytes(), from.as_bytes()).is_lt());
+            let parts = entries.parts.range(at..).map(move |e| Listed {
+                value: std::borrow::Cow::Owned(e.value(name)),
+                key: &e.key,
+            });
+            Merged {
+                a: text.peekable(),
+                b: parts.peekable(),
+            }
         })
+    }
+}
+
+/// Two iterators of [`Listed`] entries, each in (value, key) order, merged in that order.
+struct Merged<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'a, A, B> Iterator for Merged<A, B>
+where
+    A: Iterator<Item = Listed<'a>>,
+    B: Iterator<Item = Listed<'a>>,
+{
+    type Item = Listed<'a>;
+
+    fn next(&mut self) -> Option<Listed<'a>> {
+        let a_first = match (self.a.peek(), self.b.peek()) {
+            (Some(a), Some(b)) => bytewise(a.value.as_bytes(), b.value.as_bytes())
+                .then_with(|| bytewise(a.key.as_bytes(), b.key.as_bytes()))
+                .is_le(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if a_first {
+            self.a.next()
+        } else {
+            self.b.next()
+        }
     }
 }
 
@@ -331,95 +511,121 @@ struct ScopeData {
 /// The empty key, which sorts first: a range's start among the entries of one index value.
 static NO_KEY: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
 
-/// How many keys may wait in a [`DeferredIndex`] before a write brings its set up to date.
+/// How many moves may wait in a [`DeferredIndex`] before a write brings its set up to date.
 const MAX_PENDING: usize = 1 << 14;
 
 /// `idx1`, whose upkeep waits until it is read: the journals change a record's `idx1` at
 /// every write (journaled, leased, done or sent) but list it only from the sweeper, now and
-/// then. A write marks its entry dirty (`Stored::idx1_dirty`, keeping the value the set holds
-/// in `Stored::idx1_indexed`) and, the first time since the last update, lists its key; the
-/// set is brought up to date before a range reads it (or when [`MAX_PENDING`] keys wait), so
-/// a record written three times between two reads costs the set one move, not three, a
-/// derived value is computed once, not at every write, and a write costs the index no hash
-/// lookup (the entry is in hand).
+/// then. The first write of an entry since the last update lists a move of it (its key, the
+/// value the set holds, its new value), later ones change that move's new value; the set is
+/// brought up to date before a range reads it (or when [`MAX_PENDING`] moves wait). So a
+/// record written three times between two reads costs the set one move, not three, and the
+/// update touches neither the entries nor their records: every move was decided by its
+/// writes, when the entry was at hand.
 ///
-/// Invariant: a dirty entry's key is in `dirty`, and the set holds its `idx1_indexed`; for any
-/// other entry, the set holds its `idx1` (and that `idx1` is not left to derive). A deleted
-/// entry leaves the set at once.
-#[derive(Default)]
+/// Invariant: an entry whose `pending_epoch` is `epoch` has its move at `pending_at`, whose
+/// `old` the set holds and whose `new` is the entry's current value ([`Stored::indexed`]); the
+/// set holds any other entry's current value. A key can have two moves (deleted and created
+/// again); they apply in order.
 struct DeferredIndex {
     set: ClassedIndex,
-    /// The keys of the entries written since the last update (a key may appear twice when
-    /// its entry was deleted and created again; its entry, looked up, decides).
-    dirty: Vec<Arc<str>>,
+    moves: Vec<IndexMove>,
+    /// Ends at each update (starts at 1: a new entry's 0 names no epoch).
+    epoch: u64,
+}
+
+impl Default for DeferredIndex {
+    fn default() -> Self {
+        DeferredIndex {
+            set: ClassedIndex::default(),
+            moves: Vec::new(),
+            epoch: 1,
+        }
+    }
+}
+
+/// A move of an entry in the `idx1` set, waiting for the next update.
+struct IndexMove {
+    key: Arc<str>,
+    old: Idx1,
+    new: Idx1,
 }
 
 impl DeferredIndex {
-    /// Notes that `stored`'s `idx1` is about to change (called before the change): the first
-    /// change since the last update keeps the value the set holds and lists the key. A new
-    /// entry is listed by [`DeferredIndex::created`] instead.
-    fn changing(&mut self, stored: &mut Stored) {
-        if !stored.idx1_dirty {
-            stored.idx1_dirty = true;
-            // Not dirty: the set holds `idx1`, which is not left to derive.
-            stored.idx1_indexed = stored.idx1.clone();
-            self.dirty.push(Arc::clone(&stored.key));
+    /// What the set holds for `stored` if its value changes now: `None` when a move of it
+    /// already waits (it holds that move's `old`). Called before the change.
+    fn before_change(&self, stored: &Stored) -> Option<Idx1> {
+        (stored.pending_epoch != self.epoch).then(|| stored.indexed())
+    }
+
+    /// Lists or updates the move of `stored`, whose value changed (`old`: what
+    /// [`before_change`](Self::before_change) answered).
+    fn changed(&mut self, stored: &mut Stored, old: Option<Idx1>) {
+        let new = stored.indexed();
+        match old {
+            Some(old) if old == new => {}
+            Some(old) => self.listed(stored, old, new),
+            None => {
+                if let Some(m) = self.moves.get_mut(stored.pending_at as usize) {
+                    m.new = new;
+                }
+            }
         }
     }
 
-    /// Lists the key of a new entry (created dirty, with nothing in the set).
-    fn created(&mut self, key: &Arc<str>) {
-        self.dirty.push(Arc::clone(key));
+    /// Lists the move of a new entry (nothing in the set).
+    fn created(&mut self, stored: &mut Stored) {
+        let new = stored.indexed();
+        if new != Idx1::None {
+            self.listed(stored, Idx1::None, new);
+        }
     }
 
-    /// Takes a deleted entry out of the set.
+    fn listed(&mut self, stored: &mut Stored, old: Idx1, new: Idx1) {
+        stored.pending_epoch = self.epoch;
+        // At most MAX_PENDING moves wait (see `make_room`).
+        stored.pending_at = u32::try_from(self.moves.len()).unwrap_or(u32::MAX);
+        self.moves.push(IndexMove {
+            key: Arc::clone(&stored.key),
+            old,
+            new,
+        });
+    }
+
+    /// Takes a deleted entry out of the set (at the update when a move of it waits).
     fn deleted(&mut self, stored: &Stored) {
-        let in_set = if stored.idx1_dirty {
-            stored.idx1_indexed.as_ref()
+        if stored.pending_epoch == self.epoch {
+            if let Some(m) = self.moves.get_mut(stored.pending_at as usize) {
+                m.new = Idx1::None;
+            }
         } else {
-            stored.idx1.as_ref()
-        };
-        reindex(&mut self.set, &stored.key, in_set, None);
+            self.set.remove(&stored.indexed(), &stored.key);
+        }
     }
 
-    /// Brings the set up to date when [`MAX_PENDING`] keys wait (before a write notes one
+    /// Brings the set up to date when [`MAX_PENDING`] moves wait (before a write lists one
     /// more).
-    fn make_room(&mut self, entries: &mut Entries) {
-        if self.dirty.len() >= MAX_PENDING {
-            self.update(entries);
+    fn make_room(&mut self) {
+        if self.moves.len() >= MAX_PENDING {
+            self.update();
         }
     }
 
-    /// Moves every dirty entry in the set to its current value, deriving the values left to
-    /// derive (and storing them in their entries).
-    fn update(&mut self, entries: &mut Entries) {
-        // The derived values are built here, then copied into their shared strings.
-        let mut derived = String::new();
-        for key in self.dirty.drain(..) {
-            let Some(stored) = entries.get_mut(&key) else {
-                continue;
-            };
-            if !stored.idx1_dirty {
-                continue;
+    /// Applies every waiting move, in order.
+    fn update(&mut self) {
+        for m in self.moves.drain(..) {
+            if m.old != m.new {
+                self.set.remove(&m.old, &m.key);
+                self.set.insert(m.new, m.key);
             }
-            if stored.idx1_derived {
-                derived.clear();
-                stored.idx1 = stored
-                    .value
-                    .push_derived_idx1(&mut derived)
-                    .then(|| Arc::from(derived.as_str()));
-                stored.idx1_derived = false;
-            }
-            stored.idx1_dirty = false;
-            let indexed = stored.idx1_indexed.take();
-            reindex(&mut self.set, &key, indexed.as_ref(), stored.idx1.as_ref());
         }
+        self.epoch += 1;
     }
 
     /// The set, up to date.
-    fn read(&mut self, entries: &mut Entries) -> &ClassedIndex {
-        if !self.dirty.is_empty() {
-            self.update(entries);
+    fn read(&mut self) -> &ClassedIndex {
+        if !self.moves.is_empty() {
+            self.update();
         }
         &self.set
     }
@@ -436,12 +642,7 @@ fn shared_value(new: Option<String>, old: Option<&Arc<str>>) -> Option<Arc<str>>
 }
 
 /// Moves `key` in `set` from `old` to `new` (either may be absent).
-fn reindex(
-    set: &mut impl OrderedIndex,
-    key: &Arc<str>,
-    old: Option<&Arc<str>>,
-    new: Option<&Arc<str>>,
-) {
+fn reindex(set: &mut IndexSet, key: &Arc<str>, old: Option<&Arc<str>>, new: Option<&Arc<str>>) {
     if old.map(|o| &**o) == new.map(|n| &**n) {
         return;
     }
@@ -454,32 +655,31 @@ fn reindex(
 }
 
 /// Gives `stored` (whose value was just replaced or changed) its new index values and
-/// `version`, moving it in both index sets.
+/// `version`, moving it in both index sets; `old`: what the `idx1` set's
+/// [`before_change`](DeferredIndex::before_change) answered before the change.
 fn restore(
     set1: &mut DeferredIndex,
     set2: &mut IndexSet,
     stored: &mut Stored,
+    old: Option<Idx1>,
     idx1: RecordIdx1,
     idx2: Option<String>,
     version: u64,
 ) {
     match idx1 {
         RecordIdx1::Given(idx1) => {
-            let old = (!stored.idx1_derived)
+            let kept = (!stored.idx1_derived)
                 .then_some(stored.idx1.as_ref())
                 .flatten();
-            let idx1 = shared_value(idx1, old);
-            if stored.idx1_derived || stored.idx1.as_deref() != idx1.as_deref() {
-                set1.changing(stored);
-            }
-            stored.idx1 = idx1;
+            stored.idx1 = shared_value(idx1, kept);
             stored.idx1_derived = false;
         }
         RecordIdx1::Derived => {
-            set1.changing(stored);
+            stored.idx1 = None;
             stored.idx1_derived = true;
         }
     }
+    set1.changed(stored, old);
     let idx2 = shared_value(idx2, stored.idx2.as_ref());
     reindex(set2, &stored.key, stored.idx2.as_ref(), idx2.as_ref());
     stored.version = version;
@@ -499,12 +699,21 @@ impl ScopeData {
             idx1: set1,
             idx2: set2,
         } = self;
-        set1.make_room(entries);
+        set1.make_room();
         match entries.get_mut(key) {
             // Replace in place: one lookup, no new key.
             Some(stored) if expected == Some(stored.version) => {
+                let old = set1.before_change(stored);
                 stored.value = entry.value;
-                restore(set1, set2, stored, entry.idx1, entry.idx2, next_version);
+                restore(
+                    set1,
+                    set2,
+                    stored,
+                    old,
+                    entry.idx1,
+                    entry.idx2,
+                    next_version,
+                );
             }
             Some(stored) => {
                 return CasOutcome::Conflict {
@@ -518,22 +727,20 @@ impl ScopeData {
                     RecordIdx1::Given(idx1) => (idx1.map(Arc::from), false),
                     RecordIdx1::Derived => (None, true),
                 };
-                set1.created(&key);
                 let idx2 = entry.idx2.map(Arc::from);
                 reindex(set2, &key, None, idx2.as_ref());
-                entries.insert(
-                    Arc::clone(&key),
-                    Stored {
-                        key,
-                        version: next_version,
-                        value: entry.value,
-                        idx1,
-                        idx1_derived,
-                        idx1_dirty: true,
-                        idx1_indexed: None,
-                        idx2,
-                    },
-                );
+                let mut stored = Stored {
+                    key: Arc::clone(&key),
+                    version: next_version,
+                    value: entry.value,
+                    idx1,
+                    idx1_derived,
+                    pending_epoch: 0,
+                    pending_at: 0,
+                    idx2,
+                };
+                set1.created(&mut stored);
+                entries.insert(key, stored);
             }
         }
         CasOutcome::Ok {
@@ -553,10 +760,14 @@ impl ScopeData {
             idx1: set1,
             idx2: set2,
         } = self;
-        set1.make_room(entries);
+        set1.make_room();
         let Some(stored) = entries.get_mut(key) else {
             return Ok(RecordUpdated::Missing);
         };
+        if !matches!(stored.value, EntryValue::Record(_)) {
+            return Ok(RecordUpdated::NotARecord);
+        }
+        let old = set1.before_change(stored);
         let EntryValue::Record(record) = &mut stored.value else {
             return Ok(RecordUpdated::NotARecord);
         };
@@ -564,7 +775,7 @@ impl ScopeData {
             RecordChange::Keep => Ok(RecordUpdated::Kept),
             RecordChange::Foreign => Ok(RecordUpdated::NotARecord),
             RecordChange::Changed { idx1, idx2 } => {
-                restore(set1, set2, stored, idx1, idx2, next_version);
+                restore(set1, set2, stored, old, idx1, idx2, next_version);
                 Ok(RecordUpdated::Written {
                     version: next_version,
                 })
@@ -737,20 +948,20 @@ impl MemoryKv {
             idx1,
             idx2,
         } = data;
-        let listed = |from: &mut dyn Iterator<Item = &IndexEntry>, entries: &Entries| {
+        let listed = |from: &mut dyn Iterator<Item = Listed<'_>>| {
             from.take_while(|e| bytewise(e.value.as_bytes(), to.as_bytes()).is_lt())
-                .filter_map(|e| entries.get(&e.key).map(|stored| make(&e.key, stored)))
+                .filter_map(|e| entries.get(e.key).map(|stored| make(e.key, stored)))
                 .take(limit)
                 .collect()
         };
         match index {
-            Index::One => {
-                let set = idx1.read(entries);
-                listed(&mut set.from(from), entries)
-            }
+            Index::One => listed(&mut idx1.read().from(from)),
             Index::Two => {
                 let start = IndexEntry::new(Arc::from(from), Arc::clone(&NO_KEY));
-                listed(&mut idx2.range(start..), entries)
+                listed(&mut idx2.range(start..).map(|e| Listed {
+                    value: std::borrow::Cow::Borrowed(&*e.value),
+                    key: &e.key,
+                }))
             }
         }
     }
@@ -1047,20 +1258,26 @@ mod tests {
         // Values of several `idx1` classes (see `ClassedIndex`): `<x>/<y>/…` ones, deeper
         // ones, and values with fewer than two `/` (a class of their own).
         let value = |rng: &mut fastrand::Rng| {
-            rng.bool().then(|| match rng.u8(..8) {
+            rng.bool().then(|| match rng.u8(..9) {
                 0 => ["o", "o/a", "o/b", "o/"][rng.usize(..4)].to_owned(),
                 1 => format!("o/a/x/{:02}", rng.u32(..20)),
+                // Text among the values a record's parts stand for.
+                2 => format!("i/done/{:016}/k{}", rng.u32(..50), rng.u32(..300)),
                 _ => format!("o/{}/{:04}", ["a", "b", "c"][rng.usize(..3)], rng.u32(..50)),
             })
         };
-        // A journal record whose `idx1` the backend derives (`i/done/<ms>/<id>`).
-        let record = |id: &str, ms: i64| {
+        // A journal record whose `idx1` the backend derives (`i/<done|dead>/<ms>/<id>`).
+        let record = |id: &str, ms: i64, dead: bool| {
             RecordValue::from(crate::inbox::InboundRecord {
                 id: id.to_owned(),
                 chat: "c".to_owned(),
                 payload: crate::journal::Payload::encode(&0).unwrap(),
                 media_ref: None,
-                state: crate::inbox::InboxState::Done,
+                state: if dead {
+                    crate::inbox::InboxState::Dead
+                } else {
+                    crate::inbox::InboxState::Done
+                },
                 attempts: 1,
                 lease: None,
                 fence: 1,
@@ -1072,8 +1289,26 @@ mod tests {
                 rows_recorded: false,
             })
         };
+        // The ms of a record: mostly small (many equal), sometimes negative (written as 0) or
+        // past 16 digits (kept as text).
+        let ms = |rng: &mut fastrand::Rng| match rng.u8(..20) {
+            0 => -i64::from(rng.u32(..5)),
+            1 => 10_i64.pow(16) + i64::from(rng.u32(..3)),
+            2 => 9 * 10_i64.pow(15) + i64::from(rng.u32(..3)),
+            _ => i64::from(rng.u32(..50)),
+        };
         for step in 0..(MAX_PENDING * 3) {
-            let key = format!("k{}", rng.usize(..300));
+            let n = rng.usize(..300);
+            // Keys in the journals' layout (`i/<id>`, the record's id after `i/`: its `idx1`
+            // is kept in parts; ids longer than the 8 bytes compared first) and others (kept
+            // as text).
+            let key = if n.is_multiple_of(3) {
+                format!("i/k{n}")
+            } else if n % 3 == 1 {
+                format!("i/chat/{}/m{n}", n % 2)
+            } else {
+                format!("k{n}")
+            };
             match rng.u8(..10) {
                 0 => {
                     if let Some((version, ..)) = model.get(&key).cloned() {
@@ -1083,9 +1318,10 @@ mod tests {
                     }
                 }
                 // A record whose idx1 is left to derive, in place of bytes or of a record.
-                2 | 3 => {
+                2..=4 => {
                     let expected = model.get(&key).map(|(v, ..)| *v);
-                    let written = record(&key, i64::from(rng.u32(..50)));
+                    let id = key.strip_prefix("i/").unwrap_or(&key);
+                    let written = record(id, ms(&mut rng), rng.u8(..4) == 0);
                     let idx1 = Some(written.idx1());
                     let idx2 = value(&mut rng);
                     let entry = RecordEntry {
@@ -1109,7 +1345,11 @@ mod tests {
                         ("o/a/x/05", "p"),
                         ("o/", "o/a/"),
                         ("o/a/0010", "o/a/x"),
-                    ][rng.usize(..6)];
+                        ("i/", "i0"),
+                        ("i/done/", "i/done0"),
+                        ("i/done/0000000000000020/k1", "i/done/0000000000000030/k2"),
+                        ("i/dead/0000000000000000/", "i/done/0000000000000005"),
+                    ][rng.usize(..10)];
                     let got: Vec<String> = kv
                         .range(&scope, index, from, to, 1000)
                         .await

@@ -58,6 +58,14 @@ impl RecordValue {
         }
     }
 
+    /// [`idx1`](Self::idx1) in its parts.
+    pub(crate) fn idx1_parts(&self) -> crate::journal::index::Idx1Parts<'_> {
+        match &self.0 {
+            RecordInner::Inbound(r) => r.idx1_parts(),
+            RecordInner::Outbound(r) => r.idx1_parts(),
+        }
+    }
+
     /// The inbound record, if this is one.
     pub fn as_inbound(&self) -> Option<&InboundRecord> {
         match &self.0 {

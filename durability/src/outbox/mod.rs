@@ -75,6 +75,18 @@ impl OutboxState {
         OutboxState::Unknown,
     ];
 
+    /// The class of the `idx1` values of records in this state, `o/<state>/` (see [`index`]).
+    pub(crate) fn idx1_class(self) -> &'static str {
+        match self {
+            OutboxState::Pending => "o/pending/",
+            OutboxState::Sending => "o/sending/",
+            OutboxState::Sent => "o/sent/",
+            OutboxState::Failed => "o/failed/",
+            OutboxState::Dead => "o/dead/",
+            OutboxState::Unknown => "o/unknown/",
+        }
+    }
+
     /// The stable lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -164,6 +176,15 @@ impl OutboxRecord {
 }
 
 impl OutboxRecord {
+    /// Its `idx1` value in parts (see [`index`]).
+    pub(crate) fn idx1_parts(&self) -> index::Idx1Parts<'_> {
+        index::Idx1Parts {
+            class: self.state.idx1_class(),
+            ms: self.idx1_ms(),
+            id: &self.key,
+        }
+    }
+
     /// The ms of its `idx1` value (see [`index`]).
     fn idx1_ms(&self) -> i64 {
         match self.state {
@@ -182,8 +203,7 @@ impl JournalRecord for OutboxRecord {
     }
 
     fn push_idx1(&self, out: &mut String) {
-        let (state, ms) = (self.state.as_str(), self.idx1_ms());
-        index::push_idx1(out, RecordKind::Outbound, state, ms, &self.key);
+        self.idx1_parts().push_to(out);
     }
 
     fn idx2(&self) -> Option<String> {
