@@ -38,7 +38,8 @@
 //! Each run also prints the CPU time per message of tokio's worker threads and the share of
 //! the run they spent on a CPU (and, for SQLite, the CPU time of its writer thread, and how
 //! the writer's time splits between running requests and `COMMIT`), read from
-//! `/proc/self/task/*/schedstat` on Linux.
+//! `/proc/self/task/*/schedstat` on Linux, and the minor page faults per message, read from
+//! `/proc/self/stat`.
 //!
 //! `cargo bench -p botmesh-examples --bench shop` (`SHOP_BENCH_CHATS`, `SHOP_BENCH_SECS` for
 //! the length of each ceiling measurement (default 1 s), `SHOP_BENCH_ROUNDS` for the orders

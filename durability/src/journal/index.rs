@@ -94,10 +94,8 @@ pub(crate) fn push_idx1(out: &mut String, kind: RecordKind, state: &str, ms: i64
     out.push_str(prefix(kind));
     out.push('/');
     out.push_str(state);
-    out.push('/');
-    push_decimal(out, u64::try_from(ms).unwrap_or(0), 16);
-    out.push('/');
-    out.push_str(id);
+    // The rest is the parts' tail: `/` (the class's end), the ms, `/`, the id.
+    push_idx1_parts(out, "/", u64::try_from(ms).unwrap_or(0), id);
 }
 
 /// A record's `idx1` value in its parts: `<class><ms, 16 digits>/<id>`, where the class is

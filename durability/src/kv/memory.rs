@@ -764,9 +764,6 @@ impl ScopeData {
         let Some(stored) = entries.get_mut(key) else {
             return Ok(RecordUpdated::Missing);
         };
-        if !matches!(stored.value, EntryValue::Record(_)) {
-            return Ok(RecordUpdated::NotARecord);
-        }
         let old = set1.before_change(stored);
         let EntryValue::Record(record) = &mut stored.value else {
             return Ok(RecordUpdated::NotARecord);

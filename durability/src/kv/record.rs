@@ -270,19 +270,9 @@ impl EntryValue {
 
     /// The `idx1` value of a record ([`RecordValue::idx1`]); `None` for bytes.
     pub(crate) fn derived_idx1(&self) -> Option<String> {
-        let mut value = String::new();
-        self.push_derived_idx1(&mut value).then_some(value)
-    }
-
-    /// [`derived_idx1`](Self::derived_idx1) appended to `out` (a buffer the caller reuses):
-    /// `false` when there is none.
-    pub(crate) fn push_derived_idx1(&self, out: &mut String) -> bool {
         match self {
-            EntryValue::Bytes(_) => false,
-            EntryValue::Record(record) => {
-                record.push_idx1(out);
-                true
-            }
+            EntryValue::Bytes(_) => None,
+            EntryValue::Record(record) => Some(record.idx1()),
         }
     }
 
