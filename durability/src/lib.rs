@@ -65,7 +65,7 @@ pub use error::DurabilityError;
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 pub use journal::{
-    CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
+    AtOnce, CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
     StepCommitted, StepConflict, StepJournal, StepSend,
 };
 pub use keys::{Fingerprint, KeyKind, SendKey};

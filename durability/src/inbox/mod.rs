@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
-use crate::journal::{JournalRecord, KvDurability, index, unshare};
+use crate::journal::{AtOnce, JournalRecord, KvDurability, index, unshare};
 use crate::keys;
 use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
 use crate::leases::{InboxLease, LeaseRecord};
@@ -231,6 +231,10 @@ pub enum InboxJournal {
     Duplicate(InboundRecord),
 }
 
+/// A journaled record's lease and the record written (shared with a backend that keeps
+/// records), or the record found under its id.
+type JournaledLeased = (InboxLease, Result<Arc<InboundRecord>, InboundRecord>);
+
 /// The outcome of [`Inbox::journal_and_lease`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum InboxJournalLease {
@@ -311,30 +315,57 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     /// [`journal_and_claim`](Self::journal_and_claim) for a caller that needs only the lease
     /// (the bot's own path): the same write, without a copy of the record for the caller on a
     /// backend that keeps records.
-    pub async fn journal_and_lease(
+    ///
+    /// Done at once (an [`AtOnce`] that is ready) by a backend in this process.
+    pub fn journal_and_lease(
         &self,
         new: NewInbound,
-    ) -> Result<InboxJournalLease, DurabilityError> {
-        match self.journal_leased(new).await? {
-            (lease, Ok(_)) => Ok(InboxJournalLease::Leased(lease)),
-            (_, Err(_)) => Ok(InboxJournalLease::Duplicate),
+    ) -> AtOnce<'_, Result<InboxJournalLease, DurabilityError>> {
+        fn lease_of(
+            (lease, record): JournaledLeased,
+        ) -> Result<InboxJournalLease, DurabilityError> {
+            Ok(match record {
+                Ok(_) => InboxJournalLease::Leased(lease),
+                Err(_) => InboxJournalLease::Duplicate,
+            })
         }
+        self.journal_leased(new)
+            .map(|journaled| journaled.and_then(lease_of))
     }
 
     /// Journals `new` leased: its lease and the record written (shared with a backend that
-    /// keeps records), or the record found under its id.
-    async fn journal_leased(
+    /// keeps records), or the record found under its id. At once when the backend writes at
+    /// once and the id is new.
+    fn journal_leased(
         &self,
         new: NewInbound,
-    ) -> Result<(InboxLease, Result<Arc<InboundRecord>, InboundRecord>), DurabilityError> {
+    ) -> AtOnce<'_, Result<JournaledLeased, DurabilityError>> {
         let now = self.d.now_ms();
         let mut record = self.new_record(new, now);
         let lease = self.take_lease(&mut record, now);
         let record = Arc::new(record);
-        match self.create(&record).await? {
-            None => Ok((lease, Ok(record))),
-            Some(existing) => Ok((lease, Err(existing))),
+        match self.d.put_shared_now("journal", None, &record, None) {
+            Ok(Ok(CasOutcome::Ok { version })) => {
+                self.journaled(&record, version);
+                AtOnce::ready(Ok((lease, Ok(record))))
+            }
+            Ok(Err(e)) => AtOnce::ready(Err(e)),
+            // A conflict (a redelivery) is resolved by a read, and a backend that writes only
+            // through its future writes there: the whole write again, with its hooks.
+            Ok(Ok(CasOutcome::Conflict { .. })) | Err(_) => AtOnce::later(async move {
+                match self.create(&record).await? {
+                    None => Ok((lease, Ok(record))),
+                    Some(existing) => Ok((lease, Err(existing))),
+                }
+            }),
         }
+    }
+
+    /// What follows the write of a new record at `version`: counted, logged, remembered.
+    fn journaled(&self, record: &Arc<InboundRecord>, version: u64) {
+        self.d.count(Counter::InboundJournaled);
+        tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
+        self.d.note_written(version, &**record);
     }
 
     /// Creates the record; returns the existing one when the id is already journaled.
@@ -349,9 +380,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 .await?
             {
                 CasOutcome::Ok { version } => {
-                    self.d.count(Counter::InboundJournaled);
-                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
-                    self.d.note_written(version, &**record);
+                    self.journaled(record, version);
                     return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {

@@ -22,6 +22,7 @@
 //! This module holds the shared plumbing; the operations live in the `inbox`, `outbox`,
 //! `retention` and `operating` modules.
 
+mod at_once;
 pub(crate) mod index;
 mod json_bound;
 mod payload;
@@ -29,6 +30,7 @@ mod records;
 pub(crate) mod snapshots;
 mod step;
 
+pub use at_once::AtOnce;
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step, unshare};
 pub use step::{

@@ -108,6 +108,37 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
     }
 
+    /// [`put_shared_indexed`](Self::put_shared_indexed) done at once, by a backend that keeps
+    /// its records in this process and writes without waiting
+    /// ([`DurableKv::cas_record_now`]) and whose journal write hooks cannot refuse a write
+    /// (they run only around the future's write). `Err(idx2)` gives `idx2` back when it
+    /// cannot: nothing was written, and the caller writes through `put_shared_indexed`.
+    pub(crate) fn put_shared_now<R>(
+        &self,
+        operation: &'static str,
+        expected: Option<u64>,
+        record: &Arc<R>,
+        idx2: Option<String>,
+    ) -> Result<Result<CasOutcome, DurabilityError>, Option<String>>
+    where
+        R: JournalRecord,
+    {
+        let backend = self.backend();
+        if backend.may_refuse_journal_writes() {
+            return Err(idx2);
+        }
+        let entry = RecordEntry {
+            value: R::shared_value(Arc::clone(record)),
+            idx1: RecordIdx1::Derived,
+            idx2,
+        };
+        let key = index::storage_key(R::KIND, record.id());
+        match backend.cas_record_now(&self.shared.scope, &key, expected, entry) {
+            Ok(outcome) => Ok(outcome.map_err(Self::backend_err(R::KIND, record.id(), operation))),
+            Err(entry) => Err(entry.idx2),
+        }
+    }
+
     /// Reads and decodes a record. An undecodable record is quarantined and reported as
     /// [`DurabilityError::Corrupt`].
     pub(crate) async fn load<R: JournalRecord>(
@@ -285,16 +316,28 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
     ) -> Result<Option<String>, DurabilityError> {
-        let scope = &self.shared.scope;
-        let first = match self.backend().first_key_now(scope, Index::Two, from, to) {
-            Some(first) => first,
-            None => self
-                .backend()
-                .range_records(scope, Index::Two, from, to, 1)
-                .await
-                .map(|found| found.into_iter().next().map(|e| e.key)),
-        };
-        first.map_err(Self::backend_err(kind, from, "list by chat"))
+        if let Some(first) = self.first_idx2_key_now(kind, from, to) {
+            return first;
+        }
+        self.backend()
+            .range_records(&self.shared.scope, Index::Two, from, to, 1)
+            .await
+            .map(|found| found.into_iter().next().map(|e| e.key))
+            .map_err(Self::backend_err(kind, from, "list by chat"))
+    }
+
+    /// [`first_idx2_key`](Self::first_idx2_key) read at once ([`DurableKv::first_key_now`]);
+    /// `None` from a backend that lists only through its future.
+    pub(crate) fn first_idx2_key_now(
+        &self,
+        kind: RecordKind,
+        from: &str,
+        to: &str,
+    ) -> Option<Result<Option<String>, DurabilityError>> {
+        let first = self
+            .backend()
+            .first_key_now(&self.shared.scope, Index::Two, from, to)?;
+        Some(first.map_err(Self::backend_err(kind, from, "list by chat")))
     }
 
     /// Reads a record, lets `decide` change it, and writes it back by CAS; re-reads and
@@ -365,6 +408,35 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         )
         .await
         .map(|((), _)| ())
+    }
+
+    /// [`settle_from`](Self::settle_from) done at once by a backend that changes records in
+    /// place ([`DurableKv::update_record`]): no future, no snapshot. `None` when this backend
+    /// does not (or the key holds bytes): nothing was changed, and the caller settles through
+    /// `settle_from`.
+    pub(crate) fn settle_now<R, F>(
+        &self,
+        point: WritePoint,
+        operation: &'static str,
+        id: &str,
+        mut decide: F,
+    ) -> Option<Result<(), DurabilityError>>
+    where
+        R: JournalRecord,
+        F: FnMut(&mut R, i64) -> Result<Step<()>, DurabilityError>,
+    {
+        if !self.updates_in_place() {
+            return None;
+        }
+        self.modify_in_place::<R, (), F>(
+            point,
+            operation,
+            id,
+            Returned::NothingChecksFirst,
+            &mut decide,
+        )
+        .transpose()
+        .map(|done| done.map(|((), _)| ()))
     }
 
     /// [`modify_from`](Self::modify_from) that also returns the record as written (or as found,

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use super::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
-use crate::journal::{Step, index, unshare};
-use crate::kv::{DurableKv, WritePoint};
+use crate::journal::{AtOnce, JournalRecord, Step, index, unshare};
+use crate::keys::KeyKind;
+use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::{Incarnation, LeaseStatus, OutboxLease};
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 use crate::retries::{self, FailOutcome, PartGate, SendFailure, duration_ms};
@@ -240,38 +241,97 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// [`journal_and_begin`](Self::journal_and_begin) for a caller that needs only the lease
     /// (the bot's own path, which has the content it journaled): the same write, without a
     /// copy of the record for the caller on a backend that keeps records.
-    pub async fn journal_and_lease(&self, new: NewSend) -> Result<JournalLeased, DurabilityError> {
-        Ok(match self.journal_leased(new).await? {
-            Begun::Leased(lease, _) => JournalLeased::Leased(lease),
-            Begun::Journal(journaled) => JournalLeased::Journal(journaled),
+    ///
+    /// Done at once (an [`AtOnce`] that is ready) by a backend in this process.
+    pub fn journal_and_lease(
+        &self,
+        new: NewSend,
+    ) -> AtOnce<'_, Result<JournalLeased, DurabilityError>> {
+        self.journal_leased(new).map(|begun| {
+            Ok(match begun? {
+                Begun::Leased(lease, _) => JournalLeased::Leased(lease),
+                Begun::Journal(journaled) => JournalLeased::Journal(journaled),
+            })
         })
     }
 
     /// The write of `journal_and_begin`: the record written is shared with a backend that
-    /// keeps records.
-    async fn journal_leased(&self, new: NewSend) -> Result<Begun, DurabilityError> {
+    /// keeps records. At once when the backend reads and writes at once, the chat has no
+    /// earlier open send and the key is new.
+    fn journal_leased(&self, new: NewSend) -> AtOnce<'_, Result<Begun, DurabilityError>> {
         if let Some((size, limit)) = self.oversize(&new) {
-            return Ok(Begun::Journal(SendJournal::Bypassed { size, limit }));
+            return AtOnce::ready(Ok(Begun::Journal(SendJournal::Bypassed { size, limit })));
         }
         let kind = new.key.kind();
-        let mut record = self.record_of(new);
+        let record = self.record_of(new);
         // Its `idx2` while open (pending or sending alike): the chat-order check's bound, then
         // the value written with it.
         let mine = index::idx2(RecordKind::Outbound, &record.chat, record.seq, record.part);
-        if self.earlier_open_than(&record, &mine).await?.is_some() {
-            // Waits behind the chat's earlier send: journaled pending, as `journal` does.
-            return Ok(Begun::Journal(
-                Box::pin(self.journal_record(kind, record)).await?,
-            ));
+        let from = index::chat_prefix_of(RecordKind::Outbound, &record.chat, &mine);
+        match self.d.first_idx2_key_now(RecordKind::Outbound, from, &mine) {
+            Some(Ok(first)) => {
+                if Self::earlier(&record, first).is_some() {
+                    // Waits behind the chat's earlier send: journaled pending, as `journal`
+                    // does.
+                    return AtOnce::later(async move {
+                        Ok(Begun::Journal(self.journal_record(kind, record).await?))
+                    });
+                }
+            }
+            Some(Err(e)) => return AtOnce::ready(Err(e)),
+            None => {
+                return AtOnce::later(async move {
+                    if self.earlier_open_than(&record, &mine).await?.is_some() {
+                        return Ok(Begun::Journal(
+                            Box::pin(self.journal_record(kind, record)).await?,
+                        ));
+                    }
+                    let (record, lease) = self.leased(record);
+                    self.create_leased_record(kind, record, lease, Some(mine))
+                        .await
+                });
+            }
         }
+        let (record, lease) = self.leased(record);
+        match self.d.put_shared_now("journal", None, &record, Some(mine)) {
+            Ok(Ok(CasOutcome::Ok { version })) => {
+                self.journaled(&record, version);
+                AtOnce::ready(Ok(Begun::Leased(lease, record)))
+            }
+            Ok(Err(e)) => AtOnce::ready(Err(e)),
+            // A conflict (the key recorded before) is resolved by a read, and a backend that
+            // writes only through its future writes there: the whole write again, with its
+            // hooks.
+            Ok(Ok(CasOutcome::Conflict { .. })) => AtOnce::later(async move {
+                let idx2 = record.idx2();
+                self.create_leased_record(kind, record, lease, idx2).await
+            }),
+            Err(idx2) => {
+                AtOnce::later(
+                    async move { self.create_leased_record(kind, record, lease, idx2).await },
+                )
+            }
+        }
+    }
+
+    /// `record` leased to this process for its first attempt, shared.
+    fn leased(&self, mut record: OutboxRecord) -> (Arc<OutboxRecord>, OutboxLease) {
         let (now, lease_ms) = (record.created_ms, duration_ms(self.d.config().outbox.lease));
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
+        (Arc::new(record), lease)
+    }
+
+    /// Writes `record`, leased with `lease`, through the backend's future (`idx2`: its
+    /// `idx2` value, built by the caller); a key recorded before decides as for `journal`.
+    async fn create_leased_record(
+        &self,
+        kind: KeyKind,
+        record: Arc<OutboxRecord>,
+        lease: OutboxLease,
+        idx2: Option<String>,
+    ) -> Result<Begun, DurabilityError> {
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
-        let record = Arc::new(record);
-        match self
-            .create_shared_indexed(&points, &record, Some(mine))
-            .await?
-        {
+        match self.create_shared_indexed(&points, &record, idx2).await? {
             None => Ok(Begun::Leased(lease, record)),
             Some(found) => {
                 // Not written: the record found decides, as for `journal`.
@@ -331,9 +391,15 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             .d
             .first_idx2_key(RecordKind::Outbound, from, mine)
             .await?;
-        Ok(found
+        Ok(Self::earlier(r, found))
+    }
+
+    /// The key of the open send found first in `r`'s chat (its storage key `first`), if it is
+    /// not `r` itself.
+    fn earlier(r: &OutboxRecord, first: Option<String>) -> Option<String> {
+        first
             .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))
-            .filter(|k| k != &r.key))
+            .filter(|k| k != &r.key)
     }
 
     pub(crate) fn check_fence(
@@ -425,6 +491,24 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             )
             .await;
         self.counted(result)
+    }
+
+    /// [`mark_sent_without_record`](Self::mark_sent_without_record) done at once, by a backend
+    /// that changes records in place in this process (`MemoryKv`): no future. `None` when this
+    /// backend does not; nothing was written then, and the caller awaits
+    /// `mark_sent_without_record`.
+    pub fn mark_sent_now(
+        &self,
+        lease: &OutboxLease,
+        provider_message_id: Option<&str>,
+    ) -> Option<Result<(), DurabilityError>> {
+        let result = self.d.settle_now(
+            WritePoint::OutboxMarkSent,
+            "mark_sent",
+            &lease.key,
+            Self::sent(lease, provider_message_id),
+        )?;
+        Some(self.counted(result))
     }
 
     /// The decision of `mark_sent`: the send is sent with `provider_message_id`, if `lease`

@@ -457,9 +457,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 .await?
             {
                 CasOutcome::Ok { version } => {
-                    self.d.count(Counter::OutboxJournaled);
-                    tracing::debug!(key = %record.key, chat = %record.chat, "send journaled");
-                    self.d.note_written(version, &**record);
+                    self.journaled(record, version);
                     return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {
@@ -477,6 +475,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             id: record.key.clone(),
             operation: "journal",
         })
+    }
+
+    /// What follows the write of a new record at `version`: counted, logged, remembered.
+    pub(crate) fn journaled(&self, record: &Arc<OutboxRecord>, version: u64) {
+        self.d.count(Counter::OutboxJournaled);
+        tracing::debug!(key = %record.key, chat = %record.chat, "send journaled");
+        self.d.note_written(version, &**record);
     }
 
     /// `Some((size, limit))` when the send's payload is over `outbox.max_payload_bytes`: it is

@@ -253,10 +253,26 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         return;
     }
     // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
-    // which a heartbeat does not change.
-    // A settle write that fails because the backend went away is retried (the chat's queue
-    // waits, so its order holds) for up to half the lease; past that the lease expires and
-    // the record is replayed.
+    // which a heartbeat does not change. A backend in this process completes the record at
+    // once (no future); a write that failed because the backend went away is retried.
+    let now = (!journal_failed)
+        .then(|| dur.d.inbox().complete_now(lease))
+        .flatten();
+    match now {
+        Some(Ok(())) => {}
+        Some(Err(e)) if !super::outbound::backend_unavailable(&e) => {
+            k.events.error("durability:inbox.settle", None, e);
+        }
+        // Boxed: the retries (and their timer) would otherwise sit in every job's future.
+        _ => Box::pin(settle_retrying(k, dur, lease, journal_failed)).await,
+    }
+}
+
+/// Settles a leased record through the backend's futures: completed, or charged as a
+/// retryable failure when `journal_failed`. A settle write that fails because the backend
+/// went away is retried (the chat's queue waits, so its order holds) for up to half the
+/// lease; past that the lease expires and the record is replayed.
+async fn settle_retrying(k: &Kernel, dur: &Durable, lease: &InboxLease, journal_failed: bool) {
     let give_up = tokio::time::Instant::now() + dur.d.config().inbox.lease / 2;
     let mut wait = Duration::from_millis(100);
     let mut attempt = 0u32;
@@ -279,12 +295,10 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
             Ok(()) => return,
             // A backend that went away may come back (a restart, a failover); one that is
             // closed or crashed (the crash harness) will not.
-            Err(
-                e @ botmesh_durability::DurabilityError::Backend {
-                    source: botmesh_durability::KvError::Unavailable { .. },
-                    ..
-                },
-            ) if tokio::time::Instant::now() + wait < give_up => {
+            Err(e)
+                if super::outbound::backend_unavailable(&e)
+                    && tokio::time::Instant::now() + wait < give_up =>
+            {
                 tracing::warn!(id = %lease.id, error = %e, attempt, "settling the inbound record failed: retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(2));

@@ -188,7 +188,7 @@ async fn deliver_parts(
             // Leased by its journal write (most sends): one attempt at once, and the retry
             // loop only when it asks for another.
             Part::Leased(lease, content) => {
-                match Box::pin(attempt(k, dur, lease, Content::Known(content))).await? {
+                match attempt(k, dur, lease, Content::Known(content)).await? {
                     Attempt::Sent(id) => Delivered::Now(id),
                     Attempt::Retry { at_ms, key } => {
                         Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
@@ -562,11 +562,18 @@ async fn attempt(
             }
             // The provider accepted it: only the journal is in doubt, so keep trying to record
             // it while the backend is away (within the lease), rather than leave it ambiguous.
-            retry_while_unavailable(dur, || {
-                let lease = &lease;
-                async move { dur.d.outbox().mark_sent_without_record(lease, id).await }
-            })
-            .await
+            // A backend in this process records it at once; the retries are boxed, as they
+            // would otherwise sit in every send's future.
+            match dur.d.outbox().mark_sent_now(&lease, id) {
+                Some(done) if !done.as_ref().is_err_and(backend_unavailable) => done,
+                _ => {
+                    Box::pin(retry_while_unavailable(dur, || {
+                        let lease = &lease;
+                        async move { dur.d.outbox().mark_sent_without_record(lease, id).await }
+                    }))
+                    .await
+                }
+            }
             .map_err(journal_error)?;
             on_sent(k, &chat, outgoing, sent.message_id.clone(), key).await;
             Ok(Attempt::Sent(sent.message_id))
@@ -644,6 +651,18 @@ async fn mark_sent_with_ledger(
     }
 }
 
+/// Whether a journal write failed because the backend is unavailable (a restart, a
+/// failover): worth trying again.
+pub(crate) fn backend_unavailable(e: &DurabilityError) -> bool {
+    matches!(
+        e,
+        DurabilityError::Backend {
+            source: botmesh_durability::KvError::Unavailable { .. },
+            ..
+        }
+    )
+}
+
 /// Runs a journal write again while it fails because the backend is unavailable (a restart,
 /// a failover), for up to half the outbox lease, backing off up to 2 s; other errors (a stale
 /// lease, a crashed or closed backend) return at once.
@@ -659,12 +678,7 @@ where
     let mut wait = Duration::from_millis(50);
     loop {
         match write().await {
-            Err(
-                e @ DurabilityError::Backend {
-                    source: botmesh_durability::KvError::Unavailable { .. },
-                    ..
-                },
-            ) if Instant::now() + wait < give_up => {
+            Err(e) if backend_unavailable(&e) && Instant::now() + wait < give_up => {
                 tracing::warn!(error = %e, "journal write failed: retrying while the backend is away");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(2));
