@@ -252,3 +252,110 @@ async fn a_record_stored_as_bytes_is_changed_by_read_and_compare_and_set() {
         EntryValue::Bytes(_) => panic!("rewritten as a record"),
     }
 }
+
+/// The journal writes of the bot's own path are done at once on `MemoryKv` (an `AtOnce`
+/// already ready, no future to poll), and only the rare outcomes that need a read (a
+/// redelivery, a key recorded before) or a wait behind the chat's earlier send are finished by
+/// a future; a backend that writes only through its futures gets the same outcomes that way.
+#[tokio::test]
+async fn memory_journals_at_once_and_any_backend_gets_the_same_outcomes() {
+    use botmesh_durability::inbox::InboxJournalLease;
+    use botmesh_durability::outbox::JournalLeased;
+
+    let memory = Env::new().open("i1", |_| {});
+    let bytes = KvDurability::new(
+        Arc::new(BytesOnly(MemoryKv::new())),
+        Scope::custom("bytes"),
+        Default::default(),
+    )
+    .expect("durability");
+    for (in_process, d) in [(true, memory.erase()), (false, bytes.erase())] {
+        let inbound = || NewInbound::new("alice", "m1", json!({"text": "hi"}));
+        let first = d.inbox().journal_and_lease(inbound());
+        assert_eq!(first.is_ready(), in_process, "a new inbound event");
+        assert!(matches!(first.await, Ok(InboxJournalLease::Leased(_))));
+        let again = d.inbox().journal_and_lease(inbound());
+        assert!(!again.is_ready(), "a redelivery is resolved by a read");
+        assert!(matches!(again.await, Ok(InboxJournalLease::Duplicate)));
+
+        let send = |key: &str| NewSend::new(SendKey::explicit(key), "alice", json!({"text": key}));
+        let leased = d.outbox().journal_and_lease(send("k1"));
+        assert_eq!(leased.is_ready(), in_process, "a chat's first send");
+        let Ok(JournalLeased::Leased(lease)) = leased.await else {
+            panic!("a chat's first send is leased by its journal write");
+        };
+        let behind = d.outbox().journal_and_lease(send("k2"));
+        assert!(!behind.is_ready(), "a send behind an open one of its chat");
+        match behind.await {
+            Ok(JournalLeased::Journal(SendJournal::Journaled(r))) => {
+                assert_eq!(r.state, botmesh_durability::OutboxState::Pending);
+            }
+            other => panic!("journaled pending behind k1, got {other:?}"),
+        }
+        let recorded = d.outbox().journal_and_lease(send("k1"));
+        assert!(!recorded.is_ready(), "a key recorded before is read");
+        assert!(matches!(
+            recorded.await,
+            Ok(JournalLeased::Journal(SendJournal::Recorded(_)))
+        ));
+
+        // Settled at once in place on `MemoryKv`; elsewhere `None`, and nothing written.
+        let sent_now = d.outbox().mark_sent_now(&lease, Some("p1"));
+        assert_eq!(sent_now.is_some(), in_process);
+        if let Some(done) = sent_now {
+            done.expect("marked sent at once");
+        } else {
+            let before = d.outbox().lookup("k1").await.unwrap().unwrap();
+            assert_eq!(before.state, botmesh_durability::OutboxState::Sending);
+            d.outbox()
+                .mark_sent_without_record(&lease, Some("p1"))
+                .await
+                .expect("marked sent");
+        }
+        let sent = d.outbox().lookup("k1").await.unwrap().unwrap();
+        assert_eq!(sent.state, botmesh_durability::OutboxState::Sent);
+        assert_eq!(sent.provider_message_id.as_deref(), Some("p1"));
+        let mut forged = lease.clone();
+        forged.token += 1;
+        if let Some(refused) = d.outbox().mark_sent_now(&forged, Some("p2")) {
+            assert!(matches!(refused, Err(DurabilityError::StaleLease { .. })));
+        }
+    }
+}
+
+/// `complete_now` completes a leased inbound record at once on `MemoryKv`, refuses a stale
+/// lease leaving the record as it was, and answers `None` (writing nothing) on a backend that
+/// does not change records in place.
+#[tokio::test]
+async fn complete_now_settles_in_place_on_memory_only() {
+    let env = Env::new();
+    let d = env.open("i1", |_| {});
+    let (id, Claimed { lease, .. }) = claim_m1(&d).await;
+    let key = format!("i/{id}");
+    let before = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
+    let mut forged = lease.clone();
+    forged.token += 1;
+    match d.inbox().complete_now(&forged) {
+        Some(Err(DurabilityError::StaleLease { .. })) => {}
+        other => panic!("expected a refusal at once, got {other:?}"),
+    }
+    let after = d.kv().get_record(d.scope(), &key).await.unwrap().unwrap();
+    assert_eq!(after, before, "refused: not changed, not even its version");
+    d.inbox()
+        .complete_now(&lease)
+        .expect("memory completes at once")
+        .expect("completed");
+    let done = d.inbox().get(&id).await.unwrap().unwrap();
+    assert_eq!(done.state, botmesh_durability::InboxState::Done);
+
+    let bytes = KvDurability::new(
+        Arc::new(BytesOnly(MemoryKv::new())),
+        Scope::custom("bytes"),
+        Default::default(),
+    )
+    .expect("durability");
+    let (id, Claimed { lease, .. }) = claim_m1(&bytes).await;
+    assert!(bytes.inbox().complete_now(&lease).is_none());
+    let untouched = bytes.inbox().get(&id).await.unwrap().unwrap();
+    assert_eq!(untouched.state, botmesh_durability::InboxState::Processing);
+}

@@ -258,6 +258,15 @@ pub struct Inbox<'a, K: ?Sized> {
     pub(crate) d: &'a KvDurability<K>,
 }
 
+// A view of the journals: copied freely (a future that outlives the call holds its own).
+impl<K: ?Sized> Clone for Inbox<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: ?Sized> Copy for Inbox<'_, K> {}
+
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The inbox journal.
     pub fn inbox(&self) -> Inbox<'_, K> {
@@ -265,7 +274,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 }
 
-impl<K: DurableKv + ?Sized> Inbox<'_, K> {
+impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
     pub(crate) fn new_record(&self, new: NewInbound, now: i64) -> InboundRecord {
         InboundRecord {
             id: new.id,
@@ -320,7 +329,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     pub fn journal_and_lease(
         &self,
         new: NewInbound,
-    ) -> AtOnce<'_, Result<InboxJournalLease, DurabilityError>> {
+    ) -> AtOnce<'a, Result<InboxJournalLease, DurabilityError>> {
         fn lease_of(
             (lease, record): JournaledLeased,
         ) -> Result<InboxJournalLease, DurabilityError> {
@@ -339,7 +348,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     fn journal_leased(
         &self,
         new: NewInbound,
-    ) -> AtOnce<'_, Result<JournaledLeased, DurabilityError>> {
+    ) -> AtOnce<'a, Result<JournaledLeased, DurabilityError>> {
         let now = self.d.now_ms();
         let mut record = self.new_record(new, now);
         let lease = self.take_lease(&mut record, now);
@@ -352,12 +361,15 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
             Ok(Err(e)) => AtOnce::ready(Err(e)),
             // A conflict (a redelivery) is resolved by a read, and a backend that writes only
             // through its future writes there: the whole write again, with its hooks.
-            Ok(Ok(CasOutcome::Conflict { .. })) | Err(_) => AtOnce::later(async move {
-                match self.create(&record).await? {
-                    None => Ok((lease, Ok(record))),
-                    Some(existing) => Ok((lease, Err(existing))),
-                }
-            }),
+            Ok(Ok(CasOutcome::Conflict { .. })) | Err(_) => {
+                let this = *self;
+                AtOnce::later(async move {
+                    match this.create(&record).await? {
+                        None => Ok((lease, Ok(record))),
+                        Some(existing) => Ok((lease, Err(existing))),
+                    }
+                })
+            }
         }
     }
 

@@ -106,7 +106,7 @@ pub enum AmbiguousOutcome {
     Resend,
 }
 
-impl<K: DurableKv + ?Sized> Outbox<'_, K> {
+impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     /// "About to call the provider": leases the send to this process and charges an attempt,
     /// unless the table in the module documentation says otherwise.
     pub async fn begin_attempt(&self, key: &str) -> Result<BeginAttempt, DurabilityError> {
@@ -246,7 +246,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     pub fn journal_and_lease(
         &self,
         new: NewSend,
-    ) -> AtOnce<'_, Result<JournalLeased, DurabilityError>> {
+    ) -> AtOnce<'a, Result<JournalLeased, DurabilityError>> {
         self.journal_leased(new).map(|begun| {
             Ok(match begun? {
                 Begun::Leased(lease, _) => JournalLeased::Leased(lease),
@@ -258,7 +258,8 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// The write of `journal_and_begin`: the record written is shared with a backend that
     /// keeps records. At once when the backend reads and writes at once, the chat has no
     /// earlier open send and the key is new.
-    fn journal_leased(&self, new: NewSend) -> AtOnce<'_, Result<Begun, DurabilityError>> {
+    fn journal_leased(&self, new: NewSend) -> AtOnce<'a, Result<Begun, DurabilityError>> {
+        let this = *self;
         if let Some((size, limit)) = self.oversize(&new) {
             return AtOnce::ready(Ok(Begun::Journal(SendJournal::Bypassed { size, limit })));
         }
@@ -274,20 +275,20 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     // Waits behind the chat's earlier send: journaled pending, as `journal`
                     // does.
                     return AtOnce::later(async move {
-                        Ok(Begun::Journal(self.journal_record(kind, record).await?))
+                        Ok(Begun::Journal(this.journal_record(kind, record).await?))
                     });
                 }
             }
             Some(Err(e)) => return AtOnce::ready(Err(e)),
             None => {
                 return AtOnce::later(async move {
-                    if self.earlier_open_than(&record, &mine).await?.is_some() {
+                    if this.earlier_open_than(&record, &mine).await?.is_some() {
                         return Ok(Begun::Journal(
-                            Box::pin(self.journal_record(kind, record)).await?,
+                            Box::pin(this.journal_record(kind, record)).await?,
                         ));
                     }
-                    let (record, lease) = self.leased(record);
-                    self.create_leased_record(kind, record, lease, Some(mine))
+                    let (record, lease) = this.leased(record);
+                    this.create_leased_record(kind, record, lease, Some(mine))
                         .await
                 });
             }
@@ -304,11 +305,11 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             // hooks.
             Ok(Ok(CasOutcome::Conflict { .. })) => AtOnce::later(async move {
                 let idx2 = record.idx2();
-                self.create_leased_record(kind, record, lease, idx2).await
+                this.create_leased_record(kind, record, lease, idx2).await
             }),
             Err(idx2) => {
                 AtOnce::later(
-                    async move { self.create_leased_record(kind, record, lease, idx2).await },
+                    async move { this.create_leased_record(kind, record, lease, idx2).await },
                 )
             }
         }
@@ -513,10 +514,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 
     /// The decision of `mark_sent`: the send is sent with `provider_message_id`, if `lease`
     /// still holds it.
-    fn sent<'a>(
-        lease: &'a OutboxLease,
-        provider_message_id: Option<&'a str>,
-    ) -> impl FnMut(&mut OutboxRecord, i64) -> Result<Step<()>, DurabilityError> + Send + 'a {
+    fn sent<'l>(
+        lease: &'l OutboxLease,
+        provider_message_id: Option<&'l str>,
+    ) -> impl FnMut(&mut OutboxRecord, i64) -> Result<Step<()>, DurabilityError> + Send + 'l {
         move |r: &mut OutboxRecord, now| {
             Self::check_fence(r, lease)?;
             r.state = OutboxState::Sent;

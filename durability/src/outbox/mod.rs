@@ -325,6 +325,15 @@ pub struct Outbox<'a, K: ?Sized> {
     pub(crate) d: &'a KvDurability<K>,
 }
 
+// A view of the journals: copied freely (a future that outlives the call holds its own).
+impl<K: ?Sized> Clone for Outbox<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: ?Sized> Copy for Outbox<'_, K> {}
+
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The outbox journal.
     pub fn outbox(&self) -> Outbox<'_, K> {
