@@ -15,8 +15,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// The result of a journal operation, ready at once or given by a boxed future (see the
-/// [module documentation](self)).
+/// The result of a journal operation: ready at once when a backend in this process did it
+/// without waiting (a journal write to [`MemoryKv`](crate::kv::MemoryKv)), or given by the
+/// boxed future that finishes it (any other backend, or a rare path such as a conflict to
+/// resolve by a read). Awaited like any future.
 ///
 /// ```
 /// # async fn demo() -> Result<(), botmesh_durability::DurabilityError> {
