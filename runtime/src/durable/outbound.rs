@@ -138,15 +138,8 @@ pub(crate) async fn deliver(
     let outgoing = &*outgoing;
     let (record, fresh) = match begun {
         Journaled::Bypassed => return direct(k, &chat, outgoing, &key).await,
-        Journaled::Leased(lease) => {
-            // One part, journaled under `key` with `outgoing`.
-            let outcome = SendOutcome {
-                key: Some(key),
-                ..SendOutcome::default()
-            };
-            let first = Some((lease, outgoing));
-            return deliver_parts(k, dur, first, Vec::new(), Some(outgoing), outcome).await;
-        }
+        // One part, journaled under `key` with `outgoing`.
+        Journaled::Leased(lease) => return deliver_leased(k, dur, lease, key, outgoing).await,
         Journaled::Record(record, fresh) => (record, fresh),
     };
     if record.state == OutboxState::Sent {
@@ -164,65 +157,60 @@ pub(crate) async fn deliver(
     let parts = ensure_parts(k, dur, record, known).await?;
     let known = known.filter(|_| parts.len() == 1);
     let keys = parts.into_iter().map(|p| p.key).collect();
-    deliver_parts(k, dur, None, keys, known, outcome).await
+    deliver_parts(k, dur, keys, known, outcome).await
 }
 
-/// Delivers the parts of one send in order, inline, adding each to `outcome`: `first`, a part
-/// its journal write already leased (with the content it journaled: one part), then the
-/// parts `keys`.
+/// Delivers a send of one part that its journal write leased (most sends), journaled under
+/// `key` with `known`: one attempt at once, and the retry loop only when it asks for another.
+pub(crate) async fn deliver_leased(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    lease: OutboxLease,
+    key: String,
+    known: &Outgoing,
+) -> Result<SendOutcome, BotError> {
+    let budget = Budget::start(dur);
+    let delivered = match attempt(k, dur, lease, Content::Known(known)).await? {
+        Attempt::Sent(id) => Delivered::Now(id),
+        // Boxed, as the other rare paths: the send's future holds only their box.
+        Attempt::Retry { at_ms, key } => {
+            Box::pin(attempt_inline(
+                k,
+                dur,
+                &key,
+                &budget,
+                Some(known),
+                Some(at_ms),
+            ))
+            .await?
+        }
+        Attempt::Dead(err) => return Err(err),
+    };
+    let mut outcome = SendOutcome {
+        key: Some(key),
+        ..SendOutcome::default()
+    };
+    delivered.add_to(&mut outcome);
+    Ok(outcome)
+}
+
+/// Delivers the parts `keys` of one send in order, inline, adding each to `outcome`.
 async fn deliver_parts(
     k: &Arc<Kernel>,
     dur: &Durable,
-    first: Option<(OutboxLease, &Outgoing)>,
     keys: Vec<String>,
     known: Option<&Outgoing>,
     mut outcome: SendOutcome,
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
-    let first = first.map(|(lease, content)| Part::Leased(lease, content));
-    for part in first
-        .into_iter()
-        .chain(keys.into_iter().map(Part::Journaled))
-    {
-        let delivered = match part {
-            // Leased by its journal write (most sends): one attempt at once, and the retry
-            // loop only when it asks for another.
-            Part::Leased(lease, content) => {
-                match attempt(k, dur, lease, Content::Known(content)).await? {
-                    Attempt::Sent(id) => Delivered::Now(id),
-                    Attempt::Retry { at_ms, key } => {
-                        Box::pin(attempt_inline(k, dur, &key, &budget, known, Some(at_ms))).await?
-                    }
-                    Attempt::Dead(err) => return Err(err),
-                }
-            }
-            // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
-            // creates it, the whole future below it.
-            Part::Journaled(key) => {
-                Box::pin(attempt_inline(k, dur, &key, &budget, known, None)).await?
-            }
-        };
-        match delivered {
-            Delivered::Now(id) => {
-                outcome.message_id = id;
-                outcome.parts += 1;
-            }
-            Delivered::Before(id) => {
-                outcome.message_id = id;
-                outcome.deduped = true;
-            }
-        }
+    for key in keys {
+        // Boxed (as `attempt` in it): each level would otherwise hold, and copy when it
+        // creates it, the whole future below it.
+        Box::pin(attempt_inline(k, dur, &key, &budget, known, None))
+            .await?
+            .add_to(&mut outcome);
     }
     Ok(outcome)
-}
-
-/// A part of a send to deliver.
-enum Part<'a> {
-    /// Leased by its journal write, which journaled this content: its provider call can be
-    /// made at once.
-    Leased(OutboxLease, &'a Outgoing),
-    /// Journaled under this key: leased by its first attempt.
-    Journaled(String),
 }
 
 /// What journaling a send left to do.
@@ -398,6 +386,22 @@ enum Delivered {
     Now(Option<MessageId>),
     /// Sent before (or settled as unknown): answered from the outbox.
     Before(Option<MessageId>),
+}
+
+impl Delivered {
+    /// Counts this part in the send's `outcome`.
+    fn add_to(self, outcome: &mut SendOutcome) {
+        match self {
+            Delivered::Now(id) => {
+                outcome.message_id = id;
+                outcome.parts += 1;
+            }
+            Delivered::Before(id) => {
+                outcome.message_id = id;
+                outcome.deduped = true;
+            }
+        }
+    }
 }
 
 const POLL: Duration = Duration::from_millis(25);
@@ -726,24 +730,7 @@ pub(crate) async fn deliver_recorded(
             None,
         ),
     };
-    deliver_parts(k, dur, None, keys, known, outcome).await
-}
-
-/// A flow step's send that the step's transaction journaled leased
-/// ([`StepJournal::send_and_begin`](botmesh_durability::StepJournal::send_and_begin)): its
-/// provider call, under that lease, with `known` (its content, one part).
-pub(crate) async fn deliver_leased(
-    k: &Arc<Kernel>,
-    dur: &Durable,
-    lease: OutboxLease,
-    known: &Outgoing,
-) -> Result<SendOutcome, BotError> {
-    let outcome = SendOutcome {
-        key: Some(lease.key.clone()),
-        ..SendOutcome::default()
-    };
-    let first = Some((lease, known));
-    deliver_parts(k, dur, first, Vec::new(), Some(known), outcome).await
+    deliver_parts(k, dur, keys, known, outcome).await
 }
 
 /// A send that bypasses the outbox (a flow step's send over `outbox.max_payload_bytes`).

@@ -294,7 +294,8 @@ pub(crate) async fn deliver(k: &Arc<Kernel>, committed: Committed) {
             }) => {
                 // Journaled leased by this step: its one part is the content collected.
                 let known = c.parts.first().unwrap_or(&c.outgoing);
-                crate::durable::outbound::deliver_leased(k, dur, lease, known).await
+                let key = lease.key.clone();
+                crate::durable::outbound::deliver_leased(k, dur, lease, key, known).await
             }
             Some(CommittedSend { record, .. }) => {
                 // A record found under the key (recorded before) may hold other content.
