@@ -97,12 +97,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         R: JournalRecord,
     {
         debug_assert_eq!(idx2, record.idx2());
-        let entry = RecordEntry {
-            value: R::shared_value(Arc::clone(record)),
-            idx1: RecordIdx1::Derived,
-            idx2,
-        };
-        let key = index::storage_key(R::KIND, record.id());
+        let (key, entry) = Self::shared_entry(record, idx2);
         self.cas_record_at_points(points, &key, expected, entry)
             .await
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
@@ -127,16 +122,25 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         if backend.may_refuse_journal_writes() {
             return Err(idx2);
         }
+        let (key, entry) = Self::shared_entry(record, idx2);
+        match backend.cas_record_now(&self.shared.scope, &key, expected, entry) {
+            Ok(outcome) => Ok(outcome.map_err(Self::backend_err(R::KIND, record.id(), operation))),
+            Err(entry) => Err(entry.idx2),
+        }
+    }
+
+    /// The storage key of `record` and the entry that writes it, shared (its `idx1` left to
+    /// derive, its `idx2` value `idx2`).
+    fn shared_entry<R: JournalRecord>(
+        record: &Arc<R>,
+        idx2: Option<String>,
+    ) -> (String, RecordEntry) {
         let entry = RecordEntry {
             value: R::shared_value(Arc::clone(record)),
             idx1: RecordIdx1::Derived,
             idx2,
         };
-        let key = index::storage_key(R::KIND, record.id());
-        match backend.cas_record_now(&self.shared.scope, &key, expected, entry) {
-            Ok(outcome) => Ok(outcome.map_err(Self::backend_err(R::KIND, record.id(), operation))),
-            Err(entry) => Err(entry.idx2),
-        }
+        (index::storage_key(R::KIND, record.id()), entry)
     }
 
     /// Reads and decodes a record. An undecodable record is quarantined and reported as

@@ -139,7 +139,7 @@ pub(crate) async fn deliver(
     let (record, fresh) = match begun {
         Journaled::Bypassed => return direct(k, &chat, outgoing, &key).await,
         // One part, journaled under `key` with `outgoing`.
-        Journaled::Leased(lease) => return deliver_leased(k, dur, lease, key, outgoing).await,
+        Journaled::Leased(lease) => return deliver_leased(k, dur, lease, outgoing).await,
         Journaled::Record(record, fresh) => (record, fresh),
     };
     if record.state == OutboxState::Sent {
@@ -161,15 +161,16 @@ pub(crate) async fn deliver(
 }
 
 /// Delivers a send of one part that its journal write leased (most sends), journaled under
-/// `key` with `known`: one attempt at once, and the retry loop only when it asks for another.
+/// the lease's key with `known`: one attempt at once, and the retry loop only when it asks for
+/// another.
 pub(crate) async fn deliver_leased(
     k: &Arc<Kernel>,
     dur: &Durable,
     lease: OutboxLease,
-    key: String,
     known: &Outgoing,
 ) -> Result<SendOutcome, BotError> {
     let budget = Budget::start(dur);
+    let key = lease.key.clone();
     let delivered = match attempt(k, dur, lease, Content::Known(known)).await? {
         Attempt::Sent(id) => Delivered::Now(id),
         // Boxed, as the other rare paths: the send's future holds only their box.

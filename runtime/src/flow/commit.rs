@@ -294,8 +294,7 @@ pub(crate) async fn deliver(k: &Arc<Kernel>, committed: Committed) {
             }) => {
                 // Journaled leased by this step: its one part is the content collected.
                 let known = c.parts.first().unwrap_or(&c.outgoing);
-                let key = lease.key.clone();
-                crate::durable::outbound::deliver_leased(k, dur, lease, key, known).await
+                crate::durable::outbound::deliver_leased(k, dur, lease, known).await
             }
             Some(CommittedSend { record, .. }) => {
                 // A record found under the key (recorded before) may hold other content.
