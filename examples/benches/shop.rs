@@ -19,11 +19,13 @@
 //! The machine's speed drifts (on the 2-core CI machine, by a factor of two for minutes at a
 //! time), so the variants run in rounds (`SHOP_BENCH_REPEAT`, default 3): each round runs every
 //! variant once, measuring each storage's raw ceiling right before and right after the variant
-//! that uses it (the ratio takes their mean), and runs the no-durability variant again right
-//! after the memory one (memory's ratio is over the mean of the two runs around it).
-//! The table gives the median of the rounds, with every round's figure beside it, and each
-//! ratio is the median of the rounds' ratios (a ratio taken within one round compares figures
-//! measured seconds apart).
+//! that uses it (the ratio takes their mean), and runs the memory variant in pairs
+//! (`SHOP_BENCH_PAIRS`, default 5): `off, memory, off, memory, off, …`, each memory run's ratio
+//! over the mean of the two no-durability runs around it (a run is a fraction of a second, so
+//! one pair is noisy; see [`memory_pairs`]).
+//! The table gives the median of the runs, with every run's figure beside it, and each
+//! ratio is the median of the rounds' (memory: the pairs') ratios (a ratio taken within one
+//! round compares figures measured seconds apart).
 //!
 //! The SQLite variant runs on a runtime of its own with one tokio worker fewer than the
 //! machine's cores ([`SqliteStore::worker_threads_beside_writer`], as the shop binary), so
@@ -435,35 +437,45 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// One round: every variant once, each storage's raw ceiling measured right before the
-/// variant that uses it (so a drift of the machine's speed between rounds affects both sides
-/// of a ratio alike).
+/// One round: every variant once (memory in [`SHOP_BENCH_PAIRS`](memory_pairs) pairs), each
+/// storage's raw ceiling measured right before the variant that uses it (so a drift of the
+/// machine's speed between rounds affects both sides of a ratio alike).
 struct Round {
     rates: Vec<(Variant, (f64, Duration, Duration))>,
     /// Each storage's raw ceiling: the mean of the measurements right before and right after
     /// the variant's run.
     ceilings: HashMap<Variant, f64>,
-    /// Messages/s without durability, run again right after the memory variant.
-    off_after: Option<f64>,
+    /// Each memory run's messages/s over the mean of the runs without durability right before
+    /// and right after it.
+    memory_ratios: Vec<f64>,
 }
 
 impl Round {
-    fn rate(&self, v: Variant) -> Option<f64> {
-        self.rates.iter().find(|(x, _)| *x == v).map(|(_, r)| r.0)
+    /// A variant's messages/s over its reference, the raw ceiling of its storage: one ratio,
+    /// or none without a ceiling. Memory has one ratio per pair ([`Round::memory_ratios`]).
+    fn ratios(&self, v: Variant) -> Vec<f64> {
+        if v == Variant::Memory {
+            return self.memory_ratios.clone();
+        }
+        let rate = self.rates.iter().find(|(x, _)| *x == v).map(|(_, r)| r.0);
+        match (rate, self.ceilings.get(&v)) {
+            (Some(rate), Some(ceiling)) => vec![rate / ceiling],
+            _ => Vec::new(),
+        }
     }
+}
 
-    /// A variant's messages/s over its reference: the raw ceiling of its storage, or (for
-    /// memory) the mean of the runs without durability right before and right after it.
-    fn ratio(&self, v: Variant) -> Option<f64> {
-        let reference = match v {
-            Variant::Memory => {
-                let before = self.rate(Variant::Off)?;
-                (before + self.off_after.unwrap_or(before)) / 2.0
-            }
-            _ => *self.ceilings.get(&v)?,
-        };
-        Some(self.rate(v)? / reference)
-    }
+/// How many times a round runs the memory variant (`SHOP_BENCH_PAIRS`, default 5), each run
+/// followed by a run without durability: `off, memory, off, memory, off, …`. A run is 4,000
+/// messages, a fraction of a second, and this machine's speed moves within a second, so one
+/// ratio per round is noisy (0.69–0.92 over 45 rounds of the same binary); the median of
+/// 15 pairs moves far less.
+fn memory_pairs() -> usize {
+    std::env::var("SHOP_BENCH_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+        .max(1)
 }
 
 fn main() {
@@ -553,13 +565,14 @@ fn main() {
     for &variant in &variants {
         runtime(variant).block_on(run(variant, chats / 4, 1, dir)); // warm-up
     }
+    let pairs = memory_pairs();
     let mut all_rounds = Vec::with_capacity(repeat);
     for round in 1..=repeat {
         println!("round {round} of {repeat}");
         let mut this = Round {
             rates: Vec::new(),
             ceilings: HashMap::new(),
-            off_after: None,
+            memory_ratios: Vec::new(),
         };
         for &variant in &variants {
             let ceiling = || match variant {
@@ -573,6 +586,22 @@ fn main() {
                     .as_deref()
                     .map(|u| rt.block_on(redis_ceiling(u, secs))),
             };
+            // The memory variant runs in pairs, each memory run between two runs without
+            // durability (the round's first `off` run opens the sequence).
+            let off_before = this.rates.iter().rev().find(|(x, _)| *x == Variant::Off);
+            if let (Variant::Memory, Some(&(_, (first_off, _, _)))) = (variant, off_before) {
+                let mut before = first_off;
+                for _ in 0..pairs {
+                    let memory = rt.block_on(run(Variant::Memory, chats, rounds, dir));
+                    let after = rt.block_on(run(Variant::Off, chats, rounds, dir));
+                    this.memory_ratios
+                        .push(memory.0 / ((before + after.0) / 2.0));
+                    this.rates.push((Variant::Memory, memory));
+                    this.rates.push((Variant::Off, after));
+                    before = after.0;
+                }
+                continue;
+            }
             // The reference is measured on both sides of the run and averaged: the machine's
             // speed drifts within a round too.
             let before = ceiling();
@@ -581,14 +610,11 @@ fn main() {
             if let (Some(b), Some(a)) = (before, ceiling()) {
                 this.ceilings.insert(variant, (b + a) / 2.0);
             }
-            if variant == Variant::Memory && variants.contains(&Variant::Off) {
-                this.off_after = Some(rt.block_on(run(Variant::Off, chats, rounds, dir)).0);
-            }
         }
         all_rounds.push(this);
     }
     println!(
-        "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider; {repeat} rounds, medians",
+        "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider; {repeat} rounds (memory in {pairs} pairs with off a round), medians",
         SCRIPT.len()
     );
     println!(
@@ -609,7 +635,7 @@ fn main() {
         ceiling(Variant::File)
     );
     println!(
-        "{:<10} {:>12} {:>10} {:>10}   messages/s of each round",
+        "{:<10} {:>12} {:>10} {:>10}   messages/s of each run",
         "durability", "messages/s", "p50", "p99"
     );
     for &v in &variants {
@@ -632,20 +658,27 @@ fn main() {
         );
     }
     let ratio = |v: Variant| -> Option<(f64, String)> {
-        let each: Vec<f64> = all_rounds.iter().filter_map(|r| r.ratio(v)).collect();
+        let each: Vec<f64> = all_rounds.iter().flat_map(|r| r.ratios(v)).collect();
         if each.is_empty() {
             return None;
         }
-        let listed = each
+        // Rounds apart by ` | ` (memory's pairs of one round together).
+        let listed = all_rounds
             .iter()
-            .map(|x| format!("{x:.2}"))
+            .map(|r| {
+                r.ratios(v)
+                    .iter()
+                    .map(|x| format!("{x:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
             .collect::<Vec<_>>()
-            .join(" ");
+            .join(" | ");
         Some((median(each), listed))
     };
     if let Some((m, each)) = ratio(Variant::Memory) {
         println!(
-            "memory durability: {:.0}% of the throughput without durability (goal: at least 75%); each round: {each}",
+            "memory durability: {:.0}% of the throughput without durability (goal: at least 75%), median of {pairs} pairs x {repeat} rounds: {each}",
             m * 100.0
         );
     }

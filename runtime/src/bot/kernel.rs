@@ -94,7 +94,40 @@ impl Kernel {
     /// The id of an inbound record: stable for a (chat, channel message id) pair, readable
     /// (`alice/m1`), and unambiguous (`%` and `/` in the chat id are escaped).
     pub(crate) fn inbound_record_id(chat: &str, message_id: &str) -> String {
-        let chat = chat.replace('%', "%25").replace('/', "%2F");
-        format!("{chat}/{message_id}")
+        let mut id = String::with_capacity(chat.len() + 1 + message_id.len());
+        let mut rest = chat;
+        while let Some(at) = rest.find(['%', '/']) {
+            id.push_str(&rest[..at]);
+            id.push_str(if rest.as_bytes()[at] == b'%' {
+                "%25"
+            } else {
+                "%2F"
+            });
+            rest = &rest[at + 1..];
+        }
+        id.push_str(rest);
+        id.push('/');
+        id.push_str(message_id);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kernel;
+
+    #[test]
+    fn inbound_record_id_escapes_the_chat_and_keeps_the_message_id() {
+        assert_eq!(Kernel::inbound_record_id("alice", "m1"), "alice/m1");
+        assert_eq!(
+            Kernel::inbound_record_id("a/b%c/", "m/1"),
+            "a%2Fb%25c%2F/m/1"
+        );
+        assert_eq!(Kernel::inbound_record_id("%", "x"), "%25/x");
+        // Two chats that differ only by an escaped character keep apart.
+        assert_ne!(
+            Kernel::inbound_record_id("a/b", "c"),
+            Kernel::inbound_record_id("a", "b/c")
+        );
     }
 }
