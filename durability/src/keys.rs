@@ -116,6 +116,29 @@ pub fn part_key(key: &str, n: u32) -> String {
     }
 }
 
+/// Appends `part` to `out` with `%` written `%25` and `/` written `%2F`, so that a path
+/// joined from escaped parts with `/` splits back into the same parts (a scope's id, an
+/// inbound record's `<chat>/<message id>`).
+///
+/// ```
+/// let mut id = String::new();
+/// botmesh_durability::keys::push_escaped(&mut id, "a/b%c");
+/// assert_eq!(id, "a%2Fb%25c");
+/// ```
+pub fn push_escaped(out: &mut String, part: &str) {
+    let mut rest = part;
+    while let Some(at) = rest.find(['%', '/']) {
+        out.push_str(&rest[..at]);
+        out.push_str(if rest.as_bytes()[at] == b'%' {
+            "%25"
+        } else {
+            "%2F"
+        });
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+}
+
 /// The key under which diverged content of the derived key `key` is sent (`on_diverged:
 /// send`): `key~<first 12 hex digits of the new fingerprint>`, the same on every replay.
 pub fn diverged_key(key: &str, fingerprint: &Fingerprint) -> String {
@@ -314,6 +337,23 @@ mod tests {
         assert_eq!(part_key("k", 1), "k");
         assert_eq!(part_key("k", 2), "k#2");
         assert_eq!(part_key("k#2", 3), "k#2#3");
+    }
+
+    #[test]
+    fn escaped_parts_join_without_collisions() {
+        let escaped = |part: &str| {
+            let mut out = String::new();
+            push_escaped(&mut out, part);
+            out
+        };
+        assert_eq!(escaped("plain"), "plain");
+        assert_eq!(escaped("%/%2F/"), "%25%2F%252F%2F");
+        assert_eq!(escaped(""), "");
+        // A scope's parts: a `/` inside a part does not make two scopes one.
+        let a = crate::kv::Scope::new("t", "e/x", "b", "c");
+        let b = crate::kv::Scope::new("t", "e", "x/b", "c");
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.id(), "t/e%2Fx/b/c");
     }
 
     #[test]

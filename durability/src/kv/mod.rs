@@ -63,11 +63,16 @@ impl Scope {
     /// The scope of a bot: `tenant/environment/bot/connection`, each part escaped so that a `/`
     /// inside a part cannot make two different namespaces collide.
     pub fn new(tenant: &str, environment: &str, bot: &str, connection: &str) -> Self {
-        let id = [tenant, environment, bot, connection]
-            .iter()
-            .map(|part| escape(part))
-            .collect::<Vec<_>>()
-            .join("/");
+        let mut id = String::new();
+        for (i, part) in [tenant, environment, bot, connection]
+            .into_iter()
+            .enumerate()
+        {
+            if i > 0 {
+                id.push('/');
+            }
+            crate::keys::push_escaped(&mut id, part);
+        }
         Scope {
             id: Arc::from(id),
             bot: bot.to_owned(),
@@ -113,10 +118,6 @@ impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.id)
     }
-}
-
-fn escape(part: &str) -> String {
-    part.replace('%', "%25").replace('/', "%2F")
 }
 
 /// What a write stores under a key.

@@ -95,17 +95,7 @@ impl Kernel {
     /// (`alice/m1`), and unambiguous (`%` and `/` in the chat id are escaped).
     pub(crate) fn inbound_record_id(chat: &str, message_id: &str) -> String {
         let mut id = String::with_capacity(chat.len() + 1 + message_id.len());
-        let mut rest = chat;
-        while let Some(at) = rest.find(['%', '/']) {
-            id.push_str(&rest[..at]);
-            id.push_str(if rest.as_bytes()[at] == b'%' {
-                "%25"
-            } else {
-                "%2F"
-            });
-            rest = &rest[at + 1..];
-        }
-        id.push_str(rest);
+        botmesh_durability::keys::push_escaped(&mut id, chat);
         id.push('/');
         id.push_str(message_id);
         id
