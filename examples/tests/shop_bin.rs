@@ -175,6 +175,30 @@ fn an_order_is_taken_then_shown_by_status_in_a_second_run() {
     assert!(said.iter().any(|t| t.contains("no orders yet")), "{said:?}");
 }
 
+/// The console's second run on the same database answers from its first line: the lines of
+/// a new run are new messages, not redeliveries of the first run's (whose ids the journal
+/// keeps for its retention window).
+#[test]
+fn a_console_run_on_the_same_database_answers_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("shop.db");
+    let db = db.to_str().expect("utf-8 path");
+    for run in 1..=2 {
+        let out = shop(&["--db", db], "/start\n/status\n");
+        assert_eq!(out.code, Some(0), "run {run}: {}", out.stderr);
+        assert!(
+            out.stdout.contains("Welcome to the botmesh shop"),
+            "run {run}: {}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("no orders yet"),
+            "run {run}: {}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn help_and_bad_arguments() {
     let help = shop(&["--help"], "");

@@ -15,6 +15,10 @@
 //! | end of input (Ctrl-D, end of a pipe) | `end_of_input()`: the bot stops with a drain |
 //! | typing | a transient `bot is typing…` on stderr when it is a terminal, else nothing |
 //!
+//! A typed line's message id is `console-<run>-<n>` (`<run>`: the ms the console started
+//! reading), so a bot restarted on the same journal does not take a new run's lines for
+//! redeliveries of the last run's.
+//!
 //! Output goes through one writer task, so lines never interleave. It does not persist
 //! anything, download media, or show read marks; interaction acks are no-ops.
 
@@ -359,6 +363,11 @@ fn contact(card: &ContactCard) -> String {
 /// Reads lines and delivers them until the input ends.
 async fn read_loop(provider: ConsoleProvider, sink: EventSink) {
     let mut input = provider.shared.input.clone().lock_owned().await;
+    // Message ids are `console-<run>-<n>`: a bot journals the ids it has seen (for the
+    // retention window) and takes an id seen before for a redelivery, so ids that restarted
+    // at 1 in each run would drop the first lines typed after a restart on the same
+    // journal. `<run>` is the ms this run started reading.
+    let run = botmesh::clock::now_ms();
     let mut n: u64 = 0;
     loop {
         let bytes = match input.next_line().await {
@@ -381,7 +390,7 @@ async fn read_loop(provider: ConsoleProvider, sink: EventSink) {
         let now = botmesh::clock::now_ms();
         let event = match interpret(&line, &choices) {
             Typed::Press(button) => ProviderEvent::Interaction(Interaction {
-                id: format!("console-press-{n}"),
+                id: format!("console-press-{run}-{n}"),
                 chat: provider.chat.clone(),
                 sender: provider.user.clone(),
                 sender_name: provider.user_name.clone(),
@@ -393,7 +402,8 @@ async fn read_loop(provider: ConsoleProvider, sink: EventSink) {
                 respond_by_ms: None,
             }),
             Typed::Text(text) => {
-                let mut m = Message::text(format!("console-{n}"), provider.chat.clone(), text);
+                let mut m =
+                    Message::text(format!("console-{run}-{n}"), provider.chat.clone(), text);
                 m.sender = provider.user.clone();
                 m.sender_name = provider.user_name.clone();
                 m.timestamp_ms = now;
