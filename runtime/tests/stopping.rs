@@ -337,7 +337,7 @@ fn bot_on(kv: &Arc<dyn DurableKv>, id: &str, mock: &MockProvider) -> Bot {
 }
 
 /// Two bots share one FileDurability (each in its own scope, as `DurabilityOptions::shared`
-/// and docs/durability.md "Several bots can share one backend" allow). Stopping one of them
+/// and docs/durability-and-backends.md "Several bots can share one backend" allow). Stopping one of them
 /// must not take the journal away from the other.
 #[tokio::test]
 async fn stopping_one_bot_leaves_a_shared_file_backend_open_for_the_other() {

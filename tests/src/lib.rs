@@ -7,9 +7,32 @@
 //!   acknowledged.
 //! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
-//! The library holds what several of them use: [`server_url`] and [`FlakyStore`].
+//! The library holds what several of them use: [`server_url`] and [`FlakyStore`]. Its doc
+//! tests are the code blocks of the README and of the user's book in `docs/`: each block
+//! compiles (and runs, unless marked `no_run`) as a user's program would.
 
 mod flaky_store;
+
+/// The README's code blocks, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct Readme;
+
+/// The code blocks of the book in `docs/` (not the channel pages `telegram.md`,
+/// `whatsapp-cloud.md` and `twilio.md`, whose code needs their channel's feature).
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../../docs/getting-started.md")]
+    struct GettingStarted;
+    #[doc = include_str!("../../docs/flows.md")]
+    struct Flows;
+    #[doc = include_str!("../../docs/durability-and-backends.md")]
+    struct DurabilityAndBackends;
+    #[doc = include_str!("../../docs/channels.md")]
+    struct Channels;
+    #[doc = include_str!("../../docs/operating.md")]
+    struct Operating;
+}
 
 pub use flaky_store::{FlakyStore, away};
 

@@ -1,5 +1,5 @@
 //! Durable processing in the bot: the runtime side of the inbox and outbox journals of
-//! `botmesh-durability` (see `docs/durability.md` and the durability guide).
+//! `botmesh-durability` (see `docs/durability-and-backends.md` and the durability guide).
 //!
 //! With [`DurabilityOptions`] on the builder, the bot journals every admitted message before
 //! dispatch and completes it once the work it started settled (module `inbound`), journals every

@@ -304,7 +304,7 @@ impl<'a> FlowSend<'a> {
     /// Sends and returns the outcome (message id, key, whether it was deduplicated);
     /// `.await` alone returns `()`, as a statement in a flow usually wants. In a persistent
     /// flow whose steps commit in one transaction (the store and the journals in one
-    /// database: see `docs/durability.md`), the message goes out when the step commits: the
+    /// database: see `docs/durability-and-backends.md`), the message goes out when the step commits: the
     /// outcome then carries the key and no message id yet.
     pub fn outcome(
         self,
