@@ -8,9 +8,9 @@
 //! | --- | --- |
 //! | inbound journaled and leased | `inbox().journal_and_lease` |
 //! | send journaled and leased | `outbox().journal_and_lease` (the per-chat order check included) |
-//! | send marked sent | `outbox().mark_sent_without_record` |
-//! | inbound completed | `inbox().complete_without_record` |
-//! | sweeper's index read | `inbox().list(Done, 1)` every 1,000 messages, as the sweeper reads `idx1` every second: it brings the deferred `idx1` up to date |
+//! | send marked sent | `outbox().mark_sent` |
+//! | inbound completed | `inbox().complete` |
+//! | sweeper's index read | `inbox().list(Done, 1)` every 1,000 messages, as the sweeper reads `idx1` every second |
 //!
 //! and prints the mean time of each, per message. Nothing else runs between them, so the
 //! figures are what the journal code costs when it is hot in the caches; inside the bot (the
@@ -20,7 +20,6 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 #![allow(missing_docs)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use botmesh_durability::inbox::{InboxJournalLease, InboxState, NewInbound};
@@ -67,7 +66,7 @@ async fn main() -> Result<(), BoxError> {
             timestamp_ms: 1,
         };
         let t0 = Instant::now();
-        let new = NewInbound::new(chat.clone(), &event.id, Payload::deferred(event.clone()));
+        let new = NewInbound::new(chat.clone(), &event.id, Payload::encode(&event)?);
         let InboxJournalLease::Leased(inbound) = d.inbox().journal_and_lease(new).await? else {
             return Err(format!("message {i} taken for a duplicate").into());
         };
@@ -77,18 +76,16 @@ async fn main() -> Result<(), BoxError> {
         let send = NewSend::new(
             SendKey::with_kind(format!("{chat}/m{i}:reply"), KeyKind::Derived),
             chat.clone(),
-            Payload::deferred_bounded(Arc::new(event))?,
+            Payload::encode(&event)?,
         )
         .with_fingerprint(fingerprint);
         let JournalLeased::Leased(lease) = d.outbox().journal_and_lease(send).await? else {
             return Err(format!("send {i} not leased by its journal write").into());
         };
         let t2 = Instant::now();
-        d.outbox()
-            .mark_sent_without_record(&lease, Some(&format!("p{i}")))
-            .await?;
+        d.outbox().mark_sent(&lease, Some(format!("p{i}"))).await?;
         let t3 = Instant::now();
-        d.inbox().complete_without_record(&inbound).await?;
+        d.inbox().complete(&inbound).await?;
         let t4 = Instant::now();
         for (slot, (from, to)) in spent
             .iter_mut()

@@ -160,9 +160,7 @@ pub fn inbound_id(chat: &str, message_id: &str) -> String {
 ///
 /// Either computed at once ([`of`](Self::of), [`of_content`](Self::of_content)) or
 /// [`deferred`](Self::deferred): computed the first time it is read (compared, written into
-/// a record a backend encodes, shown), then kept. A send's fingerprint is compared only when
-/// its key was recorded before (a replay), so a first send through a backend that keeps
-/// records unencoded (`MemoryKv`) never computes it. Clones share the computed value.
+/// a record, shown), then kept. Clones share the computed value.
 #[derive(Clone)]
 pub struct Fingerprint(Repr);
 

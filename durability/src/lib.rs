@@ -65,14 +65,12 @@ pub use error::DurabilityError;
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 pub use journal::{
-    AtOnce, CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
+    CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
     StepCommitted, StepConflict, StepJournal, StepSend,
 };
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
-    CasOutcome, DurableKv, Entry, EntryValue, KeyedValue, KvError, KvOp, KvRecord, MemoryKv,
-    RecordChange, RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated, RecordValue, Scope,
-    Versioned, VersionedValue, WritePoint,
+    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
 };
 pub use leases::{InboxLease, OutboxLease};
 pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};

@@ -254,9 +254,11 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             .into_iter()
             .filter_map(|r| {
                 let id = crate::journal::index::id_of(kind, &r.key)?.to_owned();
-                // Quarantine keeps bytes; a record kept unencoded is given as its JSON.
-                let bytes = r.entry.value.into_bytes().ok()?;
-                Some(QuarantinedRecord { kind, id, bytes })
+                Some(QuarantinedRecord {
+                    kind,
+                    id,
+                    bytes: r.entry.value,
+                })
             })
             .collect())
     }

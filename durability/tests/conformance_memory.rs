@@ -3,15 +3,10 @@
 #![cfg(feature = "testing")]
 #![allow(clippy::print_stdout, reason = "prints the conformance report")]
 
-#[macro_use]
-mod byte_api;
-
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use botmesh_durability::kv::{
-    CasOutcome, Entry, Index, KvError, KvOp, KvRecord, RecordEntry, Scope, Versioned,
-};
+use botmesh_durability::kv::{CasOutcome, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
 use botmesh_durability::testing::conformance::{ConformanceReport, run_conformance};
 use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{DurableKv, MemoryKv};
@@ -153,49 +148,5 @@ async fn the_suite_catches_ranges_that_ignore_their_end() {
     assert!(
         report.to_string().contains("FAIL"),
         "the report names the failures"
-    );
-}
-
-/// Another: its answers at once disagree with its futures (the first key ignores the range's
-/// start; a write at once ignores the expected version, creating only). Its record API is the
-/// trait's default, over its byte API.
-struct CarelessAtOnce(MemoryKv);
-
-byte_api_over_memory!(CarelessAtOnce {
-    fn cas_record_now(
-        &self,
-        scope: &Scope,
-        key: &str,
-        _: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
-        self.0.cas_record_now(scope, key, None, entry)
-    }
-    fn first_key_now(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-    ) -> Option<Result<Option<String>, KvError>> {
-        let _ = from;
-        self.0.first_key_now(scope, index, "", to)
-    }
-});
-
-#[tokio::test]
-async fn the_suite_catches_answers_at_once_that_disagree_with_the_futures() {
-    let report = run_conformance(|| async {
-        Arc::new(CarelessAtOnce(MemoryKv::new())) as Arc<dyn DurableKv>
-    })
-    .await;
-    let failed = failed(&report);
-    assert!(
-        failed.contains(&"first_key_now_is_the_first_listed"),
-        "a first key out of its range not caught: {failed:?}"
-    );
-    assert!(
-        failed.contains(&"cas_record_now_is_a_compare_and_set"),
-        "a write at once that ignores the version not caught: {failed:?}"
     );
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use botmesh_durability::file::{IoHook, IoOp};
-use botmesh_durability::kv::{CasOutcome, Entry, KvError, Scope};
+use botmesh_durability::kv::{CasOutcome, Entry, Index, KvError, Scope};
 use botmesh_durability::{DurableKv, FileDurability, FileError, FileOptions};
 use tempfile::TempDir;
 
@@ -111,7 +111,7 @@ async fn reopening_finds_every_acknowledged_write_in_both_modes() {
         assert_eq!(value(&again, "a").await.as_deref(), Some("2"));
         assert_eq!(value(&again, "b").await, None);
         let due = again
-            .range_idx1(&scope(), "due/", "due0", 10)
+            .range(&scope(), Index::One, "due/", "due0", 10)
             .await
             .unwrap();
         assert_eq!(due.len(), 1, "the index came back too");

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Once};
 
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
-use botmesh_durability::kv::{CasOutcome, Entry, KvOp, MemoryKv, Scope};
+use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, MemoryKv, Scope};
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::testing::crash::crashable;
@@ -715,7 +715,7 @@ async fn a_flow_step_commits_checkpoint_journal_and_values_together() {
         Some(json!(2))
     );
     // The rows are in range order too (the indexes were written with them).
-    let due = kv.range_idx1(&s, "due/", "due0", 10).await.unwrap();
+    let due = kv.range(&s, Index::One, "due/", "due0", 10).await.unwrap();
     let keys: Vec<_> = due.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(keys, ["i/1", "o/1", "o/2"]);
 

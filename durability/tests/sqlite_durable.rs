@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use botmesh_durability::kv::{CasOutcome, Entry, KvOp, Scope};
+use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, Scope};
 use botmesh_durability::{DurabilityConfig, DurableKv, SqliteStore, Store};
 
 const CHILD_ENV: &str = "BOTMESH_SQLITE_CAS_CHILD";
@@ -119,7 +119,7 @@ async fn concurrent_writes_share_transactions_and_all_survive() {
     let again = SqliteStore::connect(store.path()).await.unwrap();
     let listed = again
         .durability_kv()
-        .range_idx2(&scope(), "", "\u{10FFFF}", 1000)
+        .range(&scope(), Index::Two, "", "\u{10FFFF}", 1000)
         .await
         .unwrap();
     assert_eq!(listed.len(), 200);

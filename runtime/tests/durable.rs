@@ -191,10 +191,9 @@ async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
     assert_eq!(d.metrics().inbound_replayed, 1);
 }
 
-/// On `MemoryKv` (which keeps records unencoded) a send's payload is only bounded in size when
-/// it is journaled: a reply whose bound is over `outbox.max_payload_bytes` but whose JSON fits
-/// is journaled all the same, one whose JSON does not fit goes out without the outbox, and a
-/// replay of the journaled one is answered from it (its payload encoded for the comparison).
+/// `outbox.max_payload_bytes` holds for the JSON of a send: a reply whose JSON fits is
+/// journaled, one whose JSON does not fit goes out without the outbox, and a replay of the
+/// journaled one is answered from it.
 #[tokio::test]
 async fn the_payload_limit_holds_for_payloads_encoded_later() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());

@@ -285,37 +285,6 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         self.counted(result).map(|((), record)| record)
     }
 
-    /// [`complete`](Self::complete) for a caller that does not need the record (the bot's
-    /// own path): the same write and the same checks, without a copy of the record for the
-    /// caller on a backend that keeps records.
-    pub async fn complete_without_record(&self, lease: &InboxLease) -> Result<(), DurabilityError> {
-        let result = self
-            .d
-            .settle_from(
-                WritePoint::InboxComplete,
-                "complete",
-                &lease.id,
-                self.d.take_snapshot(&lease.id),
-                Self::done(lease),
-            )
-            .await;
-        self.counted(result)
-    }
-
-    /// [`complete_without_record`](Self::complete_without_record) done at once, by a backend
-    /// that changes records in place in this process (`MemoryKv`): no future. `None` when this
-    /// backend does not; nothing was written then, and the caller awaits
-    /// `complete_without_record`.
-    pub fn complete_now(&self, lease: &InboxLease) -> Option<Result<(), DurabilityError>> {
-        let result = self.d.settle_now(
-            WritePoint::InboxComplete,
-            "complete",
-            &lease.id,
-            Self::done(lease),
-        )?;
-        Some(self.counted(result))
-    }
-
     /// The decision of `complete`: the record is done, if `lease` still holds it.
     fn done(
         lease: &InboxLease,

@@ -27,16 +27,14 @@ mod leasing;
 
 pub use leasing::{Claim, Claimed};
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
-use crate::journal::{AtOnce, JournalRecord, KvDurability, index, unshare};
+use crate::journal::{JournalRecord, KvDurability, index};
 use crate::keys;
-use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::{InboxLease, LeaseRecord};
 use crate::media_refs::StoredMediaRef;
 use crate::operating::{Counter, RecordKind};
@@ -63,16 +61,6 @@ impl InboxState {
         InboxState::Done,
         InboxState::Dead,
     ];
-
-    /// The class of the `idx1` values of records in this state, `i/<state>/` (see [`index`]).
-    pub(crate) fn idx1_class(self) -> &'static str {
-        match self {
-            InboxState::Pending => "i/pending/",
-            InboxState::Processing => "i/processing/",
-            InboxState::Done => "i/done/",
-            InboxState::Dead => "i/dead/",
-        }
-    }
 
     /// The stable lowercase name.
     pub fn as_str(self) -> &'static str {
@@ -127,15 +115,6 @@ pub struct InboundRecord {
 }
 
 impl InboundRecord {
-    /// Its `idx1` value in parts (see [`index`]).
-    pub(crate) fn idx1_parts(&self) -> index::Idx1Parts<'_> {
-        index::Idx1Parts {
-            class: self.state.idx1_class(),
-            ms: self.idx1_ms(),
-            id: &self.id,
-        }
-    }
-
     /// The ms of its `idx1` value (see [`index`]).
     fn idx1_ms(&self) -> i64 {
         match self.state {
@@ -153,8 +132,13 @@ impl JournalRecord for InboundRecord {
         &self.id
     }
 
-    fn push_idx1(&self, out: &mut String) {
-        self.idx1_parts().push_to(out);
+    fn idx1(&self) -> String {
+        index::idx1(
+            RecordKind::Inbound,
+            self.state.as_str(),
+            self.idx1_ms(),
+            &self.id,
+        )
     }
 
     /// None: an inbound record is found by its id and its state, never by its chat's range
@@ -166,22 +150,6 @@ impl JournalRecord for InboundRecord {
 
     fn is_open(&self) -> bool {
         matches!(self.state, InboxState::Pending | InboxState::Processing)
-    }
-
-    fn payload_len(&self) -> usize {
-        self.payload.len()
-    }
-
-    fn shared_value(record: Arc<Self>) -> RecordValue {
-        RecordValue::from(record)
-    }
-
-    fn from_record_value(value: &RecordValue) -> Option<Self> {
-        value.as_inbound().cloned()
-    }
-
-    fn record_mut(value: &mut RecordValue) -> Option<&mut Self> {
-        value.inbound_mut()
     }
 
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
@@ -230,10 +198,6 @@ pub enum InboxJournal {
     /// Already journaled: a redelivery. Do not dispatch it again.
     Duplicate(InboundRecord),
 }
-
-/// A journaled record's lease and the record written (shared with a backend that keeps
-/// records), or the record found under its id.
-type JournaledLeased = (InboxLease, Result<Arc<InboundRecord>, InboundRecord>);
 
 /// The outcome of [`Inbox::journal_and_lease`].
 #[derive(Debug, Clone, PartialEq)]
@@ -298,9 +262,9 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
     /// journal of the same id is a [`InboxJournal::Duplicate`] (counted in
     /// `inbound_duplicates`), whatever state the first one is in.
     pub async fn journal(&self, new: NewInbound) -> Result<InboxJournal, DurabilityError> {
-        let record = Arc::new(self.new_record(new, self.d.now_ms()));
+        let record = self.new_record(new, self.d.now_ms());
         match self.create(&record).await? {
-            None => Ok(InboxJournal::Journaled(unshare(record))),
+            None => Ok(InboxJournal::Journaled(record)),
             Some(existing) => Ok(InboxJournal::Duplicate(existing)),
         }
     }
@@ -311,88 +275,41 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
         &self,
         new: NewInbound,
     ) -> Result<InboxJournalClaim, DurabilityError> {
-        let (lease, record) = self.journal_leased(new).await?;
-        match record {
-            Ok(record) => Ok(InboxJournalClaim::Claimed(Claimed {
-                lease,
-                record: unshare(record),
-            })),
-            Err(existing) => Ok(InboxJournalClaim::Duplicate(existing)),
-        }
-    }
-
-    /// [`journal_and_claim`](Self::journal_and_claim) for a caller that needs only the lease
-    /// (the bot's own path): the same write, without a copy of the record for the caller on a
-    /// backend that keeps records.
-    ///
-    /// Done at once (an [`AtOnce`] that is ready) by a backend in this process.
-    pub fn journal_and_lease(
-        &self,
-        new: NewInbound,
-    ) -> AtOnce<'a, Result<InboxJournalLease, DurabilityError>> {
-        fn lease_of(
-            (lease, record): JournaledLeased,
-        ) -> Result<InboxJournalLease, DurabilityError> {
-            Ok(match record {
-                Ok(_) => InboxJournalLease::Leased(lease),
-                Err(_) => InboxJournalLease::Duplicate,
-            })
-        }
-        self.journal_leased(new)
-            .map(|journaled| journaled.and_then(lease_of))
-    }
-
-    /// Journals `new` leased: its lease and the record written (shared with a backend that
-    /// keeps records), or the record found under its id. At once when the backend writes at
-    /// once and the id is new.
-    fn journal_leased(
-        &self,
-        new: NewInbound,
-    ) -> AtOnce<'a, Result<JournaledLeased, DurabilityError>> {
         let now = self.d.now_ms();
         let mut record = self.new_record(new, now);
         let lease = self.take_lease(&mut record, now);
-        let record = Arc::new(record);
-        match self.d.put_shared_now("journal", None, &record, None) {
-            Ok(Ok(CasOutcome::Ok { version })) => {
-                self.journaled(&record, version);
-                AtOnce::ready(Ok((lease, Ok(record))))
-            }
-            Ok(Err(e)) => AtOnce::ready(Err(e)),
-            // A conflict (a redelivery) is resolved by a read, and a backend that writes only
-            // through its future writes there: the whole write again, with its hooks.
-            Ok(Ok(CasOutcome::Conflict { .. })) | Err(_) => {
-                let this = *self;
-                AtOnce::later(async move {
-                    match this.create(&record).await? {
-                        None => Ok((lease, Ok(record))),
-                        Some(existing) => Ok((lease, Err(existing))),
-                    }
-                })
-            }
+        match self.create(&record).await? {
+            None => Ok(InboxJournalClaim::Claimed(Claimed { lease, record })),
+            Some(existing) => Ok(InboxJournalClaim::Duplicate(existing)),
         }
     }
 
-    /// What follows the write of a new record at `version`: counted, logged, remembered.
-    fn journaled(&self, record: &Arc<InboundRecord>, version: u64) {
-        self.d.count(Counter::InboundJournaled);
-        tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
-        self.d.note_written(version, &**record);
+    /// [`journal_and_claim`](Self::journal_and_claim) for a caller that needs only the lease.
+    pub async fn journal_and_lease(
+        &self,
+        new: NewInbound,
+    ) -> Result<InboxJournalLease, DurabilityError> {
+        Ok(match self.journal_and_claim(new).await? {
+            InboxJournalClaim::Claimed(claimed) => InboxJournalLease::Leased(claimed.lease),
+            InboxJournalClaim::Duplicate(_) => InboxJournalLease::Duplicate,
+        })
     }
 
     /// Creates the record; returns the existing one when the id is already journaled.
     async fn create(
         &self,
-        record: &Arc<InboundRecord>,
+        record: &InboundRecord,
     ) -> Result<Option<InboundRecord>, DurabilityError> {
         for _ in 0..8 {
             match self
                 .d
-                .put_shared_at_points(&[WritePoint::InboxJournal], "journal", None, record)
+                .put(&[WritePoint::InboxJournal], "journal", None, record)
                 .await?
             {
                 CasOutcome::Ok { version } => {
-                    self.journaled(record, version);
+                    self.d.count(Counter::InboundJournaled);
+                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
+                    self.d.note_written(version, record);
                     return Ok(None);
                 }
                 CasOutcome::Conflict { .. } => {

@@ -56,27 +56,6 @@ pub(crate) fn storage_key(kind: RecordKind, id: &str) -> String {
     key
 }
 
-thread_local! {
-    /// The buffer [`with_storage_key`] builds keys in.
-    static KEY_BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
-/// Runs `f` with the storage key of a record, built in a buffer of this thread rather than
-/// allocated: for a key used only by a call made at once (no `.await` in `f`). A call nested
-/// in `f` that needs a key too gets one allocated.
-pub(crate) fn with_storage_key<T>(kind: RecordKind, id: &str, f: impl FnOnce(&str) -> T) -> T {
-    KEY_BUFFER.with(|buffer| match buffer.try_borrow_mut() {
-        Ok(mut key) => {
-            key.clear();
-            key.push_str(prefix(kind));
-            key.push('/');
-            key.push_str(id);
-            f(&key)
-        }
-        Err(_) => f(&storage_key(kind, id)),
-    })
-}
-
 /// The record id of a storage key of `kind`.
 pub(crate) fn id_of(kind: RecordKind, key: &str) -> Option<&str> {
     key.strip_prefix(prefix(kind))?.strip_prefix('/')
@@ -89,44 +68,13 @@ pub(crate) fn idx1(kind: RecordKind, state: &str, ms: i64, id: &str) -> String {
     value
 }
 
-/// Appends the `idx1` value of [`idx1`] to `out` (a buffer the caller reuses).
-pub(crate) fn push_idx1(out: &mut String, kind: RecordKind, state: &str, ms: i64, id: &str) {
+/// Appends the `idx1` value of [`idx1`] to `out`.
+fn push_idx1(out: &mut String, kind: RecordKind, state: &str, ms: i64, id: &str) {
     out.push_str(prefix(kind));
     out.push('/');
     out.push_str(state);
-    // The rest is the parts' tail: `/` (the class's end), the ms, `/`, the id.
-    push_idx1_parts(out, "/", u64::try_from(ms).unwrap_or(0), id);
-}
-
-/// A record's `idx1` value in its parts: `<class><ms, 16 digits>/<id>`, where the class is
-/// `<i|o>/<state>/`. A backend that keeps records in this process
-/// ([`MemoryKv`](crate::MemoryKv)) indexes them by these parts instead of building the text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Idx1Parts<'a> {
-    /// `<i|o>/<state>/`.
-    pub(crate) class: &'static str,
-    /// The ms the value orders by (a negative one is written as 0).
-    pub(crate) ms: i64,
-    /// The record's id (inbound id or outbox key).
-    pub(crate) id: &'a str,
-}
-
-impl Idx1Parts<'_> {
-    /// The ms as the value writes it.
-    pub(crate) fn written_ms(&self) -> u64 {
-        u64::try_from(self.ms).unwrap_or(0)
-    }
-
-    /// Appends the value to `out`.
-    pub(crate) fn push_to(&self, out: &mut String) {
-        push_idx1_parts(out, self.class, self.written_ms(), self.id);
-    }
-}
-
-/// Appends `<class><ms, 16 digits>/<id>` to `out`: an `idx1` value from its parts.
-pub(crate) fn push_idx1_parts(out: &mut String, class: &str, ms: u64, id: &str) {
-    out.push_str(class);
-    push_decimal(out, ms, 16);
+    out.push('/');
+    push_decimal(out, u64::try_from(ms).unwrap_or(0), 16);
     out.push('/');
     out.push_str(id);
 }
@@ -248,35 +196,6 @@ mod tests {
         assert!(!(from <= other && other < to));
         assert_eq!(id_of(RecordKind::Inbound, "i/x/y"), Some("x/y"));
         assert_eq!(id_of(RecordKind::Inbound, "o/x"), None);
-    }
-
-    /// Each state's class is the start of the value `push_idx1` writes for it, and the parts
-    /// write that same value.
-    #[test]
-    fn parts_write_the_values_of_every_state() {
-        use crate::{InboxState, OutboxState};
-        let classes = InboxState::ALL
-            .iter()
-            .map(|s| (RecordKind::Inbound, s.as_str(), s.idx1_class()))
-            .chain(
-                OutboxState::ALL
-                    .iter()
-                    .map(|s| (RecordKind::Outbound, s.as_str(), s.idx1_class())),
-            );
-        for (kind, state, class) in classes {
-            for ms in [-3, 0, 1_764_720_065_123, 10_i64.pow(16), i64::MAX] {
-                let value = idx1(kind, state, ms, "a/b");
-                let mut parts = String::new();
-                Idx1Parts {
-                    class,
-                    ms,
-                    id: "a/b",
-                }
-                .push_to(&mut parts);
-                assert_eq!(parts, value, "{state} at {ms}");
-                assert!(value.starts_with(class), "{value} in {class}");
-            }
-        }
     }
 
     #[test]

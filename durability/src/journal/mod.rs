@@ -7,32 +7,26 @@
 //! backend, the way a restarted process would. [`MemoryDurability`] is the in-memory flavour.
 //!
 //! Records are JSON with a state machine (see [`crate::inbox`] and [`crate::outbox`]); their
-//! content is a [`Payload`] kept as JSON text. They are written through
-//! [`DurableKv::cas_record`]: a byte backend stores their JSON, `MemoryKv` the records
-//! themselves (no encoding on the memory journal's path). Every change is a compare-and-set on the
-//! record's version, re-read and re-decided on a conflict, so two replicas (or a sweeper and an
-//! inline send) never both win a transition. A change of a record this incarnation has just
-//! written starts from its snapshot instead of a read (see [`snapshots`]); the compare-and-set
-//! on the snapshot's version makes that exactly as safe as a read. On a backend that keeps
-//! records (`MemoryKv`), a change is decided on the stored record under the backend's lock
-//! ([`DurableKv::update_record`]) instead: nothing can come between the decision and the write.
+//! content is a [`Payload`] kept as JSON text. Every backend stores them as their JSON bytes,
+//! through [`DurableKv::cas`]. Every change is a compare-and-set on the record's version,
+//! re-read and re-decided on a conflict, so two replicas (or a sweeper and an inline send)
+//! never both win a transition. A change of a record this incarnation has just written starts
+//! from its snapshot instead of a read (see [`snapshots`]); the compare-and-set on the
+//! snapshot's version makes that exactly as safe as a read.
 //! Bytes that do not decode as a record are quarantined, logged with `tracing::error!` and
 //! reported as a `Dead` event; listing and sweeping calls skip them instead of failing.
 //!
 //! This module holds the shared plumbing; the operations live in the `inbox`, `outbox`,
 //! `retention` and `operating` modules.
 
-mod at_once;
 pub(crate) mod index;
-mod json_bound;
 mod payload;
 mod records;
 pub(crate) mod snapshots;
 mod step;
 
-pub use at_once::AtOnce;
 pub use payload::Payload;
-pub(crate) use records::{JournalRecord, Loaded, Step, unshare};
+pub(crate) use records::{JournalRecord, Loaded, Step};
 pub use step::{
     CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
 };
@@ -47,9 +41,7 @@ use tokio::sync::broadcast;
 use crate::clock::{Clock, SystemClock};
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
-use crate::kv::{
-    CasOutcome, DurableKv, Entry, KvError, MemoryKv, RecordEntry, Scope, WritePhase, WritePoint,
-};
+use crate::kv::{CasOutcome, DurableKv, Entry, KvError, MemoryKv, Scope, WritePhase, WritePoint};
 use crate::leases::{Incarnation, InstanceId};
 use crate::operating::{Counter, Counters, DurabilityEvent, DurabilityMetrics, RecordKind};
 
@@ -353,27 +345,6 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     ) -> Result<CasOutcome, KvError> {
         self.hooked(points, || {
             self.backend().cas(&self.shared.scope, key, expected, entry)
-        })
-        .await
-    }
-
-    /// [`cas_at_points`](Self::cas_at_points) of a record not yet encoded
-    /// ([`DurableKv::cas_record`]).
-    pub(crate) async fn cas_record_at_points(
-        &self,
-        points: &[WritePoint],
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<CasOutcome, KvError> {
-        self.hooked(points, || async move {
-            let backend = self.backend();
-            let scope = &self.shared.scope;
-            // A backend in this process writes at once; the others through their future.
-            match backend.cas_record_now(scope, key, expected, entry) {
-                Ok(outcome) => outcome,
-                Err(entry) => backend.cas_record(scope, key, expected, entry).await,
-            }
         })
         .await
     }

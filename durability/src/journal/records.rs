@@ -1,9 +1,7 @@
 //! Reading and writing journal records: encoding, compare-and-set loops, scans and the
 //! quarantine of undecodable records.
 //!
-//! Writes go through [`DurableKv::cas_record`](crate::DurableKv::cas_record) and reads through
-//! `get_record` / `range_records`: a stored value is either bytes (decoded here) or a record a
-//! backend kept unencoded (copied out; one of the other journal counts as not a valid record).
+//! A record is stored as its JSON bytes, with the `idx1` and `idx2` values it gives itself.
 //!
 //! | stored value | `load` (one record) | `scan` / `scan_page` (listing, sweeping) |
 //! | --- | --- | --- |
@@ -16,8 +14,6 @@
 //! and keeps the bytes for an operator; it logs with `tracing::error!`, counts the record as
 //! dead and emits a `Dead` event. A failure to quarantine is logged and never raised.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -25,21 +21,18 @@ use super::snapshots::{self, Snapshot, SnapshotMap, Snapshots};
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
-    CasOutcome, DurableKv, Entry, EntryValue, Index, KeyedValue, KvError, RecordChange,
-    RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated, RecordValue, VersionedValue, WritePhase,
-    WritePoint, encode_json,
+    CasOutcome, DurableKv, Entry, Index, KvError, KvRecord, Versioned, WritePhase, WritePoint,
 };
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The entry of a record encoded for storage (for a batch, which carries bytes).
     pub(crate) fn encode<R: JournalRecord>(record: &R) -> Result<Entry, DurabilityError> {
-        let value =
-            encode_json(record, record.payload_len()).map_err(|e| DurabilityError::Encode {
-                kind: R::KIND,
-                id: record.id().to_owned(),
-                reason: e.to_string(),
-            })?;
+        let value = serde_json::to_vec(record).map_err(|e| DurabilityError::Encode {
+            kind: R::KIND,
+            id: record.id().to_owned(),
+            reason: e.to_string(),
+        })?;
         let (idx1, idx2) = record.indexes();
         Ok(Entry {
             value,
@@ -48,99 +41,20 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         })
     }
 
-    /// Writes a copy of a record (create with `expected: None`).
-    pub(crate) async fn put<R>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        expected: Option<u64>,
-        record: &R,
-    ) -> Result<CasOutcome, DurabilityError>
-    where
-        R: JournalRecord,
-    {
-        self.put_shared_at_points(&[point], operation, expected, &Arc::new(record.clone()))
-            .await
-    }
-
-    /// Writes a record the caller shares (`Arc`) at the hooks of `points` (one write that is
-    /// several write points at once): the backend gets the record itself, not a copy, and
-    /// the caller keeps it for a retry or to return it (a backend that keeps records holds the
-    /// other reference; one that stores bytes has dropped it). `idx1` is left for the backend
-    /// to derive from the record ([`RecordIdx1::Derived`]): a backend that keeps records
-    /// computes it when its `idx1` is read (the sweeper), not at every write.
-    pub(crate) fn put_shared_at_points<'a, R>(
-        &'a self,
-        points: &'a [WritePoint],
-        operation: &'static str,
-        expected: Option<u64>,
-        record: &'a Arc<R>,
-    ) -> impl Future<Output = Result<CasOutcome, DurabilityError>> + Send + 'a
-    where
-        R: JournalRecord,
-    {
-        // Not an `async fn` of its own: the caller awaits the write's future itself.
-        self.put_shared_indexed(points, operation, expected, record, record.idx2())
-    }
-
-    /// [`put_shared_at_points`](Self::put_shared_at_points) with the record's `idx2` value
-    /// already built by the caller (it is `record.idx2()`).
-    pub(crate) async fn put_shared_indexed<R>(
+    /// Writes a record (create with `expected: None`) under the hooks of `points` (one write
+    /// that is several write points at once).
+    pub(crate) async fn put<R: JournalRecord>(
         &self,
         points: &[WritePoint],
         operation: &'static str,
         expected: Option<u64>,
-        record: &Arc<R>,
-        idx2: Option<String>,
-    ) -> Result<CasOutcome, DurabilityError>
-    where
-        R: JournalRecord,
-    {
-        debug_assert_eq!(idx2, record.idx2());
-        let (key, entry) = Self::shared_entry(record, idx2);
-        self.cas_record_at_points(points, &key, expected, entry)
+        record: &R,
+    ) -> Result<CasOutcome, DurabilityError> {
+        let entry = Self::encode(record)?;
+        let key = index::storage_key(R::KIND, record.id());
+        self.cas_at_points(points, &key, expected, entry)
             .await
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
-    }
-
-    /// [`put_shared_indexed`](Self::put_shared_indexed) done at once, by a backend that keeps
-    /// its records in this process and writes without waiting
-    /// ([`DurableKv::cas_record_now`]) and whose journal write hooks cannot refuse a write
-    /// (they run only around the future's write). `Err(idx2)` gives `idx2` back when it
-    /// cannot: nothing was written, and the caller writes through `put_shared_indexed`.
-    pub(crate) fn put_shared_now<R>(
-        &self,
-        operation: &'static str,
-        expected: Option<u64>,
-        record: &Arc<R>,
-        idx2: Option<String>,
-    ) -> Result<Result<CasOutcome, DurabilityError>, Option<String>>
-    where
-        R: JournalRecord,
-    {
-        let backend = self.backend();
-        if backend.may_refuse_journal_writes() {
-            return Err(idx2);
-        }
-        let (key, entry) = Self::shared_entry(record, idx2);
-        match backend.cas_record_now(&self.shared.scope, &key, expected, entry) {
-            Ok(outcome) => Ok(outcome.map_err(Self::backend_err(R::KIND, record.id(), operation))),
-            Err(entry) => Err(entry.idx2),
-        }
-    }
-
-    /// The storage key of `record` and the entry that writes it, shared (its `idx1` left to
-    /// derive, its `idx2` value `idx2`).
-    fn shared_entry<R: JournalRecord>(
-        record: &Arc<R>,
-        idx2: Option<String>,
-    ) -> (String, RecordEntry) {
-        let entry = RecordEntry {
-            value: R::shared_value(Arc::clone(record)),
-            idx1: RecordIdx1::Derived,
-            idx2,
-        };
-        (index::storage_key(R::KIND, record.id()), entry)
     }
 
     /// Reads and decodes a record. An undecodable record is quarantined and reported as
@@ -153,7 +67,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         let key = index::storage_key(R::KIND, id);
         let found = self
             .backend()
-            .get_record(&self.shared.scope, &key)
+            .get(&self.shared.scope, &key)
             .await
             .map_err(Self::backend_err(R::KIND, id, operation))?;
         let Some(entry) = found else {
@@ -177,7 +91,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 
     /// Decodes a listed entry, quarantining it when it is not a valid record.
-    async fn decode_listed<R: JournalRecord>(&self, raw: KeyedValue) -> Option<Loaded<R>> {
+    async fn decode_listed<R: JournalRecord>(&self, raw: KvRecord) -> Option<Loaded<R>> {
         match decode::<R>(&raw.entry.value) {
             Ok(record) => Some(Loaded {
                 version: raw.entry.version,
@@ -192,7 +106,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
 
     /// Moves an undecodable record out of every index except the quarantine, logs it and
     /// emits `Dead`. Failing to do so is logged, never raised: the caller goes on.
-    async fn quarantine(&self, kind: RecordKind, key: &str, entry: VersionedValue, reason: &str) {
+    async fn quarantine(&self, kind: RecordKind, key: &str, entry: Versioned, reason: &str) {
         let id = index::id_of(kind, key).unwrap_or(key).to_owned();
         let (q_from, q_to) = index::state_range(kind, "quarantine");
         if entry
@@ -206,16 +120,8 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             RecordKind::Inbound => WritePoint::InboxQuarantine,
             RecordKind::Outbound => WritePoint::OutboxQuarantine,
         };
-        // A record of the other journal under this key is kept as its JSON.
-        let value = match entry.value.into_bytes() {
-            Ok(value) => value,
-            Err(e) => {
-                tracing::error!(%kind, id = %id, error = %e, %reason, "cannot quarantine undecodable record");
-                return;
-            }
-        };
         let moved = Entry {
-            value,
+            value: entry.value,
             idx1: Some(index::idx1(kind, "quarantine", self.now_ms(), &id)),
             idx2: None,
         };
@@ -291,9 +197,9 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KeyedValue>, DurabilityError> {
+    ) -> Result<Vec<KvRecord>, DurabilityError> {
         self.backend()
-            .range_records(&self.shared.scope, Index::One, from, to, limit)
+            .range(&self.shared.scope, Index::One, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list"))
     }
@@ -305,43 +211,22 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KeyedValue>, DurabilityError> {
+    ) -> Result<Vec<KvRecord>, DurabilityError> {
         self.backend()
-            .range_records(&self.shared.scope, Index::Two, from, to, limit)
+            .range(&self.shared.scope, Index::Two, from, to, limit)
             .await
             .map_err(Self::backend_err(kind, from, "list by chat"))
     }
 
-    /// The storage key of the first entry of `idx2` in `from..to`: read at once from a
-    /// backend in this process, listed otherwise.
+    /// The storage key of the first entry of `idx2` in `from..to`.
     pub(crate) async fn first_idx2_key(
         &self,
         kind: RecordKind,
         from: &str,
         to: &str,
     ) -> Result<Option<String>, DurabilityError> {
-        if let Some(first) = self.first_idx2_key_now(kind, from, to) {
-            return first;
-        }
-        self.backend()
-            .range_records(&self.shared.scope, Index::Two, from, to, 1)
-            .await
-            .map(|found| found.into_iter().next().map(|e| e.key))
-            .map_err(Self::backend_err(kind, from, "list by chat"))
-    }
-
-    /// [`first_idx2_key`](Self::first_idx2_key) read at once ([`DurableKv::first_key_now`]);
-    /// `None` from a backend that lists only through its future.
-    pub(crate) fn first_idx2_key_now(
-        &self,
-        kind: RecordKind,
-        from: &str,
-        to: &str,
-    ) -> Option<Result<Option<String>, DurabilityError>> {
-        let first = self
-            .backend()
-            .first_key_now(&self.shared.scope, Index::Two, from, to)?;
-        Some(first.map_err(Self::backend_err(kind, from, "list by chat")))
+        let found = self.range_idx2_raw(kind, from, to, 1).await?;
+        Ok(found.into_iter().next().map(|e| e.key))
     }
 
     /// Reads a record, lets `decide` change it, and writes it back by CAS; re-reads and
@@ -361,142 +246,28 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         T: Send,
     {
         let start = self.take_snapshot::<R>(id);
-        self.modify_from(point, operation, id, start, decide).await
-    }
-
-    /// [`modify`](Self::modify) starting from `start` (a snapshot the caller took), or from a
-    /// read when `None`. A decision taken on `start` counts only if it writes and the write
-    /// lands on `start`'s version; otherwise the record is read and decided again.
-    pub(crate) async fn modify_from<R, T, F>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        id: &str,
-        start: Option<Snapshot<R>>,
-        decide: F,
-    ) -> Result<T, DurabilityError>
-    where
-        R: JournalRecord,
-        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
-        T: Send,
-    {
-        self.modify_changing(point, operation, id, start, Returned::Nothing, decide)
+        self.modify_record(point, operation, id, start, decide)
             .await
             .map(|(out, _)| out)
     }
 
-    /// [`modify_from`](Self::modify_from) for a decision that changes the record only when it
-    /// writes (it checks, then changes: `complete`, `mark_sent`). On a backend that keeps
-    /// records and whose journal writes cannot be refused
-    /// ([`DurableKv::may_refuse_journal_writes`]), it runs on the stored record itself: no copy
-    /// of the record is made.
-    pub(crate) async fn settle_from<R, F>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        id: &str,
-        start: Option<Snapshot<R>>,
-        decide: F,
-    ) -> Result<(), DurabilityError>
-    where
-        R: JournalRecord,
-        F: FnMut(&mut R, i64) -> Result<Step<()>, DurabilityError> + Send,
-    {
-        self.modify_changing(
-            point,
-            operation,
-            id,
-            start,
-            Returned::NothingChecksFirst,
-            decide,
-        )
-        .await
-        .map(|((), _)| ())
-    }
-
-    /// [`settle_from`](Self::settle_from) done at once by a backend that changes records in
-    /// place ([`DurableKv::update_record`]): no future, no snapshot. `None` when this backend
-    /// does not (or the key holds bytes): nothing was changed, and the caller settles through
-    /// `settle_from`.
-    pub(crate) fn settle_now<R, F>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        id: &str,
-        mut decide: F,
-    ) -> Option<Result<(), DurabilityError>>
-    where
-        R: JournalRecord,
-        F: FnMut(&mut R, i64) -> Result<Step<()>, DurabilityError>,
-    {
-        if !self.updates_in_place() {
-            return None;
-        }
-        self.modify_in_place::<R, (), F>(
-            point,
-            operation,
-            id,
-            Returned::NothingChecksFirst,
-            &mut decide,
-        )
-        .transpose()
-        .map(|done| done.map(|((), _)| ()))
-    }
-
-    /// [`modify_from`](Self::modify_from) that also returns the record as written (or as found,
-    /// for `Keep`), so a caller that needs it does not clone it inside `decide`.
+    /// [`modify`](Self::modify) starting from `start` (a snapshot the caller took), or from a
+    /// read when `None`, that also returns the record as written (or as found, for `Keep`). A
+    /// decision taken on `start` counts only if it writes and the write lands on `start`'s
+    /// version; otherwise the record is read and decided again.
     pub(crate) async fn modify_record<R, T, F>(
         &self,
         point: WritePoint,
         operation: &'static str,
         id: &str,
-        start: Option<Snapshot<R>>,
-        decide: F,
+        mut start: Option<Snapshot<R>>,
+        mut decide: F,
     ) -> Result<(T, R), DurabilityError>
     where
         R: JournalRecord,
         F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
         T: Send,
     {
-        let (out, record) = self
-            .modify_changing(point, operation, id, start, Returned::Record, decide)
-            .await?;
-        match record {
-            Some(record) => Ok((out, record)),
-            // `Returned::Record` always gives the record back; a typed error rather than a
-            // panic should that ever change.
-            None => Err(DurabilityError::NotFound {
-                kind: R::KIND,
-                id: id.to_owned(),
-            }),
-        }
-    }
-
-    /// The read, decide, write loop of [`modify_from`](Self::modify_from) and
-    /// [`modify_record`](Self::modify_record); `returned` says whether the caller wants the
-    /// record (changed in place, it is copied only then).
-    async fn modify_changing<R, T, F>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        id: &str,
-        mut start: Option<Snapshot<R>>,
-        returned: Returned,
-        mut decide: F,
-    ) -> Result<(T, Option<R>), DurabilityError>
-    where
-        R: JournalRecord,
-        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError> + Send,
-        T: Send,
-    {
-        // A backend that keeps records changes it in place, under its lock: no snapshot, no
-        // read, no compare-and-set (bytes under the key are read and decoded below).
-        if self.updates_in_place() {
-            drop(start.take());
-            if let Some(done) = self.modify_in_place(point, operation, id, returned, &mut decide)? {
-                return Ok(done);
-            }
-        }
         // The record is kept boxed and the read boxed too: this future sits inside every
         // handler's and every send's future, so it holds pointers, not records.
         for _ in 0..MAX_CAS_RETRIES {
@@ -517,16 +288,16 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
                 // Only a write can confirm a snapshot: decide again on a fresh read.
                 Ok(Step::Keep(_)) | Err(_) if from_snapshot => continue,
                 Err(e) => return Err(e),
-                Ok(Step::Keep(out)) => return Ok((out, Some(loaded.record))),
+                Ok(Step::Keep(out)) => return Ok((out, loaded.record)),
                 Ok(Step::Write(out)) => (point, out),
                 Ok(Step::WriteAt(at, out)) => (at, out),
             };
             if let CasOutcome::Ok { version } = self
-                .put(at, operation, Some(loaded.version), &loaded.record)
+                .put(&[at], operation, Some(loaded.version), &loaded.record)
                 .await?
             {
                 self.note_written(version, &loaded.record);
-                return Ok((out, Some(loaded.record)));
+                return Ok((out, loaded.record));
             }
         }
         Err(DurabilityError::Contention {
@@ -536,86 +307,14 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         })
     }
 
-    /// Whether changes of records are made in place by the backend
-    /// ([`DurableKv::update_record`], for a backend that keeps records): no snapshots are kept
-    /// then.
-    fn updates_in_place(&self) -> bool {
-        self.kv.keeps_records()
-    }
-
-    /// The in-place change of [`modify_record`](Self::modify_record): `decide` runs on the
-    /// stored record under the backend's lock (on a copy, which replaces the stored record
-    /// when it writes). `None`: the backend does not change records in place, or the key
-    /// holds bytes; the caller reads, decides and compares-and-sets.
-    fn modify_in_place<R, T, F>(
-        &self,
-        point: WritePoint,
-        operation: &'static str,
-        id: &str,
-        returned: Returned,
-        decide: &mut F,
-    ) -> Result<Option<(T, Option<R>)>, DurabilityError>
-    where
-        R: JournalRecord,
-        F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
-    {
-        let on_the_record = matches!(returned, Returned::NothingChecksFirst)
-            && !self.backend().may_refuse_journal_writes();
-        let mut update = InPlace {
-            d: self,
-            decide,
-            now: self.now_ms(),
-            point,
-            returned,
-            on_the_record,
-            decided: None,
-            written_at: None,
-        };
-        let updated = index::with_storage_key(R::KIND, id, |key| {
-            self.backend()
-                .update_record(&self.shared.scope, key, &mut update)
-        });
-        let Some(updated) = updated else {
-            return Ok(None);
-        };
-        match updated.map_err(Self::backend_err(R::KIND, id, operation))? {
-            RecordUpdated::Missing => Err(DurabilityError::NotFound {
-                kind: R::KIND,
-                id: id.to_owned(),
-            }),
-            RecordUpdated::NotARecord => Ok(None),
-            RecordUpdated::Kept | RecordUpdated::Written { .. } => {
-                if let Some(at) = update.written_at {
-                    self.hook(at, WritePhase::After).map_err(Self::backend_err(
-                        R::KIND,
-                        id,
-                        operation,
-                    ))?;
-                }
-                match update.decided {
-                    Some(decided) => decided.map(Some),
-                    // A backend that answered without showing the record: read it instead.
-                    None => Ok(None),
-                }
-            }
-        }
-    }
-
     /// Takes this incarnation's snapshot of a record (see [`super::snapshots`]).
     pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Snapshot<R>> {
-        if self.updates_in_place() {
-            return None;
-        }
         snapshots::take(R::snapshots(&self.shared.snapshots), id)
     }
 
     /// Remembers (a copy of) a record this incarnation has just written at `version`, if it is
-    /// open; forgets its snapshot otherwise. Nothing when the backend changes records in
-    /// place.
+    /// open; forgets its snapshot otherwise.
     pub(crate) fn note_written<R: JournalRecord>(&self, version: u64, record: &R) {
-        if self.updates_in_place() {
-            return;
-        }
         let map = R::snapshots(&self.shared.snapshots);
         if record.is_open() {
             let loaded = Box::new(Loaded {
@@ -673,113 +372,6 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
     }
 }
 
-/// Whether a change of a record gives the record back to its caller.
-#[derive(Debug, Clone, Copy)]
-enum Returned {
-    /// The record as written (or as found, when the decision keeps it).
-    Record,
-    /// Nothing: a record changed in place is then not copied for the caller.
-    Nothing,
-    /// Nothing, and the decision changes the record only when it writes: a record changed in
-    /// place is decided on as it is stored, unless a journal write hook may refuse the write.
-    NothingChecksFirst,
-}
-
-/// A [`KvDurability::modify_record`] decision run by the backend on the stored record
-/// ([`DurableKv::update_record`]).
-struct InPlace<'a, K: ?Sized, R, T, F> {
-    d: &'a KvDurability<K>,
-    decide: &'a mut F,
-    now: i64,
-    point: WritePoint,
-    /// Whether the caller wants the record back.
-    returned: Returned,
-    /// The decision runs on the stored record itself (it changes it only when it writes, and
-    /// no write hook can refuse the write): no copy.
-    on_the_record: bool,
-    /// What `decide` answered, with the record as written (or as found, for `Keep`) when the
-    /// caller wants it.
-    decided: Option<Result<(T, Option<R>), DurabilityError>>,
-    /// The write point of the write made, whose `After` hooks the caller runs.
-    written_at: Option<WritePoint>,
-}
-
-impl<K, R, T, F> RecordUpdate for InPlace<'_, K, R, T, F>
-where
-    K: DurableKv + ?Sized,
-    R: JournalRecord,
-    F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
-{
-    fn apply(&mut self, value: &mut RecordValue, _version: u64) -> Result<RecordChange, KvError> {
-        let Some(stored) = R::record_mut(value) else {
-            return Ok(RecordChange::Foreign);
-        };
-        if self.on_the_record {
-            return self.apply_on_the_record(stored);
-        }
-        // Decided on a copy: a decision that keeps the record or fails may have changed it.
-        let mut record = stored.clone();
-        let (at, out) = match (self.decide)(&mut record, self.now) {
-            Err(e) => {
-                self.decided = Some(Err(e));
-                return Ok(RecordChange::Keep);
-            }
-            Ok(Step::Keep(out)) => {
-                let kept = matches!(self.returned, Returned::Record).then_some(record);
-                self.decided = Some(Ok((out, kept)));
-                return Ok(RecordChange::Keep);
-            }
-            Ok(Step::Write(out)) => (self.point, out),
-            Ok(Step::WriteAt(at, out)) => (at, out),
-        };
-        self.d.hook(at, WritePhase::Before)?;
-        let idx2 = record.idx2();
-        // The changed copy replaces the stored record; the caller gets a copy of it only if it
-        // asked (the record it replaced is dropped here).
-        std::mem::swap(stored, &mut record);
-        drop(record);
-        let written = matches!(self.returned, Returned::Record).then(|| stored.clone());
-        self.decided = Some(Ok((out, written)));
-        self.written_at = Some(at);
-        Ok(RecordChange::Changed {
-            idx1: RecordIdx1::Derived,
-            idx2,
-        })
-    }
-}
-
-impl<K, R, T, F> InPlace<'_, K, R, T, F>
-where
-    K: DurableKv + ?Sized,
-    R: JournalRecord,
-    F: FnMut(&mut R, i64) -> Result<Step<T>, DurabilityError>,
-{
-    /// [`apply`](RecordUpdate::apply) deciding on `stored` itself (see `on_the_record`).
-    fn apply_on_the_record(&mut self, stored: &mut R) -> Result<RecordChange, KvError> {
-        let (at, out) = match (self.decide)(stored, self.now) {
-            // Unchanged: the decision changes the record only when it writes.
-            Err(e) => {
-                self.decided = Some(Err(e));
-                return Ok(RecordChange::Keep);
-            }
-            Ok(Step::Keep(out)) => {
-                self.decided = Some(Ok((out, None)));
-                return Ok(RecordChange::Keep);
-            }
-            Ok(Step::Write(out)) => (self.point, out),
-            Ok(Step::WriteAt(at, out)) => (at, out),
-        };
-        // Cannot refuse the write (checked before choosing this path).
-        self.d.hook(at, WritePhase::Before)?;
-        self.decided = Some(Ok((out, None)));
-        self.written_at = Some(at);
-        Ok(RecordChange::Changed {
-            idx1: RecordIdx1::Derived,
-            idx2: stored.idx2(),
-        })
-    }
-}
-
 /// What a [`KvDurability::modify`] decision does.
 pub(crate) enum Step<T> {
     /// Write the changed record, then return `T`.
@@ -790,12 +382,6 @@ pub(crate) enum Step<T> {
     Keep(T),
 }
 
-/// The record behind `shared`: taken out when nothing else holds it (a backend that stores
-/// bytes), copied otherwise (one that keeps records holds it).
-pub(crate) fn unshare<R: Clone>(shared: Arc<R>) -> R {
-    Arc::try_unwrap(shared).unwrap_or_else(|kept| (*kept).clone())
-}
-
 /// A decoded record with the version it was read at.
 #[derive(Debug, Clone)]
 pub(crate) struct Loaded<R> {
@@ -803,13 +389,9 @@ pub(crate) struct Loaded<R> {
     pub(crate) record: R,
 }
 
-/// Decodes a stored value into a record of `R`'s journal; the reason when it is not one.
-fn decode<R: JournalRecord>(value: &EntryValue) -> Result<R, String> {
-    match value {
-        EntryValue::Bytes(bytes) => serde_json::from_slice::<R>(bytes).map_err(|e| e.to_string()),
-        EntryValue::Record(record) => R::from_record_value(record)
-            .ok_or_else(|| format!("a record of another journal than the {} one", R::KIND)),
-    }
+/// Decodes stored bytes into a record of `R`'s journal; the reason when they are not one.
+fn decode<R: JournalRecord>(value: &[u8]) -> Result<R, String> {
+    serde_json::from_slice::<R>(value).map_err(|e| e.to_string())
 }
 
 /// A record kept in a journal.
@@ -819,14 +401,7 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     /// Its inbound id or outbox key.
     fn id(&self) -> &str;
     /// Its `idx1` value (see [`super::index`]).
-    fn idx1(&self) -> String {
-        // `<i|o>/<state>/<16 digits>/` is at most 34 bytes: one allocation for most ids.
-        let mut value = String::with_capacity(34 + self.id().len());
-        self.push_idx1(&mut value);
-        value
-    }
-    /// Appends its `idx1` value to `out` (a buffer the caller reuses).
-    fn push_idx1(&self, out: &mut String);
+    fn idx1(&self) -> String;
     /// Its `idx2` value, only while it is open (see [`super::index`]).
     fn idx2(&self) -> Option<String>;
     /// Its `idx1` and `idx2` values.
@@ -835,20 +410,6 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     }
     /// Whether it will change again (it is not settled): only open records keep a snapshot.
     fn is_open(&self) -> bool;
-    /// The size of its payload's JSON text.
-    fn payload_len(&self) -> usize;
-    /// It, shared, as a backend stores it before encoding.
-    fn shared_value(record: Arc<Self>) -> RecordValue
-    where
-        Self: Sized;
-    /// A copy of the record `value` holds, if it is one of this journal.
-    fn from_record_value(value: &RecordValue) -> Option<Self>
-    where
-        Self: Sized;
-    /// The record `value` holds, to change in place, if it is one of this journal.
-    fn record_mut(value: &mut RecordValue) -> Option<&mut Self>
-    where
-        Self: Sized;
     /// Its journal's snapshots.
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self>
     where

@@ -23,10 +23,8 @@
 //! Settled records (done, sent, dead, unknown) leave no snapshot, so the map only holds the
 //! records in flight (a burst of admitted messages waiting in their chats' queues, for
 //! example); it is also cleared when it reaches [`MAX_SNAPSHOTS`] (records another replica
-//! finished, for example), which costs the next change of each record one read. Snapshots live in one incarnation: a reopened durability
-//! (a restarted process) starts with none. A backend that keeps records and changes them in
-//! place ([`DurableKv::update_record`](crate::DurableKv::update_record)) needs none: no
-//! snapshot is kept for it.
+//! finished, for example), which costs the next change of each record one read. Snapshots
+//! live in one incarnation: a reopened durability (a restarted process) starts with none.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

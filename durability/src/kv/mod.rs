@@ -19,8 +19,6 @@
 //! | `range(index, from, to, limit)` | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
 //! | scopes | nothing of one scope is visible, listed or changed through another |
 //! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own |
-//! | `update_record(key, u)` (optional) | `u` sees the stored record at its version under the backend's lock; a change gets a new version and the index values `u` gives; a kept or refused change leaves everything as it was |
-//! | `idx1: RecordIdx1::Derived` (records) | the entry's `idx1` is the record's own ([`RecordValue::idx1`]), whenever the backend computes it: read back and listed as if it had been given |
 //! | a returned `Ok` | the write is durable (for a backend that survives a crash) |
 //!
 //! It does not know what a record is, it has no clock and no TTL: expiry is decided by the
@@ -33,14 +31,8 @@
 //! two sorted sets per scope, each write one Lua script.
 
 mod memory;
-mod record;
 
 pub use memory::MemoryKv;
-pub(crate) use record::encode_json;
-pub use record::{
-    EntryValue, KeyedValue, RecordChange, RecordEntry, RecordIdx1, RecordUpdate, RecordUpdated,
-    RecordValue, VersionedValue,
-};
 
 use std::fmt;
 use std::sync::Arc;
@@ -53,8 +45,7 @@ use async_trait::async_trait;
 /// the scope, and a backend keeps scopes apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Scope {
-    /// Shared: a backend in this process keeps a clone to recognise the scope by address.
-    id: Arc<str>,
+    id: String,
     bot: String,
     connection: String,
 }
@@ -74,7 +65,7 @@ impl Scope {
             crate::keys::push_escaped(&mut id, part);
         }
         Scope {
-            id: Arc::from(id),
+            id,
             bot: bot.to_owned(),
             connection: connection.to_owned(),
         }
@@ -86,20 +77,14 @@ impl Scope {
     pub fn custom(id: impl Into<String>) -> Self {
         let id = id.into();
         Scope {
-            id: Arc::from(id.as_str()),
-            bot: id,
+            bot: id.clone(),
+            id,
             connection: String::new(),
         }
     }
 
     /// The derived id that backends store (`bot.durability.scope` in the guide).
     pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The id, shared: clones of a scope share it, so a backend that keeps a clone can
-    /// recognise the scope by its address ([`Arc::ptr_eq`]) before comparing it.
-    pub(crate) fn id_shared(&self) -> &Arc<str> {
         &self.id
     }
 
@@ -431,134 +416,6 @@ pub trait DurableKv: Send + Sync + 'static {
         Ok(out)
     }
 
-    /// `range` over `idx1`.
-    async fn range_idx1(
-        &self,
-        scope: &Scope,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.range(scope, Index::One, from, to, limit).await
-    }
-
-    /// `range` over `idx2`.
-    async fn range_idx2(
-        &self,
-        scope: &Scope,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.range(scope, Index::Two, from, to, limit).await
-    }
-
-    /// Whether [`cas_record`](Self::cas_record) keeps records as they are, unencoded (a backend
-    /// that keeps its values in this process): a journal may then give a record a payload
-    /// that is encoded only when it is first read ([`Payload::deferred`]). `false` by default.
-    ///
-    /// [`Payload::deferred`]: crate::outbox::Payload::deferred
-    fn keeps_records(&self) -> bool {
-        false
-    }
-
-    /// Writes a journal record (not yet encoded) under `key` if the key's version is
-    /// `expected`: the journals' write. The default encodes it as JSON and calls
-    /// [`cas`](Self::cas); a backend that keeps its values in this process may store the
-    /// record as it is (see [`RecordValue`]), as long as its byte API reads it back encoded.
-    async fn cas_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<CasOutcome, KvError> {
-        self.cas(scope, key, expected, entry.encode()?).await
-    }
-
-    /// [`cas_record`](Self::cas_record) done at once, for a backend that keeps its values in
-    /// this process and writes without waiting for anything (no I/O, no other task): the
-    /// journals' write then needs no future of its own. `Err(entry)`, the default, gives the
-    /// entry back: this backend writes only through `cas_record`, which the journals then
-    /// call. A backend that answers here must answer as its `cas_record` would.
-    #[allow(clippy::result_large_err)] // the entry handed back, at once, to `cas_record`
-    fn cas_record_now(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
-        let _ = (scope, key, expected);
-        Err(entry)
-    }
-
-    /// The key of the first entry (in `(value, key)` order) whose `index` value is in
-    /// `from..to`, read at once by a backend that keeps its values in this process: what
-    /// [`range_records`](Self::range_records) with a limit of 1 would list first, without a
-    /// future, a list or a copy of the entry. `None`, the default: this backend lists only
-    /// through `range_records`, which the journals then call.
-    fn first_key_now(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-    ) -> Option<Result<Option<String>, KvError>> {
-        let _ = (scope, index, from, to);
-        None
-    }
-
-    /// Changes the record stored under `key` in place, under the backend's own lock: `update`
-    /// is shown the record and its version, decides, and what it changed is stored at a new
-    /// version with the index values it gives. For a backend that keeps records
-    /// ([`keeps_records`](Self::keeps_records)), so that a journal change costs no read, no copy
-    /// of the record into the backend and no compare-and-set (nothing can come between the
-    /// decision and the write). `None`, the default: this backend does not; the journals read,
-    /// decide and compare-and-set instead (and a backend that keeps records but answers `None`
-    /// is only slower).
-    ///
-    /// An entry that holds bytes is [`RecordUpdated::NotARecord`] (`update` is not called); an
-    /// error from `update` (a journal write hook refusing the write) is returned as it is,
-    /// with nothing changed.
-    fn update_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        update: &mut dyn RecordUpdate,
-    ) -> Option<Result<RecordUpdated, KvError>> {
-        let _ = (scope, key, update);
-        None
-    }
-
-    /// Reads one entry, as bytes or as the record `cas_record` stored: the journals' read.
-    /// The default is [`get`](Self::get).
-    async fn get_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-    ) -> Result<Option<VersionedValue>, KvError> {
-        Ok(self.get(scope, key).await?.map(VersionedValue::from))
-    }
-
-    /// [`range`](Self::range), as bytes or as the records `cas_record` stored: the journals'
-    /// listing. The default is `range`.
-    async fn range_records(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KeyedValue>, KvError> {
-        Ok(self
-            .range(scope, index, from, to, limit)
-            .await?
-            .into_iter()
-            .map(KeyedValue::from)
-            .collect())
-    }
-
     /// Whether several processes can share this backend at once (Postgres, Redis). The default
     /// instance id then gets a per-boot suffix (see [`crate::leases`]).
     fn shared_between_processes(&self) -> bool {
@@ -571,15 +428,6 @@ pub trait DurableKv: Send + Sync + 'static {
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         let _ = (point, phase);
         Ok(())
-    }
-
-    /// Whether [`on_journal_write`](Self::on_journal_write) may refuse a write. `true`, the
-    /// default, is always safe: a change made in place ([`update_record`](Self::update_record))
-    /// is then decided on a copy of the record, so that a refused write leaves it as it was.
-    /// A backend that keeps the default `on_journal_write` may answer `false` (`MemoryKv`
-    /// does), sparing the copy for the changes that allow it.
-    fn may_refuse_journal_writes(&self) -> bool {
-        true
     }
 
     /// The concrete backend, for a [`Store`](crate::Store) that checks whether this backend
@@ -627,69 +475,11 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         (**self).batch(scope, ops).await
     }
-    fn keeps_records(&self) -> bool {
-        (**self).keeps_records()
-    }
-    async fn cas_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<CasOutcome, KvError> {
-        (**self).cas_record(scope, key, expected, entry).await
-    }
-    fn cas_record_now(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<Result<CasOutcome, KvError>, RecordEntry> {
-        (**self).cas_record_now(scope, key, expected, entry)
-    }
-    fn first_key_now(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-    ) -> Option<Result<Option<String>, KvError>> {
-        (**self).first_key_now(scope, index, from, to)
-    }
-    fn update_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        update: &mut dyn RecordUpdate,
-    ) -> Option<Result<RecordUpdated, KvError>> {
-        (**self).update_record(scope, key, update)
-    }
-    async fn get_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-    ) -> Result<Option<VersionedValue>, KvError> {
-        (**self).get_record(scope, key).await
-    }
-    async fn range_records(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KeyedValue>, KvError> {
-        (**self).range_records(scope, index, from, to, limit).await
-    }
     fn shared_between_processes(&self) -> bool {
         (**self).shared_between_processes()
     }
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         (**self).on_journal_write(point, phase)
-    }
-    fn may_refuse_journal_writes(&self) -> bool {
-        (**self).may_refuse_journal_writes()
     }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         (**self).as_any()

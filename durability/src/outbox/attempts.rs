@@ -15,14 +15,11 @@
 //! The `mark_*` calls check the fencing token: a holder whose lease was taken over gets
 //! `StaleLease` (counted in `stale_leases`) and the record is left as the new holder made it.
 
-use std::sync::Arc;
-
-use super::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
+use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
-use crate::journal::{AtOnce, JournalRecord, Step, index, unshare};
-use crate::keys::KeyKind;
-use crate::kv::{CasOutcome, DurableKv, WritePoint};
+use crate::journal::{Step, index};
+use crate::kv::{DurableKv, WritePoint};
 use crate::leases::{Incarnation, LeaseStatus, OutboxLease};
 use crate::operating::{Counter, DurabilityEvent, RecordKind};
 use crate::retries::{self, FailOutcome, PartGate, SendFailure, duration_ms};
@@ -86,14 +83,6 @@ pub enum JournalLeased {
     Leased(OutboxLease),
     /// Not leased by the journal write: what [`Outbox::journal`] answers (see
     /// [`JournalBegun::Journal`]).
-    Journal(SendJournal),
-}
-
-/// The write of [`Outbox::journal_and_begin`]: leased (with the record written, shared with a
-/// backend that keeps records), or what `journal` answers.
-#[allow(clippy::large_enum_variant)] // returned and matched at once, never stored
-enum Begun {
-    Leased(OutboxLease, Arc<OutboxRecord>),
     Journal(SendJournal),
 }
 
@@ -229,121 +218,40 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     /// Leases only a new single record whose chat has no earlier open send (per-chat order);
     /// anything else is [`JournalBegun::Journal`], written as `journal` writes it.
     pub async fn journal_and_begin(&self, new: NewSend) -> Result<JournalBegun, DurabilityError> {
-        Ok(match self.journal_leased(new).await? {
-            Begun::Leased(lease, record) => JournalBegun::Leased {
-                lease,
-                record: unshare(record),
-            },
-            Begun::Journal(journaled) => JournalBegun::Journal(journaled),
-        })
-    }
-
-    /// [`journal_and_begin`](Self::journal_and_begin) for a caller that needs only the lease
-    /// (the bot's own path, which has the content it journaled): the same write, without a
-    /// copy of the record for the caller on a backend that keeps records.
-    ///
-    /// Done at once (an [`AtOnce`] that is ready) by a backend in this process.
-    pub fn journal_and_lease(
-        &self,
-        new: NewSend,
-    ) -> AtOnce<'a, Result<JournalLeased, DurabilityError>> {
-        self.journal_leased(new).map(|begun| {
-            Ok(match begun? {
-                Begun::Leased(lease, _) => JournalLeased::Leased(lease),
-                Begun::Journal(journaled) => JournalLeased::Journal(journaled),
-            })
-        })
-    }
-
-    /// The write of `journal_and_begin`: the record written is shared with a backend that
-    /// keeps records. At once when the backend reads and writes at once, the chat has no
-    /// earlier open send and the key is new.
-    fn journal_leased(&self, new: NewSend) -> AtOnce<'a, Result<Begun, DurabilityError>> {
-        let this = *self;
         if let Some((size, limit)) = self.oversize(&new) {
-            return AtOnce::ready(Ok(Begun::Journal(SendJournal::Bypassed { size, limit })));
+            return Ok(JournalBegun::Journal(SendJournal::Bypassed { size, limit }));
         }
         let kind = new.key.kind();
-        let record = self.record_of(new);
-        // Its `idx2` while open (pending or sending alike): the chat-order check's bound, then
-        // the value written with it.
-        let mine = index::idx2(RecordKind::Outbound, &record.chat, record.seq, record.part);
-        let from = index::chat_prefix_of(RecordKind::Outbound, &record.chat, &mine);
-        match self.d.first_idx2_key_now(RecordKind::Outbound, from, &mine) {
-            Some(Ok(first)) => {
-                if Self::earlier(&record, first).is_some() {
-                    // Waits behind the chat's earlier send: journaled pending, as `journal`
-                    // does.
-                    return AtOnce::later(async move {
-                        Ok(Begun::Journal(this.journal_record(kind, record).await?))
-                    });
-                }
-            }
-            Some(Err(e)) => return AtOnce::ready(Err(e)),
-            None => {
-                return AtOnce::later(async move {
-                    if this.earlier_open_than(&record, &mine).await?.is_some() {
-                        return Ok(Begun::Journal(
-                            Box::pin(this.journal_record(kind, record)).await?,
-                        ));
-                    }
-                    let (record, lease) = this.leased(record);
-                    this.create_leased_record(kind, record, lease, Some(mine))
-                        .await
-                });
-            }
+        let mut record = self.record_of(new);
+        if self.earlier_open(&record).await?.is_some() {
+            // Waits behind the chat's earlier send: journaled pending, as `journal` does.
+            return Ok(JournalBegun::Journal(
+                Box::pin(self.journal_record(kind, record)).await?,
+            ));
         }
-        let (record, lease) = self.leased(record);
-        match self.d.put_shared_now("journal", None, &record, Some(mine)) {
-            Ok(Ok(CasOutcome::Ok { version })) => {
-                self.journaled(&record, version);
-                AtOnce::ready(Ok(Begun::Leased(lease, record)))
-            }
-            Ok(Err(e)) => AtOnce::ready(Err(e)),
-            // A conflict (the key recorded before) is resolved by a read, and a backend that
-            // writes only through its future writes there: the whole write again, with its
-            // hooks.
-            Ok(Ok(CasOutcome::Conflict { .. })) => AtOnce::later(async move {
-                let idx2 = record.idx2();
-                this.create_leased_record(kind, record, lease, idx2).await
-            }),
-            Err(idx2) => {
-                AtOnce::later(
-                    async move { this.create_leased_record(kind, record, lease, idx2).await },
-                )
-            }
-        }
-    }
-
-    /// `record` leased to this process for its first attempt, shared.
-    fn leased(&self, mut record: OutboxRecord) -> (Arc<OutboxRecord>, OutboxLease) {
         let (now, lease_ms) = (record.created_ms, duration_ms(self.d.config().outbox.lease));
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
-        (Arc::new(record), lease)
-    }
-
-    /// Writes `record`, leased with `lease`, through the backend's future (`idx2`: its
-    /// `idx2` value, built by the caller); a key recorded before decides as for `journal`.
-    async fn create_leased_record(
-        &self,
-        kind: KeyKind,
-        record: Arc<OutboxRecord>,
-        lease: OutboxLease,
-        idx2: Option<String>,
-    ) -> Result<Begun, DurabilityError> {
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
-        match self.create_shared_indexed(&points, &record, idx2).await? {
-            None => Ok(Begun::Leased(lease, record)),
-            Some(found) => {
+        match self.create_at(&points, record).await? {
+            Created::New(record) => Ok(JournalBegun::Leased { lease, record }),
+            Created::Existing { found, mut ours } => {
                 // Not written: the record found decides, as for `journal`.
-                let mut ours = unshare(record);
                 ours.state = OutboxState::Pending;
                 ours.lease = None;
-                Ok(Begun::Journal(
-                    Box::pin(self.found_recorded(kind, found, ours)).await?,
+                Ok(JournalBegun::Journal(
+                    Box::pin(self.found_recorded(kind, found, *ours)).await?,
                 ))
             }
         }
+    }
+
+    /// [`journal_and_begin`](Self::journal_and_begin) for a caller that needs only the lease
+    /// (the bot's own path, which has the content it journaled).
+    pub async fn journal_and_lease(&self, new: NewSend) -> Result<JournalLeased, DurabilityError> {
+        Ok(match self.journal_and_begin(new).await? {
+            JournalBegun::Leased { lease, .. } => JournalLeased::Leased(lease),
+            JournalBegun::Journal(journaled) => JournalLeased::Journal(journaled),
+        })
     }
 
     /// Leases `r` to incarnation `me` for its next attempt: `sending`, a new fencing token,
@@ -377,30 +285,14 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         r: &OutboxRecord,
     ) -> Result<Option<String>, DurabilityError> {
         let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
-        self.earlier_open_than(r, &mine).await
-    }
-
-    /// [`earlier_open`](Self::earlier_open) given `mine`, the `idx2` value of `r` while it is
-    /// open.
-    async fn earlier_open_than(
-        &self,
-        r: &OutboxRecord,
-        mine: &str,
-    ) -> Result<Option<String>, DurabilityError> {
-        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, mine);
+        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
         let found = self
             .d
-            .first_idx2_key(RecordKind::Outbound, from, mine)
+            .first_idx2_key(RecordKind::Outbound, from, &mine)
             .await?;
-        Ok(Self::earlier(r, found))
-    }
-
-    /// The key of the open send found first in `r`'s chat (its storage key `first`), if it is
-    /// not `r` itself.
-    fn earlier(r: &OutboxRecord, first: Option<String>) -> Option<String> {
-        first
+        Ok(found
             .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))
-            .filter(|k| k != &r.key)
+            .filter(|k| k != &r.key))
     }
 
     pub(crate) fn check_fence(
@@ -471,45 +363,6 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
             )
             .await;
         self.counted(result).map(|((), record)| record)
-    }
-
-    /// [`mark_sent`](Self::mark_sent) for a caller that does not need the record (the bot's
-    /// own path): the same write and the same checks, without a copy of the record for the
-    /// caller on a backend that keeps records.
-    pub async fn mark_sent_without_record(
-        &self,
-        lease: &OutboxLease,
-        provider_message_id: Option<&str>,
-    ) -> Result<(), DurabilityError> {
-        let result = self
-            .d
-            .settle_from(
-                WritePoint::OutboxMarkSent,
-                "mark_sent",
-                &lease.key,
-                self.d.take_snapshot(&lease.key),
-                Self::sent(lease, provider_message_id),
-            )
-            .await;
-        self.counted(result)
-    }
-
-    /// [`mark_sent_without_record`](Self::mark_sent_without_record) done at once, by a backend
-    /// that changes records in place in this process (`MemoryKv`): no future. `None` when this
-    /// backend does not; nothing was written then, and the caller awaits
-    /// `mark_sent_without_record`.
-    pub fn mark_sent_now(
-        &self,
-        lease: &OutboxLease,
-        provider_message_id: Option<&str>,
-    ) -> Option<Result<(), DurabilityError>> {
-        let result = self.d.settle_now(
-            WritePoint::OutboxMarkSent,
-            "mark_sent",
-            &lease.key,
-            Self::sent(lease, provider_message_id),
-        )?;
-        Some(self.counted(result))
     }
 
     /// The decision of `mark_sent`: the send is sent with `provider_message_id`, if `lease`

@@ -32,17 +32,15 @@ mod sweep;
 
 pub use attempts::{AmbiguousOutcome, BeginAttempt, JournalBegun, JournalLeased};
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::snapshots::{SnapshotMap, Snapshots};
-use crate::journal::{JournalRecord, KvDurability, Loaded, index, unshare};
+use crate::journal::{JournalRecord, KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
-use crate::kv::{CasOutcome, DurableKv, RecordValue, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::LeaseRecord;
 use crate::operating::{Counter, RecordKind};
 
@@ -74,18 +72,6 @@ impl OutboxState {
         OutboxState::Dead,
         OutboxState::Unknown,
     ];
-
-    /// The class of the `idx1` values of records in this state, `o/<state>/` (see [`index`]).
-    pub(crate) fn idx1_class(self) -> &'static str {
-        match self {
-            OutboxState::Pending => "o/pending/",
-            OutboxState::Sending => "o/sending/",
-            OutboxState::Sent => "o/sent/",
-            OutboxState::Failed => "o/failed/",
-            OutboxState::Dead => "o/dead/",
-            OutboxState::Unknown => "o/unknown/",
-        }
-    }
 
     /// The stable lowercase name.
     pub fn as_str(self) -> &'static str {
@@ -176,15 +162,6 @@ impl OutboxRecord {
 }
 
 impl OutboxRecord {
-    /// Its `idx1` value in parts (see [`index`]).
-    pub(crate) fn idx1_parts(&self) -> index::Idx1Parts<'_> {
-        index::Idx1Parts {
-            class: self.state.idx1_class(),
-            ms: self.idx1_ms(),
-            id: &self.key,
-        }
-    }
-
     /// The ms of its `idx1` value (see [`index`]).
     fn idx1_ms(&self) -> i64 {
         match self.state {
@@ -202,8 +179,13 @@ impl JournalRecord for OutboxRecord {
         &self.key
     }
 
-    fn push_idx1(&self, out: &mut String) {
-        self.idx1_parts().push_to(out);
+    fn idx1(&self) -> String {
+        index::idx1(
+            RecordKind::Outbound,
+            self.state.as_str(),
+            self.idx1_ms(),
+            &self.key,
+        )
     }
 
     fn idx2(&self) -> Option<String> {
@@ -214,22 +196,6 @@ impl JournalRecord for OutboxRecord {
 
     fn is_open(&self) -> bool {
         self.state.is_open()
-    }
-
-    fn payload_len(&self) -> usize {
-        self.payload.len()
-    }
-
-    fn shared_value(record: Arc<Self>) -> RecordValue {
-        RecordValue::from(record)
-    }
-
-    fn from_record_value(value: &RecordValue) -> Option<Self> {
-        value.as_outbound().cloned()
-    }
-
-    fn record_mut(value: &mut RecordValue) -> Option<&mut Self> {
-        value.outbound_mut()
     }
 
     fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
@@ -428,53 +394,20 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         points: &[WritePoint],
         record: OutboxRecord,
     ) -> Result<Created, DurabilityError> {
-        let record = Arc::new(record);
-        Ok(match self.create_shared_at(points, &record).await? {
-            None => Created::New(unshare(record)),
-            Some(found) => Created::Existing {
-                found,
-                ours: Box::new(unshare(record)),
-            },
-        })
-    }
-
-    /// [`create_at`](Self::create_at) of a record the caller shares with the backend (see
-    /// [`KvDurability::put_shared_at_points`]): `None` when written, else the record found
-    /// under its key.
-    pub(crate) fn create_shared_at<'a>(
-        &'a self,
-        points: &'a [WritePoint],
-        record: &'a Arc<OutboxRecord>,
-    ) -> impl Future<Output = Result<Option<OutboxRecord>, DurabilityError>> + Send + 'a {
-        self.create_shared_indexed(points, record, record.idx2())
-    }
-
-    /// [`create_shared_at`](Self::create_shared_at) with the record's `idx2` value already
-    /// built by the caller.
-    pub(crate) async fn create_shared_indexed(
-        &self,
-        points: &[WritePoint],
-        record: &Arc<OutboxRecord>,
-        idx2: Option<String>,
-    ) -> Result<Option<OutboxRecord>, DurabilityError> {
-        let mut idx2 = Some(idx2);
         for _ in 0..8 {
-            let idx2 = idx2.take().unwrap_or_else(|| record.idx2());
-            match self
-                .d
-                .put_shared_indexed(points, "journal", None, record, idx2)
-                .await?
-            {
+            match self.d.put(points, "journal", None, &record).await? {
                 CasOutcome::Ok { version } => {
-                    self.journaled(record, version);
-                    return Ok(None);
+                    self.journaled(&record, version);
+                    return Ok(Created::New(record));
                 }
                 CasOutcome::Conflict { .. } => {
-                    if let Some(Loaded {
-                        record: existing, ..
-                    }) = Box::pin(self.d.load::<OutboxRecord>(&record.key, "journal")).await?
+                    if let Some(Loaded { record: found, .. }) =
+                        Box::pin(self.d.load::<OutboxRecord>(&record.key, "journal")).await?
                     {
-                        return Ok(Some(existing));
+                        return Ok(Created::Existing {
+                            found,
+                            ours: Box::new(record),
+                        });
                     }
                 }
             }
@@ -487,19 +420,16 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     }
 
     /// What follows the write of a new record at `version`: counted, logged, remembered.
-    pub(crate) fn journaled(&self, record: &Arc<OutboxRecord>, version: u64) {
+    pub(crate) fn journaled(&self, record: &OutboxRecord, version: u64) {
         self.d.count(Counter::OutboxJournaled);
         tracing::debug!(key = %record.key, chat = %record.chat, "send journaled");
-        self.d.note_written(version, &**record);
+        self.d.note_written(version, record);
     }
 
     /// `Some((size, limit))` when the send's payload is over `outbox.max_payload_bytes`: it is
     /// then counted and logged as bypassing the outbox.
     pub(crate) fn oversize(&self, new: &NewSend) -> Option<(usize, usize)> {
         let limit = self.d.config().outbox.max_payload_bytes;
-        if new.payload.fits(limit) {
-            return None;
-        }
         let size = new.payload.len();
         (size > limit).then(|| {
             self.bypass(

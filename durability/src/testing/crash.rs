@@ -33,8 +33,7 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::Entry;
 use crate::kv::{
-    CasOutcome, DurableKv, Index, KeyedValue, KvError, KvOp, KvRecord, RecordEntry, RecordUpdate,
-    RecordUpdated, Scope, Versioned, VersionedValue, WritePhase, WritePoint,
+    CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, Scope, Versioned, WritePhase, WritePoint,
 };
 
 /// A journal write point where a crash can be injected.
@@ -282,56 +281,6 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         self.check()?;
         self.inner.batch(scope, ops).await
-    }
-
-    fn keeps_records(&self) -> bool {
-        self.inner.keeps_records()
-    }
-
-    async fn cas_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: RecordEntry,
-    ) -> Result<CasOutcome, KvError> {
-        self.check()?;
-        self.inner.cas_record(scope, key, expected, entry).await
-    }
-
-    fn update_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-        update: &mut dyn RecordUpdate,
-    ) -> Option<Result<RecordUpdated, KvError>> {
-        if let Err(e) = self.check() {
-            return Some(Err(e));
-        }
-        self.inner.update_record(scope, key, update)
-    }
-
-    async fn get_record(
-        &self,
-        scope: &Scope,
-        key: &str,
-    ) -> Result<Option<VersionedValue>, KvError> {
-        self.check()?;
-        self.inner.get_record(scope, key).await
-    }
-
-    async fn range_records(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KeyedValue>, KvError> {
-        self.check()?;
-        self.inner
-            .range_records(scope, index, from, to, limit)
-            .await
     }
 
     fn shared_between_processes(&self) -> bool {

@@ -1,10 +1,8 @@
 //! The durable inbox in the inbound pipeline: journal before dispatch, complete after the work
 //! settled, heartbeat while it runs, and replay what was left unfinished.
 //!
-//! `journal` records an admitted event (as JSON text, a `Payload`; encoded when first read on a
-//! backend that keeps records unencoded, from the very `Message` its dispatch runs with, shared
-//! rather than copied) and leases it to this process in one step
-//! (`journal_and_lease`): a redelivery of a recorded event is a duplicate. When
+//! `journal` records an admitted event (as JSON text, a `Payload`) and leases it to this
+//! process in one step (`journal_and_lease`): a redelivery of a recorded event is a duplicate. When
 //! the store shares its transactions with the journal (SQLite and Postgres, store and journal
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
 //! transaction, and the pipeline does not record it again.
@@ -37,8 +35,7 @@ use crate::provider::ProviderEvent;
 /// An admitted event, as the inbox journals it.
 #[derive(Clone, Copy)]
 pub(crate) enum InboundEvent<'a> {
-    /// A message, shared with its dispatch: a backend that keeps records unencoded holds the
-    /// same `Message` in the record's payload, encoded if the record is ever read back.
+    /// A message, shared with its dispatch.
     Message(&'a Arc<Message>),
     /// Any other event (an interaction), copied into the payload.
     Other(&'a ProviderEvent),
@@ -55,19 +52,10 @@ impl<'a> InboundEvent<'a> {
 
 /// A message serialized as `ProviderEvent::Message` is (the payload of its journal record,
 /// which a replay decodes as a `ProviderEvent`), from the `Message` its dispatch shares.
-struct MessageEvent(Arc<Message>);
-
-/// The borrowed form of [`MessageEvent`], with `ProviderEvent`'s tag.
 #[derive(serde::Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum MessageEventRef<'a> {
     Message(&'a Message),
-}
-
-impl serde::Serialize for MessageEvent {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        MessageEventRef::Message(&self.0).serialize(serializer)
-    }
 }
 
 /// The outcome of journaling an inbound event.
@@ -88,12 +76,7 @@ pub(crate) async fn journal(
     event: InboundEvent<'_>,
     record_id: &str,
 ) -> Journaled {
-    // A backend that keeps records unencoded (`MemoryKv`) gets the event to encode when its
-    // record is first read back (a replay): most records never are.
-    let keeps = dur.d.kv().keeps_records();
     let payload = match event {
-        InboundEvent::Message(m) if keeps => Ok(Payload::deferred(MessageEvent(Arc::clone(m)))),
-        InboundEvent::Other(e) if keeps => Ok(Payload::deferred(e.clone())),
         InboundEvent::Message(m) => Payload::encode(&MessageEventRef::Message(m)),
         InboundEvent::Other(e) => Payload::encode(e),
     };
@@ -253,19 +236,9 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         return;
     }
     // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
-    // which a heartbeat does not change. A backend in this process completes the record at
-    // once (no future); a write that failed because the backend went away is retried.
-    let now = (!journal_failed)
-        .then(|| dur.d.inbox().complete_now(lease))
-        .flatten();
-    match now {
-        Some(Ok(())) => {}
-        Some(Err(e)) if !super::outbound::backend_unavailable(&e) => {
-            k.events.error("durability:inbox.settle", None, e);
-        }
-        // Boxed: the retries (and their timer) would otherwise sit in every job's future.
-        _ => Box::pin(settle_retrying(k, dur, lease, journal_failed)).await,
-    }
+    // which a heartbeat does not change. A write that failed because the backend went away is
+    // retried.
+    Box::pin(settle_retrying(k, dur, lease, journal_failed)).await;
 }
 
 /// Settles a leased record through the backend's futures: completed, or charged as a
@@ -289,7 +262,7 @@ async fn settle_retrying(k: &Kernel, dur: &Durable, lease: &InboxLease, journal_
                 .await
                 .map(|_| ())
         } else {
-            dur.d.inbox().complete_without_record(lease).await
+            dur.d.inbox().complete(lease).await.map(|_| ())
         };
         match result {
             Ok(()) => return,
@@ -314,7 +287,7 @@ async fn settle_retrying(k: &Kernel, dur: &Durable, lease: &InboxLease, journal_
 /// Marks a leased record done without dispatching it (a group message ignored, a stale one).
 pub(crate) async fn complete(k: &Kernel, lease: &InboxLease) {
     if let Some(dur) = k.durable.as_ref() {
-        if let Err(e) = dur.d.inbox().complete_without_record(lease).await {
+        if let Err(e) = dur.d.inbox().complete(lease).await {
             k.events.error("durability:inbox.complete", None, e);
         }
     }
@@ -381,16 +354,14 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use botmesh_durability::inbox::Payload;
 
-    use super::{MessageEvent, MessageEventRef};
+    use super::MessageEventRef;
     use crate::message::{Message, MessageId};
     use crate::provider::ProviderEvent;
 
     /// A message journaled from the `Message` its dispatch shares encodes as the
-    /// `ProviderEvent` a replay decodes, deferred or encoded at once.
+    /// `ProviderEvent` a replay decodes.
     #[test]
     fn a_shared_message_encodes_as_its_provider_event() {
         let mut plain = Message::text("m1", "alice", "hello \"there\"");
@@ -403,11 +374,9 @@ mod tests {
         full.lang_hint = Some("pt-BR".to_owned());
         for m in [plain, full] {
             let want = serde_json::to_string(&ProviderEvent::Message(m.clone())).unwrap();
-            let deferred = Payload::deferred(MessageEvent(Arc::new(m.clone())));
-            assert_eq!(deferred.as_json(), want);
             let encoded = Payload::encode(&MessageEventRef::Message(&m)).unwrap();
             assert_eq!(encoded.as_json(), want);
-            let replayed: ProviderEvent = deferred.decode().unwrap();
+            let replayed: ProviderEvent = encoded.decode().unwrap();
             assert_eq!(replayed, ProviderEvent::Message(m));
         }
     }

@@ -50,8 +50,7 @@ pub(crate) fn payload_fingerprints(outgoing: &Outgoing) -> bool {
 }
 
 /// The fingerprint of a send journaled as `payload` (an [`Outgoing`]'s JSON) whose content no
-/// hook changed, computed from the payload the first time it is read: a first send through a
-/// backend that keeps records unencoded never computes it.
+/// hook changed, computed from the payload the first time it is read.
 pub(crate) fn deferred_fingerprint(chat: &ChatId, payload: &Payload) -> Fingerprint {
     let chat = chat.0.clone();
     let payload = payload.clone();
@@ -131,8 +130,6 @@ pub(crate) async fn deliver(
     // A send that goes out in one part is journaled and leased in one write, and the
     // provider called at once; one in parts is journaled, split, then delivered part by part.
     let begin = !over_limit(&outgoing, &k.capabilities);
-    // Shared with the journaled payload on a backend that keeps records (encoded only if
-    // read back).
     let outgoing = Arc::new(outgoing);
     let begun = journal(dur, rule, &key, &chat, &outgoing, fp, begin).await?;
     let outgoing = &*outgoing;
@@ -239,15 +236,7 @@ async fn journal(
     begin: bool,
 ) -> Result<Journaled, BotError> {
     let outbox = dur.d.outbox();
-    // A backend that keeps records gets the content to encode when the record is first read
-    // back (recovery, a replay's comparison): most never are. Its size is bounded now, for
-    // `outbox.max_payload_bytes`.
-    let payload = if dur.d.kv().keeps_records() {
-        Payload::deferred_bounded(Arc::clone(outgoing))
-    } else {
-        Payload::encode(&**outgoing)
-    };
-    let payload = match payload {
+    let payload = match Payload::encode(&**outgoing) {
         Ok(payload) => payload,
         Err(e) => {
             outbox.bypass(key, &format!("not encodable: {e}"));
@@ -567,18 +556,13 @@ async fn attempt(
             }
             // The provider accepted it: only the journal is in doubt, so keep trying to record
             // it while the backend is away (within the lease), rather than leave it ambiguous.
-            // A backend in this process records it at once; the retries are boxed, as they
-            // would otherwise sit in every send's future.
-            match dur.d.outbox().mark_sent_now(&lease, id) {
-                Some(done) if !done.as_ref().is_err_and(backend_unavailable) => done,
-                _ => {
-                    Box::pin(retry_while_unavailable(dur, || {
-                        let lease = &lease;
-                        async move { dur.d.outbox().mark_sent_without_record(lease, id).await }
-                    }))
-                    .await
-                }
-            }
+            // The retries are boxed, as they would otherwise sit in every send's future.
+            Box::pin(retry_while_unavailable(dur, || {
+                let lease = &lease;
+                let id = id.map(str::to_owned);
+                async move { dur.d.outbox().mark_sent(lease, id).await.map(|_| ()) }
+            }))
+            .await
             .map_err(journal_error)?;
             on_sent(k, &chat, outgoing, sent.message_id.clone(), key).await;
             Ok(Attempt::Sent(sent.message_id))

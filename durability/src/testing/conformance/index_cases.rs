@@ -101,39 +101,3 @@ pub(super) async fn entries_without_index_not_listed(kv: Arc<dyn DurableKv>) -> 
     );
     Ok(())
 }
-
-/// A backend that answers `first_key_now` answers what `range_records` lists first.
-pub(super) async fn first_key_now_is_the_first_listed(kv: Arc<dyn DurableKv>) -> Case {
-    let s = scope();
-    for (key, idx) in [("k3", "c/2"), ("k1", "c/2"), ("k2", "c/1"), ("k0", "d/1")] {
-        kv.cas(&s, key, None, entry(key, None, Some(idx)))
-            .await
-            .ctx("create")?;
-    }
-    for (from, to) in [
-        ("c/", "c0"),
-        ("c/2", "c0"),
-        ("c/1", "c/2"),
-        ("c/3", "c0"),
-        ("d/", "d0"),
-        ("e", "f"),
-        ("c0", "c/"),
-    ] {
-        let Some(now) = kv.first_key_now(&s, Index::Two, from, to) else {
-            return Ok(()); // this backend lists only through `range_records`
-        };
-        let now = now.ctx("first_key_now")?;
-        let listed = kv
-            .range_records(&s, Index::Two, from, to, 1)
-            .await
-            .ctx("range_records")?
-            .into_iter()
-            .next()
-            .map(|e| e.key);
-        ensure!(
-            now == listed,
-            "first_key_now({from:?}, {to:?}) gave {now:?}, range_records lists {listed:?} first"
-        );
-    }
-    Ok(())
-}

@@ -18,7 +18,7 @@
 //! | group | what it proves |
 //! | --- | --- |
 //! | `atomicity` | a write changes value and both indexes together or not at all; batches report per op; concurrent creates have one winner |
-//! | `cas` | versions change on every write, are never reused after a delete, conflicts change nothing; a record changed in place (`update_record`, where supported) gets a new version, and a kept or refused change leaves it as it was |
+//! | `cas` | versions change on every write, are never reused after a delete, conflicts change nothing |
 //! | `indexes` | ranges are half-open, bytewise sorted by (value, key), limited, and skip entries without a value |
 //! | `leases` | journals on this backend: expired leases are reclaimed under a new token, a stale holder cannot complete, a restart reclaims its own leases at once, two claimers never both win |
 //! | `poison` | opaque bytes round-trip; undecodable journal records are quarantined and reported, never crash a sweep |
@@ -121,16 +121,10 @@ where
     case!("cas", kv_cases::replace_needs_current_version);
     case!("cas", kv_cases::delete_needs_current_version);
     case!("cas", kv_cases::versions_never_reused);
-    case!(
-        "cas",
-        journal_cases::record_updates_in_place_are_versioned_and_atomic
-    );
-    case!("cas", journal_cases::cas_record_now_is_a_compare_and_set);
     case!("indexes", index_cases::range_sorted_by_value_then_key);
     case!("indexes", index_cases::range_is_half_open_and_limited);
     case!("indexes", index_cases::range_is_bytewise);
     case!("indexes", index_cases::entries_without_index_not_listed);
-    case!("indexes", index_cases::first_key_now_is_the_first_listed);
     case!("leases", lease_cases::expired_inbox_lease_is_fenced);
     case!("leases", lease_cases::stale_sender_cannot_mark_sent);
     case!("leases", lease_cases::restart_reclaims_own_leases_at_once);
