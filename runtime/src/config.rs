@@ -156,6 +156,10 @@ pub struct BotConfig {
     /// How long `stop()` without a drain lets running handlers end (a send in flight lands and
     /// is recorded) before aborting them, and waits for the durability sweeper (default 5 s).
     pub stop_timeout: Duration,
+    /// How long [`Bot::run`](crate::Bot::run) waits for the accepted work to settle once its
+    /// input ended or it was told to stop (Ctrl-C, SIGTERM, SIGHUP) before it aborts what
+    /// still runs (default 30 s; `docker stop` waits 10 s and Kubernetes 30 s before SIGKILL).
+    pub drain_timeout: Duration,
     /// How often live previews of `ctx.stream()` are edited at most.
     pub stream_interval: Duration,
     /// Default concurrency of `broadcast`.
@@ -179,6 +183,7 @@ impl Default for BotConfig {
             rate_limit_retry: RateLimitRetry::default(),
             dedupe_capacity: 10_000,
             stop_timeout: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(30),
             stream_interval: Duration::from_millis(700),
             broadcast_concurrency: 4,
             ledger: true,
@@ -205,6 +210,9 @@ impl BotConfig {
         }
         if let Some(p) = &self.pacing {
             p.validate()?;
+        }
+        if self.drain_timeout.is_zero() {
+            return Err(BotError::config("drain_timeout", "must be above zero"));
         }
         Ok(())
     }

@@ -316,6 +316,13 @@ pub trait Store: Send + Sync + 'static {
     /// Every `(key, value)` of a scope, ordered by key.
     async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError>;
 
+    /// The backend of the inbox and outbox journals in this store's own database (SQLite,
+    /// Postgres, Redis): a bot built with this store runs its journals on it unless told
+    /// otherwise. `None` (the default) for a store that keeps nothing across a restart.
+    fn journal_backend(&self) -> Option<std::sync::Arc<dyn DurableKv>> {
+        None
+    }
+
     /// Whether `kv` keeps the journals' rows in this store's own database, so that
     /// [`commit_step`](Self::commit_step) can write a flow step's checkpoint and journal
     /// operations in one transaction. `false` by default (and for any other backend).

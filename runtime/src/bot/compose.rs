@@ -65,7 +65,9 @@ impl BotBuilder {
         }
     }
 
-    /// Turns durable processing on: the inbox and outbox journals in `options`' backend.
+    /// Where the inbox and outbox journals live and their options. Without this call, a bot
+    /// whose store is durable (SQLite, Postgres, Redis) runs them in its store, and a bot on a
+    /// [`MemoryStore`] runs none; [`DurabilityOptions::off`] turns them off on any store.
     /// Invalid options are refused by [`build`](Self::build).
     pub fn durability(mut self, options: DurabilityOptions) -> Self {
         self.durability = Some(options);
@@ -153,6 +155,12 @@ impl BotBuilder {
         self
     }
 
+    /// How long [`Bot::run`] drains the accepted work when it stops (default 30 s).
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.config.drain_timeout = timeout;
+        self
+    }
+
     /// How often live stream previews are edited at most.
     pub fn stream_interval(mut self, every: Duration) -> Self {
         self.config.stream_interval = every;
@@ -184,10 +192,17 @@ impl BotBuilder {
         }
         let (input_ended, _) = watch::channel(false);
         let (cancel_background, _) = watch::channel(false);
-        let durable = match self.durability {
-            Some(opts) => Some(Durable::build(opts, &self.config, self.clock.clone())?),
-            None => None,
-        };
+        let journals_off = self
+            .durability
+            .as_ref()
+            .is_some_and(DurabilityOptions::is_off)
+            && store.journal_backend().is_some();
+        let durable = Durable::build(
+            self.durability,
+            store.as_ref(),
+            &self.config,
+            self.clock.clone(),
+        )?;
         let mut steps: Vec<Arc<dyn LifecycleStep>> = vec![Arc::new(StorageStep)];
         if durable.is_some() {
             // The backend opens before `restore` (which may restart a flow that sends), and
@@ -225,6 +240,7 @@ impl BotBuilder {
             started_steps: Mutex::new(Vec::new()),
             flows: crate::flow::FlowRuntime::default(),
             durable,
+            journals_off,
             stopped: Notify::new(),
         };
         Ok(Bot::from_kernel(Arc::new(kernel)))

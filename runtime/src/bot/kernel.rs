@@ -63,6 +63,8 @@ pub(crate) struct Kernel {
     pub(crate) started_steps: Mutex<Vec<Arc<dyn LifecycleStep>>>,
     pub(crate) flows: crate::flow::FlowRuntime,
     pub(crate) durable: Option<crate::durable::Durable>,
+    /// The author turned the journals off on a store that keeps them: warned at each start.
+    pub(crate) journals_off: bool,
     pub(crate) stopped: Notify,
 }
 

@@ -67,6 +67,13 @@ impl LifecycleStep for StorageStep {
         "storage"
     }
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
+        if bot.kernel.journals_off {
+            tracing::warn!(
+                bot = %bot.kernel.config.bot_id,
+                "durable processing is off (DurabilityOptions::off): a crash can lose the \
+                 messages in hand or send a reply twice, and a failed send is not retried"
+            );
+        }
         Ok(bot.kernel.store.open().await?)
     }
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {

@@ -44,6 +44,7 @@ pub(crate) mod presence;
 pub(crate) mod queue;
 pub(crate) mod rate_limit_retry;
 pub(crate) mod routes;
+pub(crate) mod signals;
 pub(crate) mod stream;
 
 use std::future::Future;
@@ -303,20 +304,23 @@ impl Bot {
         lifecycle::stop(self, opts).await
     }
 
-    /// Starts, runs until the provider's input ends or Ctrl-C, then stops with a drain.
+    /// Starts, runs until the provider's input ends or the process is told to stop (Ctrl-C,
+    /// and on Unix SIGTERM and SIGHUP: what `docker stop`, systemd and Kubernetes send), then
+    /// stops with a drain of up to
+    /// [`BotConfig::drain_timeout`](crate::config::BotConfig::drain_timeout): no new message is
+    /// accepted (a webhook answers 503, so the channel redelivers it later), the accepted ones
+    /// are handled and their replies sent, and what has not settled by then is left to the
+    /// journals for the next start.
     pub async fn run(&self) -> Result<(), BotError> {
         self.start().await?;
         let mut ended = self.kernel.input_ended.subscribe();
         tokio::select! {
             _ = ended.wait_for(|e| *e) => tracing::info!("input ended: stopping"),
-            r = tokio::signal::ctrl_c() => {
-                if let Err(e) = r { tracing::warn!(error = %e, "cannot listen for Ctrl-C"); }
-                tracing::info!("Ctrl-C: stopping");
-            }
+            signal = signals::stop_requested() => tracing::info!(%signal, "stopping with a drain"),
         }
         self.stop_with(StopOptions {
             drain: true,
-            timeout: self.kernel.config.stop_timeout * 6,
+            timeout: self.kernel.config.drain_timeout,
         })
         .await
     }

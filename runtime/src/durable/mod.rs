@@ -20,6 +20,7 @@
 //! | on every run of the same message                   | dead-lettered after `inbox.max_attempts` runs         |
 
 pub(crate) mod inbound;
+mod instance;
 pub(crate) mod media;
 pub(crate) mod outbound;
 pub(crate) mod sweeper;
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use botmesh_durability::{DurabilityConfig, DurableKv, KvDurability, MemoryKv, Scope};
+use botmesh_durability::{DurabilityConfig, DurableKv, KvDurability, MemoryKv, Scope, Store};
 use tokio::task::JoinHandle;
 
 use crate::bot::{Bot, LifecycleStep};
@@ -61,7 +62,24 @@ pub struct MaxAge {
     pub policy: StalePolicy,
 }
 
-/// The bot's `durability` configuration: a backend and the options of the guide's table.
+/// Where a bot keeps its inbox and outbox journals.
+#[derive(Clone)]
+pub(crate) enum Journals {
+    /// In the bot's store when it keeps them ([`Store::journal_backend`]), in memory otherwise.
+    Store,
+    /// In this backend.
+    Backend(Arc<dyn DurableKv>),
+    /// Nowhere: durable processing is off.
+    Off,
+}
+
+/// The bot's `durability` configuration: where the journals live and the options of the
+/// guide's table.
+///
+/// Durable is the default: a bot built with a durable store (SQLite, Postgres, Redis) runs its
+/// journals in that store without this option; give it to change the options
+/// ([`DurabilityOptions::store`]), to put the journals elsewhere ([`backend`](Self::backend),
+/// e.g. a `FileDurability`), or to turn durable processing off ([`off`](Self::off)).
 ///
 /// ```
 /// use botmesh::prelude::*;
@@ -83,21 +101,40 @@ pub struct MaxAge {
 /// ```
 #[derive(Clone)]
 pub struct DurabilityOptions {
-    pub(crate) backend: Arc<dyn DurableKv>,
+    pub(crate) journals: Journals,
     pub(crate) config: DurabilityConfig,
     pub(crate) max_age: Option<MaxAge>,
 }
 
 impl std::fmt::Debug for DurabilityOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let journals = match &self.journals {
+            Journals::Store => "store",
+            Journals::Backend(_) => "backend",
+            Journals::Off => "off",
+        };
         f.debug_struct("DurabilityOptions")
+            .field("journals", &journals)
             .field("config", &self.config)
             .field("max_age", &self.max_age)
             .finish_non_exhaustive()
     }
 }
 
+impl Default for DurabilityOptions {
+    /// [`DurabilityOptions::store`].
+    fn default() -> Self {
+        Self::store()
+    }
+}
+
 impl DurabilityOptions {
+    /// Journals in the bot's store (what a bot with a durable store does without this
+    /// option), or in memory when the store keeps nothing across a restart.
+    pub fn store() -> Self {
+        Self::with(Journals::Store)
+    }
+
     /// Journals in memory (`MemoryDurability`): retries, backoff and the DLQ, no crash survival.
     pub fn memory() -> Self {
         Self::backend(MemoryKv::new())
@@ -110,11 +147,26 @@ impl DurabilityOptions {
 
     /// Journals in a shared backend.
     pub fn shared(backend: Arc<dyn DurableKv>) -> Self {
+        Self::with(Journals::Backend(backend))
+    }
+
+    /// No journals, even on a durable store: a crash loses the messages in hand and may send a
+    /// reply twice, and a failed send is not retried. The bot logs a warning when it starts.
+    pub fn off() -> Self {
+        Self::with(Journals::Off)
+    }
+
+    fn with(journals: Journals) -> Self {
         Self {
-            backend,
+            journals,
             config: DurabilityConfig::default(),
             max_age: None,
         }
+    }
+
+    /// Whether these options turn durable processing off.
+    pub fn is_off(&self) -> bool {
+        matches!(self.journals, Journals::Off)
     }
 
     /// The options of the guide's table (validated when the bot is built).
@@ -123,7 +175,10 @@ impl DurabilityOptions {
         self
     }
 
-    /// Sets the lease owner id (stable across restarts, unique per live replica).
+    /// Sets the lease owner id (stable across restarts, unique per live replica). Without it,
+    /// a bot on a single-host backend (SQLite, file, memory) gets an id that its next run on the
+    /// same host gets again, so a restart reclaims its own leases at once; a bot on a backend
+    /// shared by several hosts (Postgres, Redis) gets a new id per run.
     pub fn instance_id(mut self, id: impl Into<String>) -> Self {
         self.config.instance_id = Some(id.into());
         self
@@ -148,11 +203,45 @@ pub(crate) struct Durable {
     pub(crate) stop_sweeper: tokio::sync::watch::Sender<bool>,
     /// The leases of inbound records whose jobs wait in their chat's queue.
     pub(crate) waiting: waiting::WaitingLeases,
+    /// Keeps the default instance id unique among live processes (see `instance`).
+    _instance_lock: Option<std::fs::File>,
 }
 
 impl Durable {
+    /// The durability of a bot with `store`: `None` when the options turn it off, or when none
+    /// were given and the store keeps nothing across a restart.
     pub(crate) fn build(
+        opts: Option<DurabilityOptions>,
+        store: &dyn Store,
+        bot: &BotConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Option<Self>, BotError> {
+        let explicit = opts.is_some();
+        let mut opts = opts.unwrap_or_default();
+        let backend = match std::mem::replace(&mut opts.journals, Journals::Off) {
+            Journals::Off => return Ok(None),
+            Journals::Backend(kv) => kv,
+            Journals::Store => match store.journal_backend() {
+                Some(kv) => kv,
+                None if explicit => Arc::new(MemoryKv::new()),
+                None => return Ok(None),
+            },
+        };
+        let mut instance_lock = None;
+        if opts.config.instance_id.is_none() {
+            if let Some(default) = instance::default_id(bot, backend.as_ref()) {
+                opts.config.instance_id = Some(default.id);
+                instance_lock = Some(default.lock);
+            }
+        }
+        let mut durable = Self::with_backend(opts, backend, bot, clock)?;
+        durable._instance_lock = instance_lock;
+        Ok(Some(durable))
+    }
+
+    fn with_backend(
         opts: DurabilityOptions,
+        backend: Arc<dyn DurableKv>,
         bot: &BotConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, BotError> {
@@ -170,7 +259,7 @@ impl Durable {
                 ));
             }
         }
-        let d = KvDurability::builder(opts.backend, scope)
+        let d = KvDurability::builder(backend, scope)
             .config(opts.config)
             .shared_clock(clock)
             .build()
@@ -182,6 +271,7 @@ impl Durable {
             sweeper: Mutex::new(None),
             stop_sweeper: tokio::sync::watch::channel(false).0,
             waiting: waiting::WaitingLeases::default(),
+            _instance_lock: None,
         })
     }
 

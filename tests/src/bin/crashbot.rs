@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID]
-//!          [--instance ID] [--lease-ms N] [--work-ms N]
+//!          [--instance ID] [--lease-ms N] [--work-ms N] [--defaults]
 //! ```
+//!
+//! `--defaults` builds the bot as a user would, with nothing but its SQLite store: the
+//! journals, their options and the instance id are the defaults.
 //!
 //! Every message `T` is answered by `T:one`, then (after `--work-ms` of "work") `T:two`;
 //! `/order` starts a persistent flow instead (`What would you like?` → `How many?` →
@@ -44,6 +47,7 @@ struct Args {
     instance: String,
     lease_ms: Option<u64>,
     work_ms: u64,
+    defaults: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -55,6 +59,7 @@ fn parse() -> Result<Args, String> {
     let mut bot_id = "crashbot".to_owned();
     let mut instance = "crashbot".to_owned();
     let mut lease_ms = None;
+    let mut defaults = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--db" => db = args.next().map(PathBuf::from),
@@ -75,6 +80,7 @@ fn parse() -> Result<Args, String> {
                     .and_then(|v| v.parse().ok())
                     .ok_or("--work-ms needs a number")?
             }
+            "--defaults" => defaults = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -86,6 +92,7 @@ fn parse() -> Result<Args, String> {
         instance,
         lease_ms,
         work_ms,
+        defaults,
     })
 }
 
@@ -139,11 +146,14 @@ async fn run(args: Args) -> Result<(), BotError> {
         }
     };
     let provider = JsonlProvider::stdio();
-    let bot = Bot::builder(provider.clone())
+    let builder = Bot::builder(provider.clone())
         .bot_id(args.bot_id.clone())
-        .store(store)
-        .durability(durability.config(config))
-        .build()?;
+        .store(store);
+    let bot = if args.defaults {
+        builder.build()?
+    } else {
+        builder.durability(durability.config(config)).build()?
+    };
     provider.attach(&bot);
     bot.flow(order);
     let work = Duration::from_millis(args.work_ms);
@@ -163,7 +173,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => {
             eprintln!(
-                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N]"
+                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N] [--defaults]"
             );
             return ExitCode::from(2);
         }

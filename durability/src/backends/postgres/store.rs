@@ -689,6 +689,10 @@ impl Store for PostgresStore {
     /// reaches this store's database: the same pool, or the same server identity once both
     /// have connected, or else the same hosts, ports, database, user and options in their
     /// connection strings (see the [module documentation](super)).
+    fn journal_backend(&self) -> Option<Arc<dyn DurableKv>> {
+        Some(Arc::new(self.durability_kv()))
+    }
+
     fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
         let Some(kv) = kv.as_any().and_then(|a| a.downcast_ref::<PostgresKv>()) else {
             return false;

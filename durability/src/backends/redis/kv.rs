@@ -104,6 +104,15 @@ impl RedisKv {
         })
     }
 
+    /// The journals on a [`RedisStore`](super::RedisStore)'s connection and prefix.
+    pub(super) fn sharing(conn: Conn, prefix: &str) -> Self {
+        RedisKv {
+            conn,
+            prefix: prefix.to_owned(),
+            target: "the store's connection".to_owned(),
+        }
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix

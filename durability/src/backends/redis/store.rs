@@ -259,6 +259,13 @@ impl RedisStore {
 
 #[async_trait]
 impl Store for RedisStore {
+    fn journal_backend(&self) -> Option<Arc<dyn crate::kv::DurableKv>> {
+        Some(Arc::new(super::RedisKv::sharing(
+            self.conn.clone(),
+            &self.prefix,
+        )))
+    }
+
     async fn open(&self) -> Result<(), StoreError> {
         let meta = self.key("meta");
         let mut cmd = redis::cmd("HSETNX");

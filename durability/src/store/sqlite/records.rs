@@ -636,6 +636,10 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    fn journal_backend(&self) -> Option<std::sync::Arc<dyn DurableKv>> {
+        Some(std::sync::Arc::new(self.durability_kv()))
+    }
+
     fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
         kv.as_any()
             .and_then(|any| any.downcast_ref::<SqliteDurableKv>())
