@@ -18,6 +18,7 @@ fn shop(args: &[&str], input: &str) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shop"))
         .args(args)
         .env_remove("RUST_LOG")
+        .env_remove("SHOP_DB")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -204,11 +205,25 @@ fn help_and_bad_arguments() {
     let help = shop(&["--help"], "");
     assert_eq!(help.code, Some(0));
     assert!(help.stdout.contains("Usage: shop"), "{}", help.stdout);
+    // Every channel, and each network channel's variables.
+    for needle in [
+        "console",
+        "jsonl",
+        "TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_WEBHOOK_SECRET",
+        "WHATSAPP_ACCESS_TOKEN",
+        "WHATSAPP_APP_SECRET",
+        "TWILIO_ACCOUNT_SID",
+        "TWILIO_AUTH_TOKEN",
+        "SHOP_DB",
+    ] {
+        assert!(help.stdout.contains(needle), "{needle}: {}", help.stdout);
+    }
 
     let bad = shop(&["--frobnicate"], "");
     assert_eq!(bad.code, Some(2));
     assert!(
-        bad.stderr.contains("unknown argument `--frobnicate`"),
+        bad.stderr.contains("unexpected argument '--frobnicate'"),
         "{}",
         bad.stderr
     );
@@ -216,9 +231,27 @@ fn help_and_bad_arguments() {
 
     let missing = shop(&["--db"], "");
     assert_eq!(missing.code, Some(2));
-    assert!(
-        missing.stderr.contains("`--db` needs a value"),
-        "{}",
-        missing.stderr
+    assert!(missing.stderr.contains("--db"), "{}", missing.stderr);
+
+    let channel = shop(&["--channel", "fax"], "");
+    assert_eq!(channel.code, Some(2));
+    assert!(channel.stderr.contains("telegram"), "{}", channel.stderr);
+
+    let chat = shop(&["--jsonl", "--chat", "x"], "");
+    assert_eq!(chat.code, Some(2));
+    assert!(chat.stderr.contains("--chat"), "{}", chat.stderr);
+}
+
+/// A network channel without its configuration says which variable is missing.
+#[cfg(feature = "telegram")]
+#[test]
+fn a_network_channel_names_the_missing_variable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let run = shop(
+        &["--channel", "telegram", "--db", db.to_str().expect("utf-8")],
+        "",
     );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("TELEGRAM_BOT_TOKEN"), "{}", run.stderr);
 }

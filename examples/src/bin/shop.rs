@@ -1,61 +1,96 @@
-//! `shop`: the README's demo bot, on the console (default) or on JSON lines (`--jsonl`), with
-//! its data in a SQLite file (`./data/shop.db` unless `--db PATH`).
+//! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
+//! WhatsApp Cloud or Twilio (`--channel`), with its data and its journals in one SQLite file
+//! (`./data/shop.db` unless `--db PATH` or `SHOP_DB`).
 //!
-//! This file only parses arguments, sets up logging (stderr, `RUST_LOG`, default `warn`) and
-//! picks the provider and the store; the bot itself is `botmesh_examples::shop`. Exit codes:
-//! 0 once the input ended and the accepted work settled, 1 when the bot failed, 2 on bad
+//! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
+//! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
+//! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `twilio`) and read their
+//! configuration from the environment (`--help` lists the variables). Durable processing is the
+//! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
+//! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
 //! arguments.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use botmesh::durability::SqliteStore;
-use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::provider::Provider;
 use botmesh_examples::shop::{self, BOT_ID};
 use botmesh_providers::{ConsoleProvider, JsonlProvider};
+use clap::{CommandFactory, Parser, ValueEnum};
 
 /// mimalloc instead of glibc's malloc: the async threads spend a third of their time in
 /// glibc's allocator on a bot's workload (see the README's performance section).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "\
-shop: the botmesh demo shop
+const CHANNELS: &str = "\
+Channels and their environment variables:
+  console    an interactive chat in this terminal (no variables)
+  jsonl      JSON lines on stdin and stdout, the black-box interface (no variables)
+  telegram   [feature `telegram`] TELEGRAM_BOT_TOKEN (required), TELEGRAM_API_BASE,
+             TELEGRAM_POLL_TIMEOUT_SECS; long polling unless TELEGRAM_WEBHOOK_SECRET is set,
+             then a webhook on --listen at TELEGRAM_WEBHOOK_PATH [/telegram], registered at
+             TELEGRAM_WEBHOOK_URL when given
+  whatsapp   [feature `whatsapp-cloud`] WHATSAPP_ACCESS_TOKEN, WHATSAPP_PHONE_NUMBER_ID,
+             WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN (required), WHATSAPP_API_BASE,
+             WHATSAPP_API_VERSION, WHATSAPP_WEBHOOK_PATH [/whatsapp]; a webhook on --listen
+  twilio     [feature `twilio`] TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN (required), TWILIO_FROM or
+             TWILIO_MESSAGING_SERVICE_SID (one required), TWILIO_WEBHOOK_BASE_URL,
+             TWILIO_WEBHOOK_PATH [/twilio], TWILIO_STATUS_PATH [/twilio/status],
+             TWILIO_STATUS_CALLBACK_URL, TWILIO_API_BASE; a webhook on --listen
 
-Usage: shop [--jsonl] [--db PATH] [--chat ID]
+A network channel needs its feature, e.g.
+  cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
 
-Options:
-  --jsonl      speak JSON lines on stdin and stdout (the black-box interface)
-               instead of the interactive console
-  --db PATH    the SQLite database [default: ./data/shop.db]; its directory is created
-  --chat ID    the console's chat id [default: you]
-  -h, --help   print this help
+Logs go to stderr; set RUST_LOG to change their level [default: warn on the console and
+jsonl, info on the network channels].";
 
-Logs go to stderr; set RUST_LOG to change their level [default: warn].";
-
-/// What the command line asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Options {
+/// The botmesh demo shop.
+#[derive(Debug, Parser)]
+#[command(name = "shop", about = "shop: the botmesh demo shop", after_help = CHANNELS)]
+struct Cli {
+    /// The channel the shop talks on.
+    #[arg(long, value_enum, default_value_t = Channel::Console)]
+    channel: Channel,
+    /// Same as `--channel jsonl`.
+    #[arg(long, conflicts_with = "channel")]
     jsonl: bool,
+    /// The SQLite database (data and journals); its directory is created.
+    #[arg(long, env = "SHOP_DB", default_value = "data/shop.db")]
     db: PathBuf,
+    /// The console's chat id [default: you].
+    #[arg(long)]
     chat: Option<String>,
+    /// Where a webhook channel's server listens.
+    #[arg(long, env = "WEBHOOK_ADDR", default_value = "0.0.0.0:8080")]
+    listen: String,
+    /// How long a stop (end of input, Ctrl-C, SIGTERM, SIGHUP) waits for the accepted
+    /// messages to be answered.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    drain_timeout: Duration,
 }
 
-/// A command line that cannot be understood.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-enum ArgsError {
-    #[error("unknown argument `{0}`")]
-    Unknown(String),
-    #[error("`{0}` needs a value")]
-    MissingValue(&'static str),
-    #[error("`{0}` was given twice")]
-    Twice(&'static str),
-    #[error("`--chat` applies to the console only, not with `--jsonl`")]
-    ChatWithJsonl,
+/// The channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Channel {
+    /// An interactive chat in this terminal.
+    Console,
+    /// JSON lines on stdin and stdout.
+    Jsonl,
+    /// Telegram's Bot API (long polling or a webhook).
+    Telegram,
+    /// The WhatsApp Cloud API (a webhook).
+    Whatsapp,
+    /// Twilio Messaging, SMS or WhatsApp (a webhook).
+    Twilio,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    botmesh::config::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Why the shop stopped with an error.
@@ -71,79 +106,43 @@ enum ShopError {
     Bot(#[from] BotError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[cfg(not(all(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio")))]
+    #[error(
+        "this shop was built without the `{feature}` feature; run it with \
+             `cargo run -p botmesh-examples --features {feature} --bin shop -- --channel {channel}`"
+    )]
+    NotBuiltIn {
+        feature: &'static str,
+        channel: &'static str,
+    },
+    #[error("{0}")]
+    Channel(String),
 }
 
-/// `None` means "print the usage".
-fn parse_args(args: &[String]) -> Result<Option<Options>, ArgsError> {
-    let mut jsonl = false;
-    let mut db: Option<PathBuf> = None;
-    let mut chat: Option<String> = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &'static str| {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or(ArgsError::MissingValue(name))
-        };
-        match flag {
-            "-h" | "--help" => return Ok(None),
-            "--jsonl" if inline.is_none() => jsonl = true,
-            "--db" => {
-                let v = value("--db")?;
-                if v.is_empty() {
-                    return Err(ArgsError::MissingValue("--db"));
-                }
-                if db.replace(PathBuf::from(v)).is_some() {
-                    return Err(ArgsError::Twice("--db"));
-                }
-            }
-            "--chat" => {
-                let v = value("--chat")?;
-                if v.is_empty() {
-                    return Err(ArgsError::MissingValue("--chat"));
-                }
-                if chat.replace(v).is_some() {
-                    return Err(ArgsError::Twice("--chat"));
-                }
-            }
-            _ => return Err(ArgsError::Unknown(arg.clone())),
-        }
-    }
-    if jsonl && chat.is_some() {
-        return Err(ArgsError::ChatWithJsonl);
-    }
-    let db = db.unwrap_or_else(|| PathBuf::from("data").join("shop.db"));
-    Ok(Some(Options { jsonl, db, chat }))
-}
-
-// The usage text and argument errors are the only things this binary prints itself.
-#[allow(clippy::print_stdout, clippy::print_stderr)]
+// The argument errors and the bot's final error are the only things this binary prints.
+#[allow(clippy::print_stderr)]
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let options = match parse_args(&args) {
-        Ok(Some(options)) => options,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("shop: error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    init_logs();
+    let mut cli = Cli::parse();
+    if cli.jsonl {
+        cli.channel = Channel::Jsonl;
+    }
+    if cli.chat.is_some() && cli.channel != Channel::Console {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "`--chat` applies to the console channel only",
+            )
+            .exit();
+    }
+    let network = !matches!(cli.channel, Channel::Console | Channel::Jsonl);
+    init_logs(if network { "info" } else { "warn" });
     // The shop writes through SQLite: its writer thread keeps a core of its own.
     let result = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(SqliteStore::worker_threads_beside_writer())
         .enable_all()
         .build()
         .map_err(ShopError::Runtime)
-        .and_then(|rt| rt.block_on(run(options)));
+        .and_then(|rt| rt.block_on(run(cli)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -154,94 +153,189 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logs() {
+fn init_logs(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
 }
 
-async fn run(options: Options) -> Result<(), ShopError> {
-    if let Some(dir) = options.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+async fn run(cli: Cli) -> Result<(), ShopError> {
+    if let Some(dir) = cli.db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| ShopError::DataDir {
             dir: dir.to_owned(),
             source,
         })?;
     }
-    let store = SqliteStore::open(&options.db);
-    // The journals live in the same SQLite file: a crash loses no accepted message and never
-    // sends a reply twice. The instance id is stable, so a restart reclaims its work at once.
-    let durability = DurabilityOptions::backend(store.durability_kv()).instance_id(BOT_ID);
+    // The journals live in the same SQLite file (durable is the default): a crash loses no
+    // accepted message and never sends a reply twice.
+    let store = SqliteStore::open(&cli.db);
+    let drain = cli.drain_timeout;
     let builder = |p: Arc<dyn Provider>| {
         Bot::builder_arc(p)
             .bot_id(BOT_ID)
             .store(store.clone())
-            .durability(durability.clone())
+            .drain_timeout(drain)
     };
-    if options.jsonl {
-        let provider = JsonlProvider::new();
-        let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
-        provider.attach(&bot);
-        let result = bot.run().await;
-        provider.flush().await;
-        Ok(result?)
-    } else {
-        let chat = options.chat.unwrap_or_else(|| "you".to_owned());
-        let provider = ConsoleProvider::new()
-            .chat(chat)
-            .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
-        let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
-        provider.attach(&bot);
-        let result = bot.run().await;
-        provider.flush().await;
-        Ok(result?)
+    match cli.channel {
+        Channel::Jsonl => {
+            let provider = JsonlProvider::new();
+            let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
+            provider.attach(&bot);
+            let result = bot.run().await;
+            provider.flush().await;
+            Ok(result?)
+        }
+        Channel::Console => {
+            let chat = cli.chat.unwrap_or_else(|| "you".to_owned());
+            let provider = ConsoleProvider::new()
+                .chat(chat)
+                .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
+            let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
+            provider.attach(&bot);
+            let result = bot.run().await;
+            provider.flush().await;
+            Ok(result?)
+        }
+        Channel::Telegram => telegram(builder, &cli.listen).await,
+        Channel::Whatsapp => whatsapp(builder, &cli.listen).await,
+        Channel::Twilio => twilio(builder, &cli.listen).await,
     }
+}
+
+/// Runs `bot` until it stops, then closes the webhook server (after the drain: the replies
+/// of the accepted messages went out while the server answered 503 to new ones).
+async fn serve(
+    bot: Bot,
+    server: Option<botmesh_providers::webhook::RunningWebhookServer>,
+) -> Result<(), ShopError> {
+    let result = bot.run().await;
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
+    Ok(result?)
+}
+
+#[cfg(feature = "telegram")]
+async fn telegram(
+    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    listen: &str,
+) -> Result<(), ShopError> {
+    use botmesh_providers::telegram::{TelegramConfig, TelegramMode, TelegramProvider};
+    use botmesh_providers::webhook::WebhookServer;
+    let config = TelegramConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
+    let webhook = matches!(config.mode(), TelegramMode::Webhook { .. });
+    let telegram = TelegramProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
+    let server = if webhook {
+        let server = WebhookServer::new()
+            .mount(telegram.webhook_routes())
+            .bind(listen)
+            .await
+            .map_err(|e| ShopError::Channel(e.to_string()))?;
+        tracing::info!(addr = %server.local_addr(), "telegram webhook listening");
+        Some(server)
+    } else {
+        None
+    };
+    let bot = shop::shop_bot(builder(Arc::new(telegram)))?;
+    tracing::info!("telegram shop running; Ctrl-C or SIGTERM stops it");
+    serve(bot, server).await
+}
+
+#[cfg(not(feature = "telegram"))]
+async fn telegram(
+    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    _listen: &str,
+) -> Result<(), ShopError> {
+    Err(ShopError::NotBuiltIn {
+        feature: "telegram",
+        channel: "telegram",
+    })
+}
+
+#[cfg(feature = "whatsapp-cloud")]
+async fn whatsapp(
+    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    listen: &str,
+) -> Result<(), ShopError> {
+    use botmesh_providers::webhook::WebhookServer;
+    use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
+    let config = WhatsAppConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
+    let whatsapp = WhatsAppProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
+    let server = WebhookServer::new()
+        .mount(whatsapp.webhook_routes())
+        .bind(listen)
+        .await
+        .map_err(|e| ShopError::Channel(e.to_string()))?;
+    tracing::info!(addr = %server.local_addr(), "whatsapp shop running; Ctrl-C or SIGTERM stops it");
+    let bot = shop::shop_bot(builder(Arc::new(whatsapp)))?;
+    serve(bot, Some(server)).await
+}
+
+#[cfg(not(feature = "whatsapp-cloud"))]
+async fn whatsapp(
+    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    _listen: &str,
+) -> Result<(), ShopError> {
+    Err(ShopError::NotBuiltIn {
+        feature: "whatsapp-cloud",
+        channel: "whatsapp",
+    })
+}
+
+#[cfg(feature = "twilio")]
+async fn twilio(
+    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    listen: &str,
+) -> Result<(), ShopError> {
+    use botmesh_providers::twilio::{TwilioConfig, TwilioProvider};
+    use botmesh_providers::webhook::WebhookServer;
+    let config = TwilioConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
+    let twilio = TwilioProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
+    let server = WebhookServer::new()
+        .mount(twilio.webhook_routes())
+        .bind(listen)
+        .await
+        .map_err(|e| ShopError::Channel(e.to_string()))?;
+    tracing::info!(addr = %server.local_addr(), "twilio shop running; Ctrl-C or SIGTERM stops it");
+    let bot = shop::shop_bot(builder(Arc::new(twilio)))?;
+    serve(bot, Some(server)).await
+}
+
+#[cfg(not(feature = "twilio"))]
+async fn twilio(
+    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    _listen: &str,
+) -> Result<(), ShopError> {
+    Err(ShopError::NotBuiltIn {
+        feature: "twilio",
+        channel: "twilio",
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| (*s).to_owned()).collect()
-    }
-
     #[test]
     fn parses_the_command_line() {
-        let default = parse_args(&args(&[])).ok().flatten();
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["shop"]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cli.channel, Channel::Console);
+        let cli = Cli::try_parse_from(["shop", "--channel", "telegram", "--db=/tmp/x.db"])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            default.map(|o| (o.jsonl, o.db)),
-            Some((false, PathBuf::from("data/shop.db")))
+            (cli.channel, cli.db),
+            (Channel::Telegram, PathBuf::from("/tmp/x.db"))
         );
-        let o = parse_args(&args(&["--jsonl", "--db", "/tmp/x.db"]))
-            .ok()
-            .flatten();
-        assert_eq!(
-            o.map(|o| (o.jsonl, o.db)),
-            Some((true, PathBuf::from("/tmp/x.db")))
-        );
-        let o = parse_args(&args(&["--db=/a.db", "--chat", "ann"]))
-            .ok()
-            .flatten();
-        assert_eq!(o.and_then(|o| o.chat), Some("ann".to_owned()));
-        assert_eq!(parse_args(&args(&["-h"])), Ok(None));
-        assert_eq!(
-            parse_args(&args(&["--nope"])),
-            Err(ArgsError::Unknown("--nope".into()))
-        );
-        assert_eq!(
-            parse_args(&args(&["--db"])),
-            Err(ArgsError::MissingValue("--db"))
-        );
-        assert_eq!(
-            parse_args(&args(&["--db", "a", "--db", "b"])),
-            Err(ArgsError::Twice("--db"))
-        );
-        assert_eq!(
-            parse_args(&args(&["--jsonl", "--chat", "x"])),
-            Err(ArgsError::ChatWithJsonl)
-        );
+        let cli = Cli::try_parse_from(["shop", "--jsonl"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cli.jsonl);
+        assert!(Cli::try_parse_from(["shop", "--channel", "fax"]).is_err());
+        assert!(Cli::try_parse_from(["shop", "--jsonl", "--channel", "twilio"]).is_err());
+        let cli = Cli::try_parse_from(["shop", "--drain-timeout", "5s"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cli.drain_timeout, Duration::from_secs(5));
     }
 }
