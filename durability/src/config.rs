@@ -30,10 +30,84 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::retries::Backoff;
-
 /// The shortest outbox lease the guide accepts.
 pub const MIN_OUTBOX_LEASE: Duration = Duration::from_millis(20);
+
+/// Exponential backoff with a cap and a random jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Backoff {
+    /// The first delay (`baseMs`).
+    #[serde(alias = "baseMs", with = "duration_serde")]
+    pub base: Duration,
+    /// The longest delay (`capMs`).
+    #[serde(alias = "capMs", with = "duration_serde")]
+    pub cap: Duration,
+    /// The random spread, as a fraction of the delay (`0.2` = ±20 %), in `0.0..=1.0`.
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// A backoff without jitter (deterministic; for tests and tools).
+    pub fn fixed(base: Duration, cap: Duration) -> Self {
+        Backoff {
+            base,
+            cap,
+            jitter: 0.0,
+        }
+    }
+
+    /// The delay before retry number `failures` (1 = after the first failure):
+    /// `min(cap, base × 2^(failures-1))`, spread by ±`jitter` with `unit` (a random number in
+    /// `0.0..1.0`; `0.5` means no spread), and never above `cap`.
+    pub fn delay(&self, failures: u32, unit: f64) -> Duration {
+        let exponent = failures.saturating_sub(1).min(62);
+        let factor = 1u64 << exponent;
+        let base_ms = u64::try_from(self.base.as_millis()).unwrap_or(u64::MAX);
+        let cap_ms = u64::try_from(self.cap.as_millis()).unwrap_or(u64::MAX);
+        let raw = base_ms.saturating_mul(factor).min(cap_ms);
+        let unit = if unit.is_finite() {
+            unit.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        let spread = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit - 1.0);
+        let jittered = (raw as f64 * spread).round();
+        let ms = if jittered.is_finite() && jittered > 0.0 {
+            (jittered as u64).min(cap_ms)
+        } else {
+            0
+        };
+        Duration::from_millis(ms)
+    }
+
+    pub(crate) fn validate(&self, option: &'static str) -> Result<(), ConfigError> {
+        if !self.jitter.is_finite() || !(0.0..=1.0).contains(&self.jitter) {
+            return Err(ConfigError::InvalidJitter {
+                option,
+                jitter: self.jitter,
+            });
+        }
+        if self.cap < self.base {
+            return Err(ConfigError::BackoffCapBelowBase {
+                option,
+                base: self.base,
+                cap: self.cap,
+            });
+        }
+        Ok(())
+    }
+}
 
 /// What to do with a send whose outcome is unknown after a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 
 use crate::config::ConfigError;
 use crate::kv::KvError;
-use crate::operating::RecordKind;
+use crate::metrics::RecordKind;
 
 /// An error of the durable journals.
 #[derive(Debug, thiserror::Error)]

@@ -347,11 +347,6 @@ mod tests {
         assert_eq!(escaped("plain"), "plain");
         assert_eq!(escaped("%/%2F/"), "%25%2F%252F%2F");
         assert_eq!(escaped(""), "");
-        // A scope's parts: a `/` inside a part does not make two scopes one.
-        let a = crate::kv::Scope::new("t", "e/x", "b", "c");
-        let b = crate::kv::Scope::new("t", "e", "x/b", "c");
-        assert_ne!(a.id(), b.id());
-        assert_eq!(a.id(), "t/e%2Fx/b/c");
     }
 
     #[test]

@@ -44,10 +44,12 @@ pub mod keys;
 pub mod kv;
 pub mod leases;
 pub mod media_refs;
+mod metrics;
 pub mod operating;
 pub mod outbox;
 pub mod retention;
 pub mod retries;
+mod step_journal;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -64,10 +66,7 @@ pub use error::DurabilityError;
 #[cfg(feature = "file")]
 pub use file::{FileDurability, FileError, FileOptions, FileStats};
 pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
-pub use journal::{
-    CommittedSend, KvDurability, KvDurabilityBuilder, MemoryDurability, StepCommitError,
-    StepCommitted, StepConflict, StepJournal, StepSend,
-};
+pub use journal::{KvDurability, KvDurabilityBuilder, MemoryDurability};
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
     CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
@@ -76,6 +75,9 @@ pub use leases::{InboxLease, OutboxLease};
 pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};
 pub use outbox::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 pub use retries::{Backoff, ErrorClass, FailOutcome, SendFailure};
+pub use step_journal::{
+    CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
+};
 pub use store::{
     ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
     MemoryStore, Store, StoreError,

@@ -16,7 +16,7 @@
 use crate::error::DurabilityError;
 use crate::journal::{KvDurability, index};
 use crate::kv::{DurableKv, KvOp, WritePoint};
-use crate::operating::RecordKind;
+use crate::metrics::RecordKind;
 use crate::retries::duration_ms;
 
 /// How many records one purge deletes per batch.

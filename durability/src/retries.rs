@@ -10,92 +10,13 @@
 //! | rate limited (`retry_after`) | yes | retry after `max(backoff.delay(n), retry_after)`, the latter rounded up to the next whole millisecond and one more (the clock reads whole milliseconds) |
 //! | retryable or rate limited | no | dead-letter |
 //!
-//! Parts (`key`, `key#2`, …) follow [`part_gate`]: a part waits while its previous part is not
-//! settled (waiting is not an attempt), goes once it was sent (or its fate is unknown, or it was
-//! discarded), and dies with it when it was dead-lettered.
+//! Parts (`key`, `key#2`, …) follow the outbox's part gate: a part waits while its previous
+//! part is not settled (waiting is not an attempt), goes once it was sent (or its fate is
+//! unknown, or it was discarded), and dies with it when it was dead-lettered.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::{ConfigError, duration_serde};
-use crate::outbox::OutboxState;
-
-/// Exponential backoff with a cap and a random jitter.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Backoff {
-    /// The first delay (`baseMs`).
-    #[serde(alias = "baseMs", with = "duration_serde")]
-    pub base: Duration,
-    /// The longest delay (`capMs`).
-    #[serde(alias = "capMs", with = "duration_serde")]
-    pub cap: Duration,
-    /// The random spread, as a fraction of the delay (`0.2` = ±20 %), in `0.0..=1.0`.
-    pub jitter: f64,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(60),
-            jitter: 0.2,
-        }
-    }
-}
-
-impl Backoff {
-    /// A backoff without jitter (deterministic; for tests and tools).
-    pub fn fixed(base: Duration, cap: Duration) -> Self {
-        Backoff {
-            base,
-            cap,
-            jitter: 0.0,
-        }
-    }
-
-    /// The delay before retry number `failures` (1 = after the first failure):
-    /// `min(cap, base × 2^(failures-1))`, spread by ±`jitter` with `unit` (a random number in
-    /// `0.0..1.0`; `0.5` means no spread), and never above `cap`.
-    pub fn delay(&self, failures: u32, unit: f64) -> Duration {
-        let exponent = failures.saturating_sub(1).min(62);
-        let factor = 1u64 << exponent;
-        let base_ms = u64::try_from(self.base.as_millis()).unwrap_or(u64::MAX);
-        let cap_ms = u64::try_from(self.cap.as_millis()).unwrap_or(u64::MAX);
-        let raw = base_ms.saturating_mul(factor).min(cap_ms);
-        let unit = if unit.is_finite() {
-            unit.clamp(0.0, 1.0)
-        } else {
-            0.5
-        };
-        let spread = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit - 1.0);
-        let jittered = (raw as f64 * spread).round();
-        let ms = if jittered.is_finite() && jittered > 0.0 {
-            (jittered as u64).min(cap_ms)
-        } else {
-            0
-        };
-        Duration::from_millis(ms)
-    }
-
-    pub(crate) fn validate(&self, option: &'static str) -> Result<(), ConfigError> {
-        if !self.jitter.is_finite() || !(0.0..=1.0).contains(&self.jitter) {
-            return Err(ConfigError::InvalidJitter {
-                option,
-                jitter: self.jitter,
-            });
-        }
-        if self.cap < self.base {
-            return Err(ConfigError::BackoffCapBelowBase {
-                option,
-                base: self.base,
-                cap: self.cap,
-            });
-        }
-        Ok(())
-    }
-}
+pub use crate::config::Backoff;
 
 /// How a failed provider call is classified by the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,29 +158,6 @@ impl InlineBudget {
     /// When the budget ends (Unix ms).
     pub fn deadline_ms(&self) -> i64 {
         self.deadline_ms
-    }
-}
-
-/// What a part may do, given its previous part's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PartGate {
-    /// The previous part is settled: this part may be sent.
-    Go,
-    /// The previous part is still pending, failed (waiting for a retry) or in flight.
-    Wait,
-    /// The previous part was dead-lettered: this part dies with it.
-    DieWith,
-}
-
-/// The gate of a part whose previous part is in `previous` (`None`: no previous part, or it
-/// was discarded).
-pub fn part_gate(previous: Option<OutboxState>) -> PartGate {
-    match previous {
-        None | Some(OutboxState::Sent) | Some(OutboxState::Unknown) => PartGate::Go,
-        Some(OutboxState::Dead) => PartGate::DieWith,
-        Some(OutboxState::Pending) | Some(OutboxState::Failed) | Some(OutboxState::Sending) => {
-            PartGate::Wait
-        }
     }
 }
 

@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use super::{InboundRecord, Inbox, InboxState};
 use crate::error::DurabilityError;
+use crate::journal::attempts;
 use crate::journal::{Step, index};
 use crate::kv::{DurableKv, WritePoint};
-use crate::leases::{InboxLease, LeaseStatus};
-use crate::operating::{Counter, DurabilityEvent, RecordKind};
-use crate::retries::{self, ErrorClass, FailOutcome, duration_ms};
+use crate::leases::InboxLease;
+use crate::metrics::{Counter, RecordKind};
+use crate::retries::{ErrorClass, FailOutcome, duration_ms};
 
 /// A record leased to this process, with its lease.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,21 +65,14 @@ enum Decision {
 impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     /// Takes a lease on `record` for this incarnation (new token, attempt charged).
     pub(crate) fn take_lease(&self, record: &mut InboundRecord, now: i64) -> InboxLease {
-        let lease_ms = duration_ms(self.d.config().inbox.lease);
-        record.fence += 1;
-        record.attempts += 1;
-        record.state = InboxState::Processing;
-        record.updated_ms = now;
-        let stored = self.d.incarnation().lease(record.fence, now, lease_ms);
-        let handle = InboxLease {
+        let stored = self.d.lease(record, now, self.d.config().inbox.lease);
+        InboxLease {
             id: record.id.clone(),
             token: stored.token,
-            owner: stored.owner.clone(),
+            owner: stored.owner,
             expires_ms: stored.expires_ms,
             attempt: record.attempts,
-        };
-        record.lease = Some(stored);
-        handle
+        }
     }
 
     fn decide(&self, r: &InboundRecord, now: i64, honour_due: bool) -> Decision {
@@ -92,24 +86,16 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 reason: format!("out of attempts ({} of {max})", r.attempts),
             },
             InboxState::Pending => Decision::Lease,
-            InboxState::Processing => {
-                let status = r.lease.as_ref().map_or(LeaseStatus::Expired, |l| {
-                    l.status(self.d.incarnation(), now)
-                });
-                match (status, &r.lease) {
-                    (LeaseStatus::Live | LeaseStatus::Mine, Some(l)) => Decision::Busy {
-                        owner: l.owner.to_string(),
-                        expires_ms: l.expires_ms,
-                    },
-                    _ if r.attempts >= max => Decision::DeadLetter {
-                        reason: format!(
-                            "abandoned {} times without completing (the process died or froze while handling it)",
-                            r.attempts
-                        ),
-                    },
-                    _ => Decision::Lease,
-                }
-            }
+            InboxState::Processing => match attempts::live_holder(r, self.d.incarnation(), now) {
+                Some((owner, expires_ms)) => Decision::Busy { owner, expires_ms },
+                None if r.attempts >= max => Decision::DeadLetter {
+                    reason: format!(
+                        "abandoned {} times without completing (the process died or froze while handling it)",
+                        r.attempts
+                    ),
+                },
+                _ => Decision::Lease,
+            },
         }
     }
 
@@ -159,21 +145,13 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 self.d.count(Counter::InboundReplayed);
                 tracing::info!(id = %id, attempt = c.record.attempts, "inbound record replayed");
             }
-            Claim::DeadLettered(r) => self.dead_lettered(r),
+            Claim::DeadLettered(r) => {
+                self.d
+                    .dead_lettered(RecordKind::Inbound, &r.id, r.last_error.as_deref());
+            }
             _ => {}
         }
         Ok(claim)
-    }
-
-    fn dead_lettered(&self, r: &InboundRecord) {
-        let error = r.last_error.clone().unwrap_or_default();
-        tracing::error!(id = %r.id, chat = %r.chat, %error, "inbound record dead-lettered");
-        self.d.count(Counter::InboundDead);
-        self.d.emit(DurabilityEvent::Dead {
-            kind: RecordKind::Inbound,
-            id: r.id.clone(),
-            error,
-        });
     }
 
     /// The sweeper's call: leases up to `limit` records that are due (pending and due, or
@@ -223,50 +201,24 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         r: &InboundRecord,
         lease: &InboxLease,
     ) -> Result<(), DurabilityError> {
-        let held = r.state == InboxState::Processing
-            && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
-        if held {
-            Ok(())
-        } else {
-            Err(DurabilityError::StaleLease {
-                kind: RecordKind::Inbound,
-                id: r.id.clone(),
-                token: lease.token,
-                current: r.fence,
-            })
-        }
-    }
-
-    fn counted<T>(&self, result: Result<T, DurabilityError>) -> Result<T, DurabilityError> {
-        if let Err(e @ DurabilityError::StaleLease { .. }) = &result {
-            self.d.count(Counter::StaleLeases);
-            tracing::warn!(error = %e, "stale inbound lease refused");
-        }
-        result
+        attempts::check_fence(r, lease.token)
     }
 
     /// Extends a processing lease by `inbox.lease` from now.
     pub async fn heartbeat(&self, lease: &InboxLease) -> Result<InboxLease, DurabilityError> {
-        let lease_ms = duration_ms(self.d.config().inbox.lease);
-        let result = self
+        let expires_ms = self
             .d
-            .modify(
+            .heartbeat::<InboundRecord>(
                 WritePoint::InboxHeartbeat,
-                "heartbeat",
                 &lease.id,
-                |r: &mut InboundRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    let mut extended = lease.clone();
-                    extended.expires_ms = now.saturating_add(lease_ms);
-                    if let Some(l) = r.lease.as_mut() {
-                        l.expires_ms = extended.expires_ms;
-                    }
-                    r.updated_ms = now;
-                    Ok(Step::Write(extended))
-                },
+                lease.token,
+                self.d.config().inbox.lease,
             )
-            .await;
-        self.counted(result)
+            .await?;
+        Ok(InboxLease {
+            expires_ms,
+            ..lease.clone()
+        })
     }
 
     /// Marks the record done: its effects settled. Refused with `StaleLease` when the lease
@@ -282,7 +234,9 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 Self::done(lease),
             )
             .await;
-        self.counted(result).map(|((), record)| record)
+        self.d
+            .counted(RecordKind::Inbound, result)
+            .map(|((), record)| record)
     }
 
     /// The decision of `complete`: the record is done, if `lease` still holds it.
@@ -312,44 +266,18 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         } else {
             ErrorClass::Final
         };
-        let unit = self.d.unit();
-        let result = self
+        let (outcome, _) = self
             .d
-            .modify(
+            .fail_attempt::<InboundRecord>(
                 WritePoint::InboxFail,
                 "fail",
                 &lease.id,
-                |r: &mut InboundRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    let outcome = retries::decide(
-                        r.attempts,
-                        config.max_attempts,
-                        &config.backoff,
-                        class,
-                        now,
-                        unit,
-                    );
-                    r.lease = None;
-                    r.last_error = Some(error.to_owned());
-                    r.updated_ms = now;
-                    match outcome {
-                        FailOutcome::Retrying { at_ms } => {
-                            r.state = InboxState::Pending;
-                            r.next_attempt_ms = at_ms;
-                        }
-                        FailOutcome::DeadLettered => r.state = InboxState::Dead,
-                    }
-                    Ok(Step::Write((outcome, r.clone())))
-                },
+                lease.token,
+                error,
+                class,
+                (config.max_attempts, &config.backoff),
             )
-            .await;
-        let (outcome, record) = self.counted(result)?;
-        match outcome {
-            FailOutcome::DeadLettered => self.dead_lettered(&record),
-            FailOutcome::Retrying { at_ms } => {
-                tracing::warn!(id = %record.id, %error, retry_at_ms = at_ms, "inbound attempt failed; retrying");
-            }
-        }
+            .await?;
         Ok(outcome)
     }
 
@@ -378,6 +306,6 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
                 },
             )
             .await;
-        self.counted(result)
+        self.d.counted(RecordKind::Inbound, result)
     }
 }

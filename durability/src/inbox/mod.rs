@@ -31,13 +31,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
-use crate::journal::snapshots::{SnapshotMap, Snapshots};
+use crate::journal::attempts::{AttemptFields, AttemptState, Attempted};
 use crate::journal::{JournalRecord, KvDurability, index};
 use crate::keys;
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::{InboxLease, LeaseRecord};
 use crate::media_refs::StoredMediaRef;
-use crate::operating::{Counter, RecordKind};
+use crate::metrics::{Counter, RecordKind};
 
 /// The state of an inbound record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -151,9 +151,38 @@ impl JournalRecord for InboundRecord {
     fn is_open(&self) -> bool {
         matches!(self.state, InboxState::Pending | InboxState::Processing)
     }
+}
 
-    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
-        &all.inbound
+impl Attempted for InboundRecord {
+    fn fields(&mut self) -> AttemptFields<'_> {
+        AttemptFields {
+            fence: &mut self.fence,
+            attempts: &mut self.attempts,
+            lease: &mut self.lease,
+            next_attempt_ms: &mut self.next_attempt_ms,
+            last_error: &mut self.last_error,
+            updated_ms: &mut self.updated_ms,
+        }
+    }
+
+    fn is_leased(&self) -> bool {
+        self.state == InboxState::Processing
+    }
+
+    fn lease(&self) -> Option<&LeaseRecord> {
+        self.lease.as_ref()
+    }
+
+    fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    fn set_state(&mut self, state: AttemptState) {
+        self.state = match state {
+            AttemptState::Leased => InboxState::Processing,
+            AttemptState::Retrying => InboxState::Pending,
+            AttemptState::Dead => InboxState::Dead,
+        };
     }
 }
 

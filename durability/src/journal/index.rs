@@ -13,7 +13,7 @@
 //! the due records by their `seq`), so their writes keep no `idx2`: two index writes less per
 //! message on every backend.
 
-use crate::operating::RecordKind;
+use crate::metrics::RecordKind;
 
 /// Appends `n` in decimal, zero-padded to `width` digits (wider when it needs more): what
 /// `write!(out, "{n:0width$}")` writes, without the formatting machinery (these values are

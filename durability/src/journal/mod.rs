@@ -19,17 +19,14 @@
 //! This module holds the shared plumbing; the operations live in the `inbox`, `outbox`,
 //! `retention` and `operating` modules.
 
+pub(crate) mod attempts;
 pub(crate) mod index;
 mod payload;
 mod records;
 pub(crate) mod snapshots;
-mod step;
 
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step};
-pub use step::{
-    CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
-};
 
 use std::fmt;
 use std::future::Future;
@@ -43,7 +40,7 @@ use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
 use crate::kv::{CasOutcome, DurableKv, Entry, KvError, MemoryKv, Scope, WritePhase, WritePoint};
 use crate::leases::{Incarnation, InstanceId};
-use crate::operating::{Counter, Counters, DurabilityEvent, DurabilityMetrics, RecordKind};
+use crate::metrics::{Counter, Counters, DurabilityEvent, DurabilityMetrics, RecordKind};
 
 /// How many times an operation re-reads a record after a CAS conflict before giving up.
 pub(crate) const MAX_CAS_RETRIES: usize = 32;
@@ -318,7 +315,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         &self.kv
     }
 
-    fn hook(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
+    pub(crate) fn hook(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
         self.backend().on_journal_write(point, phase)
     }
 

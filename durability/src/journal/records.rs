@@ -17,13 +17,13 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::snapshots::{self, Snapshot, SnapshotMap, Snapshots};
+use super::snapshots::Snapshot;
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
     CasOutcome, DurableKv, Entry, Index, KvError, KvRecord, Versioned, WritePhase, WritePoint,
 };
-use crate::operating::{Counter, DurabilityEvent, RecordKind};
+use crate::metrics::{Counter, DurabilityEvent, RecordKind};
 
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The entry of a record encoded for storage (for a batch, which carries bytes).
@@ -309,21 +309,21 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
 
     /// Takes this incarnation's snapshot of a record (see [`super::snapshots`]).
     pub(crate) fn take_snapshot<R: JournalRecord>(&self, id: &str) -> Option<Snapshot<R>> {
-        snapshots::take(R::snapshots(&self.shared.snapshots), id)
+        self.shared.snapshots.take(R::KIND, id)
     }
 
     /// Remembers (a copy of) a record this incarnation has just written at `version`, if it is
     /// open; forgets its snapshot otherwise.
     pub(crate) fn note_written<R: JournalRecord>(&self, version: u64, record: &R) {
-        let map = R::snapshots(&self.shared.snapshots);
+        let snapshots = &self.shared.snapshots;
         if record.is_open() {
             let loaded = Box::new(Loaded {
                 version,
                 record: record.clone(),
             });
-            snapshots::keep(map, record.id(), loaded);
+            snapshots.keep(R::KIND, record.id(), loaded);
         } else {
-            snapshots::forget(map, record.id());
+            snapshots.forget(R::KIND, record.id());
         }
     }
 
@@ -395,7 +395,9 @@ fn decode<R: JournalRecord>(value: &[u8]) -> Result<R, String> {
 }
 
 /// A record kept in a journal.
-pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sync {
+pub(crate) trait JournalRecord:
+    Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
     /// Its journal.
     const KIND: RecordKind;
     /// Its inbound id or outbox key.
@@ -410,8 +412,4 @@ pub(crate) trait JournalRecord: Serialize + DeserializeOwned + Clone + Send + Sy
     }
     /// Whether it will change again (it is not settled): only open records keep a snapshot.
     fn is_open(&self) -> bool;
-    /// Its journal's snapshots.
-    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self>
-    where
-        Self: Sized;
 }

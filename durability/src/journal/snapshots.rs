@@ -26,12 +26,12 @@
 //! finished, for example), which costs the next change of each record one read. Snapshots
 //! live in one incarnation: a reopened durability (a restarted process) starts with none.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::Loaded;
-use crate::inbox::InboundRecord;
-use crate::outbox::OutboxRecord;
+use crate::metrics::RecordKind;
 
 /// The most snapshots kept per journal before the map is cleared. A snapshot shares its
 /// payload with the caller's copy of the record, so this is about the records' fields.
@@ -41,40 +41,47 @@ pub(crate) const MAX_SNAPSHOTS: usize = 1 << 16;
 /// that carry one stay small).
 pub(crate) type Snapshot<R> = Box<Loaded<R>>;
 
-/// The snapshots of one journal, by record id.
-pub(crate) type SnapshotMap<R> = Mutex<SnapshotTable<R>>;
-
-/// The snapshots of one journal by record id (a fast hasher: these are looked up on every
-/// journal write).
-pub(crate) type SnapshotTable<R> = HashMap<String, Snapshot<R>, foldhash::fast::RandomState>;
+/// The snapshots of one journal by record id, each a [`Snapshot`] of that journal's record
+/// type (a fast hasher: these are looked up on every journal write).
+type SnapshotTable = HashMap<String, Box<dyn Any + Send>, foldhash::fast::RandomState>;
 
 /// The snapshots of both journals.
 #[derive(Default)]
 pub(crate) struct Snapshots {
-    pub(crate) inbound: SnapshotMap<InboundRecord>,
-    pub(crate) outbound: SnapshotMap<OutboxRecord>,
+    inbound: Mutex<SnapshotTable>,
+    outbound: Mutex<SnapshotTable>,
 }
 
-fn lock<R>(map: &SnapshotMap<R>) -> MutexGuard<'_, SnapshotTable<R>> {
-    // Each operation below leaves the map consistent, so a poisoned lock is still usable.
-    map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Takes the snapshot of `id`, if any.
-pub(crate) fn take<R>(map: &SnapshotMap<R>, id: &str) -> Option<Snapshot<R>> {
-    lock(map).remove(id)
-}
-
-/// Remembers `record` as written at `version` (replacing an older snapshot).
-pub(crate) fn keep<R>(map: &SnapshotMap<R>, id: &str, loaded: Snapshot<R>) {
-    let mut map = lock(map);
-    if map.len() >= MAX_SNAPSHOTS && !map.contains_key(id) {
-        map.clear();
+impl Snapshots {
+    fn lock(&self, kind: RecordKind) -> MutexGuard<'_, SnapshotTable> {
+        let map = match kind {
+            RecordKind::Inbound => &self.inbound,
+            RecordKind::Outbound => &self.outbound,
+        };
+        // Each operation below leaves the map consistent, so a poisoned lock is still usable.
+        map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-    map.insert(id.to_owned(), loaded);
-}
 
-/// Forgets the snapshot of `id`.
-pub(crate) fn forget<R>(map: &SnapshotMap<R>, id: &str) {
-    lock(map).remove(id);
+    /// Takes the snapshot of record `id` of `kind`, if any.
+    pub(crate) fn take<R: Send + 'static>(
+        &self,
+        kind: RecordKind,
+        id: &str,
+    ) -> Option<Snapshot<R>> {
+        self.lock(kind).remove(id)?.downcast::<Loaded<R>>().ok()
+    }
+
+    /// Remembers `loaded` as the snapshot of record `id` of `kind` (replacing an older one).
+    pub(crate) fn keep<R: Send + 'static>(&self, kind: RecordKind, id: &str, loaded: Snapshot<R>) {
+        let mut map = self.lock(kind);
+        if map.len() >= MAX_SNAPSHOTS && !map.contains_key(id) {
+            map.clear();
+        }
+        map.insert(id.to_owned(), loaded);
+    }
+
+    /// Forgets the snapshot of record `id` of `kind`.
+    pub(crate) fn forget(&self, kind: RecordKind, id: &str) {
+        self.lock(kind).remove(id);
+    }
 }

@@ -485,3 +485,17 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
         (**self).as_any()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Scope;
+
+    /// A `/` inside a part does not make two scopes one.
+    #[test]
+    fn scope_parts_join_without_collisions() {
+        let a = Scope::new("t", "e/x", "b", "c");
+        let b = Scope::new("t", "e", "x/b", "c");
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.id(), "t/e%2Fx/b/c");
+    }
+}

@@ -15,14 +15,15 @@
 //! The `mark_*` calls check the fencing token: a holder whose lease was taken over gets
 //! `StaleLease` (counted in `stale_leases`) and the record is left as the new holder made it.
 
+use super::sweep::PartGate;
 use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::OnAmbiguous;
 use crate::error::DurabilityError;
-use crate::journal::{Step, index};
+use crate::journal::{Step, attempts, index};
 use crate::kv::{DurableKv, WritePoint};
-use crate::leases::{Incarnation, LeaseStatus, OutboxLease};
-use crate::operating::{Counter, DurabilityEvent, RecordKind};
-use crate::retries::{self, FailOutcome, PartGate, SendFailure, duration_ms};
+use crate::leases::{Incarnation, OutboxLease};
+use crate::metrics::{Counter, DurabilityEvent, RecordKind};
+use crate::retries::{FailOutcome, SendFailure, duration_ms};
 
 /// The outcome of [`Outbox::begin_attempt`].
 #[derive(Debug, Clone, PartialEq)]
@@ -129,23 +130,14 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                     return Ok(BeginAttempt::Settled(r.clone()));
                 }
                 OutboxState::Sending => {
-                    let status = r
-                        .lease
-                        .as_ref()
-                        .map(|l| (l.status(self.d.incarnation(), now), l));
-                    match status {
-                        Some((LeaseStatus::Live | LeaseStatus::Mine, l)) => {
-                            return Ok(BeginAttempt::Busy {
-                                owner: l.owner.to_string(),
-                                expires_ms: l.expires_ms,
-                            });
-                        }
-                        _ => {
-                            // Rare paths are boxed, keeping this (hot) future small.
-                            Box::pin(self.resolve_ambiguous(key)).await?;
-                            continue;
-                        }
+                    if let Some((owner, expires_ms)) =
+                        attempts::live_holder(r, self.d.incarnation(), now)
+                    {
+                        return Ok(BeginAttempt::Busy { owner, expires_ms });
                     }
+                    // Rare paths are boxed, keeping this (hot) future small.
+                    Box::pin(self.resolve_ambiguous(key)).await?;
+                    continue;
                 }
                 OutboxState::Pending | OutboxState::Failed => {}
             }
@@ -262,21 +254,15 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         now: i64,
         lease_ms: i64,
     ) -> OutboxLease {
-        r.fence += 1;
-        r.attempts += 1;
-        r.state = OutboxState::Sending;
-        r.updated_ms = now;
-        let stored = me.lease(r.fence, now, lease_ms);
-        let lease = OutboxLease {
+        let stored = attempts::take_lease(r, me, now, lease_ms);
+        OutboxLease {
             key: r.key.clone(),
             chat: r.chat.clone(),
             token: stored.token,
-            owner: stored.owner.clone(),
+            owner: stored.owner,
             expires_ms: stored.expires_ms,
             attempt: r.attempts,
-        };
-        r.lease = Some(stored);
-        lease
+        }
     }
 
     /// The key of the earliest open send of the same chat journaled before `r`, if any.
@@ -299,51 +285,25 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         r: &OutboxRecord,
         lease: &OutboxLease,
     ) -> Result<(), DurabilityError> {
-        let held = r.state == OutboxState::Sending
-            && r.lease.as_ref().is_some_and(|l| l.token == lease.token);
-        if held {
-            Ok(())
-        } else {
-            Err(DurabilityError::StaleLease {
-                kind: RecordKind::Outbound,
-                id: r.key.clone(),
-                token: lease.token,
-                current: r.fence,
-            })
-        }
-    }
-
-    fn counted<T>(&self, result: Result<T, DurabilityError>) -> Result<T, DurabilityError> {
-        if let Err(e @ DurabilityError::StaleLease { .. }) = &result {
-            self.d.count(Counter::StaleLeases);
-            tracing::warn!(error = %e, "stale outbox lease refused");
-        }
-        result
+        attempts::check_fence(r, lease.token)
     }
 
     /// Extends a send-in-flight lease by `outbox.lease` from now (a slow upload is never taken
     /// for an abandoned send).
     pub async fn heartbeat(&self, lease: &OutboxLease) -> Result<OutboxLease, DurabilityError> {
-        let lease_ms = duration_ms(self.d.config().outbox.lease);
-        let result = self
+        let expires_ms = self
             .d
-            .modify(
+            .heartbeat::<OutboxRecord>(
                 WritePoint::OutboxHeartbeat,
-                "heartbeat",
                 &lease.key,
-                |r: &mut OutboxRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    let mut extended = lease.clone();
-                    extended.expires_ms = now.saturating_add(lease_ms);
-                    if let Some(l) = r.lease.as_mut() {
-                        l.expires_ms = extended.expires_ms;
-                    }
-                    r.updated_ms = now;
-                    Ok(Step::Write(extended))
-                },
+                lease.token,
+                self.d.config().outbox.lease,
             )
-            .await;
-        self.counted(result)
+            .await?;
+        Ok(OutboxLease {
+            expires_ms,
+            ..lease.clone()
+        })
     }
 
     /// Records that the provider accepted the send, with its message id.
@@ -362,7 +322,9 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 Self::sent(lease, provider_message_id.as_deref()),
             )
             .await;
-        self.counted(result).map(|((), record)| record)
+        self.d
+            .counted(RecordKind::Outbound, result)
+            .map(|((), record)| record)
     }
 
     /// The decision of `mark_sent`: the send is sent with `provider_message_id`, if `lease`
@@ -391,48 +353,21 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         failure: &SendFailure,
     ) -> Result<FailOutcome, DurabilityError> {
         let config = &self.d.config().outbox;
-        let max_calls = config.retries.saturating_add(1);
-        let unit = self.d.unit();
-        let result = self
+        let (outcome, record) = self
             .d
-            .modify(
+            .fail_attempt::<OutboxRecord>(
                 WritePoint::OutboxMarkFailed,
                 "mark_failed",
                 &lease.key,
-                |r: &mut OutboxRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    let outcome = retries::decide(
-                        r.attempts,
-                        max_calls,
-                        &config.backoff,
-                        failure.class,
-                        now,
-                        unit,
-                    );
-                    r.lease = None;
-                    r.last_error = Some(failure.error.clone());
-                    r.updated_ms = now;
-                    match outcome {
-                        FailOutcome::Retrying { at_ms } => {
-                            r.state = OutboxState::Failed;
-                            r.next_attempt_ms = at_ms;
-                        }
-                        FailOutcome::DeadLettered => r.state = OutboxState::Dead,
-                    }
-                    Ok(Step::Write((outcome, r.clone())))
-                },
+                lease.token,
+                &failure.error,
+                failure.class,
+                (config.retries.saturating_add(1), &config.backoff),
             )
-            .await;
-        let (outcome, record) = self.counted(result)?;
+            .await?;
         match outcome {
-            FailOutcome::Retrying { at_ms } => {
-                self.d.count(Counter::OutboxRetried);
-                tracing::warn!(key = %record.key, error = %failure.error, retry_at_ms = at_ms, "send failed; retrying");
-            }
-            FailOutcome::DeadLettered => {
-                self.dead_lettered(&record);
-                Box::pin(self.cascade_dead(&record)).await?;
-            }
+            FailOutcome::Retrying { .. } => self.d.count(Counter::OutboxRetried),
+            FailOutcome::DeadLettered => Box::pin(self.cascade_dead(&record)).await?,
         }
         Ok(outcome)
     }
@@ -458,7 +393,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 },
             )
             .await;
-        let record = self.counted(result)?;
+        let record = self.d.counted(RecordKind::Outbound, result)?;
         Ok(self.ambiguous(&record, policy))
     }
 
@@ -494,13 +429,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     }
 
     pub(crate) fn dead_lettered(&self, r: &OutboxRecord) {
-        let error = r.last_error.clone().unwrap_or_default();
-        tracing::error!(key = %r.key, chat = %r.chat, %error, "send dead-lettered");
-        self.d.count(Counter::OutboxDead);
-        self.d.emit(DurabilityEvent::Dead {
-            kind: RecordKind::Outbound,
-            id: r.key.clone(),
-            error,
-        });
+        self.d
+            .dead_lettered(RecordKind::Outbound, &r.key, r.last_error.as_deref());
     }
 }

@@ -37,12 +37,12 @@ use serde::{Deserialize, Serialize};
 use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
-use crate::journal::snapshots::{SnapshotMap, Snapshots};
+use crate::journal::attempts::{AttemptFields, AttemptState, Attempted};
 use crate::journal::{JournalRecord, KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::LeaseRecord;
-use crate::operating::{Counter, RecordKind};
+use crate::metrics::{Counter, RecordKind};
 
 /// The state of a send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -197,9 +197,38 @@ impl JournalRecord for OutboxRecord {
     fn is_open(&self) -> bool {
         self.state.is_open()
     }
+}
 
-    fn snapshots(all: &Snapshots) -> &SnapshotMap<Self> {
-        &all.outbound
+impl Attempted for OutboxRecord {
+    fn fields(&mut self) -> AttemptFields<'_> {
+        AttemptFields {
+            fence: &mut self.fence,
+            attempts: &mut self.attempts,
+            lease: &mut self.lease,
+            next_attempt_ms: &mut self.next_attempt_ms,
+            last_error: &mut self.last_error,
+            updated_ms: &mut self.updated_ms,
+        }
+    }
+
+    fn is_leased(&self) -> bool {
+        self.state == OutboxState::Sending
+    }
+
+    fn lease(&self) -> Option<&LeaseRecord> {
+        self.lease.as_ref()
+    }
+
+    fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    fn set_state(&mut self, state: AttemptState) {
+        self.state = match state {
+            AttemptState::Leased => OutboxState::Sending,
+            AttemptState::Retrying => OutboxState::Failed,
+            AttemptState::Dead => OutboxState::Dead,
+        };
     }
 }
 

@@ -14,7 +14,7 @@ use super::{Outbox, OutboxRecord, OutboxState};
 use crate::error::DurabilityError;
 use crate::journal::{KvDurability, index};
 use crate::kv::{DurableKv, KvOp, WritePoint};
-use crate::operating::{Counter, RecordKind};
+use crate::metrics::{Counter, RecordKind};
 
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// Sends a dead, failed or unknown send again (`retrySend`): pending, due now, with its

@@ -20,7 +20,7 @@ use crate::error::DurabilityError;
 use crate::journal::{KvDurability, Step, index};
 use crate::keys::{self, Fingerprint};
 use crate::kv::{DurableKv, KvOp, WritePoint};
-use crate::operating::{Counter, RecordKind};
+use crate::metrics::{Counter, RecordKind};
 
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// Splits the journaled send `key` into one record per part, before it is sent: the other

@@ -16,8 +16,7 @@ use super::{Outbox, OutboxRecord, OutboxState};
 use crate::error::DurabilityError;
 use crate::journal::{Step, index};
 use crate::kv::{DurableKv, WritePoint};
-use crate::operating::RecordKind;
-use crate::retries::{PartGate, part_gate};
+use crate::metrics::RecordKind;
 
 /// How many sends in flight one recovery pass looks at.
 const RECOVERY_PAGE: usize = 256;
@@ -266,5 +265,28 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             seen.push(key);
         }
         Ok(())
+    }
+}
+
+/// What a part may do, given its previous part's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PartGate {
+    /// The previous part is settled: this part may be sent.
+    Go,
+    /// The previous part is still pending, failed (waiting for a retry) or in flight.
+    Wait,
+    /// The previous part was dead-lettered: this part dies with it.
+    DieWith,
+}
+
+/// The gate of a part whose previous part is in `previous` (`None`: no previous part, or it
+/// was discarded).
+pub(crate) fn part_gate(previous: Option<OutboxState>) -> PartGate {
+    match previous {
+        None | Some(OutboxState::Sent) | Some(OutboxState::Unknown) => PartGate::Go,
+        Some(OutboxState::Dead) => PartGate::DieWith,
+        Some(OutboxState::Pending) | Some(OutboxState::Failed) | Some(OutboxState::Sending) => {
+            PartGate::Wait
+        }
     }
 }

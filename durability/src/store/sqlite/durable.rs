@@ -245,41 +245,22 @@ pub(super) fn current_version(
         .map(|v| v.map(to_version))
 }
 
-/// Versions reserved at once from the counter row.
-const VERSION_BLOCK: i64 = 64;
-
-thread_local! {
-    /// The writer thread's reserved versions: `(epoch, next, end)`, usable while the writer's
-    /// epoch is unchanged (the reservation is part of the same, not rolled back, transaction).
-    static RESERVED: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((u64::MAX, 0, 0)) };
-}
-
-/// Takes the next version: from the block this transaction reserved, or a new block of
-/// [`VERSION_BLOCK`] taken from the counter row (created above every stored version). A
-/// block lives only as long as the transaction (and savepoints) that reserved it: a commit
-/// makes every other process see the counter past it, a rollback undoes the reservation and
-/// the block is dropped with it.
+/// Takes the next version from the counter row (created above every stored version on first
+/// use). The bump is part of the write's transaction: a rollback undoes it with the write, and
+/// a commit makes every other process see the counter past it.
 fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
-    let epoch = super::writer::epoch();
-    let (at, next, end) = RESERVED.with(std::cell::Cell::get);
-    if at == epoch && next < end {
-        RESERVED.with(|r| r.set((epoch, next + 1, end)));
-        return Ok(next);
-    }
     let bumped = tx
         .prepare_cached(
-            "UPDATE durable SET version = version + ?3 WHERE scope_id = ?1 AND key = ?2 RETURNING version",
+            "UPDATE durable SET version = version + 1 WHERE scope_id = ?1 AND key = ?2 RETURNING version",
         )?
-        .query_row(params![COUNTER_SCOPE_ID, COUNTER_KEY, VERSION_BLOCK], |row| {
-            row.get::<_, i64>(0)
-        })
+        .query_row(params![COUNTER_SCOPE_ID, COUNTER_KEY], |row| row.get::<_, i64>(0))
         .optional()?;
-    let last = match bumped {
+    let version = match bumped {
         Some(v) => v,
         None => {
             let first: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(version), 0) + ?1 FROM durable",
-                [VERSION_BLOCK],
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM durable",
+                [],
                 |row| row.get(0),
             )?;
             tx.execute(
@@ -289,10 +270,7 @@ fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
             first
         }
     };
-    // The block is `last - VERSION_BLOCK + 1 ..= last`: hand out its first, keep the rest.
-    let first = to_version(last - VERSION_BLOCK + 1);
-    RESERVED.with(|r| r.set((epoch, first + 1, to_version(last) + 1)));
-    Ok(first)
+    Ok(to_version(version))
 }
 
 /// The outcome of a conditional write that changed `changed` rows: `Ok` at `version` when it

@@ -353,7 +353,6 @@ fn commit_step_in(
                 ));
             }
             CasOutcome::Conflict { current } => {
-                super::writer::bump_epoch();
                 tx.execute_batch("ROLLBACK TO botmesh_step; RELEASE botmesh_step")?;
                 return Ok(StepCommitOutcome::Conflict { op, current });
             }

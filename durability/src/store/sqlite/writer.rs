@@ -334,7 +334,6 @@ fn close(conn: Connection) {
 fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, stats: &Stats) {
     let mut isolated = false;
     while !pending.is_empty() {
-        bump_epoch();
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(error) => {
@@ -451,7 +450,6 @@ fn run_one(tx: &Transaction<'_>, job: &mut dyn WriteJob) -> Step {
     let end = if ok {
         run_cached(tx, "RELEASE botmesh_request")
     } else {
-        bump_epoch();
         tx.execute_batch("ROLLBACK TO botmesh_request; RELEASE botmesh_request")
     };
     match end {
@@ -466,21 +464,4 @@ fn run_one(tx: &Transaction<'_>, job: &mut dyn WriteJob) -> Step {
 fn run_cached(tx: &Transaction<'_>, sql: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(sql)?.execute([])?;
     Ok(())
-}
-
-thread_local! {
-    /// Changes whenever what the writer wrote so far may have been undone: a new transaction
-    /// began, or a request's savepoint was rolled back. Caches of the writer thread that
-    /// depend on the transaction's writes (the journal's block of versions) key on it.
-    static EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Marks the writes cached so far on this thread as possibly undone (see `EPOCH`).
-pub(super) fn bump_epoch() {
-    EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
-}
-
-/// The current epoch of this thread (see `EPOCH`).
-pub(super) fn epoch() -> u64 {
-    EPOCH.with(std::cell::Cell::get)
 }

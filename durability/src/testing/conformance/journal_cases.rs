@@ -13,7 +13,7 @@ use crate::inbox::{InboxJournalClaim, InboxState, NewInbound};
 use crate::journal::{KvDurability, index};
 use crate::keys::SendKey;
 use crate::kv::{DurableKv, Entry, Index, Scope};
-use crate::operating::{DurabilityEvent, RecordKind};
+use crate::metrics::{DurabilityEvent, RecordKind};
 use crate::outbox::{BeginAttempt, NewSend, OutboxState, SendJournal};
 use crate::retries::SendFailure;
 

@@ -13,7 +13,7 @@ use crate::error::DurabilityError;
 use crate::inbox::{Claim, InboxState, NewInbound};
 use crate::keys::SendKey;
 use crate::kv::DurableKv;
-use crate::operating::DurabilityEvent;
+use crate::metrics::DurabilityEvent;
 use crate::outbox::OutboxState;
 use crate::retries::SendFailure;
 

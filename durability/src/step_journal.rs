@@ -31,14 +31,14 @@
 
 use serde_json::Value;
 
-use super::{KvDurability, index};
 use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
+use crate::journal::{KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint};
 use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
-use crate::operating::{Counter, RecordKind};
+use crate::metrics::{Counter, RecordKind};
 use crate::outbox::{NewSend, Outbox, OutboxRecord, OutboxState, Payload};
 use crate::store::{StepCommit, StepCommitOutcome, Store, StoreError};
 
@@ -286,7 +286,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     async fn read_inbound(
         &self,
         lease: &InboxLease,
-    ) -> Result<super::Loaded<InboundRecord>, DurabilityError> {
+    ) -> Result<Loaded<InboundRecord>, DurabilityError> {
         self.d
             .load::<InboundRecord>(&lease.id, "complete")
             .await?
@@ -340,7 +340,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     async fn read_send(
         &self,
         lease: &OutboxLease,
-    ) -> Result<super::Loaded<OutboxRecord>, DurabilityError> {
+    ) -> Result<Loaded<OutboxRecord>, DurabilityError> {
         self.d
             .load::<OutboxRecord>(&lease.key, "mark_sent")
             .await?
