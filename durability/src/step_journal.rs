@@ -229,8 +229,8 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     ///
     /// A crash loses nothing to this: before the commit lands, nothing is recorded and the
     /// step runs again; once it has, the provider may be called, the ambiguous window that
-    /// leasing the send in a write of its own opens anyway. The moment between the two writes,
-    /// where a crash left a `pending` send, no longer exists.
+    /// leasing the send in a write of its own opens anyway. There is no moment between two
+    /// writes where a crash would leave a `pending` send.
     pub async fn send_and_begin(&mut self, new: NewSend) -> Result<StepSend, DurabilityError> {
         if let Some((size, limit)) = self.d.outbox().oversize(&new) {
             return Ok(StepSend::Bypassed { size, limit });

@@ -204,8 +204,8 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     ///
     /// A crash loses nothing to this: before the write lands, nothing is recorded and the
     /// replayed handler journals the send again; once it has landed, the provider may be
-    /// called, which is the ambiguous window `begin_attempt` opens anyway. The moment between
-    /// the two writes, where a crash left a `pending` record, no longer exists.
+    /// called, which is the ambiguous window `begin_attempt` opens anyway. There is no moment
+    /// between two writes where a crash would leave a `pending` record.
     ///
     /// Leases only a new single record whose chat has no earlier open send (per-chat order);
     /// anything else is [`JournalBegun::Journal`], written as `journal` writes it.

@@ -174,8 +174,7 @@ impl SqliteStoreOptions {
     /// A checkpoint writes each page changed since the last one once, however many commits
     /// changed it, and syncs the database file: the journal rewrites the same hot pages (the
     /// newest rows, the index pages they sit on) in commit after commit, so a longer WAL
-    /// writes fewer bytes per message (SQLite's default of 1000 pages wrote about 15% more in
-    /// the shop benchmark). The price is a larger `-wal` file, and reads that look up pages
+    /// writes fewer bytes per message than SQLite's default of 1000 pages. The price is a larger `-wal` file, and reads that look up pages
     /// in a longer WAL index.
     pub fn wal_autocheckpoint(mut self, pages: u32) -> Self {
         self.wal_autocheckpoint = pages;
@@ -245,8 +244,7 @@ enum ReadKind {
 /// Runs `f` in one read transaction of `conn`.
 ///
 /// `BEGIN` and `COMMIT` run through the connection's statement cache (rusqlite's
-/// `Transaction` parses them again at every read, which showed in profiles: reads run several
-/// times per message). A read that fails or panics rolls the transaction back, so its
+/// `Transaction` parses them again at every read, and reads run several times per message). A read that fails or panics rolls the transaction back, so its
 /// connection can go back to the pool (the pool drops a connection still in a transaction).
 /// A [`ReadKind::Statement`] read runs `f` as it is: its one statement reads one snapshot.
 fn read_in<T>(
@@ -388,10 +386,8 @@ impl SqliteStore {
     /// which is busy most of the time under load: SQLite's B-tree work, then writing the WAL
     /// and syncing it. A runtime with a worker per core keeps every core busy with the bot's
     /// own work, and the writer then waits for a core at every wake-up, which holds up every
-    /// write of the group commit behind it. Leaving it a core of its own is faster: the shop
-    /// benchmark on a 2-core machine answers about 40% more messages per second with one tokio
-    /// worker than with two, with lower latencies (figures in the README's performance
-    /// section). Read from [`std::thread::available_parallelism`] (1 when it is unknown).
+    /// write of the group commit behind it, so the writer gets a core of its own (see
+    /// `docs/performance.md` for the figures). Read from [`std::thread::available_parallelism`] (1 when it is unknown).
     ///
     /// ```no_run
     /// use botmesh_durability::SqliteStore;

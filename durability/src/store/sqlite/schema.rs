@@ -99,7 +99,7 @@ CREATE INDEX durable_scope_idx2 ON durable (scope, idx2);
 ///
 /// A range read orders by `(idx, key)`: with the key in the index, SQLite reads the rows in
 /// that order instead of sorting them in a temporary B-tree at every read (the journal's
-/// "is an earlier send of this chat still open?" read went from about 24 µs to a few).
+/// "is an earlier send of this chat still open?" read runs at every send).
 /// `idx2` is set only on open records: rows without it (most of them: settled records) no
 /// longer sit in that index, so settling a record removes its `idx2` entry instead of
 /// moving it, and inserting a settled record writes nothing there. A range read's
@@ -117,8 +117,7 @@ CREATE INDEX durable_scope_idx2 ON durable (scope, idx2, key) WHERE idx2 IS NOT 
 ///
 /// The key index and the `idx1` index take their inserts at random places, so a group
 /// commit rewrites most of their leaf pages: halving their entries halves the pages a
-/// commit writes for them (the shop benchmark: 3.4 pages of WAL per message before, 2.9
-/// after). Id 0 is the version counter's reserved scope; the others are given in order of
+/// commit writes for them. Id 0 is the version counter's reserved scope; the others are given in order of
 /// first use ([`SqliteDurableKv`](super::SqliteDurableKv) registers a scope, in a write of its
 /// own, before its first write).
 const MIGRATION_3: &str = "
