@@ -23,7 +23,7 @@ pub(crate) fn codecs(
     state_ty: &Ident,
     flow_name: &str,
     persistent: bool,
-    variants: &[String],
+    variants: &[(Ident, String)],
     codec_fields: &[CodecField],
 ) -> (TokenStream, TokenStream, TokenStream) {
     let codecs_ty = format_ident!("__{}_Codecs", name);
@@ -62,20 +62,20 @@ pub(crate) fn codecs(
     } else {
         quote!()
     };
-    let mut variant_fields: BTreeMap<String, Vec<Ident>> = BTreeMap::new();
-    for v in variants {
-        variant_fields.insert(v.clone(), Vec::new());
+    // variant ident → (name in checkpoints, fields)
+    let mut variant_fields: BTreeMap<String, (String, Vec<Ident>)> = BTreeMap::new();
+    for (v, name) in variants {
+        variant_fields.insert(v.to_string(), (name.clone(), Vec::new()));
     }
     for (v, f, _, _) in codec_fields {
-        variant_fields
-            .entry(v.to_string())
-            .or_default()
-            .push(f.clone());
+        if let Some((_, fs)) = variant_fields.get_mut(&v.to_string()) {
+            fs.push(f.clone());
+        }
     }
     let (encode, decode) = if persistent {
-        let enc_arms = variant_fields.iter().map(|(v, fs)| {
+        let enc_arms = variant_fields.iter().map(|(v, (vs, fs))| {
             let vi = format_ident!("{}", v);
-            let vs = v.as_str();
+            let vs = vs.as_str();
             let puts = fs.iter().map(|f| {
                 let k = codec_key(&vi, f);
                 let fname = f.to_string();
@@ -83,9 +83,9 @@ pub(crate) fn codecs(
             });
             quote!(#state_ty::#vi { #(#fs),* } => { #(#puts)* (#vs, __botmesh_map) })
         });
-        let dec_arms = variant_fields.iter().map(|(v, fs)| {
+        let dec_arms = variant_fields.iter().map(|(v, (vs, fs))| {
             let vi = format_ident!("{}", v);
-            let vs = v.as_str();
+            let vs = vs.as_str();
             let gets = fs.iter().map(|f| {
                 let k = codec_key(&vi, f);
                 let fname = f.to_string();

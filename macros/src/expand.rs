@@ -6,13 +6,13 @@
 //! When a check fails, every collected error is emitted as `compile_error!` next to a
 //! best-effort item (the struct and a stub impl), so the rest of the crate still type-checks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{ToTokens, format_ident, quote};
-use syn::visit_mut::VisitMut;
 use syn::{Expr, Stmt};
 
+use crate::analyze::{self, Analyzed};
 use crate::codec;
 use crate::errors::Errors;
 use crate::graph::{self, StateNode};
@@ -20,8 +20,8 @@ use crate::items::{flow_type, start_tokens, struct_tokens, stub};
 use crate::liveness::{self, Binding};
 use crate::lower;
 use crate::parse::{self, FlowDef, Policy};
-use crate::sites::{Sites, analyze, fnv1a};
-use crate::validate::{self, Kind, Suspension};
+use crate::sites::{count_sends, reach};
+use crate::validate::{Kind, Suspension};
 
 /// `#[flow(…)]`.
 pub(crate) fn flow(args: TokenStream, item: TokenStream, persistent: bool) -> TokenStream {
@@ -92,99 +92,21 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         cx,
         params,
         output,
-        mut body,
+        body,
         persistent,
         args,
     } = def;
     let flow_name = name.to_string();
     let state_ty = format_ident!("__{}_State", name);
 
-    let suspensions: Vec<Suspension> = validate::validate(&mut body, &cx, errors);
-    lower::desugar_while(&mut body);
-
-    let not_cx = |mut s: BTreeSet<String>| {
-        s.remove(&cx.to_string());
-        s
-    };
-    let mut prompt_uses = BTreeMap::new();
-    let mut answer_uses = BTreeMap::new();
-    for s in &suspensions {
-        match &s.kind {
-            Kind::Ask { chain, answer_side } => {
-                prompt_uses.insert(
-                    s.id,
-                    not_cx(liveness::free_vars_tokens(chain.to_token_stream())),
-                );
-                answer_uses.insert(
-                    s.id,
-                    not_cx(liveness::free_vars_tokens(quote!(#(#answer_side)*))),
-                );
-            }
-            Kind::Call { call, .. } => {
-                prompt_uses.insert(
-                    s.id,
-                    not_cx(liveness::free_vars_tokens(call.to_token_stream())),
-                );
-            }
-        }
-    }
-    let param_bindings: Vec<Binding> = params
-        .iter()
-        .map(|p| Binding {
-            name: p.name.clone(),
-            ty: Some(p.ty.clone()),
-            mutable: p.mutable,
-            depth: 0,
-            deferred: false,
-        })
-        .collect();
-    let lowered = liveness::lower(
-        &body,
-        suspensions.len(),
-        &param_bindings,
-        &prompt_uses,
-        &answer_uses,
-    );
-
-    // Live locals must name their type.
-    let what = |s: &Suspension| match &s.kind {
-        Kind::Ask { .. } => format!("the ask #{} (`{}`)", s.id, s.label),
-        Kind::Call { .. } => format!("the sub-flow call #{} (`{}`)", s.id, s.label),
-    };
-    for (s, l) in suspensions.iter().zip(&lowered) {
-        for inner in &l.shadowing {
-            errors.at(
-                inner.span(),
-                format!(
-                    "`{inner}` shadows the `{inner}` of an enclosing block and lives across {w}: the flow keeps one value per name in its state, so after this block `{inner}` would come back with this one's value; rename one of them",
-                    w = what(s)
-                ),
-            );
-        }
-        for b in l.live.iter().filter(|b| b.deferred) {
-            errors.at(
-                b.name.span(),
-                format!(
-                    "`{n}` is declared without a value and lives across {w}: the flow keeps it in its state from where it is declared, so give it its value there (`let {n}: Type = if … {{ … }} else {{ … }};`)",
-                    n = b.name,
-                    w = what(s)
-                ),
-            );
-        }
-        for b in &l.live {
-            if b.ty.is_none() {
-                errors.at(
-                    b.name.span(),
-                    format!(
-                        "`{n}` lives across {w}, so the flow keeps it in its state, and a kept local must name its type: write `let {n}: Type = …` (a pattern binding: rebind it first, `let {n}: Type = {n};`)",
-                        n = b.name,
-                        w = what(s)
-                    ),
-                );
-            }
-        }
-    }
-
+    let Analyzed {
+        body,
+        suspensions,
+        lowered,
+        param_bindings,
+        model,
+        ..
+    } = analyze::analyze(&name, &cx, &params, args.version, body, errors);
     let out_ty = &output;
     if !errors.is_empty() {
         let stub = stub(&attrs, &vis, &name, &params, out_ty, persistent);
@@ -192,10 +114,11 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         return quote!(#errs #stub);
     }
 
-    // State enum.
+    // State enum: variants `Start`, `S1`, … in Rust; in checkpoints each suspension's state
+    // is named after its identity.
     let mut variants = Vec::new();
-    let mut layout = String::new();
-    let mut state_names = vec!["Start".to_owned()];
+    let mut state_names: Vec<(syn::Ident, String)> =
+        vec![(format_ident!("Start"), "Start".to_owned())];
     // (variant, field, type, checker fn name) of every state field, for the codecs.
     let mut codec_fields: Vec<codec::CodecField> = Vec::new();
     {
@@ -206,27 +129,22 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
                 quote!(#n: #t)
             })
             .collect();
-        layout.push_str("Start{");
         for p in &params {
             let t = &p.ty;
-            layout.push_str(&format!("{}:{};", p.name, quote!(#t)));
             let f = format_ident!(
                 "{}_is_a_flow_argument",
                 p.name.to_string().trim_start_matches("r#")
             );
             codec_fields.push((format_ident!("Start"), p.name.clone(), t.clone(), f));
         }
-        layout.push('}');
         variants.push(quote!(Start { #(#fields),* }));
     }
     for (s, l) in suspensions.iter().zip(&lowered) {
         let v = format_ident!("S{}", s.id);
-        state_names.push(v.to_string());
-        layout.push_str(&format!("{v}{{"));
+        state_names.push((v.clone(), s.ident.clone()));
         let mut fields = Vec::new();
         for b in &l.live {
             let (n, t) = (&b.name, b.ty.as_ref());
-            layout.push_str(&format!("{}:{};", n, quote!(#t)));
             fields.push(quote!(#n: #t));
             if let Some(t) = t {
                 let kind = if matches!(s.kind, Kind::Ask { .. }) {
@@ -243,14 +161,9 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
                 codec_fields.push((v.clone(), n.clone(), t.clone(), f));
             }
         }
-        layout.push('}');
         variants.push(quote!(#v { #(#fields),* }));
     }
-    // `version = N` changes the hash by hand (without it, the hash of earlier builds holds).
-    if let Some(v) = args.version {
-        layout.insert_str(0, &format!("version:{v};"));
-    }
-    let layout_hash = Literal::u64_suffixed(fnv1a(&layout));
+    let layout_hash = Literal::u64_suffixed(model.fingerprint());
 
     // Suspension code.
     let susp_by_id: BTreeMap<usize, (&Suspension, &liveness::Lowered)> = suspensions
@@ -267,7 +180,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         let ret = quote!(return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* })););
         match &s.kind {
             Kind::Ask { chain, .. } => {
-                let site = format!("{flow_name}/ask{k}");
+                let site = format!("{flow_name}/{}", s.ident);
                 syn::parse_quote!({
                     let __botmesh_ask = #chain;
                     #cx.__suspend(#site, __botmesh_ask).await?;
@@ -284,16 +197,20 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     let mut arms = Vec::new();
     let mut nodes = Vec::new();
     let node = |name: String, stmts: &[Stmt], sends: usize| -> StateNode {
-        let (reached, ends) = analyze(stmts);
+        let (reached, ends) = reach(stmts);
         let edges = reached
             .into_iter()
-            .filter_map(|k| susp_by_id.get(&k).map(|(s, _)| (k, s)))
-            .map(|(k, s)| {
+            .filter_map(|k| susp_by_id.get(&k).map(|(s, _)| s))
+            .map(|s| {
                 let label = match &s.kind {
+                    // A prompt built at run time: the ask's identity.
+                    Kind::Ask { .. } if s.label == format!("ask {}", s.id) => {
+                        format!("ask {}", s.ident)
+                    }
                     Kind::Ask { .. } => format!("ask \"{}\"", s.label),
                     Kind::Call { .. } => s.label.clone(),
                 };
-                (format!("S{k}"), label)
+                (s.ident.clone(), label)
             })
             .collect();
         StateNode {
@@ -306,15 +223,8 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
 
     // Start arm.
     {
-        let mut fwd = lower::forward_stmts(body.stmts.clone(), &suspend);
-        let mut sites = Sites {
-            cx: &cx,
-            prefix: format!("{flow_name}/Start"),
-            sends: 0,
-            effects: 0,
-        };
-        fwd.iter_mut().for_each(|s| sites.visit_stmt_mut(s));
-        nodes.push(node("Start".into(), &body.stmts, sites.sends));
+        let fwd = lower::forward_stmts(body.stmts.clone(), &suspend);
+        nodes.push(node("Start".into(), &body.stmts, count_sends(&fwd)));
         let fields = field_list(&param_bindings, true);
         arms.push(quote! {
             #state_ty::Start { #(#fields),* } => {
@@ -325,20 +235,13 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     }
     for (s, l) in suspensions.iter().zip(&lowered) {
         let v = format_ident!("S{}", s.id);
-        let mut fwd = lower::forward_stmts(l.rest.clone(), &suspend);
-        let mut sites = Sites {
-            cx: &cx,
-            prefix: format!("{flow_name}/{v}"),
-            sends: 0,
-            effects: 0,
-        };
-        fwd.iter_mut().for_each(|st| sites.visit_stmt_mut(st));
-        nodes.push(node(v.to_string(), &l.rest, sites.sends));
+        let fwd = lower::forward_stmts(l.rest.clone(), &suspend);
+        nodes.push(node(s.ident.clone(), &l.rest, count_sends(&fwd)));
         let pat = field_list(&l.live, true);
         let live = field_list(&l.live, false);
         let resume = match &s.kind {
             Kind::Ask { answer_side, .. } => {
-                let site = format!("{flow_name}/ask{}", s.id);
+                let site = format!("{flow_name}/{}", s.ident);
                 quote!(#cx.__resume_ask(#site, ::botmesh::flow::Ask::__resumed() #(#answer_side)*).await?)
             }
             Kind::Call { callee, .. } => {
@@ -359,6 +262,15 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         });
     }
     let mermaid = graph::mermaid(&flow_name, &nodes);
+    let state_infos = std::iter::once(quote!(::botmesh::flow::StateInfo {
+        name: "Start",
+        answer: 0
+    }))
+    .chain(model.states.iter().map(|s| {
+        let n = &s.ident;
+        let a = Literal::u64_suffixed(s.answer_fingerprint());
+        quote!(::botmesh::flow::StateInfo { name: #n, answer: #a })
+    }));
 
     let (codec_items, encode, decode) = codec::codecs(
         &name,
@@ -414,7 +326,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
                     start: #start,
                     on_version_mismatch: #policy,
                     mermaid: #mermaid,
-                    states: &[#(#state_names),*],
+                    states: &[#(#state_infos),*],
                 }
             }
 
@@ -446,34 +358,6 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn expands_the_design_example() {
-        let out = flow(
-            quote!(start = command("order")),
-            quote! {
-                async fn order(cx: &mut FlowCx) -> FlowResult {
-                    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-                    let qty: u32 = loop {
-                        let answer = cx.ask("How many?").await?;
-                        match answer.text().trim().parse() {
-                            Ok(n) if n > 0 => break n,
-                            _ => cx.send("Please answer with a number.").await?,
-                        }
-                    };
-                    cx.send(format!("Ordered {qty} x {item}")).await?;
-                    Ok(())
-                }
-            },
-            true,
-        );
-        let text = out.to_string();
-        assert!(!text.contains("compile_error"), "{text}");
-        assert!(text.contains("S2 { item : String }"), "{text}");
-        assert!(text.contains("\"order/S2/s1\""), "{text}");
-        assert!(text.contains("item_lives_across_ask_2"), "{text}");
-        assert!(!text.contains("Serialize"), "{text}");
-    }
 
     #[test]
     fn reports_untyped_live_locals() {

@@ -16,6 +16,11 @@ pub(crate) struct StateNode {
     pub(crate) sends: usize,
 }
 
+/// A state's name as a Mermaid id (identities hold `-` and `.`).
+fn id(s: &str) -> String {
+    s.replace(['-', '.'], "_")
+}
+
 fn escape(s: &str) -> String {
     s.replace('"', "'").replace([':', '\n'], " ")
 }
@@ -27,16 +32,17 @@ pub(crate) fn mermaid(flow: &str, states: &[StateNode]) -> String {
     let _ = writeln!(out, "    [*] --> Start");
     for s in states {
         for (to, label) in &s.edges {
-            let _ = writeln!(out, "    {} --> {}: {}", s.name, to, escape(label));
+            let _ = writeln!(out, "    {} --> {}: {}", id(&s.name), id(to), escape(label));
         }
         if s.ends {
-            let _ = writeln!(out, "    {} --> [*]", s.name);
+            let _ = writeln!(out, "    {} --> [*]", id(&s.name));
         }
         if s.sends > 0 {
             let _ = writeln!(
                 out,
                 "    note right of {}: {} send site(s)",
-                s.name, s.sends
+                id(&s.name),
+                s.sends
             );
         }
     }

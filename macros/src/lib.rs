@@ -1,22 +1,27 @@
 //! botmesh-macros: `#[flow]` and `#[persistent]` compile a conversation written as one async
 //! function into a checkpointable state machine (see the `botmesh` crate's `flow` module).
 //!
-//! The pipeline, one module each: `parse` (attribute and signature) → `validate` (where asks
-//! stand; suspension markers) → `lower` (split at suspensions) and `liveness` → `expand`
-//! (state enum, step function, keys, `Flow` impl) with `codec` (persistent states) and
-//! `items` (flow struct, constructor, stub), plus
-//! `errors` (collected, spanned errors), `sites` (send and effect site ids) and `graph` (the
-//! Mermaid state graph). Entry points stay thin: everything below works on `proc_macro2`
-//! types and is unit-tested with `parse_quote!`. To read an expansion, use `cargo expand`
-//! (the macro prints nothing itself).
+//! The pipeline, one module each: `parse` (attribute and signature) → `analyze` (the front:
+//! `sites` gives sends and effects their ids, `validate` finds where asks stand and puts
+//! suspension markers, `identity` names every site after its own content, `liveness` finds
+//! what lives across each suspension) → `model` (the flow as plain data, and the
+//! fingerprints computed from it) → `lower` (split at suspensions) → `expand` (state enum,
+//! step function, `Flow` impl) with `codec` (persistent states) and `items` (flow struct,
+//! constructor, stub), plus `errors` (collected, spanned errors) and `graph` (the Mermaid
+//! state graph). Entry points stay thin: everything below works on `proc_macro2` types and is
+//! unit-tested with `parse_quote!`. To read an expansion, use `cargo expand` (the macro prints
+//! nothing itself).
 
+mod analyze;
 mod codec;
 mod errors;
 mod expand;
 mod graph;
+mod identity;
 mod items;
 mod liveness;
 mod lower;
+mod model;
 mod parse;
 mod sites;
 mod validate;
@@ -29,11 +34,14 @@ use proc_macro::TokenStream;
 /// Options: `start = command("x") | keyword("x") | regex("x") | matcher(path) | none`,
 /// `on_version_mismatch = restart | abandon | migrate(path)`, `version = N`.
 ///
-/// The layout hash that tells a checkpoint of another build covers the state's variants, the
-/// kept locals' names and their types as written (`Cart`), not what those types contain:
+/// Every ask, send, effect and sub-flow call has an identity derived from its own code (not
+/// from its position or formatting), or the author's name for it: `cx.ask(…).id("age")`,
+/// `cx.send(…).id("welcome")`. Keys and checkpoint states are named after identities, so
+/// adding or moving a site changes no other site's key or state; two sites of one identity
+/// are a compile error. The layout fingerprint is computed from the macro's model of the flow
+/// (identities, kept locals and their types as written, answer sides, control structure);
 /// when a kept local's own type changes shape (a field added to `Cart`), bump `version` so
-/// that old checkpoints meet `on_version_mismatch`. A checkpoint that fails to decode meets
-/// the policy too (`restart` starts the flow again; otherwise it is abandoned).
+/// that old checkpoints meet `on_version_mismatch`.
 #[proc_macro_attribute]
 pub fn flow(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::flow(args.into(), item.into(), false).into()

@@ -1,71 +1,123 @@
-//! Sites and shapes: the compile-time site ids of sends and effects (`<flow>/<state>/s<n>`,
-//! `<flow>/<state>/e<n>`, numbered in source order within each state's code, also inside
-//! macro calls whose arguments parse as expressions such as `join!`), the layout hash, and
-//! the per-state analysis the Mermaid graph shows (which suspensions a state reaches, whether
-//! it can end).
+//! Sites and shapes: the site ids of sends and effects (`<flow>/<identity>`, see `identity`),
+//! given once to the whole body before it is split (so a site repeated in several states'
+//! code keeps one id; the runtime counts its uses within a step), also inside macro calls
+//! whose arguments parse as expressions such as `join!`; and the per-state analysis the
+//! Mermaid graph shows (which suspensions a state reaches, whether it can end, its sends).
 
 use std::collections::BTreeSet;
 
+use proc_macro2::Span;
 use quote::ToTokens;
 use syn::visit::Visit;
 use syn::visit_mut::{self, VisitMut};
 use syn::{Expr, Ident, Stmt};
 
+use crate::errors::Errors;
+use crate::identity::{self, Draft, Namer, SiteKind};
 use crate::{lower, parse};
 
-pub(crate) fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// Gives send and effect calls on `cx` their compile-time site ids (also inside macro calls
-/// whose arguments parse as expressions, e.g. `join!`).
+/// Gives send and effect calls on `cx` their site ids: `cx.send(m)` becomes
+/// `cx.__send_at("<flow>/<identity>", m)`. A send named `.id("…")` or `.key("…")` (a literal)
+/// takes the name as its identity.
 pub(crate) struct Sites<'a> {
     pub(crate) cx: &'a Ident,
-    pub(crate) prefix: String,
-    pub(crate) sends: usize,
-    pub(crate) effects: usize,
+    pub(crate) flow: &'a str,
+    pub(crate) errors: &'a Errors,
+    pub(crate) namer: Namer,
+    /// Every site met, with its identity, in source order.
+    pub(crate) found: Vec<(String, Draft)>,
+    /// The name on the call being visited (`.id("…")` around `cx.send(…)`).
+    next_name: Option<(String, Span)>,
+}
+
+impl<'a> Sites<'a> {
+    pub(crate) fn new(cx: &'a Ident, flow: &'a str, errors: &'a Errors) -> Self {
+        Self {
+            cx,
+            flow,
+            errors,
+            namer: Namer::default(),
+            found: Vec::new(),
+            next_name: None,
+        }
+    }
+
+    fn is_send(&self, e: &Expr) -> bool {
+        matches!(e, Expr::MethodCall(m) if m.method == "send" && parse::is_cx(&m.receiver, self.cx))
+    }
 }
 
 impl VisitMut for Sites<'_> {
     fn visit_expr_method_call_mut(&mut self, m: &mut syn::ExprMethodCall) {
-        if parse::is_cx(&m.receiver, self.cx) {
-            let site = if m.method == "send" {
-                self.sends += 1;
-                Some((format!("{}/s{}", self.prefix, self.sends), "__send_at"))
-            } else if m.method == "effect" {
-                self.effects += 1;
-                Some((format!("{}/e{}", self.prefix, self.effects), "__effect_at"))
-            } else {
-                None
-            };
-            if let Some((site, method)) = site {
-                m.method = Ident::new(method, m.method.span());
-                let lit = syn::LitStr::new(&site, m.method.span());
-                m.args.insert(0, syn::parse_quote!(#lit));
+        let mut receiver_name = None;
+        if (m.method == "id" || m.method == "key") && self.is_send(&m.receiver) {
+            match m.args.first() {
+                Some(Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                })) if m.args.len() == 1 => {
+                    identity::check_name(&s.value(), s.span(), self.errors);
+                    receiver_name = Some((s.value(), s.span()));
+                }
+                _ if m.method == "id" => self.errors.spanned(
+                    &m.args,
+                    "`.id(…)` names a site with a string literal (`.id(\"welcome\")`): the name is decided at compile time",
+                ),
+                _ => {}
             }
         }
+        if parse::is_cx(&m.receiver, self.cx) && (m.method == "send" || m.method == "effect") {
+            let (kind, method) = if m.method == "send" {
+                (SiteKind::Send, "__send_at")
+            } else {
+                (SiteKind::Effect, "__effect_at")
+            };
+            let named = self.next_name.take();
+            let draft = Draft {
+                kind,
+                content: identity::canonical(m.args.to_token_stream()),
+                span: named.as_ref().map_or(m.method.span(), |(_, s)| *s),
+                name: named.map(|(n, _)| n),
+            };
+            let id = self.namer.name(&draft);
+            let lit = syn::LitStr::new(&format!("{}/{id}", self.flow), m.method.span());
+            self.found.push((id, draft));
+            m.method = Ident::new(method, m.method.span());
+            m.args.insert(0, syn::parse_quote!(#lit));
+        }
+        // The receiver is visited first: a send there takes the name.
+        self.next_name = receiver_name;
         visit_mut::visit_expr_method_call_mut(self, m);
     }
 
     fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
         let parser = syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated;
         if let Ok(mut exprs) = syn::parse::Parser::parse2(parser, mac.tokens.clone()) {
-            let before = (self.sends, self.effects);
+            let before = self.found.len();
             for e in exprs.iter_mut() {
                 self.visit_expr_mut(e);
             }
-            if before != (self.sends, self.effects) {
+            if before != self.found.len() {
                 mac.tokens = exprs.into_token_stream();
             }
         }
     }
 
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// How many sends a state's code makes (its `__send_at` calls, also inside macro calls).
+pub(crate) fn count_sends(stmts: &[Stmt]) -> usize {
+    fn count(ts: proc_macro2::TokenStream) -> usize {
+        ts.into_iter()
+            .map(|t| match t {
+                proc_macro2::TokenTree::Ident(i) if i == "__send_at" => 1,
+                proc_macro2::TokenTree::Group(g) => count(g.stream()),
+                _ => 0,
+            })
+            .sum()
+    }
+    stmts.iter().map(|s| count(s.to_token_stream())).sum()
 }
 
 #[derive(Default)]
@@ -81,7 +133,7 @@ impl<'a> Visit<'a> for EndFinder {
 }
 
 /// The suspensions a state's code reaches (in order) and whether it can end.
-pub(crate) fn analyze(stmts: &[Stmt]) -> (Vec<usize>, bool) {
+pub(crate) fn reach(stmts: &[Stmt]) -> (Vec<usize>, bool) {
     let reached = std::cell::RefCell::new(Vec::new());
     let record = |k: usize| -> Expr {
         reached.borrow_mut().push(k);

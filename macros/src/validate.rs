@@ -10,11 +10,12 @@
 //! a macro call, a match guard, or an ask that is not awaited.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
-use quote::quote;
+use quote::{ToTokens, quote};
 use syn::visit_mut::{self, VisitMut};
 use syn::{Block, Expr, Ident, Pat, Stmt};
 
 use crate::errors::Errors;
+use crate::identity::{self, Draft, Namer, SiteKind};
 
 /// The marker macro that stands for suspension point `k` after validation.
 pub(crate) const MARKER: &str = "__botmesh_suspend";
@@ -40,9 +41,13 @@ pub(crate) struct Suspension {
     pub(crate) span: Span,
     /// A short label for diagrams and messages: the prompt when it is a literal.
     pub(crate) label: String,
+    /// What identifies it (see `identity`).
+    pub(crate) draft: Draft,
+    /// Its identity: the state's name in checkpoints, the ask's key.
+    pub(crate) ident: String,
 }
 
-const PROMPT_SIDE: &[&str] = &["buttons", "idle", "key"];
+const PROMPT_SIDE: &[&str] = &["buttons", "idle", "key", "id"];
 const ANSWER_SIDE: &[&str] = &["validate", "validate_with", "parse"];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -55,6 +60,7 @@ struct Walker<'a> {
     cx: &'a Ident,
     errors: &'a Errors,
     found: Vec<Suspension>,
+    namer: Namer,
 }
 
 /// Finds `cx.ask(…)` / `cx.call(…)` at the root of a method chain: (root method, span).
@@ -97,10 +103,26 @@ impl Walker<'_> {
         let id = self.found.len() + 1;
         let root_call = calls.last()?;
         let span = root.span();
+        let mut named = None;
         let kind = if root == "ask" {
             let mut answer_side = Vec::new();
             for m in calls.iter().rev().skip(1) {
                 let name = m.method.to_string();
+                if name == "id" {
+                    match m.args.first() {
+                        Some(Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        })) if m.args.len() == 1 => {
+                            identity::check_name(&s.value(), s.span(), self.errors);
+                            named = Some((s.value(), s.span()));
+                        }
+                        _ => self.errors.spanned(
+                            &m.args,
+                            "`.id(…)` names an ask with a string literal (`.id(\"age\")`): the name is decided at compile time",
+                        ),
+                    }
+                }
                 if ANSWER_SIDE.contains(&name.as_str()) {
                     let method = &m.method;
                     let turbofish = &m.turbofish;
@@ -109,7 +131,7 @@ impl Walker<'_> {
                 } else if !PROMPT_SIDE.contains(&name.as_str()) {
                     self.errors.at(
                         m.method.span(),
-                        format!("unknown ask option `{name}`: an ask takes `.buttons(…)`, `.idle(…)`, `.key(…)`, `.validate(f, \"re-ask\")`, `.validate_with(f)` or `.parse::<T>(\"re-ask\")`"),
+                        format!("unknown ask option `{name}`: an ask takes `.buttons(…)`, `.idle(…)`, `.key(…)`, `.id(\"name\")`, `.validate(f, \"re-ask\")`, `.validate_with(f)` or `.parse::<T>(\"re-ask\")`"),
                     );
                 }
             }
@@ -167,11 +189,24 @@ impl Walker<'_> {
             }
         }
         let _ = await_span;
+        let draft = Draft {
+            kind: if root == "ask" {
+                SiteKind::Ask
+            } else {
+                SiteKind::Call
+            },
+            content: identity::canonical(root_call.args.to_token_stream()),
+            span: named.as_ref().map_or(span, |(_, s)| *s),
+            name: named.map(|(n, _)| n),
+        };
+        let ident = self.namer.name(&draft);
         self.found.push(Suspension {
             id,
             kind,
             span,
             label,
+            draft,
+            ident,
         });
         let lit = proc_macro2::Literal::usize_unsuffixed(id);
         let marker = Ident::new(MARKER, span);
@@ -432,6 +467,7 @@ pub(crate) fn validate(body: &mut Block, cx: &Ident, errors: &Errors) -> Vec<Sus
         cx,
         errors,
         found: Vec::new(),
+        namer: Namer::default(),
     };
     w.block(body, Pos::Head);
     w.found

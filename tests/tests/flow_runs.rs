@@ -408,15 +408,18 @@ mod cart_v1 {
     #[derive(serde::Serialize, serde::Deserialize)]
     pub(crate) struct Cart {
         pub(crate) items: Vec<String>,
+        pub(crate) total_cents: u64,
     }
     #[flow(start = command("cart"))]
     #[persistent]
     pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
         let cart: Cart = Cart {
             items: vec!["tea".to_owned()],
+            total_cents: 0,
         };
         let _a = cx.ask("Item?").await?;
-        cx.send(format!("{} in the cart", cart.items.len())).await?;
+        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
+            .await?;
         Ok(())
     }
 }

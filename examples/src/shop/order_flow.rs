@@ -19,6 +19,10 @@
 //! `cx.effect` and is keyed by the confirming message, so a step re-run after a crash never
 //! stores the order twice.
 //!
+//! Each question is named (`.id("item")`, `.id("quantity")`, `.id("confirm")`): the name is
+//! the question's identity in keys and checkpoints, so a new wording or catalogue keeps the
+//! orders in progress waiting at the same question after a deploy.
+//!
 //! This module does not list orders (`/status` does, from the store) and keeps no state of
 //! its own: the flow's state lives in its checkpoint (`bot.store().checkpoint(chat)`).
 
@@ -34,7 +38,11 @@ use super::orders::{self, Order};
 #[persistent]
 pub async fn order(cx: &mut FlowCx) -> FlowResult {
     let item: String = loop {
-        let answer = cx.ask(item_question()).buttons(item_buttons()).await?;
+        let answer = cx
+            .ask(item_question())
+            .id("item")
+            .buttons(item_buttons())
+            .await?;
         match catalogue::find(answer.text()) {
             Some(found) => break found.id.to_owned(),
             None => cx.send("Sorry, we don't sell that.").await?,
@@ -42,6 +50,7 @@ pub async fn order(cx: &mut FlowCx) -> FlowResult {
     };
     let quantity: u32 = cx
         .ask(format!("How many {}? (1-{MAX_QUANTITY})", item_name(&item)))
+        .id("quantity")
         .validate(
             |a: &Answer| parse_quantity(a.text()),
             format!("Please answer with a whole number from 1 to {MAX_QUANTITY}."),
@@ -50,6 +59,7 @@ pub async fn order(cx: &mut FlowCx) -> FlowResult {
     loop {
         let answer = cx
             .ask(confirm_question(&item, quantity))
+            .id("confirm")
             .buttons([("yes", "Yes"), ("no", "No")])
             .await?;
         if is_yes(answer.text()) {

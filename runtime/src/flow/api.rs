@@ -64,7 +64,9 @@ pub enum VersionPolicy {
 pub struct FlowInfo {
     /// The flow's name (the function's name): the prefix of its send sites and its registry key.
     pub name: &'static str,
-    /// The stable hash of the state enum's layout (variants, fields, field types).
+    /// The layout fingerprint, computed by `#[flow]` from its model of the flow: the sites'
+    /// identities, each state's kept locals and their types, answer sides and control
+    /// structure. Equal fingerprints: a checkpoint and its keys mean the same in both builds.
     pub layout_hash: u64,
     /// Whether the flow is `#[persistent]` (checkpointed at every suspension).
     pub persistent: bool,
@@ -74,8 +76,26 @@ pub struct FlowInfo {
     pub on_version_mismatch: VersionPolicy,
     /// The state graph the macro built (states, asks, sends, transitions), as Mermaid.
     pub mermaid: &'static str,
-    /// The names of the states, `Start` first.
-    pub states: &'static [&'static str],
+    /// The states, `Start` first.
+    pub states: &'static [StateInfo],
+}
+
+impl FlowInfo {
+    /// The state of this name (`Start`, or the identity of the ask or call it waits at).
+    pub fn state(&self, name: &str) -> Option<&'static StateInfo> {
+        self.states.iter().find(|s| s.name == name)
+    }
+}
+
+/// A state of a flow, as `#[flow]` compiled it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateInfo {
+    /// Its name in checkpoints: `Start`, or the identity of the ask or sub-flow call it waits
+    /// at (`ask-1f0c9a2e`, or the author's `.id("age")`).
+    pub name: &'static str,
+    /// The fingerprint of what an answer there becomes (the ask's `parse`/`validate`, the
+    /// call's callee); `0` for `Start`.
+    pub answer: u64,
 }
 
 /// A conversation compiled into a state machine. `#[flow]` implements it; the executor

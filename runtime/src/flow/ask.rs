@@ -195,6 +195,15 @@ impl<T> Ask<T> {
         self
     }
 
+    /// Names this ask: `#[flow]` reads the name (a string literal) at compile time and makes
+    /// it the ask's identity, the name of its state in checkpoints and of its prompt's key, in
+    /// place of one derived from the prompt. Name an ask whose prompt may change while
+    /// conversations wait at it (`cx.ask(format!(…)).id("age")`): a checkpoint resumes at the
+    /// ask of the same identity.
+    pub fn id(self, _name: &'static str) -> Self {
+        self
+    }
+
     pub(crate) fn check(&self, answer: &Answer) -> Result<T, String> {
         (self.parse)(answer)
     }

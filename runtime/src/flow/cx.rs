@@ -4,9 +4,12 @@
 //! Keys: a send made by a flow is keyed `KeyRule::Site { inbound, site: "<site>#<n>" }`,
 //! where `inbound` is the inbound record that fed the step (a synthetic
 //! `<chat>/flow:<run>:<step>` for a step no message fed: a start from code, a timeout, a
-//! cancel), `site` the id `#[flow]` gave the call site (or `.key("…")`), and `n` counts the
-//! site's uses within the step (loops). Nothing here depends on timing, so `join!` of two
-//! sends keeps its keys. This module does not decide what runs next: the executor does.
+//! cancel), `site` the id `#[flow]` gave the call site, `<flow>/<identity>` (an identity
+//! derived from the site's own content, or the author's `.id("…")`; `.key("…")` replaces the
+//! whole site id), and `n` counts the site's uses within the step (loops). Nothing here
+//! depends on timing, on formatting or on other sites, so `join!` of two sends keeps its keys
+//! and inserting a send leaves the others' keys as they were. This module does not decide
+//! what runs next: the executor does.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -298,6 +301,13 @@ impl<'a> FlowSend<'a> {
     /// Replaces the compile-time site id (the key stays `<inbound>:<key>#<n>`).
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.site = key.into();
+        self
+    }
+
+    /// Names this send: `#[flow]` reads the name (a string literal) at compile time and makes
+    /// it the site's identity (key `<inbound>:<flow>/<name>#<n>`), in place of one derived
+    /// from the message. Name a send whose text may change while its step can be re-run.
+    pub fn id(self, _name: &'static str) -> Self {
         self
     }
 

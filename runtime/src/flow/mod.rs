@@ -56,7 +56,7 @@ use std::time::Duration;
 pub use api::{
     __Codec, __dec, __done, __enc, __erase_fn, __field, __output_of, __split_state, __take,
     ByConstructor, ByValue, Checkpointable, Flow, FlowError, FlowFn, FlowInfo, FlowResult,
-    IntoFlow, MigrateFn, StartTrigger, Step, VersionPolicy, info, mermaid,
+    IntoFlow, MigrateFn, StartTrigger, StateInfo, Step, VersionPolicy, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};

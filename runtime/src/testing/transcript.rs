@@ -9,7 +9,7 @@
 //! | `alice: order` | alice wrote "order" |
 //! | `alice [press]: yes` | alice pressed the button `yes` |
 //! | `bot → alice [key=…]: text` | a send, with its idempotency key |
-//! | `· checkpoint order@S1 step 1 (hash …)` | a flow checkpoint was written |
+//! | `· checkpoint order@ask-f8cb7f30 step 1 (hash …)` | a flow checkpoint was written (the flow, the state it waits in) |
 //! | `· flow order ended:done` | a flow event (started, called, ended, version mismatch) |
 //! | `· clock +30s` / `· restart` | the harness moved the clock / rebuilt the bot on the same store |
 //!
