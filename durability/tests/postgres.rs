@@ -10,8 +10,6 @@
 //!
 //! | test | what it proves |
 //! | --- | --- |
-//! | `conformance` | the whole `DurableKv` suite |
-//! | `script_passes_every_crash_point`, `crash_matrix`, `seeded_random_crash_points` | the crash matrix, each incarnation on a new pool |
 //! | store behaviour (`chats`, `inbound_rows` … `closed_store`, `a_second_store_sees_everything`) | the shared `Store` tests |
 //! | `a_server_restart_loses_nothing_acknowledged` | dropped connections are reported with `tracing::error!`, the operations right after the restart succeed, nothing acknowledged is lost |
 //! | `junk_rows_are_quarantined` | bytes that are no journal record, inserted with SQL, are quarantined and reported |
@@ -29,107 +27,26 @@
 #[macro_use]
 #[allow(unused_macros, dead_code)]
 mod common;
-mod crash_restart;
-mod crash_script;
+#[allow(dead_code)]
 mod servers;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Once};
+use std::sync::{Arc, LazyLock, Once};
 
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
 use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, MemoryKv, Scope};
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
-use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{
     DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, PostgresConfig,
     PostgresKv, PostgresStore, RecordKind, Store,
 };
-use crash_restart::Restartable;
 use serde_json::json;
-use servers::{Cleanup, server_url, unique_prefix};
+use servers::postgres::{Pg, raw_client};
 use tokio::sync::RwLock;
-
-const VAR: &str = "BOTMESH_TEST_POSTGRES_URL";
-const EXAMPLE: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// Shared by every test; the restart test holds it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
-
-/// Every table a prefix may have created.
-fn tables(p: &str) -> String {
-    [
-        "durable",
-        "meta",
-        "chats",
-        "contacts",
-        "ledger",
-        "checkpoints",
-        "handoffs",
-        "kv",
-    ]
-    .iter()
-    .map(|t| format!("{p}{t}"))
-    .collect::<Vec<_>>()
-    .join(", ")
-}
-
-async fn raw_client(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client
-}
-
-/// The server URL and every prefix a test used; drops their tables when dropped.
-struct Pg {
-    url: String,
-    prefixes: Arc<Mutex<Vec<String>>>,
-    _cleanup: Cleanup,
-}
-
-impl Pg {
-    fn new() -> Option<Pg> {
-        let url = server_url(VAR, "PostgreSQL", EXAMPLE)?;
-        let prefixes: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (u, p) = (url.clone(), Arc::clone(&prefixes));
-        let cleanup = Cleanup::new(Box::new(move || {
-            Box::pin(async move {
-                let all = std::mem::take(&mut *p.lock().unwrap());
-                if all.is_empty() {
-                    return;
-                }
-                let client = raw_client(&u).await;
-                for prefix in all {
-                    let sql = format!(
-                        "DROP TABLE IF EXISTS {} CASCADE; DROP SEQUENCE IF EXISTS {prefix}durable_version",
-                        tables(&prefix)
-                    );
-                    if let Err(e) = client.batch_execute(&sql).await {
-                        eprintln!("cleanup of {prefix}: {e}");
-                    }
-                }
-            })
-        }));
-        Some(Pg {
-            url,
-            prefixes,
-            _cleanup: cleanup,
-        })
-    }
-
-    /// A fresh prefix, dropped at the end.
-    fn prefix(&self) -> String {
-        let p = unique_prefix();
-        self.prefixes.lock().unwrap().push(p.clone());
-        p
-    }
-
-    async fn kv(&self, prefix: &str) -> PostgresKv {
-        PostgresKv::connect_with(&self.url, PostgresConfig::new().table_prefix(prefix))
-            .await
-            .unwrap()
-    }
-}
 
 fn scope() -> Scope {
     Scope::new("t", "test", "pgbot", "c")
@@ -144,78 +61,6 @@ fn durability(kv: Arc<PostgresKv>) -> KvDurability<PostgresKv> {
         .config(config)
         .build()
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let pg = &pg;
-    let report = run_conformance(move || async move {
-        Arc::new(pg.kv(&pg.prefix()).await) as Arc<dyn DurableKv>
-    })
-    .await;
-    println!("{report}");
-    report.assert_passed();
-}
-
-/// One table prefix; every incarnation opens its own pool on it, a kill closes the pool.
-struct PgBackend {
-    url: String,
-    prefix: String,
-}
-
-impl Restartable for PgBackend {
-    type Kv = PostgresKv;
-
-    async fn open(&self) -> Arc<PostgresKv> {
-        let config = PostgresConfig::new().table_prefix(&self.prefix);
-        Arc::new(PostgresKv::connect_with(&self.url, config).await.unwrap())
-    }
-
-    async fn kill(&self, kv: Arc<PostgresKv>) {
-        kv.close_pool();
-    }
-
-    async fn close(&self, kv: Arc<PostgresKv>) {
-        kv.close_pool();
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn script_passes_every_crash_point() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || PgBackend {
-        url: pg.url.clone(),
-        prefix: pg.prefix(),
-    };
-    crash_restart::script_passes_every_crash_point(make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_matrix() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || PgBackend {
-        url: pg.url.clone(),
-        prefix: pg.prefix(),
-    };
-    println!("{}", crash_restart::crash_matrix(make).await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seeded_random_crash_points() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || PgBackend {
-        url: pg.url.clone(),
-        prefix: pg.prefix(),
-    };
-    println!(
-        "{}",
-        crash_restart::seeded_random_crash_points(make, 8).await
-    );
 }
 
 async fn new_store() -> Option<(PostgresStore, Pg)> {

@@ -8,8 +8,6 @@
 //!
 //! | test | what it proves |
 //! | --- | --- |
-//! | `conformance` | the whole `DurableKv` suite |
-//! | `script_passes_every_crash_point`, `crash_matrix`, `seeded_random_crash_points` | the crash matrix, each incarnation on a new connection |
 //! | store behaviour (`chats` … `closed_store`, `a_second_store_sees_everything…`) | the shared `Store` tests |
 //! | `killed_connections_reconnect` | after `CLIENT KILL TYPE normal` the next operations succeed, nothing acknowledged is lost |
 //! | `a_script_flush_falls_back_to_loading_the_script` | `EVALSHA` answered `NOSCRIPT` loads the script again |
@@ -22,101 +20,23 @@
 #[macro_use]
 #[allow(unused_macros, dead_code)]
 mod common;
-mod crash_restart;
-mod crash_script;
+#[allow(dead_code)]
 mod servers;
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::kv::{CasOutcome, Entry, Index, Scope};
-use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{
     DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, RecordKind,
     RedisConfig, RedisKv, RedisStore,
 };
-use crash_restart::Restartable;
 use serde_json::json;
-use servers::{Cleanup, server_url, unique_prefix};
+use servers::redis_server::{Rd, raw};
 use tokio::sync::RwLock;
-
-const VAR: &str = "BOTMESH_TEST_REDIS_URL";
-const EXAMPLE: &str = "redis://127.0.0.1:6379/";
 
 /// Shared by every test; the fault tests hold it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
-
-async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(url).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
-
-async fn delete_prefix(url: &str, prefix: &str) {
-    let mut conn = raw(url).await;
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if !keys.is_empty() {
-            let _: () = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
-}
-
-/// The server URL and every prefix a test used; deletes their keys when dropped.
-struct Rd {
-    url: String,
-    prefixes: Arc<Mutex<Vec<String>>>,
-    _cleanup: Cleanup,
-}
-
-impl Rd {
-    fn new() -> Option<Rd> {
-        let url = server_url(VAR, "Redis", EXAMPLE)?;
-        let prefixes: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (u, p) = (url.clone(), Arc::clone(&prefixes));
-        let cleanup = Cleanup::new(Box::new(move || {
-            Box::pin(async move {
-                let all = std::mem::take(&mut *p.lock().unwrap());
-                for prefix in all {
-                    delete_prefix(&u, &prefix).await;
-                }
-            })
-        }));
-        Some(Rd {
-            url,
-            prefixes,
-            _cleanup: cleanup,
-        })
-    }
-
-    fn prefix(&self) -> String {
-        let p = unique_prefix().trim_end_matches('_').to_owned();
-        self.prefixes.lock().unwrap().push(p.clone());
-        p
-    }
-
-    async fn kv(&self, prefix: &str) -> RedisKv {
-        RedisKv::open_with(&self.url, RedisConfig::new().prefix(prefix))
-            .await
-            .unwrap()
-    }
-}
 
 fn scope() -> Scope {
     Scope::new("t", "test", "redisbot", "c")
@@ -131,78 +51,6 @@ fn durability(kv: Arc<RedisKv>) -> KvDurability<RedisKv> {
         .config(config)
         .build()
         .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance() {
-    let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
-    let rd = &rd;
-    let report = run_conformance(move || async move {
-        Arc::new(rd.kv(&rd.prefix()).await) as Arc<dyn DurableKv>
-    })
-    .await;
-    println!("{report}");
-    report.assert_passed();
-}
-
-/// One key prefix; every incarnation opens its own connection on it.
-struct RedisBackend {
-    url: String,
-    prefix: String,
-}
-
-impl Restartable for RedisBackend {
-    type Kv = RedisKv;
-
-    async fn open(&self) -> Arc<RedisKv> {
-        let config = RedisConfig::new().prefix(&self.prefix);
-        Arc::new(RedisKv::open_with(&self.url, config).await.unwrap())
-    }
-
-    async fn kill(&self, kv: Arc<RedisKv>) {
-        drop(kv);
-    }
-
-    async fn close(&self, kv: Arc<RedisKv>) {
-        drop(kv);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn script_passes_every_crash_point() {
-    let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || RedisBackend {
-        url: rd.url.clone(),
-        prefix: rd.prefix(),
-    };
-    crash_restart::script_passes_every_crash_point(make).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_matrix() {
-    let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || RedisBackend {
-        url: rd.url.clone(),
-        prefix: rd.prefix(),
-    };
-    println!("{}", crash_restart::crash_matrix(make).await);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seeded_random_crash_points() {
-    let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
-    let make = async || RedisBackend {
-        url: rd.url.clone(),
-        prefix: rd.prefix(),
-    };
-    println!(
-        "{}",
-        crash_restart::seeded_random_crash_points(make, 8).await
-    );
 }
 
 async fn new_store() -> Option<(RedisStore, Rd, String)> {

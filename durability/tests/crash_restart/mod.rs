@@ -1,7 +1,7 @@
-//! The crash matrix on a backend that survives a restart (file, SQLite), shared by their
-//! crash tests. It mirrors `crash_points.rs`, with one difference: each crashed incarnation's
-//! backend is abandoned ([`Restartable::kill`]) and the next incarnation runs on the backend
-//! reopened from disk, so recovery sees only what was made durable.
+//! The crash matrix on any backend that can be reopened, run by `backends.rs` on each: each
+//! crashed incarnation's backend is abandoned ([`Restartable::kill`]) and the next
+//! incarnation runs on the backend reopened (from disk, or a new connection to the server),
+//! so recovery sees only what was made durable.
 //!
 //! | test | what it runs |
 //! | --- | --- |

@@ -1,0 +1,362 @@
+//! The shared suites on every backend, through one factory each: memory, file (append log and
+//! snapshot mode), SQLite, PostgreSQL, Redis and Redis Cluster.
+//!
+//! A backend is a [`Restartable`]: a fresh, empty instance (a temporary folder, a table or
+//! key prefix) that opens, dies and opens again. For each, `suites!` runs
+//!
+//! | test | what it proves |
+//! | --- | --- |
+//! | `conformance` | the whole `DurableKv` suite, each case on a fresh instance |
+//! | `script_passes_every_crash_point` | the crash script recovers from a crash at every write point, on the reopened backend |
+//! | `crash_matrix` | every write point × before/after × both ambiguity policies |
+//! | `seeded_random_crash_points` | seeded random points, with a second crash during recovery |
+//!
+//! The server backends run when their variable is set (`BOTMESH_TEST_POSTGRES_URL`,
+//! `BOTMESH_TEST_REDIS_URL`, `BOTMESH_TEST_REDIS_CLUSTER_URL`) and print SKIPPED otherwise
+//! (failing under `CI=true`). What is specific to one backend (restarts, killed connections,
+//! files, group commit) stays in its own test file.
+#![cfg(feature = "testing")]
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
+mod crash_restart;
+mod crash_script;
+#[allow(dead_code)]
+mod servers;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use botmesh_durability::testing::conformance::run_conformance;
+use botmesh_durability::{DurableKv, MemoryKv};
+use crash_restart::Restartable;
+
+/// Runs the conformance suite on a fresh instance of `make`'s backend per case.
+async fn conformance<R, Fut>(make: impl Fn() -> Fut)
+where
+    R: Restartable + Send + 'static,
+    Fut: Future<Output = R>,
+{
+    let kept: Mutex<Vec<R>> = Mutex::new(Vec::new());
+    let report = run_conformance(|| async {
+        let backend = make().await;
+        let kv = backend.open().await;
+        kept.lock().unwrap().push(backend);
+        kv as Arc<dyn DurableKv>
+    })
+    .await;
+    println!("{report}");
+    report.assert_passed();
+}
+
+/// The suites on one backend: `$make` is an `Option` of a factory (`None`: skipped).
+macro_rules! suites {
+    ($name:ident, $make:expr, seeds: $seeds:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn conformance() {
+                let Some(make) = $make else { return };
+                super::conformance(&make).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn script_passes_every_crash_point() {
+                let Some(make) = $make else { return };
+                crate::crash_restart::script_passes_every_crash_point(async || make().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn crash_matrix() {
+                let Some(make) = $make else { return };
+                println!(
+                    "{}",
+                    crate::crash_restart::crash_matrix(async || make().await).await
+                );
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn seeded_random_crash_points() {
+                let Some(make) = $make else { return };
+                println!(
+                    "{}",
+                    crate::crash_restart::seeded_random_crash_points(async || make().await, $seeds)
+                        .await
+                );
+            }
+        }
+    };
+}
+
+/// The in-memory backend: a restart keeps the same `MemoryKv` (a new incarnation in the same
+/// process), a kill forgets nothing.
+struct MemoryBackend(MemoryKv);
+
+impl Restartable for MemoryBackend {
+    type Kv = MemoryKv;
+
+    async fn open(&self) -> Arc<MemoryKv> {
+        Arc::new(self.0.clone())
+    }
+
+    async fn kill(&self, kv: Arc<MemoryKv>) {
+        drop(kv);
+    }
+
+    async fn close(&self, kv: Arc<MemoryKv>) {
+        drop(kv);
+    }
+}
+
+fn memory() -> Option<impl Fn() -> std::future::Ready<MemoryBackend>> {
+    Some(|| std::future::ready(MemoryBackend(MemoryKv::new())))
+}
+
+suites!(memory_kv, memory(), seeds: 12);
+
+#[cfg(feature = "file")]
+mod file_backend {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use botmesh_durability::{FileDurability, FileOptions};
+    use tempfile::TempDir;
+
+    use crate::crash_restart::Restartable;
+
+    /// A durable file in a fresh temporary folder.
+    pub(crate) struct FileBackend {
+        _dir: TempDir,
+        path: PathBuf,
+        options: FileOptions,
+    }
+
+    pub(crate) fn fresh(options: FileOptions) -> FileBackend {
+        let dir = tempfile::tempdir().expect("temp dir");
+        FileBackend {
+            path: dir.path().join("journal.json"),
+            _dir: dir,
+            options,
+        }
+    }
+
+    impl Restartable for FileBackend {
+        type Kv = FileDurability;
+
+        async fn open(&self) -> Arc<FileDurability> {
+            let kv = FileDurability::open(&self.path, self.options.clone())
+                .await
+                .expect("open the durable file");
+            Arc::new(kv)
+        }
+
+        async fn kill(&self, kv: Arc<FileDurability>) {
+            kv.simulate_crash().await;
+        }
+
+        async fn close(&self, kv: Arc<FileDurability>) {
+            kv.close().await.expect("close");
+        }
+    }
+}
+
+#[cfg(feature = "file")]
+suites!(
+    file_append_log,
+    Some(|| std::future::ready(file_backend::fresh(
+        botmesh_durability::FileOptions::new()
+            .append_log(true)
+            .compact_every(7)
+    ))),
+    seeds: 24
+);
+
+#[cfg(feature = "file")]
+suites!(
+    file_snapshot_mode,
+    Some(|| std::future::ready(file_backend::fresh(
+        botmesh_durability::FileOptions::new()
+    ))),
+    seeds: 8
+);
+
+#[cfg(feature = "sqlite")]
+mod sqlite_backend {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use botmesh_durability::{SqliteDurableKv, SqliteStore, Store};
+    use tempfile::TempDir;
+
+    use crate::crash_restart::Restartable;
+
+    /// A store file in a fresh temporary folder.
+    pub(crate) struct SqliteBackend {
+        _dir: TempDir,
+        path: PathBuf,
+    }
+
+    pub(crate) fn fresh() -> SqliteBackend {
+        let dir = tempfile::tempdir().expect("temp dir");
+        SqliteBackend {
+            path: dir.path().join("bot.db"),
+            _dir: dir,
+        }
+    }
+
+    impl Restartable for SqliteBackend {
+        type Kv = SqliteDurableKv;
+
+        async fn open(&self) -> Arc<SqliteDurableKv> {
+            let store = SqliteStore::connect(&self.path)
+                .await
+                .expect("open the store");
+            Arc::new(store.durability_kv())
+        }
+
+        async fn kill(&self, kv: Arc<SqliteDurableKv>) {
+            kv.store().close().await.expect("shut the store");
+        }
+
+        async fn close(&self, kv: Arc<SqliteDurableKv>) {
+            kv.store().close().await.expect("close");
+        }
+    }
+}
+
+#[cfg(feature = "sqlite")]
+suites!(
+    sqlite,
+    Some(|| std::future::ready(sqlite_backend::fresh())),
+    seeds: 12
+);
+
+#[cfg(feature = "postgres")]
+mod postgres_backend {
+    use std::sync::Arc;
+
+    use botmesh_durability::{PostgresConfig, PostgresKv};
+
+    use crate::crash_restart::Restartable;
+    use crate::servers::postgres::Pg;
+
+    /// One table prefix; every incarnation opens its own pool on it, a kill closes the pool.
+    pub(crate) struct PgBackend {
+        url: String,
+        prefix: String,
+    }
+
+    impl Restartable for PgBackend {
+        type Kv = PostgresKv;
+
+        async fn open(&self) -> Arc<PostgresKv> {
+            let config = PostgresConfig::new().table_prefix(&self.prefix);
+            Arc::new(PostgresKv::connect_with(&self.url, config).await.unwrap())
+        }
+
+        async fn kill(&self, kv: Arc<PostgresKv>) {
+            kv.close_pool();
+        }
+
+        async fn close(&self, kv: Arc<PostgresKv>) {
+            kv.close_pool();
+        }
+    }
+
+    /// A factory of fresh prefixes on the test server, dropped with it; `None` without one.
+    pub(crate) fn factory() -> Option<impl Fn() -> std::future::Ready<PgBackend>> {
+        let pg = Pg::new()?;
+        Some(move || {
+            std::future::ready(PgBackend {
+                url: pg.url.clone(),
+                prefix: pg.prefix(),
+            })
+        })
+    }
+}
+
+#[cfg(feature = "postgres")]
+suites!(postgres, postgres_backend::factory(), seeds: 8);
+
+#[cfg(feature = "redis")]
+mod redis_backend {
+    use std::sync::Arc;
+
+    use botmesh_durability::{RedisConfig, RedisKv};
+
+    use crate::crash_restart::Restartable;
+
+    /// One key prefix on a Redis server or cluster; every incarnation opens its own
+    /// connection on it.
+    pub(crate) struct RedisBackend {
+        nodes: Vec<String>,
+        cluster: bool,
+        prefix: String,
+    }
+
+    impl Restartable for RedisBackend {
+        type Kv = RedisKv;
+
+        async fn open(&self) -> Arc<RedisKv> {
+            let config = RedisConfig::new().prefix(&self.prefix);
+            let kv = if self.cluster {
+                let seeds: Vec<&str> = self.nodes.iter().map(String::as_str).collect();
+                open_cluster(&seeds, config).await
+            } else {
+                RedisKv::open_with(&self.nodes[0], config).await.unwrap()
+            };
+            Arc::new(kv)
+        }
+
+        async fn kill(&self, kv: Arc<RedisKv>) {
+            drop(kv);
+        }
+
+        async fn close(&self, kv: Arc<RedisKv>) {
+            drop(kv);
+        }
+    }
+
+    #[cfg(feature = "redis-cluster")]
+    async fn open_cluster(seeds: &[&str], config: RedisConfig) -> RedisKv {
+        RedisKv::open_cluster(seeds, config).await.unwrap()
+    }
+
+    /// Without the cluster feature no cluster backend is made; its first seed then serves.
+    #[cfg(not(feature = "redis-cluster"))]
+    async fn open_cluster(seeds: &[&str], config: RedisConfig) -> RedisKv {
+        RedisKv::open_with(seeds[0], config).await.unwrap()
+    }
+
+    /// A factory of fresh prefixes on the test server; `None` without one.
+    pub(crate) fn server() -> Option<impl Fn() -> std::future::Ready<RedisBackend>> {
+        let rd = crate::servers::redis_server::Rd::new()?;
+        Some(move || {
+            std::future::ready(RedisBackend {
+                nodes: vec![rd.url.clone()],
+                cluster: false,
+                prefix: rd.prefix(),
+            })
+        })
+    }
+
+    /// A factory of fresh prefixes on the test cluster; `None` without one.
+    #[cfg(feature = "redis-cluster")]
+    pub(crate) fn cluster() -> Option<impl Fn() -> std::future::Ready<RedisBackend>> {
+        let c = crate::servers::redis_cluster::Cluster::new()?;
+        Some(move || {
+            std::future::ready(RedisBackend {
+                nodes: c.nodes.clone(),
+                cluster: true,
+                prefix: c.prefix(),
+            })
+        })
+    }
+}
+
+#[cfg(feature = "redis")]
+suites!(redis, redis_backend::server(), seeds: 8);
+
+#[cfg(feature = "redis-cluster")]
+suites!(redis_cluster, redis_backend::cluster(), seeds: 4);
