@@ -1,53 +1,123 @@
-//! A flow step's journal operations committed with its checkpoint in one SQLite transaction
-//! (`KvDurability::step` + `SqliteStore::commit_step`): what lands together, and how the two
-//! kinds of conflict are resolved (a heartbeat moved the inbound's version; a send's key was
-//! recorded before, with the same content or, under a derived key, other content).
+//! A flow step's journal operations committed with its checkpoint in one transaction
+//! (`KvDurability::step` + `Store::commit_step`), on every store that shares its transactions
+//! with its journal (SQLite; PostgreSQL when `BOTMESH_TEST_POSTGRES_URL` is set), through one
+//! factory ([`setup`]): what lands together, and how the two kinds of conflict are resolved
+//! (a heartbeat moved the inbound's version; a send's key was recorded before, with the same
+//! content or, under a derived key, other content). "One write request" is checked where the
+//! store counts them (SQLite's writer).
+#![cfg(feature = "sqlite")]
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-#![allow(clippy::unwrap_used)]
+#[allow(dead_code)]
+mod servers;
 
 use std::sync::Arc;
 
 use botmesh_durability::inbox::InboxJournalClaim;
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::{
-    DurabilityConfig, FlowCheckpoint, InboxLease, InboxState, KeyKind, KvDurability, NewInbound,
-    NewSend, OnDiverged, OutboxState, Scope, SendKey, SqliteDurableKv, SqliteStore, StepConflict,
-    StepSend, Store, keys,
+    DurabilityConfig, DurableKv, FlowCheckpoint, InboxLease, InboxState, KeyKind, KvDurability,
+    NewInbound, NewSend, OnDiverged, OutboxState, Scope, SendKey, StepConflict, StepSend, Store,
+    keys,
 };
 
-async fn setup() -> (
-    tempfile::TempDir,
-    SqliteStore,
-    KvDurability<SqliteDurableKv>,
-    InboxLease,
-) {
-    setup_with(DurabilityConfig::default()).await
+/// A store whose transactions the journal shares.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh store of `Backend` and its journal backend; it derefs to the store.
+struct Env {
+    store: Arc<dyn Store>,
+    kv: Arc<dyn DurableKv>,
+    /// The store's count of write requests, where it keeps one.
+    requests: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
+    /// What keeps the store's files or tables alive.
+    _guard: Box<dyn std::any::Any + Send>,
+}
+
+impl std::ops::Deref for Env {
+    type Target = dyn Store;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.store
+    }
+}
+
+impl Env {
+    fn requests(&self) -> Option<u64> {
+        self.requests.as_ref().map(|count| count())
+    }
+
+    /// Asserts that one write request ran since `before` (where the store counts them).
+    fn assert_one_write(&self, before: Option<u64>) {
+        if let (Some(now), Some(before)) = (self.requests(), before) {
+            assert_eq!(now - before, 1, "one write request");
+        }
+    }
+}
+
+/// A fresh store of `b` (`None`: its server is not configured).
+async fn env(b: Backend) -> Option<Env> {
+    match b {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let store = botmesh_durability::SqliteStore::connect(dir.path().join("bot.db"))
+                .await
+                .unwrap();
+            let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
+            let counted = store.clone();
+            Some(Env {
+                store: Arc::new(store),
+                kv,
+                requests: Some(Box::new(move || counted.write_stats().requests)),
+                _guard: Box::new(dir),
+            })
+        }
+        Backend::Postgres => postgres_env().await,
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_env() -> Option<Env> {
+    let pg = servers::postgres::Pg::new()?;
+    let config = botmesh_durability::PostgresConfig::new().table_prefix(pg.prefix());
+    let store = botmesh_durability::PostgresStore::connect_with(&pg.url, config)
+        .await
+        .unwrap();
+    let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
+    Some(Env {
+        store: Arc::new(store),
+        kv,
+        requests: None,
+        _guard: Box::new(pg),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_env() -> Option<Env> {
+    eprintln!("the Postgres step-commit suite was SKIPPED: build with the postgres feature");
+    None
+}
+
+async fn setup(b: Backend) -> Option<(Env, KvDurability, InboxLease)> {
+    setup_with(b, DurabilityConfig::default()).await
 }
 
 async fn setup_with(
+    b: Backend,
     config: DurabilityConfig,
-) -> (
-    tempfile::TempDir,
-    SqliteStore,
-    KvDurability<SqliteDurableKv>,
-    InboxLease,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
-    let d = KvDurability::new(
-        Arc::new(store.durability_kv()),
-        Scope::custom("bot"),
-        config,
-    )
-    .unwrap();
+) -> Option<(Env, KvDurability, InboxLease)> {
+    let store = env(b).await?;
+    let d = KvDurability::new(Arc::clone(&store.kv), Scope::custom("bot"), config).unwrap();
     let new = NewInbound::new("alice", "m1", serde_json::json!({"text": "pears"}));
     let InboxJournalClaim::Claimed(claimed) = d.inbox().journal_and_claim(new).await.unwrap()
     else {
         panic!("a new message is claimed");
     };
-    (dir, store, d, claimed.lease)
+    Some((store, d, claimed.lease))
 }
 
 fn checkpoint(step: u64) -> FlowCheckpoint {
@@ -72,9 +142,9 @@ fn send(key: &str, text: &str) -> NewSend {
 
 /// Commits `journal` with a checkpoint, resolving conflicts as the runtime does.
 async fn commit(
-    store: &SqliteStore,
-    d: &KvDurability<SqliteDurableKv>,
-    mut journal: botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+    store: &Env,
+    d: &KvDurability,
+    mut journal: botmesh_durability::StepJournal<'_, dyn DurableKv>,
 ) -> (Vec<botmesh_durability::OutboxRecord>, usize) {
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)));
     let mut conflicts = 0;
@@ -98,9 +168,10 @@ async fn commit(
     }
 }
 
-#[tokio::test]
-async fn a_step_lands_whole_after_a_heartbeat_moved_the_inbound() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_step_lands_whole_after_a_heartbeat_moved_the_inbound(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     let mut journal = d.step();
     let StepSend::Journaled { key, parts } = journal
         .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
@@ -132,9 +203,10 @@ async fn a_step_lands_whole_after_a_heartbeat_moved_the_inbound() {
     assert_eq!(store.checkpoint("alice").await.unwrap().unwrap().step, 2);
 }
 
-#[tokio::test]
-async fn a_send_recorded_before_is_answered_from_its_record() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_send_recorded_before_is_answered_from_its_record(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     // An earlier run, outside a step transaction, journaled the same key.
     d.outbox()
         .journal(send("alice/m1:order/q#1", "How many?"))
@@ -167,12 +239,13 @@ async fn a_send_recorded_before_is_answered_from_its_record() {
 /// step counts it in `outbox_diverged` and follows `on_diverged`, as a send outside a step
 /// does: `send` (the default) journals the new content under the diverged key, `skip`
 /// answers it from the recorded send.
-#[tokio::test]
-async fn a_derived_key_recorded_with_other_content_follows_on_diverged() {
+async fn a_derived_key_recorded_with_other_content_follows_on_diverged(b: Backend) {
     for policy in [OnDiverged::Send, OnDiverged::Skip] {
         let mut config = DurabilityConfig::default();
         config.outbox.on_diverged = policy;
-        let (_dir, store, d, lease) = setup_with(config).await;
+        let Some((store, d, lease)) = setup_with(b, config).await else {
+            return;
+        };
         let key = "alice/m1:order/q#1";
         d.outbox()
             .journal(send(key, "What would you like?"))
@@ -208,9 +281,10 @@ async fn a_derived_key_recorded_with_other_content_follows_on_diverged() {
     }
 }
 
-#[tokio::test]
-async fn a_lost_lease_drops_the_whole_step() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_lost_lease_drops_the_whole_step(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     let mut journal = d.step();
     journal
         .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
@@ -242,9 +316,10 @@ async fn a_lost_lease_drops_the_whole_step() {
     );
 }
 
-#[tokio::test]
-async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
-    let (_dir, store, d, _lease) = setup().await;
+async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write(b: Backend) {
+    let Some((store, d, _lease)) = setup(b).await else {
+        return;
+    };
     d.outbox()
         .journal(send("alice/m1:1", "Hello"))
         .await
@@ -254,7 +329,7 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
     else {
         panic!("leased");
     };
-    let before = store.write_stats().requests;
+    let before = store.requests();
     let mut journal = d.step();
     journal
         .mark_sent(&lease, Some("tg-42".into()))
@@ -278,11 +353,7 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
         panic!("committed");
     };
     journal.committed(&outcomes).unwrap();
-    assert_eq!(
-        store.write_stats().requests,
-        before + 1,
-        "one write request"
-    );
+    store.assert_one_write(before);
     let record = d.outbox().lookup("alice/m1:1").await.unwrap().unwrap();
     assert_eq!(record.state, OutboxState::Sent);
     assert_eq!(record.provider_message_id.as_deref(), Some("tg-42"));
@@ -296,9 +367,9 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write() {
 
 /// What `record_inbound` writes for alice's message `id`: her chat, her contact, the ledger row.
 fn inbound_step(
-    d: &KvDurability<SqliteDurableKv>,
+    d: &KvDurability,
     id: &str,
-    journal: &botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+    journal: &botmesh_durability::StepJournal<'_, dyn DurableKv>,
 ) -> StepCommit {
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
     step.journal = journal.ops();
@@ -329,9 +400,10 @@ fn inbound_step(
     step
 }
 
-#[tokio::test]
-async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write() {
-    let (_dir, store, d, _) = setup().await;
+async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write(b: Backend) {
+    let Some((store, d, _)) = setup(b).await else {
+        return;
+    };
     // Alice's chat is known, with a title and a language the inbound must not overwrite.
     store
         .upsert_chat(&botmesh_durability::ChatRecord {
@@ -344,7 +416,7 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
         })
         .await
         .unwrap();
-    let before = store.write_stats().requests;
+    let before = store.requests();
 
     let mut journal = d.step();
     let lease = journal
@@ -363,11 +435,7 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
         panic!("a new message is journaled");
     };
     assert!(journal.committed(&outcomes).unwrap().is_empty(), "no send");
-    assert_eq!(
-        store.write_stats().requests - before,
-        1,
-        "one write request"
-    );
+    store.assert_one_write(before);
 
     // The record, leased to this process, and the rows, all there.
     let record = d.inbox().get(&lease.id).await.unwrap().unwrap();
@@ -419,10 +487,11 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
     );
 }
 
-#[tokio::test]
-async fn operations_on_one_key_twice_still_land_all_or_none() {
+async fn operations_on_one_key_twice_still_land_all_or_none(b: Backend) {
     use botmesh_durability::{Entry, KvOp};
-    let (_dir, store, d, _lease) = setup().await;
+    let Some((store, d, _lease)) = setup(b).await else {
+        return;
+    };
     let entry = |v: &str| Entry {
         value: v.as_bytes().to_vec(),
         idx1: None,
@@ -451,8 +520,7 @@ async fn operations_on_one_key_twice_still_land_all_or_none() {
     };
     assert_eq!(op, 1);
     assert!(current.is_some(), "it found the first operation's row");
-    let kv = store.durability_kv();
-    use botmesh_durability::DurableKv;
+    let kv = Arc::clone(&store.kv);
     assert!(
         kv.get(d.scope(), "twice").await.unwrap().is_none(),
         "nothing landed"
@@ -462,13 +530,13 @@ async fn operations_on_one_key_twice_still_land_all_or_none() {
 
 /// Commits `journal` with a checkpoint (no conflict expected) and returns what it committed.
 async fn commit_once(
-    store: &SqliteStore,
-    d: &KvDurability<SqliteDurableKv>,
-    journal: botmesh_durability::StepJournal<'_, SqliteDurableKv>,
+    store: &Env,
+    d: &KvDurability,
+    journal: botmesh_durability::StepJournal<'_, dyn DurableKv>,
 ) -> Vec<botmesh_durability::CommittedSend> {
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)));
     let botmesh_durability::StepCommitted::Written(sends) =
-        journal.commit(store, &mut step, 4).await.unwrap()
+        journal.commit(&**store, &mut step, 4).await.unwrap()
     else {
         panic!("written");
     };
@@ -476,12 +544,7 @@ async fn commit_once(
 }
 
 /// Journals, leases and marks sent `key` outside a step, as an earlier run did.
-async fn sent_before(
-    d: &KvDurability<SqliteDurableKv>,
-    key: &str,
-    text: &str,
-    provider_id: Option<&str>,
-) {
+async fn sent_before(d: &KvDurability, key: &str, text: &str, provider_id: Option<&str>) {
     d.outbox().journal(send(key, text)).await.unwrap();
     let botmesh_durability::outbox::BeginAttempt::Leased { lease, .. } =
         d.outbox().begin_attempt(key).await.unwrap()
@@ -494,9 +557,10 @@ async fn sent_before(
         .unwrap();
 }
 
-#[tokio::test]
-async fn a_first_send_is_leased_in_the_steps_own_transaction() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_first_send_is_leased_in_the_steps_own_transaction(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     let mut journal = d.step();
     journal
         .send_and_begin(send("alice/m1:order/q#1", "How many?"))
@@ -506,13 +570,9 @@ async fn a_first_send_is_leased_in_the_steps_own_transaction() {
         .send(send("alice/m1:order/q#2", "Say a number"), Vec::new())
         .unwrap();
     journal.complete_inbound(&lease).await.unwrap();
-    let before = store.write_stats().requests;
+    let before = store.requests();
     let sends = commit_once(&store, &d, journal).await;
-    assert_eq!(
-        store.write_stats().requests,
-        before + 1,
-        "one write request"
-    );
+    store.assert_one_write(before);
     assert_eq!(sends.len(), 2);
     let first = sends[0].lease.clone().expect("the first send is leased");
     assert_eq!(sends[0].record.state, OutboxState::Sending);
@@ -544,9 +604,10 @@ async fn a_first_send_is_leased_in_the_steps_own_transaction() {
     assert_eq!(settled.provider_message_id.as_deref(), Some("tg-1"));
 }
 
-#[tokio::test]
-async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     // An earlier send of alice's is still waiting.
     d.outbox()
         .journal(send("alice/m0:1", "Hello"))
@@ -564,9 +625,10 @@ async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending() {
     assert_eq!(sends[0].record.attempts, 0);
 }
 
-#[tokio::test]
-async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     // An earlier run sent it (outside a step transaction).
     sent_before(&d, "alice/m1:order/q#1", "How many?", Some("tg-0")).await;
     // That send is settled, so nothing of the chat is open: the step's send is leased,
@@ -584,9 +646,10 @@ async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased() {
     assert_eq!(d.metrics().outbox_deduped, 1);
 }
 
-#[tokio::test]
-async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key() {
-    let (_dir, store, d, lease) = setup().await;
+async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key(b: Backend) {
+    let Some((store, d, lease)) = setup(b).await else {
+        return;
+    };
     sent_before(&d, "alice/m1:order/q#1", "How many?", None).await;
     let mut journal = d.step();
     journal
@@ -615,14 +678,12 @@ fn raw_entry(text: &str) -> botmesh_durability::kv::Entry {
 /// there writes nothing of the step and is reported as operation 0 with the version found,
 /// also when a later operation conflicts too; a conflict on a later operation alone is
 /// reported as that operation, and writes nothing either.
-#[tokio::test]
-async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing() {
-    use botmesh_durability::kv::{CasOutcome, DurableKv, KvOp};
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
-    let kv = store.durability_kv();
+async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
+    use botmesh_durability::kv::{CasOutcome, KvOp};
+    let Some(store) = env(b).await else {
+        return;
+    };
+    let kv = Arc::clone(&store.kv);
     let s = Scope::custom("bot");
     let CasOutcome::Ok { version: a } = kv.cas(&s, "a", None, raw_entry("a0")).await.unwrap()
     else {
@@ -696,3 +757,41 @@ async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing() {
     assert_eq!(kv.get(&s, "c").await.unwrap().unwrap().value, b"c1");
     assert!(store.checkpoint("alice").await.unwrap().is_some());
 }
+
+/// Every case above, as a test per backend.
+macro_rules! per_backend {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+per_backend!(
+    a_step_lands_whole_after_a_heartbeat_moved_the_inbound,
+    a_send_recorded_before_is_answered_from_its_record,
+    a_derived_key_recorded_with_other_content_follows_on_diverged,
+    a_lost_lease_drops_the_whole_step,
+    a_send_is_marked_sent_with_its_ledger_row_in_one_write,
+    an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write,
+    operations_on_one_key_twice_still_land_all_or_none,
+    a_first_send_is_leased_in_the_steps_own_transaction,
+    a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending,
+    a_first_send_recorded_before_is_answered_from_its_record_not_leased,
+    a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key,
+    a_conflict_on_any_op_is_reported_first_and_writes_nothing,
+);

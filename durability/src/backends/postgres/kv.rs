@@ -254,9 +254,9 @@ impl DurableTable {
                     .await
             }
             Some(v) => {
-                let Ok(v) = i64::try_from(v) else {
-                    return Ok(CasOutcome::Conflict { current: None });
-                };
+                // No stored version is beyond `i64` (nor negative): such an expectation matches
+                // no row, and the statement still reports the version found.
+                let v = i64::try_from(v).unwrap_or(-1);
                 let st = client.prepare_cached(&self.sql.update).await;
                 let st = st.map_err(|e| self.failed("cas", key, e))?;
                 client
@@ -291,9 +291,8 @@ impl DurableTable {
         key: &str,
         expected: u64,
     ) -> Result<CasOutcome, KvError> {
-        let Ok(v) = i64::try_from(expected) else {
-            return Ok(CasOutcome::Conflict { current: None });
-        };
+        // See `cas_on`: an expectation beyond `i64` matches no row.
+        let v = i64::try_from(expected).unwrap_or(-1);
         let k = order_escape(key);
         let st = client.prepare_cached(&self.sql.delete).await;
         let st = st.map_err(|e| self.failed("delete", key, e))?;
