@@ -32,6 +32,8 @@ pub mod flow;
 pub mod message;
 pub mod metrics;
 pub mod provider;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use bot::{

@@ -22,13 +22,14 @@
 //! query (Telegram puts the bot token in the path): they name the host only.
 //!
 //! It does not retry, cache, or decide what a status code means for a channel: providers do.
-//! TLS is rustls on the `ring` provider (installed as the process default when none is).
+//! TLS is reqwest's rustls with its built-in provider: nothing process-wide is installed, so
+//! the program's own reqwest clients work whatever it builds first.
 
 mod ip;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -287,23 +288,11 @@ impl GuardedClientBuilder {
     }
 }
 
-/// A reqwest builder with our TLS provider installed and system proxies off.
+/// A reqwest builder with system proxies off.
 pub(crate) fn base_builder() -> reqwest::ClientBuilder {
-    install_crypto_provider();
     reqwest::Client::builder()
         .no_proxy()
         .user_agent(concat!("botmesh/", env!("CARGO_PKG_VERSION")))
-}
-
-/// Installs rustls' `ring` provider as the process default, unless one is installed already.
-fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            // Err only when another thread installed one in between: that one is used.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-    });
 }
 
 /// The SSRF-guarded download client. Cheap to clone.

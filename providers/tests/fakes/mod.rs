@@ -136,7 +136,6 @@ pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 /// A plain HTTP client for tests (plays the channel calling our webhook).
 pub fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
         .build()
