@@ -1,8 +1,11 @@
 //! The console provider driven through in-memory pipes with a real bot.
+//! Tests run on tokio's paused clock: the bot's delays and the waits between lines advance
+//! virtual time, so the order of events does not depend on the machine's load.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use botmesh::message::{Location, OutgoingContent};
 use botmesh::prelude::*;
@@ -69,7 +72,7 @@ async fn write(input: &mut DuplexStream, text: &str) {
     input.write_all(text.as_bytes()).await.expect("write input");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn buttons_render_numbered_and_are_answered_by_number_or_title() {
     let (mut input, mut output, _provider, bot) = console_bot(Gate::open());
     let run = tokio::spawn({
@@ -93,7 +96,7 @@ async fn buttons_render_numbered_and_are_answered_by_number_or_title() {
     run.await.expect("run task").expect("run ok");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_liners_multiline_and_edits() {
     let (mut input, mut output, _provider, bot) = console_bot(Gate::open());
     let run = tokio::spawn({
@@ -112,7 +115,7 @@ async fn one_liners_multiline_and_edits() {
     run.await.expect("run task").expect("run ok");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn reads_the_next_line_only_after_the_delivery_returned() {
     let gate = Gate::closed();
     let (mut input, mut output, _provider, bot) = console_bot(gate.clone());
@@ -147,7 +150,7 @@ async fn reads_the_next_line_only_after_the_delivery_returned() {
     run.await.expect("run task").expect("run ok");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn end_of_input_stops_the_bot_after_the_drain() {
     let (mut input, mut output, provider, bot) = console_bot(Gate::open());
     let started = Instant::now();
@@ -167,7 +170,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
     assert_eq!(output.rest().await, vec!["bot> done at last".to_owned()]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_attached_console_takes_turns_so_piped_numbers_answer_the_latest_buttons() {
     let (mut input, mut output, provider, bot) = console_bot(Gate::open());
     provider.attach(&bot);

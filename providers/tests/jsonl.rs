@@ -1,8 +1,11 @@
 //! The jsonl provider driven through in-memory pipes with a real bot.
+//! Tests run on tokio's paused clock: the bot's delays and the waits between lines advance
+//! virtual time, so the order of events does not depend on the machine's load.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use botmesh::prelude::*;
 use botmesh_providers::JsonlProvider;
@@ -73,7 +76,7 @@ fn parse(lines: &[String]) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn acks_only_after_acceptance_and_nacks_refusals() {
     let gate = Gate::closed();
     let Harness {
@@ -139,7 +142,7 @@ async fn acks_only_after_acceptance_and_nacks_refusals() {
     run.await.expect("run task").expect("run ok");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn malformed_lines_report_their_number_and_input_goes_on() {
     let Harness {
         mut input,
@@ -208,7 +211,7 @@ async fn malformed_lines_report_their_number_and_input_goes_on() {
     assert!(pos(acks[1]) < pos(sends[1]));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn end_of_input_stops_the_bot_after_the_drain() {
     let Harness {
         mut input,
@@ -241,7 +244,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
     assert_eq!(lines[1]["key"], "b/s1:1");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn duplicates_are_acked_and_errors_edits_typing_print() {
     let Harness {
         mut input,
@@ -296,6 +299,8 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
     );
 }
 
+// Real time: the next incarnation must start a wall-clock millisecond later than the lease
+// was taken, which a paused tokio clock does not move.
 #[tokio::test]
 async fn a_durability_event_prints_with_its_chat() {
     use botmesh::durability::{MemoryKv, NewSend, SendKey, outbox::JournalBegun};

@@ -1,6 +1,9 @@
 //! Durable processing through `MockProvider` on `MemoryDurability`: every option of the guide's
 //! table that the runtime applies, the outbox rules, retries, deferral, the DLQ, parts, fencing
 //! across two bots, fail-closed and fail-open, `inbox.max_age`, media refs and bad records.
+//!
+//! The tests run on tokio's paused clock (waits between events advance virtual time), except
+//! those whose retries wait for due times on the wall clock.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
@@ -126,6 +129,7 @@ impl Harness {
 
 async fn settle(bot: &Bot) {
     bot.idle().await;
+    // Lets the sweeper pass a few times (virtual time, except in the wall-clock retry tests).
     tokio::time::sleep(Duration::from_millis(80)).await;
     bot.idle().await;
 }
@@ -138,7 +142,7 @@ fn two_replies(bot: &Bot) {
     });
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let store = MemoryStore::new();
@@ -163,7 +167,7 @@ async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
     assert_eq!(m.inbound_duplicates, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let h = harness(kv, MemoryStore::new(), fast_config());
@@ -194,7 +198,7 @@ async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
 /// `outbox.max_payload_bytes` holds for the JSON of a send: a reply whose JSON fits is
 /// journaled, one whose JSON does not fit goes out without the outbox, and a replay of the
 /// journaled one is answered from it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_payload_limit_holds_for_payloads_encoded_later() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mut config = fast_config();
@@ -236,6 +240,8 @@ async fn the_payload_limit_holds_for_payloads_encoded_later() {
     );
 }
 
+// Real time: retry due times are taken from the wall clock, which a paused tokio clock
+// does not move.
 #[tokio::test]
 async fn retryable_failures_are_retried_with_backoff() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
@@ -253,6 +259,8 @@ async fn retryable_failures_are_retried_with_backoff() {
     assert_eq!(h.bot.durability().unwrap().metrics().outbox_retried, 2);
 }
 
+// Real time: retry due times are taken from the wall clock, which a paused tokio clock
+// does not move.
 #[tokio::test]
 async fn a_rate_limit_waits_at_least_its_retry_after() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
@@ -277,7 +285,7 @@ async fn a_rate_limit_waits_at_least_its_retry_after() {
     assert!(waited >= Duration::from_millis(300), "waited {waited:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn final_errors_go_straight_to_the_dead_letter_queue() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
     let results = Arc::new(Mutex::new(Vec::new()));
@@ -344,6 +352,8 @@ async fn final_errors_go_straight_to_the_dead_letter_queue() {
     assert_eq!(h.mock.texts("a"), ["unsendable"]);
 }
 
+// Real time: retry due times are taken from the wall clock, which a paused tokio clock
+// does not move.
 #[tokio::test]
 async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
     let mut config = fast_config();
@@ -376,7 +386,7 @@ async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
     assert_eq!(h.bot.durability().unwrap().metrics().outbox_deferred, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn enqueue_with_an_explicit_key_sends_once() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
     let before = Arc::new(AtomicUsize::new(0));
@@ -430,7 +440,7 @@ async fn enqueue_with_an_explicit_key_sends_once() {
     assert_eq!(h.mock.sent().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
     // The sweeper polls once an hour (its first pass an hour after the start): only
     // recovery can deliver what the first bot left.
@@ -478,7 +488,7 @@ mod layout_v2 {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
     let (mut config, kv, store) = hourly_sweeper();
     let first = harness(kv.clone(), store.clone(), config.clone());
@@ -505,7 +515,7 @@ async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
     let (config, kv, store) = hourly_sweeper();
     leave_unsent(
@@ -540,7 +550,7 @@ async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
     assert_eq!(third.mock.texts("a"), ["left"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn enqueue_without_durability_is_refused() {
     let bot = Bot::builder(MockProvider::new()).build().unwrap();
     assert!(matches!(
@@ -549,7 +559,7 @@ async fn enqueue_without_durability_is_refused() {
     ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn two_bots_sharing_a_backend_each_send_their_own_explicit_key() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mk = |bot_id: &'static str| {
@@ -578,7 +588,7 @@ async fn two_bots_sharing_a_backend_each_send_their_own_explicit_key() {
     assert_eq!(b.mock.texts("x"), ["from shop"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn long_texts_become_parts_delivered_in_order() {
     let caps = Capabilities {
         text_limit: 10,
@@ -672,7 +682,7 @@ impl DurableKv for FlakyKv {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fail_closed_refuses_and_a_redelivery_is_processed() {
     let flaky = FlakyKv {
         inner: MemoryKv::new(),
@@ -703,7 +713,7 @@ async fn fail_closed_refuses_and_a_redelivery_is_processed() {
     assert_eq!(h.mock.texts("a"), ["one", "two"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fail_open_dispatches_without_the_journal() {
     let flaky = FlakyKv {
         inner: MemoryKv::new(),
@@ -727,7 +737,7 @@ async fn fail_open_dispatches_without_the_journal() {
     assert_eq!(h.bot.metrics().dispatched, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_handler_that_errors_is_not_retried() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
     let runs = Arc::new(AtomicUsize::new(0));
@@ -754,7 +764,7 @@ fn old_message(id: &str, age: Duration) -> ProviderEvent {
     ProviderEvent::Message(m)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn max_age_skips_or_marks_stale_messages() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mock = MockProvider::new();
@@ -809,7 +819,7 @@ async fn max_age_skips_or_marks_stale_messages() {
     assert_eq!(mock.texts("a"), ["stale"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_durability_options_are_refused_at_build_time() {
     let mut config = DurabilityConfig::default();
     config.outbox.lease = Duration::from_millis(10);
@@ -836,7 +846,7 @@ fn media_message(id: &str) -> ProviderEvent {
     ProviderEvent::Message(m)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn media_refs_are_journaled_and_rehydrated_on_replay() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let h = harness(kv, MemoryStore::new(), fast_config());
@@ -896,7 +906,7 @@ async fn media_refs_are_journaled_and_rehydrated_on_replay() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn media_unavailable_reasons_on_replay() {
     use botmesh::durability::media_refs::StoredMediaRef;
     let cases = [
@@ -943,7 +953,7 @@ async fn media_unavailable_reasons_on_replay() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
     let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
     two_replies(&h.bot);
@@ -997,7 +1007,7 @@ async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
     assert_eq!(h.mock.texts("a"), ["one", "two"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_durability_nothing_is_journaled() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -1009,7 +1019,7 @@ async fn without_durability_nothing_is_journaled() {
     assert_eq!(mock.texts("a"), ["one", "two"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn on_ambiguous_resend_is_configurable() {
     let mut config = fast_config();
     config.outbox.on_ambiguous = OnAmbiguous::Resend;
@@ -1024,7 +1034,7 @@ async fn on_ambiguous_resend_is_configurable() {
 /// The sweeper purges records past retention at its first pass and goes on until none is
 /// left: a backlog of 3000 (three times a purge call's 1000) is gone within a second, not one
 /// thousand a minute (which traffic above 17 messages/s would outgrow forever).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_retention_purge_works_off_a_backlog_at_once() {
     let clock = botmesh::clock::ManualClock::new(botmesh::clock::now_ms());
     let mut config = fast_config();
@@ -1052,7 +1062,7 @@ async fn the_retention_purge_works_off_a_backlog_at_once() {
         d.inbox().complete(&c.lease).await.unwrap();
     }
     bot.start().await.unwrap();
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let mut left = usize::MAX;
     while t0.elapsed() < Duration::from_secs(3) {
         left = d
@@ -1076,7 +1086,7 @@ async fn the_retention_purge_works_off_a_backlog_at_once() {
 /// `inbox.max_age` is measured at admission: a message accepted fresh, left unfinished, and
 /// replayed after two hours of downtime is handled, not dropped as stale (the channel had its
 /// acknowledgement, so nothing would ever handle it).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_message_admitted_fresh_is_not_stale_when_replayed_after_downtime() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let clock = botmesh::clock::ManualClock::new(botmesh::clock::now_ms());

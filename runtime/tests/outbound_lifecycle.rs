@@ -27,8 +27,10 @@ async fn each_chat_keeps_its_order_while_chats_run_concurrently() {
         async move {
             let now = r.fetch_add(1, Ordering::SeqCst) + 1;
             m.fetch_max(now, Ordering::SeqCst);
-            // Jitter so that chats interleave.
-            tokio::time::sleep(Duration::from_millis(fastrand_ms())).await;
+            // Jitter so that chats interleave on the workers (yields, not time).
+            for _ in 0..jitter_yields() {
+                tokio::task::yield_now().await;
+            }
             ctx.reply(format!("echo {}", ctx.text())).await?;
             r.fetch_sub(1, Ordering::SeqCst);
             Ok(())
@@ -61,13 +63,14 @@ async fn each_chat_keeps_its_order_while_chats_run_concurrently() {
     );
 }
 
-fn fastrand_ms() -> u64 {
+/// 0 to 7 yields, from the clock's nanoseconds.
+fn jitter_yields() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
     let n = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    u64::from(n % 4)
+    u64::from(n % 8)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -116,7 +119,7 @@ async fn broadcast_respects_its_concurrency_limit() {
     assert_eq!(ledger[0].key.as_deref(), Some("sale-1:c5"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn broadcast_is_cancelled_by_stop() {
     let mock = MockProvider::new();
     mock.set_send_delay(Some(Duration::from_millis(30)));
@@ -184,7 +187,7 @@ async fn pacer_delays_text_replies_with_typing() {
     assert_eq!(mock.texts("a").len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn invalid_pacing_is_refused_at_build_time() {
     let bad = Pacing {
         min: Duration::from_secs(5),
@@ -198,7 +201,7 @@ async fn invalid_pacing_is_refused_at_build_time() {
     assert!(err.to_string().contains("pacing.min"), "{err}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn presence_is_skipped_and_counted_while_the_transport_is_not_ready() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -285,7 +288,7 @@ async fn rate_limited_replies_are_retried_in_place() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn long_texts_are_split_into_parts_with_derived_part_keys() {
     let caps = Capabilities {
         text_limit: 10,
@@ -317,7 +320,7 @@ async fn long_texts_are_split_into_parts_with_derived_part_keys() {
 /// A channel that carries less text with buttons than without (WhatsApp: 1024 against 4096):
 /// a text with buttons over that limit is split so that its last part, the one with the
 /// buttons, fits; a text without buttons of the same length is not split.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_text_with_buttons_is_split_to_the_channels_buttons_limit() {
     let caps = Capabilities {
         text_limit: 40,
@@ -353,7 +356,7 @@ async fn a_text_with_buttons_is_split_to_the_channels_buttons_limit() {
     assert!(sent[1].text().chars().count() <= 10);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stream_previews_by_edits_and_finishes_through_the_full_path() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
@@ -409,7 +412,7 @@ async fn stream_previews_by_edits_and_finishes_through_the_full_path() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stream_without_edits_sends_the_final_text_once() {
     let caps = Capabilities {
         edits: false,
@@ -445,7 +448,7 @@ fn interaction(id: &str, respond_by_ms: Option<i64>) -> botmesh::provider::Provi
     })
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn interactions_are_acked_exactly_once_where_required() {
     let caps = Capabilities {
         interactions_require_ack: true,
@@ -513,7 +516,7 @@ async fn a_slow_handler_is_acked_before_respond_by() {
     assert_eq!(mock.acks().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn transports_without_acks_get_none() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -554,7 +557,7 @@ impl LifecycleStep for Recorder {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failing_start_rolls_back_the_started_steps_in_reverse() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let mock = MockProvider::new();
@@ -602,7 +605,7 @@ async fn a_failing_start_rolls_back_the_started_steps_in_reverse() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failing_transport_rolls_back_storage() {
     let mock = MockProvider::new();
     mock.fail_start(ProviderError::NotConnected {
@@ -676,7 +679,7 @@ async fn stop_without_drain_drops_queued_work() {
     assert!(mock.texts("a").len() < 10);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn run_stops_with_a_drain_at_end_of_input() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -696,7 +699,7 @@ async fn run_stops_with_a_drain_at_end_of_input() {
     assert_eq!(bot.run_state(), botmesh::RunState::Stopped);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn start_twice_is_refused_and_restart_after_stop_works() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -731,7 +734,7 @@ impl botmesh::provider::Provider for EmptyInput {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn run_returns_when_the_input_ended_during_start() {
     let bot = Bot::builder(EmptyInput).build().unwrap();
     tokio::time::timeout(Duration::from_secs(5), bot.run())
@@ -743,7 +746,7 @@ async fn run_returns_when_the_input_ended_during_start() {
 /// `MockProvider::on_send` sees each send as the provider accepts it: before the bot's
 /// `after` send hooks, already listed in `sent()` (the observer may read the mock), and a
 /// second observer replaces the first.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_mock_reports_each_send_as_it_accepts_it() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();

@@ -11,12 +11,19 @@
 //! | a message queued behind a running one | dropped unstarted, its lease given back: a restart replays it at once, answered once |
 //! | a FileDurability | closed by `stop()` (log folded, lock released), opened again by `start()` before `restore` |
 //! | a FileDurability shared by two bots | the first bot's `stop()` leaves it open for the other |
+//!
+//! The tests on `MemoryKv` run on tokio's paused clock: the handlers' and the provider's delays
+//! and the waits between events advance virtual time, so the order of events does not depend
+//! on the machine's load. The tests on a `FileDurability` wait on events (`idle`, sends seen by
+//! the provider), since a paused clock would run ahead of the file's real I/O.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use botmesh::config::BotConfig;
@@ -50,7 +57,7 @@ fn config(stop_timeout: Duration) -> BotConfig {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_running_handler_ends_within_the_grace_and_nothing_runs_after_stop() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
@@ -72,7 +79,7 @@ async fn a_running_handler_ends_within_the_grace_and_nothing_runs_after_stop() {
     assert_eq!(mock.texts("a"), vec!["answered"], "nothing after stop()");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_handler_longer_than_the_grace_is_aborted_and_never_sends() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
@@ -163,7 +170,7 @@ fn ambiguous_counter(bot: &Bot) -> Arc<AtomicUsize> {
 /// A clean stop is not a crash: a send at the provider when `stop()` is called lands and is
 /// recorded, so a restart under `Resend` sends nothing again (before, the handler was cut
 /// mid-send and the restart resent the reply, or called it ambiguous under `Skip`).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_send_in_flight_at_stop_is_recorded_and_never_sent_again() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let mut cfg = fast();
@@ -218,7 +225,7 @@ async fn a_send_in_flight_at_stop_is_recorded_and_never_sent_again() {
 
 /// A message queued behind a running one of its chat is dropped by `stop()`, and its lease is
 /// given back: a restart (same instance) replays it at once, not after the 60 s lease.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let cfg = fast();
@@ -357,7 +364,6 @@ async fn stopping_one_bot_leaves_a_shared_file_backend_open_for_the_other() {
     a.stop().await.unwrap();
     let second = mb.say("u", "m2", "y").await;
     b.idle().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let texts = mb.texts("u");
     b.stop().await.unwrap();
     assert!(
@@ -388,6 +394,10 @@ async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
         .unwrap();
     let store = MemoryStore::new();
     let mock = MockProvider::new();
+    let (sent_tx, mut sent) = tokio::sync::mpsc::unbounded_channel::<()>();
+    mock.on_send(move |_| {
+        let _ = sent_tx.send(());
+    });
     let bot = Bot::builder(mock.clone())
         .store(store.clone())
         .durability(on_file(&file))
@@ -415,7 +425,12 @@ async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
         .await
         .unwrap();
     bot.start().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The restarted flow sends twice ("hello", then its question).
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(10), sent.recv())
+            .await
+            .expect("the restarted flow sends within 10 s");
+    }
     bot.idle().await;
     let texts = mock.texts("ann");
     bot.stop().await.unwrap();
