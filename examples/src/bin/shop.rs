@@ -115,6 +115,7 @@ enum ShopError {
         feature: &'static str,
         channel: &'static str,
     },
+    #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
     #[error("{0}")]
     Channel(String),
 }
@@ -207,6 +208,7 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
 
 /// Runs `bot` until it stops, then closes the webhook server (after the drain: the replies
 /// of the accepted messages went out while the server answered 503 to new ones).
+#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
 async fn serve(
     bot: Bot,
     server: Option<botmesh_providers::webhook::RunningWebhookServer>,
