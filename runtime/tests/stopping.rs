@@ -168,8 +168,8 @@ fn ambiguous_counter(bot: &Bot) -> Arc<AtomicUsize> {
 }
 
 /// A clean stop is not a crash: a send at the provider when `stop()` is called lands and is
-/// recorded, so a restart under `Resend` sends nothing again (before, the handler was cut
-/// mid-send and the restart resent the reply, or called it ambiguous under `Skip`).
+/// recorded, so a restart under `Resend` sends nothing again (cutting the handler mid-send
+/// would leave the send ambiguous: resent under `Resend`, reported under `Skip`).
 #[tokio::test(start_paused = true)]
 async fn a_send_in_flight_at_stop_is_recorded_and_never_sent_again() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
