@@ -282,7 +282,15 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     );
     let start = start_tokens(&args.start);
     let policy = match &args.policy {
-        Policy::Restart => quote!(::botmesh::flow::VersionPolicy::Restart),
+        Policy::Restart(None) => quote!(::botmesh::flow::VersionPolicy::Restart {
+            notice: ::core::option::Option::Some(::botmesh::flow::DEFAULT_RESTART_NOTICE)
+        }),
+        Policy::Restart(Some(None)) => quote!(::botmesh::flow::VersionPolicy::Restart {
+            notice: ::core::option::Option::None
+        }),
+        Policy::Restart(Some(Some(n))) => quote!(::botmesh::flow::VersionPolicy::Restart {
+            notice: ::core::option::Option::Some(#n)
+        }),
         Policy::Abandon => quote!(::botmesh::flow::VersionPolicy::Abandon),
         Policy::Migrate(p) => quote!(::botmesh::flow::VersionPolicy::Migrate(#p)),
     };

@@ -32,7 +32,10 @@ use proc_macro::TokenStream;
 /// `name` implementing `botmesh::flow::Flow`.
 ///
 /// Options: `start = command("x") | keyword("x") | regex("x") | matcher(path) | none`,
-/// `on_version_mismatch = restart | abandon | migrate(path)`, `version = N`.
+/// `on_version_mismatch = restart | restart(notice = "…" | none) | abandon | migrate(path)`,
+/// `version = N`. A checkpoint of another build resumes at the ask it waits at when the new
+/// code still has it (same identity and answer side, its kept locals decode); otherwise the
+/// policy decides (see `botmesh::flow::VersionPolicy`).
 ///
 /// Every ask, send, effect and sub-flow call has an identity derived from its own code (not
 /// from its position or formatting), or the author's name for it: `cx.ask(…).id("age")`,

@@ -26,7 +26,8 @@ pub(crate) enum Start {
 /// The version-mismatch policy.
 #[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) enum Policy {
-    Restart,
+    /// With its notice: `None` for the default, `Some(None)` for `notice = none`.
+    Restart(Option<Option<LitStr>>),
     Abandon,
     Migrate(Path),
 }
@@ -67,7 +68,7 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
     let mut args = FlowArgs {
         start: Start::None,
         start_span: Span::call_site(),
-        policy: Policy::Restart,
+        policy: Policy::Restart(None),
         version: None,
     };
     let parser = |input: ParseStream<'_>| -> syn::Result<()> {
@@ -115,7 +116,33 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
                             "unknown start trigger: a flow starts with `command(\"name\")`, `keyword(\"word\")`, `regex(\"pattern\")`, `matcher(path::to::fn)` or `none` (started from code)",
                         ));
                     }
-                    ("on_version_mismatch", "restart") => args.policy = Policy::Restart,
+                    ("on_version_mismatch", "restart") => {
+                        args.policy = Policy::Restart(None);
+                        if input.peek(syn::token::Paren) {
+                            let content;
+                            syn::parenthesized!(content in input);
+                            let key: Ident = content.parse()?;
+                            if key != "notice" {
+                                return Err(syn::Error::new(
+                                    key.span(),
+                                    "`restart` takes the notice the user gets first: `restart(notice = \"…\")` or `restart(notice = none)`",
+                                ));
+                            }
+                            content.parse::<Token![=]>()?;
+                            args.policy = if content.peek(LitStr) {
+                                Policy::Restart(Some(Some(content.parse()?)))
+                            } else {
+                                let none: Ident = content.parse()?;
+                                if none != "none" {
+                                    return Err(syn::Error::new(
+                                        none.span(),
+                                        "a notice is a string literal, or `none` to send nothing",
+                                    ));
+                                }
+                                Policy::Restart(Some(None))
+                            };
+                        }
+                    }
                     ("on_version_mismatch", "abandon") => args.policy = Policy::Abandon,
                     ("on_version_mismatch", "migrate") => {
                         let content;
@@ -125,7 +152,7 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
                     ("on_version_mismatch", _) => {
                         return Err(syn::Error::new(
                             kind.span(),
-                            "unknown version policy: use `restart`, `abandon` or `migrate(path::to::fn)`",
+                            "unknown version policy: use `restart` (or `restart(notice = \"…\")`), `abandon` or `migrate(path::to::fn)`",
                         ));
                     }
                     _ => {

@@ -499,19 +499,35 @@ async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
     assert_eq!(first.mock.texts("ann"), ["What would you like?"]);
     leave_unsent(&first, "ann", &["left"]).await;
 
-    // The new layout restarts the checkpoint at `restore`: its first question goes after the
-    // send the first bot left, at once. (Queued behind it, it would wait for it until
-    // `inline_max`, a minute here, ran out, and then be deferred.)
+    // The new layout restarts the checkpoint on the chat's next message: the notice and the
+    // first question go after the send the first bot left, at once. (Queued behind it, they
+    // would wait for it until `inline_max`, a minute here, ran out, and then be deferred.)
     config.outbox.inline_max = Duration::from_secs(60);
     let second = harness(kv, store, config);
     second.bot.flow(layout_v2::order);
     let restart = async {
-        start_and_drain(&second.bot).await;
+        second.bot.start().await.unwrap();
+        second.mock.say("ann", "m2", "tea").await.unwrap();
+        second
+            .bot
+            .stop_with(StopOptions {
+                drain: true,
+                ..StopOptions::default()
+            })
+            .await
+            .unwrap();
     };
     tokio::time::timeout(Duration::from_secs(20), restart)
         .await
         .expect("the restarted flow's question waited for the send left behind it");
-    assert_eq!(second.mock.texts("ann"), ["left", "What would you like?"]);
+    assert_eq!(
+        second.mock.texts("ann"),
+        [
+            "left",
+            botmesh::flow::DEFAULT_RESTART_NOTICE,
+            "What would you like?"
+        ]
+    );
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }
 

@@ -1,15 +1,19 @@
-//! Version policies: a checkpoint written by one layout of a flow and read by a bot running
-//! another layout is restarted, abandoned or migrated as the flow says, with its event.
+//! Version policies, one test per outcome: a checkpoint written by one build of a flow
+//! (waiting at "How many?" with `item = tea`) meets another build, and the user's pending
+//! answer `2` arrives. It resumes at the same ask when the new code still has it; otherwise it
+//! is restarted (with a notice), abandoned or migrated, each with its event, and the `2`
+//! never answers a different question.
 
 use std::sync::Arc;
 
 use botmesh::durability::{MemoryStore, Store};
+use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
 mod v1 {
     use botmesh::prelude::*;
 
-    /// The first layout: S2 keeps `item`.
+    /// The build that wrote the checkpoint.
     #[flow(start = command("order"))]
     #[persistent]
     pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
@@ -20,38 +24,92 @@ mod v1 {
     }
 }
 
-macro_rules! v2 {
+/// Sends and an ask added around "How many?": it still waits there.
+mod added_around {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("order"))]
+    #[persistent]
+    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+        cx.send("Welcome back!").await?;
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
+        let wrap: bool = cx.ask("Gift wrap?").await?.is_yes();
+        cx.send(format!("{qty} x {item}, wrapped: {wrap}")).await?;
+        Ok(())
+    }
+}
+
+macro_rules! reworded {
     ($m:ident, $($policy:tt)*) => {
+        /// "How many?" is now "How many cups?": the ask the checkpoint waits at is gone.
         mod $m {
             use botmesh::prelude::*;
 
-            /// The second layout: S2 also keeps `shop`.
             #[flow(start = command("order"), on_version_mismatch = $($policy)*)]
             #[persistent]
             pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
-                let shop: String = "main".to_owned();
                 let item: String = cx.ask("What would you like?").await?.text().to_owned();
-                let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
-                cx.send(format!("{qty} x {item} from {shop}")).await?;
+                let qty: u32 = cx
+                    .ask("How many cups?")
+                    .id("qty")
+                    .parse::<u32>("A number.")
+                    .await?;
+                cx.send(format!("{qty} x {item}")).await?;
                 Ok(())
             }
         }
     };
 }
 
-v2!(restarting, restart);
-v2!(abandoning, abandon);
-v2!(migrating, migrate(super::add_shop));
+reworded!(restarting, restart);
+reworded!(restarting_quietly, restart(notice = none));
+reworded!(
+    restarting_with_a_notice,
+    restart(notice = "We changed the menu: from the top.")
+);
+reworded!(abandoning, abandon);
+reworded!(migrating, migrate(super::to_qty));
 
-fn add_shop(mut old: serde_json::Value, old_hash: u64) -> Result<serde_json::Value, String> {
-    let _ = old_hash;
-    for (_, fields) in old.as_object_mut().ok_or("not an object")?.iter_mut() {
-        fields
-            .as_object_mut()
-            .ok_or("not an object")?
-            .insert("shop".into(), "old-shop".into());
+/// "How many?" now parses its answer as a `u8`: an answer is read differently.
+mod parses_differently {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("order"))]
+    #[persistent]
+    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        let qty: u8 = cx.ask("How many?").parse::<u8>("A number.").await?;
+        cx.send(format!("{qty} x {item}")).await?;
+        Ok(())
     }
-    Ok(old)
+}
+
+/// "How many?" now also keeps `shop`, which the old checkpoint does not hold.
+mod keeps_more {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("order"))]
+    #[persistent]
+    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+        let shop: String = "main".to_owned();
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
+        cx.send(format!("{qty} x {item} from {shop}")).await?;
+        Ok(())
+    }
+}
+
+/// The migration: the old "How many?" (its identity, stable across builds) is the new `qty`.
+fn to_qty(old: serde_json::Value, _old_hash: u64) -> Result<serde_json::Value, String> {
+    let (name, fields) = old
+        .as_object()
+        .and_then(|m| m.iter().next())
+        .ok_or("a state is a one-key object")?;
+    match name.as_str() {
+        "ask-ceaffdef" => Ok(serde_json::json!({ "qty": fields })),
+        other => Err(format!("no migration from `{other}`")),
+    }
 }
 
 async fn written_by_v1(store: Arc<dyn Store>) -> String {
@@ -68,7 +126,8 @@ async fn written_by_v1(store: Arc<dyn Store>) -> String {
     t.render()
 }
 
-async fn read_by<F, T>(flow: F) -> String
+/// The v1 transcript, then the new build's after the user answers `2` and then `5`.
+async fn read_by<F, T>(flow: F) -> (String, String)
 where
     F: Fn() -> T + Copy + Send + Sync + 'static,
     T: botmesh::flow::Flow,
@@ -78,26 +137,119 @@ where
     let mut t = Transcript::with_store(store.clone(), move |b| {
         let bot = b.build()?;
         bot.flow(flow);
+        bot.on_message(|ctx: Ctx| async move {
+            ctx.reply(format!("(a fresh message: {})", ctx.text()))
+                .await?;
+            Ok(())
+        });
         Ok(bot)
     })
     .await
     .expect("bot starts");
     t.bot().idle().await;
     t.says_id("ann", "m3", "2").await;
-    format!("{before}· new code\n{}", t.render())
+    t.says_id("ann", "m4", "5").await;
+    (before, t.render())
+}
+
+/// What the bot said after the user's `2`, up to the user's next message.
+fn reply_to_2(after: &str) -> Vec<&str> {
+    after
+        .lines()
+        .skip_while(|l| *l != "ann: 2")
+        .skip(1)
+        .take_while(|l| !l.starts_with("ann:"))
+        .filter(|l| l.starts_with("bot →"))
+        .collect()
+}
+
+fn snapshot(before: &str, after: &str) -> String {
+    format!("{before}· new code\n{after}")
 }
 
 #[tokio::test]
-async fn restart_policy() {
-    insta::assert_snapshot!(read_by(restarting::order).await);
+async fn the_same_ask_resumes_where_it_waited() {
+    let (before, after) = read_by(added_around::order).await;
+    assert!(after.contains("version_mismatch:resumed"), "{after}");
+    let said = reply_to_2(&after);
+    assert!(
+        said[0].ends_with("Gift wrap?"),
+        "2 answered How many?: {after}"
+    );
+    assert!(after.contains("2 x tea, wrapped: false"), "{after}");
+    insta::assert_snapshot!(snapshot(&before, &after));
+}
+
+#[tokio::test]
+async fn a_gone_ask_restarts_with_a_notice_and_the_answer_is_not_taken() {
+    let (before, after) = read_by(restarting::order).await;
+    assert!(after.contains("version_mismatch:restarted"), "{after}");
+    let said = reply_to_2(&after);
+    assert!(
+        said[0].ends_with(botmesh::flow::DEFAULT_RESTART_NOTICE),
+        "{after}"
+    );
+    assert!(said[1].ends_with("What would you like?"), "{after}");
+    // `2` was not the item: the next answer is.
+    assert!(after.contains("How many cups?"), "{after}");
+    assert!(!after.contains("x 2"), "{after}");
+    insta::assert_snapshot!(snapshot(&before, &after));
+}
+
+#[tokio::test]
+async fn the_notice_is_the_flows_own_or_none() {
+    let (_, after) = read_by(restarting_with_a_notice::order).await;
+    let said = reply_to_2(&after);
+    assert!(
+        said[0].ends_with("We changed the menu: from the top."),
+        "{after}"
+    );
+    let (_, after) = read_by(restarting_quietly::order).await;
+    let said = reply_to_2(&after);
+    assert!(after.contains("version_mismatch:restarted"), "{after}");
+    assert!(said[0].ends_with("What would you like?"), "{after}");
+    assert!(!after.contains("x 2"), "{after}");
+}
+
+#[tokio::test]
+async fn an_answer_read_differently_restarts() {
+    let (_, after) = read_by(parses_differently::order).await;
+    assert!(after.contains("version_mismatch:restarted"), "{after}");
+    assert!(!after.contains("version_mismatch:resumed"), "{after}");
+    assert!(
+        reply_to_2(&after)[1].ends_with("What would you like?"),
+        "{after}"
+    );
+    assert!(!after.contains("2 x"), "{after}");
+}
+
+#[tokio::test]
+async fn locals_that_do_not_decode_restart() {
+    let (_, after) = read_by(keeps_more::order).await;
+    assert!(after.contains("version_mismatch:restarted"), "{after}");
+    assert!(
+        reply_to_2(&after)[1].ends_with("What would you like?"),
+        "{after}"
+    );
+    assert!(!after.contains("from main"), "{after}");
 }
 
 #[tokio::test]
 async fn abandon_policy() {
-    insta::assert_snapshot!(read_by(abandoning::order).await);
+    let (before, after) = read_by(abandoning::order).await;
+    assert!(after.contains("version_mismatch:abandoned"), "{after}");
+    assert_eq!(
+        reply_to_2(&after),
+        ["bot → ann [key=ann/m3:1]: (a fresh message: 2)"],
+        "{after}"
+    );
+    insta::assert_snapshot!(snapshot(&before, &after));
 }
 
 #[tokio::test]
-async fn migrate_policy() {
-    insta::assert_snapshot!(read_by(migrating::order).await);
+async fn migrate_policy_maps_by_ask_identity() {
+    let (before, after) = read_by(migrating::order).await;
+    assert!(after.contains("version_mismatch:migrated"), "{after}");
+    assert!(reply_to_2(&after)[0].ends_with("2 x tea"), "{after}");
+    insta::assert_snapshot!(snapshot(&before, &after));
 }

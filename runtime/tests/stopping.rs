@@ -381,9 +381,9 @@ async fn hello(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-/// `restore` may restart a flow whose checkpoint is of another layout (`on_version_mismatch =
-/// restart`) as the bot starts again after a `stop()` closed its FileDurability: the backend
-/// opens before `restore`, and the restarted flow's first send goes out.
+/// A flow whose checkpoint is of another layout (`on_version_mismatch = restart`) restarts on
+/// the chat's first message after the bot starts again from a `stop()` that closed its
+/// FileDurability: the backend is open again, and the restarted flow's sends go out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
     use botmesh::durability::{FlowCheckpoint, MemoryStore, Store};
@@ -425,8 +425,10 @@ async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
         .await
         .unwrap();
     bot.start().await.unwrap();
-    // The restarted flow sends twice ("hello", then its question).
-    for _ in 0..2 {
+    // The restart waits for the chat's next message (which is then not an answer); the
+    // restarted flow sends three times (the notice, "hello", then its question).
+    mock.say("ann", "w1", "where were we?").await.unwrap();
+    for _ in 0..3 {
         tokio::time::timeout(Duration::from_secs(10), sent.recv())
             .await
             .expect("the restarted flow sends within 10 s");
@@ -436,7 +438,7 @@ async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
     bot.stop().await.unwrap();
     assert_eq!(
         texts,
-        ["hello", "and?"],
+        [botmesh::flow::DEFAULT_RESTART_NOTICE, "hello", "and?"],
         "errors: {:?}",
         errors.lock().unwrap()
     );

@@ -463,9 +463,10 @@ mod cart_v2_versioned {
     }
 }
 
-/// The layout hash sees a kept local's type by name: `version = N` changes it by hand, and
-/// a checkpoint that no longer decodes meets the version policy (`restart` by default: the
-/// flow starts over) instead of being dropped with an error.
+/// The layout fingerprint sees a kept local's type as written: `version = N` changes it by
+/// hand, and a checkpoint that no longer decodes meets the version policy (`restart` by
+/// default: the user is told, the flow starts over, and the pending message is not taken as
+/// an answer) instead of being dropped with an error.
 #[tokio::test]
 async fn a_kept_type_that_changed_shape_meets_the_version_policy() {
     let v1 = botmesh::flow::info(cart_v1::shop).layout_hash;
@@ -505,8 +506,12 @@ async fn a_kept_type_that_changed_shape_meets_the_version_policy() {
         .into_iter()
         .filter(|l| l.starts_with("bot →"))
         .collect();
-    assert!(said[0].ends_with("Item?"), "the flow started over: {r}");
-    assert!(said[1].ends_with("0 0"), "and took the answer: {r}");
+    assert!(
+        said[0].ends_with(botmesh::flow::DEFAULT_RESTART_NOTICE),
+        "the user is told: {r}"
+    );
+    assert!(said[1].ends_with("Item?"), "the flow started over: {r}");
+    assert_eq!(said.len(), 2, "and `tea` answered no other question: {r}");
 }
 
 // ---------------------------------------------------------------------------------------

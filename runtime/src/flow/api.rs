@@ -41,22 +41,53 @@ pub enum StartTrigger {
     Matcher(fn(&Ctx) -> bool),
 }
 
-/// A user's migration of a checkpoint written by another layout: the old state (JSON) and
-/// the old layout hash in, the state for the running layout (JSON) out.
+/// A user's migration of a checkpoint written by another layout: the old state and the old
+/// layout fingerprint in, the state for the running code out. A state is JSON named after the
+/// identity of the ask (or sub-flow call) it waits at, `{"<identity>": {<kept locals>}}`
+/// (`{"age": {"name": "Ann"}}`), so a migration maps asks by identity: rename the key to the
+/// ask the conversation should wait at now, and give its locals.
 pub type MigrateFn = fn(serde_json::Value, u64) -> Result<serde_json::Value, String>;
 
-/// What happens to a checkpoint written by another layout of the flow's state enum.
-#[derive(Debug, Clone, Copy, Default)]
+/// The notice a conversation restarted by [`VersionPolicy::Restart`] sends first, unless the
+/// flow names its own (`on_version_mismatch = restart(notice = "…")`).
+pub const DEFAULT_RESTART_NOTICE: &str =
+    "This conversation was updated while you were away, so we are starting it again.";
+
+/// What happens to a checkpoint written by another layout of the flow (another layout
+/// fingerprint), when it cannot simply resume.
+///
+/// A checkpoint resumes where it waited, whatever the policy, when the running code still has
+/// that ask (same identity), its answer is read the same way (same `parse`/`validate`) and
+/// its kept locals decode: event `version_mismatch:resumed`. Otherwise:
+///
+/// | policy | the checkpoint | the chat's next message | event |
+/// | --- | --- | --- | --- |
+/// | `Restart` (default) | dropped | starts the flow again after the notice; it is not an answer | `version_mismatch:restarted` |
+/// | `Abandon` | dropped | routed as a fresh message | `version_mismatch:abandoned` |
+/// | `Migrate(f)` | `f(state, old fingerprint)`, resaved | the answer of the ask `f` chose | `version_mismatch:migrated` (`abandoned` when `f` fails or its state does not decode) |
+///
+/// A flow with parameters that its checkpoint does not hold cannot start again: `Restart`
+/// abandons it.
+#[derive(Debug, Clone, Copy)]
 pub enum VersionPolicy {
-    /// Drop the checkpoint and start the flow again from the top (event
-    /// `version_mismatch:restarted`).
-    #[default]
-    Restart,
-    /// Drop the checkpoint and end the flow (event `version_mismatch:abandoned`).
+    /// Drop the checkpoint; the chat's next message starts the flow again from the top
+    /// (after `notice`, when there is one) instead of answering a question.
+    Restart {
+        /// What the user is told first.
+        notice: Option<&'static str>,
+    },
+    /// Drop the checkpoint and end the flow.
     Abandon,
-    /// Rewrite the old state with a function (event `version_mismatch:migrated`; if the
-    /// function fails, the flow is abandoned).
+    /// Rewrite the old state with a function (see [`MigrateFn`]).
     Migrate(MigrateFn),
+}
+
+impl Default for VersionPolicy {
+    fn default() -> Self {
+        VersionPolicy::Restart {
+            notice: Some(DEFAULT_RESTART_NOTICE),
+        }
+    }
 }
 
 /// What `#[flow]` knows about a flow at compile time.

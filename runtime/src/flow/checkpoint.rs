@@ -1,14 +1,18 @@
 //! Checkpoints of persistent flows: a chat's flow stack (the flow and its sub-flows, each
-//! with its layout hash, encoded state and wait) saved as one [`FlowCheckpoint`] at every
-//! suspension and deleted when the flow ends; and the way back: decoding a checkpoint, with
-//! the version policy for a checkpoint another layout wrote.
+//! with its layout fingerprint, encoded state, the answer fingerprint of the ask it waits at,
+//! and its wait) saved as one [`FlowCheckpoint`] at every suspension and deleted when the flow
+//! ends; and the way back: decoding a checkpoint, with the version policy for a checkpoint of
+//! another layout. A state is named after the identity of the ask it waits at, so a
+//! checkpoint of another build finds its ask by name.
 //!
 //! | checkpoint | running code | result |
 //! | --- | --- | --- |
-//! | same layout hash | registered | the stack, resumed where it waited |
-//! | another hash | `Restart` | dropped; the flow starts again (event `version_mismatch:restarted`) |
-//! | another hash | `Abandon` | dropped (event `version_mismatch:abandoned`) |
-//! | another hash | `Migrate(f)` | `f(old state, old hash)` decoded and resaved (event `version_mismatch:migrated`); abandoned if `f` fails |
+//! | same fingerprint | registered | the stack, resumed where it waited |
+//! | another fingerprint | has the ask it waits at, read the same way, its locals decode | resumed there, resaved (event `version_mismatch:resumed`) |
+//! | another fingerprint, otherwise | `Restart` | [`Loaded::Restart`]: kept until the chat's next message, which restarts the flow and is not an answer (the executor emits `version_mismatch:restarted`) |
+//! | another fingerprint, otherwise | `Abandon` | dropped (event `version_mismatch:abandoned`) |
+//! | another fingerprint, otherwise | `Migrate(f)` | `f(old state, old fingerprint)` decoded and resaved (event `version_mismatch:migrated`); abandoned if `f` fails or its state does not decode |
+//! | same fingerprint, does not decode (a kept type changed shape) | any | as "otherwise" above |
 //! | a flow not registered | — | kept in the store, not resumed (an `error` event) |
 //!
 //! A stack holding a non-persistent flow is not checkpointed (its state is memory only).
@@ -20,7 +24,7 @@ use crate::bot::kernel::Kernel;
 use crate::events::BotEvent;
 use crate::flow::api::{FlowError, VersionPolicy};
 use crate::flow::executor::{Frame, Stack, Wait};
-use crate::flow::registry::Erased;
+use crate::flow::registry::{AnyBox, Erased};
 use crate::metrics::Counters;
 
 #[derive(Serialize, Deserialize)]
@@ -30,6 +34,9 @@ struct SavedFrame {
     state: serde_json::Value,
     #[serde(default)]
     wait: Option<Wait>,
+    /// The answer fingerprint of the state it waits in (`StateInfo::answer`).
+    #[serde(default)]
+    answer: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -62,10 +69,12 @@ pub(crate) fn encode(
     let mut frames = Vec::with_capacity(stack.frames.len());
     for f in &stack.frames {
         let info = f.flow.0.info();
+        let state = f.flow.0.encode(&f.state)?;
         frames.push(SavedFrame {
             flow: info.name.to_owned(),
             hash: info.layout_hash,
-            state: f.flow.0.encode(&f.state)?,
+            answer: info.state(&variant_name(&state)).map(|s| s.answer),
+            state,
             wait: f.wait.clone(),
         });
     }
@@ -115,8 +124,14 @@ pub(crate) enum Loaded {
     Ready(Stack),
     /// Dropped by the version policy (or undecodable).
     Gone,
-    /// Start this flow again from the top.
-    Restart(Erased),
+    /// The version policy restarts this flow: the checkpoint is still stored, and the chat's
+    /// next message starts the flow again (after the notice) instead of answering.
+    Restart {
+        /// The root flow.
+        flow: Erased,
+        /// What the user is told first.
+        notice: Option<&'static str>,
+    },
 }
 
 fn event(k: &Kernel, chat: &str, flow: &str, what: &str) {
@@ -127,11 +142,70 @@ fn event(k: &Kernel, chat: &str, flow: &str, what: &str) {
     });
 }
 
-/// `restart` of the version policy: the stack starts again from its root flow (`flow` when
-/// the frame that failed is the root).
-fn restart_root(k: &Kernel, chat: &str, name: &str, frames: &[Frame], flow: Erased) -> Loaded {
-    event(k, chat, name, "version_mismatch:restarted");
-    Loaded::Restart(frames.first().map_or(flow, |fr| fr.flow.clone()))
+/// A frame of another layout, or one that no longer decodes, meets the flow's policy.
+enum Outcome {
+    Decoded(AnyBox),
+    Stop(Loaded),
+}
+
+/// Whether a frame can resume at the ask it waits at in the running code: same identity,
+/// same answer fingerprint, and its state decodes.
+fn resume_same_ask(flow: &Erased, f: &SavedFrame) -> Option<AnyBox> {
+    let info = flow.0.info();
+    let state = info.state(&variant_name(&f.state))?;
+    if state.name == "Start" || f.answer != Some(state.answer) {
+        return None;
+    }
+    flow.0.decode(f.state.clone()).ok()
+}
+
+/// The version policy, for a frame that cannot resume as it is.
+async fn policy(
+    k: &Kernel,
+    chat: &str,
+    root: Option<Erased>,
+    flow: &Erased,
+    f: SavedFrame,
+    why: Option<FlowError>,
+) -> Outcome {
+    let info = flow.0.info();
+    if let Some(e) = why {
+        k.events
+            .error(format!("flow:{}", info.name), Some(&chat.into()), e);
+    }
+    match info.on_version_mismatch {
+        VersionPolicy::Restart { notice } => Outcome::Stop(Loaded::Restart {
+            flow: root.unwrap_or_else(|| flow.clone()),
+            notice,
+        }),
+        VersionPolicy::Abandon => {
+            drop_checkpoint(k, chat).await;
+            event(k, chat, info.name, "version_mismatch:abandoned");
+            Outcome::Stop(Loaded::Gone)
+        }
+        VersionPolicy::Migrate(m) => {
+            let migrated = m(f.state, f.hash)
+                .map_err(|reason| format!("migration failed: {reason}"))
+                .and_then(|v| {
+                    flow.0
+                        .decode(v)
+                        .map_err(|e| format!("the migrated state does not decode: {e}"))
+                });
+            match migrated {
+                Ok(state) => {
+                    event(k, chat, info.name, "version_mismatch:migrated");
+                    Outcome::Decoded(state)
+                }
+                Err(reason) => {
+                    drop_checkpoint(k, chat).await;
+                    k.events
+                        .error(format!("flow:{}", info.name), Some(&chat.into()), reason);
+                    event(k, chat, info.name, "version_mismatch:abandoned");
+                    Outcome::Stop(Loaded::Gone)
+                }
+            }
+        }
+    }
 }
 
 /// Decodes a checkpoint, applying the version policy (and deleting what it drops).
@@ -151,8 +225,8 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
             return Loaded::Gone;
         }
     };
-    let mut frames = Vec::with_capacity(saved.frames.len());
-    let mut migrated = false;
+    let mut frames: Vec<Frame> = Vec::with_capacity(saved.frames.len());
+    let mut resave = false;
     for f in saved.frames {
         let Some(flow) = k.flows.lookup(&f.flow) else {
             k.events.error(
@@ -166,59 +240,29 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
             return Loaded::Gone;
         };
         let info = flow.0.info();
-        let mut state = f.state;
-        if f.hash != info.layout_hash {
-            match info.on_version_mismatch {
-                VersionPolicy::Abandon => {
-                    drop_checkpoint(k, &chat).await;
-                    event(k, &chat, info.name, "version_mismatch:abandoned");
-                    return Loaded::Gone;
-                }
-                VersionPolicy::Restart => {
-                    drop_checkpoint(k, &chat).await;
-                    return restart_root(k, &chat, info.name, &frames, flow);
-                }
-                VersionPolicy::Migrate(m) => match m(state, f.hash) {
-                    Ok(v) => {
-                        state = v;
-                        migrated = true;
-                        event(k, &chat, info.name, "version_mismatch:migrated");
-                    }
-                    Err(reason) => {
-                        drop_checkpoint(k, &chat).await;
-                        k.events.error(
-                            format!("flow:{}", info.name),
-                            Some(&chat.as_str().into()),
-                            format!("migration failed: {reason}"),
-                        );
-                        event(k, &chat, info.name, "version_mismatch:abandoned");
-                        return Loaded::Gone;
-                    }
-                },
+        let root = frames.first().map(|r| r.flow.clone());
+        let decoded = if f.hash == info.layout_hash {
+            match flow.0.decode(f.state.clone()) {
+                Ok(state) => Outcome::Decoded(state),
+                // Same fingerprint, and still not decodable: a kept local's own type
+                // changed shape (the fingerprint sees types as written).
+                Err(e) => policy(k, &chat, root.clone(), &flow, f.clone_meta(), Some(e)).await,
             }
-        }
-        match flow.0.decode(state) {
-            Ok(state) => frames.push(Frame {
+        } else if let Some(state) = resume_same_ask(&flow, &f) {
+            resave = true;
+            event(k, &chat, info.name, "version_mismatch:resumed");
+            Outcome::Decoded(state)
+        } else {
+            resave = true;
+            policy(k, &chat, root.clone(), &flow, f.clone_meta(), None).await
+        };
+        match decoded {
+            Outcome::Decoded(state) => frames.push(Frame {
                 flow,
                 state,
                 wait: f.wait,
             }),
-            Err(e) => {
-                // Same hash, and still not decodable: a kept local's own type changed shape
-                // (the hash sees types by name). `restart` starts the flow again; the other
-                // policies have nothing to migrate from, and abandon it.
-                drop_checkpoint(k, &chat).await;
-                k.events.error(
-                    format!("flow:{}", info.name),
-                    Some(&chat.as_str().into()),
-                    e,
-                );
-                if matches!(info.on_version_mismatch, VersionPolicy::Restart) {
-                    return restart_root(k, &chat, info.name, &frames, flow);
-                }
-                event(k, &chat, info.name, "version_mismatch:abandoned");
-                return Loaded::Gone;
-            }
+            Outcome::Stop(loaded) => return loaded,
         }
     }
     let stack = Stack {
@@ -228,7 +272,7 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
         frames,
         checkpointed: true,
     };
-    if migrated {
+    if resave {
         let encoded = encode(k, &chat, &stack, cp.inbound_id);
         let written = match encoded {
             Ok((cp, _)) => write(k, cp).await,
@@ -240,6 +284,19 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
         }
     }
     Loaded::Ready(stack)
+}
+
+impl SavedFrame {
+    /// A copy of the frame without its wait (the policy does not need it).
+    fn clone_meta(&self) -> SavedFrame {
+        SavedFrame {
+            flow: self.flow.clone(),
+            hash: self.hash,
+            state: self.state.clone(),
+            wait: None,
+            answer: self.answer,
+        }
+    }
 }
 
 /// Deletes a chat's checkpoint, reporting a failure as an event; whether it is gone.

@@ -30,12 +30,13 @@ use crate::flow::api::{FlowError, Step};
 use crate::flow::ask::{Answer, Interrupt};
 use botmesh_durability::store::CheckpointWrite;
 
+use crate::bot::outbound::KeyRule;
 use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit::{self, StepBuffer};
 use crate::flow::cx::{FlowCx, Input, Pending};
 use crate::flow::effect;
 use crate::flow::registry::{AnyBox, Erased};
-use crate::message::{ChatId, UserId};
+use crate::message::{ChatId, Outgoing, UserId};
 use crate::metrics::Counters;
 
 /// What a frame waits for.
@@ -165,7 +166,8 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
                 Ok(None) => gone(),
                 Ok(Some(cp)) => match checkpoint::load(k, cp).await {
                     Loaded::Ready(s) => Some(s),
-                    Loaded::Gone | Loaded::Restart(_) => None,
+                    // A restart waits for the dormant stage, with the message that starts it.
+                    Loaded::Gone | Loaded::Restart { .. } => None,
                 },
                 Err(e) => {
                     k.events.error("flow:checkpoint", Some(chat), e);
@@ -240,25 +242,37 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
             drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
             true
         }
-        Loaded::Restart(flow) => restart(ctx, flow).await,
+        Loaded::Restart { flow, notice } => restart(ctx, flow, notice).await,
         Loaded::Gone => false,
     }
 }
 
-async fn restart(ctx: &Ctx, flow: Erased) -> bool {
-    match flow.0.fresh() {
-        Some(state) => {
-            if let Err(e) = start_in_with(ctx, flow, state, true).await {
-                ctx.0
-                    .bot
-                    .kernel
-                    .events
-                    .error("flow:restart", Some(ctx.chat()), e);
-            }
-            true
+/// The version policy's restart, on the chat's next message: the notice, then the flow from
+/// the top. The message started the restart: it is not taken as the answer to the first
+/// question. A flow whose arguments the checkpoint does not hold cannot start again: it is
+/// abandoned, and the message goes on as a fresh one.
+async fn restart(ctx: &Ctx, flow: Erased, notice: Option<&'static str>) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let name = flow.0.info().name;
+    let Some(state) = flow.0.fresh() else {
+        checkpoint::drop_checkpoint(&k, ctx.chat().as_str()).await;
+        emit(&k, ctx.chat(), name, "version_mismatch:abandoned");
+        return false;
+    };
+    emit(&k, ctx.chat(), name, "version_mismatch:restarted");
+    if let Some(text) = notice {
+        let key = KeyRule::Site {
+            inbound: ctx.inbound_id().map(str::to_owned),
+            site: format!("{name}/version-notice#1"),
+        };
+        if let Err(e) = ctx.send_keyed(Outgoing::from(text), key).await {
+            k.events.error("flow:restart", Some(ctx.chat()), e);
         }
-        None => false,
     }
+    if let Err(e) = start_in_with(ctx, flow, state, true).await {
+        k.events.error("flow:restart", Some(ctx.chat()), e);
+    }
+    true
 }
 
 /// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.

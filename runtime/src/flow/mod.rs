@@ -55,8 +55,9 @@ use std::time::Duration;
 
 pub use api::{
     __Codec, __dec, __done, __enc, __erase_fn, __field, __output_of, __split_state, __take,
-    ByConstructor, ByValue, Checkpointable, Flow, FlowError, FlowFn, FlowInfo, FlowResult,
-    IntoFlow, MigrateFn, StartTrigger, StateInfo, Step, VersionPolicy, info, mermaid,
+    ByConstructor, ByValue, Checkpointable, DEFAULT_RESTART_NOTICE, Flow, FlowError, FlowFn,
+    FlowInfo, FlowResult, IntoFlow, MigrateFn, StartTrigger, StateInfo, Step, VersionPolicy, info,
+    mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};
@@ -272,34 +273,9 @@ pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
         match checkpoint::load(k, cp).await {
             checkpoint::Loaded::Ready(stack) => k.flows.put(&chat, stack),
             checkpoint::Loaded::Gone => {}
-            checkpoint::Loaded::Restart(flow) => {
-                let Some(kernel) = k.flows.kernel.get().and_then(Weak::upgrade) else {
-                    continue;
-                };
-                let Some(state) = flow.0.fresh() else {
-                    continue;
-                };
-                let state = Mutex::new(Some(state));
-                let kk = kernel.clone();
-                kernel.queues.push(
-                    &chat.clone(),
-                    Box::pin(async move {
-                        let user = crate::message::UserId(chat.0.clone());
-                        let ctx = crate::bot::inbound::make_ctx(
-                            &kk,
-                            crate::bot::context::CtxSource::Trigger { chat, sender: user },
-                            None,
-                        )
-                        .await;
-                        let state = lock(&state).take();
-                        if let Some(s) = state {
-                            if let Err(e) = executor::start_in(&ctx, flow, s).await {
-                                kk.events.error("flow:restart", Some(ctx.chat()), e);
-                            }
-                        }
-                    }),
-                );
-            }
+            // Restarted by the chat's next message (with the notice), which then starts the
+            // flow instead of answering its first question.
+            checkpoint::Loaded::Restart { .. } => {}
         }
     }
     Ok(())
