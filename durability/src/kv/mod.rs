@@ -11,9 +11,11 @@
 //!
 //! | operation | contract |
 //! | --- | --- |
+//! | `open()` / `close()` | `open` prepares the backend (connects, creates tables) and fails there rather than at the first call; `close` lets go of what it holds; a later `open` makes it usable again |
+//! | `get(key)` | the entry and its version as last written, or `None` |
 //! | `cas(key, None, e)` | creates `key` only if it does not exist; else `Conflict { current }` |
 //! | `cas(key, Some(v), e)` | replaces `key` only if its version is `v`; else `Conflict` |
-//! | `delete(key, v)` | removes `key` only if its version is `v` |
+//! | `delete(key, v)` | removes `key` only if its version is `v`; else `Conflict { current }` |
 //! | any write | value, `idx1` and `idx2` change together or not at all (no torn entry) |
 //! | versions | a new version is never one that key had before, also after delete + re-create |
 //! | `range(index, from, to, limit)` | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
@@ -25,8 +27,8 @@
 //! journals from the record's own fields. Index values are compared as bytes (`COLLATE "C"` in
 //! Postgres, the default `BINARY` collation in SQLite, lexicographic sorted sets in Redis).
 //!
-//! A SQLite backend keeps the rows in `durable(scope, key, version, value, idx1, idx2)` with
-//! indexes on `(scope, idx1, key)` and `(scope, idx2, key)`; `batch` runs one transaction (group
+//! A SQLite backend keeps the rows in `durable(scope_id, key, version, value, idx1, idx2)` with
+//! indexes on `(scope_id, idx1, key)` and `(scope_id, idx2, key)`; `batch` runs one transaction (group
 //! commit). Postgres is the same table under `{tablePrefix}durable`; Redis keeps a hash per key and
 //! two sorted sets per scope, each write one Lua script.
 
