@@ -41,7 +41,7 @@
 
 mod api;
 mod ask;
-mod checkpoint;
+pub(crate) mod checkpoint;
 pub(crate) mod commit;
 mod cx;
 mod effect;
