@@ -255,3 +255,112 @@ fn a_network_channel_names_the_missing_variable() {
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains("TELEGRAM_BOT_TOKEN"), "{}", run.stderr);
 }
+
+/// A reader that went away (stdout closed) fails the sends: none is recorded as sent, the
+/// shop exits 1 saying so, and the next run (fed again what was not acknowledged) delivers
+/// each reply once.
+#[test]
+fn a_closed_stdout_fails_the_sends_and_the_next_run_delivers_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let input: String = (1..=20)
+        .map(|i| format!("{{\"id\":\"{i}\",\"chat\":\"c{i}\",\"text\":\"/start\"}}\n"))
+        .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shop"))
+        .args(["--jsonl", "--db", db.to_str().expect("utf-8")])
+        .env_remove("RUST_LOG")
+        .env_remove("SHOP_DB")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shop");
+    drop(child.stdout.take()); // nobody reads the replies
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feed = input.clone();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(feed.as_bytes());
+    });
+    let mut err = child.stderr.take().expect("stderr");
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the shop did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    writer.join().expect("writer");
+    let stderr = err_reader.join().expect("stderr");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+
+    // Nothing was acknowledged: the channel redelivers every line.
+    let lines = jsonl(&db, &input);
+    for i in 1..=20 {
+        let chat = format!("c{i}");
+        let menus = of(&lines, "send")
+            .iter()
+            .filter(|s| s["chat"] == chat.as_str())
+            .count();
+        assert_eq!(menus, 1, "chat {chat}: {lines:?}");
+    }
+}
+
+/// Over-long fields and fields of the wrong type get an `error` line naming the field.
+#[test]
+fn bad_fields_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let long_id = "x".repeat(300);
+    let long_text = "y".repeat(70_000);
+    let input = format!(
+        "{{\"id\":\"{long_id}\",\"chat\":\"a\",\"text\":\"hi\"}}\n\
+         {{\"id\":\"2\",\"chat\":\"a\",\"text\":\"{long_text}\"}}\n\
+         {{\"id\":\"3\",\"chat\":\"a\",\"text\":5}}\n\
+         {{\"id\":\"4\",\"chat\":\"a\",\"text\":\"hi\",\"group\":\"yes\"}}\n"
+    );
+    let lines = jsonl(&db, &input);
+    let errors: Vec<String> = of(&lines, "error")
+        .iter()
+        .filter_map(|e| e["error"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(errors.len(), 4, "{lines:?}");
+    assert!(errors[0].starts_with("field `id`: 300 bytes"), "{errors:?}");
+    assert!(
+        errors[1].starts_with("field `text`: 70000 bytes"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[2].starts_with("field `text`: expected a string"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[3].starts_with("field `group`: expected true or false"),
+        "{errors:?}"
+    );
+}
+
+/// A line fed again on the same database is a redelivery: acknowledged as a duplicate, not
+/// answered twice (the README's example uses a fresh database per run).
+#[test]
+fn a_line_fed_again_is_acknowledged_as_a_duplicate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("shop.db");
+    let input = "{\"id\":\"1\",\"chat\":\"a\",\"text\":\"/start\"}\n";
+    let first = jsonl(&db, input);
+    assert_eq!(first[0], json!({"type": "ack", "id": "1"}));
+    assert_eq!(texts(&first).len(), 1, "{first:?}");
+    let second = jsonl(&db, input);
+    assert_eq!(
+        of(&second, "ack"),
+        [&json!({"type": "ack", "id": "1", "duplicate": true})],
+        "{second:?}"
+    );
+    assert!(texts(&second).is_empty(), "{second:?}");
+}

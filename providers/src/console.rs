@@ -176,9 +176,19 @@ impl ConsoleProvider {
         self
     }
 
-    /// Waits until everything printed so far is written out.
+    /// Waits until everything printed so far is written out (or the output failed).
     pub async fn flush(&self) {
-        self.shared.out.flush().await;
+        let _ = self.shared.out.flush().await;
+    }
+
+    /// Why stdout failed, once it did: the sends made since then failed.
+    pub fn output_error(&self) -> Option<String> {
+        self.shared.out.failure()
+    }
+
+    /// Waits until the output fails; returns the error.
+    pub async fn output_closed(&self) -> String {
+        self.shared.out.closed().await
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -473,6 +483,15 @@ impl Provider for ConsoleProvider {
         let (lines, choices) = render(&self.prefix(chat, false), &outgoing.content);
         self.remember_choices(chat, &id, choices);
         self.print(lines);
+        // Delivered means written: a closed stdout fails the send (the outbox keeps it).
+        self.shared
+            .out
+            .flush()
+            .await
+            .map_err(|e| ProviderError::Network {
+                provider: self.name().to_owned(),
+                message: format!("cannot write to the terminal: {e}"),
+            })?;
         Ok(SentMessage {
             message_id: Some(id),
         })

@@ -8,11 +8,14 @@
 //!   `message_id` (the message that carried the button) besides the fields above.
 //!
 //! `id` and `chat` may be strings or numbers. Blank lines are skipped (they still count in
-//! line numbers). Stdout carries one JSON object per line, `type` first:
+//! line numbers). Limits, in bytes: a line 1 MiB ([`MAX_LINE_BYTES`]); `id`, `chat`, `user`,
+//! `message_id`, `reply_to` 256 ([`MAX_ID_BYTES`]); `text` 64 KiB ([`MAX_TEXT_BYTES`]);
+//! `button`, `title`, `name`, `lang` 1 KiB ([`MAX_SHORT_BYTES`]). A line over a limit, with a
+//! field of the wrong type, or missing a field gets an `error` line naming the field. Stdout carries one JSON object per line, `type` first:
 //!
 //! | line | when |
 //! | --- | --- |
-//! | `{"type":"ack","id":…}` | `deliver` returned `Ok` (queued, duplicate, or dropped on purpose) |
+//! | `{"type":"ack","id":…}` | `deliver` returned `Ok` (queued, or dropped on purpose); `"duplicate":true` when the id was seen before (a redelivery: not handled again) |
 //! | `{"type":"nack","id":…,"error":…}` | `deliver` returned `Err`: the event was not accepted |
 //! | `{"type":"error","line":N,"error":…}` | line N is not JSON or misses a field; input goes on |
 //! | `{"type":"send","chat":…,"text":…,"key":…,"message_id":…}` | a message went out (1) |
@@ -33,8 +36,10 @@
 //! `ack`, so a message's `ack` always precedes the sends it causes. End of input calls `end_of_input()`: `bot.run()` then stops with a drain.
 //!
 //! All output goes through one writer task: lines never interleave. Logs never go to
-//! stdout. A failing stdout is logged once, after which output is dropped (sends still
-//! "succeed"). Media, calls, reactions and read marks are not part of the input format.
+//! stdout. A failing stdout (closed by the reader) fails every send from then on (retryable:
+//! the outbox keeps them for the next start, none is recorded as sent), ends the input (the
+//! bot stops), and is reported by [`JsonlProvider::output_error`]. Media, calls, reactions and
+//! read marks are not part of the input format.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,9 +48,11 @@ use async_trait::async_trait;
 use botmesh::message::{
     Button, ChatId, Interaction, Message, MessageId, Outgoing, OutgoingContent, SentMessage, UserId,
 };
-use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, ProviderEvent};
+use botmesh::provider::{
+    Accepted, Capabilities, EventSink, Provider, ProviderError, ProviderEvent,
+};
 use botmesh::{Bot, BotEvent};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 
@@ -83,88 +90,151 @@ pub enum LineError {
     /// Both `text` and `button` were given.
     #[error("a line has either `text` or `button`, not both")]
     TextAndButton,
+    /// A field (or the whole line) is over its size limit.
+    #[error("field `{field}`: {len} bytes, over the limit of {limit}")]
+    TooLong {
+        /// The field (`line` for the whole line).
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
 }
 
-/// One input line, as parsed.
-#[derive(Debug, Deserialize)]
-struct InboundLine {
-    id: Option<serde_json::Value>,
-    chat: Option<serde_json::Value>,
-    text: Option<String>,
-    button: Option<String>,
-    title: Option<String>,
-    message_id: Option<String>,
-    user: Option<serde_json::Value>,
-    name: Option<String>,
-    group: Option<bool>,
-    mentions: Option<bool>,
-    lang: Option<String>,
-    reply_to: Option<String>,
-}
+/// The longest input line, in bytes; a longer one is refused before it is parsed.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+/// The longest `id`, `chat`, `user`, `message_id` and `reply_to`, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+/// The longest `text`, in bytes.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// The longest `button`, `title`, `name` and `lang`, in bytes.
+pub const MAX_SHORT_BYTES: usize = 1024;
 
-fn id_field(
-    value: Option<serde_json::Value>,
-    field: &'static str,
-) -> Result<Option<String>, LineError> {
-    let id = match value {
-        None | Some(serde_json::Value::Null) => return Ok(None),
-        Some(serde_json::Value::String(s)) => s,
-        Some(serde_json::Value::Number(n)) => n.to_string(),
-        Some(other) => {
-            return Err(LineError::Invalid {
+/// The fields of one input line, each checked by name.
+struct Fields(serde_json::Map<String, serde_json::Value>);
+
+impl Fields {
+    fn too_long(field: &'static str, s: &str, limit: usize) -> Result<(), LineError> {
+        if s.len() > limit {
+            return Err(LineError::TooLong {
                 field,
-                reason: format!("expected a string or a number, got {other}"),
+                len: s.len(),
+                limit,
             });
         }
-    };
-    if id.is_empty() {
-        return Err(LineError::Invalid {
-            field,
-            reason: "must not be empty".into(),
-        });
+        Ok(())
     }
-    Ok(Some(id))
+
+    /// An id: a string or a number, not empty, at most [`MAX_ID_BYTES`].
+    fn id(&self, field: &'static str) -> Result<Option<String>, LineError> {
+        let id = match self.0.get(field) {
+            None | Some(serde_json::Value::Null) => return Ok(None),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            Some(other) => {
+                return Err(LineError::Invalid {
+                    field,
+                    reason: format!("expected a string or a number, got {}", kind(other)),
+                });
+            }
+        };
+        if id.is_empty() {
+            return Err(LineError::Invalid {
+                field,
+                reason: "must not be empty".into(),
+            });
+        }
+        Self::too_long(field, &id, MAX_ID_BYTES)?;
+        Ok(Some(id))
+    }
+
+    /// A string of at most `limit` bytes.
+    fn string(&self, field: &'static str, limit: usize) -> Result<Option<String>, LineError> {
+        match self.0.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => {
+                Self::too_long(field, s, limit)?;
+                Ok(Some(s.clone()))
+            }
+            Some(other) => Err(LineError::Invalid {
+                field,
+                reason: format!("expected a string, got {}", kind(other)),
+            }),
+        }
+    }
+
+    fn bool(&self, field: &'static str) -> Result<Option<bool>, LineError> {
+        match self.0.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(LineError::Invalid {
+                field,
+                reason: format!("expected true or false, got {}", kind(other)),
+            }),
+        }
+    }
+}
+
+/// The JSON type of a value, for an error message.
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// Parses one input line into the event to deliver.
 pub fn parse_line(bytes: &[u8]) -> Result<ProviderEvent, LineError> {
+    if bytes.len() > MAX_LINE_BYTES {
+        return Err(LineError::TooLong {
+            field: "line",
+            len: bytes.len(),
+            limit: MAX_LINE_BYTES,
+        });
+    }
     let text = std::str::from_utf8(bytes).map_err(|_| LineError::NotUtf8)?;
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
-    if !value.is_object() {
+    let serde_json::Value::Object(map) = value else {
         return Err(LineError::NotObject);
-    }
-    let line: InboundLine = serde_json::from_value(value).map_err(|e| LineError::Invalid {
-        field: "line",
-        reason: e.to_string(),
-    })?;
-    let id = id_field(line.id, "id")?.ok_or(LineError::Missing("id"))?;
-    let chat = ChatId(id_field(line.chat, "chat")?.ok_or(LineError::Missing("chat"))?);
-    let sender = UserId(id_field(line.user, "user")?.unwrap_or_else(|| chat.0.clone()));
+    };
+    let f = Fields(map);
+    let id = f.id("id")?.ok_or(LineError::Missing("id"))?;
+    let chat = ChatId(f.id("chat")?.ok_or(LineError::Missing("chat"))?);
+    let sender = UserId(f.id("user")?.unwrap_or_else(|| chat.0.clone()));
+    let text = f.string("text", MAX_TEXT_BYTES)?;
+    let button = f.string("button", MAX_SHORT_BYTES)?;
+    let name = f.string("name", MAX_SHORT_BYTES)?;
+    let group = f.bool("group")?.unwrap_or(false);
     let now = botmesh::clock::now_ms();
-    match (line.text, line.button) {
+    match (text, button) {
         (Some(_), Some(_)) => Err(LineError::TextAndButton),
         (None, None) => Err(LineError::NoContent),
         (Some(text), None) => {
             let mut m = Message::text(id, chat, text);
             m.sender = sender;
-            m.sender_name = line.name;
-            m.is_group = line.group.unwrap_or(false);
-            m.mentions_bot = line.mentions.unwrap_or(false);
+            m.sender_name = name;
+            m.is_group = group;
+            m.mentions_bot = f.bool("mentions")?.unwrap_or(false);
             m.timestamp_ms = now;
-            m.reply_to = line.reply_to.map(MessageId);
-            m.lang_hint = line.lang;
+            m.reply_to = f.id("reply_to")?.map(MessageId);
+            m.lang_hint = f.string("lang", MAX_SHORT_BYTES)?;
             Ok(ProviderEvent::Message(m))
         }
         (None, Some(button)) => Ok(ProviderEvent::Interaction(Interaction {
             id,
             chat,
             sender,
-            sender_name: line.name,
+            sender_name: name,
             data: button,
-            title: line.title,
-            message_id: line.message_id.map(MessageId),
-            is_group: line.group.unwrap_or(false),
+            title: f.string("title", MAX_SHORT_BYTES)?,
+            message_id: f.id("message_id")?.map(MessageId),
+            is_group: group,
             timestamp_ms: now,
             respond_by_ms: None,
         })),
@@ -194,6 +264,9 @@ struct SendRecord {
 enum OutLine<'a> {
     Ack {
         id: &'a str,
+        /// The line was seen before (a redelivery): not handled again.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        duplicate: bool,
     },
     Nack {
         id: &'a str,
@@ -468,9 +541,19 @@ impl JsonlProvider {
         self
     }
 
-    /// Waits until every line printed so far is written out.
+    /// Waits until every line printed so far is written out (or the output failed).
     pub async fn flush(&self) {
-        self.shared.out.flush().await;
+        let _ = self.shared.out.flush().await;
+    }
+
+    /// Why stdout (the output) failed, once it did: the sends made since then failed.
+    pub fn output_error(&self) -> Option<String> {
+        self.shared.out.failure()
+    }
+
+    /// Waits until the output fails; returns the error.
+    pub async fn output_closed(&self) -> String {
+        self.shared.out.closed().await
     }
 
     fn reader(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
@@ -482,7 +565,14 @@ impl JsonlProvider {
 async fn read_loop(shared: Arc<Shared>, sink: EventSink) {
     let mut input = shared.input.clone().lock_owned().await;
     loop {
-        let next = input.next_line().await;
+        // Nobody reads the answers any more: stop taking messages.
+        let next = tokio::select! {
+            next = input.next_line() => next,
+            e = shared.out.closed() => {
+                tracing::error!(error = %e, "jsonl: the output is closed: input ends");
+                break;
+            }
+        };
         let n = shared.line_no.fetch_add(1, Ordering::SeqCst) + 1;
         let bytes = match next {
             Ok(Some(bytes)) => bytes,
@@ -513,7 +603,10 @@ async fn read_loop(shared: Arc<Shared>, sink: EventSink) {
         let id = event_id(&event);
         shared.delivering(event.chat());
         match sink.deliver(event).await {
-            Ok(_) => shared.delivered(&OutLine::Ack { id: &id }),
+            Ok(accepted) => shared.delivered(&OutLine::Ack {
+                id: &id,
+                duplicate: accepted == Accepted::Duplicate,
+            }),
             Err(e) => shared.delivered(&OutLine::Nack {
                 id: &id,
                 error: e.to_string(),
@@ -578,7 +671,14 @@ impl Provider for JsonlProvider {
         self.shared.print_send(&record, key.as_deref());
         // Delivered means written: wait for a held-back line, then for the writer.
         self.shared.wait_released(chat).await;
-        self.shared.out.flush().await;
+        self.shared
+            .out
+            .flush()
+            .await
+            .map_err(|e| ProviderError::Network {
+                provider: NAME.to_owned(),
+                message: format!("cannot write to the output: {e}"),
+            })?;
         Ok(SentMessage {
             message_id: Some(message_id),
         })
@@ -685,9 +785,12 @@ mod tests {
             Some(r#"{"type":"send","chat":"a","text":"hi","key":"a/1:1","message_id":"t.1"}"#)
         );
         assert_eq!(
-            serde_json::to_string(&OutLine::Ack { id: "m1" })
-                .ok()
-                .as_deref(),
+            serde_json::to_string(&OutLine::Ack {
+                id: "m1",
+                duplicate: false
+            })
+            .ok()
+            .as_deref(),
             Some(r#"{"type":"ack","id":"m1"}"#)
         );
     }

@@ -7,14 +7,15 @@
 //!
 //! [`LineSink`] writes whole lines from one writer task fed by a channel, so lines from
 //! concurrent senders never interleave and the callers never block on the terminal or the
-//! pipe. A write error is logged once; later lines are dropped. This module knows nothing
-//! of messages or JSON.
+//! pipe. A write error (a closed stdout) is logged once and kept: later lines are dropped,
+//! [`LineSink::flush`] reports it, and [`LineSink::closed`] wakes whoever waits for it. This
+//! module knows nothing of messages or JSON.
 
 use std::io::{self, BufRead};
 use std::sync::Mutex;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// A boxed reader.
@@ -118,11 +119,15 @@ enum Command {
     Flush(oneshot::Sender<()>),
 }
 
+/// Why the output failed (the writer's error, as text), once it did.
+type Failure = watch::Sender<Option<String>>;
+
 /// Writes whole lines, in the order given, from one task.
 pub(crate) struct LineSink {
     tx: mpsc::UnboundedSender<Command>,
     idle: Mutex<Option<(mpsc::UnboundedReceiver<Command>, BoxWriter)>>,
     task: Mutex<Option<JoinHandle<()>>>,
+    failure: Failure,
 }
 
 impl LineSink {
@@ -134,6 +139,7 @@ impl LineSink {
             tx,
             idle: Mutex::new(Some((rx, Box::new(writer)))),
             task: Mutex::new(None),
+            failure: watch::channel(None).0,
         }
     }
 
@@ -146,7 +152,7 @@ impl LineSink {
             return;
         };
         if let Some((rx, writer)) = idle.take() {
-            let task = handle.spawn(write_lines(rx, writer));
+            let task = handle.spawn(write_lines(rx, writer, self.failure.clone()));
             *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
         }
     }
@@ -158,12 +164,35 @@ impl LineSink {
         let _ = self.tx.send(Command::Line(line));
     }
 
-    /// Waits until every line queued so far is written and flushed.
-    pub(crate) async fn flush(&self) {
+    /// Waits until every line queued so far is written and flushed; `Err` (the writer's
+    /// error) when the output failed, now or before: those lines were not written.
+    pub(crate) async fn flush(&self) -> Result<(), String> {
         self.ensure_started();
         let (done, wait) = oneshot::channel();
         if self.tx.send(Command::Flush(done)).is_ok() {
             let _ = wait.await;
+        }
+        match self.failure() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The writer's error, once the output failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    /// Waits until the output fails; returns the error.
+    pub(crate) async fn closed(&self) -> String {
+        let mut rx = self.failure.subscribe();
+        let failure = match rx.wait_for(Option::is_some).await {
+            Ok(e) => e.clone(),
+            Err(_) => None,
+        };
+        match failure {
+            Some(e) => e,
+            None => std::future::pending().await,
         }
     }
 }
@@ -176,7 +205,11 @@ impl Drop for LineSink {
     }
 }
 
-async fn write_lines(mut rx: mpsc::UnboundedReceiver<Command>, mut writer: BoxWriter) {
+async fn write_lines(
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    mut writer: BoxWriter,
+    failure: Failure,
+) {
     let mut failed = false;
     while let Some(cmd) = rx.recv().await {
         match cmd {
@@ -190,14 +223,16 @@ async fn write_lines(mut rx: mpsc::UnboundedReceiver<Command>, mut writer: BoxWr
                     result = writer.flush().await;
                 }
                 if let Err(e) = result {
-                    tracing::warn!(error = %e, "cannot write output: dropping further lines");
+                    tracing::error!(error = %e, "cannot write output: dropping further lines");
                     failed = true;
+                    failure.send_replace(Some(e.to_string()));
                 }
             }
             Command::Flush(done) => {
                 if !failed && let Err(e) = writer.flush().await {
-                    tracing::warn!(error = %e, "cannot flush output: dropping further lines");
+                    tracing::error!(error = %e, "cannot flush output: dropping further lines");
                     failed = true;
+                    failure.send_replace(Some(e.to_string()));
                 }
                 let _ = done.send(());
             }

@@ -463,6 +463,11 @@ pub struct Outgoing {
     /// An explicit idempotency key (rule 1 of the key rules). Never reaches the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// What a restart does when this send's outcome is unknown (the process died while the
+    /// provider was being called): `None` keeps the bot's `outbox.on_ambiguous`; an ask's
+    /// prompt is `Resend` unless set (a question is safe to repeat and unsafe to lose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_ambiguous: Option<botmesh_durability::OnAmbiguous>,
 }
 
 impl Outgoing {
@@ -482,6 +487,13 @@ impl Outgoing {
     /// Sets an explicit idempotency key.
     pub fn key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// What a restart does if this send's outcome is unknown: `Resend` (never lost, maybe
+    /// twice) or `Skip` (never twice, maybe lost). See [`Outgoing::on_ambiguous`](Self#structfield.on_ambiguous).
+    pub fn on_ambiguous(mut self, policy: botmesh_durability::OnAmbiguous) -> Self {
+        self.on_ambiguous = Some(policy);
         self
     }
 
@@ -516,6 +528,7 @@ impl From<OutgoingContent> for Outgoing {
             content,
             reply_to: None,
             idempotency_key: None,
+            on_ambiguous: None,
         }
     }
 }

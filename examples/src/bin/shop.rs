@@ -118,6 +118,11 @@ enum ShopError {
     #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
     #[error("{0}")]
     Channel(String),
+    #[error(
+        "cannot write to stdout ({0}): the replies not written stay in the database and \
+             go out at the next start"
+    )]
+    Output(String),
 }
 
 // The argument errors and the bot's final error are the only things this binary prints.
@@ -185,8 +190,14 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
             let provider = JsonlProvider::new();
             let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
             provider.attach(&bot);
-            let result = bot.run().await;
+            let result = tokio::select! {
+                result = bot.run() => result,
+                e = provider.output_closed() => return closed_output(&bot, e).await,
+            };
             provider.flush().await;
+            if let Some(e) = provider.output_error() {
+                return Err(ShopError::Output(e));
+            }
             Ok(result?)
         }
         Channel::Console => {
@@ -196,14 +207,29 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
                 .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
             let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
             provider.attach(&bot);
-            let result = bot.run().await;
+            let result = tokio::select! {
+                result = bot.run() => result,
+                e = provider.output_closed() => return closed_output(&bot, e).await,
+            };
             provider.flush().await;
+            if let Some(e) = provider.output_error() {
+                return Err(ShopError::Output(e));
+            }
             Ok(result?)
         }
         Channel::Telegram => telegram(builder, &cli.listen).await,
         Channel::Whatsapp => whatsapp(builder, &cli.listen).await,
         Channel::Twilio => twilio(builder, &cli.listen).await,
     }
+}
+
+/// Nobody reads the replies any more: stops at once (the sends not written stay journaled, the
+/// messages not answered are replayed at the next start) and fails.
+async fn closed_output(bot: &Bot, error: String) -> Result<(), ShopError> {
+    if let Err(e) = bot.stop().await {
+        tracing::warn!(error = %e, "stopping after the output closed");
+    }
+    Err(ShopError::Output(error))
 }
 
 /// Runs `bot` until it stops, then closes the webhook server (after the drain: the replies

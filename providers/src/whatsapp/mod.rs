@@ -13,13 +13,17 @@
 //!
 //! Sends go to `POST /<version>/<phone number id>/messages` (`outbound` has the tables of
 //! bodies and error codes). The 24-hour customer-service window: the provider remembers when
-//! each chat last wrote (in memory); a free-form send to a chat known to be silent for more
-//! than 24 h fails with `OutsideSessionWindow` without a call, as does Meta's error 131047.
+//! each chat last wrote (in memory, at most [`WINDOW_CHATS`] chats: chats silent for more than
+//! 24 h are pruned first); a free-form send to a chat known to be silent for more than 24 h
+//! fails with `OutsideSessionWindow` without a call, as does Meta's error 131047.
 //! Templates are always allowed.
 //!
 //! Media: the journaled reference is `{"media_id": …}` (v1, digits only). A download asks the
 //! Graph for the media's short-lived URL, fetches it through the SSRF-guarded
 //! [`GuardedClient`] with the bearer token (Meta's CDN needs it), and checks its `sha256`.
+//! The token only ever goes to the Graph API's origin and to Meta's media hosts over `https`
+//! (`*.fbsbx.com`, `*.fbcdn.net`, `*.whatsapp.net`, `*.facebook.com`): a media URL anywhere
+//! else is refused without a request ([`media_url_allowed`]).
 //! Inbound media ids expire after about 7 days (30 for uploads).
 //!
 //! It does not edit messages (the Cloud API cannot), show typing, manage templates, or route
@@ -60,6 +64,48 @@ pub const SESSION_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// The largest media the provider downloads or uploads (documents; 100 MB).
 pub const MEDIA_LIMIT: u64 = 100 * 1024 * 1024;
+
+/// The most chats whose last message time the provider remembers for the window.
+pub const WINDOW_CHATS: usize = 100_000;
+
+/// Meta's media hosts (and their subdomains), the only hosts besides the Graph API's origin
+/// that receive the access token.
+const META_MEDIA_HOSTS: [&str; 4] = ["fbsbx.com", "fbcdn.net", "whatsapp.net", "facebook.com"];
+
+/// Whether the access token may be sent to `url`: the Graph API's origin (`api_base`), or an
+/// `https` URL on one of Meta's media hosts.
+pub fn media_url_allowed(api_base: &str, url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        return false;
+    };
+    if url::Url::parse(api_base).is_ok_and(|a| a.origin() == u.origin()) {
+        return true;
+    }
+    u.scheme() == "https"
+        && u.host_str().is_some_and(|h| {
+            let h = h.to_ascii_lowercase();
+            META_MEDIA_HOSTS
+                .iter()
+                .any(|m| h == *m || h.ends_with(&format!(".{m}")))
+        })
+}
+
+/// Records that `chat` wrote at `at_ms`, keeping at most [`WINDOW_CHATS`] chats: when full,
+/// the chats whose window closed are pruned, then the oldest.
+pub(crate) fn remember_inbound(map: &mut HashMap<ChatId, i64>, chat: &ChatId, at_ms: i64) {
+    if !map.contains_key(chat) && map.len() >= WINDOW_CHATS {
+        let now = botmesh::clock::now_ms();
+        map.retain(|_, t| now - *t <= SESSION_WINDOW_MS);
+        if map.len() >= WINDOW_CHATS {
+            let mut times: Vec<i64> = map.values().copied().collect();
+            times.sort_unstable();
+            let cut = times[times.len() / 2];
+            map.retain(|_, t| *t > cut);
+        }
+    }
+    let entry = map.entry(chat.clone()).or_insert(at_ms);
+    *entry = (*entry).max(at_ms);
+}
 
 /// The signature header.
 const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -262,8 +308,7 @@ impl WhatsAppProvider {
             .last_inbound
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let entry = map.entry(chat.clone()).or_insert(at_ms);
-        *entry = (*entry).max(at_ms);
+        remember_inbound(&mut map, chat, at_ms);
     }
 }
 
@@ -417,6 +462,19 @@ impl Provider for WhatsAppProvider {
         let size = info["file_size"]
             .as_u64()
             .or_else(|| info["file_size"].as_str().and_then(|s| s.parse().ok()));
+        if !media_url_allowed(&self.inner.config.api_base, url) {
+            let host = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_default();
+            return Err(api_error(
+                Some(status),
+                format!(
+                    "the media URL's host `{host}` is neither the Graph API nor a Meta media host: the access token is not sent there"
+                ),
+                false,
+            ));
+        }
         if let Some(size) = size.filter(|s| *s > MEDIA_LIMIT) {
             return Err(ProviderError::PayloadTooLarge {
                 provider: NAME.to_owned(),
@@ -512,5 +570,59 @@ fn http_to_provider(e: HttpError) -> ProviderError {
             message: e.to_string(),
         },
         e => api_error(None, format!("media download: {e}"), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_goes_to_the_graph_and_meta_media_hosts_only() {
+        let api = "https://graph.facebook.com";
+        for ok in [
+            "https://graph.facebook.com/v21.0/123",
+            "https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1",
+            "https://scontent.xx.fbcdn.net/v/t1/abc",
+            "https://mmg.whatsapp.net/d/f/abc.enc",
+        ] {
+            assert!(media_url_allowed(api, ok), "{ok}");
+        }
+        for refused in [
+            "http://lookaside.fbsbx.com/x",
+            "https://fbsbx.com.evil.example/x",
+            "https://evil.example/?u=fbsbx.com",
+            "https://notfbcdn.net/x",
+            "not a url",
+        ] {
+            assert!(!media_url_allowed(api, refused), "{refused}");
+        }
+        // A local Graph (tests, a proxy): its own origin.
+        assert!(media_url_allowed(
+            "http://127.0.0.1:9000",
+            "http://127.0.0.1:9000/media/1"
+        ));
+    }
+
+    #[test]
+    fn the_window_map_stays_bounded() {
+        let mut map = HashMap::new();
+        let now = botmesh::clock::now_ms();
+        for i in 0..WINDOW_CHATS {
+            // Half of them wrote more than a day ago.
+            let at = if i % 2 == 0 {
+                now - 2 * SESSION_WINDOW_MS
+            } else {
+                now
+            };
+            map.insert(ChatId(format!("c{i}")), at);
+        }
+        remember_inbound(&mut map, &ChatId("new".into()), now);
+        assert!(map.len() <= WINDOW_CHATS / 2 + 1, "{}", map.len());
+        assert!(map.contains_key(&ChatId("new".into())));
+        assert!(
+            map.contains_key(&ChatId("c1".into())),
+            "a chat in its window is kept"
+        );
     }
 }

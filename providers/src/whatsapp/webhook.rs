@@ -81,8 +81,7 @@ pub(super) async fn notify(
                 ProviderEvent::Interaction(i) => (&i.chat, i.timestamp_ms),
                 _ => continue,
             };
-            let entry = map.entry(chat.clone()).or_insert(at);
-            *entry = (*entry).max(at);
+            super::remember_inbound(&mut map, chat, at);
         }
     }
     match deliver_all(&inner.slot, events).await {

@@ -30,6 +30,8 @@ struct S {
     files: HashMap<String, (String, Vec<u8>)>,
     next_message_id: i64,
     texts: HashMap<i64, String>,
+    /// (chat, text) of every `sendMessage` answered with success, in order.
+    delivered: Vec<(i64, String)>,
 }
 
 #[derive(Clone)]
@@ -130,6 +132,16 @@ impl FakeTelegram {
                     || p["chat_id"].as_str() == Some(&chat.to_string())
             })
             .filter_map(|p| p["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The texts of the `sendMessage` calls to `chat` that succeeded, in order.
+    pub fn delivered_to(&self, chat: i64) -> Vec<String> {
+        self.s()
+            .delivered
+            .iter()
+            .filter(|(c, _)| *c == chat)
+            .map(|(_, t)| t.clone())
             .collect()
     }
 
@@ -280,6 +292,9 @@ async fn method(
             let id = s.next_message_id;
             s.texts.insert(id, text.clone());
             let chat = chat_i64(&p["chat_id"]);
+            if method == "sendMessage" {
+                s.delivered.push((chat, text.clone()));
+            }
             envelope_ok(json!({
                 "message_id": id, "date": 1718000100,
                 "chat": { "id": chat, "type": "private" }, "text": text,

@@ -449,6 +449,7 @@ pub(crate) fn split_outgoing(
                 None
             },
             idempotency_key: None,
+            on_ambiguous: outgoing.on_ambiguous,
         })
         .collect()
 }

@@ -104,6 +104,34 @@ pub(crate) async fn answered(
         .map(|r| deduped(&r)))
 }
 
+/// Sends again the sends that recovery resolved `unknown` (`on_ambiguous: skip`) whose own
+/// policy says `resend` ([`Outgoing::on_ambiguous`]; an ask's prompt by default): they become
+/// pending, due now, in their place in the chat's order. The `durability:ambiguous` event was
+/// emitted for each either way.
+pub(crate) async fn resend_by_own_policy(k: &Kernel, dur: &Durable, resolved: &[OutboxRecord]) {
+    for r in resolved {
+        if r.state != OutboxState::Unknown {
+            continue;
+        }
+        let own = serde_json::from_str::<Outgoing>(r.payload.as_json())
+            .ok()
+            .and_then(|o| o.on_ambiguous);
+        if own != Some(botmesh_durability::OnAmbiguous::Resend) {
+            continue;
+        }
+        match dur.d.outbox().retry(&r.key).await {
+            Ok(_) => {
+                tracing::warn!(key = %r.key, chat = %r.chat, "send of unknown outcome sent again (its policy is resend)")
+            }
+            Err(e) => k.events.error(
+                "durability:resend",
+                Some(&ChatId(r.chat.clone())),
+                BotError::Durability(e),
+            ),
+        }
+    }
+}
+
 /// The failure class of a provider error, for the journal.
 pub(crate) fn classify(e: &ProviderError) -> SendFailure {
     match e.class() {

@@ -82,6 +82,7 @@ pub(crate) async fn recover_sends(k: &Arc<Kernel>, dur: &Durable) -> Result<(), 
             "sends of unknown outcome after a crash resolved"
         );
     }
+    outbound::resend_by_own_policy(k, dur, &resolved).await;
     let chats = queue_left_sends(k, dur).await?;
     if chats > 0 {
         tracing::info!(
@@ -175,6 +176,9 @@ async fn pass(
     schedule: &mut PurgeSchedule,
 ) -> Result<(), BotError> {
     replay_due(k, dur).await?;
+    // Resolved here rather than inside `due`, so that each send's own policy applies.
+    let resolved = dur.d.outbox().recover_ambiguous().await?;
+    outbound::resend_by_own_policy(k, dur, &resolved).await;
     for record in dur.d.outbox().due(BATCH).await? {
         // Stopping: leave the rest for the next start (the record in hand was finished).
         if *dur.stop_sweeper.borrow() {

@@ -193,7 +193,11 @@ impl FlowCx {
     #[doc(hidden)]
     pub async fn __suspend<T>(&mut self, site: &'static str, ask: Ask<T>) -> Result<(), BotError> {
         let prompt_site = ask.key.clone().unwrap_or_else(|| site.to_owned());
-        if let Some(prompt) = ask.prompt {
+        if let Some(mut prompt) = ask.prompt {
+            // A question is safe to repeat and unsafe to lose: without it the chat is stuck.
+            prompt
+                .on_ambiguous
+                .get_or_insert(botmesh_durability::OnAmbiguous::Resend);
             let key = self.site_key(&prompt_site);
             self.send_at(prompt, key).await?;
         }

@@ -117,8 +117,9 @@ pub enum PostgresError {
         /// The prefix refused.
         prefix: String,
     },
-    /// No connection could be made.
-    #[error("cannot connect to PostgreSQL at {target}: {source}")]
+    /// No connection could be made; the message says why (refused, authentication failed,
+    /// database missing, …).
+    #[error("cannot connect to PostgreSQL at {target}: {}", connect_reason(.source.as_ref()))]
     Connect {
         /// `host:port` (or the socket path, or "an injected pool").
         target: String,
@@ -545,6 +546,34 @@ pub(crate) fn query_err(table: &str, key: &str, e: impl Into<BoxError>) -> Postg
         key: key.to_owned(),
         source: e.into(),
     }
+}
+
+/// Why a connection failed, in words a user can act on: the server's own message (an
+/// authentication failure, a missing database, …) rather than tokio-postgres' "db error",
+/// or the I/O error (refused, timed out, unknown host).
+fn connect_reason(source: &(dyn std::error::Error + 'static)) -> String {
+    let mut e: Option<&(dyn std::error::Error + 'static)> = Some(source);
+    while let Some(err) = e {
+        if let Some(db) = err.downcast_ref::<tokio_postgres::error::DbError>() {
+            let hint = match db.code().code() {
+                "28P01" | "28000" => " (check the user and password of the connection string)",
+                "3D000" => " (create the database, or name another in the connection string)",
+                _ => "",
+            };
+            return format!("{}{hint}", db.message());
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            let hint = match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    " (is the server running and listening on that host and port?)"
+                }
+                _ => "",
+            };
+            return format!("{io}{hint}");
+        }
+        e = err.source();
+    }
+    source.to_string()
 }
 
 #[cfg(test)]

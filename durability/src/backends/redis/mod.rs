@@ -62,8 +62,9 @@ pub enum RedisError {
         /// The prefix refused.
         prefix: String,
     },
-    /// No connection could be made.
-    #[error("cannot connect to Redis at {target}: {source}")]
+    /// No connection could be made; the message says why (refused, authentication failed,
+    /// …).
+    #[error("cannot connect to Redis at {target}: {}", connect_reason(.source))]
     Connect {
         /// `host:port` (or the socket path).
         target: String,
@@ -265,6 +266,23 @@ pub(crate) async fn connect(
 /// Whether an error means the connection was lost (the manager reconnects; retry once).
 pub(crate) fn is_connection_lost(e: &::redis::RedisError) -> bool {
     e.is_connection_dropped() || e.is_io_error() || e.is_unrecoverable_error()
+}
+
+/// Why a connection failed, in words a user can act on.
+fn connect_reason(e: &::redis::RedisError) -> String {
+    use ::redis::ErrorKind;
+    let hint = if e.kind() == ErrorKind::AuthenticationFailed
+        || e.code().is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
+    {
+        " (authentication failed: check the user and password in the URL)"
+    } else if e.is_connection_refusal() {
+        " (connection refused: is the server running and listening on that host and port?)"
+    } else if e.is_timeout() {
+        " (timed out: is the host reachable?)"
+    } else {
+        ""
+    };
+    format!("{e}{hint}")
 }
 
 #[cfg(test)]
