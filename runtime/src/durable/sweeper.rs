@@ -14,6 +14,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use botmesh_durability::OutboxState;
 use tokio::time::Instant;
 
 use crate::bot::kernel::Kernel;
@@ -21,6 +22,8 @@ use crate::durable::{Durable, inbound, outbound};
 use crate::error::BotError;
 
 /// Records per pass.
+/// How many `unknown` sends recovery looks at for their own ambiguity policy.
+const UNKNOWN_SCAN: usize = 1024;
 const BATCH: usize = 64;
 /// How often the retention purge runs (when it has no backlog).
 const PURGE_PERIOD: Duration = Duration::from_secs(60);
@@ -82,7 +85,17 @@ pub(crate) async fn recover_sends(k: &Arc<Kernel>, dur: &Durable) -> Result<(), 
             "sends of unknown outcome after a crash resolved"
         );
     }
-    outbound::resend_by_own_policy(k, dur, &resolved).await;
+    // Every send left `unknown` (those just resolved, and any an earlier run resolved and died
+    // before sending again) gets its own policy applied.
+    match dur
+        .d
+        .outbox()
+        .list(OutboxState::Unknown, UNKNOWN_SCAN)
+        .await
+    {
+        Ok(unknown) => outbound::resend_by_own_policy(k, dur, &unknown).await,
+        Err(e) => k.events.error("durability:recovery", None, e),
+    }
     let chats = queue_left_sends(k, dur).await?;
     if chats > 0 {
         tracing::info!(
