@@ -258,7 +258,7 @@ fn a_network_channel_names_the_missing_variable() {
 
 /// A reader that went away (stdout closed) fails the sends: none is recorded as sent, the
 /// shop exits 1 saying so, and the next run (fed again what was not acknowledged) delivers
-/// each reply once.
+/// each reply once, or names the chat in an ambiguous event when its send was in flight.
 #[test]
 fn a_closed_stdout_fails_the_sends_and_the_next_run_delivers_them() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -308,7 +308,16 @@ fn a_closed_stdout_fails_the_sends_and_the_next_run_delivers_them() {
             .iter()
             .filter(|s| s["chat"] == chat.as_str())
             .count();
-        assert_eq!(menus, 1, "chat {chat}: {lines:?}");
+        // A send that was in flight when the first run stopped has an unknown outcome: the
+        // next run names it with an ambiguous event instead of guessing (the promise: never
+        // twice, and every missing reply named).
+        let named_ambiguous = of(&lines, "event")
+            .iter()
+            .any(|e| e["name"] == "durability:ambiguous" && e["chat"] == chat.as_str());
+        assert!(
+            menus == 1 || (menus == 0 && named_ambiguous),
+            "chat {chat}: {menus} replies: {lines:?}"
+        );
     }
 }
 
