@@ -1,24 +1,31 @@
-//! [`WebhookServer`]: one axum server that several providers mount their webhook routes on,
-//! and the acknowledgement rule they share.
+//! The webhook skeleton the HTTP-webhook channels share: [`WebhookServer`] (one axum server
+//! that several providers mount their routes on) and [`WebhookChannel`] with [`route`] (one
+//! route's request handling), so that a channel writes only what is its own: how a request's
+//! signature is checked, how its body becomes events, and (elsewhere) how it sends.
 //!
 //! A channel that pushes updates (Telegram webhooks, WhatsApp Cloud, Twilio) redelivers what
 //! was not acknowledged. So a route answers 2xx only once the pipeline *accepted* every event
 //! of the request ([`EventSink::deliver`] returned `Ok`): a crash before that point leaves the
-//! update unacknowledged and the channel sends it again.
+//! update unacknowledged and the channel sends it again, and the runtime's inbox drops the
+//! copy of what it had already accepted (it dedupes by the channel's message id). [`route`]
+//! takes a request through these steps, in order, and answers at the first that refuses:
 //!
-//! | request | answer | what entered the pipeline |
-//! | --- | --- | --- |
-//! | signature header missing | 401 | nothing |
-//! | signature header wrong | 403 | nothing |
-//! | body that does not parse (checked whole, before anything is delivered) | 400 | nothing |
-//! | provider not started (or stopped) | 503 | nothing |
-//! | pipeline rejected an event (not running, journal down) | 503 | the events before it (deduped on redelivery) |
-//! | every event accepted (queued, duplicate or handled) | 200 | all of them |
+//! | step | request | answer | what entered the pipeline |
+//! | --- | --- | --- | --- |
+//! | limit | body over [`BODY_LIMIT`] | 413 | nothing |
+//! | handshake (`GET`) | [`WebhookChannel::handshake`] accepts | 200 with its body | nothing |
+//! | handshake (`GET`) | refused, or the channel has none | 403, or 405 | nothing |
+//! | [`verify`](WebhookChannel::verify) | signature header missing | 401 | nothing |
+//! | [`verify`](WebhookChannel::verify) | signature header wrong | 403 | nothing |
+//! | [`parse`](WebhookChannel::parse) (checked whole, before anything is delivered) | body that does not parse | 400 | nothing |
+//! | deliver | nothing to deliver (an update the bot does not handle) | 200 | nothing |
+//! | deliver | provider not started (or stopped) | 503 | nothing |
+//! | deliver | pipeline rejected an event (not running, journal down) | 503 | the events before it (deduped on redelivery) |
+//! | deliver | every event accepted (queued, duplicate or handled) | 200, with [`WebhookChannel::accepted`] as body | all of them |
 //!
-//! Each provider verifies its own channel's signature (Telegram's secret token, Meta's
-//! `X-Hub-Signature-256`, `X-Twilio-Signature`) before parsing; this module provides the
-//! constant-time comparison they use. It does not terminate TLS (put it behind a proxy or a
-//! load balancer), route by host, or retry.
+//! Each refusal is logged at `warn` with the header or the reason; signatures are compared in
+//! constant time ([`constant_time_eq`]). The skeleton does not terminate TLS (put it behind a
+//! proxy or a load balancer), route by host, or retry.
 //!
 //! ```no_run
 //! use botmesh_providers::webhook::WebhookServer;
@@ -27,13 +34,63 @@
 //! tracing::info!(addr = %server.local_addr(), "webhook server listening");
 //! # server.shutdown().await; Ok(()) }
 //! ```
+//!
+//! A minimal channel: a shared secret in a header, a JSON body `{"id", "chat", "text"}`. Its
+//! provider keeps a [`SinkSlot`], fills it in `Provider::start` and empties it in `stop`, and
+//! hands `route(Arc::new(channel), "/hook")` to the server:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use botmesh::message::Message;
+//! use botmesh::provider::ProviderEvent;
+//! use botmesh_providers::webhook::{
+//!     Refused, SinkSlot, WebhookChannel, WebhookRequest, WebhookServer, constant_time_eq, route,
+//! };
+//!
+//! struct Hook {
+//!     secret: String,
+//!     slot: SinkSlot,
+//! }
+//!
+//! impl WebhookChannel for Hook {
+//!     fn slot(&self) -> &SinkSlot {
+//!         &self.slot
+//!     }
+//!
+//!     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
+//!         match request.header("x-hook-secret") {
+//!             None => Err(Refused::MissingSignature("X-Hook-Secret")),
+//!             Some(s) if !constant_time_eq(s.as_bytes(), self.secret.as_bytes()) => {
+//!                 Err(Refused::BadSignature("X-Hook-Secret"))
+//!             }
+//!             Some(_) => Ok(()),
+//!         }
+//!     }
+//!
+//!     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
+//!         let v: serde_json::Value = serde_json::from_slice(&request.body)
+//!             .map_err(|e| Refused::Malformed(format!("body is not JSON: {e}")))?;
+//!         let field = |k: &str| v[k].as_str().ok_or_else(|| Refused::Malformed(format!("no {k}")));
+//!         let message = Message::text(field("id")?, field("chat")?, field("text")?);
+//!         Ok(vec![ProviderEvent::Message(message)])
+//!     }
+//! }
+//!
+//! # async fn demo() -> Result<(), botmesh_providers::webhook::WebhookError> {
+//! let hook = Hook { secret: "s3cret".into(), slot: SinkSlot::default() };
+//! let server = WebhookServer::new().mount(route(Arc::new(hook), "/hook")).bind("0.0.0.0:8080").await?;
+//! # server.shutdown().await; Ok(()) }
+//! ```
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use botmesh::provider::{EventSink, ProviderEvent, Rejected};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
@@ -125,23 +182,148 @@ impl RunningWebhookServer {
     }
 }
 
-/// Where a provider keeps the sink it got in `start()`; its webhook routes read it.
+/// Where a provider keeps the sink it got in `start()`; its webhook routes read it. Cheap to
+/// clone (clones share the slot).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SinkSlot(Arc<RwLock<Option<EventSink>>>);
+pub struct SinkSlot(Arc<RwLock<Option<EventSink>>>);
 
 impl SinkSlot {
-    pub(crate) fn set(&self, sink: Option<EventSink>) {
+    /// Puts the sink (in `Provider::start`), or empties the slot (`None`, in `stop`): a
+    /// route answers 503 while it is empty.
+    pub fn set(&self, sink: Option<EventSink>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = sink;
     }
 
-    pub(crate) fn get(&self) -> Option<EventSink> {
+    /// The sink, while the provider runs.
+    pub fn get(&self) -> Option<EventSink> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The largest request body a webhook route reads (2 MiB; the channels' own notifications are
+/// a few kilobytes: media comes by reference). A longer body is answered 413.
+pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// One webhook request, as a [`WebhookChannel`] sees it.
+#[derive(Debug, Clone)]
+pub struct WebhookRequest {
+    /// The request's URI (path and query, as the server received it).
+    pub uri: Uri,
+    /// The request's headers.
+    pub headers: HeaderMap,
+    /// The raw body (signatures are computed over it, so it is kept as received).
+    pub body: Bytes,
+}
+
+impl WebhookRequest {
+    /// A header's value, when present and visible ASCII.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The query string's pairs, decoded.
+    pub fn query_pairs(&self) -> Vec<(String, String)> {
+        url::form_urlencoded::parse(self.uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect()
+    }
+}
+
+/// Why a webhook request is refused, before anything is delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The named signature header is missing: 401.
+    #[error("missing {0}")]
+    MissingSignature(&'static str),
+    /// The named signature (header, or handshake token) does not match: 403.
+    #[error("invalid {0}")]
+    BadSignature(&'static str),
+    /// The body does not parse, with why: 400.
+    #[error("malformed body: {0}")]
+    Malformed(String),
+}
+
+/// A channel's part of one webhook route: checking a request and turning its body into
+/// events. [`route`] does the rest (limits, answers, delivery, logs).
+pub trait WebhookChannel: Send + Sync + 'static {
+    /// Where the provider keeps the sink it got in `start()`.
+    fn slot(&self) -> &SinkSlot;
+
+    /// Checks that the request comes from the channel (its signature over the raw body, a
+    /// shared secret), before anything is parsed. May refuse a body it cannot read as
+    /// [`Refused::Malformed`] when the signature is computed over its parsed form.
+    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused>;
+
+    /// Turns a verified body into the events to deliver, in order (empty: nothing the bot
+    /// handles, answered 200). The whole body is parsed before the first event is delivered.
+    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused>;
+
+    /// The body of the 200 that acknowledges an accepted request: `(content type, body)`.
+    /// Empty by default.
+    fn accepted(&self) -> Option<(&'static str, String)> {
+        None
+    }
+
+    /// A `GET` on the route: the channel's subscription handshake, answered with a 200 and
+    /// the returned plain-text body. `None` (the default): the channel has none, 405.
+    fn handshake(&self, request: &WebhookRequest) -> Option<Result<String, Refused>> {
+        let _ = request;
+        None
+    }
+}
+
+/// The route serving `channel` on `path`: `POST` carries the channel's notifications, `GET`
+/// its [handshake](WebhookChannel::handshake). Mount it on a [`WebhookServer`].
+pub fn route<C: WebhookChannel>(channel: Arc<C>, path: &str) -> Router {
+    Router::new()
+        .route(path, get(handshake::<C>).post(notify::<C>))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(channel)
+}
+
+async fn handshake<C: WebhookChannel>(
+    State(channel): State<Arc<C>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let request = WebhookRequest {
+        uri,
+        headers,
+        body: Bytes::new(),
+    };
+    match channel.handshake(&request) {
+        None => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        Some(Ok(body)) => Answer::Ok(Some(("text/plain", body))).into_response(),
+        Some(Err(refused)) => Answer::from(refused).into_response(),
+    }
+}
+
+async fn notify<C: WebhookChannel>(
+    State(channel): State<Arc<C>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Answer {
+    let request = WebhookRequest { uri, headers, body };
+    let events = match channel
+        .verify(&request)
+        .and_then(|()| channel.parse(&request))
+    {
+        Ok(events) => events,
+        Err(refused) => return refused.into(),
+    };
+    if events.is_empty() {
+        return Answer::Ok(None);
+    }
+    match deliver_all(channel.slot(), events).await {
+        Ok(()) => Answer::Ok(channel.accepted()),
+        Err(answer) => answer,
     }
 }
 
 /// What a webhook route answers.
 #[derive(Debug)]
-pub(crate) enum Answer {
+enum Answer {
     /// 200 with an empty body (or the given content type and body).
     Ok(Option<(&'static str, String)>),
     /// 401: the named signature header is missing.
@@ -152,6 +334,16 @@ pub(crate) enum Answer {
     Malformed(String),
     /// 503: not started, or the pipeline did not accept an event.
     NotAccepted(Option<Rejected>),
+}
+
+impl From<Refused> for Answer {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::MissingSignature(h) => Answer::MissingSignature(h),
+            Refused::BadSignature(h) => Answer::BadSignature(h),
+            Refused::Malformed(reason) => Answer::Malformed(reason),
+        }
+    }
 }
 
 impl IntoResponse for Answer {
@@ -190,7 +382,7 @@ impl IntoResponse for Answer {
 }
 
 /// Delivers `events` in order; `Ok` only when every one was accepted.
-pub(crate) async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Answer> {
+async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Answer> {
     let Some(sink) = slot.get() else {
         return Err(Answer::NotAccepted(None));
     };
@@ -202,8 +394,9 @@ pub(crate) async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> 
     Ok(())
 }
 
-/// Compares two byte strings in time that depends only on their lengths.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Compares two byte strings in time that depends only on their lengths (for secrets and
+/// signatures).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

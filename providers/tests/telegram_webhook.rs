@@ -67,6 +67,19 @@ async fn the_secret_token_is_checked_and_bad_bodies_get_400() {
         .await
         .expect("post");
     assert_eq!(bad.status().as_u16(), 400);
+    // Over the body limit: 413, before the body is read.
+    let huge = fakes::client()
+        .post(&url)
+        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+        .header("content-type", "application/json")
+        .body(vec![b' '; botmesh_providers::webhook::BODY_LIMIT + 1])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(huge.status().as_u16(), 413);
+    // A GET on a route without a handshake.
+    let get = fakes::client().get(&url).send().await.expect("get");
+    assert_eq!(get.status().as_u16(), 405);
     // JSON, but not an Update (a message without a chat).
     assert_eq!(
         FakeTelegram::post_webhook(

@@ -24,6 +24,7 @@ mod config;
 mod send;
 mod transport;
 mod update;
+mod webhook;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -122,7 +123,7 @@ impl TelegramProvider {
     /// The webhook route to mount on a [`crate::webhook::WebhookServer`] (webhook mode; in
     /// polling mode the route answers 404).
     pub fn webhook_routes(&self) -> axum::Router {
-        transport::routes(self.inner.clone())
+        webhook::routes(self.inner.clone())
     }
 
     async fn call_json(

@@ -1,4 +1,4 @@
-//! The two ways updates reach the provider: the `getUpdates` poller and the webhook route.
+//! The `getUpdates` poller (the webhook route is in `webhook`).
 //!
 //! The poller keeps `offset` = one past the last update the pipeline accepted (or that had
 //! nothing to deliver); a rejected update ends the batch, and after a backoff the next
@@ -6,25 +6,15 @@
 //! last `getUpdates(offset, timeout = 0)`. A malformed update in a batch is logged and
 //! skipped (fetching it again would not mend it).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::routing::post;
 use botmesh::provider::{EventSink, ProviderError, TransportStatus};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::api::{Api, CallError, Size};
-use super::{Inner, TelegramMode, backoff, update};
-use crate::webhook::{Answer, constant_time_eq, deliver_all};
-
-/// The header Telegram puts the `secret_token` in.
-pub(crate) const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+use super::{backoff, update};
 
 const ALLOWED_UPDATES: [&str; 4] = [
     "message",
@@ -168,41 +158,4 @@ async fn poll_loop(api: Api, timeout: Duration, sink: EventSink, mut stop: watch
         }
     }
     report(TransportStatus::Stopped);
-}
-
-/// The webhook route (empty in polling mode).
-pub(crate) fn routes(inner: Arc<Inner>) -> Router {
-    let TelegramMode::Webhook { path, .. } = &inner.config.mode else {
-        return Router::new();
-    };
-    let path = path.clone();
-    Router::new().route(&path, post(webhook)).with_state(inner)
-}
-
-async fn webhook(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Answer {
-    let TelegramMode::Webhook { secret_token, .. } = &inner.config.mode else {
-        return Answer::NotAccepted(None);
-    };
-    match headers.get(SECRET_HEADER) {
-        None => return Answer::MissingSignature("X-Telegram-Bot-Api-Secret-Token"),
-        Some(v) if !constant_time_eq(v.as_bytes(), secret_token.as_bytes()) => {
-            return Answer::BadSignature("X-Telegram-Bot-Api-Secret-Token");
-        }
-        Some(_) => {}
-    }
-    let value: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return Answer::Malformed(format!("body is not JSON: {e}")),
-    };
-    let event = match update::parse_update(value) {
-        Ok((_, event)) => event,
-        Err(e) => return Answer::Malformed(e.to_string()),
-    };
-    match event {
-        None => Answer::Ok(None),
-        Some(event) => match deliver_all(&inner.slot, vec![event]).await {
-            Ok(()) => Answer::Ok(None),
-            Err(answer) => answer,
-        },
-    }
 }

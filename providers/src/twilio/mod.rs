@@ -54,7 +54,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::routing::post;
 use botmesh::message::{
     Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
@@ -212,10 +211,17 @@ impl TwilioProvider {
     /// The inbound message and status callback routes to mount on a
     /// [`crate::webhook::WebhookServer`].
     pub fn webhook_routes(&self) -> Router {
-        Router::new()
-            .route(&self.inner.config.path, post(webhook::inbound_route))
-            .route(&self.inner.config.status_path, post(webhook::status_route))
-            .with_state(self.inner.clone())
+        let route = |kind, path: &str| {
+            crate::webhook::route(
+                Arc::new(webhook::Channel {
+                    inner: self.inner.clone(),
+                    kind,
+                }),
+                path,
+            )
+        };
+        route(webhook::Kind::Inbound, &self.inner.config.path)
+            .merge(route(webhook::Kind::Status, &self.inner.config.status_path))
     }
 
     /// Whether a media URL may be journaled and downloaded with the account's credentials:

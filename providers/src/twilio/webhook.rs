@@ -1,16 +1,31 @@
-//! The inbound and status-callback handlers: rebuild the public URL, check
-//! `X-Twilio-Signature` over it and every parameter, decode, deliver, answer TwiML.
+//! The inbound and status-callback routes' channel part: rebuild the public URL, check
+//! `X-Twilio-Signature` over it and every parameter, decode; [`crate::webhook::route`] does
+//! the rest (delivery, answers), and acknowledges an inbound message with empty TwiML.
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use botmesh::message::ChatId;
+use botmesh::provider::ProviderEvent;
 
 use super::inbound::{self, Form};
 use super::{Inner, TWIML_EMPTY, verify};
-use crate::webhook::{Answer, deliver_all};
+use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest};
+
+/// Which of the two routes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    /// Inbound messages.
+    Inbound,
+    /// Status callbacks of sent messages.
+    Status,
+}
+
+/// A Twilio webhook route's channel.
+pub(super) struct Channel {
+    pub(super) inner: Arc<Inner>,
+    pub(super) kind: Kind,
+}
 
 /// Rebuilds the URL Twilio requested (for the signature).
 fn public_url(inner: &Inner, headers: &HeaderMap, uri: &Uri) -> String {
@@ -26,73 +41,56 @@ fn public_url(inner: &Inner, headers: &HeaderMap, uri: &Uri) -> String {
     format!("{proto}://{host}{path}")
 }
 
-/// Checks the signature and decodes the form.
-fn verified_form(
-    inner: &Inner,
-    headers: &HeaderMap,
-    uri: &Uri,
-    body: &[u8],
-) -> Result<Form, Answer> {
-    let Some(sig) = headers
-        .get("x-twilio-signature")
-        .and_then(|v| v.to_str().ok())
-    else {
-        return Err(Answer::MissingSignature("X-Twilio-Signature"));
-    };
-    let params: Vec<(String, String)> = serde_urlencoded::from_bytes(body)
-        .map_err(|e| Answer::Malformed(format!("body is not a form: {e}")))?;
-    let url = public_url(inner, headers, uri);
-    if !verify(&inner.config.auth_token, &url, &params, sig) {
-        return Err(Answer::BadSignature("X-Twilio-Signature"));
-    }
-    Ok(Form(params))
+/// Decodes the form.
+fn form(body: &[u8]) -> Result<Form, Refused> {
+    serde_urlencoded::from_bytes(body)
+        .map(Form)
+        .map_err(|e| Refused::Malformed(format!("body is not a form: {e}")))
 }
 
-pub(super) async fn inbound_route(
-    State(inner): State<Arc<Inner>>,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> Answer {
-    let form = match verified_form(&inner, &headers, &uri, &body) {
-        Ok(f) => f,
-        Err(a) => return a,
-    };
-    let options = |chat: &ChatId| {
-        inner
-            .options
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(chat)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let events = match inbound::message_events(&form, options) {
-        Ok(e) => e,
-        Err(e) => return Answer::Malformed(e.to_string()),
-    };
-    match deliver_all(&inner.slot, events).await {
-        Ok(()) => Answer::Ok(Some(("text/xml", TWIML_EMPTY.to_owned()))),
-        Err(a) => a,
+impl WebhookChannel for Channel {
+    fn slot(&self) -> &SinkSlot {
+        &self.inner.slot
     }
-}
 
-pub(super) async fn status_route(
-    State(inner): State<Arc<Inner>>,
-    headers: HeaderMap,
-    uri: Uri,
-    body: Bytes,
-) -> Answer {
-    let form = match verified_form(&inner, &headers, &uri, &body) {
-        Ok(f) => f,
-        Err(a) => return a,
-    };
-    let event = match inbound::status_event(&form) {
-        Ok(e) => e,
-        Err(e) => return Answer::Malformed(e.to_string()),
-    };
-    match deliver_all(&inner.slot, vec![event]).await {
-        Ok(()) => Answer::Ok(None),
-        Err(a) => a,
+    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
+        let Some(sig) = request.header("x-twilio-signature") else {
+            return Err(Refused::MissingSignature("X-Twilio-Signature"));
+        };
+        let Form(params) = form(&request.body)?;
+        let url = public_url(&self.inner, &request.headers, &request.uri);
+        if !verify(&self.inner.config.auth_token, &url, &params, sig) {
+            return Err(Refused::BadSignature("X-Twilio-Signature"));
+        }
+        Ok(())
+    }
+
+    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
+        let form = form(&request.body)?;
+        let malformed = |e: inbound::Malformed| Refused::Malformed(e.to_string());
+        match self.kind {
+            Kind::Inbound => {
+                let options = |chat: &ChatId| {
+                    self.inner
+                        .options
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(chat)
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                inbound::message_events(&form, options).map_err(malformed)
+            }
+            Kind::Status => inbound::status_event(&form)
+                .map(|e| vec![e])
+                .map_err(malformed),
+        }
+    }
+
+    fn accepted(&self) -> Option<(&'static str, String)> {
+        match self.kind {
+            Kind::Inbound => Some(("text/xml", TWIML_EMPTY.to_owned())),
+            Kind::Status => None,
+        }
     }
 }

@@ -39,7 +39,6 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use axum::Router;
-use axum::routing::get;
 use botmesh::message::{
     ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
@@ -207,12 +206,10 @@ impl WhatsAppProvider {
     /// The GET (verification) and POST (notifications) routes to mount on a
     /// [`crate::webhook::WebhookServer`].
     pub fn webhook_routes(&self) -> Router {
-        Router::new()
-            .route(
-                &self.inner.config.path,
-                get(webhook::verify).post(webhook::notify),
-            )
-            .with_state(self.inner.clone())
+        crate::webhook::route(
+            Arc::new(webhook::Channel(self.inner.clone())),
+            &self.inner.config.path,
+        )
     }
 
     fn url(&self, tail: &str) -> String {
