@@ -242,6 +242,24 @@ fn help_and_bad_arguments() {
     assert!(chat.stderr.contains("--chat"), "{}", chat.stderr);
 }
 
+/// Logs written to a pipe or a file are plain `key=value` lines, without colour codes: a
+/// search for `chat=…` (or a log collector's parser) finds the field.
+#[test]
+fn logs_on_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"").expect("write a file");
+    let db = blocker.join("shop.db");
+    let run = shop(&["--jsonl", "--db", db.to_str().expect("utf-8")], "");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("ERROR shop: the shop failed error="),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains('\u{1b}'), "{:?}", run.stderr);
+}
+
 /// A network channel without its configuration says which variable is missing.
 #[cfg(feature = "telegram")]
 #[test]

@@ -159,11 +159,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs on stderr, one `key=value` line per event. Colours only on a terminal (and not with
+/// `NO_COLOR`): redirected to a file, journald or a log collector, a line carries no escape
+/// codes, so `chat=1008` in it is found by a plain search.
 fn init_logs(default: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
 }
