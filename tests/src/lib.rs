@@ -7,11 +7,13 @@
 //!   acknowledged.
 //! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
-//! The library holds what several of them use: [`server_url`] and [`FlakyStore`]. Its doc
+//! The library holds what several of them use: [`server_url`], [`FlakyStore`], the
+//! [`process::Crashbot`] harness and [`settle`]. Its doc
 //! tests are the code blocks of the README and of the user's book in `docs/`: each block
 //! compiles (and runs, unless marked `no_run`) as a user's program would.
 
 mod flaky_store;
+pub mod process;
 
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]
@@ -70,4 +72,19 @@ pub fn ambiguous_reply(line: &Value) -> Option<String> {
     let (msg, n) = key.rsplit_once(':').unwrap_or_default();
     let i = msg.rsplit_once("/m").map(|(_, i)| i).unwrap_or_default();
     Some(format!("t{i}:{}", if n == "1" { "one" } else { "two" }))
+}
+
+/// Lets a durable bot's background work finish: its queued work settles
+/// ([`Bot::idle`](botmesh::prelude::Bot::idle), up to 2 s: a bot cut by a simulated crash never
+/// does), then its journal pollers and retries get 60 ms to run (the suites' poll interval is
+/// 20 ms, their backoff 10 ms), three times over.
+///
+/// A real-time wait, on purpose: the suites that use it run the journals on SQLite, files and
+/// servers, whose I/O runs on blocking threads and sockets that tokio's paused clock would
+/// skip past, and a crashed bot's work never signals an end to wait for.
+pub async fn settle(bot: &botmesh::prelude::Bot) {
+    for _ in 0..3 {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), bot.idle()).await;
+        tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    }
 }

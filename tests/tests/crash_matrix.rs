@@ -16,6 +16,7 @@ use botmesh::durability::{
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
+use botmesh_tests::settle;
 
 fn config(policy: OnAmbiguous) -> DurabilityConfig {
     let mut c = DurabilityConfig::default();
@@ -41,13 +42,6 @@ struct Run {
     ambiguous: usize,
     /// Bot B's `outbox_deduped`: sends answered from the outbox.
     deduped: u64,
-}
-
-async fn settle(bot: &Bot) {
-    for _ in 0..3 {
-        let _ = tokio::time::timeout(Duration::from_secs(2), bot.idle()).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
-    }
 }
 
 /// One crash run: bot A dies as armed by `arm`, bot B recovers; `messages` are sent to A and

@@ -4,64 +4,37 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use botmesh::durability::SqliteStore;
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
-use serde_json::Value;
+use botmesh_tests::process::{Crashbot, texts};
 
-struct Running {
-    child: Child,
-    lines: mpsc::Receiver<Value>,
-}
-
-fn spawn(db: &Path, work_ms: u64) -> Running {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(db.with_extension("log"))
-        .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args(["--db", db.to_str().unwrap(), "--defaults", "--work-ms"])
-        .arg(work_ms.to_string())
-        .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("crashbot starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    Running { child, lines }
+fn spawn(db: &Path, work_ms: u64) -> Crashbot {
+    let work_ms = work_ms.to_string();
+    Crashbot::spawn(
+        env!("CARGO_BIN_EXE_crashbot"),
+        [
+            "--db",
+            db.to_str().unwrap(),
+            "--defaults",
+            "--work-ms",
+            &work_ms,
+        ],
+        Some(&db.with_extension("log")),
+        "botmesh=debug,botmesh_durability=debug",
+    )
 }
 
 /// Waits for a `send` line whose text is `text`; panics after `within`.
-fn wait_send(r: &Running, text: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match r.lines.recv_timeout(left) {
-            Ok(v) if v["type"] == "send" && v["text"] == text => return,
-            Ok(_) => {}
-            Err(_) => panic!("no `{text}` within {within:?}"),
-        }
-    }
+fn wait_send(r: &Crashbot, text: &str, within: Duration) {
+    let sent = r.wait_until(within, |lines| {
+        texts(lines, "send", "text").iter().any(|t| t == text)
+    });
+    assert!(sent, "no `{text}` within {within:?}");
 }
 
 #[test]
@@ -71,30 +44,20 @@ fn a_restarted_bot_built_with_the_defaults_reclaims_its_work_at_once() {
     // The handler answers `t:one`, then works 30 s before `t:two`: killed in between, it
     // holds the inbound record's lease.
     let mut first = spawn(&db, 30_000);
-    first
-        .child
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"{\"id\":\"m1\",\"chat\":\"c\",\"text\":\"t\"}\n")
-        .unwrap();
+    first.feed(["{\"id\":\"m1\",\"chat\":\"c\",\"text\":\"t\"}\n".to_owned()]);
     wait_send(&first, "t:one", Duration::from_secs(30));
-    first.child.kill().unwrap(); // SIGKILL
-    first.child.wait().unwrap();
+    first.kill(); // SIGKILL
 
     // The restart replays the record at once: `t:one` comes from the outbox (not sent again),
     // `t:two` follows without waiting for the lease to expire.
     let started = Instant::now();
-    let mut second = spawn(&db, 0);
+    let second = spawn(&db, 0);
     wait_send(&second, "t:two", Duration::from_secs(30));
     let took = started.elapsed();
     println!("first reply after the restart: {took:?} (process start included)");
-    drop(second.child.stdin.take());
-    let status = second.child.wait().unwrap();
-    assert!(status.success());
-    let again: Vec<Value> = second.lines.try_iter().collect();
+    let again = texts(&second.finish(), "send", "text");
     assert!(
-        !again.iter().any(|v| v["text"] == "t:one"),
+        !again.iter().any(|t| t == "t:one"),
         "t:one sent twice: {again:?}"
     );
     // Well under the 60 s lease a new instance id would have waited for (the bound leaves

@@ -10,32 +10,17 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use botmesh_tests::process::{Crashbot, all_replied, message_line, on_server, texts, wait_all};
 use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
-struct Replica {
-    child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &str) -> Replica {
+fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &str) -> Crashbot {
     let db = dir.join(format!("{instance}.db"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args([
-            "--db",
-            db.to_str().unwrap(),
-            "--backend",
-            backend,
-            "--url",
-            url,
-        ])
-        .args([
+    let mut args = on_server(&db, backend, url);
+    args.extend(
+        [
             "--bot-id",
             bot,
             "--instance",
@@ -44,72 +29,10 @@ fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &
             "700",
             "--work-ms",
             "400",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("crashbot starts");
-    let stdout = child.stdout.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let l = lines.clone();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                l.lock().unwrap().push(v);
-            }
-        }
-    });
-    Replica {
-        child,
-        lines,
-        reader: Some(reader),
-    }
-}
-
-impl Replica {
-    fn feed(&mut self, ids: &[usize]) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        for i in ids {
-            let line = format!(
-                "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
-                i % 3
-            );
-            stdin.write_all(line.as_bytes()).unwrap();
-        }
-        stdin.flush().unwrap();
-    }
-
-    fn count(&self, t: &str) -> usize {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|v| v["type"] == t)
-            .count()
-    }
-
-    fn finish(mut self) -> Vec<Value> {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "a replica did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        self.lines.lock().unwrap().clone()
-    }
-
-    fn kill(mut self) -> Vec<Value> {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        self.lines.lock().unwrap().clone()
-    }
+        ]
+        .map(str::to_owned),
+    );
+    Crashbot::spawn(env!("CARGO_BIN_EXE_crashbot"), &args, None, "")
 }
 
 fn run(backend: &str, url: &str) {
@@ -120,13 +43,12 @@ fn run(backend: &str, url: &str) {
     let mut a = spawn(dir.path(), backend, url, &bot, "replica-a");
     let b = spawn(dir.path(), backend, url, &bot, "replica-b");
     let c = spawn(dir.path(), backend, url, &bot, "replica-c");
-    a.feed(&all);
-    // Let A acknowledge and start its handlers (each takes 400 ms between its two replies).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while a.count("ack") < n && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(150));
+    a.feed(all.iter().map(|i| message_line(*i, 3)));
+    // Let A acknowledge every message and start its handlers: kill it at its first reply,
+    // each handler then has 400 ms of work before its second.
+    a.wait_until(Duration::from_secs(20), |lines| {
+        texts(lines, "ack", "id").len() >= n && !texts(lines, "send", "text").is_empty()
+    });
     let lines_a = a.kill(); // SIGKILL in the middle of the handlers
     let acked: HashSet<String> = lines_a
         .iter()
@@ -140,8 +62,12 @@ fn run(backend: &str, url: &str) {
         .copied()
         .filter(|i| !acked.contains(&format!("m{i}")))
         .collect();
-    b.feed(&unacked);
-    std::thread::sleep(Duration::from_millis(4000));
+    b.feed(unacked.iter().map(|i| message_line(*i, 3)));
+    // Until every reply went out (A's lines are final: it is dead).
+    wait_all(&[&b, &c], Duration::from_secs(30), |lines| {
+        let all: Vec<Value> = lines_a.iter().chain(lines).cloned().collect();
+        all_replied(n, &all)
+    });
     let (lines_b, lines_c) = (b.finish(), c.finish());
 
     let mut sends = Vec::new();

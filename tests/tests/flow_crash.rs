@@ -23,61 +23,48 @@ use botmesh::durability::{
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
+use botmesh_tests::settle;
 
-static CHARGES: AtomicUsize = AtomicUsize::new(0);
-static CHARGES_ALONE: AtomicUsize = AtomicUsize::new(0);
-static CHARGES_SQLITE: AtomicUsize = AtomicUsize::new(0);
+/// Declares a persistent flow that takes an order in two questions, then charges once,
+/// counting its charges in a counter of its own (tests run in parallel).
+macro_rules! order_flow {
+    ($(#[$doc:meta])* $name:ident, $charges:ident) => {
+        static $charges: AtomicUsize = AtomicUsize::new(0);
 
-/// The same order on SQLite, with a counter of its own.
-#[flow(start = command("order"))]
-#[persistent]
-async fn order_sqlite(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: String = cx.ask("How many?").await?.text().to_owned();
-    let receipt: String = cx
-        .effect(async {
-            CHARGES_SQLITE.fetch_add(1, Ordering::SeqCst);
-            "receipt-1".to_owned()
-        })
-        .await?;
-    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
-        .await?;
-    Ok(())
+        $(#[$doc])*
+        #[flow(start = command("order"))]
+        #[persistent]
+        async fn $name(cx: &mut FlowCx) -> FlowResult {
+            let item: String = cx.ask("What would you like?").await?.text().to_owned();
+            let qty: String = cx.ask("How many?").await?.text().to_owned();
+            let receipt: String = cx
+                .effect(async {
+                    $charges.fetch_add(1, Ordering::SeqCst);
+                    "receipt-1".to_owned()
+                })
+                .await?;
+            cx.send(format!("Ordered {qty} x {item} ({receipt})"))
+                .await?;
+            Ok(())
+        }
+    };
 }
 
-/// The same order, with a counter of its own (tests run in parallel).
-#[flow(start = command("order"))]
-#[persistent]
-async fn order_alone(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: String = cx.ask("How many?").await?.text().to_owned();
-    let receipt: String = cx
-        .effect(async {
-            CHARGES_ALONE.fetch_add(1, Ordering::SeqCst);
-            "receipt-1".to_owned()
-        })
-        .await?;
-    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
-        .await?;
-    Ok(())
-}
-
-/// Takes an order in two questions, then charges once.
-#[flow(start = command("order"))]
-#[persistent]
-async fn order(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: String = cx.ask("How many?").await?.text().to_owned();
-    let receipt: String = cx
-        .effect(async {
-            CHARGES.fetch_add(1, Ordering::SeqCst);
-            "receipt-1".to_owned()
-        })
-        .await?;
-    cx.send(format!("Ordered {qty} x {item} ({receipt})"))
-        .await?;
-    Ok(())
-}
+order_flow!(
+    /// Takes an order in two questions, then charges once.
+    order,
+    CHARGES
+);
+order_flow!(
+    /// The same order, for the effect test on the memory backends.
+    order_alone,
+    CHARGES_ALONE
+);
+order_flow!(
+    /// The same order, for the effect test on SQLite.
+    order_sqlite,
+    CHARGES_SQLITE
+);
 
 fn config() -> DurabilityConfig {
     let mut c = DurabilityConfig::default();
@@ -99,13 +86,6 @@ fn durable_bot(provider: impl Provider, store: Arc<dyn Store>, kv: Arc<dyn Durab
         )
         .build()
         .unwrap()
-}
-
-async fn settle(bot: &Bot) {
-    for _ in 0..3 {
-        let _ = tokio::time::timeout(Duration::from_secs(2), bot.idle()).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
-    }
 }
 
 const SCRIPT: [(&str, &str); 3] = [("m1", "/order"), ("m2", "pears"), ("m3", "2")];

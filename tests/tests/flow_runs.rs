@@ -24,6 +24,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};
 use botmesh_tests::FlakyStore;
+use botmesh_tests::settle;
 
 fn config() -> DurabilityConfig {
     let mut c = DurabilityConfig::default();
@@ -32,13 +33,6 @@ fn config() -> DurabilityConfig {
     c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
     c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
     c
-}
-
-async fn settle(bot: &Bot) {
-    for _ in 0..3 {
-        let _ = tokio::time::timeout(Duration::from_secs(2), bot.idle()).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------

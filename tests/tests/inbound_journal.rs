@@ -127,10 +127,7 @@ async fn crash_at_journal_with(
     bot_b.start().await.unwrap();
     // The channel redelivers what was not acknowledged: a duplicate if it was journaled.
     let _ = mock_b.say("alice", "m1", "hello").await.unwrap();
-    for _ in 0..3 {
-        let _ = tokio::time::timeout(Duration::from_secs(2), bot_b.idle()).await;
-        tokio::time::sleep(Duration::from_millis(60)).await;
-    }
+    botmesh_tests::settle(&bot_b).await;
     let finally = inbound_rows(&store).await;
     let mut sent = mock_a.texts("alice");
     sent.extend(mock_b.texts("alice"));

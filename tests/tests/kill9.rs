@@ -8,59 +8,20 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use botmesh_tests::ambiguous_reply;
-use serde_json::Value;
+use botmesh_tests::process::{Crashbot, log_lines, message_line, texts};
 
-struct Running {
-    child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-    reader: std::thread::JoinHandle<()>,
-}
-
-fn spawn(db: &Path, backend: &str) -> Running {
-    // The bot's log, to explain a failure.
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(db.with_extension("log"))
-        .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args([
-            "--db",
-            db.to_str().unwrap(),
-            "--backend",
-            backend,
-            "--work-ms",
-            "15",
-        ])
-        .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("crashbot starts");
-    let stdout = child.stdout.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let l = lines.clone();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                l.lock().unwrap().push(v);
-            }
-        }
-    });
-    Running {
-        child,
-        lines,
-        reader,
-    }
+fn spawn(db: &Path, backend: &str) -> Crashbot {
+    let db_arg = db.to_str().unwrap();
+    Crashbot::spawn(
+        env!("CARGO_BIN_EXE_crashbot"),
+        ["--db", db_arg, "--backend", backend, "--work-ms", "15"],
+        Some(&db.with_extension("log")),
+        "botmesh=debug,botmesh_durability=debug",
+    )
 }
 
 /// The conversation of chat `f`, a persistent flow, interleaved with the other messages.
@@ -77,31 +38,23 @@ fn flow_line(k: usize) -> String {
 /// Feeds messages `ids` and the flow's lines `flow`, each after the message it is anchored
 /// to; when an anchor is not fed (it was acknowledged), the flow's lines all come first, so
 /// that they keep their order (a channel redelivers a chat's messages in order).
-fn feed(r: &mut Running, ids: &[usize], flow: &[usize]) {
-    let stdin = r.child.stdin.as_mut().unwrap();
+fn feed(r: &mut Crashbot, ids: &[usize], flow: &[usize]) {
     let anchored = flow.iter().all(|k| ids.contains(&FLOW[*k].0));
+    let mut lines = Vec::new();
     if !anchored {
-        for k in flow {
-            stdin.write_all(flow_line(*k).as_bytes()).unwrap();
-        }
+        lines.extend(flow.iter().map(|k| flow_line(*k)));
     }
     for i in ids {
-        let line = format!(
-            "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
-            i % 3
-        );
-        stdin.write_all(line.as_bytes()).unwrap();
+        lines.push(message_line(*i, 3));
         if anchored {
-            for k in flow.iter().filter(|k| FLOW[**k].0 == *i) {
-                stdin.write_all(flow_line(*k).as_bytes()).unwrap();
-            }
+            lines.extend(
+                flow.iter()
+                    .filter(|k| FLOW[**k].0 == *i)
+                    .map(|k| flow_line(*k)),
+            );
         }
     }
-    stdin.flush().unwrap();
-}
-
-fn of_type<'a>(lines: &'a [Value], t: &str) -> impl Iterator<Item = &'a Value> {
-    lines.iter().filter(move |v| v["type"] == t)
+    r.feed(lines);
 }
 
 /// Runs one seeded kill on `backend`; returns the lines acknowledged and the replies sent
@@ -116,15 +69,11 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
     let mut first = spawn(&db, backend);
     feed(&mut first, &all, &[0, 1, 2]);
     // From right after the start to about when the last reply goes out on this machine.
+    // A real-time sleep, on purpose: the seeded moment of the kill, in a real process.
     let kill_after = Duration::from_millis(15 + seed * 25);
     std::thread::sleep(kill_after);
-    first.child.kill().unwrap(); // SIGKILL
-    first.child.wait().unwrap();
-    first.reader.join().unwrap();
-    let lines1 = first.lines.lock().unwrap().clone();
-    let acked: HashSet<String> = of_type(&lines1, "ack")
-        .filter_map(|v| v["id"].as_str().map(str::to_owned))
-        .collect();
+    let lines1 = first.kill(); // SIGKILL
+    let acked: HashSet<String> = texts(&lines1, "ack", "id").into_iter().collect();
 
     // Second run on the same file: the channel redelivers what was not acknowledged.
     let mut second = spawn(&db, backend);
@@ -138,56 +87,36 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
         .filter(|k| !acked.contains(&format!("f{k}")))
         .collect();
     feed(&mut second, &again, &flow_again);
-    drop(second.child.stdin.take()); // end of input: the bot drains and exits
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = second.child.try_wait().unwrap() {
-            assert!(
-                status.success(),
-                "{backend} seed {seed}: the restarted bot exits cleanly"
-            );
-            break;
-        }
-        if Instant::now() >= deadline {
-            let _ = second.child.kill();
-            let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            let out = second.lines.lock().unwrap().clone();
-            panic!(
-                "{backend} seed {seed}: the restarted bot did not exit\nstdout: {out:?}\nlog tail:\n{}",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    second.close_input(); // end of input: the bot drains and exits
+    let status = second.wait_exit(Duration::from_secs(60));
+    if !status.is_some_and(|s| s.success()) {
+        let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        panic!(
+            "{backend} seed {seed}: the restarted bot did not exit cleanly ({status:?})\nstdout: {:?}\nlog tail:\n{}",
+            second.lines(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
-    second.reader.join().unwrap();
-    let lines2 = second.lines.lock().unwrap().clone();
+    let lines2 = second.lines();
 
     let mut sends: Vec<String> = Vec::new();
     // Keys reported ambiguous (`c<chat>/m<i>:<n>`): under the default policy (skip) such a
     // send is never repeated, and it may be lost. Every other reply is delivered exactly once.
     let mut ambiguous: HashSet<String> = HashSet::new();
     for lines in [&lines1, &lines2] {
-        sends.extend(of_type(lines, "send").filter_map(|v| v["text"].as_str().map(str::to_owned)));
+        sends.extend(texts(lines, "send", "text"));
         ambiguous.extend(lines.iter().filter_map(ambiguous_reply));
     }
     // The persistent flow resumed where it was: each question once, the order once (a send
     // of the flow reported ambiguous may be missing, never doubled).
     let flow_ambiguous = ambiguous.contains("flow");
     let explain_flow = || {
-        let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
-        let related: Vec<&str> = log
-            .lines()
-            .filter(|l| {
-                ["f0", "f1", "f2", "chat=f", "\"f\""]
-                    .iter()
-                    .any(|id| l.contains(id))
-            })
-            .collect();
-        format!(
-            "acked {acked:?}\nlog lines about the flow:\n{}",
-            related.join("\n")
-        )
+        let related = log_lines(
+            &db.with_extension("log"),
+            &["f0", "f1", "f2", "chat=f", "\"f\""],
+        );
+        format!("acked {acked:?}\nlog lines about the flow:\n{related}")
     };
     for text in FLOW_REPLIES {
         let count = sends.iter().filter(|s| s.as_str() == text).count();
@@ -221,13 +150,9 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
             let text = format!("t{i}:{part}");
             let count = sends.iter().filter(|s| **s == text).count();
             let explain = || {
-                let log = std::fs::read_to_string(db.with_extension("log")).unwrap_or_default();
                 let id = format!("m{i}");
-                let related: Vec<&str> = log.lines().filter(|l| l.contains(&id)).collect();
-                format!(
-                    "log lines about {id}:\n{}\nsends: {sends:?}",
-                    related.join("\n")
-                )
+                let related = log_lines(&db.with_extension("log"), &[&id]);
+                format!("log lines about {id}:\n{related}\nsends: {sends:?}")
             };
             if ambiguous.contains(&text) {
                 assert!(
@@ -245,7 +170,7 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
             }
         }
     }
-    let sent_before_kill = of_type(&lines1, "send").count();
+    let sent_before_kill = texts(&lines1, "send", "text").len();
     (acked.len(), sent_before_kill, ambiguous.len())
 }
 

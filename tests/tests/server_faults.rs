@@ -6,144 +6,88 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use botmesh_tests::process::{Crashbot, all_replied, log_lines, message_line, on_server, texts};
 use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
-fn message(i: usize) -> String {
-    format!(
-        "{{\"id\":\"m{i}\",\"chat\":\"c{}\",\"text\":\"t{i}\"}}\n",
-        i % 4
-    )
+/// Whether message `m<i>` was answered `ack` or `nack` in `lines`.
+fn answered(lines: &[Value], i: usize) -> bool {
+    let id = format!("m{i}");
+    lines
+        .iter()
+        .any(|v| (v["type"] == "ack" || v["type"] == "nack") && v["id"] == id.as_str())
 }
 
-/// Feeds `n` messages slowly, runs `fault` half-way, then redelivers what was not acknowledged
-/// until everything is accepted; checks every reply went out once.
+/// Feeds `n` messages one after another (each once the bot answered the one before), runs
+/// `fault` half-way, then redelivers what was not acknowledged until everything is accepted;
+/// checks every reply went out once.
 fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
     let dir = tempfile::tempdir().unwrap();
     let bot = format!("faults-{backend}-{}", std::process::id());
     let db = dir.path().join("bot.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crashbot"))
-        .args([
-            "--db",
-            db.to_str().unwrap(),
-            "--backend",
-            backend,
-            "--url",
-            url,
-            "--bot-id",
-            &bot,
-        ])
-        .args(["--work-ms", "5"])
-        .env("RUST_LOG", "botmesh=debug,botmesh_durability=debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("bot.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::<Value>::new()));
-    let l = lines.clone();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                l.lock().unwrap().push(v);
-            }
-        }
-    });
-    let acked = || -> HashSet<String> {
-        lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|v| v["type"] == "ack")
-            .filter_map(|v| v["id"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let log = dir.path().join("bot.log");
+    let mut args = on_server(&db, backend, url);
+    args.extend(["--bot-id", &bot, "--work-ms", "5"].map(str::to_owned));
+    let mut child = Crashbot::spawn(
+        env!("CARGO_BIN_EXE_crashbot"),
+        &args,
+        Some(&log),
+        "botmesh=debug,botmesh_durability=debug",
+    );
+    let acked =
+        |lines: &[Value]| -> HashSet<String> { texts(lines, "ack", "id").into_iter().collect() };
     let n = 24;
     let mut fault = Some(fault);
     let mut faulting = None;
-    {
-        let stdin = child.stdin.as_mut().unwrap();
-        for i in 0..n {
-            if i == n / 2 {
-                // The fault runs while messages keep arriving.
-                if let Some(f) = fault.take() {
-                    faulting = Some(std::thread::spawn(f));
-                }
+    for i in 0..n {
+        if i == n / 2 {
+            // The fault runs while messages keep arriving.
+            if let Some(f) = fault.take() {
+                faulting = Some(std::thread::spawn(f));
             }
-            stdin.write_all(message(i).as_bytes()).unwrap();
-            stdin.flush().unwrap();
-            std::thread::sleep(Duration::from_millis(30));
         }
+        child.feed([message_line(i, 4)]);
+        child.wait_until(Duration::from_secs(10), |lines| answered(lines, i));
     }
     if let Some(f) = faulting {
         f.join().unwrap();
     }
-    // The channel redelivers what was not acknowledged (nacked while the server was away).
-    let deadline = Instant::now() + Duration::from_secs(40);
+    // The channel redelivers what was not acknowledged (nacked while the server was away),
+    // once the bot answered every delivery it was given.
+    let mut rounds = 0;
     loop {
-        std::thread::sleep(Duration::from_millis(300));
+        let lines = child.lines();
         let missing: Vec<usize> = (0..n)
-            .filter(|i| !acked().contains(&format!("m{i}")))
+            .filter(|i| !acked(&lines).contains(&format!("m{i}")))
             .collect();
         if missing.is_empty() {
             break;
         }
+        rounds += 1;
         assert!(
-            Instant::now() < deadline,
+            rounds <= 100,
             "{backend}: {missing:?} never accepted after the fault"
         );
-        let stdin = child.stdin.as_mut().unwrap();
-        for i in missing {
-            stdin.write_all(message(i).as_bytes()).unwrap();
-        }
-        stdin.flush().unwrap();
+        let answers = |lines: &[Value]| {
+            lines
+                .iter()
+                .filter(|v| v["type"] == "ack" || v["type"] == "nack")
+                .count()
+        };
+        let before = answers(&lines);
+        child.feed(missing.iter().map(|i| message_line(*i, 4)));
+        child.wait_until(Duration::from_secs(10), |lines| {
+            answers(lines) >= before + missing.len()
+        });
     }
     // Wait until every reply went out (or was reported ambiguous), up to 40 s: a message whose
     // handler met the server down is retried once the server is back.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let done = {
-            let lines = lines.lock().unwrap();
-            let sent: HashSet<&str> = lines
-                .iter()
-                .filter(|v| v["type"] == "send")
-                .filter_map(|v| v["text"].as_str())
-                .collect();
-            let ambiguous = lines
-                .iter()
-                .filter(|v| v["type"] == "event" && v["name"] == "durability:ambiguous")
-                .count();
-            (0..n)
-                .flat_map(|i| [format!("t{i}:one"), format!("t{i}:two")])
-                .filter(|t| !sent.contains(t.as_str()))
-                .count()
-                <= ambiguous
-        };
-        if done || Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    drop(child.stdin.take());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "{backend}: the bot did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    reader.join().unwrap();
-    let lines = lines.lock().unwrap().clone();
-    let sends: Vec<String> = lines
-        .iter()
-        .filter(|v| v["type"] == "send")
-        .filter_map(|v| v["text"].as_str().map(str::to_owned))
-        .collect();
+    child.wait_until(Duration::from_secs(40), |lines| all_replied(n, lines));
+    let lines = child.finish();
+    let sends = texts(&lines, "send", "text");
     let ambiguous: HashSet<String> = lines.iter().filter_map(ambiguous_reply).collect();
     let nacks = lines.iter().filter(|v| v["type"] == "nack").count();
     for i in 0..n {
@@ -153,18 +97,9 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
             if ambiguous.contains(&text) {
                 assert!(count <= 1, "{backend}: ambiguous {text} sent {count} times");
             } else {
-                let log = std::fs::read_to_string(dir.path().join("bot.log")).unwrap_or_default();
                 let id = format!("/m{i}");
-                let related: Vec<&str> = log
-                    .lines()
-                    .filter(|l| l.contains(&id) || l.contains("ERROR") || l.contains("WARN"))
-                    .collect();
-                assert_eq!(
-                    count,
-                    1,
-                    "{backend}: {text} sent {count} times\n{}",
-                    related.join("\n")
-                );
+                let related = log_lines(&log, &[&id, "ERROR", "WARN"]);
+                assert_eq!(count, 1, "{backend}: {text} sent {count} times\n{related}");
             }
         }
     }
