@@ -88,3 +88,39 @@ pub async fn settle(bot: &botmesh::prelude::Bot) {
         tokio::time::sleep(std::time::Duration::from_millis(60)).await;
     }
 }
+
+/// The journals' settings of the durable suites: the sweeper every 20 ms, retries after
+/// 10 ms, a send of unknown outcome skipped (reported, not sent again) unless the test says
+/// otherwise.
+pub fn fast_durability() -> botmesh::durability::DurabilityConfig {
+    use botmesh::durability::{Backoff, DurabilityConfig, OnAmbiguous};
+    use std::time::Duration;
+    let retry = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
+    let mut c = DurabilityConfig::default();
+    c.poll = Duration::from_millis(20);
+    c.outbox.on_ambiguous = OnAmbiguous::Skip;
+    c.inbox.backoff = retry;
+    c.outbox.backoff = retry;
+    c
+}
+
+/// A durable bot of instance `i1` on `store`, with its journals in `kv` and the suites'
+/// [`fast_durability`] settings.
+///
+/// # Panics
+/// When the bot cannot be built (a test harness: the test fails).
+pub fn durable_bot(
+    provider: impl botmesh::provider::Provider,
+    store: std::sync::Arc<dyn botmesh::durability::Store>,
+    kv: std::sync::Arc<dyn botmesh::durability::DurableKv>,
+) -> botmesh::prelude::Bot {
+    botmesh::prelude::Bot::builder(provider)
+        .store_arc(store)
+        .durability(
+            botmesh::durable::DurabilityOptions::shared(kv)
+                .config(fast_durability())
+                .instance_id("i1"),
+        )
+        .build()
+        .expect("the bot builds")
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::{
-    Backoff, DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
+    DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
 };
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
@@ -19,11 +19,8 @@ use botmesh::testing::{CrashableProvider, MockProvider, crashable};
 use botmesh_tests::settle;
 
 fn config(policy: OnAmbiguous) -> DurabilityConfig {
-    let mut c = DurabilityConfig::default();
-    c.poll = Duration::from_millis(20);
+    let mut c = botmesh_tests::fast_durability();
     c.outbox.on_ambiguous = policy;
-    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
     c.outbox.inline_max = Duration::from_millis(200);
     c
 }

@@ -12,15 +12,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::{
-    Backoff, DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvDurability, MemoryKv,
-    MemoryStore, OnAmbiguous, OutboxState, PostgresConfig, PostgresStore, Scope, SqliteStore,
-    Store, WritePoint,
+    DurabilityEvent, DurableKv, InboxState, KvDurability, MemoryKv, MemoryStore, OutboxState,
+    PostgresConfig, PostgresStore, Scope, SqliteStore, Store, WritePoint,
 };
-use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
 use botmesh_tests::settle;
@@ -66,27 +63,7 @@ order_flow!(
     CHARGES_SQLITE
 );
 
-fn config() -> DurabilityConfig {
-    let mut c = DurabilityConfig::default();
-    c.poll = Duration::from_millis(20);
-    c.outbox.on_ambiguous = OnAmbiguous::Skip;
-    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    c
-}
-
-/// A bot of instance `i1` on `store` with its journals in `kv`.
-fn durable_bot(provider: impl Provider, store: Arc<dyn Store>, kv: Arc<dyn DurableKv>) -> Bot {
-    Bot::builder(provider)
-        .store_arc(store)
-        .durability(
-            DurabilityOptions::shared(kv)
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap()
-}
+use botmesh_tests::{durable_bot, fast_durability as config};
 
 const SCRIPT: [(&str, &str); 3] = [("m1", "/order"), ("m2", "pears"), ("m3", "2")];
 /// The asks' prompts (resent when their send is ambiguous).

@@ -17,23 +17,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{
-    Backoff, DurabilityConfig, MemoryKv, MemoryStore, OnAmbiguous, Store, WritePoint,
-};
+use botmesh::durability::{MemoryKv, MemoryStore, Store, WritePoint};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};
 use botmesh_tests::FlakyStore;
 use botmesh_tests::settle;
 
-fn config() -> DurabilityConfig {
-    let mut c = DurabilityConfig::default();
-    c.poll = Duration::from_millis(20);
-    c.outbox.on_ambiguous = OnAmbiguous::Skip;
-    c.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    c.outbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    c
-}
+use botmesh_tests::{durable_bot, fast_durability as config};
 
 // ---------------------------------------------------------------------------------------
 // A sub-flow called twice within one step.
@@ -250,22 +241,6 @@ async fn charge(cx: &mut FlowCx) -> FlowResult {
         .ask(format!("Charged ({receipt}). Anything else?"))
         .await?;
     Ok(())
-}
-
-fn durable_bot(
-    provider: impl Provider,
-    store: Arc<dyn Store>,
-    kv: Arc<dyn botmesh::durability::DurableKv>,
-) -> Bot {
-    Bot::builder(provider)
-        .store_arc(store)
-        .durability(
-            DurabilityOptions::shared(kv)
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_tests::FlakyStore;
+use botmesh_tests::settle;
 
 /// Charges made by the orders' effect, one counter per test (they run in parallel).
 static CHARGES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
@@ -63,20 +64,13 @@ async fn shop(store: FlakyStore) -> (Bot, MockProvider) {
     (bot, mock)
 }
 
-/// Says `text` as message `id` and waits until the bot has `replies` replies in `chat`
-/// (the replay of a failed step comes from the sweeper).
+/// Says `text` as message `id` and waits until the bot has sent `replies` replies in all (one
+/// chat per test; the replay of a failed step comes from the sweeper), then lets it settle,
+/// which leaves time for a wrong extra reply to show.
 async fn say(bot: &Bot, mock: &MockProvider, chat: &str, id: &str, text: &str, replies: usize) {
     mock.say(chat, id, text).await.unwrap();
-    for _ in 0..200 {
-        if mock.texts(chat).len() >= replies {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    bot.idle().await;
-    // Time for a wrong extra reply to show.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    bot.idle().await;
+    mock.wait_for_sends(replies, Duration::from_secs(2)).await;
+    settle(bot).await;
 }
 
 async fn assert_all_done(bot: &Bot, messages: usize) {

@@ -94,6 +94,7 @@ async fn run(
             let n = usize::from(ctx.text() != "slow");
             runs[n].fetch_add(1, Ordering::SeqCst);
             if ctx.text() == "slow" {
+                // Real time: the lease it outlives expires by the journals' wall clock.
                 tokio::time::sleep(slow).await;
             }
             ctx.reply(format!("{}:done", ctx.text())).await?;
@@ -110,7 +111,8 @@ async fn run(
             .await,
         texts.len()
     );
-    // A lease and more: long enough for an expired lease to be claimed again.
+    // A lease and more: long enough for an expired lease to be claimed again (real time: the
+    // journals take lease expiry from the wall clock, which a paused tokio clock does not move).
     tokio::time::sleep(Duration::from_millis(700)).await;
     bot.idle().await;
     let mut events = Vec::new();
