@@ -331,18 +331,30 @@ async fn a_durability_event_prints_with_its_chat() {
         .expect("journal");
     assert!(matches!(begun, JournalBegun::Leased { .. }), "{begun:?}");
     drop((earlier, before));
-    // The next incarnation starts later than that lease was taken (by the millisecond clock).
+    // The next incarnation starts later than that lease was taken (by the millisecond clock:
+    // real time, see above).
     tokio::time::sleep(Duration::from_millis(5)).await;
     let bot = Bot::builder(provider.clone())
         .durability(durable())
         .build()
         .expect("bot builds");
     provider.attach(&bot);
+    let mut events = bot.subscribe();
     let run = tokio::spawn({
         let bot = bot.clone();
         async move { bot.run().await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The input ends once the start reported the send of unknown outcome.
+    let reported = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(event) = events.recv().await {
+            if matches!(&event, BotEvent::Durability(e) if e.name() == "ambiguous") {
+                return;
+            }
+        }
+    });
+    reported
+        .await
+        .expect("the start reports the ambiguous send");
     drop(input);
     run.await.expect("run task").expect("run ok");
     provider.flush().await;

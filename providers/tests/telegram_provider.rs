@@ -8,8 +8,8 @@ mod fakes;
 use std::time::Duration;
 
 use botmesh::message::{
-    Button, ChatId, ContactCard, Content, Interaction, ListSection, Location, MediaKind, MediaRef,
-    MediaSource, MessageId, Outgoing, OutgoingContent, Reaction,
+    ChatId, ContactCard, Content, Interaction, Location, MediaKind, MediaRef, MediaSource,
+    MessageId, Outgoing, OutgoingContent, Reaction,
 };
 use botmesh::provider::{
     ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
@@ -242,19 +242,7 @@ async fn sends_every_content_kind() {
     assert_eq!(joined, long);
 
     // A list: each row a button.
-    tg.send(
-        &c,
-        &Outgoing::from(OutgoingContent::List {
-            text: "Menu".into(),
-            button: "Options".into(),
-            sections: vec![ListSection {
-                title: "S1".into(),
-                rows: vec![Button::with_id("row1", "Row 1")],
-            }],
-        }),
-    )
-    .await
-    .expect("list");
+    tg.send(&c, &fakes::menu_list()).await.expect("list");
     assert_eq!(
         fake.calls("sendMessage")[3]["reply_markup"]["inline_keyboard"][0][0]["callback_data"],
         "row1"
@@ -673,14 +661,7 @@ async fn media_refs_round_trip_and_every_rejection() {
 
 #[test]
 fn config_from_env_names_the_variable() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    };
+    use fakes::env;
     assert_eq!(
         TelegramConfig::from_lookup(env(&[])).expect_err("missing"),
         TelegramConfigError::MissingEnv("TELEGRAM_BOT_TOKEN")

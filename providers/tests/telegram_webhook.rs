@@ -13,7 +13,7 @@ use botmesh_providers::http::GuardedClient;
 use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
 use botmesh_providers::webhook::WebhookServer;
 use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder, eventually};
+use fakes::{Mode, Recorder, drained, eventually, pong_bot};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";
@@ -147,68 +147,19 @@ async fn start_registers_the_webhook_when_a_url_is_given() {
     assert_eq!(set[0]["secret_token"], SECRET);
 }
 
-fn pong_bot(tg: TelegramProvider) -> Bot {
-    let bot = Bot::builder(tg).build().expect("bot");
-    bot.on_message(|ctx: Ctx| async move {
-        ctx.reply(format!("pong: {}", ctx.text())).await?;
-        Ok(())
-    });
-    bot
-}
-
 #[tokio::test]
 async fn a_webhook_crash_before_the_200_is_redelivered_and_answered_once() {
     let fake = FakeTelegram::start(TOKEN).await;
     let update = json!({ "update_id": 900, "message": { "message_id": 77, "date": 1718000000,
         "chat": {"id": ANA, "type": "private"}, "from": updates::from(ANA), "text": "ping" }});
-
-    // Process A receives the update and dies while the pipeline is journaling it.
-    let a = TelegramProvider::new(webhook_config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    rec.set_mode(Mode::Hang);
-    a.start(rec.sink()).await.expect("start a");
-    let server_a = WebhookServer::new()
-        .mount(a.webhook_routes())
-        .bind("127.0.0.1:0")
-        .await
-        .expect("bind a");
-    let url_a = format!("http://{}/telegram", server_a.local_addr());
-    let post = fakes::client()
-        .post(&url_a)
-        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
-        .json(&update)
-        .timeout(Duration::from_millis(500))
-        .send()
-        .await;
-    assert!(post.is_err(), "A never answered, so Telegram saw no 2xx");
-    server_a.abort();
-    drop(a);
-
-    // Process B comes up; Telegram retries the same update.
-    let b = TelegramProvider::new(webhook_config(&fake)).expect("provider");
-    let server_b = WebhookServer::new()
-        .mount(b.webhook_routes())
-        .bind("127.0.0.1:0")
-        .await
-        .expect("bind b");
-    let bot = pong_bot(b);
-    bot.start().await.expect("start b");
-    let url_b = format!("http://{}/telegram", server_b.local_addr());
-    assert_eq!(
-        FakeTelegram::post_webhook(&url_b, Some(SECRET), &update).await,
-        200
-    );
-    fake.wait_calls("sendMessage", 1).await;
-    // Telegram retries once more (our 200 was lost on the way): acknowledged, not answered again.
-    assert_eq!(
-        FakeTelegram::post_webhook(&url_b, Some(SECRET), &update).await,
-        200
-    );
-    bot.idle().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let provider = || TelegramProvider::new(webhook_config(&fake)).expect("provider");
+    let channel = (provider, TelegramProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, "/telegram", |req| {
+        req.header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+            .json(&update)
+    })
+    .await;
     assert_eq!(fake.texts_to(ANA), vec!["pong: ping".to_owned()]);
-    bot.stop().await.expect("stop");
-    server_b.shutdown().await;
 }
 
 #[tokio::test]
@@ -227,8 +178,7 @@ async fn a_polling_crash_before_the_offset_is_confirmed_is_refetched_and_answere
     let rec = Recorder::new();
     rec.set_mode(Mode::Hang);
     a.start(rec.sink()).await.expect("start a");
-    fake.wait_calls("getUpdates", 1).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    rec.wait_for_deliveries(1).await;
     a.stop().await.expect("a dies");
     assert_eq!(fake.unconfirmed(), vec![id], "A never confirmed the offset");
 
@@ -240,10 +190,8 @@ async fn a_polling_crash_before_the_offset_is_confirmed_is_refetched_and_answere
         fake.unconfirmed().is_empty().then_some(())
     })
     .await;
-    bot.idle().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    bot.stop_with(drained()).await.expect("stop");
     assert_eq!(fake.texts_to(ANA), vec!["pong: ping".to_owned()]);
-    bot.stop().await.expect("stop");
 }
 
 /// With durable processing on: process A journals the update and dies inside the handler
@@ -293,7 +241,6 @@ async fn with_durability_a_crash_after_journaling_replays_once_and_dedupes_the_r
         FakeTelegram::post_webhook(&url_a, Some(SECRET), &update).await,
         200
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
     server_a.abort();
     drop(a);
     assert!(fake.texts_to(ANA).is_empty(), "A never replied");
@@ -311,8 +258,7 @@ async fn with_durability_a_crash_after_journaling_replays_once_and_dedupes_the_r
         200
     );
     fake.wait_calls("sendMessage", 1).await;
-    b.idle().await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    b.stop_with(drained()).await.expect("stop");
     assert_eq!(fake.texts_to(ANA), vec!["pong: ping".to_owned()]);
     let metrics = b.durability().expect("durable").metrics();
     // B replayed A's record, and took Telegram's redelivery as a duplicate (not journaled anew).
@@ -321,6 +267,5 @@ async fn with_durability_a_crash_after_journaling_replays_once_and_dedupes_the_r
         (1, 0),
         "{metrics:?}"
     );
-    b.stop().await.expect("stop");
     server_b.shutdown().await;
 }

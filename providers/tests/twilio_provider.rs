@@ -20,7 +20,7 @@ use botmesh::provider::{
 };
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
-use botmesh_providers::webhook::{RunningWebhookServer, WebhookServer};
+use botmesh_providers::webhook::RunningWebhookServer;
 use fakes::twilio::FakeTwilio;
 use fakes::{Mode, Recorder};
 use serde_json::json;
@@ -40,13 +40,7 @@ fn config(fake: &FakeTwilio) -> TwilioConfig {
 }
 
 async fn mounted(tw: &TwilioProvider) -> (RunningWebhookServer, String) {
-    let server = WebhookServer::new()
-        .mount(tw.webhook_routes())
-        .bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let local = format!("http://{}", server.local_addr());
-    (server, local)
+    fakes::mount(tw.webhook_routes()).await
 }
 
 fn sms<'a>(sid: &'a str, body: &'a str) -> Vec<(&'a str, &'a str)> {
@@ -675,53 +669,25 @@ async fn media_refs_round_trip_and_every_rejection() {
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let params = sms("SM77", "ping");
-    let a = TwilioProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    rec.set_mode(Mode::Hang);
-    a.start(rec.sink()).await.expect("start");
-    let (server_a, local_a) = mounted(&a).await;
     let sig = botmesh_providers::twilio::signature(TOKEN, &format!("{PUBLIC}/twilio"), &params);
-    let first = fakes::client()
-        .post(format!("{local_a}/twilio"))
-        .header("X-Twilio-Signature", sig)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(serde_urlencoded::to_string(&params).expect("form"))
-        .timeout(Duration::from_millis(500))
-        .send()
-        .await;
-    assert!(first.is_err(), "no answer reached Twilio");
-    server_a.abort();
-
-    let b = TwilioProvider::new(config(&fake)).expect("provider");
-    let (server_b, local_b) = mounted(&b).await;
-    let bot = Bot::builder(b).build().expect("bot");
-    bot.on_message(|ctx: Ctx| async move {
-        ctx.reply(format!("pong: {}", ctx.text())).await?;
-        Ok(())
-    });
-    bot.start().await.expect("start");
-    assert_eq!(post(&local_b, &params).await, 200);
-    assert_eq!(post(&local_b, &params).await, 200, "retried again (rc=2)");
-    bot.idle().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let form = serde_urlencoded::to_string(&params).expect("form");
+    let provider = || TwilioProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, TwilioProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, "/twilio", |req| {
+        req.header("X-Twilio-Signature", &sig)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form.clone())
+    })
+    .await;
     let bodies: Vec<_> = (0..fake.sent().len())
         .filter_map(|i| fake.param(i, "Body"))
         .collect();
     assert_eq!(bodies, ["pong: ping"]);
-    bot.stop().await.expect("stop");
-    server_b.shutdown().await;
 }
 
 #[test]
 fn config_from_env_names_the_variable() {
-    let lookup = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    };
+    let lookup = fakes::env;
     assert_eq!(
         TwilioConfig::from_lookup(lookup(&[("TWILIO_ACCOUNT_SID", "AC1")])).expect_err("token"),
         TwilioConfigError::MissingEnv("TWILIO_AUTH_TOKEN")

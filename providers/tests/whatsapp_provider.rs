@@ -6,18 +6,15 @@
 
 mod fakes;
 
-use std::time::Duration;
-
 use botmesh::message::{
-    Button, ChatId, ContactCard, Content, ListSection, Location, MediaKind, MediaRef, MediaSource,
-    MessageId, Outgoing, OutgoingContent, Reaction,
+    Button, ChatId, ContactCard, Content, Location, MediaKind, MediaRef, MediaSource, MessageId,
+    Outgoing, OutgoingContent, Reaction,
 };
-use botmesh::prelude::*;
 use botmesh::provider::{
     ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
 };
 use botmesh_providers::http::GuardedClient;
-use botmesh_providers::webhook::{RunningWebhookServer, WebhookServer};
+use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
 use fakes::whatsapp::{FakeWhatsApp, hooks};
 use fakes::{Mode, Recorder};
@@ -35,13 +32,8 @@ fn config(fake: &FakeWhatsApp) -> WhatsAppConfig {
 }
 
 async fn mounted(wa: &WhatsAppProvider) -> (RunningWebhookServer, String) {
-    let server = WebhookServer::new()
-        .mount(wa.webhook_routes())
-        .bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/whatsapp", server.local_addr());
-    (server, url)
+    let (server, base) = fakes::mount(wa.webhook_routes()).await;
+    (server, format!("{base}/whatsapp"))
 }
 
 fn chat() -> ChatId {
@@ -368,19 +360,7 @@ async fn sends_every_content_kind() {
         Some(5)
     );
 
-    wa.send(
-        &c,
-        &Outgoing::from(OutgoingContent::List {
-            text: "Menu".into(),
-            button: "Options".into(),
-            sections: vec![ListSection {
-                title: "S1".into(),
-                rows: vec![Button::with_id("row1", "Row 1")],
-            }],
-        }),
-    )
-    .await
-    .expect("list");
+    wa.send(&c, &fakes::menu_list()).await.expect("list");
     assert_eq!(
         fake.sent()[3]["interactive"]["action"],
         json!({"button": "Options", "sections": [{"title": "S1", "rows": [{"id": "row1", "title": "Row 1"}]}]})
@@ -705,49 +685,18 @@ async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
         .replace("1718000000", &now)
         .into_bytes();
     let sig = FakeWhatsApp::sign(SECRET, &bytes);
-
-    let a = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    rec.set_mode(Mode::Hang);
-    a.start(rec.sink()).await.expect("start");
-    let (server_a, url_a) = mounted(&a).await;
-    let first = fakes::client()
-        .post(&url_a)
-        .header("X-Hub-Signature-256", &sig)
-        .body(bytes.clone())
-        .timeout(Duration::from_millis(500))
-        .send()
-        .await;
-    assert!(first.is_err(), "no 2xx reached Meta");
-    server_a.abort();
-
-    let b = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let (server_b, url_b) = mounted(&b).await;
-    let bot = Bot::builder(b).build().expect("bot");
-    bot.on_message(|ctx: Ctx| async move {
-        ctx.reply(format!("pong: {}", ctx.text())).await?;
-        Ok(())
-    });
-    bot.start().await.expect("start");
-    assert_eq!(
-        FakeWhatsApp::post_webhook(&url_b, Some(&sig), &bytes).await,
-        200
-    );
-    assert_eq!(
-        FakeWhatsApp::post_webhook(&url_b, Some(&sig), &bytes).await,
-        200,
-        "a second retry"
-    );
-    bot.idle().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let provider = || WhatsAppProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, WhatsAppProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, "/whatsapp", |req| {
+        req.header("X-Hub-Signature-256", &sig).body(bytes.clone())
+    })
+    .await;
     let texts: Vec<_> = fake
         .sent()
         .iter()
         .filter_map(|b| b["text"]["body"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(texts, ["pong: ping"]);
-    bot.stop().await.expect("stop");
-    server_b.shutdown().await;
 }
 
 #[test]

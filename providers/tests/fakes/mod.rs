@@ -36,6 +36,8 @@ pub enum Mode {
 
 struct RecState {
     events: Vec<ProviderEvent>,
+    /// Every call of `deliver`, whatever the mode.
+    deliveries: usize,
     mode: Mode,
     statuses: Vec<TransportStatus>,
 }
@@ -52,6 +54,7 @@ impl Recorder {
         Self {
             state: Arc::new(Mutex::new(RecState {
                 events: Vec::new(),
+                deliveries: 0,
                 mode: Mode::Accept,
                 statuses: Vec::new(),
             })),
@@ -77,17 +80,26 @@ impl Recorder {
 
     /// Waits until `n` events were accepted (or 5 s); returns them.
     pub async fn wait_for(&self, n: usize) -> Vec<ProviderEvent> {
+        self.wait_until(|s| s.events.len() >= n).await;
+        self.events()
+    }
+
+    /// Waits until `deliver` was called `n` times, in any mode (or 5 s).
+    pub async fn wait_for_deliveries(&self, n: usize) {
+        self.wait_until(|s| s.deliveries >= n).await;
+    }
+
+    async fn wait_until(&self, done: impl Fn(&RecState) -> bool) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let events = self.events();
-            if events.len() >= n {
-                return events;
+            if done(&self.state.lock().expect("recorder lock")) {
+                return;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.events();
+                return;
             }
         }
     }
@@ -96,7 +108,12 @@ impl Recorder {
 #[async_trait]
 impl InboundPipeline for Recorder {
     async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
-        let mode = self.state.lock().expect("recorder lock").mode;
+        let mode = {
+            let mut state = self.state.lock().expect("recorder lock");
+            state.deliveries += 1;
+            state.mode
+        };
+        self.changed.notify_waiters();
         match mode {
             Mode::Accept => {
                 self.state.lock().expect("recorder lock").events.push(event);
@@ -130,6 +147,7 @@ pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
             tokio::time::Instant::now() < deadline,
             "timed out waiting for {what}"
         );
+        // A poll: what `f` reads (a fake server's calls, an offset) has no change signal.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -166,4 +184,110 @@ pub fn json_resp(
         body.to_string(),
     )
         .into_response()
+}
+
+/// Serves `routes` on a [`WebhookServer`](botmesh_providers::webhook::WebhookServer) at
+/// 127.0.0.1:0; returns it and its base URL (`http://127.0.0.1:<port>`).
+#[cfg(feature = "webhook")]
+pub async fn mount(
+    routes: axum::Router,
+) -> (botmesh_providers::webhook::RunningWebhookServer, String) {
+    let server = botmesh_providers::webhook::WebhookServer::new()
+        .mount(routes)
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", server.local_addr());
+    (server, base)
+}
+
+/// A bot on `provider` that answers each message `pong: <text>`.
+pub fn pong_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude::Bot {
+    use botmesh::prelude::*;
+    let bot = Bot::builder(provider).build().expect("bot");
+    bot.on_message(|ctx: Ctx| async move {
+        ctx.reply(format!("pong: {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot
+}
+
+/// The crash before the 200, on a webhook channel: process A receives the channel's request
+/// and dies while its pipeline journals it, so no 2xx reaches the channel; process B, a
+/// [`pong_bot`], gets the channel's redelivery, and once more (our 200 lost on the way).
+/// `signed(request)` adds the channel's headers and body to a POST on `path`. The caller
+/// checks that the fake channel got one `pong`.
+#[cfg(feature = "webhook")]
+pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
+    (provider, routes): (impl Fn() -> P, impl Fn(&P) -> axum::Router),
+    path: &str,
+    signed: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+) {
+    // The status, or `None` when no answer came in time.
+    let post = async |base: &str, timeout| {
+        let request = signed(client().post(format!("{base}{path}")));
+        let resp = request.timeout(timeout).send().await;
+        resp.ok().map(|r| r.status().as_u16())
+    };
+    let a = provider();
+    let rec = Recorder::new();
+    rec.set_mode(Mode::Hang);
+    a.start(rec.sink()).await.expect("start a");
+    let (server_a, base_a) = mount(routes(&a)).await;
+    assert_eq!(
+        post(&base_a, Duration::from_millis(500)).await,
+        None,
+        "A never answered, so the channel saw no 2xx"
+    );
+    server_a.abort();
+    drop(a);
+
+    let b = provider();
+    let (server_b, base_b) = mount(routes(&b)).await;
+    let bot = pong_bot(b);
+    bot.start().await.expect("start b");
+    for attempt in ["the redelivery", "a retry after a lost 200"] {
+        assert_eq!(
+            post(&base_b, Duration::from_secs(10)).await,
+            Some(200),
+            "{attempt}"
+        );
+    }
+    // Both were accepted before their 200: a drain covers the handler and its reply, and
+    // nothing can come after it.
+    bot.stop_with(drained()).await.expect("stop");
+    server_b.shutdown().await;
+}
+
+/// A stop that lets queued work and sends finish: what was sent is final once it returns.
+pub fn drained() -> botmesh::prelude::StopOptions {
+    botmesh::prelude::StopOptions {
+        drain: true,
+        ..Default::default()
+    }
+}
+
+/// An environment lookup over `pairs` (for `from_lookup` configs).
+pub fn env(
+    pairs: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<String> + Copy {
+    move |k: &str| {
+        pairs
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}
+
+/// A list with one section `S1` of one row `row1` ("Row 1") behind the button "Options".
+pub fn menu_list() -> botmesh::message::Outgoing {
+    use botmesh::message::{Button, ListSection, Outgoing, OutgoingContent};
+    Outgoing::from(OutgoingContent::List {
+        text: "Menu".into(),
+        button: "Options".into(),
+        sections: vec![ListSection {
+            title: "S1".into(),
+            rows: vec![Button::with_id("row1", "Row 1")],
+        }],
+    })
 }
