@@ -31,6 +31,10 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
+#[cfg(feature = "webhook")]
+mod media;
+#[cfg(feature = "webhook")]
+mod settings;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]
 pub mod telegram;

@@ -117,12 +117,7 @@ impl TelegramConfig {
         if let Some(secret) = get("TELEGRAM_WEBHOOK_SECRET").filter(|s| !s.is_empty()) {
             check_secret(&secret, "TELEGRAM_WEBHOOK_SECRET")?;
             let path = get("TELEGRAM_WEBHOOK_PATH").unwrap_or_else(|| "/telegram".to_owned());
-            if !path.starts_with('/') {
-                return Err(TelegramConfigError::Invalid {
-                    setting: "TELEGRAM_WEBHOOK_PATH",
-                    reason: "must start with '/'".to_owned(),
-                });
-            }
+            let path = route_checked(path, "TELEGRAM_WEBHOOK_PATH")?;
             cfg.mode = TelegramMode::Webhook {
                 secret_token: secret,
                 path,
@@ -156,17 +151,8 @@ impl TelegramConfig {
         base: &str,
         setting: &'static str,
     ) -> Result<Self, TelegramConfigError> {
-        let parsed = url::Url::parse(base).map_err(|e| TelegramConfigError::Invalid {
-            setting,
-            reason: e.to_string(),
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(TelegramConfigError::Invalid {
-                setting,
-                reason: "must be an http(s) URL".to_owned(),
-            });
-        }
-        self.api_base = base.trim_end_matches('/').to_owned();
+        self.api_base = crate::settings::http_url(base)
+            .map_err(|reason| TelegramConfigError::Invalid { setting, reason })?;
         Ok(self)
     }
 
@@ -192,13 +178,7 @@ impl TelegramConfig {
     ) -> Result<Self, TelegramConfigError> {
         let secret_token = secret_token.into();
         check_secret(&secret_token, "secret_token")?;
-        let path = path.into();
-        if !path.starts_with('/') {
-            return Err(TelegramConfigError::Invalid {
-                setting: "webhook path",
-                reason: "must start with '/'".to_owned(),
-            });
-        }
+        let path = route_checked(path.into(), "webhook path")?;
         self.mode = TelegramMode::Webhook {
             secret_token,
             path,
@@ -232,6 +212,10 @@ impl TelegramConfig {
     pub fn mode(&self) -> &TelegramMode {
         &self.mode
     }
+}
+
+fn route_checked(path: String, setting: &'static str) -> Result<String, TelegramConfigError> {
+    crate::settings::route(path).map_err(|reason| TelegramConfigError::Invalid { setting, reason })
 }
 
 fn check_secret(secret: &str, setting: &'static str) -> Result<(), TelegramConfigError> {

@@ -33,14 +33,12 @@ use async_trait::async_trait;
 use botmesh::message::{
     ChatId, Interaction, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{
-    Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, StoredMediaRef,
-};
+use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
 use serde_json::json;
 
 pub use config::{DEFAULT_API_BASE, TelegramConfig, TelegramConfigError, TelegramMode};
 
-use crate::http::{GuardedClient, HttpError};
+use crate::http::GuardedClient;
 use crate::webhook::SinkSlot;
 use api::{Api, CallError, Size};
 
@@ -220,43 +218,12 @@ fn message_id_of(result: &serde_json::Value) -> Option<MessageId> {
         .map(|id| MessageId(id.to_string()))
 }
 
-fn http_to_provider(e: HttpError) -> ProviderError {
-    match e {
-        HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
-            provider: NAME.to_owned(),
-            size: limit.saturating_add(1),
-            limit,
-        },
-        e if e.is_retryable() => ProviderError::Network {
-            provider: NAME.to_owned(),
-            message: e.to_string(),
-        },
-        e => ProviderError::Api {
-            provider: NAME.to_owned(),
-            status: match &e {
-                HttpError::Status { status, .. } => Some(*status),
-                _ => None,
-            },
-            code: None,
-            message: format!("media download: {e}"),
-            retryable: false,
-        },
-    }
-}
-
 /// Whether a token looks like a Telegram `file_id` (URL-safe base64).
 fn plausible_file_id(token: &str) -> bool {
     (10..=512).contains(&token.len())
         && token
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-fn rehydrate_failed(message: impl Into<String>) -> ProviderError {
-    ProviderError::MediaUnavailable {
-        reason: MediaUnavailableReason::RehydrateFailed,
-        message: message.into(),
-    }
 }
 
 #[async_trait]
@@ -418,12 +385,7 @@ impl Provider for TelegramProvider {
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        if media.provider != NAME {
-            return Err(ProviderError::MediaUnavailable {
-                reason: MediaUnavailableReason::ProviderMismatch,
-                message: format!("a {} media ref given to {NAME}", media.provider),
-            });
-        }
+        crate::media::own(media, NAME)?;
         let file = self
             .inner
             .api
@@ -449,45 +411,15 @@ impl Provider for TelegramProvider {
             .download_limited(&url, None, DOWNLOAD_LIMIT)
             .await
             .map(|d| d.bytes)
-            .map_err(http_to_provider)
+            .map_err(|e| crate::media::download_error(e, NAME))
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        if media.provider != NAME || !plausible_file_id(&media.token) {
-            return None;
-        }
-        Some(StoredMediaRef {
-            provider: NAME.to_owned(),
-            v: 1,
-            data: json!({ "file_id": media.token }),
-        })
+        crate::media::store(media, NAME, "file_id", plausible_file_id)
     }
 
     fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        if stored.provider != NAME {
-            return Err(ProviderError::MediaUnavailable {
-                reason: MediaUnavailableReason::ProviderMismatch,
-                message: format!("written by {}, read by {NAME}", stored.provider),
-            });
-        }
-        if stored.v != 1 {
-            return Err(rehydrate_failed(format!(
-                "unknown telegram media ref v{}",
-                stored.v
-            )));
-        }
-        let file_id = stored
-            .data
-            .get("file_id")
-            .and_then(|f| f.as_str())
-            .filter(|f| plausible_file_id(f))
-            .ok_or_else(|| {
-                rehydrate_failed("the stored telegram media ref has no valid file_id")
-            })?;
-        Ok(MediaRef {
-            provider: NAME.to_owned(),
-            token: file_id.to_owned(),
-        })
+        crate::media::rehydrate(stored, NAME, "file_id", plausible_file_id)
     }
 }
 

@@ -74,28 +74,12 @@ impl std::fmt::Debug for TwilioConfig {
 pub const DEFAULT_API_BASE: &str = "https://api.twilio.com";
 
 fn url_checked(value: &str, setting: &'static str) -> Result<String, TwilioConfigError> {
-    let parsed = url::Url::parse(value).map_err(|e| TwilioConfigError::Invalid {
-        setting,
-        reason: e.to_string(),
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(TwilioConfigError::Invalid {
-            setting,
-            reason: "must be an http(s) URL".to_owned(),
-        });
-    }
-    Ok(value.trim_end_matches('/').to_owned())
+    crate::settings::http_url(value)
+        .map_err(|reason| TwilioConfigError::Invalid { setting, reason })
 }
 
 fn path_checked(value: String, setting: &'static str) -> Result<String, TwilioConfigError> {
-    if value.starts_with('/') {
-        Ok(value)
-    } else {
-        Err(TwilioConfigError::Invalid {
-            setting,
-            reason: "must start with '/'".to_owned(),
-        })
-    }
+    crate::settings::route(value).map_err(|reason| TwilioConfigError::Invalid { setting, reason })
 }
 
 impl TwilioConfig {
@@ -126,11 +110,7 @@ impl TwilioConfig {
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TwilioConfigError> {
-        let get = |k: &str| {
-            get(k)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let get = crate::settings::trimmed(get);
         let sid =
             get("TWILIO_ACCOUNT_SID").ok_or(TwilioConfigError::MissingEnv("TWILIO_ACCOUNT_SID"))?;
         let token =

@@ -58,15 +58,14 @@ use botmesh::message::{
     Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
 use botmesh::provider::{
-    Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, StoredMediaRef,
-    TransportStatus,
+    Capabilities, EventSink, Provider, ProviderError, StoredMediaRef, TransportStatus,
 };
 use serde_json::{Value, json};
 
 pub use config::{DEFAULT_API_BASE, TwilioConfig, TwilioConfigError, TwilioSender};
 pub use signature::{signature, verify};
 
-use crate::http::{Auth, GuardedClient, HttpError};
+use crate::http::{Auth, GuardedClient};
 use crate::webhook::SinkSlot;
 
 /// The provider's name, as media refs carry it.
@@ -413,12 +412,7 @@ impl Provider for TwilioProvider {
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        if media.provider != NAME {
-            return Err(ProviderError::MediaUnavailable {
-                reason: MediaUnavailableReason::ProviderMismatch,
-                message: format!("a {} media ref given to {NAME}", media.provider),
-            });
-        }
+        crate::media::own(media, NAME)?;
         if !self.media_url_allowed(&media.token) {
             return Err(api_error(
                 None,
@@ -437,51 +431,14 @@ impl Provider for TwilioProvider {
             .download_limited(&media.token, Some(&auth), MEDIA_LIMIT)
             .await
             .map(|d| d.bytes)
-            .map_err(|e| match e {
-                HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
-                    provider: NAME.to_owned(),
-                    size: limit.saturating_add(1),
-                    limit,
-                },
-                e if e.is_retryable() => ProviderError::Network {
-                    provider: NAME.to_owned(),
-                    message: e.to_string(),
-                },
-                e => api_error(None, None, format!("media download: {e}"), false),
-            })
+            .map_err(|e| crate::media::download_error(e, NAME))
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        (media.provider == NAME && self.media_url_allowed(&media.token)).then(|| StoredMediaRef {
-            provider: NAME.to_owned(),
-            v: 1,
-            data: json!({ "url": media.token }),
-        })
+        crate::media::store(media, NAME, "url", |url| self.media_url_allowed(url))
     }
 
     fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        let fail = |reason, message: String| ProviderError::MediaUnavailable { reason, message };
-        if stored.provider != NAME {
-            return Err(fail(
-                MediaUnavailableReason::ProviderMismatch,
-                format!("written by {}, read by {NAME}", stored.provider),
-            ));
-        }
-        if stored.v != 1 {
-            return Err(fail(
-                MediaUnavailableReason::RehydrateFailed,
-                format!("unknown {NAME} media ref v{}", stored.v),
-            ));
-        }
-        match stored.data.get("url").and_then(Value::as_str) {
-            Some(url) if self.media_url_allowed(url) => Ok(MediaRef {
-                provider: NAME.to_owned(),
-                token: url.to_owned(),
-            }),
-            _ => Err(fail(
-                MediaUnavailableReason::RehydrateFailed,
-                "the stored media URL is not on the API origin or a twilio.com host".to_owned(),
-            )),
-        }
+        crate::media::rehydrate(stored, NAME, "url", |url| self.media_url_allowed(url))
     }
 }

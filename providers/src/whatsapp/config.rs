@@ -89,25 +89,21 @@ impl WhatsAppConfig {
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, WhatsAppConfigError> {
-        let need = |k: &'static str| {
-            get(k)
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| v.trim().to_owned())
-                .ok_or(WhatsAppConfigError::MissingEnv(k))
-        };
+        let get = crate::settings::trimmed(get);
+        let need = |k: &'static str| get(k).ok_or(WhatsAppConfigError::MissingEnv(k));
         let mut cfg = Self::new(
             need("WHATSAPP_ACCESS_TOKEN")?,
             need("WHATSAPP_PHONE_NUMBER_ID")?,
             need("WHATSAPP_APP_SECRET")?,
             need("WHATSAPP_VERIFY_TOKEN")?,
         );
-        if let Some(b) = get("WHATSAPP_API_BASE").filter(|b| !b.is_empty()) {
+        if let Some(b) = get("WHATSAPP_API_BASE") {
             cfg = cfg.base_checked(&b, "WHATSAPP_API_BASE")?;
         }
-        if let Some(v) = get("WHATSAPP_API_VERSION").filter(|v| !v.is_empty()) {
+        if let Some(v) = get("WHATSAPP_API_VERSION") {
             cfg.api_version = v;
         }
-        if let Some(p) = get("WHATSAPP_WEBHOOK_PATH").filter(|p| !p.is_empty()) {
+        if let Some(p) = get("WHATSAPP_WEBHOOK_PATH") {
             cfg = cfg.path_checked(p, "WHATSAPP_WEBHOOK_PATH")?;
         }
         if !cfg.phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
@@ -124,17 +120,8 @@ impl WhatsAppConfig {
         base: &str,
         setting: &'static str,
     ) -> Result<Self, WhatsAppConfigError> {
-        let url = url::Url::parse(base).map_err(|e| WhatsAppConfigError::Invalid {
-            setting,
-            reason: e.to_string(),
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(WhatsAppConfigError::Invalid {
-                setting,
-                reason: "must be an http(s) URL".to_owned(),
-            });
-        }
-        self.api_base = base.trim_end_matches('/').to_owned();
+        self.api_base = crate::settings::http_url(base)
+            .map_err(|reason| WhatsAppConfigError::Invalid { setting, reason })?;
         Ok(self)
     }
 
@@ -143,13 +130,8 @@ impl WhatsAppConfig {
         path: String,
         setting: &'static str,
     ) -> Result<Self, WhatsAppConfigError> {
-        if !path.starts_with('/') {
-            return Err(WhatsAppConfigError::Invalid {
-                setting,
-                reason: "must start with '/'".to_owned(),
-            });
-        }
-        self.path = path;
+        self.path = crate::settings::route(path)
+            .map_err(|reason| WhatsAppConfigError::Invalid { setting, reason })?;
         Ok(self)
     }
 

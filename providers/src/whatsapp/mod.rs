@@ -43,15 +43,14 @@ use botmesh::message::{
     ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
 use botmesh::provider::{
-    Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, StoredMediaRef,
-    TransportStatus,
+    Capabilities, EventSink, Provider, ProviderError, StoredMediaRef, TransportStatus,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub use config::{DEFAULT_API_BASE, DEFAULT_API_VERSION, WhatsAppConfig, WhatsAppConfigError};
 
-use crate::http::{Auth, GuardedClient, HttpError};
+use crate::http::{Auth, GuardedClient};
 use crate::webhook::SinkSlot;
 use outbound::MediaField;
 
@@ -426,12 +425,7 @@ impl Provider for WhatsAppProvider {
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        if media.provider != NAME {
-            return Err(ProviderError::MediaUnavailable {
-                reason: MediaUnavailableReason::ProviderMismatch,
-                message: format!("a {} media ref given to {NAME}", media.provider),
-            });
-        }
+        crate::media::own(media, NAME)?;
         if !plausible_media_id(&media.token) {
             return Err(api_error(None, "not a WhatsApp media id".to_owned(), false));
         }
@@ -484,7 +478,7 @@ impl Provider for WhatsAppProvider {
             .media
             .download_limited(url, Some(&Auth::Bearer(token.clone())), MEDIA_LIMIT)
             .await
-            .map_err(http_to_provider)?;
+            .map_err(|e| crate::media::download_error(e, NAME))?;
         if let Some(expected) = info["sha256"].as_str() {
             let actual = hex::encode(Sha256::digest(&downloaded.bytes));
             if !actual.eq_ignore_ascii_case(expected) {
@@ -499,37 +493,11 @@ impl Provider for WhatsAppProvider {
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        (media.provider == NAME && plausible_media_id(&media.token)).then(|| StoredMediaRef {
-            provider: NAME.to_owned(),
-            v: 1,
-            data: json!({ "media_id": media.token }),
-        })
+        crate::media::store(media, NAME, "media_id", plausible_media_id)
     }
 
     fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        let fail = |reason, message: String| ProviderError::MediaUnavailable { reason, message };
-        if stored.provider != NAME {
-            return Err(fail(
-                MediaUnavailableReason::ProviderMismatch,
-                format!("written by {}, read by {NAME}", stored.provider),
-            ));
-        }
-        if stored.v != 1 {
-            return Err(fail(
-                MediaUnavailableReason::RehydrateFailed,
-                format!("unknown {NAME} media ref v{}", stored.v),
-            ));
-        }
-        match stored.data.get("media_id").and_then(Value::as_str) {
-            Some(id) if plausible_media_id(id) => Ok(MediaRef {
-                provider: NAME.to_owned(),
-                token: id.to_owned(),
-            }),
-            _ => Err(fail(
-                MediaUnavailableReason::RehydrateFailed,
-                "the stored media ref has no valid media_id".to_owned(),
-            )),
-        }
+        crate::media::rehydrate(stored, NAME, "media_id", plausible_media_id)
     }
 }
 
@@ -552,21 +520,6 @@ impl WhatsAppProvider {
         let mime = mime.unwrap_or(default_mime(kind));
         let name = name.unwrap_or_else(|| outbound::media_type(kind).to_owned());
         Ok(MediaField::Id(self.upload(data, name, mime).await?))
-    }
-}
-
-fn http_to_provider(e: HttpError) -> ProviderError {
-    match e {
-        HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
-            provider: NAME.to_owned(),
-            size: limit.saturating_add(1),
-            limit,
-        },
-        e if e.is_retryable() => ProviderError::Network {
-            provider: NAME.to_owned(),
-            message: e.to_string(),
-        },
-        e => api_error(None, format!("media download: {e}"), false),
     }
 }
 
