@@ -106,7 +106,6 @@ enum ShopError {
     Bot(#[from] BotError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
-    #[cfg(not(all(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio")))]
     #[error(
         "this shop was built without the `{feature}` feature; run it with \
              `cargo run -p botmesh-examples --features {feature} --bin shop -- --channel {channel}`"
@@ -192,161 +191,173 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
             .drain_timeout(drain)
     };
     match cli.channel {
-        Channel::Jsonl => {
-            let provider = JsonlProvider::new();
-            let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
-            provider.attach(&bot);
-            let result = tokio::select! {
-                result = bot.run() => result,
-                e = provider.output_closed() => return closed_output(&bot, e).await,
-            };
-            provider.flush().await;
-            if let Some(e) = provider.output_error() {
-                return Err(ShopError::Output(e));
-            }
-            Ok(result?)
-        }
+        Channel::Jsonl => on_lines(JsonlProvider::new(), builder).await,
         Channel::Console => {
             let chat = cli.chat.unwrap_or_else(|| "you".to_owned());
             let provider = ConsoleProvider::new()
                 .chat(chat)
                 .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
-            let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
-            provider.attach(&bot);
-            let result = tokio::select! {
-                result = bot.run() => result,
-                e = provider.output_closed() => return closed_output(&bot, e).await,
-            };
-            provider.flush().await;
-            if let Some(e) = provider.output_error() {
-                return Err(ShopError::Output(e));
-            }
-            Ok(result?)
+            on_lines(provider, builder).await
         }
-        Channel::Telegram => telegram(builder, &cli.listen).await,
-        Channel::Whatsapp => whatsapp(builder, &cli.listen).await,
-        Channel::Twilio => twilio(builder, &cli.listen).await,
+        network => on_network(network, builder, &cli.listen).await,
     }
 }
 
-/// Nobody reads the replies any more: stops at once (the sends not written stay journaled, the
-/// messages not answered are replayed at the next start) and fails.
-async fn closed_output(bot: &Bot, error: String) -> Result<(), ShopError> {
-    if let Err(e) = bot.stop().await {
-        tracing::warn!(error = %e, "stopping after the output closed");
-    }
-    Err(ShopError::Output(error))
+/// The console and jsonl providers: they print the bot's replies, and the output may close
+/// under them.
+trait LinesProvider: Provider + Clone {
+    fn attach(&self, bot: &Bot);
+    async fn output_closed(&self) -> String;
+    async fn flush(&self);
+    fn output_error(&self) -> Option<String>;
 }
 
-/// Runs `bot` until it stops, then closes the webhook server (after the drain: the replies
-/// of the accepted messages went out while the server answered 503 to new ones).
-#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
-async fn serve(
-    bot: Bot,
-    server: Option<botmesh_providers::webhook::RunningWebhookServer>,
+macro_rules! lines_provider {
+    ($($provider:ty),*) => {$(
+        impl LinesProvider for $provider {
+            fn attach(&self, bot: &Bot) {
+                <$provider>::attach(self, bot);
+            }
+            async fn output_closed(&self) -> String {
+                <$provider>::output_closed(self).await
+            }
+            async fn flush(&self) {
+                <$provider>::flush(self).await;
+            }
+            fn output_error(&self) -> Option<String> {
+                <$provider>::output_error(self)
+            }
+        }
+    )*};
+}
+
+lines_provider!(ConsoleProvider, JsonlProvider);
+
+/// Runs the shop on the console or jsonl: until the input ends or a stop signal, or until
+/// nobody reads the replies any more (then it stops at once: the sends not written stay
+/// journaled, the messages not answered are replayed at the next start, and it fails).
+async fn on_lines(
+    provider: impl LinesProvider,
+    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
 ) -> Result<(), ShopError> {
-    let result = bot.run().await;
-    if let Some(server) = server {
-        server.shutdown().await;
+    let bot = shop::shop_bot(builder(Arc::new(provider.clone())))?;
+    provider.attach(&bot);
+    let result = tokio::select! {
+        result = bot.run() => result,
+        e = provider.output_closed() => {
+            if let Err(e) = bot.stop().await {
+                tracing::warn!(error = %e, "stopping after the output closed");
+            }
+            return Err(ShopError::Output(e));
+        }
+    };
+    provider.flush().await;
+    if let Some(e) = provider.output_error() {
+        return Err(ShopError::Output(e));
     }
     Ok(result?)
 }
 
-#[cfg(feature = "telegram")]
-async fn telegram(
+/// Runs the shop on a network channel: its webhook (if it takes one) served on `listen`, the
+/// bot until it stops, then the server closed (after the drain: the replies of the accepted
+/// messages went out while the server answered 503 to new ones). A channel this binary was
+/// built without is an error naming its feature.
+async fn on_network(
+    channel: Channel,
     builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
     listen: &str,
 ) -> Result<(), ShopError> {
-    use botmesh_providers::telegram::{TelegramConfig, TelegramMode, TelegramProvider};
-    use botmesh_providers::webhook::WebhookServer;
-    let config = TelegramConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
-    let webhook = matches!(config.mode(), TelegramMode::Webhook { .. });
-    let telegram = TelegramProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
-    let server = if webhook {
-        let server = WebhookServer::new()
-            .mount(telegram.webhook_routes())
-            .bind(listen)
-            .await
-            .map_err(|e| ShopError::Channel(e.to_string()))?;
-        tracing::info!(addr = %server.local_addr(), "telegram webhook listening");
-        Some(server)
-    } else {
-        None
+    #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+    {
+        let (provider, routes) = match channel {
+            #[cfg(feature = "telegram")]
+            Channel::Telegram => network::telegram()?,
+            #[cfg(feature = "whatsapp-cloud")]
+            Channel::Whatsapp => network::whatsapp()?,
+            #[cfg(feature = "twilio")]
+            Channel::Twilio => network::twilio()?,
+            _ => return Err(not_built_in(channel)),
+        };
+        let server = match routes {
+            Some(routes) => {
+                let server = routes
+                    .bind(listen)
+                    .await
+                    .map_err(|e| ShopError::Channel(e.to_string()))?;
+                tracing::info!(addr = %server.local_addr(), ?channel, "webhook listening");
+                Some(server)
+            }
+            None => None,
+        };
+        let bot = shop::shop_bot(builder(provider))?;
+        tracing::info!(?channel, "shop running; Ctrl-C or SIGTERM stops it");
+        let result = bot.run().await;
+        if let Some(server) = server {
+            server.shutdown().await;
+        }
+        Ok(result?)
+    }
+    #[cfg(not(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio")))]
+    {
+        let _ = (builder, listen);
+        Err(not_built_in(channel))
+    }
+}
+
+/// The error of a network channel this binary was built without: its name and feature.
+fn not_built_in(channel: Channel) -> ShopError {
+    let (channel, feature) = match channel {
+        Channel::Whatsapp => ("whatsapp", "whatsapp-cloud"),
+        Channel::Twilio => ("twilio", "twilio"),
+        _ => ("telegram", "telegram"),
     };
-    let bot = shop::shop_bot(builder(Arc::new(telegram)))?;
-    tracing::info!("telegram shop running; Ctrl-C or SIGTERM stops it");
-    serve(bot, server).await
+    ShopError::NotBuiltIn { feature, channel }
 }
 
-#[cfg(not(feature = "telegram"))]
-async fn telegram(
-    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
-    _listen: &str,
-) -> Result<(), ShopError> {
-    Err(ShopError::NotBuiltIn {
-        feature: "telegram",
-        channel: "telegram",
-    })
-}
+/// The network channels' providers, from their environment variables, with the webhook
+/// server to bind (`None`: Telegram long polling).
+#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+mod network {
+    use std::sync::Arc;
 
-#[cfg(feature = "whatsapp-cloud")]
-async fn whatsapp(
-    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
-    listen: &str,
-) -> Result<(), ShopError> {
+    use botmesh::provider::Provider;
     use botmesh_providers::webhook::WebhookServer;
-    use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
-    let config = WhatsAppConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
-    let whatsapp = WhatsAppProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
-    let server = WebhookServer::new()
-        .mount(whatsapp.webhook_routes())
-        .bind(listen)
-        .await
-        .map_err(|e| ShopError::Channel(e.to_string()))?;
-    tracing::info!(addr = %server.local_addr(), "whatsapp shop running; Ctrl-C or SIGTERM stops it");
-    let bot = shop::shop_bot(builder(Arc::new(whatsapp)))?;
-    serve(bot, Some(server)).await
-}
 
-#[cfg(not(feature = "whatsapp-cloud"))]
-async fn whatsapp(
-    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
-    _listen: &str,
-) -> Result<(), ShopError> {
-    Err(ShopError::NotBuiltIn {
-        feature: "whatsapp-cloud",
-        channel: "whatsapp",
-    })
-}
+    use super::ShopError;
 
-#[cfg(feature = "twilio")]
-async fn twilio(
-    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
-    listen: &str,
-) -> Result<(), ShopError> {
-    use botmesh_providers::twilio::{TwilioConfig, TwilioProvider};
-    use botmesh_providers::webhook::WebhookServer;
-    let config = TwilioConfig::from_env().map_err(|e| ShopError::Channel(e.to_string()))?;
-    let twilio = TwilioProvider::new(config).map_err(|e| ShopError::Channel(e.to_string()))?;
-    let server = WebhookServer::new()
-        .mount(twilio.webhook_routes())
-        .bind(listen)
-        .await
-        .map_err(|e| ShopError::Channel(e.to_string()))?;
-    tracing::info!(addr = %server.local_addr(), "twilio shop running; Ctrl-C or SIGTERM stops it");
-    let bot = shop::shop_bot(builder(Arc::new(twilio)))?;
-    serve(bot, Some(server)).await
-}
+    type Channel = (Arc<dyn Provider>, Option<WebhookServer>);
 
-#[cfg(not(feature = "twilio"))]
-async fn twilio(
-    _builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
-    _listen: &str,
-) -> Result<(), ShopError> {
-    Err(ShopError::NotBuiltIn {
-        feature: "twilio",
-        channel: "twilio",
-    })
+    fn failed(e: impl std::fmt::Display) -> ShopError {
+        ShopError::Channel(e.to_string())
+    }
+
+    #[cfg(feature = "telegram")]
+    pub(super) fn telegram() -> Result<Channel, ShopError> {
+        use botmesh_providers::telegram::{TelegramConfig, TelegramMode, TelegramProvider};
+        let config = TelegramConfig::from_env().map_err(failed)?;
+        let webhook = matches!(config.mode(), TelegramMode::Webhook { .. });
+        let telegram = TelegramProvider::new(config).map_err(failed)?;
+        let routes = webhook.then(|| WebhookServer::new().mount(telegram.webhook_routes()));
+        Ok((Arc::new(telegram), routes))
+    }
+
+    #[cfg(feature = "whatsapp-cloud")]
+    pub(super) fn whatsapp() -> Result<Channel, ShopError> {
+        use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
+        let whatsapp =
+            WhatsAppProvider::new(WhatsAppConfig::from_env().map_err(failed)?).map_err(failed)?;
+        let routes = WebhookServer::new().mount(whatsapp.webhook_routes());
+        Ok((Arc::new(whatsapp), Some(routes)))
+    }
+
+    #[cfg(feature = "twilio")]
+    pub(super) fn twilio() -> Result<Channel, ShopError> {
+        use botmesh_providers::twilio::{TwilioConfig, TwilioProvider};
+        let twilio =
+            TwilioProvider::new(TwilioConfig::from_env().map_err(failed)?).map_err(failed)?;
+        let routes = WebhookServer::new().mount(twilio.webhook_routes());
+        Ok((Arc::new(twilio), Some(routes)))
+    }
 }
 
 #[cfg(test)]

@@ -107,21 +107,21 @@ impl TelegramConfig {
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TelegramConfigError> {
+        let get = crate::settings::trimmed(get);
         let token = get("TELEGRAM_BOT_TOKEN")
-            .filter(|t| !t.trim().is_empty())
             .ok_or(TelegramConfigError::MissingEnv("TELEGRAM_BOT_TOKEN"))?;
-        let mut cfg = Self::new(token.trim());
-        if let Some(base) = get("TELEGRAM_API_BASE").filter(|b| !b.is_empty()) {
+        let mut cfg = Self::new(token);
+        if let Some(base) = get("TELEGRAM_API_BASE") {
             cfg = cfg.api_base_checked(&base, "TELEGRAM_API_BASE")?;
         }
-        if let Some(secret) = get("TELEGRAM_WEBHOOK_SECRET").filter(|s| !s.is_empty()) {
+        if let Some(secret) = get("TELEGRAM_WEBHOOK_SECRET") {
             check_secret(&secret, "TELEGRAM_WEBHOOK_SECRET")?;
             let path = get("TELEGRAM_WEBHOOK_PATH").unwrap_or_else(|| "/telegram".to_owned());
             let path = route_checked(path, "TELEGRAM_WEBHOOK_PATH")?;
             cfg.mode = TelegramMode::Webhook {
                 secret_token: secret,
                 path,
-                url: get("TELEGRAM_WEBHOOK_URL").filter(|u| !u.is_empty()),
+                url: get("TELEGRAM_WEBHOOK_URL"),
             };
         } else if let Some(t) = get("TELEGRAM_POLL_TIMEOUT_SECS") {
             let secs = t
