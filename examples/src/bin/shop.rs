@@ -343,20 +343,22 @@ mod network {
 
     #[cfg(feature = "whatsapp-cloud")]
     pub(super) fn whatsapp() -> Result<Channel, ShopError> {
-        use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
-        let whatsapp =
-            WhatsAppProvider::new(WhatsAppConfig::from_env().map_err(failed)?).map_err(failed)?;
-        let routes = WebhookServer::new().mount(whatsapp.webhook_routes());
-        Ok((Arc::new(whatsapp), Some(routes)))
+        use botmesh_providers::whatsapp::{WhatsAppConfig as Config, WhatsAppProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        Ok((
+            Arc::new(p.clone()),
+            Some(WebhookServer::new().mount(p.webhook_routes())),
+        ))
     }
 
     #[cfg(feature = "twilio")]
     pub(super) fn twilio() -> Result<Channel, ShopError> {
-        use botmesh_providers::twilio::{TwilioConfig, TwilioProvider};
-        let twilio =
-            TwilioProvider::new(TwilioConfig::from_env().map_err(failed)?).map_err(failed)?;
-        let routes = WebhookServer::new().mount(twilio.webhook_routes());
-        Ok((Arc::new(twilio), Some(routes)))
+        use botmesh_providers::twilio::{TwilioConfig as Config, TwilioProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        Ok((
+            Arc::new(p.clone()),
+            Some(WebhookServer::new().mount(p.webhook_routes())),
+        ))
     }
 }
 
