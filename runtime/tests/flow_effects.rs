@@ -25,18 +25,22 @@ async fn checkout(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-#[tokio::test]
+// Paused time: the restart waits out the hung send's stop timeout on tokio's clock.
+#[tokio::test(start_paused = true)]
 async fn an_effect_cut_by_a_crash_runs_once() {
     let hang = Arc::new(AtomicBool::new(true));
-    let h = hang.clone();
+    // Notified when the send after the effect hangs: the "process" dies there.
+    let hung = Arc::new(tokio::sync::Notify::new());
+    let (h, n) = (hang.clone(), hung.clone());
     let mut t = Transcript::new(move |b| {
         let bot = b.build()?;
         bot.flow(checkout);
-        let h = h.clone();
+        let (h, n) = (h.clone(), n.clone());
         bot.before_send(move |d| {
-            let h = h.clone();
+            let (h, n) = (h.clone(), n.clone());
             async move {
                 if h.load(Ordering::SeqCst) && d.outgoing.content.text().starts_with("Charged") {
+                    n.notify_one();
                     std::future::pending::<()>().await;
                 }
                 SendDecision::Proceed(d)
@@ -49,12 +53,9 @@ async fn an_effect_cut_by_a_crash_runs_once() {
     t.says("ann", "/checkout").await;
     let id = t.says_nowait("ann", "yes").await;
     // the step runs the effect, then hangs in the send: the "process" dies here.
-    for _ in 0..50 {
-        if CHARGES.load(Ordering::SeqCst) == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    tokio::time::timeout(std::time::Duration::from_secs(5), hung.notified())
+        .await
+        .expect("the send after the effect is reached");
     assert_eq!(CHARGES.load(Ordering::SeqCst), 1);
     t.note("crash in the middle of the step");
     hang.store(false, Ordering::SeqCst);

@@ -109,7 +109,8 @@ async fn loop_iterations_get_distinct_keys() {
     insta::assert_snapshot!(keys.join("\n"));
 }
 
-#[tokio::test]
+// Paused time: the slow send's 30 ms pass on tokio's clock, in order.
+#[tokio::test(start_paused = true)]
 async fn joined_sends_keep_their_keys_whatever_completes_first() {
     async fn run(slow: &'static str) -> Vec<String> {
         let mut keys = keys_of(
