@@ -3,7 +3,8 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -15,6 +16,11 @@ struct Run {
 
 /// Runs the binary with `args`, `input` on stdin; fails the test after 60 s.
 fn shop(args: &[&str], input: &str) -> Run {
+    run_shop(args, input, true)
+}
+
+/// As [`shop`]; with `read_stdout` false, nobody reads the replies (stdout is closed at once).
+fn run_shop(args: &[&str], input: &str, read_stdout: bool) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shop"))
         .args(args)
         .env_remove("RUST_LOG")
@@ -30,34 +36,29 @@ fn shop(args: &[&str], input: &str) -> Run {
         // The shop may exit before reading everything (bad arguments): ignore broken pipes.
         let _ = stdin.write_all(input.as_bytes());
     });
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for shop") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("shop did not exit within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let read_to_end = |mut from: Box<dyn Read + Send>| {
+        let (done, ended) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = from.read_to_string(&mut s);
+            let _ = done.send(s);
+        });
+        ended
     };
+    let out = child.stdout.take().expect("stdout");
+    let stdout = read_stdout.then(|| read_to_end(Box::new(out)));
+    let stderr = read_to_end(Box::new(child.stderr.take().expect("stderr")));
+    // The shop's stderr ends when it exits (or dies).
+    let Ok(stderr) = stderr.recv_timeout(Duration::from_secs(60)) else {
+        let _ = child.kill();
+        panic!("shop did not exit within 60 s");
+    };
+    let status = child.wait().expect("wait for shop");
     writer.join().expect("writer thread");
     Run {
         code: status.code(),
-        stdout: out_reader.join().expect("stdout thread"),
-        stderr: err_reader.join().expect("stderr thread"),
+        stdout: stdout.map_or_else(String::new, |o| o.recv().unwrap_or_default()),
+        stderr,
     }
 }
 
@@ -284,38 +285,10 @@ fn a_closed_stdout_fails_the_sends_and_the_next_run_delivers_them() {
     let input: String = (1..=20)
         .map(|i| format!("{{\"id\":\"{i}\",\"chat\":\"c{i}\",\"text\":\"/start\"}}\n"))
         .collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_shop"))
-        .args(["--jsonl", "--db", db.to_str().expect("utf-8")])
-        .env_remove("RUST_LOG")
-        .env_remove("SHOP_DB")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn shop");
-    drop(child.stdout.take()); // nobody reads the replies
-    let mut stdin = child.stdin.take().expect("stdin");
-    let feed = input.clone();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(feed.as_bytes());
-    });
-    let mut err = child.stderr.take().expect("stderr");
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the shop did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    writer.join().expect("writer");
-    let stderr = err_reader.join().expect("stderr");
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let db_arg = db.to_str().expect("utf-8");
+    let run = run_shop(&["--jsonl", "--db", db_arg], &input, false);
+    let (code, stderr) = (run.code, run.stderr);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("cannot write to stdout"), "{stderr}");
 
     // Nothing was acknowledged: the channel redelivers every line.

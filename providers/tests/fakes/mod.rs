@@ -188,7 +188,6 @@ pub fn json_resp(
 
 /// Serves `routes` on a [`WebhookServer`](botmesh_providers::webhook::WebhookServer) at
 /// 127.0.0.1:0; returns it and its base URL (`http://127.0.0.1:<port>`).
-#[cfg(feature = "webhook")]
 pub async fn mount(
     routes: axum::Router,
 ) -> (botmesh_providers::webhook::RunningWebhookServer, String) {
@@ -217,7 +216,6 @@ pub fn pong_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude:
 /// [`pong_bot`], gets the channel's redelivery, and once more (our 200 lost on the way).
 /// `signed(request)` adds the channel's headers and body to a POST on `path`. The caller
 /// checks that the fake channel got one `pong`.
-#[cfg(feature = "webhook")]
 pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
     (provider, routes): (impl Fn() -> P, impl Fn(&P) -> axum::Router),
     path: &str,
