@@ -29,8 +29,10 @@ pub mod durable;
 pub mod error;
 pub mod events;
 pub mod flow;
+mod kernel;
 pub mod message;
 pub mod metrics;
+mod outbound;
 pub mod provider;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

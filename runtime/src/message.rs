@@ -676,13 +676,13 @@ mod tests {
             // A send no hook changed gets its fingerprint from its journaled JSON, when first
             // read: the same one.
             let outgoing = Outgoing::from(c.clone());
-            if crate::durable::outbound::payload_fingerprints(&outgoing) {
+            if crate::outbound::outbox::payload_fingerprints(&outgoing) {
                 let payload =
                     botmesh_durability::outbox::Payload::encode(&outgoing).expect("encodes");
                 let chat = ChatId("alice".into());
                 assert_eq!(
-                    crate::durable::outbound::deferred_fingerprint(&chat, &payload),
-                    crate::durable::outbound::fingerprint(&chat, &outgoing),
+                    crate::outbound::outbox::deferred_fingerprint(&chat, &payload),
+                    crate::outbound::outbox::fingerprint(&chat, &outgoing),
                     "{c:?}"
                 );
                 from_payload += 1;

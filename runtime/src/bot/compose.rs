@@ -12,18 +12,20 @@ use botmesh_durability::{MemoryStore, Store};
 use tokio::sync::{Notify, watch};
 
 use crate::bot::Bot;
-use crate::bot::dedupe::Dedupe;
-use crate::bot::gates::Gates;
-use crate::bot::kernel::{Kernel, RunState};
-use crate::bot::lang::LangResolver;
-use crate::bot::lifecycle::{LifecycleStep, RestoreStep, StorageStep, TransportStep};
-use crate::bot::queue::ChatQueues;
-use crate::bot::routes::Routes;
+use crate::bot::lifecycle::{RestoreStep, StorageStep, TransportStep};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
-use crate::durable::{DurabilityOptions, DurabilityStep, Durable, JournalStep};
+use crate::durable::{DurabilityOptions, DurabilityStep, JournalStep};
 use crate::error::BotError;
 use crate::events::EventOutlet;
+use crate::kernel::dedupe::Dedupe;
+use crate::kernel::gates::Gates;
+use crate::kernel::journals::Durable;
+use crate::kernel::lang::LangResolver;
+use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::queue::ChatQueues;
+use crate::kernel::routes::Routes;
+use crate::kernel::{Kernel, RunState};
 use crate::message::{ChatId, Message, UserId};
 use crate::metrics::Counters;
 use crate::provider::{Provider, TransportStatus};
@@ -212,7 +214,9 @@ impl BotBuilder {
         steps.push(Arc::new(RestoreStep));
         if durable.is_some() {
             // Produces work: stopped before the drain.
-            steps.push(Arc::new(DurabilityStep));
+            steps.push(Arc::new(DurabilityStep {
+                admit: crate::bot::inbound::readmit,
+            }));
         }
         steps.push(Arc::new(TransportStep));
         let kernel = Kernel {
@@ -238,7 +242,7 @@ impl BotBuilder {
             steps,
             custom_steps: Mutex::new(self.steps),
             started_steps: Mutex::new(Vec::new()),
-            flows: crate::flow::FlowRuntime::default(),
+            flow_state: Box::new(crate::flow::FlowRuntime::default()),
             durable,
             journals_off,
             stopped: Notify::new(),

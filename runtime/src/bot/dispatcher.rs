@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
-use crate::bot::context::Ctx;
-use crate::bot::interaction_ack;
-use crate::bot::routes::{Handler, HookFlow};
 use crate::events::{BotEvent, DropReason};
+use crate::kernel::context::Ctx;
+use crate::kernel::routes::{Handler, HookFlow};
 use crate::metrics::Counters;
+use crate::outbound::interaction_ack;
 
 /// Aborts the handler's task when the job running it is dropped (`stop()` aborting a chat's
 /// worker): the handler must not go on sending after the bot stopped.

@@ -14,16 +14,18 @@ use async_trait::async_trait;
 
 use botmesh_durability::InboxLease;
 
-use crate::bot::context::{Ctx, CtxExtras, CtxSource};
-use crate::bot::kernel::Kernel;
-use crate::bot::routes::HookFlow;
-use crate::bot::{Bot, dispatcher, lang, persistence};
+use crate::bot::dispatcher;
 use crate::config::GroupMode;
-use crate::durable::inbound::{InboundEvent, Journaled};
+use crate::durable::inbound::{InboundEvent, Journaled, Readmitted};
 use crate::durable::{self, StalePolicy};
 use crate::events::{BotEvent, DropReason};
+use crate::kernel::Kernel;
+use crate::kernel::context::{CtxExtras, CtxSource};
+use crate::kernel::routes::BoxFuture;
+use crate::kernel::routes::HookFlow;
 use crate::message::{ChatId, Interaction, Message};
 use crate::metrics::Counters;
+use crate::outbound::persistence;
 use crate::provider::{Accepted, InboundPipeline, ProviderEvent, Rejected, TransportStatus};
 
 /// The bot's side of the [`crate::provider::EventSink`]. Holds the kernel weakly, so a
@@ -220,6 +222,29 @@ async fn journal(
     }
 }
 
+/// Admits a record the durable layer replayed (its `Admit`): without gates or journaling.
+pub(crate) fn readmit(k: Arc<Kernel>, readmitted: Readmitted) -> BoxFuture<()> {
+    Box::pin(async move {
+        match readmitted {
+            Readmitted::Message {
+                message,
+                lease,
+                extras,
+                recorded,
+            } => {
+                process_message(&k, message, Some(lease), extras, recorded).await;
+            }
+            Readmitted::Interaction {
+                interaction,
+                lease,
+                extras,
+            } => {
+                process_interaction(&k, interaction, Some(lease), extras).await;
+            }
+        }
+    })
+}
+
 /// What follows admission (live or replayed): persistence, `inbox.max_age`, group mode, then
 /// the chat's queue. A leased record is completed here when the message goes no further.
 /// `recorded`: the message's ledger row, chat and contact were written with its journal
@@ -264,7 +289,7 @@ pub(crate) async fn process_message(
     }
     if m.is_group {
         let is_command =
-            crate::bot::context::parse_command(m.text_content(), &k.config.command_prefixes)
+            crate::kernel::context::parse_command(m.text_content(), &k.config.command_prefixes)
                 .is_some();
         let admitted = match k.config.group_mode {
             GroupMode::All => true,
@@ -288,8 +313,13 @@ pub(crate) async fn process_message(
             };
             extras.lease = slot.clone();
             let work = async {
-                let ctx =
-                    make_ctx_with(&kernel, CtxSource::Message(m), Some(inbound_id), extras).await;
+                let ctx = crate::kernel::context::make_ctx_with(
+                    &kernel,
+                    CtxSource::Message(m),
+                    Some(inbound_id),
+                    extras,
+                )
+                .await;
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
@@ -353,10 +383,14 @@ pub(crate) async fn process_interaction(
             };
             extras.lease = slot.clone();
             let work = async {
-                let ctx =
-                    make_ctx_with(&kernel, CtxSource::Interaction(i), Some(inbound_id), extras)
-                        .await;
-                crate::bot::interaction_ack::arm_deadline(&ctx);
+                let ctx = crate::kernel::context::make_ctx_with(
+                    &kernel,
+                    CtxSource::Interaction(i),
+                    Some(inbound_id),
+                    extras,
+                )
+                .await;
+                crate::outbound::interaction_ack::arm_deadline(&ctx);
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
@@ -381,61 +415,14 @@ fn queue_job(
     k: &Arc<Kernel>,
     chat: &ChatId,
     lease: Option<InboxLease>,
-    make: impl FnOnce(durable::waiting::Waiting) -> crate::bot::routes::BoxFuture<()>,
+    make: impl FnOnce(crate::kernel::waiting::Waiting) -> crate::kernel::routes::BoxFuture<()>,
 ) {
-    let slot = lease.map(durable::inbound::LeaseSlot::new);
+    let slot = lease.map(crate::kernel::journals::LeaseSlot::new);
     let register = slot.clone();
-    let job = make(durable::waiting::Waiting::new(k.clone(), slot));
+    let job = make(crate::kernel::waiting::Waiting::new(k.clone(), slot));
     k.queues.push_behind(chat, job, || {
         if let (Some(slot), Some(dur)) = (&register, k.durable.as_ref()) {
             dur.waiting.register(slot);
         }
     });
-}
-
-/// The context factory: resolves the language and builds the `Ctx`.
-pub(crate) async fn make_ctx(
-    k: &Arc<Kernel>,
-    source: CtxSource,
-    inbound_id: Option<String>,
-) -> Ctx {
-    make_ctx_with(k, source, inbound_id, CtxExtras::default()).await
-}
-
-/// The context factory, with what the inbound path knows (replay, stale, media issue).
-pub(crate) async fn make_ctx_with(
-    k: &Arc<Kernel>,
-    source: CtxSource,
-    inbound_id: Option<String>,
-    extras: CtxExtras,
-) -> Ctx {
-    let chat = match &source {
-        CtxSource::Message(m) => m.chat.clone(),
-        CtxSource::Interaction(i) => i.chat.clone(),
-        CtxSource::Trigger { chat, .. } => chat.clone(),
-    };
-    let stored = match k.store.chat(chat.as_str()).await {
-        Ok(c) => c.and_then(|c| c.lang),
-        Err(e) => {
-            k.events.error("persistence:chat", Some(&chat), e);
-            None
-        }
-    };
-    let message = match &source {
-        CtxSource::Message(m) => Some(&**m),
-        _ => None,
-    };
-    let lang = lang::resolve(
-        stored.as_deref(),
-        k.lang_resolver.as_ref(),
-        message,
-        &k.config.default_lang,
-    );
-    Ctx::new(
-        Bot::from_kernel(k.clone()),
-        source,
-        inbound_id,
-        lang,
-        extras,
-    )
 }

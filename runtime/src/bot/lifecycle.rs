@@ -18,28 +18,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botmesh_durability::StoreError;
 
-use crate::bot::Bot;
 use crate::bot::inbound::Pipeline;
-use crate::bot::kernel::RunState;
 use crate::error::BotError;
 use crate::events::BotEvent;
+use crate::kernel::Bot;
+use crate::kernel::RunState;
+use crate::kernel::lifecycle::LifecycleStep;
 use crate::provider::{EventSink, TransportStatus};
-
-/// One step of the lifecycle.
-#[async_trait]
-pub trait LifecycleStep: Send + Sync + 'static {
-    /// The step's name (in logs and `StartFailed`).
-    fn name(&self) -> &str;
-    /// Whether the step produces new work (a scheduler, a sweeper): such steps are stopped
-    /// before the drain, the others after it.
-    fn produces_work(&self) -> bool {
-        false
-    }
-    /// Starts the step.
-    async fn start(&self, bot: &Bot) -> Result<(), BotError>;
-    /// Stops the step (best effort; errors are reported, not returned).
-    async fn stop(&self, bot: &Bot) -> Result<(), BotError>;
-}
 
 /// Options of [`Bot::stop_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

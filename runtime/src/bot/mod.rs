@@ -1,51 +1,31 @@
-//! [`Bot`]: the facade a bot author holds. Its methods carry the documentation and delegate to
-//! the modules below, one concept each (the table of the architecture guide):
+//! [`Bot`]: the facade a bot author holds, and the top layer of the runtime. Its methods carry
+//! the documentation and delegate to the modules of this layer and the layers below (the
+//! layers are listed in the `kernel` module), one concept each:
 //!
 //! | module | what it does |
 //! | --- | --- |
 //! | `compose` | the builder: defaults, store, subsystems, in a fixed order |
-//! | `kernel` | the shared internals every module receives |
 //! | `lifecycle` | `start()` / `stop()` as ordered steps with rollback and drain |
 //! | `inbound` | provider events → gates → dedupe → persistence → group mode → queue |
-//! | `queue` | the per-chat FIFO queue and the in-flight work tracker |
 //! | `dispatcher` | the routing stages, in order |
-//! | `outbound` | sends and edits through hooks, ledger, parts |
-//! | `presence` | typing and read marks, skipped while the transport is not ready |
-//! | `rate_limit_retry` | the short in-place retry of rate-limited replies |
-//! | `context` | the context factory and `Ctx` |
-//! | `interaction_ack` | the single automatic interaction ack |
-//! | `gates` | access lists and the handoff gate |
-//! | `lang` | `ctx.lang` resolution |
-//! | `persistence` | chat, contact, ledger and handoff writes |
-//! | `routes` | handlers, matchers, hooks and their registry |
 //! | `plugin_host` | `plug` / `unplug` |
 //! | `ops` | trigger, send, broadcast, handoffs |
-//! | `stream` | `ctx.stream()` |
-//! | `dedupe` | the in-memory dedupe |
+//! | `signals` | the signals that stop the bot with a drain |
+//!
+//! Below: the kernel (`Kernel`, `Ctx`, routes, queues, gates), the outbound path (sends and
+//! edits through hooks, pacing, ledger, parts and the durable outbox; presence; the
+//! interaction ack; `ctx.stream()`), durable inbound processing, and the flows.
 //!
 //! A `Bot` is cheap to clone. A plugin receives a *scoped* `Bot` (same kernel, its own owner
 //! tag), so whatever it registers is removed by `unplug`.
 
 pub(crate) mod compose;
-pub(crate) mod context;
-pub(crate) mod dedupe;
 pub(crate) mod dispatcher;
-pub(crate) mod gates;
 pub(crate) mod inbound;
-pub(crate) mod interaction_ack;
-pub(crate) mod kernel;
-pub(crate) mod lang;
 pub(crate) mod lifecycle;
 pub(crate) mod ops;
-pub(crate) mod outbound;
-pub(crate) mod persistence;
 pub(crate) mod plugin_host;
-pub(crate) mod presence;
-pub(crate) mod queue;
-pub(crate) mod rate_limit_retry;
-pub(crate) mod routes;
 pub(crate) mod signals;
-pub(crate) mod stream;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -53,43 +33,26 @@ use std::sync::Arc;
 use botmesh_durability::Store;
 use tokio::sync::broadcast;
 
-pub use compose::BotBuilder;
-pub use context::Ctx;
-pub use kernel::RunState;
-pub use lang::{LangResolver, normalize as normalize_lang};
-pub use lifecycle::{LifecycleStep, StopOptions};
-pub use ops::{BroadcastOptions, BroadcastReport};
-pub use outbound::{KeyRule, SendOutcome, part_key, split_text};
-pub use plugin_host::Plugin;
-pub use routes::{
+pub use crate::kernel::context::Ctx;
+pub use crate::kernel::lang::{LangResolver, normalize as normalize_lang};
+pub use crate::kernel::lifecycle::LifecycleStep;
+pub use crate::kernel::routes::{
     BoxFuture, Handler, HookFlow, Matcher, SendDecision, SendDraft, SentInfo, matcher,
 };
-pub use stream::ReplyStream;
+pub use crate::kernel::{Bot, RunState};
+pub use crate::outbound::stream::ReplyStream;
+pub use crate::outbound::{KeyRule, SendOutcome, part_key, split_text};
+pub use compose::BotBuilder;
+pub use lifecycle::StopOptions;
+pub use ops::{BroadcastOptions, BroadcastReport};
+pub use plugin_host::Plugin;
 
 use crate::error::{BotError, HandlerError, HandlerResult};
 use crate::events::BotEvent;
+use crate::kernel::routes::{self, Reg};
 use crate::message::{ChatId, Outgoing, UserId};
 use crate::metrics::BotMetrics;
 use crate::provider::{CallEvent, EventKind, Provider, ProviderEvent, TransportStatus};
-use kernel::Kernel;
-use routes::Reg;
-
-/// A bot. See the crate docs for a tour.
-#[derive(Clone)]
-pub struct Bot {
-    pub(crate) kernel: Arc<Kernel>,
-    pub(crate) owner: Option<u64>,
-}
-
-impl std::fmt::Debug for Bot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bot")
-            .field("bot_id", &self.kernel.config.bot_id)
-            .field("provider", &self.kernel.provider.name())
-            .field("owner", &self.owner)
-            .finish()
-    }
-}
 
 impl Bot {
     /// Starts building a bot on a provider.
@@ -100,13 +63,6 @@ impl Bot {
     /// Starts building a bot on a shared provider.
     pub fn builder_arc(provider: Arc<dyn Provider>) -> BotBuilder {
         BotBuilder::new(provider)
-    }
-
-    pub(crate) fn from_kernel(kernel: Arc<Kernel>) -> Self {
-        Self {
-            kernel,
-            owner: None,
-        }
     }
 
     fn reg<T>(&self, item: T) -> Reg<T> {

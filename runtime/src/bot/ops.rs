@@ -11,13 +11,15 @@ use std::sync::Arc;
 use botmesh_durability::HandoffRecord;
 use tokio::sync::{Semaphore, oneshot};
 
-use crate::bot::context::CtxSource;
-use crate::bot::inbound::make_ctx;
-use crate::bot::outbound::{self, KeyRule, SendOutcome, SendRequest};
-use crate::bot::routes::Handler;
-use crate::bot::{Bot, dispatcher, persistence};
+use crate::bot::dispatcher;
 use crate::error::BotError;
+use crate::kernel::Bot;
+use crate::kernel::context::CtxSource;
+use crate::kernel::context::make_ctx;
+use crate::kernel::routes::Handler;
 use crate::message::{ChatId, Outgoing, UserId};
+use crate::outbound::persistence;
+use crate::outbound::{self, KeyRule, SendOutcome, SendRequest};
 
 /// Options of [`Bot::broadcast`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

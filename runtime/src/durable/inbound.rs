@@ -17,7 +17,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use std::time::Duration;
 
 use botmesh_durability::StepCommitted;
@@ -25,11 +25,13 @@ use botmesh_durability::inbox::{InboxJournalLease, Payload};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
-use crate::bot::context::CtxExtras;
-use crate::bot::kernel::Kernel;
-use crate::bot::persistence::{self, InboundRows};
-use crate::durable::{Durable, media, with_heartbeat};
-use crate::message::{ChatId, Message};
+use crate::durable::media;
+use crate::kernel::Kernel;
+use crate::kernel::context::CtxExtras;
+use crate::kernel::journals::{Durable, LeaseSlot, with_heartbeat};
+use crate::kernel::routes::BoxFuture;
+use crate::message::{ChatId, Interaction, Message};
+use crate::outbound::persistence::{self, InboundRows};
 use crate::provider::ProviderEvent;
 
 /// An admitted event, as the inbox journals it.
@@ -94,7 +96,7 @@ pub(crate) async fn journal(
         if let Some(r) = media::serialize_for_journal(k, m) {
             new = new.with_media_ref(r);
         }
-        if crate::flow::commit::atomic(k) {
+        if crate::kernel::journals::atomic(k) {
             if let Some(rows) = persistence::inbound_rows(k, m) {
                 return journal_with_rows(k, dur, new, rows).await;
             }
@@ -142,52 +144,6 @@ async fn journal_with_rows(
         },
         Ok(StepCommitted::InboundDuplicate(_)) => Journaled::Duplicate,
         Err(e) => Journaled::Unavailable(format!("inbound {id}: {e}")),
-    }
-}
-
-/// The lease of the inbound record a dispatch runs for, shared by its context and
-/// [`run_leased`]: a persistent flow step that completed the record in its own transaction
-/// marks it settled, and `run_leased` then leaves it alone. While its job waits behind
-/// another of its chat, the slot also holds its ticket among the
-/// [`WaitingLeases`](super::waiting::WaitingLeases).
-#[derive(Debug)]
-pub(crate) struct LeaseSlot {
-    pub(crate) lease: InboxLease,
-    settled: AtomicBool,
-    /// The ticket of its registration as a waiting lease; [`NOT_WAITING`] when none.
-    waiting: AtomicU64,
-}
-
-/// [`LeaseSlot::waiting`] when the lease is not registered as waiting.
-const NOT_WAITING: u64 = u64::MAX;
-
-impl LeaseSlot {
-    pub(crate) fn new(lease: InboxLease) -> Arc<Self> {
-        Arc::new(Self {
-            lease,
-            settled: AtomicBool::new(false),
-            waiting: AtomicU64::new(NOT_WAITING),
-        })
-    }
-
-    /// The record was completed (by a flow step's commit).
-    pub(crate) fn settle(&self) {
-        self.settled.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn is_settled(&self) -> bool {
-        self.settled.load(Ordering::SeqCst)
-    }
-
-    /// The lease was registered as waiting under `ticket`.
-    pub(crate) fn waiting_as(&self, ticket: u64) {
-        self.waiting.store(ticket, Ordering::SeqCst);
-    }
-
-    /// The job starts (or is dropped): the ticket of its waiting registration, if it has one.
-    pub(crate) fn started(&self) -> Option<u64> {
-        let ticket = self.waiting.swap(NOT_WAITING, Ordering::SeqCst);
-        (ticket != NOT_WAITING).then_some(ticket)
     }
 }
 
@@ -269,7 +225,7 @@ async fn settle_retrying(k: &Kernel, dur: &Durable, lease: &InboxLease, journal_
             // A backend that went away may come back (a restart, a failover); one that is
             // closed or crashed (the crash harness) will not.
             Err(e)
-                if super::outbound::backend_unavailable(&e)
+                if crate::outbound::outbox::backend_unavailable(&e)
                     && tokio::time::Instant::now() + wait < give_up =>
             {
                 tracing::warn!(id = %lease.id, error = %e, attempt, "settling the inbound record failed: retrying");
@@ -303,8 +259,35 @@ pub(crate) async fn fail_before_handlers(k: &Kernel, lease: &InboxLease, error: 
     }
 }
 
+/// A replayed record, decoded and its media rehydrated, for the inbound path to admit.
+pub(crate) enum Readmitted {
+    /// A message; `recorded` when its ledger row, chat and contact were written with its
+    /// journal record.
+    Message {
+        message: Arc<Message>,
+        lease: InboxLease,
+        extras: CtxExtras,
+        recorded: bool,
+    },
+    /// An interaction.
+    Interaction {
+        interaction: Interaction,
+        lease: InboxLease,
+        extras: CtxExtras,
+    },
+}
+
+/// How a replayed record is admitted: the bot's inbound path (`bot::inbound::readmit`), given
+/// to this layer (which journals and replays, and does not dispatch) by the layer above.
+pub(crate) type Admit = fn(Arc<Kernel>, Readmitted) -> BoxFuture<()>;
+
 /// Replays a claimed record: decode, rehydrate media, admit without gates or journaling.
-pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxLease) {
+pub(crate) async fn replay(
+    k: &Arc<Kernel>,
+    record: InboundRecord,
+    lease: InboxLease,
+    admit: Admit,
+) {
     let mut event: ProviderEvent = match record.payload.decode() {
         Ok(e) => e,
         Err(e) => {
@@ -337,13 +320,23 @@ pub(crate) async fn replay(k: &Arc<Kernel>, record: InboundRecord, lease: InboxL
             // journal's transactions) is not recorded again; one journaled alone (another
             // backend then, the ledger off then, an older version) is.
             let recorded = record.rows_recorded;
-            crate::bot::inbound::process_message(k, Arc::new(m), Some(lease), extras, recorded)
-                .await;
+            let readmitted = Readmitted::Message {
+                message: Arc::new(m),
+                lease,
+                extras,
+                recorded,
+            };
+            admit(Arc::clone(k), readmitted).await;
         }
         ProviderEvent::Interaction(i) => {
             k.dedupe
                 .first_sight(&i.chat, &format!("interaction:{}", i.id));
-            crate::bot::inbound::process_interaction(k, i, Some(lease), extras).await;
+            let readmitted = Readmitted::Interaction {
+                interaction: i,
+                lease,
+                extras,
+            };
+            admit(Arc::clone(k), readmitted).await;
         }
         other => {
             tracing::warn!(kind = ?other.kind(), id = %record.id, "journaled event of a kind that is not replayed");

@@ -6,9 +6,9 @@
 //! provider did not serialize it), `ProviderMismatch` (another provider wrote it),
 //! `RehydrateFailed` (invalid, unknown version, tampered). No credentials are journaled.
 
-use crate::bot::Ctx;
-use crate::bot::kernel::Kernel;
 use crate::error::BotError;
+use crate::kernel::Kernel;
+use crate::kernel::context::Ctx;
 use crate::message::{Content, Message};
 use crate::provider::{MediaUnavailableReason, ProviderError, ProviderEvent, StoredMediaRef};
 

@@ -22,45 +22,25 @@
 pub(crate) mod inbound;
 mod instance;
 pub(crate) mod media;
-pub(crate) mod outbound;
 pub(crate) mod sweeper;
-pub(crate) mod waiting;
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh_durability::{DurabilityConfig, DurableKv, KvDurability, MemoryKv, Scope, Store};
-use tokio::task::JoinHandle;
 
-use crate::bot::{Bot, LifecycleStep};
 use crate::clock::Clock;
 use crate::config::BotConfig;
+use crate::durable::inbound::Admit;
 use crate::error::BotError;
 use crate::events::BotEvent;
+use crate::kernel::journals::Durable;
+use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::{Bot, waiting};
 
-pub use outbound::EnqueueOutcome;
-
-/// What to do with a message that arrives long after it was sent (after downtime, a bot
-/// should not answer yesterday's messages as if they were new).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StalePolicy {
-    /// Do not dispatch it: complete its record and emit `Dropped { reason: Stale }`.
-    Skip,
-    /// Dispatch it with `ctx.is_stale()` true, so the handler can answer differently.
-    MarkStale,
-}
-
-/// `inbox.max_age`: the age over which a message is stale, and the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaxAge {
-    /// Age measured from the message's timestamp to its admission.
-    pub age: Duration,
-    /// What to do with a stale message.
-    pub policy: StalePolicy,
-}
+pub use crate::kernel::journals::{MaxAge, StalePolicy};
+pub use crate::outbound::outbox::EnqueueOutcome;
 
 /// Where a bot keeps its inbox and outbox journals.
 #[derive(Clone)]
@@ -191,22 +171,6 @@ impl DurabilityOptions {
     }
 }
 
-/// The durability of a running bot (`bot.durability()`): the journals and their operator API.
-pub(crate) struct Durable {
-    pub(crate) d: KvDurability,
-    pub(crate) max_age: Option<MaxAge>,
-    /// The event forwarder (runs until the next start or the bot is dropped, so events of the
-    /// drain still reach the bot's listeners).
-    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// The sweeper, stopped gracefully: it finishes the record in hand.
-    pub(crate) sweeper: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) stop_sweeper: tokio::sync::watch::Sender<bool>,
-    /// The leases of inbound records whose jobs wait in their chat's queue.
-    pub(crate) waiting: waiting::WaitingLeases,
-    /// Keeps the default instance id unique among live processes (see `instance`).
-    _instance_lock: Option<std::fs::File>,
-}
-
 impl Durable {
     /// The durability of a bot with `store`: `None` when the options turn it off, or when none
     /// were given and the store keeps nothing across a restart.
@@ -322,8 +286,11 @@ impl Durable {
 }
 
 /// The `durability` lifecycle step: replays the unfinished inbound records (after `restore`,
-/// so that a replay finds its chat's restored flow) and runs the sweeper until `stop()`.
-pub(crate) struct DurabilityStep;
+/// so that a replay finds its chat's restored flow) and runs the sweeper until `stop()`. A
+/// replayed record is admitted by `admit`, the bot's inbound path.
+pub(crate) struct DurabilityStep {
+    pub(crate) admit: Admit,
+}
 
 #[async_trait]
 impl LifecycleStep for DurabilityStep {
@@ -339,10 +306,11 @@ impl LifecycleStep for DurabilityStep {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
         let _ = dur.stop_sweeper.send_replace(false);
-        sweeper::replay_unfinished(k, dur).await?;
+        sweeper::replay_unfinished(k, dur, self.admit).await?;
         let handle = tokio::spawn(sweeper::run(
             Arc::downgrade(k),
             dur.stop_sweeper.subscribe(),
+            self.admit,
         ));
         *dur.sweeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         Ok(())
@@ -425,25 +393,6 @@ impl LifecycleStep for JournalStep {
                 .map_err(|e| dur.backend_error("close", e))?;
         }
         Ok(())
-    }
-}
-
-/// Runs `work` to completion while `beats` runs beside it, in the same task: the lease
-/// heartbeat of a handler or a provider call. `beats` sleeps before its first heartbeat, and
-/// `work` is polled first, so a call that completes at once never arms a timer, and none ever
-/// spawns a task. When `beats` ends (a heartbeat failed), `work` still runs to its end; when
-/// `work` ends, `beats` is dropped, cancelling a heartbeat in flight (the fencing token of the
-/// lease is unchanged by a heartbeat, so the completion that follows holds either way).
-pub(crate) async fn with_heartbeat<W: Future, B: Future<Output = ()>>(
-    work: W,
-    beats: B,
-) -> W::Output {
-    let mut work = pin!(work);
-    let mut beats = pin!(beats);
-    tokio::select! {
-        biased;
-        out = &mut work => out,
-        () = &mut beats => work.await,
     }
 }
 

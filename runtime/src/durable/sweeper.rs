@@ -17,9 +17,11 @@ use std::time::Duration;
 use botmesh_durability::OutboxState;
 use tokio::time::Instant;
 
-use crate::bot::kernel::Kernel;
-use crate::durable::{Durable, inbound, outbound};
+use crate::durable::inbound::{self, Admit};
 use crate::error::BotError;
+use crate::kernel::Kernel;
+use crate::kernel::journals::Durable;
+use crate::outbound::outbox as outbound;
 
 /// Records per pass.
 /// How many `unknown` sends recovery looks at for their own ambiguity policy.
@@ -108,8 +110,12 @@ pub(crate) async fn recover_sends(k: &Arc<Kernel>, dur: &Durable) -> Result<(), 
 
 /// Recovery's second half, in the `durability` step (after `restore`): replays the unfinished
 /// inbound records.
-pub(crate) async fn replay_unfinished(k: &Arc<Kernel>, dur: &Durable) -> Result<(), BotError> {
-    let replayed = replay_due(k, dur).await?;
+pub(crate) async fn replay_unfinished(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    admit: Admit,
+) -> Result<(), BotError> {
+    let replayed = replay_due(k, dur, admit).await?;
     if replayed > 0 {
         tracing::info!(count = replayed, "unfinished inbound records replayed");
     }
@@ -168,13 +174,13 @@ const LEFT_CHATS: usize = 256;
 /// The most left-over sends one chat's recovery job delivers (the sweeper delivers the rest).
 const LEFT_SENDS_PER_CHAT: usize = 64;
 
-async fn replay_due(k: &Arc<Kernel>, dur: &Durable) -> Result<usize, BotError> {
+async fn replay_due(k: &Arc<Kernel>, dur: &Durable, admit: Admit) -> Result<usize, BotError> {
     let mut total = 0;
     loop {
         let claimed = dur.d.inbox().claim_due(BATCH).await?;
         let n = claimed.len();
         for c in claimed {
-            inbound::replay(k, c.record, c.lease).await;
+            inbound::replay(k, c.record, c.lease, admit).await;
         }
         total += n;
         if n < BATCH {
@@ -187,8 +193,9 @@ async fn pass(
     k: &Arc<Kernel>,
     dur: &Durable,
     schedule: &mut PurgeSchedule,
+    admit: Admit,
 ) -> Result<(), BotError> {
-    replay_due(k, dur).await?;
+    replay_due(k, dur, admit).await?;
     // Resolved here rather than inside `due`, so that each send's own policy applies.
     let resolved = dur.d.outbox().recover_ambiguous().await?;
     outbound::resend_by_own_policy(k, dur, &resolved).await;
@@ -203,7 +210,11 @@ async fn pass(
 }
 
 /// Runs passes every `poll` until the bot is gone or stopping.
-pub(crate) async fn run(kernel: Weak<Kernel>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn run(
+    kernel: Weak<Kernel>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    admit: Admit,
+) {
     let poll = match kernel
         .upgrade()
         .and_then(|k| k.durable.as_ref().map(|d| d.d.config().poll))
@@ -230,7 +241,7 @@ pub(crate) async fn run(kernel: Weak<Kernel>, mut stop: tokio::sync::watch::Rece
         let Some(dur) = k.durable.as_ref() else {
             return;
         };
-        if let Err(e) = pass(&k, dur, &mut schedule).await {
+        if let Err(e) = pass(&k, dur, &mut schedule, admit).await {
             k.events.error("durability:sweeper", None, e);
         }
     }

@@ -8,9 +8,9 @@
 
 use std::future::Future;
 
-use crate::bot::context::Ctx;
 use crate::error::HandlerError;
 use crate::flow::FlowCx;
+use crate::kernel::context::Ctx;
 
 /// What a flow function returns: `Ok(value)` ends the flow (a sub-flow hands `value` to its
 /// caller), `Err` ends it with an error (an [`Interrupt`](crate::flow::Interrupt) error ends it

@@ -20,11 +20,11 @@
 use botmesh_durability::FlowCheckpoint;
 use serde::{Deserialize, Serialize};
 
-use crate::bot::kernel::Kernel;
 use crate::events::BotEvent;
 use crate::flow::api::{FlowError, VersionPolicy};
 use crate::flow::executor::{Frame, Stack, Wait};
 use crate::flow::registry::{AnyBox, Erased};
+use crate::kernel::Kernel;
 use crate::metrics::Counters;
 
 #[derive(Serialize, Deserialize)]
@@ -113,7 +113,7 @@ pub(crate) async fn write(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowErro
             chat: cp.chat.clone(),
             source,
         })?;
-    k.flows.clear_ended(&cp.chat.as_str().into());
+    k.flows().clear_ended(&cp.chat.as_str().into());
     Counters::inc(&k.counters.checkpoints_written);
     Ok(())
 }
@@ -228,7 +228,7 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
     let mut frames: Vec<Frame> = Vec::with_capacity(saved.frames.len());
     let mut resave = false;
     for f in saved.frames {
-        let Some(flow) = k.flows.lookup(&f.flow) else {
+        let Some(flow) = k.flows().lookup(&f.flow) else {
             k.events.error(
                 format!("flow:{}", f.flow),
                 Some(&chat.as_str().into()),
@@ -303,7 +303,7 @@ impl SavedFrame {
 pub(crate) async fn drop_checkpoint(k: &Kernel, chat: &str) -> bool {
     match k.store.delete_checkpoint(chat).await {
         Ok(()) => {
-            k.flows.clear_ended(&chat.into());
+            k.flows().clear_ended(&chat.into());
             true
         }
         Err(e) => {

@@ -30,14 +30,15 @@ use botmesh_durability::{
     CommittedSend, KeyKind, NewSend, SendKey, StepCommitError, StepCommitted, StepSend,
 };
 
-use crate::bot::context::Ctx;
-use crate::bot::kernel::Kernel;
-use crate::bot::outbound::{self, KeyRule, SendOutcome, split_outgoing};
-use crate::bot::{SendDraft, interaction_ack, presence};
 use crate::error::BotError;
 use crate::flow::effect;
+use crate::kernel::Kernel;
+use crate::kernel::context::Ctx;
+use crate::kernel::routes::SendDraft;
 use crate::message::{ChatId, Outgoing};
 use crate::metrics::Counters;
+use crate::outbound::{self, KeyRule, SendOutcome, split_outgoing};
+use crate::outbound::{interaction_ack, presence};
 
 /// A send collected during an atomic step.
 struct Collected {
@@ -92,7 +93,7 @@ pub(crate) async fn collect(
     let key = rule.key();
     outgoing.idempotency_key = None;
     let chat = ctx.chat().clone();
-    let fingerprint = crate::durable::outbound::fingerprint(&chat, &outgoing);
+    let fingerprint = crate::outbound::outbox::fingerprint(&chat, &outgoing);
     let draft = SendDraft {
         chat,
         outgoing,
@@ -294,15 +295,15 @@ pub(crate) async fn deliver(k: &Arc<Kernel>, committed: Committed) {
             }) => {
                 // Journaled leased by this step: its one part is the content collected.
                 let known = c.parts.first().unwrap_or(&c.outgoing);
-                crate::durable::outbound::deliver_leased(k, dur, lease, known).await
+                crate::outbound::outbox::deliver_leased(k, dur, lease, known).await
             }
             Some(CommittedSend { record, .. }) => {
                 // A record found under the key (recorded before) may hold other content.
                 let fresh = record.fingerprint == c.fingerprint && record.key == c.key;
                 let parts = fresh.then_some(c.parts.as_slice());
-                crate::durable::outbound::deliver_recorded(k, dur, record, parts).await
+                crate::outbound::outbox::deliver_recorded(k, dur, record, parts).await
             }
-            None => crate::durable::outbound::deliver_direct(k, &c.chat, &c.outgoing, &c.key).await,
+            None => crate::outbound::outbox::deliver_direct(k, &c.chat, &c.outgoing, &c.key).await,
         };
         match result {
             Ok(_) => {}

@@ -18,14 +18,14 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::bot::context::Ctx;
-use crate::bot::outbound::{KeyRule, SendOutcome};
 use crate::error::{BotError, HandlerError};
 use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow};
 use crate::flow::ask::{Answer, Ask, Interrupt};
 use crate::flow::commit::{self, StepBuffer};
 use crate::flow::registry::{Erased, erase};
+use crate::kernel::context::Ctx;
 use crate::message::{ChatId, Outgoing, UserId};
+use crate::outbound::{KeyRule, SendOutcome};
 
 /// What fed a step.
 pub(crate) enum Input {

@@ -22,15 +22,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bot::context::{Ctx, CtxSource};
-use crate::bot::kernel::Kernel;
 use crate::error::HandlerError;
 use crate::events::BotEvent;
 use crate::flow::api::{FlowError, Step};
 use crate::flow::ask::{Answer, Interrupt};
+use crate::kernel::Kernel;
+use crate::kernel::context::{Ctx, CtxSource};
 use botmesh_durability::store::CheckpointWrite;
 
-use crate::bot::outbound::KeyRule;
 use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit::{self, StepBuffer};
 use crate::flow::cx::{FlowCx, Input, Pending};
@@ -38,6 +37,7 @@ use crate::flow::effect;
 use crate::flow::registry::{AnyBox, Erased};
 use crate::message::{ChatId, Outgoing, UserId};
 use crate::metrics::Counters;
+use crate::outbound::KeyRule;
 
 /// What a frame waits for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,7 +102,7 @@ pub(crate) async fn start_in_with(
 ) -> Result<(), FlowError> {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
-    if let Some(old) = k.flows.take(&chat) {
+    if let Some(old) = k.flows().take(&chat) {
         end_stack(&k, &chat, old, "replaced").await;
     } else if k
         .store
@@ -119,7 +119,7 @@ pub(crate) async fn start_in_with(
     // started from code gets the time, and a count when several start in one millisecond.
     let run = match ctx.inbound_id() {
         Some(inbound) => format!("in:{inbound}"),
-        None => k.flows.run_from_code(k.clock.now_ms()),
+        None => k.flows().run_from_code(k.clock.now_ms()),
     };
     emit(&k, &chat, flow.0.info().name, "started");
     let stack = Stack {
@@ -147,7 +147,7 @@ fn answer_of(ctx: &Ctx) -> Answer {
 
 /// Takes the chat's stack, reconciled with the store for persistent flows.
 async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
-    let stack = k.flows.take(chat)?;
+    let stack = k.flows().take(chat)?;
     if !stack.checkpointed {
         return Some(stack);
     }
@@ -199,7 +199,7 @@ pub(crate) async fn active(ctx: &Ctx) -> bool {
     };
     if already_fed(ctx, stack.fed_by.as_deref()) {
         tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
-        k.flows.put(ctx.chat(), stack);
+        k.flows().put(ctx.chat(), stack);
         return true;
     }
     drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
@@ -209,7 +209,7 @@ pub(crate) async fn active(ctx: &Ctx) -> bool {
 /// Whether the chat's stored checkpoint is the leftover of a flow that ended (its delete
 /// failed): the delete is tried again, and either way the flow is not resumed.
 pub(crate) async fn ended_leftover(k: &Kernel, chat: &ChatId) -> bool {
-    if !k.flows.is_ended(chat) {
+    if !k.flows().is_ended(chat) {
         return false;
     }
     if checkpoint::drop_checkpoint(k, chat.as_str()).await {
@@ -313,7 +313,7 @@ pub(crate) fn drive(
 async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message: bool) {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
-    let generation = k.flows.generation(&chat);
+    let generation = k.flows().generation(&chat);
     stack.step += 1;
     // A persistent stack on a store that shares its transactions with the journals commits
     // each step in one transaction (see `commit`): its sends are collected until then.
@@ -428,7 +428,7 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
             }
         }
     };
-    if k.flows.generation(&chat) != generation {
+    if k.flows().generation(&chat) != generation {
         tracing::debug!(chat = %chat, "the chat's flows ended during the step: dropping its outcome");
         return;
     }
@@ -512,7 +512,7 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
                 );
             } else {
                 emit(&k, &chat, stack.top_name().unwrap_or(""), "suspended");
-                k.flows.put(&chat, stack);
+                k.flows().put(&chat, stack);
             }
         }
         Some((name, reason, err)) => {
@@ -523,7 +523,7 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message
                 // the leftover checkpoint must not bring the ended flow back.
                 cut = replays;
                 if !replays {
-                    k.flows.mark_ended(&chat);
+                    k.flows().mark_ended(&chat);
                 }
             }
             if cut {
@@ -603,7 +603,7 @@ async fn finish_atomic(
         match commit::commit(ctx, step.buffer, write, step.effect_keys, step.owns_message).await {
             Ok(c) => {
                 // The stored checkpoint is this step's (saved or deleted with it).
-                k.flows.clear_ended(chat);
+                k.flows().clear_ended(chat);
                 c
             }
             Err(e) => {
@@ -624,7 +624,7 @@ async fn finish_atomic(
                 if ctx.inbound_id().is_none() {
                     if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
                         if let Loaded::Ready(stored) = checkpoint::load(k, cp).await {
-                            k.flows.put(chat, stored);
+                            k.flows().put(chat, stored);
                         }
                     }
                 }
@@ -644,7 +644,7 @@ async fn finish_atomic(
                 );
             }
             emit(k, chat, stack.top_name().unwrap_or(""), "suspended");
-            k.flows.put(chat, stack);
+            k.flows().put(chat, stack);
         }
         Some((name, reason, err)) => {
             if let Some(e) = err {
@@ -666,7 +666,7 @@ async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
 /// Ends a stack that is not stepping (replaced, blocked).
 pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
     if !checkpoint::drop_checkpoint(k, chat.as_str()).await {
-        k.flows.mark_ended(chat);
+        k.flows().mark_ended(chat);
     }
     emit(
         k,
@@ -693,7 +693,7 @@ where
         &chat.clone(),
         Box::pin(async move {
             let user = UserId(chat.0.clone());
-            let ctx = crate::bot::inbound::make_ctx(
+            let ctx = crate::kernel::context::make_ctx(
                 &kernel,
                 CtxSource::Trigger { chat, sender: user },
                 None,
@@ -709,7 +709,7 @@ where
 /// handed off to a human is left alone: its timeout fires once the handoff ends.
 pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
     let now = k.clock.now_ms();
-    let due = k.flows.due(now, |chat| k.gates.is_handed_off(chat));
+    let due = k.flows().due(now, |chat| k.gates.is_handed_off(chat));
     for (chat, step) in &due {
         let kernel = k.clone();
         let chat = chat.clone();
@@ -718,7 +718,7 @@ pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
             &chat.clone(),
             Box::pin(async move {
                 let user = UserId(chat.0.clone());
-                let ctx = crate::bot::inbound::make_ctx(
+                let ctx = crate::kernel::context::make_ctx(
                     &kernel,
                     CtxSource::Trigger {
                         chat: chat.clone(),
@@ -727,16 +727,16 @@ pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
                     None,
                 )
                 .await;
-                let still = kernel.flows.step_of(&chat) == Some(step)
+                let still = kernel.flows().step_of(&chat) == Some(step)
                     && !kernel.gates.is_handed_off(&chat)
                     && kernel
-                        .flows
+                        .flows()
                         .deadline_of(&chat)
                         .is_some_and(|d| d <= kernel.clock.now_ms());
                 if still {
                     interrupt(&ctx, Input::Timeout).await;
                 } else {
-                    kernel.flows.clear_firing(&chat);
+                    kernel.flows().clear_firing(&chat);
                 }
             }),
         );

@@ -63,9 +63,9 @@ pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};
 pub use registry::{Erased, erase};
 
-use crate::bot::context::Ctx;
-use crate::bot::kernel::Kernel;
 use crate::error::BotError;
+use crate::kernel::Kernel;
+use crate::kernel::context::Ctx;
 use crate::message::ChatId;
 use executor::Stack;
 
@@ -106,6 +106,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+impl Kernel {
+    /// The flows' state in this kernel (which keeps it as `dyn Any`: the flows are a layer
+    /// above the kernel).
+    pub(crate) fn flows(&self) -> &FlowRuntime {
+        match self.flow_state.downcast_ref::<FlowRuntime>() {
+            Some(runtime) => runtime,
+            None => unreachable!("`BotBuilder::build` gives every kernel a `FlowRuntime`"),
+        }
+    }
+}
+
 impl FlowRuntime {
     fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, HashMap<&'static str, Erased>> {
         self.registry.read().unwrap_or_else(|e| e.into_inner())
@@ -132,7 +143,7 @@ impl FlowRuntime {
             loop {
                 every.tick().await;
                 let Some(k) = weak.upgrade() else { return };
-                if k.run_state() == crate::bot::RunState::Running {
+                if k.run_state() == crate::kernel::RunState::Running {
                     executor::fire_due(&k);
                 }
             }
@@ -264,14 +275,14 @@ pub(crate) async fn dormant_resume(ctx: &Ctx) -> bool {
 
 /// Restores persistent conversations on `start()`.
 pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
-    k.flows.spawn_ticker();
+    k.flows().spawn_ticker();
     for cp in k.store.checkpoints().await? {
         let chat = ChatId::from(cp.chat.as_str());
         if executor::ended_leftover(k, &chat).await {
             continue;
         }
         match checkpoint::load(k, cp).await {
-            checkpoint::Loaded::Ready(stack) => k.flows.put(&chat, stack),
+            checkpoint::Loaded::Ready(stack) => k.flows().put(&chat, stack),
             checkpoint::Loaded::Gone => {}
             // Restarted by the chat's next message (with the notice), which then starts the
             // flow instead of answering its first question.
@@ -283,17 +294,17 @@ pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
 
 /// Aborts in-memory conversations on `stop()` (checkpoints are kept).
 pub(crate) async fn abort_all(k: &Kernel) {
-    let chats: Vec<ChatId> = lock(&k.flows.active).drain().map(|(c, _)| c).collect();
+    let chats: Vec<ChatId> = lock(&k.flows().active).drain().map(|(c, _)| c).collect();
     for c in &chats {
-        k.flows.bump(c);
+        k.flows().bump(c);
     }
-    lock(&k.flows.firing).clear();
+    lock(&k.flows().firing).clear();
 }
 
 /// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
 pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
-    k.flows.bump(chat);
-    match k.flows.take(chat) {
+    k.flows().bump(chat);
+    match k.flows().take(chat) {
         Some(stack) => executor::end_stack(k, chat, stack, reason).await,
         None => {
             if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {

@@ -12,13 +12,13 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::bot::Bot;
-use crate::bot::context::Ctx;
-use crate::bot::matcher;
 use crate::error::{BotError, HandlerError};
 use crate::flow::api::{Flow, FlowError, FlowFn, FlowInfo, IntoFlow, StartTrigger, Step};
 use crate::flow::cx::FlowCx;
 use crate::flow::executor;
+use crate::kernel::Bot;
+use crate::kernel::context::Ctx;
+use crate::kernel::routes::matcher;
 use crate::message::ChatId;
 
 /// A boxed state or value.
@@ -164,8 +164,8 @@ impl Bot {
     /// modules): checkpoints name their flow by its function name, so a restart could resume
     /// the wrong one. Rename one of them.
     fn register_erased(&self, flow: Erased) {
-        self.kernel.flows.bind(&self.kernel);
-        if let Err(e) = self.kernel.flows.register(flow) {
+        self.kernel.flows().bind(&self.kernel);
+        if let Err(e) = self.kernel.flows().register(flow) {
             panic!("{e}");
         }
     }
@@ -184,9 +184,9 @@ impl Bot {
         if self.kernel.gates.is_handed_off(&chat) {
             return Err(BotError::HandedOff { chat: chat.0 });
         }
-        self.kernel.flows.bind(&self.kernel);
+        self.kernel.flows().bind(&self.kernel);
         self.kernel
-            .flows
+            .flows()
             .register(erase::<I::Flow>())
             .map_err(|e| BotError::config("flow", e.to_string()))?;
         let state: AnyBox = Box::new(flow.into_flow().into_start());
@@ -217,7 +217,7 @@ impl Bot {
     /// `/cancel` command). Returns whether a flow was waiting when it was called.
     pub async fn cancel_flow(&self, chat: impl Into<ChatId>) -> Result<bool, BotError> {
         let chat = chat.into();
-        let waiting = self.kernel.flows.active_name(&chat).is_some()
+        let waiting = self.kernel.flows().active_name(&chat).is_some()
             || self
                 .kernel
                 .store
@@ -234,12 +234,12 @@ impl Bot {
 
     /// The name of the flow active in `chat` (the innermost of a sub-flow stack), if any.
     pub fn active_flow(&self, chat: &ChatId) -> Option<&'static str> {
-        self.kernel.flows.active_name(chat)
+        self.kernel.flows().active_name(chat)
     }
 
     /// What `#[flow]` built for a registered flow (its graph as Mermaid included).
     pub fn flow_info(&self, name: &str) -> Option<FlowInfo> {
-        self.kernel.flows.lookup(name).map(|e| e.0.info())
+        self.kernel.flows().lookup(name).map(|e| e.0.info())
     }
 
     /// Fires the idle timeouts that are due by the bot's clock (a background task does this

@@ -149,7 +149,7 @@ where
         let at = waits_at(r);
         let states = bot
             .kernel
-            .flows
+            .flows()
             .lookup(&r.flow)
             .map(|f| {
                 let names: Vec<&str> = f.0.info().states.iter().map(|s| s.name).collect();

@@ -6,8 +6,7 @@
 //! public paths are found by walking `pub mod` and `pub use` from the crate root (globs and
 //! re-exports of modules included), so an item moved between private modules and re-exported
 //! at the same path renders the same. Each item is printed once, under its canonical path (its
-//! own module's path when that module is public, else its shortest public path), with its
-//! other public paths listed below it; a type lists its derives, the public methods of its
+//! deepest public path outside the prelude), with its other public paths listed below it; a type lists its derives, the public methods of its
 //! inherent impls and the traits it implements (impls are matched to a type by name, wherever
 //! in the crate they are written). A re-export of another crate prints as a `pub use` line.
 //!
@@ -25,7 +24,6 @@ type ModPath = Vec<String>;
 
 /// One `pub` item defined in a module.
 struct Def {
-    module: ModPath,
     name: String,
     /// The item's lines, the first one its signature.
     lines: Vec<String>,
@@ -232,7 +230,6 @@ impl Crate {
     fn add_def(&mut self, module: &ModPath, name: String, lines: Vec<String>, is_type: bool) {
         let id = self.defs.len();
         self.defs.push(Def {
-            module: module.clone(),
             name,
             lines,
             is_type,
@@ -686,39 +683,15 @@ impl Crate {
                 .or_default()
                 .push(path.clone());
         }
-        let own_path = |t: &Target| -> Option<String> {
-            let module = match t {
-                Target::Def(id) => &self.defs[*id].module,
-                Target::Module(m) => m,
-                Target::External(_) => return None,
-            };
-            let mut p = self.name.clone();
-            for seg in module {
-                p += "::";
-                p += seg;
-            }
-            if let Target::Def(id) = t {
-                p += "::";
-                p += &self.defs[*id].name;
-            }
-            Some(p)
-        };
         let mut entries: BTreeMap<String, (Target, Vec<String>)> = BTreeMap::new();
         for (target, mut all) in by_target {
-            // Its own path when public; else the public path nearest to where it is defined
-            // (the most leading segments in common, then the shortest), the prelude last.
-            let own = own_path(&target).unwrap_or_default();
-            let common = |p: &String| {
-                p.split("::")
-                    .zip(own.split("::"))
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            };
+            // The deepest public path outside the prelude (its home module, e.g.
+            // `botmesh::bot::Bot` rather than the root's `botmesh::Bot`), whichever private
+            // module defines it.
             all.sort_by_key(|p| {
                 (
                     p.contains("::prelude::"),
-                    std::cmp::Reverse(common(p)),
-                    p.matches("::").count(),
+                    std::cmp::Reverse(p.matches("::").count()),
                     p.clone(),
                 )
             });

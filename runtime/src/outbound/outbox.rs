@@ -25,14 +25,15 @@ use botmesh_durability::{
 };
 use tokio::time::Instant;
 
-use crate::bot::kernel::Kernel;
-use crate::bot::outbound::{
+use crate::error::BotError;
+use crate::kernel::Bot;
+use crate::kernel::Kernel;
+use crate::kernel::journals::{Durable, with_heartbeat};
+use crate::kernel::routes::SendDraft;
+use crate::message::{ChatId, MessageId, Outgoing};
+use crate::outbound::{
     self, KeyRule, SendOutcome, on_failed, on_sent, on_sent_recorded, split_outgoing,
 };
-use crate::bot::{Bot, SendDraft};
-use crate::durable::{Durable, with_heartbeat};
-use crate::error::BotError;
-use crate::message::{ChatId, MessageId, Outgoing};
 use crate::provider::{ErrorClass, ProviderError};
 
 /// The fingerprint of a send: its chat and content before the hooks.
@@ -572,7 +573,7 @@ async fn attempt(
             // With a store that shares the journal's transactions (SQLite) the send is marked
             // sent with its ledger row in one write; boxed, as the journal write it waits on
             // outweighs the box.
-            if crate::flow::commit::atomic(k)
+            if crate::kernel::journals::atomic(k)
                 && Box::pin(mark_sent_with_ledger(
                     k, dur, &lease, id, &chat, outgoing, &sent,
                 ))
@@ -633,9 +634,9 @@ async fn mark_sent_with_ledger(
     outgoing: &Outgoing,
     sent: &crate::message::SentMessage,
 ) -> Result<bool, DurabilityError> {
-    let entry = crate::bot::persistence::outbound_entry(
+    let entry = crate::outbound::persistence::outbound_entry(
         k,
-        crate::bot::persistence::OutboundEntry {
+        crate::outbound::persistence::OutboundEntry {
             chat,
             outgoing,
             message_id: sent.message_id.as_ref(),

@@ -1,9 +1,42 @@
-//! `Kernel`: the shared internals every bot module receives (config, provider, store,
-//! registries, queues, counters, lifecycle state), plus tiny shared helpers.
+//! The kernel: the bottom layer of the runtime, above the message model and the provider SPI.
+//! `Kernel` holds the shared internals every module receives (config, provider, store,
+//! registries, queues, counters, lifecycle state, the journals' state); behaviour lives in the
+//! layers above, which take a `&Kernel`. A [`Bot`] is an `Arc<Kernel>` plus the plugin scope it
+//! acts for; its methods are written in the `bot` layer.
 //!
-//! The kernel holds state; behaviour lives in the modules that take a `&Kernel`. A `Bot` is
-//! an `Arc<Kernel>` plus the plugin scope it acts for.
+//! | module | what it holds |
+//! | --- | --- |
+//! | `context` | [`Ctx`](crate::Ctx): what a handler receives, and its factory |
+//! | `routes` | handlers, matchers, hooks and their registry |
+//! | `queue` | the per-chat FIFO queue and the in-flight work tracker |
+//! | `lifecycle` | the [`LifecycleStep`](crate::LifecycleStep) trait |
+//! | `journals` | the state of the durable journals, the inbound lease slots |
+//! | `waiting` | the leases of queued jobs, kept renewed |
+//! | `gates`, `dedupe`, `lang` | access lists, the in-memory dedupe, `ctx.lang` |
+//!
+//! The layers, bottom to top (a folder imports only from the folders below it; the
+//! `architecture` test checks it):
+//!
+//! | layer | folder |
+//! | --- | --- |
+//! | message model, provider SPI, config, errors, events | `src/*.rs` |
+//! | kernel | `kernel/` |
+//! | outbound path: hooks, pacing, ledger, durable outbox, presence | `outbound/` |
+//! | durable inbound: journaling, replay, sweeper | `durable/` |
+//! | flows | `flow/` |
+//! | the bot: builder, lifecycle, inbound pipeline, dispatcher | `bot/` |
 
+pub(crate) mod context;
+pub(crate) mod dedupe;
+pub(crate) mod gates;
+pub(crate) mod journals;
+pub(crate) mod lang;
+pub(crate) mod lifecycle;
+pub(crate) mod queue;
+pub(crate) mod routes;
+pub(crate) mod waiting;
+
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -11,15 +44,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use botmesh_durability::Store;
 use tokio::sync::{Notify, watch};
 
-use crate::bot::dedupe::Dedupe;
-use crate::bot::gates::Gates;
-use crate::bot::lang::LangResolver;
-use crate::bot::lifecycle::LifecycleStep;
-use crate::bot::queue::ChatQueues;
-use crate::bot::routes::Routes;
 use crate::clock::Clock;
 use crate::config::BotConfig;
 use crate::events::EventOutlet;
+use crate::kernel::dedupe::Dedupe;
+use crate::kernel::gates::Gates;
+use crate::kernel::journals::Durable;
+use crate::kernel::lang::LangResolver;
+use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::queue::ChatQueues;
+use crate::kernel::routes::Routes;
 use crate::metrics::Counters;
 use crate::provider::{Capabilities, Provider, TransportStatus};
 
@@ -61,11 +95,39 @@ pub(crate) struct Kernel {
     pub(crate) steps: Vec<Arc<dyn LifecycleStep>>,
     pub(crate) custom_steps: Mutex<Vec<Arc<dyn LifecycleStep>>>,
     pub(crate) started_steps: Mutex<Vec<Arc<dyn LifecycleStep>>>,
-    pub(crate) flows: crate::flow::FlowRuntime,
-    pub(crate) durable: Option<crate::durable::Durable>,
+    /// The flows' state (`flow::FlowRuntime`): the flow layer is above the kernel, so the
+    /// kernel keeps it without naming its type.
+    pub(crate) flow_state: Box<dyn Any + Send + Sync>,
+    pub(crate) durable: Option<Durable>,
     /// The author turned the journals off on a store that keeps them: warned at each start.
     pub(crate) journals_off: bool,
     pub(crate) stopped: Notify,
+}
+
+/// A bot. See the crate docs for a tour.
+#[derive(Clone)]
+pub struct Bot {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) owner: Option<u64>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot")
+            .field("bot_id", &self.kernel.config.bot_id)
+            .field("provider", &self.kernel.provider.name())
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl Bot {
+    pub(crate) fn from_kernel(kernel: Arc<Kernel>) -> Self {
+        Self {
+            kernel,
+            owner: None,
+        }
+    }
 }
 
 impl Kernel {

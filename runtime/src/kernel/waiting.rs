@@ -26,8 +26,8 @@ use std::time::Duration;
 use botmesh_durability::InboxLease;
 use tokio::time::Instant;
 
-use crate::bot::kernel::Kernel;
-use crate::durable::inbound::LeaseSlot;
+use crate::kernel::Kernel;
+use crate::kernel::journals::LeaseSlot;
 
 /// A lease waiting in a queue, and when it was last taken or renewed.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! while the transport is `Ready`; otherwise they are skipped, logged at debug level and
 //! counted in `metrics().presence_skipped`. Presence failures never fail the caller.
 
-use crate::bot::kernel::Kernel;
+use crate::kernel::Kernel;
 use crate::message::{ChatId, MessageId};
 use crate::metrics::Counters;
 use crate::provider::TransportStatus;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use regex::Regex;
 
-use crate::bot::context::Ctx;
 use crate::error::{HandlerError, HandlerResult};
+use crate::kernel::context::Ctx;
 use crate::message::{ChatId, Content, MediaKind, MessageId, Outgoing};
 use crate::provider::{CallEvent, EventKind, ProviderEvent};
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
 
-use crate::bot::routes::BoxFuture;
+use crate::kernel::routes::BoxFuture;
 use crate::message::ChatId;
 
 /// Counts work in flight and wakes waiters when it reaches zero.

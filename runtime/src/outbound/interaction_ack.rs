@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::bot::context::Ctx;
+use crate::kernel::context::Ctx;
 use crate::metrics::Counters;
 
 /// How long before `respond_by` the timer acks.

@@ -7,18 +7,39 @@
 //! send hooks, ledger `sent`; or ledger `failed` and the error to the caller. The idempotency
 //! key is computed here from its [`KeyRule`] and is never passed to the provider. This module
 //! does not journal (the durable outbox does, when configured) and does not route.
+//!
+//! The outbound layer sits on the kernel, below the durable inbound path, the flows and the
+//! bot:
+//!
+//! | module | what it does |
+//! | --- | --- |
+//! | this module | sends and edits through hooks, pacer, parts, provider, ledger |
+//! | `outbox` | the durable outbox: journal before the provider, answer a replayed send |
+//! | `context` | `ctx.reply`, `ctx.edit`, `ctx.typing`, …: a handler's sends |
+//! | `rate_limit_retry` | the short in-place retry of rate-limited replies |
+//! | `presence` | typing and read marks, skipped while the transport is not ready |
+//! | `persistence` | chat, contact, ledger, language and handoff writes |
+//! | `interaction_ack` | the single automatic interaction ack |
+//! | `stream` | `ctx.stream()` |
+
+pub(crate) mod context;
+pub(crate) mod interaction_ack;
+pub(crate) mod outbox;
+pub(crate) mod persistence;
+pub(crate) mod presence;
+pub(crate) mod rate_limit_retry;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 
-use crate::bot::kernel::Kernel;
-use crate::bot::persistence::{self, OutboundEntry};
-use crate::bot::routes::BeforeSendHook;
-use crate::bot::routes::{SendDecision, SendDraft, SentInfo};
-use crate::bot::{presence, rate_limit_retry};
 use crate::error::BotError;
 use crate::events::BotEvent;
+use crate::kernel::Kernel;
+use crate::kernel::routes::BeforeSendHook;
+use crate::kernel::routes::{SendDecision, SendDraft, SentInfo};
 use crate::message::{ChatId, MessageId, Outgoing, OutgoingContent};
 use crate::metrics::Counters;
+use crate::outbound::persistence::OutboundEntry;
 
 /// How a send's idempotency key is made (the guide's three key rules, plus flow send sites).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,12 +176,12 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
             // may change it, or when its JSON does not give it back exactly (floats); else it
             // is computed from the journaled payload if a replay ever compares it.
             let now = (!hooks.is_empty()
-                || !crate::durable::outbound::payload_fingerprints(&outgoing))
-            .then(|| crate::durable::outbound::fingerprint(&chat, &outgoing));
+                || !crate::outbound::outbox::payload_fingerprints(&outgoing))
+            .then(|| crate::outbound::outbox::fingerprint(&chat, &outgoing));
             // With hooks, `now` holds the fingerprint.
             if let Some(fp) = now.as_ref().filter(|_| !hooks.is_empty()) {
                 if let Some(done) =
-                    crate::durable::outbound::answered(k, dur, &key, &rule, fp).await?
+                    crate::outbound::outbox::answered(k, dur, &key, &rule, fp).await?
                 {
                     Counters::inc(&k.counters.send_deduped);
                     return Ok(done);
@@ -188,7 +209,7 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     let SendDraft { chat, outgoing, .. } = draft;
 
     if let (Some(dur), Some(fp)) = (&k.durable, fingerprint) {
-        return crate::durable::outbound::deliver(k, dur, &rule, key, chat, outgoing, fp).await;
+        return crate::outbound::outbox::deliver(k, dur, &rule, key, chat, outgoing, fp).await;
     }
 
     let parts = split_outgoing(&outgoing, &k.capabilities);

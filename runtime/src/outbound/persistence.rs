@@ -9,7 +9,7 @@ use botmesh_durability::{
     ChatRecord, ContactRecord, Direction, HandoffRecord, LedgerEntry, LedgerStatus, StoreError,
 };
 
-use crate::bot::kernel::Kernel;
+use crate::kernel::Kernel;
 use crate::message::{ChatId, Message, MessageId, Outgoing};
 
 /// What recording an inbound message writes: its chat, its sender and its ledger row.

@@ -3,17 +3,16 @@
 //!
 //! A `Ctx` knows its chat, sender, the message or interaction, the inbound record id (the base
 //! of derived send keys: `<record id>:<n>`, the n-th send made for that message), its language,
-//! and the interaction-ack state. Sending goes through the outbound module; `Ctx` only supplies
-//! the key rule, pacing and the inline rate-limit retry. Cheap to clone.
+//! and the interaction-ack state. Cheap to clone. Its sends (`ctx.reply`, `ctx.edit`, …) are
+//! written in the outbound layer (`outbound::context`); `Ctx` only supplies the key rule,
+//! pacing and the inline rate-limit retry.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 
-use crate::bot::outbound::{self, KeyRule, SendOutcome, SendRequest};
-use crate::bot::stream::ReplyStream;
-use crate::bot::{Bot, interaction_ack, persistence, presence};
 use crate::error::BotError;
-use crate::message::{ChatId, Interaction, Message, MessageId, Outgoing, OutgoingContent, UserId};
+use crate::kernel::{Bot, Kernel, lang};
+use crate::message::{ChatId, Interaction, Message, UserId};
 
 pub(crate) struct CtxInner {
     pub(crate) bot: Bot,
@@ -36,7 +35,7 @@ pub(crate) struct CtxInner {
     /// inbound record is then retried instead of completed.
     pub(crate) journal_failed: AtomicBool,
     /// The lease of the durable inbound record this context runs for.
-    pub(crate) lease: Option<Arc<crate::durable::inbound::LeaseSlot>>,
+    pub(crate) lease: Option<Arc<crate::kernel::journals::LeaseSlot>>,
 }
 
 /// What the inbound path knows about a context beyond its source.
@@ -46,7 +45,7 @@ pub(crate) struct CtxExtras {
     pub(crate) replay: bool,
     pub(crate) media_issue: Option<crate::provider::MediaUnavailableReason>,
     /// The lease of the durable inbound record, when the message was journaled.
-    pub(crate) lease: Option<Arc<crate::durable::inbound::LeaseSlot>>,
+    pub(crate) lease: Option<Arc<crate::kernel::journals::LeaseSlot>>,
     /// When a replayed message was first admitted (its record's creation): `inbox.max_age`
     /// measures its age there, not at the replay.
     pub(crate) admitted_ms: Option<i64>,
@@ -193,125 +192,6 @@ impl Ctx {
             .clone()
     }
 
-    /// Sets and stores the chat's language.
-    pub async fn set_lang(&self, lang: &str) -> Result<(), BotError> {
-        let lang = crate::bot::lang::normalize(lang);
-        *self.0.lang.lock().unwrap_or_else(|e| e.into_inner()) = lang.clone();
-        persistence::save_lang(&self.0.bot.kernel, &self.0.chat, &lang).await?;
-        Ok(())
-    }
-
-    /// Replies in the chat: paced (when the pacer is on), retried in place when rate limited,
-    /// keyed `<inbound record id>:<n>` unless `outgoing` carries an explicit key.
-    ///
-    /// Returns `skipped: true` when a `before` send hook aborted it.
-    pub async fn reply(&self, outgoing: impl Into<Outgoing>) -> Result<SendOutcome, BotError> {
-        let outgoing = outgoing.into();
-        let key = match &outgoing.idempotency_key {
-            Some(k) => KeyRule::Explicit(k.clone()),
-            None => self.next_derived_key(),
-        };
-        self.send_keyed(outgoing, key).await
-    }
-
-    /// Sends with buttons under the text.
-    pub async fn reply_buttons<I, B>(
-        &self,
-        text: impl Into<String>,
-        buttons: I,
-    ) -> Result<SendOutcome, BotError>
-    where
-        I: IntoIterator<Item = B>,
-        B: Into<crate::message::Button>,
-    {
-        self.reply(Outgoing::buttons(text, buttons)).await
-    }
-
-    /// The next derived key rule of this context (`<inbound>:<n>`), counting the send.
-    pub(crate) fn next_derived_key(&self) -> KeyRule {
-        let n = self.0.sends.fetch_add(1, Ordering::SeqCst) + 1;
-        match &self.0.inbound_id {
-            Some(id) => KeyRule::Derived {
-                inbound: id.clone(),
-                n,
-            },
-            None => KeyRule::Random,
-        }
-    }
-
-    /// Sends under a given key rule (used by flows, whose keys are decided at compile time).
-    pub(crate) async fn send_keyed(
-        &self,
-        outgoing: Outgoing,
-        key: KeyRule,
-    ) -> Result<SendOutcome, BotError> {
-        interaction_ack::before_send(self).await;
-        let k = &self.0.bot.kernel;
-        let result = outbound::send(
-            k,
-            SendRequest {
-                chat: self.0.chat.clone(),
-                outgoing,
-                key,
-                paced: k.config.pacing.is_some(),
-                inline_rate_limit_retry: true,
-            },
-        )
-        .await;
-        self.note_journal_failure(&result);
-        result
-    }
-
-    /// Whether a send of this context failed because the journal was unavailable.
-    pub(crate) fn journal_failed(&self) -> bool {
-        self.0.journal_failed.load(Ordering::SeqCst)
-    }
-
-    fn note_journal_failure<T>(&self, result: &Result<T, BotError>) {
-        if matches!(result, Err(BotError::Durability(_))) {
-            self.0.journal_failed.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// Edits a message the bot sent (same hooks as a send, with `edit_of` set).
-    pub async fn edit(
-        &self,
-        message_id: &MessageId,
-        content: impl Into<OutgoingContent>,
-    ) -> Result<SendOutcome, BotError> {
-        interaction_ack::before_send(self).await;
-        outbound::edit(
-            &self.0.bot.kernel,
-            &self.0.chat,
-            message_id,
-            content.into(),
-            false,
-        )
-        .await
-    }
-
-    /// Starts a streamed reply: live previews by edits, the final text through the full path.
-    pub fn stream(&self) -> ReplyStream {
-        ReplyStream::new(self.clone())
-    }
-
-    /// Shows a typing indicator (skipped and counted while the transport is not ready).
-    pub async fn typing(&self) {
-        presence::typing(&self.0.bot.kernel, &self.0.chat).await;
-    }
-
-    /// Marks the message read (skipped and counted while the transport is not ready).
-    pub async fn mark_read(&self) {
-        if let Some(m) = &self.0.message {
-            presence::mark_read(&self.0.bot.kernel, &self.0.chat, &m.id).await;
-        }
-    }
-
-    /// Acknowledges the interaction now, with an optional notice; later acks do nothing.
-    pub async fn ack(&self, notice: Option<&str>) {
-        interaction_ack::ack(self, notice).await;
-    }
-
     /// Reads a value stored for the sender (`user:<id>` scope of the store).
     pub async fn user_get(&self, key: &str) -> Result<Option<serde_json::Value>, BotError> {
         let scope = format!("user:{}", self.0.sender);
@@ -329,6 +209,53 @@ impl Ctx {
             .set_value(&scope, key, &value)
             .await?)
     }
+}
+
+/// The context factory: resolves the language and builds the `Ctx`.
+pub(crate) async fn make_ctx(
+    k: &Arc<Kernel>,
+    source: CtxSource,
+    inbound_id: Option<String>,
+) -> Ctx {
+    make_ctx_with(k, source, inbound_id, CtxExtras::default()).await
+}
+
+/// The context factory, with what the inbound path knows (replay, stale, media issue).
+pub(crate) async fn make_ctx_with(
+    k: &Arc<Kernel>,
+    source: CtxSource,
+    inbound_id: Option<String>,
+    extras: CtxExtras,
+) -> Ctx {
+    let chat = match &source {
+        CtxSource::Message(m) => m.chat.clone(),
+        CtxSource::Interaction(i) => i.chat.clone(),
+        CtxSource::Trigger { chat, .. } => chat.clone(),
+    };
+    let stored = match k.store.chat(chat.as_str()).await {
+        Ok(c) => c.and_then(|c| c.lang),
+        Err(e) => {
+            k.events.error("persistence:chat", Some(&chat), e);
+            None
+        }
+    };
+    let message = match &source {
+        CtxSource::Message(m) => Some(&**m),
+        _ => None,
+    };
+    let lang = lang::resolve(
+        stored.as_deref(),
+        k.lang_resolver.as_ref(),
+        message,
+        &k.config.default_lang,
+    );
+    Ctx::new(
+        Bot::from_kernel(k.clone()),
+        source,
+        inbound_id,
+        lang,
+        extras,
+    )
 }
 
 /// Splits `/name args` (or `/name@botname args`) into `(name, args)`.

@@ -8,12 +8,12 @@
 
 use tokio::time::Instant;
 
-use crate::bot::context::Ctx;
-use crate::bot::outbound::{self, SendOutcome};
-use crate::bot::persistence::{self, OutboundEntry};
-use crate::bot::routes::SendDraft;
 use crate::error::BotError;
+use crate::kernel::context::Ctx;
+use crate::kernel::routes::SendDraft;
 use crate::message::{MessageId, Outgoing, OutgoingContent};
+use crate::outbound::persistence::{self, OutboundEntry};
+use crate::outbound::{self, SendOutcome};
 
 /// A streamed reply; see the module docs.
 #[derive(Debug)]
@@ -59,7 +59,7 @@ impl ReplyStream {
         if !due {
             return Ok(());
         }
-        crate::bot::interaction_ack::before_send(&self.ctx).await;
+        crate::outbound::interaction_ack::before_send(&self.ctx).await;
         match &self.preview {
             None => {
                 let draft = SendDraft {

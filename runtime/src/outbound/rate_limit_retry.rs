@@ -5,8 +5,8 @@
 //! `max_wait`; otherwise the error goes to the caller. Other errors are not retried here (the
 //! durable outbox retries them, when configured).
 
-use crate::bot::kernel::Kernel;
 use crate::error::BotError;
+use crate::kernel::Kernel;
 use crate::message::{ChatId, Outgoing, SentMessage};
 use crate::metrics::Counters;
 use crate::provider::ProviderError;
