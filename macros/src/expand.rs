@@ -10,17 +10,17 @@ use std::collections::BTreeMap;
 
 use proc_macro2::{Literal, TokenStream};
 use quote::{ToTokens, format_ident, quote};
-use syn::{Expr, Stmt};
+use syn::Stmt;
 
 use crate::analyze::{self, Analyzed};
 use crate::codec;
 use crate::errors::Errors;
 use crate::graph::{self, StateNode};
 use crate::items::{flow_type, start_tokens, struct_tokens, stub};
-use crate::liveness::{self, Binding};
 use crate::lower;
 use crate::parse::{self, FlowDef, Policy};
 use crate::sites::{count_sends, reach};
+use crate::step::Step;
 use crate::validate::{Kind, Suspension};
 
 /// `#[flow(…)]`.
@@ -68,19 +68,6 @@ pub(crate) fn persistent(args: TokenStream, item: TokenStream) -> TokenStream {
     let out = flow(flow_args, func.into_token_stream(), true);
     let errs = errors.to_compile_errors();
     quote!(#errs #out)
-}
-
-fn field_list(bs: &[Binding], with_mut: bool) -> Vec<TokenStream> {
-    bs.iter()
-        .map(|b| {
-            let n = &b.name;
-            if with_mut && b.mutable {
-                quote!(mut #n)
-            } else {
-                quote!(#n)
-            }
-        })
-        .collect()
 }
 
 /// Expands a parsed flow (errors collected in `errors`).
@@ -165,42 +152,24 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     }
     let layout_hash = Literal::u64_suffixed(model.fingerprint());
 
-    // Suspension code.
-    let susp_by_id: BTreeMap<usize, (&Suspension, &liveness::Lowered)> = suspensions
-        .iter()
-        .zip(&lowered)
-        .map(|(s, l)| (s.id, (s, l)))
-        .collect();
-    let suspend = |k: usize| -> Expr {
-        let Some((s, l)) = susp_by_id.get(&k) else {
-            return syn::parse_quote!({});
-        };
-        let v = format_ident!("S{}", k);
-        let live = field_list(&l.live, false);
-        let ret = quote!(return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* })););
-        match &s.kind {
-            Kind::Ask { chain, .. } => {
-                let site = format!("{flow_name}/{}", s.ident);
-                syn::parse_quote!({
-                    let __botmesh_ask = #chain;
-                    #cx.__suspend(#site, __botmesh_ask).await?;
-                    #ret
-                })
-            }
-            Kind::Call { call, .. } => syn::parse_quote!({
-                #cx.__call(#call);
-                #ret
-            }),
-        }
+    let susp_by_id: BTreeMap<usize, &Suspension> = suspensions.iter().map(|s| (s.id, s)).collect();
+    let step = Step {
+        cx: &cx,
+        state_ty: &state_ty,
+        flow_name: &flow_name,
+        out_ty: &output,
+        body: &body.stmts,
+        suspensions: &suspensions,
+        lowered: &lowered,
+        params: &param_bindings,
     };
-
-    let mut arms = Vec::new();
-    let mut nodes = Vec::new();
-    let node = |name: String, stmts: &[Stmt], sends: usize| -> StateNode {
+    let suspend = |k: usize| step.suspend(k);
+    let node = |name: String, stmts: &[Stmt]| -> StateNode {
+        let fwd = lower::forward_stmts(stmts.to_vec(), &suspend);
         let (reached, ends) = reach(stmts);
         let edges = reached
             .into_iter()
-            .filter_map(|k| susp_by_id.get(&k).map(|(s, _)| s))
+            .filter_map(|k| susp_by_id.get(&k))
             .map(|s| {
                 let label = match &s.kind {
                     // A prompt built at run time: the ask's identity.
@@ -217,50 +186,14 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             name,
             edges,
             ends,
-            sends,
+            sends: count_sends(&fwd),
         }
     };
-
-    // Start arm.
-    {
-        let fwd = lower::forward_stmts(body.stmts.clone(), &suspend);
-        nodes.push(node("Start".into(), &body.stmts, count_sends(&fwd)));
-        let fields = field_list(&param_bindings, true);
-        arms.push(quote! {
-            #state_ty::Start { #(#fields),* } => {
-                let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = { #(#fwd)* };
-                ::botmesh::flow::__done(__botmesh_r)
-            }
-        });
-    }
+    let mut nodes = vec![node("Start".into(), &body.stmts)];
     for (s, l) in suspensions.iter().zip(&lowered) {
-        let v = format_ident!("S{}", s.id);
-        let fwd = lower::forward_stmts(l.rest.clone(), &suspend);
-        nodes.push(node(s.ident.clone(), &l.rest, count_sends(&fwd)));
-        let pat = field_list(&l.live, true);
-        let live = field_list(&l.live, false);
-        let resume = match &s.kind {
-            Kind::Ask { answer_side, .. } => {
-                let site = format!("{flow_name}/{}", s.ident);
-                quote!(#cx.__resume_ask(#site, ::botmesh::flow::Ask::__resumed() #(#answer_side)*).await?)
-            }
-            Kind::Call { callee, .. } => {
-                quote!(#cx.__resume_call(::botmesh::flow::__output_of(#callee)).await?)
-            }
-        };
-        arms.push(quote! {
-            #state_ty::#v { #(#pat),* } => {
-                let mut __botmesh_resumed = match #resume {
-                    ::core::option::Option::Some(__botmesh_v) => ::core::option::Option::Some(__botmesh_v),
-                    ::core::option::Option::None => {
-                        return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* }));
-                    }
-                };
-                let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = { #(#fwd)* };
-                ::botmesh::flow::__done(__botmesh_r)
-            }
-        });
+        nodes.push(node(s.ident.clone(), &l.rest));
     }
+    let step_body = step.body();
     let mermaid = graph::mermaid(&flow_name, &nodes);
     let state_infos = std::iter::once(quote!(::botmesh::flow::StateInfo {
         name: "Start",
@@ -303,6 +236,12 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         }
     }
     let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    // The author's lint levels apply to the body, which `step` holds.
+    let lints = attrs.iter().filter(|a| {
+        ["allow", "warn", "deny", "forbid", "expect"]
+            .iter()
+            .any(|l| a.path().is_ident(l))
+    });
     let (strukt, into_start, fresh) = struct_tokens(&vis, &name, &docs, &params, &state_ty);
     let flow_ty = flow_type(&name);
     let state_doc = format!("The states of flow `{flow_name}` (generated by `#[flow]`).");
@@ -342,13 +281,11 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
 
             #fresh
 
-            #[allow(unused_variables, unused_mut, unused_labels, unreachable_code, unused_assignments, unused_braces, unused_parens, clippy::all, clippy::pedantic, clippy::nursery)]
+            #(#lints)*
             fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State)
                 -> impl ::core::future::Future<Output = ::core::result::Result<::botmesh::flow::Step<Self::State, Self::Output>, ::botmesh::HandlerError>> + ::core::marker::Send + '_
             {
-                async move {
-                    match __botmesh_state { #(#arms)* }
-                }
+                async move { #step_body }
             }
 
             fn encode(state: &Self::State) -> ::core::result::Result<::botmesh::flow::__private::serde_json::Value, ::botmesh::flow::FlowError> { #encode }

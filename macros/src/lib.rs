@@ -5,15 +5,19 @@
 //! `sites` gives sends and effects their ids, `validate` finds where asks stand and puts
 //! suspension markers, `identity` names every site after its own content, `liveness` finds
 //! what lives across each suspension) → `model` (the flow as plain data, and the
-//! fingerprints computed from it) → `lower` (split at suspensions) → `expand` (state enum,
-//! step function, `Flow` impl) with `codec` (persistent states) and `items` (flow struct,
-//! constructor, stub), plus `errors` (collected, spanned errors) and `graph` (the Mermaid
-//! state graph). Entry points stay thin: everything below works on `proc_macro2` types and is
-//! unit-tested with `parse_quote!`. To read an expansion, use `cargo expand` (the macro prints
-//! nothing itself).
+//! fingerprints computed from it) → `lower` (the rest of the program after a suspension,
+//! forward code up to the next one; `diverge` says where code cannot complete) → `step` (the
+//! body cut into segments, each written once) → `expand` (state enum, `step` function, `Flow`
+//! impl) with `codec` (persistent states) and `items` (flow struct, constructor, stub), plus
+//! `errors` (collected, spanned errors) and `graph` (the Mermaid state graph). Entry points
+//! stay thin: everything below works on `proc_macro2` types and is unit-tested with
+//! `parse_quote!`. To read an expansion, use `cargo expand` (the macro prints nothing
+//! itself). The generated code carries no blanket `allow`: the author's lints apply to the
+//! flow's body (a lint attribute on the flow function applies to it too).
 
 mod analyze;
 mod codec;
+mod diverge;
 mod errors;
 mod expand;
 mod graph;
@@ -24,6 +28,7 @@ mod lower;
 mod model;
 mod parse;
 mod sites;
+mod step;
 mod validate;
 
 use proc_macro::TokenStream;

@@ -14,14 +14,20 @@
 //! holds a marker at its head by the suspension itself (an early `return` carrying the live
 //! locals) and drops the statements after it.
 //!
+//! Forward code also leaves out what can never run: the statements after one that always
+//! suspends or leaves, a loop's re-entry after a resumed iteration that always leaves it, a
+//! `let` whose value never comes, labels nothing names; a loop whose lowered body runs at
+//! most once becomes a block. So the generated code raises no warning of its own.
+//!
 //! Which locals live across a suspension is `liveness`'s job. This module builds syntax only;
-//! `expand` turns it into the step function.
+//! `step` turns it into the step function's body.
 
-use quote::quote;
+use quote::{ToTokens, quote};
 use syn::visit::{self, Visit};
 use syn::visit_mut::{self, VisitMut};
 use syn::{Block, Expr, Stmt};
 
+use crate::diverge;
 use crate::validate::MARKER;
 
 /// The marker id of an expression, if it is one.
@@ -109,8 +115,23 @@ pub(crate) fn desugar_while(body: &mut Block) {
 
 // ----- resume code -----
 
+/// How resume code is being built.
+pub(crate) struct Flags {
+    /// Loops rebuilt so far (their labels are numbered).
+    n: usize,
+    /// Leave out a loop's re-entry after a resumed iteration that always leaves it (the
+    /// code that runs). Liveness keeps it, so that what a state holds does not depend on it.
+    prune: bool,
+}
+
+impl Flags {
+    pub(crate) fn new(prune: bool) -> Self {
+        Self { n: 0, prune }
+    }
+}
+
 /// Rebuilds the rest of `stmts` from the statement that holds marker `k`.
-pub(crate) fn resume_stmts(stmts: &[Stmt], k: usize, flags: &mut usize) -> Vec<Stmt> {
+pub(crate) fn resume_stmts(stmts: &[Stmt], k: usize, flags: &mut Flags) -> Vec<Stmt> {
     let Some(i) = stmts.iter().position(|s| stmt_has(s, k)) else {
         return Vec::new();
     };
@@ -119,7 +140,7 @@ pub(crate) fn resume_stmts(stmts: &[Stmt], k: usize, flags: &mut usize) -> Vec<S
     out
 }
 
-fn resume_stmt(s: &Stmt, k: usize, flags: &mut usize) -> Stmt {
+pub(crate) fn resume_stmt(s: &Stmt, k: usize, flags: &mut Flags) -> Stmt {
     match s {
         Stmt::Local(l) => {
             let mut l = l.clone();
@@ -143,7 +164,7 @@ fn block_expr(stmts: Vec<Stmt>) -> Expr {
     syn::parse_quote!({ #(#stmts)* })
 }
 
-fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
+fn resume_expr(e: &Expr, k: usize, flags: &mut Flags) -> Expr {
     if marker_id(e) == Some(k) {
         return syn::parse_quote!(::botmesh::flow::__take(&mut __botmesh_resumed));
     }
@@ -187,10 +208,10 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
             }
         }
         Expr::Loop(l) => {
-            *flags += 1;
+            flags.n += 1;
             let span = proc_macro2::Span::call_site();
-            let first = syn::Lifetime::new(&format!("'__botmesh_first_{}", *flags), span);
-            let whole = syn::Lifetime::new(&format!("'__botmesh_loop_{}", *flags), span);
+            let first = syn::Lifetime::new(&format!("'__botmesh_first_{}", flags.n), span);
+            let whole = syn::Lifetime::new(&format!("'__botmesh_loop_{}", flags.n), span);
             let mut rest = resume_stmts(&l.body.stmts, k, flags);
             let label = &l.label;
             let body = &l.body;
@@ -198,7 +219,7 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
                 // A macro's `continue`/`break` cannot be retargeted (its tokens are opaque)
                 // and would be refused in a labelled block: re-enter the loop through a
                 // first-iteration flag instead (a local the rest moves then does not compile).
-                let flag = quote::format_ident!("__botmesh_first_{}", *flags);
+                let flag = quote::format_ident!("__botmesh_first_{}", flags.n);
                 return syn::parse_quote!({
                     let mut #flag = true;
                     #label loop {
@@ -206,19 +227,31 @@ fn resume_expr(e: &Expr, k: usize, flags: &mut usize) -> Expr {
                     }
                 });
             }
+            // The loop is entered again only when the resumed iteration can complete or
+            // `continue`; its labels are written only where a `break` uses them.
+            let lt = l.label.as_ref().map(|lb| &lb.name);
+            let reenter =
+                !flags.prune || !diverge::stmts_end(&rest) || diverge::continues(&rest, lt);
             let mut retarget = Retarget {
                 first: first.clone(),
                 whole: whole.clone(),
                 label: l.label.as_ref().map(|lb| lb.name.ident.to_string()),
                 depth: 0,
+                used_first: false,
+                used_whole: false,
             };
             for s in &mut rest {
                 retarget.visit_stmt_mut(s);
             }
-            return syn::parse_quote!(#whole: {
-                #first: { #(#rest)* }
-                #label loop #body
-            });
+            let first_label = retarget.used_first.then(|| quote!(#first:));
+            let whole_label = retarget.used_whole.then(|| quote!(#whole:));
+            if reenter {
+                return syn::parse_quote!(#whole_label {
+                    #first_label { #(#rest)* }
+                    #label loop #body
+                });
+            }
+            return syn::parse_quote!(#whole_label { #(#rest)* });
         }
         Expr::Block(b) => {
             let rest = resume_stmts(&b.block.stmts, k, flags);
@@ -267,6 +300,8 @@ struct Retarget {
     whole: syn::Lifetime,
     label: Option<String>,
     depth: usize,
+    used_first: bool,
+    used_whole: bool,
 }
 
 impl Retarget {
@@ -289,10 +324,12 @@ impl VisitMut for Retarget {
         match e {
             Expr::Continue(c) if self.ours(c.label.as_ref()) => {
                 let first = &self.first;
+                self.used_first = true;
                 *e = syn::parse_quote!(break #first);
             }
             Expr::Break(b) if self.ours(b.label.as_ref()) => {
                 b.label = Some(self.whole.clone());
+                self.used_whole = true;
                 if let Some(x) = &mut b.expr {
                     self.visit_expr_mut(x);
                 }
@@ -355,11 +392,14 @@ pub(crate) fn forward_stmts(stmts: Vec<Stmt>, suspend: &dyn Fn(usize) -> Expr) -
             out.push(s);
             continue;
         }
+        // A `mut` local of this list may be mutated only after the suspension, by another
+        // state's code.
+        allow_unused_mut(&mut out);
         if let Some(k) = direct_marker_stmt(&s) {
             out.push(Stmt::Expr(suspend(k), None));
             break;
         }
-        out.push(match s {
+        let lowered = match s {
             Stmt::Local(mut l) => {
                 if let Some(init) = &mut l.init {
                     *init.expr = forward_expr(*init.expr.clone(), suspend);
@@ -371,9 +411,47 @@ pub(crate) fn forward_stmts(stmts: Vec<Stmt>, suspend: &dyn Fn(usize) -> Expr) -
             }
             Stmt::Expr(e, semi) => Stmt::Expr(forward_expr(e, suspend), semi),
             other => other,
-        });
+        };
+        // What follows a statement that always suspends or leaves is never run.
+        let done = diverge::stmt_ends(&lowered);
+        out.push(unbind_diverging(lowered));
+        if done {
+            break;
+        }
     }
     out
+}
+
+/// A `let` whose value never comes (its initializer always suspends or leaves) binds
+/// nothing: its initializer alone, so that the name is not reported unused.
+pub(crate) fn unbind_diverging(s: Stmt) -> Stmt {
+    match s {
+        Stmt::Local(l)
+            if l.init
+                .as_ref()
+                .is_some_and(|i| i.diverge.is_none() && diverge::ends(&i.expr)) =>
+        {
+            let init = l.init.map(|i| i.expr);
+            Stmt::Expr(syn::parse_quote!(#init), Some(Default::default()))
+        }
+        other => other,
+    }
+}
+
+fn allow_unused_mut(stmts: &mut [Stmt]) {
+    for prev in stmts {
+        if let Stmt::Local(l) = prev {
+            let mut bs = Vec::new();
+            crate::liveness::pat_bindings(&l.pat, None, &mut bs);
+            let allowed = l
+                .attrs
+                .iter()
+                .any(|a| a.to_token_stream().to_string().contains("unused_mut"));
+            if !allowed && bs.iter().any(|b| b.mutable) {
+                l.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            }
+        }
+    }
 }
 
 fn forward_block(b: &mut Block, suspend: &dyn Fn(usize) -> Expr) {
@@ -417,11 +495,76 @@ fn forward_expr(mut e: Expr, suspend: &dyn Fn(usize) -> Expr) -> Expr {
                 *arm.body = forward_expr(*arm.body.clone(), suspend);
             }
         }
-        Expr::Loop(l) => forward_block(&mut l.body, suspend),
+        Expr::Loop(l) => {
+            forward_block(&mut l.body, suspend);
+            let label = l.label.as_ref().map(|lb| lb.name.clone());
+            if diverge::stmts_end(&l.body.stmts)
+                && !diverge::continues(&l.body.stmts, label.as_ref())
+            {
+                return once(l.body.clone(), label);
+            }
+            if label.is_some_and(|lb| !diverge::mentions_label(&l.body.stmts, &lb)) {
+                l.label = None;
+            }
+        }
         Expr::While(w) => forward_block(&mut w.body, suspend),
-        Expr::Block(b) => forward_block(&mut b.block, suspend),
+        Expr::Block(b) => {
+            forward_block(&mut b.block, suspend);
+            if b.label
+                .as_ref()
+                .is_some_and(|lb| !diverge::mentions_label(&b.block.stmts, &lb.name))
+            {
+                b.label = None;
+            }
+        }
         Expr::Unsafe(u) => forward_block(&mut u.block, suspend),
         _ => {}
     }
     e
+}
+
+/// A loop whose lowered body never reaches its end nor continues runs at most once: written
+/// as a block (a labelled one when a `break` leaves it), so that it does not read as a loop
+/// that never loops.
+fn once(mut body: Block, label: Option<syn::Lifetime>) -> Expr {
+    let label = label
+        .unwrap_or_else(|| syn::Lifetime::new("'__botmesh_once", proc_macro2::Span::call_site()));
+    let mut own = OwnBreaks {
+        label: &label,
+        depth: 0,
+    };
+    own.visit_block_mut(&mut body);
+    if diverge::mentions_label(&body.stmts, &label) {
+        syn::parse_quote!(#label: #body)
+    } else {
+        syn::parse_quote!(#body)
+    }
+}
+
+/// Names the loop's label on its own unlabelled `break`s.
+struct OwnBreaks<'l> {
+    label: &'l syn::Lifetime,
+    depth: usize,
+}
+
+impl VisitMut for OwnBreaks<'_> {
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        match e {
+            Expr::Break(b) if b.label.is_none() && self.depth == 0 => {
+                b.label = Some(self.label.clone());
+                if let Some(x) = &mut b.expr {
+                    self.visit_expr_mut(x);
+                }
+            }
+            Expr::Loop(_) | Expr::While(_) | Expr::ForLoop(_) => {
+                self.depth += 1;
+                visit_mut::visit_expr_mut(self, e);
+                self.depth -= 1;
+            }
+            Expr::Closure(_) | Expr::Async(_) => {}
+            _ => visit_mut::visit_expr_mut(self, e),
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 }

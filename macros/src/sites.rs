@@ -14,7 +14,8 @@ use syn::{Expr, Ident, Stmt};
 
 use crate::errors::Errors;
 use crate::identity::{self, Draft, Namer, SiteKind};
-use crate::{lower, parse};
+use crate::validate::MARKER;
+use crate::{diverge, lower, parse};
 
 /// Gives send and effect calls on `cx` their site ids: `cx.send(m)` becomes
 /// `cx.__send_at("<flow>/<identity>", m)`. A send named `.id("…")` or `.key("…")` (a literal)
@@ -135,21 +136,22 @@ impl<'a> Visit<'a> for EndFinder {
 /// The suspensions a state's code reaches (in order) and whether it can end.
 pub(crate) fn reach(stmts: &[Stmt]) -> (Vec<usize>, bool) {
     let reached = std::cell::RefCell::new(Vec::new());
+    let marker = syn::Ident::new(MARKER, proc_macro2::Span::call_site());
     let record = |k: usize| -> Expr {
         reached.borrow_mut().push(k);
-        syn::parse_quote!({ __botmesh_suspended!() })
+        let k = proc_macro2::Literal::usize_unsuffixed(k);
+        syn::parse_quote!(#marker!(#k))
     };
     let fwd = lower::forward_stmts(stmts.to_vec(), &record);
     let mut f = EndFinder::default();
     for s in &fwd {
         f.visit_stmt(s);
     }
-    let last_is_suspend = matches!(fwd.last(), Some(Stmt::Expr(Expr::Block(b), None)) if b.block.stmts.len() == 1 && b.to_token_stream().to_string().contains("__botmesh_suspended"));
     let mut seen = BTreeSet::new();
     let reached: Vec<usize> = reached
         .into_inner()
         .into_iter()
         .filter(|k| seen.insert(*k))
         .collect();
-    (reached, f.0 || !last_is_suspend)
+    (reached, f.0 || !diverge::stmts_end(&fwd))
 }

@@ -43,6 +43,7 @@ async fn fp2(cx: &mut FlowCx) -> FlowResult {
 /// is complete when the flow suspends).
 #[flow(start = command("fp3"))]
 #[persistent]
+#[allow(clippy::needless_late_init)] // the deferred initialisation is what this flow tests
 async fn fp3(cx: &mut FlowCx) -> FlowResult {
     let size: String;
     if cx.ctx().text().contains("big") {

@@ -1,7 +1,7 @@
 use botmesh::prelude::*;
 
 #[flow]
-async fn sub(cx: &mut FlowCx) -> FlowResult<u32> {
+async fn sub(_cx: &mut FlowCx) -> FlowResult<u32> {
     Ok(1)
 }
 

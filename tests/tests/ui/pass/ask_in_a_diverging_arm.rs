@@ -1,3 +1,6 @@
+//! Compiles without a warning: the code `#[flow]` generates raises none of its own.
+#![deny(warnings)]
+
 use botmesh::prelude::*;
 
 /// What the `let … else` error suggests: a `match` whose diverging arm asks.

@@ -1,3 +1,6 @@
+//! Compiles without a warning: the code `#[flow]` generates raises none of its own.
+#![deny(warnings)]
+
 use botmesh::prelude::*;
 
 /// A sub-flow without arguments, called by its constructor.

@@ -1,3 +1,6 @@
+//! Compiles without a warning: the code `#[flow]` generates raises none of its own.
+#![deny(warnings)]
+
 use botmesh::prelude::*;
 
 /// A loop-local String that lives across the ask and is moved after it.

@@ -1,3 +1,6 @@
+//! Compiles without a warning: the code `#[flow]` generates raises none of its own.
+#![deny(warnings)]
+
 use botmesh::prelude::*;
 
 /// Saved locals whose names the generated state codec once used for its own variables (`m`,

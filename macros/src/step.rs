@@ -1,0 +1,406 @@
+//! Step: the body of a flow's `step` function, built so that no code of the flow is written
+//! twice for states that continue the same way.
+//!
+//! The function body's top-level statements are cut after each one that holds a suspension
+//! (an ask or a sub-flow call), into segments. Each segment is written once. A state resumes
+//! inside the last statement of its segment (the rest of that statement, rebuilt by `lower`),
+//! then hands the locals the following code uses (a tuple, typed by inference) to the code of
+//! the next segment, which follows the `match` that dispatches on the state:
+//!
+//! ```text
+//! let r: FlowResult<_> = {
+//!     let (item,) = match state {                 // segment 0: `let item = loop { ask }`
+//!         Start {} => { …forward code…; (item,) }
+//!         S1 {} => { …resume, rest of the statement…; (item,) }
+//!         …
+//!     };
+//!     …the statements after it, up to the end of the body…
+//! };
+//! ```
+//!
+//! with one more `match` level per segment (a state of a later segment skips the earlier
+//! ones). Forward code stops at the next suspension (an early `return` carrying the live
+//! locals). Which locals a state keeps is `liveness`'s (computed on the whole rest of the
+//! program, so that it does not depend on this layout); the tuple carries only what the next
+//! segment uses.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proc_macro2::TokenStream;
+use quote::{ToTokens, format_ident, quote};
+use syn::{Expr, Ident, Stmt, Type};
+
+use crate::diverge;
+use crate::liveness::{self, Binding, Lowered};
+use crate::lower::{self, Flags, markers_in_stmts};
+use crate::validate::{Kind, Suspension};
+
+/// A segment of the body (see the module comment).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Segment {
+    /// The top-level statements it runs when entered from the previous segment.
+    pub(crate) stmts: std::ops::Range<usize>,
+    /// The suspensions its last statement holds (they resume in this segment).
+    pub(crate) states: Vec<usize>,
+    /// What it hands on: the locals the following code uses, or `None` for the last
+    /// segment, whose value is the flow's result.
+    pub(crate) carries: Option<Vec<String>>,
+}
+
+/// Cuts a validated body into segments. `uses[k]` are the names suspension `k` needs from
+/// the code around it (its prompt's and its kept locals).
+pub(crate) fn segments(
+    stmts: &[Stmt],
+    params: &[Binding],
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, s) in stmts.iter().enumerate() {
+        let held = markers_in_stmts(std::slice::from_ref(s));
+        if held.is_empty() {
+            continue;
+        }
+        let last = i + 1 == stmts.len();
+        let carries = if last && matches!(s, Stmt::Expr(_, None)) {
+            None
+        } else {
+            Some(carried(stmts, i, params, uses))
+        };
+        out.push(Segment {
+            stmts: start..i + 1,
+            states: held,
+            carries,
+        });
+        start = i + 1;
+    }
+    if out.last().is_none_or(|s| s.carries.is_some()) {
+        out.push(Segment {
+            stmts: start..stmts.len(),
+            states: Vec::new(),
+            carries: None,
+        });
+    }
+    out
+}
+
+/// The locals in scope after top-level statement `i` that the statements after it use.
+fn carried(
+    stmts: &[Stmt],
+    i: usize,
+    params: &[Binding],
+    uses: &BTreeMap<usize, BTreeSet<String>>,
+) -> Vec<String> {
+    let used = liveness::free_vars(&stmts[i + 1..], uses);
+    scope_after(stmts, i, params)
+        .into_iter()
+        .map(|b| b.name.to_string())
+        .filter(|n| used.contains(n))
+        .collect()
+}
+
+/// The bindings in scope at the top level after statement `i` (the innermost of each name).
+fn scope_after(stmts: &[Stmt], i: usize, params: &[Binding]) -> Vec<Binding> {
+    let mut all = params.to_vec();
+    for s in &stmts[..=i] {
+        if let Stmt::Local(l) = s {
+            liveness::pat_bindings(&l.pat, None, &mut all);
+        }
+    }
+    let mut out: Vec<Binding> = Vec::new();
+    for b in all {
+        out.retain(|d| d.name != b.name);
+        out.push(b);
+    }
+    out
+}
+
+/// What `step` needs to know about a flow.
+pub(crate) struct Step<'a> {
+    pub(crate) cx: &'a Ident,
+    pub(crate) state_ty: &'a Ident,
+    pub(crate) flow_name: &'a str,
+    pub(crate) out_ty: &'a Type,
+    /// The validated body's statements.
+    pub(crate) body: &'a [Stmt],
+    pub(crate) suspensions: &'a [Suspension],
+    pub(crate) lowered: &'a [Lowered],
+    pub(crate) params: &'a [Binding],
+}
+
+impl Step<'_> {
+    fn susp(&self, k: usize) -> Option<(&Suspension, &Lowered)> {
+        self.suspensions
+            .iter()
+            .zip(self.lowered)
+            .find(|(s, _)| s.id == k)
+    }
+
+    /// What suspension `k` needs from the code around it.
+    pub(crate) fn uses(&self) -> BTreeMap<usize, BTreeSet<String>> {
+        let cx = self.cx.to_string();
+        self.suspensions
+            .iter()
+            .zip(self.lowered)
+            .map(|(s, l)| {
+                let prompt = match &s.kind {
+                    Kind::Ask { chain, .. } => chain.to_token_stream(),
+                    Kind::Call { call, .. } => call.to_token_stream(),
+                };
+                let mut u = liveness::free_vars_tokens(prompt);
+                u.remove(&cx);
+                u.extend(l.live.iter().map(|b| b.name.to_string()));
+                (s.id, u)
+            })
+            .collect()
+    }
+
+    /// The suspension `k` as code: send the prompt (or start the sub-flow) and return the
+    /// state with its kept locals.
+    pub(crate) fn suspend(&self, k: usize) -> Expr {
+        let Some((s, l)) = self.susp(k) else {
+            return syn::parse_quote!({});
+        };
+        let (cx, state_ty) = (self.cx, self.state_ty);
+        let v = format_ident!("S{}", k);
+        let live = names(&l.live);
+        let ret = quote!(return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* })););
+        match &s.kind {
+            Kind::Ask { chain, .. } => {
+                let site = format!("{}/{}", self.flow_name, s.ident);
+                syn::parse_quote!({
+                    let __botmesh_ask = #chain;
+                    #cx.__suspend(#site, __botmesh_ask).await?;
+                    #ret
+                })
+            }
+            Kind::Call { call, .. } => syn::parse_quote!({
+                #cx.__call(#call);
+                #ret
+            }),
+        }
+    }
+
+    fn forward(&self, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        lower::forward_stmts(stmts, &|k| self.suspend(k))
+    }
+
+    /// The body of the `step` function's `async` block.
+    pub(crate) fn body(&self) -> TokenStream {
+        let segs = segments(self.body, self.params, &self.uses());
+        let out_ty = self.out_ty;
+        let stage = self.stage(&segs, segs.len() - 1, quote!(__botmesh_state));
+        quote! {
+            let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = #stage;
+            ::botmesh::flow::__done(__botmesh_r)
+        }
+    }
+
+    /// Segment `j` as an expression over the state `scrut`: its value is what it carries
+    /// (or the flow's result for the last one).
+    fn stage(&self, segs: &[Segment], j: usize, scrut: TokenStream) -> TokenStream {
+        let seg = &segs[j];
+        let state_ty = self.state_ty;
+        let mut arms = Vec::new();
+        for &k in &seg.states {
+            arms.push(self.state_arm(k, &self.body[seg.stmts.end - 1], seg));
+        }
+        let entered: Vec<Stmt> = self.body[seg.stmts.clone()].to_vec();
+        if j == 0 {
+            let fields = names(self.params);
+            let code = self.then_hand_on(self.forward(entered), seg);
+            let rebind = rebind_mut(self.params.iter().filter(|b| b.mutable).map(|b| &b.name));
+            arms.push(quote!(#state_ty::Start { #(#fields),* } => { #rebind #code }));
+            if segs.iter().skip(1).any(|s| !s.states.is_empty()) {
+                arms.push(quote!(_ => ::core::unreachable!("a later state is resumed in its own segment"),));
+            }
+        } else {
+            let code = self.then_hand_on(self.forward(entered), seg);
+            if seg.states.is_empty() {
+                let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, scrut));
+                return quote!({ #take #code });
+            }
+            let s = format_ident!("__botmesh_s{}", j);
+            let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, quote!(#s)));
+            arms.push(quote!(#s => { #take #code }));
+        }
+        quote!(match #scrut { #(#arms)* })
+    }
+
+    /// `let (a, b) = <before>;` (with `mut` rebinds), or the statement alone.
+    fn take_carried(&self, prev: &Segment, before: TokenStream) -> TokenStream {
+        let carried = prev.carries.as_deref().unwrap_or_default();
+        if carried.is_empty() {
+            return quote!(#before;);
+        }
+        let bindings = scope_after(self.body, prev.stmts.end - 1, self.params);
+        let ids: Vec<&Ident> = carried
+            .iter()
+            .filter_map(|c| bindings.iter().find(|b| b.name == c.as_str()))
+            .map(|b| &b.name)
+            .collect();
+        let muts = carried
+            .iter()
+            .filter_map(|c| bindings.iter().find(|b| b.name == c.as_str() && b.mutable))
+            .map(|b| &b.name);
+        let rebind = rebind_mut(muts);
+        quote!(let (#(#ids,)*) = #before; #rebind)
+    }
+
+    /// Code, then the tuple a segment hands on when the code can complete.
+    fn then_hand_on(&self, code: Vec<Stmt>, seg: &Segment) -> TokenStream {
+        let hand = match &seg.carries {
+            Some(c) if !c.is_empty() && !diverge::stmts_end(&code) => {
+                let ids = c.iter().map(|n| format_ident!("{}", n));
+                quote!((#(#ids,)*))
+            }
+            _ => quote!(),
+        };
+        quote!(#(#code)* #hand)
+    }
+
+    /// The arm of state `k`: take the answer (or the sub-flow's output), run the rest of the
+    /// statement `held` that holds it, hand on.
+    fn state_arm(&self, k: usize, held: &Stmt, seg: &Segment) -> TokenStream {
+        let Some((s, l)) = self.susp(k) else {
+            return quote!();
+        };
+        let (cx, state_ty) = (self.cx, self.state_ty);
+        let v = format_ident!("S{}", k);
+        let fields = names(&l.live);
+        let resume = match &s.kind {
+            Kind::Ask { answer_side, .. } => {
+                let site = format!("{}/{}", self.flow_name, s.ident);
+                quote!(#cx.__resume_ask(#site, ::botmesh::flow::Ask::__resumed() #(#answer_side)*).await?)
+            }
+            Kind::Call { callee, .. } => {
+                quote!(#cx.__resume_call(::botmesh::flow::__output_of(#callee)).await?)
+            }
+        };
+        let rest = lower::unbind_diverging(lower::resume_stmt(held, k, &mut Flags::new(true)));
+        let code = self.then_hand_on(self.forward(vec![rest]), seg);
+        let rebind = rebind_mut(l.live.iter().filter(|b| b.mutable).map(|b| &b.name));
+        quote! {
+            #state_ty::#v { #(#fields),* } => {
+                let mut __botmesh_resumed = match #resume {
+                    ::core::option::Option::Some(__botmesh_v) => ::core::option::Option::Some(__botmesh_v),
+                    ::core::option::Option::None => {
+                        return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#fields),* }));
+                    }
+                };
+                #rebind
+                #code
+            }
+        }
+    }
+}
+
+fn names(bs: &[Binding]) -> Vec<&Ident> {
+    bs.iter().map(|b| &b.name).collect()
+}
+
+/// `let mut x = x;` for locals the author declared `mut` (allowed to stay unmutated: the
+/// code of one state may not be the part that mutates them).
+fn rebind_mut<'a>(names: impl Iterator<Item = &'a Ident>) -> TokenStream {
+    let names: Vec<&Ident> = names.collect();
+    if names.is_empty() {
+        return quote!();
+    }
+    quote!(#[allow(unused_mut)] let (#(mut #names,)*) = (#(#names,)*);)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::Errors;
+    use proc_macro2::TokenStream;
+
+    /// The segments of a flow, with the names of the states they resume.
+    fn plan(src: &str) -> Vec<(Vec<String>, Option<Vec<String>>)> {
+        let e = Errors::default();
+        let args = crate::parse::parse_args(TokenStream::new(), &e);
+        let item: TokenStream = src.parse().expect("tokens");
+        let def = crate::parse::parse_fn(item, args, true, &e).expect("a function");
+        let a = crate::analyze::analyze(&def.name, &def.cx, &def.params, None, def.body, &e);
+        assert!(e.is_empty(), "{:?}", e.messages());
+        let out_ty: Type = syn::parse_quote!(());
+        let state_ty = format_ident!("S");
+        let step = Step {
+            cx: &def.cx,
+            state_ty: &state_ty,
+            flow_name: "f",
+            out_ty: &out_ty,
+            body: &a.body.stmts,
+            suspensions: &a.suspensions,
+            lowered: &a.lowered,
+            params: &a.param_bindings,
+        };
+        segments(&a.body.stmts, &a.param_bindings, &step.uses())
+            .into_iter()
+            .map(|s| {
+                let states = s
+                    .states
+                    .iter()
+                    .map(|k| a.suspensions[k - 1].ident.clone())
+                    .collect();
+                (states, s.carries)
+            })
+            .collect()
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_body_is_cut_after_each_statement_holding_an_ask() {
+        let p = plan(
+            r#"
+            async fn f(cx: &mut FlowCx, n: u32) -> FlowResult {
+                let unused = 1;
+                let item: String = loop {
+                    let a = cx.ask("Item?").id("item").await?;
+                    if !a.text().is_empty() { break a.text().to_owned(); }
+                };
+                let qty: u32 = cx.ask("Qty?").id("qty").parse::<u32>("A number.").await?;
+                cx.send(format!("{qty} x {item} ({n})")).await?;
+                Ok(())
+            }"#,
+        );
+        assert_eq!(
+            p,
+            vec![
+                (names(&["item"]), Some(names(&["n", "item"]))),
+                (names(&["qty"]), Some(names(&["n", "item", "qty"]))),
+                (vec![], None),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_ask_in_the_tail_expression_gives_the_result() {
+        let p = plan(
+            r#"
+            async fn f(cx: &mut FlowCx) -> FlowResult {
+                cx.send("hi").await?;
+                match cx.ask("Go?").id("go").await?.text() {
+                    "yes" => Ok(()),
+                    _ => Ok(()),
+                }
+            }"#,
+        );
+        assert_eq!(p, vec![(names(&["go"]), None)]);
+    }
+
+    #[test]
+    fn a_flow_without_asks_is_one_segment() {
+        let p = plan(
+            r#"
+            async fn f(cx: &mut FlowCx) -> FlowResult {
+                cx.send("hi").await?;
+                Ok(())
+            }"#,
+        );
+        assert_eq!(p, vec![(vec![], None)]);
+    }
+}
