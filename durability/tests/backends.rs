@@ -344,7 +344,7 @@ mod redis_backend {
     /// A factory of fresh prefixes on the test cluster; `None` without one.
     #[cfg(feature = "redis-cluster")]
     pub(crate) fn cluster() -> Option<impl Fn() -> std::future::Ready<RedisBackend>> {
-        let c = crate::servers::redis_cluster::Cluster::new()?;
+        let c = crate::servers::redis_server::Rd::cluster()?;
         Some(move || {
             std::future::ready(RedisBackend {
                 nodes: c.nodes.clone(),

@@ -15,9 +15,7 @@
 //! | `junk_rows_are_quarantined` | bytes that are no journal record, inserted with SQL, are quarantined and reported |
 //! | `an_unreachable_server_names_host_and_port_not_the_password` | the connect error |
 //! | `a_lazy_backend_fails_open_naming_host_and_port_not_the_password` | `new` does no I/O; `open()` (the bot's `start()`) fails naming host and port, not the password; a malformed string fails at once (no server needed: always runs) |
-//! | `a_flow_step_commits_checkpoint_journal_and_values_together` | `commit_step`: checkpoint, journal rows (creates, update, delete) and value removals in one transaction, journal rows as `PostgresKv` reads them |
 //! | `an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact` | `record_inbound`: chat, contact and ledger row in one transaction |
-//! | `a_conflict_on_the_last_op_writes_nothing` | a conflict on the last journal op rolls back the checkpoint, the earlier journal ops and the value removals; the retry commits |
 //! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
 //! | `racing_pools_have_one_winner_per_version` | 4 pools racing `cas` on one key |
@@ -34,34 +32,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Once};
 
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
-use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, MemoryKv, Scope};
+use botmesh_durability::kv::{Entry, KvOp, MemoryKv};
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::testing::crash::crashable;
-use botmesh_durability::{
-    DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, PostgresConfig,
-    PostgresKv, PostgresStore, RecordKind, Store,
-};
-use serde_json::json;
+use botmesh_durability::{DurableKv, PostgresConfig, PostgresKv, PostgresStore, Store};
 use servers::postgres::{Pg, raw_client};
+use servers::{durability, scope};
 use tokio::sync::RwLock;
 
 /// Shared by every test; the restart test holds it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
-
-fn scope() -> Scope {
-    Scope::new("t", "test", "pgbot", "c")
-}
-
-fn durability(kv: Arc<PostgresKv>) -> KvDurability<PostgresKv> {
-    let config = DurabilityConfig {
-        instance_id: Some("pg-1".into()),
-        ..DurabilityConfig::default()
-    };
-    KvDurability::builder(kv, scope())
-        .config(config)
-        .build()
-        .unwrap()
-}
 
 async fn new_store() -> Option<(PostgresStore, Pg)> {
     let pg = Pg::new()?;
@@ -178,34 +158,19 @@ async fn a_server_restart_loses_nothing_acknowledged() {
     let Some(pg) = Pg::new() else { return };
     let _exclusive = SERVER.write().await;
     let errors = error_events();
-    let kv = Arc::new(pg.kv(&pg.prefix()).await);
-    let d = durability(Arc::clone(&kv));
-    let inbound = |i: u32| NewInbound::new("chat", &format!("m{i}"), json!({ "n": i }));
-    for i in 0..5 {
-        d.inbox().journal(inbound(i)).await.unwrap();
-    }
+    let d = durability(Arc::new(pg.kv(&pg.prefix()).await), "pg-1");
     let before = errors.load(Ordering::SeqCst);
-    if !restart_server().await {
-        return;
-    }
-    assert!(
-        errors.load(Ordering::SeqCst) > before,
-        "the connections the server dropped are reported with tracing::error!"
-    );
-    // The very next operations succeed: the dead connections are replaced.
-    for i in 5..10 {
-        d.inbox()
-            .journal(inbound(i))
-            .await
-            .unwrap_or_else(|e| panic!("journal m{i} after the restart: {e}"));
-    }
-    for i in 0..10 {
-        let id = inbound(i).id;
+    servers::journals_survive(&d, async {
+        if !restart_server().await {
+            return false;
+        }
         assert!(
-            d.inbox().get(&id).await.unwrap().is_some(),
-            "m{i} was acknowledged and must survive the restart"
+            errors.load(Ordering::SeqCst) > before,
+            "the connections the server dropped are reported with tracing::error!"
         );
-    }
+        true
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -213,7 +178,6 @@ async fn junk_rows_are_quarantined() {
     let Some(pg) = Pg::new() else { return };
     let _shared = SERVER.read().await;
     let kv = Arc::new(pg.kv(&pg.prefix()).await);
-    let d = durability(Arc::clone(&kv));
     let sql = format!(
         "INSERT INTO {t} (scope, key, version, value, idx1, idx2) VALUES \
          ($1, 'i/junk', nextval('{t}_version'), '\\xff00beef'::bytea, \
@@ -225,41 +189,16 @@ async fn junk_rows_are_quarantined() {
         .execute(&sql, &[&scope().id()])
         .await
         .unwrap();
-    d.inbox()
-        .journal(NewInbound::new("chat", "good", json!({})))
-        .await
-        .unwrap();
-    let mut events = d.subscribe();
-    let claims = d.inbox().claim_due(10).await.unwrap();
-    assert_eq!(claims.len(), 1, "the good record is still claimed");
-    let event = events.try_recv().unwrap();
-    assert!(
-        matches!(&event, DurabilityEvent::Dead { kind: RecordKind::Inbound, id, .. } if id == "junk"),
-        "the junk row is reported: {event:?}"
-    );
-    assert_eq!(d.metrics().inbound_dead, 1);
-    assert!(d.inbox().claim_due(10).await.unwrap().is_empty());
+    servers::junk_is_quarantined(&durability(kv, "pg-1")).await;
 }
 
 #[tokio::test]
 async fn an_unreachable_server_names_host_and_port_not_the_password() {
-    let error = PostgresKv::connect("postgres://postgres:hunter2@127.0.0.1:1/test")
-        .await
-        .unwrap_err();
-    let (text, debug) = (error.to_string(), format!("{error:?}"));
-    assert!(text.contains("127.0.0.1:1"), "{text}");
-    assert!(
-        !text.contains("hunter2") && !debug.contains("hunter2"),
-        "{debug}"
-    );
-    let error = PostgresStore::connect("postgres://postgres:hunter2@127.0.0.1:1/test")
-        .await
-        .unwrap_err();
-    let text = format!("{error} {:?}", std::error::Error::source(&error));
-    assert!(
-        text.contains("127.0.0.1:1") && !text.contains("hunter2"),
-        "{text}"
-    );
+    const URL: &str = "postgres://postgres:hunter2@127.0.0.1:1/test";
+    let error = PostgresKv::connect(URL).await.unwrap_err();
+    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
+    let error = PostgresStore::connect(URL).await.unwrap_err();
+    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
 }
 
 #[tokio::test]
@@ -302,48 +241,11 @@ async fn racing_pools_have_one_winner_per_version() {
     let Some(pg) = Pg::new() else { return };
     let _shared = SERVER.read().await;
     let prefix = pg.prefix();
-    let mut pools = Vec::new();
+    let mut pools: Vec<Arc<dyn DurableKv>> = Vec::new();
     for _ in 0..4 {
         pools.push(Arc::new(pg.kv(&prefix).await));
     }
-    let entry = |who: usize| Entry {
-        value: format!("w{who}").into_bytes(),
-        idx1: Some(format!("by/{who}")),
-        idx2: None,
-    };
-    let first = pools[0].cas(&scope(), "hot", None, entry(0)).await.unwrap();
-    let CasOutcome::Ok { mut version } = first else {
-        panic!("create: {first:?}")
-    };
-    for round in 0..25 {
-        let tasks: Vec<_> = pools
-            .iter()
-            .enumerate()
-            .map(|(who, kv)| {
-                let kv = Arc::clone(kv);
-                tokio::spawn(async move {
-                    let out = kv.cas(&scope(), "hot", Some(version), entry(who)).await;
-                    (who, out.unwrap())
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        for t in tasks {
-            let (who, out) = t.await.unwrap();
-            if let CasOutcome::Ok { version: v } = out {
-                winners.push((who, v));
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        let (who, v) = winners[0];
-        assert!(v > version, "versions grow");
-        version = v;
-        let now = pools[3].get(&scope(), "hot").await.unwrap().unwrap();
-        assert_eq!(
-            (now.version, now.value),
-            (v, format!("w{who}").into_bytes())
-        );
-    }
+    servers::racing_writers_have_one_winner_per_version(pools).await;
 }
 
 #[tokio::test]
@@ -414,282 +316,6 @@ async fn store_and_kv(pg: &Pg) -> (PostgresStore, PostgresKv) {
     let store = PostgresStore::connect_with(&pg.url, config).await.unwrap();
     let kv = pg.kv(&prefix).await;
     (store, kv)
-}
-
-#[tokio::test]
-async fn a_flow_step_commits_checkpoint_journal_and_values_together() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let (store, kv) = store_and_kv(&pg).await;
-    assert!(store.shares_transactions_with(&kv));
-    let s = scope();
-    let CasOutcome::Ok { version: inbound_v } = kv
-        .cas(&s, "i/1", None, journal_entry("open"))
-        .await
-        .unwrap()
-    else {
-        panic!("create i/1")
-    };
-    let CasOutcome::Ok { version: old_v } = kv
-        .cas(&s, "o/old", None, journal_entry("old"))
-        .await
-        .unwrap()
-    else {
-        panic!("create o/old")
-    };
-    store
-        .save_checkpoint(&common::checkpoint("chat", 1))
-        .await
-        .unwrap();
-    store.set_value("effects", "e1", &json!(1)).await.unwrap();
-    store.set_value("effects", "e2", &json!(2)).await.unwrap();
-
-    let step = StepCommit {
-        checkpoint: CheckpointWrite::Save(common::checkpoint("chat", 2)),
-        scope: s.clone(),
-        journal: vec![
-            KvOp::Cas {
-                key: "o/1".into(),
-                expected: None,
-                entry: journal_entry("send 1"),
-            },
-            KvOp::Cas {
-                key: "o/2".into(),
-                expected: None,
-                entry: journal_entry("send 2"),
-            },
-            KvOp::Delete {
-                key: "o/old".into(),
-                expected: old_v,
-            },
-            KvOp::Cas {
-                key: "i/1".into(),
-                expected: Some(inbound_v),
-                entry: journal_entry("done"),
-            },
-        ],
-        delete_values: vec![("effects".into(), "e1".into())],
-        ledger: vec![botmesh_durability::LedgerEntry {
-            chat: "chat".into(),
-            message_id: Some("m-9".into()),
-            direction: botmesh_durability::Direction::Outbound,
-            status: botmesh_durability::LedgerStatus::Sent,
-            text: Some("send 1".into()),
-            content: json!({"text": "send 1"}),
-            key: Some("o/1".into()),
-            error: None,
-            at_ms: 3,
-        }],
-        chat: Some(inbound_chat()),
-        contact: Some(inbound_contact()),
-    };
-    // The chat exists with a title and a language: the step's upsert keeps them.
-    store
-        .upsert_chat(&botmesh_durability::ChatRecord {
-            title: Some("Shop".into()),
-            lang: Some("de".into()),
-            first_seen_ms: 1,
-            ..inbound_chat()
-        })
-        .await
-        .unwrap();
-    let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
-        panic!("the step conflicts")
-    };
-    let ledger = store.ledger("chat", 10).await.unwrap();
-    assert_eq!(ledger.len(), 1, "the ledger row landed with the step");
-    assert_eq!(ledger[0].message_id.as_deref(), Some("m-9"));
-    let chat = store.chat("chat").await.unwrap().unwrap();
-    assert_eq!(
-        (
-            chat.title.as_deref(),
-            chat.lang.as_deref(),
-            chat.first_seen_ms
-        ),
-        (Some("Shop"), Some("de"), 1),
-        "an existing chat keeps its title, language and first sighting"
-    );
-    assert_eq!(chat.last_activity_ms, 3, "and gets the step's activity");
-    assert_eq!(
-        store.contact("alice").await.unwrap(),
-        Some(inbound_contact())
-    );
-    assert_eq!(outcomes.len(), 4);
-    assert!(outcomes.iter().all(|o| o.is_ok()), "{outcomes:?}");
-    assert_eq!(
-        outcomes[2],
-        CasOutcome::Ok { version: old_v },
-        "a delete answers the removed version"
-    );
-
-    // The checkpoint, the journal rows (as the kv reads them) and the values, together.
-    assert_eq!(
-        store.checkpoint("chat").await.unwrap(),
-        Some(common::checkpoint("chat", 2))
-    );
-    for (i, (key, text)) in [("o/1", "send 1"), ("o/2", "send 2")]
-        .into_iter()
-        .enumerate()
-    {
-        let row = kv.get(&s, key).await.unwrap().unwrap();
-        assert_eq!(row.value, text.as_bytes());
-        assert_eq!(row.idx1.as_deref(), Some(format!("due/{text}").as_str()));
-        assert_eq!(
-            outcomes[i],
-            CasOutcome::Ok {
-                version: row.version
-            }
-        );
-    }
-    assert_eq!(kv.get(&s, "o/old").await.unwrap(), None);
-    let inbound = kv.get(&s, "i/1").await.unwrap().unwrap();
-    assert_eq!(inbound.value, b"done");
-    assert!(
-        inbound.version > inbound_v,
-        "versions come from the kv's sequence"
-    );
-    assert_eq!(
-        outcomes[3],
-        CasOutcome::Ok {
-            version: inbound.version
-        }
-    );
-    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
-    assert_eq!(
-        store.get_value("effects", "e2").await.unwrap(),
-        Some(json!(2))
-    );
-    // The rows are in range order too (the indexes were written with them).
-    let due = kv.range(&s, Index::One, "due/", "due0", 10).await.unwrap();
-    let keys: Vec<_> = due.iter().map(|r| r.key.as_str()).collect();
-    assert_eq!(keys, ["i/1", "o/1", "o/2"]);
-
-    // Removing the checkpoint in a step.
-    let end = StepCommit::new(
-        s.clone(),
-        CheckpointWrite::Delete {
-            chat: "chat".into(),
-        },
-    );
-    assert_eq!(
-        store.commit_step(&end).await.unwrap(),
-        StepCommitOutcome::Committed(Vec::new())
-    );
-    assert_eq!(store.checkpoint("chat").await.unwrap(), None);
-}
-
-#[tokio::test]
-async fn a_conflict_on_the_last_op_writes_nothing() {
-    let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
-    let (store, kv) = store_and_kv(&pg).await;
-    let s = scope();
-    let CasOutcome::Ok { version: inbound_v } = kv
-        .cas(&s, "i/1", None, journal_entry("open"))
-        .await
-        .unwrap()
-    else {
-        panic!("create i/1")
-    };
-    let old = common::checkpoint("chat", 1);
-    store.save_checkpoint(&old).await.unwrap();
-    store.set_value("effects", "e1", &json!(1)).await.unwrap();
-
-    let step = |inbound_expected: u64, checkpoint: CheckpointWrite| StepCommit {
-        checkpoint,
-        scope: s.clone(),
-        journal: vec![
-            KvOp::Cas {
-                key: "o/1".into(),
-                expected: None,
-                entry: journal_entry("send 1"),
-            },
-            KvOp::Cas {
-                key: "o/2".into(),
-                expected: None,
-                entry: journal_entry("send 2"),
-            },
-            KvOp::Cas {
-                key: "i/1".into(),
-                expected: Some(inbound_expected),
-                entry: journal_entry("done"),
-            },
-        ],
-        delete_values: vec![("effects".into(), "e1".into())],
-        ledger: vec![botmesh_durability::LedgerEntry {
-            chat: "chat".into(),
-            message_id: None,
-            direction: botmesh_durability::Direction::Outbound,
-            status: botmesh_durability::LedgerStatus::Sent,
-            text: None,
-            content: json!({}),
-            key: None,
-            error: None,
-            at_ms: 3,
-        }],
-        chat: Some(inbound_chat()),
-        contact: Some(inbound_contact()),
-    };
-    let nothing_written = async || {
-        assert_eq!(store.checkpoint("chat").await.unwrap(), Some(old.clone()));
-        assert_eq!(store.chat("chat").await.unwrap(), None, "no chat row");
-        assert_eq!(
-            store.contact("alice").await.unwrap(),
-            None,
-            "no contact row"
-        );
-        assert!(
-            store.ledger("chat", 10).await.unwrap().is_empty(),
-            "no ledger row"
-        );
-        assert_eq!(kv.get(&s, "o/1").await.unwrap(), None);
-        assert_eq!(kv.get(&s, "o/2").await.unwrap(), None);
-        let inbound = kv.get(&s, "i/1").await.unwrap().unwrap();
-        assert_eq!(
-            (inbound.version, inbound.value),
-            (inbound_v, b"open".to_vec())
-        );
-        assert_eq!(
-            store.get_value("effects", "e1").await.unwrap(),
-            Some(json!(1))
-        );
-    };
-
-    // A save and a delete of the checkpoint: both rolled back with the journal ops.
-    let stale = inbound_v + 1_000;
-    for checkpoint in [
-        CheckpointWrite::Save(common::checkpoint("chat", 2)),
-        CheckpointWrite::Delete {
-            chat: "chat".into(),
-        },
-    ] {
-        let outcome = store.commit_step(&step(stale, checkpoint)).await.unwrap();
-        assert_eq!(
-            outcome,
-            StepCommitOutcome::Conflict {
-                op: 2,
-                current: Some(inbound_v)
-            }
-        );
-        nothing_written().await;
-    }
-
-    // The retry at the right version commits everything (the connection survived the rollback).
-    let retry = step(
-        inbound_v,
-        CheckpointWrite::Save(common::checkpoint("chat", 2)),
-    );
-    let outcome = store.commit_step(&retry).await.unwrap();
-    assert!(
-        matches!(&outcome, StepCommitOutcome::Committed(o) if o.len() == 3),
-        "{outcome:?}"
-    );
-    assert_eq!(
-        store.checkpoint("chat").await.unwrap(),
-        Some(common::checkpoint("chat", 2))
-    );
-    assert!(kv.get(&s, "o/1").await.unwrap().is_some());
-    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
 }
 
 /// `pg.url` as a key/value connection string naming `dbname` instead.

@@ -26,32 +26,15 @@ mod servers;
 use std::sync::{Arc, LazyLock};
 
 use botmesh_durability::backends::redis::redis_crate as redis;
-use botmesh_durability::kv::{CasOutcome, Entry, Index, Scope};
-use botmesh_durability::{
-    DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, RecordKind,
-    RedisConfig, RedisKv, RedisStore,
-};
+use botmesh_durability::kv::{Entry, Index};
+use botmesh_durability::{DurableKv, NewInbound, RedisConfig, RedisKv, RedisStore};
 use serde_json::json;
 use servers::redis_server::{Rd, raw};
+use servers::{durability, scope};
 use tokio::sync::RwLock;
 
 /// Shared by every test; the fault tests hold it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
-
-fn scope() -> Scope {
-    Scope::new("t", "test", "redisbot", "c")
-}
-
-fn durability(kv: Arc<RedisKv>) -> KvDurability<RedisKv> {
-    let config = DurabilityConfig {
-        instance_id: Some("redis-1".into()),
-        ..DurabilityConfig::default()
-    };
-    KvDurability::builder(kv, scope())
-        .config(config)
-        .build()
-        .unwrap()
-}
 
 async fn new_store() -> Option<(RedisStore, Rd, String)> {
     let rd = Rd::new()?;
@@ -108,45 +91,30 @@ async fn a_second_store_sees_everything_and_the_durable_keys_are_untouched() {
     );
 }
 
-fn inbound(i: u32) -> NewInbound {
-    NewInbound::new("chat", &format!("m{i}"), json!({ "n": i }))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connections_reconnect() {
     let Some(rd) = Rd::new() else { return };
     let _exclusive = SERVER.write().await;
-    let d = durability(Arc::new(rd.kv(&rd.prefix()).await));
-    for i in 0..5 {
-        d.inbox().journal(inbound(i)).await.unwrap();
-    }
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .query_async(&mut raw(&rd.url).await)
-        .await
-        .unwrap();
-    assert!(killed >= 1, "our connection was killed");
-    for i in 5..10 {
-        d.inbox()
-            .journal(inbound(i))
+    let d = durability(Arc::new(rd.kv(&rd.prefix()).await), "redis-1");
+    servers::journals_survive(&d, async {
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .query_async(&mut raw(&rd.url).await)
             .await
-            .unwrap_or_else(|e| panic!("journal m{i} after CLIENT KILL: {e}"));
-    }
-    for i in 0..10 {
-        assert!(
-            d.inbox().get(&inbound(i).id).await.unwrap().is_some(),
-            "m{i} was acknowledged and must be kept"
-        );
-    }
+            .unwrap();
+        assert!(killed >= 1, "our connection was killed");
+        true
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_flush_falls_back_to_loading_the_script() {
     let Some(rd) = Rd::new() else { return };
     let _exclusive = SERVER.write().await;
-    let d = durability(Arc::new(rd.kv(&rd.prefix()).await));
+    let d = durability(Arc::new(rd.kv(&rd.prefix()).await), "redis-1");
     let mut conn = raw(&rd.url).await;
     for i in 0..6 {
         if i % 2 == 1 {
@@ -157,7 +125,7 @@ async fn a_script_flush_falls_back_to_loading_the_script() {
                 .unwrap();
         }
         d.inbox()
-            .journal(inbound(i))
+            .journal(NewInbound::new("chat", &format!("m{i}"), json!({ "n": i })))
             .await
             .unwrap_or_else(|e| panic!("journal m{i} after SCRIPT FLUSH: {e}"));
         let claims = d.inbox().claim_due(10).await.unwrap();
@@ -171,7 +139,6 @@ async fn junk_entries_are_quarantined() {
     let Some(rd) = Rd::new() else { return };
     let _shared = SERVER.read().await;
     let kv = Arc::new(rd.kv(&rd.prefix()).await);
-    let d = durability(Arc::clone(&kv));
     let idx = "i/pending/0000000000000000/junk";
     let member = RedisKv::index_member(idx, "i/junk");
     let mut conn = raw(&rd.url).await;
@@ -195,42 +162,17 @@ async fn junk_entries_are_quarantined() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    d.inbox()
-        .journal(NewInbound::new("chat", "good", json!({})))
-        .await
-        .unwrap();
-    let mut events = d.subscribe();
-    let claims = d.inbox().claim_due(10).await.unwrap();
-    assert_eq!(claims.len(), 1, "the good record is still claimed");
-    let event = events.try_recv().unwrap();
-    assert!(
-        matches!(&event, DurabilityEvent::Dead { kind: RecordKind::Inbound, id, .. } if id == "junk"),
-        "the junk entry is reported: {event:?}"
-    );
-    assert_eq!(d.metrics().inbound_dead, 1);
-    assert!(d.inbox().claim_due(10).await.unwrap().is_empty());
+    servers::junk_is_quarantined(&durability(kv, "redis-1")).await;
 }
 
 #[tokio::test]
 async fn an_unreachable_server_names_host_and_port_not_the_password() {
+    const URL: &str = "redis://:hunter2@127.0.0.1:1/";
     let config = RedisConfig::new().reconnect_attempts(0);
-    let error = RedisKv::open_with("redis://:hunter2@127.0.0.1:1/", config.clone())
-        .await
-        .unwrap_err();
-    let (text, debug) = (error.to_string(), format!("{error:?}"));
-    assert!(text.contains("127.0.0.1:1"), "{text}");
-    assert!(
-        !text.contains("hunter2") && !debug.contains("hunter2"),
-        "{debug}"
-    );
-    let error = RedisStore::open_with("redis://:hunter2@127.0.0.1:1/", config)
-        .await
-        .unwrap_err();
-    let text = format!("{error} {:?}", std::error::Error::source(&error));
-    assert!(
-        text.contains("127.0.0.1:1") && !text.contains("hunter2"),
-        "{text}"
-    );
+    let error = RedisKv::open_with(URL, config.clone()).await.unwrap_err();
+    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
+    let error = RedisStore::open_with(URL, config).await.unwrap_err();
+    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,55 +180,13 @@ async fn racing_connections_have_one_winner_per_version() {
     let Some(rd) = Rd::new() else { return };
     let _shared = SERVER.read().await;
     let prefix = rd.prefix();
-    let mut conns = Vec::new();
+    let mut conns: Vec<Arc<dyn DurableKv>> = Vec::new();
     for _ in 0..4 {
         conns.push(Arc::new(rd.kv(&prefix).await));
     }
-    let entry = |who: usize| Entry {
-        value: format!("w{who}").into_bytes(),
-        idx1: Some(format!("by/{who}")),
-        idx2: None,
-    };
     assert!(
         conns[0].shared_between_processes(),
         "the instance id gets a per-boot suffix"
     );
-    let first = conns[0].cas(&scope(), "hot", None, entry(0)).await.unwrap();
-    let CasOutcome::Ok { mut version } = first else {
-        panic!("create: {first:?}")
-    };
-    for round in 0..25 {
-        let tasks: Vec<_> = conns
-            .iter()
-            .enumerate()
-            .map(|(who, kv)| {
-                let kv = Arc::clone(kv);
-                tokio::spawn(async move {
-                    let out = kv.cas(&scope(), "hot", Some(version), entry(who)).await;
-                    (who, out.unwrap())
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        for t in tasks {
-            let (who, out) = t.await.unwrap();
-            if let CasOutcome::Ok { version: v } = out {
-                winners.push((who, v));
-            }
-        }
-        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
-        let (who, v) = winners[0];
-        assert!(v > version, "versions grow");
-        version = v;
-        let now = conns[3].get(&scope(), "hot").await.unwrap().unwrap();
-        assert_eq!(
-            (now.version, now.value),
-            (v, format!("w{who}").into_bytes())
-        );
-        let listed = conns[2]
-            .range(&scope(), Index::One, "by/", "by0", 10)
-            .await
-            .unwrap();
-        assert_eq!(listed.len(), 1, "one index entry per key: {listed:?}");
-    }
+    servers::racing_writers_have_one_winner_per_version(conns).await;
 }

@@ -23,7 +23,7 @@ mod servers;
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::kv::{Index, Scope};
 use botmesh_durability::{RedisConfig, RedisKv, RedisStore};
-use servers::redis_cluster::Cluster;
+use servers::redis_server::Rd;
 
 /// Deletes the keys under `prefix` on every node (one `DEL` per key: keys of several slots).
 macro_rules! cluster_store_tests {
@@ -31,7 +31,7 @@ macro_rules! cluster_store_tests {
         $(
             #[tokio::test]
             async fn $name() {
-                let Some(c) = Cluster::new() else { return };
+                let Some(c) = Rd::cluster() else { return };
                 let config = RedisConfig::new().prefix(c.prefix());
                 let store = RedisStore::open_cluster(&c.seeds(), config).await.unwrap();
                 common::$name(&store).await;
@@ -52,8 +52,8 @@ cluster_store_tests!(
 
 #[tokio::test]
 async fn a_scope_lives_on_one_slot() {
-    let Some(c) = Cluster::new() else { return };
-    let kv = c.kv(&c.prefix()).await;
+    let Some(c) = Rd::cluster() else { return };
+    let kv = c.cluster_kv(&c.prefix()).await;
     let client = redis::Client::open(c.nodes[0].as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let mut slots = Vec::new();

@@ -674,10 +674,146 @@ fn raw_entry(text: &str) -> botmesh_durability::kv::Entry {
     }
 }
 
+/// A step's rows beside its journal operations: a value removal, the inbound's chat and
+/// contact, a ledger row.
+fn with_rows(step: StepCommit) -> StepCommit {
+    StepCommit {
+        delete_values: vec![("effects".into(), "e1".into())],
+        chat: Some(botmesh_durability::ChatRecord {
+            id: "chat".into(),
+            is_group: false,
+            title: None,
+            lang: None,
+            first_seen_ms: 3,
+            last_activity_ms: 3,
+        }),
+        contact: Some(botmesh_durability::ContactRecord {
+            id: "bob".into(),
+            name: Some("Bob".into()),
+            last_seen_ms: 3,
+        }),
+        ledger: vec![botmesh_durability::LedgerEntry {
+            chat: "chat".into(),
+            message_id: Some("m-9".into()),
+            direction: botmesh_durability::Direction::Outbound,
+            status: botmesh_durability::LedgerStatus::Sent,
+            text: Some("send 1".into()),
+            content: serde_json::json!({"text": "send 1"}),
+            key: Some("c".into()),
+            error: None,
+            at_ms: 3,
+        }],
+        ..step
+    }
+}
+
+/// Creates, an update and a delete land with the checkpoint, a value removal and the rows, in
+/// one transaction; the journal rows read back through the kv (values, index, versions); a
+/// later step removes the checkpoint.
+async fn a_step_lands_every_kind_of_write_together(b: Backend) {
+    use botmesh_durability::kv::{CasOutcome, Index, KvOp};
+    let Some(store) = env(b).await else {
+        return;
+    };
+    let kv = Arc::clone(&store.kv);
+    assert!(store.shares_transactions_with(&*kv));
+    let s = Scope::custom("bot");
+    let CasOutcome::Ok { version: a } = kv.cas(&s, "a", None, raw_entry("a0")).await.unwrap()
+    else {
+        panic!("a is created");
+    };
+    let CasOutcome::Ok { version: old } = kv.cas(&s, "old", None, raw_entry("old")).await.unwrap()
+    else {
+        panic!("old is created");
+    };
+    store.save_checkpoint(&checkpoint(1)).await.unwrap();
+    for (key, n) in [("e1", 1), ("e2", 2)] {
+        store
+            .set_value("effects", key, &serde_json::json!(n))
+            .await
+            .unwrap();
+    }
+    let step = with_rows(StepCommit {
+        journal: vec![
+            KvOp::Cas {
+                key: "c".into(),
+                expected: None,
+                entry: raw_entry("c1"),
+            },
+            KvOp::Delete {
+                key: "old".into(),
+                expected: old,
+            },
+            KvOp::Cas {
+                key: "a".into(),
+                expected: Some(a),
+                entry: raw_entry("a1"),
+            },
+        ],
+        ..StepCommit::new(s.clone(), CheckpointWrite::Save(checkpoint(2)))
+    });
+    let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
+        panic!("the step commits");
+    };
+    assert_eq!(
+        outcomes[1],
+        CasOutcome::Ok { version: old },
+        "a delete answers the removed version"
+    );
+    for (i, (key, text)) in [(0, ("c", "c1")), (2, ("a", "a1"))] {
+        let row = kv.get(&s, key).await.unwrap().unwrap();
+        assert_eq!(row.value, text.as_bytes());
+        assert_eq!(row.idx1, Some(format!("due/{text}")));
+        assert_eq!(
+            outcomes[i],
+            CasOutcome::Ok {
+                version: row.version
+            }
+        );
+    }
+    let CasOutcome::Ok { version: a1 } = outcomes[2] else {
+        panic!("a is updated");
+    };
+    assert!(a1 > a, "a write gives a new version");
+    assert_eq!(kv.get(&s, "old").await.unwrap(), None);
+    let due = kv.range(&s, Index::One, "due/", "due0", 10).await.unwrap();
+    let keys: Vec<_> = due.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["a", "c"],
+        "the index entries were written with the rows"
+    );
+    assert_eq!(
+        store.checkpoint("alice").await.unwrap(),
+        Some(checkpoint(2))
+    );
+    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
+    assert_eq!(
+        store.get_value("effects", "e2").await.unwrap(),
+        Some(serde_json::json!(2))
+    );
+    assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 1);
+    assert!(store.chat("chat").await.unwrap().is_some());
+    assert!(store.contact("bob").await.unwrap().is_some());
+
+    let end = StepCommit::new(
+        s.clone(),
+        CheckpointWrite::Delete {
+            chat: "alice".into(),
+        },
+    );
+    assert_eq!(
+        store.commit_step(&end).await.unwrap(),
+        StepCommitOutcome::Committed(Vec::new())
+    );
+    assert_eq!(store.checkpoint("alice").await.unwrap(), None);
+}
+
 /// The first operation of a step is checked by its own write (no read before it): a conflict
 /// there writes nothing of the step and is reported as operation 0 with the version found,
 /// also when a later operation conflicts too; a conflict on a later operation alone is
-/// reported as that operation, and writes nothing either.
+/// reported as that operation, and writes nothing either: no journal operation, no checkpoint
+/// change (a save or a removal), no value removal, no chat, contact or ledger row.
 async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
     use botmesh_durability::kv::{CasOutcome, KvOp};
     let Some(store) = env(b).await else {
@@ -693,20 +829,40 @@ async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
     else {
         panic!("b is created");
     };
+    store.save_checkpoint(&checkpoint(1)).await.unwrap();
+    store
+        .set_value("effects", "e1", &serde_json::json!(1))
+        .await
+        .unwrap();
     let cas = |key: &str, expected: Option<u64>, text: &str| KvOp::Cas {
         key: key.into(),
         expected,
         entry: raw_entry(text),
     };
-    let step = |journal: Vec<KvOp>| StepCommit {
-        journal,
-        ..StepCommit::new(s.clone(), CheckpointWrite::Save(checkpoint(2)))
+    let step = |journal: Vec<KvOp>, checkpoint: CheckpointWrite| {
+        with_rows(StepCommit {
+            journal,
+            ..StepCommit::new(s.clone(), checkpoint)
+        })
     };
     let untouched = async || {
-        assert!(store.checkpoint("alice").await.unwrap().is_none());
+        assert_eq!(
+            store.checkpoint("alice").await.unwrap(),
+            Some(checkpoint(1))
+        );
         assert_eq!(kv.get(&s, "a").await.unwrap().unwrap().value, b"a0");
         assert_eq!(kv.get(&s, "b").await.unwrap().unwrap().value, b"b0");
         assert_eq!(kv.get(&s, "c").await.unwrap(), None);
+        assert_eq!(
+            store.get_value("effects", "e1").await.unwrap(),
+            Some(serde_json::json!(1))
+        );
+        assert_eq!(store.chat("chat").await.unwrap(), None, "no chat row");
+        assert_eq!(store.contact("bob").await.unwrap(), None, "no contact row");
+        assert!(
+            store.ledger("chat", 10).await.unwrap().is_empty(),
+            "no ledger row"
+        );
     };
 
     // Each step, and the conflict it reports: the first operation's (a create of a key that
@@ -735,18 +891,32 @@ async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
         ),
     ];
     for (journal, op, current) in cases {
-        assert_eq!(
-            store.commit_step(&step(journal)).await.unwrap(),
-            StepCommitOutcome::Conflict {
-                op,
-                current: Some(current)
-            }
-        );
-        untouched().await;
+        for checkpoint in [
+            CheckpointWrite::Save(checkpoint(2)),
+            CheckpointWrite::Delete {
+                chat: "alice".into(),
+            },
+        ] {
+            assert_eq!(
+                store
+                    .commit_step(&step(journal.clone(), checkpoint))
+                    .await
+                    .unwrap(),
+                StepCommitOutcome::Conflict {
+                    op,
+                    current: Some(current)
+                }
+            );
+            untouched().await;
+        }
     }
-    // Nothing conflicts: every operation lands with the checkpoint.
+    // Nothing conflicts: every operation lands with the checkpoint (on the connection the
+    // rollbacks left, for a server).
     let StepCommitOutcome::Committed(outcomes) = store
-        .commit_step(&step(vec![cas("a", Some(a), "a1"), cas("c", None, "c1")]))
+        .commit_step(&step(
+            vec![cas("a", Some(a), "a1"), cas("c", None, "c1")],
+            CheckpointWrite::Save(checkpoint(2)),
+        ))
         .await
         .unwrap()
     else {
@@ -755,7 +925,12 @@ async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
     assert_eq!(outcomes.len(), 2);
     assert_eq!(kv.get(&s, "a").await.unwrap().unwrap().value, b"a1");
     assert_eq!(kv.get(&s, "c").await.unwrap().unwrap().value, b"c1");
-    assert!(store.checkpoint("alice").await.unwrap().is_some());
+    assert_eq!(
+        store.checkpoint("alice").await.unwrap(),
+        Some(checkpoint(2))
+    );
+    assert_eq!(store.get_value("effects", "e1").await.unwrap(), None);
+    assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 1);
 }
 
 /// Every case above, as a test per backend.
@@ -793,5 +968,6 @@ per_backend!(
     a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending,
     a_first_send_recorded_before_is_answered_from_its_record_not_leased,
     a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key,
+    a_step_lands_every_kind_of_write_together,
     a_conflict_on_any_op_is_reported_first_and_writes_nothing,
 );

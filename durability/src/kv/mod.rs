@@ -183,6 +183,20 @@ pub enum KvOp {
     },
 }
 
+impl KvOp {
+    /// The key the operation writes.
+    pub fn key(&self) -> &str {
+        match self {
+            KvOp::Cas { key, .. } | KvOp::Delete { key, .. } => key,
+        }
+    }
+
+    /// Whether it creates its key (a compare-and-set expecting no entry).
+    pub fn creates(&self) -> bool {
+        matches!(self, KvOp::Cas { expected: None, .. })
+    }
+}
+
 /// Which secondary index a range query reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Index {

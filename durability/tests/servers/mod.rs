@@ -1,12 +1,21 @@
-//! What the real-server suites (`postgres.rs`, `redis.rs`) share: reading the server URL from
-//! the environment, skipping loudly without it (and failing under `CI=true`), unique names so
-//! that runs never collide, and a cleanup guard that runs even when a test panics.
+//! What the real-server suites (`postgres.rs`, `redis.rs`, `redis_cluster.rs`, and the server
+//! backends of `backends.rs` and `step_commit.rs`) share: reading the server URL from the
+//! environment, skipping loudly without it (and failing under `CI=true`), unique names so that
+//! runs never collide, a cleanup guard that runs even when a test panics, and the checks every
+//! server suite makes (a journal that survives a broken connection, racing writers, junk
+//! quarantined, connect errors without the password).
 //!
-//! It does not start servers: point `BOTMESH_TEST_POSTGRES_URL` / `BOTMESH_TEST_REDIS_URL` at
-//! running ones.
+//! It does not start servers: point `BOTMESH_TEST_POSTGRES_URL` / `BOTMESH_TEST_REDIS_URL` /
+//! `BOTMESH_TEST_REDIS_CLUSTER_URL` at running ones.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use botmesh_durability::kv::{CasOutcome, Entry, Index, Scope};
+use botmesh_durability::{
+    DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, RecordKind,
+};
 
 /// The URL in `var`, or `None` after printing that the suite was SKIPPED. Panics when the
 /// variable is missing and `CI=true`: CI must run every suite.
@@ -25,42 +34,58 @@ pub(crate) fn server_url(var: &str, suite: &str, example: &str) -> Option<String
     }
 }
 
-/// A name no other run uses: `bmt_<random>_` (lowercase letters and digits).
-pub(crate) fn unique_prefix() -> String {
-    let tail: String = (0..10)
-        .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
-        .collect();
-    format!("bmt_{tail}_")
+/// A cleanup of every prefix a test used on its server's nodes.
+type CleanFn = fn(Vec<String>, Vec<String>) -> Pin<Box<dyn Future<Output = ()>>>;
+
+/// A test server: its nodes, and every prefix a test used (a name no other run uses,
+/// `bmt_<random>`), whose tables or keys are removed when it is dropped, on a thread of its
+/// own with its own runtime (so also after a panic, and never inside the test's runtime).
+pub(crate) struct Server {
+    /// The URL (a cluster's first seed node).
+    pub(crate) url: String,
+    /// Every node (the one URL of a single server).
+    pub(crate) nodes: Vec<String>,
+    prefixes: Arc<Mutex<Vec<String>>>,
+    /// What ends a prefix (`_` for table names).
+    separator: &'static str,
+    clean: CleanFn,
 }
 
-/// A cleanup to run once: an async block built on the cleanup thread.
-pub(crate) type CleanupFn = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+impl Server {
+    fn new(nodes: Vec<String>, separator: &'static str, clean: CleanFn) -> Option<Server> {
+        Some(Server {
+            url: nodes.first()?.clone(),
+            nodes,
+            prefixes: Arc::default(),
+            separator,
+            clean,
+        })
+    }
 
-/// Runs its cleanup when dropped, on a thread of its own with its own runtime, so it runs
-/// after a panic too and never inside the test's runtime.
-pub(crate) struct Cleanup {
-    cleanup: Option<CleanupFn>,
-}
-
-impl Cleanup {
-    pub(crate) fn new(cleanup: CleanupFn) -> Self {
-        Cleanup {
-            cleanup: Some(cleanup),
-        }
+    /// A fresh prefix, cleaned at the end.
+    pub(crate) fn prefix(&self) -> String {
+        let tail: String = (0..10)
+            .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
+            .collect();
+        let p = format!("bmt_{tail}{}", self.separator);
+        self.prefixes.lock().unwrap().push(p.clone());
+        p
     }
 }
 
-impl Drop for Cleanup {
+impl Drop for Server {
     fn drop(&mut self) {
-        let Some(cleanup) = self.cleanup.take() else {
+        let prefixes = std::mem::take(&mut *self.prefixes.lock().unwrap());
+        if prefixes.is_empty() {
             return;
-        };
+        }
+        let (nodes, clean) = (self.nodes.clone(), self.clean);
         let done = std::thread::spawn(move || {
             match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(cleanup()),
+                Ok(rt) => rt.block_on(clean(nodes, prefixes)),
                 Err(e) => eprintln!("cleanup skipped: no runtime: {e}"),
             }
         })
@@ -71,18 +96,137 @@ impl Drop for Cleanup {
     }
 }
 
+/// The scope of the server suites' journals.
+pub(crate) fn scope() -> Scope {
+    Scope::new("t", "test", "serverbot", "c")
+}
+
+/// The journals on `kv` in [`scope`], as instance `instance`.
+pub(crate) fn durability<K: DurableKv + ?Sized>(kv: Arc<K>, instance: &str) -> KvDurability<K> {
+    let config = DurabilityConfig {
+        instance_id: Some(instance.into()),
+        ..DurabilityConfig::default()
+    };
+    KvDurability::builder(kv, scope())
+        .config(config)
+        .build()
+        .unwrap()
+}
+
+fn inbound(i: u32) -> NewInbound {
+    NewInbound::new("chat", &format!("m{i}"), serde_json::json!({ "n": i }))
+}
+
+/// Journals five messages, runs `fault` (a restart, killed connections; `false`: it cannot
+/// run here, and the test ends), then five more: each of those succeeds at once (the lost
+/// connections are replaced), and all ten are there.
+pub(crate) async fn journals_survive<K, F>(d: &KvDurability<K>, fault: F)
+where
+    K: DurableKv + ?Sized,
+    F: Future<Output = bool>,
+{
+    for i in 0..5 {
+        d.inbox().journal(inbound(i)).await.unwrap();
+    }
+    if !fault.await {
+        return;
+    }
+    for i in 5..10 {
+        d.inbox()
+            .journal(inbound(i))
+            .await
+            .unwrap_or_else(|e| panic!("journal m{i} after the fault: {e}"));
+    }
+    for i in 0..10 {
+        assert!(
+            d.inbox().get(&inbound(i).id).await.unwrap().is_some(),
+            "m{i} was acknowledged and must survive the fault"
+        );
+    }
+}
+
+/// Asserts that a junk entry (an inbound record `junk` that does not decode, pending) is
+/// quarantined and reported when the inbox claims, while a good record is claimed.
+pub(crate) async fn junk_is_quarantined<K: DurableKv + ?Sized>(d: &KvDurability<K>) {
+    d.inbox()
+        .journal(NewInbound::new("chat", "good", serde_json::json!({})))
+        .await
+        .unwrap();
+    let mut events = d.subscribe();
+    let claims = d.inbox().claim_due(10).await.unwrap();
+    assert_eq!(claims.len(), 1, "the good record is still claimed");
+    let event = events.try_recv().unwrap();
+    assert!(
+        matches!(&event, DurabilityEvent::Dead { kind: RecordKind::Inbound, id, .. } if id == "junk"),
+        "the junk entry is reported: {event:?}"
+    );
+    assert_eq!(d.metrics().inbound_dead, 1);
+    assert!(d.inbox().claim_due(10).await.unwrap().is_empty());
+}
+
+/// Asserts that an error (its text, Debug and source) names `host` and never `secret`.
+pub(crate) fn names_host_not_secret(error: &dyn std::error::Error, host: &str, secret: &str) {
+    let text = format!("{error} {:?}", error.source());
+    let debug = format!("{error:?}");
+    assert!(text.contains(host), "{text}");
+    assert!(!text.contains(secret) && !debug.contains(secret), "{debug}");
+}
+
+/// Four connections (pools) race compare-and-sets on one key, 25 rounds: one winner per round,
+/// versions grow, every reader sees the winner's value and one index entry.
+pub(crate) async fn racing_writers_have_one_winner_per_version(kvs: Vec<Arc<dyn DurableKv>>) {
+    let entry = |who: usize| Entry {
+        value: format!("w{who}").into_bytes(),
+        idx1: Some(format!("by/{who}")),
+        idx2: None,
+    };
+    let first = kvs[0].cas(&scope(), "hot", None, entry(0)).await.unwrap();
+    let CasOutcome::Ok { mut version } = first else {
+        panic!("create: {first:?}")
+    };
+    for round in 0..25 {
+        let tasks: Vec<_> = kvs
+            .iter()
+            .enumerate()
+            .map(|(who, kv)| {
+                let kv = Arc::clone(kv);
+                tokio::spawn(async move {
+                    let out = kv.cas(&scope(), "hot", Some(version), entry(who)).await;
+                    (who, out.unwrap())
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (who, out) = t.await.unwrap();
+            if let CasOutcome::Ok { version: v } = out {
+                winners.push((who, v));
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let (who, v) = winners[0];
+        assert!(v > version, "versions grow");
+        version = v;
+        let now = kvs[3].get(&scope(), "hot").await.unwrap().unwrap();
+        assert_eq!(
+            (now.version, now.value),
+            (v, format!("w{who}").into_bytes())
+        );
+        let listed = kvs[2]
+            .range(&scope(), Index::One, "by/", "by0", 10)
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1, "one index entry per key: {listed:?}");
+    }
+}
+
 /// The PostgreSQL server of the tests (`BOTMESH_TEST_POSTGRES_URL`).
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres {
-    use std::sync::{Arc, Mutex};
-
     use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
     use botmesh_durability::{PostgresConfig, PostgresKv};
 
-    use super::{Cleanup, server_url, unique_prefix};
-
-    const VAR: &str = "BOTMESH_TEST_POSTGRES_URL";
-    const EXAMPLE: &str = "postgres://postgres@127.0.0.1:5432/test";
+    use super::{Server, server_url};
 
     /// Every table a prefix may have created.
     pub(crate) fn tables(p: &str) -> String {
@@ -108,26 +252,28 @@ pub(crate) mod postgres {
         client
     }
 
-    /// The server URL and every prefix a test used; drops their tables when dropped.
-    pub(crate) struct Pg {
-        pub(crate) url: String,
-        pub(crate) prefixes: Arc<Mutex<Vec<String>>>,
-        _cleanup: Cleanup,
+    /// The server; drops the tables of every prefix used when dropped.
+    pub(crate) struct Pg(Server);
+
+    impl std::ops::Deref for Pg {
+        type Target = Server;
+
+        fn deref(&self) -> &Server {
+            &self.0
+        }
     }
 
     impl Pg {
         pub(crate) fn new() -> Option<Pg> {
-            let url = server_url(VAR, "PostgreSQL", EXAMPLE)?;
-            let prefixes: Arc<Mutex<Vec<String>>> = Arc::default();
-            let (u, p) = (url.clone(), Arc::clone(&prefixes));
-            let cleanup = Cleanup::new(Box::new(move || {
+            let url = server_url(
+                "BOTMESH_TEST_POSTGRES_URL",
+                "PostgreSQL",
+                "postgres://postgres@127.0.0.1:5432/test",
+            )?;
+            Server::new(vec![url], "_", |nodes, prefixes| {
                 Box::pin(async move {
-                    let all = std::mem::take(&mut *p.lock().unwrap());
-                    if all.is_empty() {
-                        return;
-                    }
-                    let client = raw_client(&u).await;
-                    for prefix in all {
+                    let client = raw_client(&nodes[0]).await;
+                    for prefix in prefixes {
                         let sql = format!(
                             "DROP TABLE IF EXISTS {} CASCADE; DROP SEQUENCE IF EXISTS {prefix}durable_version",
                             tables(&prefix)
@@ -137,19 +283,8 @@ pub(crate) mod postgres {
                         }
                     }
                 })
-            }));
-            Some(Pg {
-                url,
-                prefixes,
-                _cleanup: cleanup,
             })
-        }
-
-        /// A fresh prefix, dropped at the end.
-        pub(crate) fn prefix(&self) -> String {
-            let p = unique_prefix();
-            self.prefixes.lock().unwrap().push(p.clone());
-            p
+            .map(Pg)
         }
 
         pub(crate) async fn kv(&self, prefix: &str) -> PostgresKv {
@@ -160,26 +295,24 @@ pub(crate) mod postgres {
     }
 }
 
-/// The Redis server of the tests (`BOTMESH_TEST_REDIS_URL`).
+/// A Redis server or cluster of the tests: `BOTMESH_TEST_REDIS_URL`, or
+/// `BOTMESH_TEST_REDIS_CLUSTER_URL` (the seed nodes, comma-separated).
 #[cfg(feature = "redis")]
 pub(crate) mod redis_server {
-    use std::sync::{Arc, Mutex};
-
     use botmesh_durability::backends::redis::redis_crate as redis;
     use botmesh_durability::{RedisConfig, RedisKv};
 
-    use super::{Cleanup, server_url, unique_prefix};
-
-    const VAR: &str = "BOTMESH_TEST_REDIS_URL";
-    const EXAMPLE: &str = "redis://127.0.0.1:6379/";
+    use super::{Server, server_url};
 
     pub(crate) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(url).unwrap();
         client.get_multiplexed_async_connection().await.unwrap()
     }
 
-    pub(crate) async fn delete_prefix(url: &str, prefix: &str) {
-        let mut conn = raw(url).await;
+    /// Deletes the keys under `prefix` on `node` (one `UNLINK` per key, pipelined: on a
+    /// cluster node the keys are of several slots).
+    async fn delete_prefix(node: &str, prefix: &str) {
+        let mut conn = raw(node).await;
         let mut cursor: u64 = 0;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -191,13 +324,11 @@ pub(crate) mod redis_server {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
-            if !keys.is_empty() {
-                let _: () = redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("UNLINK").arg(key).ignore();
             }
+            let _: () = pipe.query_async(&mut conn).await.unwrap();
             if next == 0 {
                 break;
             }
@@ -205,134 +336,68 @@ pub(crate) mod redis_server {
         }
     }
 
-    /// The server URL and every prefix a test used; deletes their keys when dropped.
-    pub(crate) struct Rd {
-        pub(crate) url: String,
-        pub(crate) prefixes: Arc<Mutex<Vec<String>>>,
-        _cleanup: Cleanup,
+    /// The server (or cluster); deletes the keys of every prefix used when dropped.
+    pub(crate) struct Rd(Server);
+
+    impl std::ops::Deref for Rd {
+        type Target = Server;
+
+        fn deref(&self) -> &Server {
+            &self.0
+        }
     }
 
     impl Rd {
+        /// The single server.
         pub(crate) fn new() -> Option<Rd> {
-            let url = server_url(VAR, "Redis", EXAMPLE)?;
-            let prefixes: Arc<Mutex<Vec<String>>> = Arc::default();
-            let (u, p) = (url.clone(), Arc::clone(&prefixes));
-            let cleanup = Cleanup::new(Box::new(move || {
-                Box::pin(async move {
-                    let all = std::mem::take(&mut *p.lock().unwrap());
-                    for prefix in all {
-                        delete_prefix(&u, &prefix).await;
-                    }
-                })
-            }));
-            Some(Rd {
-                url,
-                prefixes,
-                _cleanup: cleanup,
-            })
+            let url = server_url("BOTMESH_TEST_REDIS_URL", "Redis", "redis://127.0.0.1:6379/")?;
+            Self::on(vec![url])
         }
 
-        pub(crate) fn prefix(&self) -> String {
-            let p = unique_prefix().trim_end_matches('_').to_owned();
-            self.prefixes.lock().unwrap().push(p.clone());
-            p
-        }
-
-        pub(crate) async fn kv(&self, prefix: &str) -> RedisKv {
-            RedisKv::open_with(&self.url, RedisConfig::new().prefix(prefix))
-                .await
-                .unwrap()
-        }
-    }
-}
-
-/// The Redis Cluster of the tests (`BOTMESH_TEST_REDIS_CLUSTER_URL`, the seed nodes).
-#[cfg(feature = "redis-cluster")]
-pub(crate) mod redis_cluster {
-    use std::sync::{Arc, Mutex};
-
-    use botmesh_durability::backends::redis::redis_crate as redis;
-    use botmesh_durability::{RedisConfig, RedisKv};
-
-    use super::{Cleanup, server_url, unique_prefix};
-
-    const VAR: &str = "BOTMESH_TEST_REDIS_CLUSTER_URL";
-    const EXAMPLE: &str = "redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/";
-
-    pub(crate) async fn delete_cluster_prefix(nodes: &[String], prefix: &str) {
-        for node in nodes {
-            let client = redis::Client::open(node.as_str()).unwrap();
-            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(format!("{prefix}:*"))
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                for key in keys {
-                    let _: () = redis::cmd("DEL")
-                        .arg(&key)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
-                }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-    }
-
-    /// The seed nodes and every prefix a test used; deletes their keys when dropped.
-    pub(crate) struct Cluster {
-        pub(crate) nodes: Vec<String>,
-        pub(crate) prefixes: Arc<Mutex<Vec<String>>>,
-        _cleanup: Cleanup,
-    }
-
-    impl Cluster {
-        pub(crate) fn new() -> Option<Cluster> {
-            let list = server_url(VAR, "Redis Cluster", EXAMPLE)?;
-            let nodes: Vec<String> = list
+        /// The cluster.
+        pub(crate) fn cluster() -> Option<Rd> {
+            let list = server_url(
+                "BOTMESH_TEST_REDIS_CLUSTER_URL",
+                "Redis Cluster",
+                "redis://127.0.0.1:7001/,redis://127.0.0.1:7002/,redis://127.0.0.1:7003/",
+            )?;
+            let nodes = list
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect();
-            let prefixes: Arc<Mutex<Vec<String>>> = Arc::default();
-            let (n, p) = (nodes.clone(), Arc::clone(&prefixes));
-            let cleanup = Cleanup::new(Box::new(move || {
+            Self::on(nodes)
+        }
+
+        fn on(nodes: Vec<String>) -> Option<Rd> {
+            Server::new(nodes, "", |nodes, prefixes| {
                 Box::pin(async move {
-                    let all = std::mem::take(&mut *p.lock().unwrap());
-                    for prefix in all {
-                        delete_cluster_prefix(&n, &prefix).await;
+                    for node in &nodes {
+                        for prefix in &prefixes {
+                            delete_prefix(node, prefix).await;
+                        }
                     }
                 })
-            }));
-            Some(Cluster {
-                nodes,
-                prefixes,
-                _cleanup: cleanup,
             })
+            .map(Rd)
         }
 
-        pub(crate) fn prefix(&self) -> String {
-            let p = unique_prefix().trim_end_matches('_').to_owned();
-            self.prefixes.lock().unwrap().push(p.clone());
-            p
-        }
-
+        /// The nodes as `open_cluster` takes them.
         pub(crate) fn seeds(&self) -> Vec<&str> {
             self.nodes.iter().map(String::as_str).collect()
         }
 
+        /// A kv on the single server.
         pub(crate) async fn kv(&self, prefix: &str) -> RedisKv {
+            RedisKv::open_with(&self.url, RedisConfig::new().prefix(prefix))
+                .await
+                .unwrap()
+        }
+
+        /// A kv on the cluster.
+        #[cfg(feature = "redis-cluster")]
+        pub(crate) async fn cluster_kv(&self, prefix: &str) -> RedisKv {
             RedisKv::open_cluster(&self.seeds(), RedisConfig::new().prefix(prefix))
                 .await
                 .unwrap()

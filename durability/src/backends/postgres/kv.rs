@@ -25,14 +25,16 @@
 //!
 //! It does not know what a record is and never reads the store's tables.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{Client, Pool};
 use tokio::sync::OnceCell;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::pipeline::{Pipelined, Statement};
 use super::{PgPool, PostgresConfig, PostgresError, is_connection_lost, query_err};
 use crate::backends::{order_escape, order_unescape};
 use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
@@ -177,19 +179,16 @@ impl DurableTable {
         Self::unavailable(operation, query_err(&self.name, key, e))
     }
 
-    fn decode_version(&self, key: &str, v: i64) -> Result<u64, KvError> {
-        u64::try_from(v).map_err(|_| {
-            Self::unavailable("decode", query_err(&self.name, key, "negative version"))
-        })
-    }
-
-    /// Reads a `(version, applied)` answer of a write statement.
-    fn outcome(&self, key: &str, rows: &[Row]) -> Result<Option<CasOutcome>, KvError> {
+    /// Reads a `(version, applied)` answer of a write statement; `None` when it has no row:
+    /// an update or delete found no row (a conflict with nothing), or an insert lost to a row
+    /// committed after its snapshot (the caller reads that row's version).
+    fn outcome(&self, key: &str, rows: &[Row]) -> Result<Option<CasOutcome>, PostgresError> {
         let Some(row) = rows.first() else {
             return Ok(None);
         };
-        let version: i64 = row.try_get(0).map_err(|e| self.failed("decode", key, e))?;
-        let applied: bool = row.try_get(1).map_err(|e| self.failed("decode", key, e))?;
+        let err = |e| query_err(&self.name, key, e);
+        let version: i64 = row.try_get(0).map_err(err)?;
+        let applied: bool = row.try_get(1).map_err(err)?;
         let version = self.decode_version(key, version)?;
         Ok(Some(if applied {
             CasOutcome::Ok { version }
@@ -200,8 +199,12 @@ impl DurableTable {
         }))
     }
 
-    fn versioned(&self, key: &str, row: &Row, first: usize) -> Result<Versioned, KvError> {
-        let err = |e| self.failed("decode", key, e);
+    fn decode_version(&self, key: &str, v: i64) -> Result<u64, PostgresError> {
+        u64::try_from(v).map_err(|_| query_err(&self.name, key, "negative version"))
+    }
+
+    fn versioned(&self, key: &str, row: &Row, first: usize) -> Result<Versioned, PostgresError> {
+        let err = |e| query_err(&self.name, key, e);
         let version: i64 = row.try_get(first).map_err(err)?;
         let value: Vec<u8> = row.try_get(first + 1).map_err(err)?;
         let idx1: Option<String> = row.try_get(first + 2).map_err(err)?;
@@ -214,93 +217,176 @@ impl DurableTable {
         })
     }
 
-    /// Applies one operation of a batch on `client` (a pool connection or an open
-    /// transaction: inside a transaction, nothing is committed here).
-    pub(crate) async fn apply_on(
-        &self,
-        client: &impl GenericClient,
-        scope: &str,
-        op: &KvOp,
-    ) -> Result<CasOutcome, KvError> {
-        match op {
+    /// The statement of `op` (its arguments in `args`) in `scope`.
+    fn statement<'a>(&'a self, scope: &'a &'a str, args: &'a OpArgs<'a>) -> Statement<'a> {
+        let key = args.op.key();
+        let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = match args.op {
             KvOp::Cas {
-                key,
-                expected,
+                expected: None,
                 entry,
-            } => self.cas_on(client, scope, key, *expected, entry).await,
-            KvOp::Delete { key, expected } => self.delete_on(client, scope, key, *expected).await,
+                ..
+            } => (
+                &self.sql.create,
+                vec![scope, &args.key, &entry.value, &args.idx1, &args.idx2],
+            ),
+            KvOp::Cas { entry, .. } => (
+                &self.sql.update,
+                vec![
+                    scope,
+                    &args.key,
+                    &args.version,
+                    &entry.value,
+                    &args.idx1,
+                    &args.idx2,
+                ],
+            ),
+            KvOp::Delete { .. } => (&self.sql.delete, vec![scope, &args.key, &args.version]),
+        };
+        Statement {
+            sql,
+            params,
+            table: &self.name,
+            key,
         }
     }
 
-    /// `cas` on `client`.
-    pub(crate) async fn cas_on(
-        &self,
-        client: &impl GenericClient,
-        scope: &str,
-        key: &str,
-        expected: Option<u64>,
-        entry: &Entry,
-    ) -> Result<CasOutcome, KvError> {
-        let k = order_escape(key);
-        let i1 = entry.idx1.as_deref().map(order_escape);
-        let i2 = entry.idx2.as_deref().map(order_escape);
-        let (i1, i2) = (i1.as_deref(), i2.as_deref());
-        let rows = match expected {
-            None => {
-                let st = client.prepare_cached(&self.sql.create).await;
-                let st = st.map_err(|e| self.failed("cas", key, e))?;
-                client
-                    .query(&st, &[&scope, &k.as_ref(), &entry.value, &i1, &i2])
-                    .await
-            }
-            Some(v) => {
-                // No stored version is beyond `i64` (nor negative): such an expectation matches
-                // no row, and the statement still reports the version found.
-                let v = i64::try_from(v).unwrap_or(-1);
-                let st = client.prepare_cached(&self.sql.update).await;
-                let st = st.map_err(|e| self.failed("cas", key, e))?;
-                client
-                    .query(&st, &[&scope, &k.as_ref(), &v, &entry.value, &i1, &i2])
-                    .await
-            }
+    /// The statement reading the version of the key in `args`.
+    fn get_statement<'a>(&'a self, scope: &'a &'a str, args: &'a OpArgs<'a>) -> Statement<'a> {
+        Statement {
+            sql: &self.sql.get,
+            params: vec![scope, &args.key],
+            table: &self.name,
+            key: args.op.key(),
         }
-        .map_err(|e| self.failed("cas", key, e))?;
+    }
+
+    /// The version a `get` answered (`rows`), as a conflict.
+    fn found(&self, key: &str, rows: &[Row]) -> Result<CasOutcome, PostgresError> {
+        let current = match rows.first() {
+            Some(row) => Some(self.versioned(key, row, 0)?.version),
+            None => None,
+        };
+        Ok(CasOutcome::Conflict { current })
+    }
+
+    /// Applies `op` on its own (one statement, committed by itself) on `client`.
+    async fn apply(
+        &self,
+        client: &Client,
+        scope: &str,
+        op: &KvOp,
+    ) -> Result<CasOutcome, PostgresError> {
+        let scope = &scope;
+        let args = OpArgs::new(op);
+        let run = async |s: Statement<'_>| {
+            let prepared = client.prepare_cached(s.sql).await?;
+            client.query(&prepared, &s.params).await
+        };
+        let key = op.key();
+        let rows = run(self.statement(scope, &args))
+            .await
+            .map_err(|e| query_err(&self.name, key, e))?;
         match self.outcome(key, &rows)? {
             Some(outcome) => Ok(outcome),
-            // An insert lost to a row committed after this statement's snapshot: read it.
-            None if expected.is_none() => {
-                let st = client.prepare_cached(&self.sql.get).await;
-                let st = st.map_err(|e| self.failed("cas", key, e))?;
-                let row = client.query_opt(&st, &[&scope, &k.as_ref()]).await;
-                let row = row.map_err(|e| self.failed("cas", key, e))?;
-                let current = match row {
-                    Some(row) => Some(self.versioned(key, &row, 0)?.version),
-                    None => None,
-                };
-                Ok(CasOutcome::Conflict { current })
+            None if op.creates() => {
+                let rows = run(self.get_statement(scope, &args))
+                    .await
+                    .map_err(|e| query_err(&self.name, key, e))?;
+                self.found(key, &rows)
             }
             None => Ok(CasOutcome::Conflict { current: None }),
         }
     }
 
-    /// `delete` on `client`.
-    pub(crate) async fn delete_on(
+    /// Runs `ops`, then `then` (statements that cannot conflict), in one transaction on
+    /// `client`, all sent together (see [`Pipelined`]), and commits. With `all_or_none` (a
+    /// flow step), an operation that conflicts commits nothing and the first conflict is
+    /// answered; without (a batch), it is answered among the outcomes and the others land.
+    /// This is the one write path of a batch and of a store's flow step.
+    pub(crate) async fn commit(
         &self,
-        client: &impl GenericClient,
+        client: Client,
         scope: &str,
-        key: &str,
-        expected: u64,
-    ) -> Result<CasOutcome, KvError> {
-        // See `cas_on`: an expectation beyond `i64` matches no row.
-        let v = i64::try_from(expected).unwrap_or(-1);
-        let k = order_escape(key);
-        let st = client.prepare_cached(&self.sql.delete).await;
-        let st = st.map_err(|e| self.failed("delete", key, e))?;
-        let rows = client.query(&st, &[&scope, &k.as_ref(), &v]).await;
-        let rows = rows.map_err(|e| self.failed("delete", key, e))?;
-        Ok(self
-            .outcome(key, &rows)?
-            .unwrap_or(CasOutcome::Conflict { current: None }))
+        ops: &[KvOp],
+        then: Vec<Statement<'_>>,
+        all_or_none: bool,
+    ) -> Result<Committed, PostgresError> {
+        let scope = &scope;
+        let args: Vec<OpArgs<'_>> = ops.iter().map(OpArgs::new).collect();
+        let mut statements: Vec<Statement<'_>> =
+            args.iter().map(|a| self.statement(scope, a)).collect();
+        statements.extend(then);
+        let mut tx = Pipelined::on(client);
+        let answers = tx
+            .begin(&statements)
+            .await
+            .map_err(|f| f.named(&statements, (&self.name, scope)))?;
+        let mut outcomes = Vec::with_capacity(ops.len());
+        for (op, (a, rows)) in args.iter().zip(&answers).enumerate() {
+            let key = a.op.key();
+            let outcome = match self.outcome(key, rows)? {
+                Some(outcome) => outcome,
+                None if a.op.creates() => {
+                    let rows = tx.query(&self.get_statement(scope, a)).await;
+                    self.found(key, &rows.map_err(|e| query_err(&self.name, key, e))?)?
+                }
+                None => CasOutcome::Conflict { current: None },
+            };
+            if let (CasOutcome::Conflict { current }, true) = (outcome, all_or_none) {
+                tx.rollback().await;
+                return Ok(Committed::Conflict { op, current });
+            }
+            outcomes.push(outcome);
+        }
+        tx.commit()
+            .await
+            .map_err(|f| f.named(&statements, (&self.name, scope)))?;
+        Ok(Committed::Ok(outcomes))
+    }
+}
+
+/// What [`DurableTable::commit`] ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Committed {
+    /// Committed; each operation's outcome, in order.
+    Ok(Vec<CasOutcome>),
+    /// Operation `op` conflicted (the first one that did): nothing was committed.
+    Conflict {
+        /// Its index.
+        op: usize,
+        /// The version it found.
+        current: Option<u64>,
+    },
+}
+
+/// An operation's arguments as its statement takes them: the key and index values escaped
+/// (a NUL byte, which `text` cannot hold, see [`order_escape`]), the expected version as the
+/// column's `i64`.
+struct OpArgs<'a> {
+    op: &'a KvOp,
+    key: Cow<'a, str>,
+    version: i64,
+    idx1: Option<Cow<'a, str>>,
+    idx2: Option<Cow<'a, str>>,
+}
+
+impl<'a> OpArgs<'a> {
+    fn new(op: &'a KvOp) -> Self {
+        let (expected, entry) = match op {
+            KvOp::Cas {
+                expected, entry, ..
+            } => (*expected, Some(entry)),
+            KvOp::Delete { expected, .. } => (Some(*expected), None),
+        };
+        OpArgs {
+            op,
+            key: order_escape(op.key()),
+            // No stored version is beyond `i64` (nor negative): such an expectation matches
+            // no row, and the statement still reports the version found.
+            version: expected.map_or(0, |v| i64::try_from(v).unwrap_or(-1)),
+            idx1: entry.and_then(|e| e.idx1.as_deref()).map(order_escape),
+            idx2: entry.and_then(|e| e.idx2.as_deref()).map(order_escape),
+        }
     }
 }
 
@@ -454,14 +540,25 @@ impl PostgresKv {
         }
     }
 
-    /// A connection for a write, after the table is known to exist.
-    async fn write_client(
+    /// Writes `op` on its own (one statement).
+    async fn write(
         &self,
         operation: &'static str,
-    ) -> Result<deadpool_postgres::Client, KvError> {
+        scope: &Scope,
+        op: &KvOp,
+    ) -> Result<CasOutcome, KvError> {
+        let client = self.write_client(operation).await?;
+        self.durable
+            .apply(&client, scope.id(), op)
+            .await
+            .map_err(|e| DurableTable::unavailable(operation, e))
+    }
+
+    /// A connection for a write, after the table is known to exist.
+    async fn write_client(&self, operation: &'static str) -> Result<Client, KvError> {
         self.ready(operation).await?;
         self.pool
-            .client()
+            .write_client()
             .await
             .map_err(|e| DurableTable::unavailable(operation, e))
     }
@@ -481,7 +578,11 @@ impl DurableKv for PostgresKv {
             )
             .await?;
         match rows.first() {
-            Some(row) => Ok(Some(self.durable.versioned(key, row, 0)?)),
+            Some(row) => Ok(Some(
+                self.durable
+                    .versioned(key, row, 0)
+                    .map_err(|e| DurableTable::unavailable("get", e))?,
+            )),
             None => Ok(None),
         }
     }
@@ -493,17 +594,20 @@ impl DurableKv for PostgresKv {
         expected: Option<u64>,
         entry: Entry,
     ) -> Result<CasOutcome, KvError> {
-        let client = self.write_client("cas").await?;
-        self.durable
-            .cas_on(&client, scope.id(), key, expected, &entry)
-            .await
+        let op = KvOp::Cas {
+            key: key.to_owned(),
+            expected,
+            entry,
+        };
+        self.write("cas", scope, &op).await
     }
 
     async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        let client = self.write_client("delete").await?;
-        self.durable
-            .delete_on(&client, scope.id(), key, expected)
-            .await
+        let op = KvOp::Delete {
+            key: key.to_owned(),
+            expected,
+        };
+        self.write("delete", scope, &op).await
     }
 
     async fn range(
@@ -531,7 +635,10 @@ impl DurableKv for PostgresKv {
                 let key: String = row
                     .try_get(0)
                     .map_err(|e| self.durable.failed("range", from, e))?;
-                let entry = self.durable.versioned(&key, row, 1)?;
+                let entry = self
+                    .durable
+                    .versioned(&key, row, 1)
+                    .map_err(|e| DurableTable::unavailable("range", e))?;
                 Ok(KvRecord {
                     key: order_unescape(&key).into_owned(),
                     entry,
@@ -544,23 +651,20 @@ impl DurableKv for PostgresKv {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let mut client = self.write_client("batch").await?;
-        if client.is_closed() {
-            // Lost while idle: nothing was sent on it, so take another one.
-            client = self.write_client("batch").await?;
-        }
-        let tx = client
-            .transaction()
+        let client = self.write_client("batch").await?;
+        // The operations are independent: one that conflicts is answered as such, the others
+        // land.
+        match self
+            .durable
+            .commit(client, scope.id(), &ops, Vec::new(), false)
             .await
-            .map_err(|e| self.durable.failed("batch", scope.id(), e))?;
-        let mut out = Vec::with_capacity(ops.len());
-        for op in &ops {
-            out.push(self.durable.apply_on(&tx, scope.id(), op).await?);
+        {
+            Ok(Committed::Ok(outcomes)) => Ok(outcomes),
+            Ok(Committed::Conflict { op, current }) => {
+                unreachable!("a batch commits whatever conflicts: op {op} found {current:?}")
+            }
+            Err(e) => Err(DurableTable::unavailable("batch", e)),
         }
-        tx.commit()
-            .await
-            .map_err(|e| self.durable.failed("batch", scope.id(), e))?;
-        Ok(out)
     }
 
     fn shared_between_processes(&self) -> bool {

@@ -77,6 +77,7 @@
 //! [`StepCommitOutcome::Conflict`]: crate::store::StepCommitOutcome::Conflict
 
 mod kv;
+mod pipeline;
 mod store;
 
 pub use kv::PostgresKv;
@@ -372,6 +373,16 @@ impl PgPool {
             target: self.target.to_string(),
             source: Box::new(e),
         })
+    }
+
+    /// A connection for a write: one found closed while idle (nothing was sent on it yet) is
+    /// replaced by another.
+    pub(crate) async fn write_client(&self) -> Result<deadpool_postgres::Client, PostgresError> {
+        let client = self.client().await?;
+        if client.is_closed() {
+            return self.client().await;
+        }
+        Ok(client)
     }
 
     /// Closes the pool if this crate created it; an injected pool stays open.

@@ -29,6 +29,7 @@
 
 mod rows;
 mod schema;
+mod writes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,17 +39,19 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::kv::DurableTable;
+use super::kv::{Committed, DurableTable};
+use super::pipeline::{Pipelined, Statement};
 use super::{PgPool, PostgresConfig, PostgresError, PostgresKv, query_err};
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
 use crate::journal::KvDurability;
-use crate::kv::{CasOutcome, DurableKv, Scope};
+use crate::kv::{DurableKv, Scope};
 use crate::store::{
-    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint,
-    HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
+    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord,
+    LedgerEntry, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use rows::CheckpointColumns;
+use writes::{CHECKPOINT_COLUMNS, Writes};
 
 /// A [`Store`] on PostgreSQL; clones share the pool and the open/closed state.
 ///
@@ -73,6 +76,8 @@ pub struct PostgresStore {
     closed: Arc<AtomicBool>,
     /// The durable table [`Store::commit_step`] writes the journal operations to.
     journals: Arc<DurableTable>,
+    /// The write statements of `prefix`.
+    writes: Arc<Writes>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -128,6 +133,7 @@ impl PostgresStore {
     fn closed(pool: PgPool, prefix: String) -> Self {
         PostgresStore {
             journals: Arc::new(DurableTable::new(&prefix)),
+            writes: Arc::new(Writes::new(&prefix)),
             pool,
             prefix: prefix.into(),
             closed: Arc::new(AtomicBool::new(true)),
@@ -194,108 +200,37 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        self.check_open()?;
         let table = self.t(table);
+        let statement = Statement {
+            sql,
+            params: params.to_vec(),
+            table: &table,
+            key,
+        };
+        self.run(operation, &statement).await
+    }
+
+    /// Runs `statement` on an open store, on its own.
+    async fn run(
+        &self,
+        operation: &'static str,
+        statement: &Statement<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.check_open()?;
         let client = self.pool.client().await.map_err(|e| StoreError::Query {
             operation,
             source: Box::new(e),
         })?;
         let fail = |e: tokio_postgres::Error| StoreError::Query {
             operation,
-            source: Box::new(query_err(&table, key, e)),
+            source: Box::new(query_err(statement.table, statement.key, e)),
         };
-        let statement = client.prepare_cached(sql).await.map_err(fail)?;
-        client.query(&statement, params).await.map_err(fail)
-    }
-
-    /// Runs one statement of `commit_step` inside its transaction.
-    async fn execute_in(
-        &self,
-        tx: &deadpool_postgres::Transaction<'_>,
-        table: &str,
-        key: &str,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<(), StoreError> {
-        self.execute_as(tx, "commit_step", table, key, sql, params)
+        let prepared = client.prepare_cached(statement.sql).await.map_err(fail)?;
+        client
+            .query(&prepared, &statement.params)
             .await
+            .map_err(fail)
     }
-
-    /// Runs one statement of `operation` inside its transaction; a failure names the table
-    /// and the key.
-    async fn execute_as(
-        &self,
-        tx: &deadpool_postgres::Transaction<'_>,
-        operation: &'static str,
-        table: &str,
-        key: &str,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<(), StoreError> {
-        let fail = |e: tokio_postgres::Error| StoreError::Query {
-            operation,
-            source: Box::new(query_err(&self.t(table), key, e)),
-        };
-        let statement = tx.prepare_cached(sql).await.map_err(fail)?;
-        tx.execute(&statement, params).await.map_err(fail)?;
-        Ok(())
-    }
-
-    fn save_checkpoint_sql(&self) -> String {
-        format!(
-            "INSERT INTO {} ({CHECKPOINT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (chat) DO UPDATE SET flow = $2, layout_hash = $3, state = $4, \
-             inbound_id = $5, step = $6, updated_ms = $7",
-            self.t("checkpoints")
-        )
-    }
-
-    fn delete_checkpoint_sql(&self) -> String {
-        format!("DELETE FROM {} WHERE chat = $1", self.t("checkpoints"))
-    }
-
-    fn append_ledger_sql(&self) -> String {
-        format!(
-            "INSERT INTO {} (chat, message_id, direction, status, text, content, key, error, at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            self.t("ledger")
-        )
-    }
-
-    /// The chat of an inbound message: an existing chat keeps its title, language and first
-    /// sighting.
-    fn inbound_chat_sql(&self) -> String {
-        format!(
-            "INSERT INTO {} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
-             is_group = $2, last_activity_ms = $6",
-            self.t("chats")
-        )
-    }
-
-    fn upsert_contact_sql(&self) -> String {
-        format!(
-            "INSERT INTO {} (id, name, last_seen_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (id) DO UPDATE SET name = $2, last_seen_ms = $3",
-            self.t("contacts")
-        )
-    }
-
-    fn delete_value_sql(&self) -> String {
-        format!("DELETE FROM {} WHERE scope = $1 AND key = $2", self.t("kv"))
-    }
-}
-
-/// A chat's columns, in the order of the chat statements.
-fn chat_params(c: &ChatRecord) -> [&(dyn ToSql + Sync); 6] {
-    [
-        &c.id,
-        &c.is_group,
-        &c.title,
-        &c.lang,
-        &c.first_seen_ms,
-        &c.last_activity_ms,
-    ]
 }
 
 fn step_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
@@ -311,8 +246,6 @@ fn open_err(e: PostgresError) -> StoreError {
         source: Box::new(e),
     }
 }
-
-const CHECKPOINT_COLUMNS: &str = "chat, flow, layout_hash, state, inbound_id, step, updated_ms";
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -332,14 +265,7 @@ impl Store for PostgresStore {
     }
 
     async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
-             is_group = $2, title = $3, lang = $4, first_seen_ms = $5, last_activity_ms = $6",
-            self.t("chats")
-        );
-        self.query("upsert_chat", "chats", &c.id, &sql, &chat_params(c))
-            .await?;
+        self.run("upsert_chat", &self.writes.upsert_chat(c)).await?;
         Ok(())
     }
 
@@ -351,54 +277,19 @@ impl Store for PostgresStore {
         contact: &ContactRecord,
         entry: &LedgerEntry,
     ) -> Result<(), StoreError> {
-        const OPERATION: &str = "record_inbound";
-        self.check_open()?;
         let fail = |source: PostgresError| StoreError::Query {
-            operation: OPERATION,
+            operation: "record_inbound",
             source: Box::new(source),
         };
-        let mut client = self.pool.client().await.map_err(fail)?;
-        if client.is_closed() {
-            // Lost while idle: nothing was sent on it, so take another one.
-            client = self.pool.client().await.map_err(fail)?;
-        }
-        let chats = self.t("chats");
-        let tx = client
-            .transaction()
-            .await
-            .map_err(|e| fail(query_err(&chats, &chat.id, e)))?;
-        self.execute_as(
-            &tx,
-            OPERATION,
-            "chats",
-            &chat.id,
-            &self.inbound_chat_sql(),
-            &chat_params(chat),
-        )
-        .await?;
-        let params: [&(dyn ToSql + Sync); 3] = [&contact.id, &contact.name, &contact.last_seen_ms];
-        self.execute_as(
-            &tx,
-            OPERATION,
-            "contacts",
-            &contact.id,
-            &self.upsert_contact_sql(),
-            &params,
-        )
-        .await?;
+        self.check_open()?;
+        let client = self.pool.write_client().await.map_err(fail)?;
         let content = entry.content.to_string();
-        self.execute_as(
-            &tx,
-            OPERATION,
-            "ledger",
-            &entry.chat,
-            &self.append_ledger_sql(),
-            &ledger_params(entry, &content),
-        )
-        .await?;
-        tx.commit()
-            .await
-            .map_err(|e| fail(query_err(&self.t("ledger"), &entry.chat, e)))
+        let statements = [
+            self.writes.inbound_chat(chat),
+            self.writes.upsert_contact(contact),
+            self.writes.append_ledger(entry, &content),
+        ];
+        Pipelined::run(client, &statements).await.map_err(fail)
     }
 
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
@@ -422,9 +313,7 @@ impl Store for PostgresStore {
     }
 
     async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
-        let sql = self.upsert_contact_sql();
-        let params: [&(dyn ToSql + Sync); 3] = [&c.id, &c.name, &c.last_seen_ms];
-        self.query("upsert_contact", "contacts", &c.id, &sql, &params)
+        self.run("upsert_contact", &self.writes.upsert_contact(c))
             .await?;
         Ok(())
     }
@@ -447,10 +336,8 @@ impl Store for PostgresStore {
     }
 
     async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
-        let sql = self.append_ledger_sql();
         let content = e.content.to_string();
-        let params = ledger_params(e, &content);
-        self.query("append_ledger", "ledger", &e.chat, &sql, &params)
+        self.run("append_ledger", &self.writes.append_ledger(e, &content))
             .await?;
         Ok(())
     }
@@ -473,16 +360,9 @@ impl Store for PostgresStore {
     }
 
     async fn save_checkpoint(&self, c: &FlowCheckpoint) -> Result<(), StoreError> {
-        let sql = self.save_checkpoint_sql();
         let columns = CheckpointColumns::new(c);
-        self.query(
-            "save_checkpoint",
-            "checkpoints",
-            &c.chat,
-            &sql,
-            &columns.params(),
-        )
-        .await?;
+        self.run("save_checkpoint", &self.writes.save_checkpoint(&columns))
+            .await?;
         Ok(())
     }
 
@@ -521,8 +401,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
-        let sql = self.delete_checkpoint_sql();
-        self.query("delete_checkpoint", "checkpoints", chat, &sql, &[&chat])
+        self.run("delete_checkpoint", &self.writes.delete_checkpoint(&chat))
             .await?;
         Ok(())
     }
@@ -603,8 +482,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        let sql = self.delete_value_sql();
-        self.query("delete_value", "kv", key, &sql, &[&scope, &key])
+        self.run("delete_value", &self.writes.delete_value(&scope, &key))
             .await?;
         Ok(())
     }
@@ -658,109 +536,43 @@ impl Store for PostgresStore {
         true
     }
 
-    /// One transaction on the store's pool: the journal operations on the journal table (the
-    /// first conflict rolls everything back and is returned), then the checkpoint change and
-    /// the value removals. The journal table is created first if it is missing.
+    /// One transaction on the store's pool, its statements sent together (the journal
+    /// operations on the journal table, then the checkpoint change, the value removals, the
+    /// chat, the contact and the ledger rows): the first conflict rolls everything back and is
+    /// returned. The journal table is created first if it is missing.
     async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
         self.check_open()?;
         self.journals.ensure(&self.pool).await.map_err(step_err)?;
-        let mut client = self.pool.client().await.map_err(step_err)?;
-        if client.is_closed() {
-            // Lost while idle: nothing was sent on it, so take another one.
-            client = self.pool.client().await.map_err(step_err)?;
+        let client = self.pool.write_client().await.map_err(step_err)?;
+        let w = &*self.writes;
+        let columns = match &step.checkpoint {
+            CheckpointWrite::Save(cp) => Some(CheckpointColumns::new(cp)),
+            _ => None,
+        };
+        let contents: Vec<String> = step.ledger.iter().map(|e| e.content.to_string()).collect();
+        let mut then = Vec::with_capacity(4 + step.delete_values.len() + step.ledger.len());
+        match (&step.checkpoint, &columns) {
+            (CheckpointWrite::Delete { chat }, _) => then.push(w.delete_checkpoint(chat)),
+            (_, Some(columns)) => then.push(w.save_checkpoint(columns)),
+            _ => {}
         }
-        let scope = step.scope.id();
-        let tx = client
-            .transaction()
+        then.extend(step.delete_values.iter().map(|(s, k)| w.delete_value(s, k)));
+        then.extend(step.chat.as_ref().map(|c| w.inbound_chat(c)));
+        then.extend(step.contact.as_ref().map(|c| w.upsert_contact(c)));
+        then.extend(
+            step.ledger
+                .iter()
+                .zip(&contents)
+                .map(|(e, c)| w.append_ledger(e, c)),
+        );
+        let committed = self
+            .journals
+            .commit(client, step.scope.id(), &step.journal, then, true)
             .await
-            .map_err(|e| step_err(query_err(self.journals.name(), scope, e)))?;
-        let mut outcomes = Vec::with_capacity(step.journal.len());
-        for (op, write) in step.journal.iter().enumerate() {
-            let outcome = self
-                .journals
-                .apply_on(&tx, scope, write)
-                .await
-                .map_err(step_err)?;
-            if let CasOutcome::Conflict { current } = outcome {
-                // Nothing was committed whatever the rollback answers; a failed one leaves the
-                // connection to the pool's recycling.
-                if let Err(error) = tx.rollback().await {
-                    tracing::debug!(
-                        target: "botmesh_durability::postgres",
-                        server = %self.pool.target,
-                        %error,
-                        "rollback of a conflicting flow step failed"
-                    );
-                }
-                return Ok(StepCommitOutcome::Conflict { op, current });
-            }
-            outcomes.push(outcome);
-        }
-        match &step.checkpoint {
-            CheckpointWrite::Save(cp) => {
-                let columns = CheckpointColumns::new(cp);
-                let sql = self.save_checkpoint_sql();
-                self.execute_in(&tx, "checkpoints", &cp.chat, &sql, &columns.params())
-                    .await?;
-            }
-            CheckpointWrite::Delete { chat } => {
-                let sql = self.delete_checkpoint_sql();
-                self.execute_in(&tx, "checkpoints", chat, &sql, &[chat])
-                    .await?;
-            }
-            CheckpointWrite::Keep => {}
-        }
-        if !step.delete_values.is_empty() {
-            let sql = self.delete_value_sql();
-            for (scope, key) in &step.delete_values {
-                self.execute_in(&tx, "kv", key, &sql, &[scope, key]).await?;
-            }
-        }
-        if let Some(c) = &step.chat {
-            let sql = self.inbound_chat_sql();
-            self.execute_in(&tx, "chats", &c.id, &sql, &chat_params(c))
-                .await?;
-        }
-        if let Some(c) = &step.contact {
-            let sql = self.upsert_contact_sql();
-            let params: [&(dyn ToSql + Sync); 3] = [&c.id, &c.name, &c.last_seen_ms];
-            self.execute_in(&tx, "contacts", &c.id, &sql, &params)
-                .await?;
-        }
-        if !step.ledger.is_empty() {
-            let sql = self.append_ledger_sql();
-            for e in &step.ledger {
-                let content = e.content.to_string();
-                let params = ledger_params(e, &content);
-                self.execute_in(&tx, "ledger", &e.chat, &sql, &params)
-                    .await?;
-            }
-        }
-        tx.commit()
-            .await
-            .map_err(|e| step_err(query_err(self.journals.name(), scope, e)))?;
-        Ok(StepCommitOutcome::Committed(outcomes))
+            .map_err(step_err)?;
+        Ok(match committed {
+            Committed::Ok(outcomes) => StepCommitOutcome::Committed(outcomes),
+            Committed::Conflict { op, current } => StepCommitOutcome::Conflict { op, current },
+        })
     }
-}
-
-/// The parameters of the ledger insert (`append_ledger_sql`); `content` is the entry's JSON.
-fn ledger_params<'a>(e: &'a LedgerEntry, content: &'a String) -> [&'a (dyn ToSql + Sync); 9] {
-    [
-        &e.chat,
-        &e.message_id,
-        match e.direction {
-            Direction::Inbound => &"inbound",
-            Direction::Outbound => &"outbound",
-        },
-        match e.status {
-            LedgerStatus::Received => &"received",
-            LedgerStatus::Sent => &"sent",
-            LedgerStatus::Failed => &"failed",
-        },
-        &e.text,
-        content,
-        &e.key,
-        &e.error,
-        &e.at_ms,
-    ]
 }

@@ -30,6 +30,11 @@ impl<'a> CheckpointColumns<'a> {
         }
     }
 
+    /// The checkpoint's chat.
+    pub(super) fn chat(&self) -> &'a str {
+        &self.checkpoint.chat
+    }
+
     /// The parameters `$1`…`$7`.
     pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
         let c = self.checkpoint;
