@@ -124,3 +124,16 @@ pub fn durable_bot(
         .build()
         .expect("the bot builds")
 }
+
+/// The journal writes a message's handling goes through, where the crash suites cut it: its
+/// inbound journaled and completed, its sends journaled, begun and marked sent.
+pub const MESSAGE_WRITE_POINTS: [botmesh::durability::WritePoint; 5] = {
+    use botmesh::durability::WritePoint;
+    [
+        WritePoint::InboxJournal,
+        WritePoint::InboxComplete,
+        WritePoint::OutboxJournal,
+        WritePoint::OutboxBeginAttempt,
+        WritePoint::OutboxMarkSent,
+    ]
+};

@@ -109,6 +109,36 @@ pub fn all_replied(n: usize, lines: &[Value]) -> bool {
         <= ambiguous
 }
 
+/// Checks that each reply of messages `0..n` (`t<i>:one`, `t<i>:two`) is in `sends` once, or
+/// at most once when `ambiguous` names it; `explain(i)` tells more about message `i` on failure.
+///
+/// # Panics
+/// On a reply missing or sent twice.
+pub fn assert_each_reply_once(
+    what: &str,
+    n: usize,
+    sends: &[String],
+    ambiguous: &std::collections::HashSet<String>,
+    explain: impl Fn(usize) -> String,
+) {
+    for i in 0..n {
+        for part in ["one", "two"] {
+            let text = format!("t{i}:{part}");
+            let count = sends.iter().filter(|s| **s == text).count();
+            if ambiguous.contains(&text) {
+                assert!(count <= 1, "{what}: ambiguous {text} sent {count} times");
+            } else {
+                assert_eq!(
+                    count,
+                    1,
+                    "{what}: {text} sent {count} times\n{}",
+                    explain(i)
+                );
+            }
+        }
+    }
+}
+
 /// The lines of a log file that contain any of `needles` (to explain a failure).
 pub fn log_lines(log: &Path, needles: &[&str]) -> String {
     let log = std::fs::read_to_string(log).unwrap_or_default();

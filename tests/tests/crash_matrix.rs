@@ -115,13 +115,7 @@ fn count(v: &[String], s: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_crash_point_under_both_policies_meets_the_guarantee_table() {
-    let points = [
-        WritePoint::InboxJournal,
-        WritePoint::InboxComplete,
-        WritePoint::OutboxJournal,
-        WritePoint::OutboxBeginAttempt,
-        WritePoint::OutboxMarkSent,
-    ];
+    let points = botmesh_tests::MESSAGE_WRITE_POINTS;
     let mut table = Vec::new();
     for point in points {
         for phase in [WritePhase::Before, WritePhase::After] {

@@ -12,7 +12,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use botmesh_tests::process::{Crashbot, all_replied, message_line, on_server, texts, wait_all};
+use botmesh_tests::process::{
+    Crashbot, all_replied, assert_each_reply_once, message_line, on_server, texts, wait_all,
+};
 use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
@@ -96,17 +98,7 @@ fn run(backend: &str, url: &str) {
         replayed_elsewhere > 0,
         "{backend}: the other replicas took over A's work (acknowledged by A: {acked:?})"
     );
-    for i in 0..n {
-        for part in ["one", "two"] {
-            let text = format!("t{i}:{part}");
-            let count = sends.iter().filter(|s| **s == text).count();
-            if ambiguous.contains(&text) {
-                assert!(count <= 1, "{backend}: ambiguous {text} sent {count} times");
-            } else {
-                assert_eq!(count, 1, "{backend}: {text} sent {count} times: {sends:?}");
-            }
-        }
-    }
+    assert_each_reply_once(backend, n, &sends, &ambiguous, |_| format!("{sends:?}"));
     println!(
         "{backend}: A acknowledged {}/{n} and was killed; B and C sent {replayed_elsewhere} replies of A's messages; {} ambiguous",
         acked.len(),

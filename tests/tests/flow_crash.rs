@@ -173,13 +173,7 @@ async fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persistent_flow_survives_a_crash_at_every_journal_write() {
-    let points = [
-        WritePoint::InboxJournal,
-        WritePoint::InboxComplete,
-        WritePoint::OutboxJournal,
-        WritePoint::OutboxBeginAttempt,
-        WritePoint::OutboxMarkSent,
-    ];
+    let points = botmesh_tests::MESSAGE_WRITE_POINTS;
     for backend in [Backend::Memory, Backend::Sqlite] {
         for point in points {
             for phase in [WritePhase::Before, WritePhase::After] {

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use botmesh_tests::ambiguous_reply;
-use botmesh_tests::process::{Crashbot, log_lines, message_line, texts};
+use botmesh_tests::process::{Crashbot, assert_each_reply_once, log_lines, message_line, texts};
 
 fn spawn(db: &Path, backend: &str) -> Crashbot {
     let db_arg = db.to_str().unwrap();
@@ -145,31 +145,12 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
         !sends.iter().any(|s| s.starts_with("Ordered pears")),
         "{backend} seed {seed}: a replayed answer was taken for the next question: {sends:?}"
     );
-    for i in 0..n {
-        for part in ["one", "two"] {
-            let text = format!("t{i}:{part}");
-            let count = sends.iter().filter(|s| **s == text).count();
-            let explain = || {
-                let id = format!("m{i}");
-                let related = log_lines(&db.with_extension("log"), &[&id]);
-                format!("log lines about {id}:\n{related}\nsends: {sends:?}")
-            };
-            if ambiguous.contains(&text) {
-                assert!(
-                    count <= 1,
-                    "{backend} seed {seed}: ambiguous {text} duplicated under skip\n{}",
-                    explain()
-                );
-            } else {
-                assert_eq!(
-                    count,
-                    1,
-                    "{backend} seed {seed}: {text} delivered {count} times; acked {acked:?}\n{}",
-                    explain()
-                );
-            }
-        }
-    }
+    let what = format!("{backend} seed {seed} (acked {acked:?})");
+    assert_each_reply_once(&what, n, &sends, &ambiguous, |i| {
+        let id = format!("m{i}");
+        let related = log_lines(&db.with_extension("log"), &[&id]);
+        format!("log lines about {id}:\n{related}\nsends: {sends:?}")
+    });
     let sent_before_kill = texts(&lines1, "send", "text").len();
     (acked.len(), sent_before_kill, ambiguous.len())
 }

@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use botmesh_tests::process::{Crashbot, all_replied, log_lines, message_line, on_server, texts};
+use botmesh_tests::process::{
+    Crashbot, all_replied, assert_each_reply_once, log_lines, message_line, on_server, texts,
+};
 use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
@@ -90,19 +92,9 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
     let sends = texts(&lines, "send", "text");
     let ambiguous: HashSet<String> = lines.iter().filter_map(ambiguous_reply).collect();
     let nacks = lines.iter().filter(|v| v["type"] == "nack").count();
-    for i in 0..n {
-        for part in ["one", "two"] {
-            let text = format!("t{i}:{part}");
-            let count = sends.iter().filter(|s| **s == text).count();
-            if ambiguous.contains(&text) {
-                assert!(count <= 1, "{backend}: ambiguous {text} sent {count} times");
-            } else {
-                let id = format!("/m{i}");
-                let related = log_lines(&log, &[&id, "ERROR", "WARN"]);
-                assert_eq!(count, 1, "{backend}: {text} sent {count} times\n{related}");
-            }
-        }
-    }
+    assert_each_reply_once(backend, n, &sends, &ambiguous, |i| {
+        log_lines(&log, &[&format!("/m{i}"), "ERROR", "WARN"])
+    });
     println!(
         "{backend}: {nacks} deliveries refused during the fault and redelivered; {} ambiguous",
         ambiguous.len()
