@@ -1,7 +1,9 @@
 //! A fake Telegram Bot API: `/bot<TOKEN>/<method>` with the `{"ok":…}` envelope, `getUpdates`
 //! with offset confirmation and long polling, sends that return `Message` objects, `getFile`
 //! and `/file/bot<TOKEN>/<path>` downloads, scripted failures, and a webhook sender that
-//! retries until it gets a 2xx (as Telegram does).
+//! retries until it gets a 2xx (as Telegram does). A benchmark drives it through
+//! [`FakeTelegram::observe`] (updates handed out, messages delivered) with the call log off
+//! ([`FakeTelegram::stop_recording`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -15,9 +17,18 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 use super::multipart;
+
+/// What [`FakeTelegram::observe`] reports, in the order it happened.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    /// `getUpdates` handed out these updates for the first time: (update id, chat id) each.
+    HandedOut(Vec<(i64, i64)>, std::time::Instant),
+    /// A `sendMessage` to this chat succeeded, with this text.
+    Delivered(i64, String, std::time::Instant),
+}
 
 #[derive(Default)]
 struct S {
@@ -32,6 +43,11 @@ struct S {
     texts: HashMap<i64, String>,
     /// (chat, text) of every `sendMessage` answered with success, in order.
     delivered: Vec<(i64, String)>,
+    /// The call log, message texts and deliveries are not kept (a long benchmark run).
+    quiet: bool,
+    /// Every update with a smaller id was handed out once.
+    handed_out_below: i64,
+    observer: Option<mpsc::UnboundedSender<Observed>>,
 }
 
 #[derive(Clone)]
@@ -64,6 +80,23 @@ impl FakeTelegram {
             state,
             changed,
         }
+    }
+
+    /// Reports every update handed out and every message delivered to the returned receiver.
+    pub fn observe(&self) -> mpsc::UnboundedReceiver<Observed> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.s().observer = Some(tx);
+        rx
+    }
+
+    /// Stops keeping the call log, the sent texts and the deliveries (what [`Self::calls`],
+    /// [`Self::delivered_to`] and `editMessageText` read): memory stays flat over a long run.
+    pub fn stop_recording(&self) {
+        let mut s = self.s();
+        s.quiet = true;
+        s.calls.clear();
+        s.texts.clear();
+        s.delivered.clear();
     }
 
     pub fn base_url(&self) -> String {
@@ -245,7 +278,9 @@ async fn method(
     }
     let failure = {
         let mut s = state.lock().expect("fake telegram lock");
-        s.calls.push((method.clone(), p.clone()));
+        if !s.quiet {
+            s.calls.push((method.clone(), p.clone()));
+        }
         s.failures.get_mut(&method).and_then(VecDeque::pop_front)
     };
     changed.notify_waiters();
@@ -290,10 +325,16 @@ async fn method(
             }
             s.next_message_id += 1;
             let id = s.next_message_id;
-            s.texts.insert(id, text.clone());
             let chat = chat_i64(&p["chat_id"]);
-            if method == "sendMessage" {
-                s.delivered.push((chat, text.clone()));
+            if !s.quiet {
+                s.texts.insert(id, text.clone());
+                if method == "sendMessage" {
+                    s.delivered.push((chat, text.clone()));
+                }
+            }
+            if let Some(observer) = s.observer.as_ref().filter(|_| method == "sendMessage") {
+                let now = std::time::Instant::now();
+                let _ = observer.send(Observed::Delivered(chat, text.clone(), now));
             }
             envelope_ok(json!({
                 "message_id": id, "date": 1718000100,
@@ -342,7 +383,9 @@ async fn get_updates(state: &Arc<Mutex<S>>, changed: &Arc<Notify>, p: &Value) ->
     let limit = p["limit"].as_u64().unwrap_or(100) as usize;
     {
         let mut s = state.lock().expect("fake telegram lock");
-        s.calls.push(("getUpdates".to_owned(), p.clone()));
+        if !s.quiet {
+            s.calls.push(("getUpdates".to_owned(), p.clone()));
+        }
         if let Some(o) = offset {
             s.confirmed_below = s.confirmed_below.max(o);
             let below = s.confirmed_below;
@@ -365,8 +408,10 @@ async fn get_updates(state: &Arc<Mutex<S>>, changed: &Arc<Notify>, p: &Value) ->
         tokio::pin!(notified);
         notified.as_mut().enable();
         let ready: Vec<Value> = {
-            let s = state.lock().expect("fake telegram lock");
-            s.updates.iter().take(limit).cloned().collect()
+            let mut s = state.lock().expect("fake telegram lock");
+            let ready: Vec<Value> = s.updates.iter().take(limit).cloned().collect();
+            handed_out(&mut s, &ready);
+            ready
         };
         if !ready.is_empty() || timeout == 0 {
             return envelope_ok(Value::Array(ready));
@@ -374,6 +419,28 @@ async fn get_updates(state: &Arc<Mutex<S>>, changed: &Arc<Notify>, p: &Value) ->
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
             return envelope_ok(json!([]));
         }
+    }
+}
+
+/// Reports the updates of `ready` not handed out before to the observer.
+fn handed_out(s: &mut S, ready: &[Value]) {
+    let below = s.handed_out_below;
+    let first: Vec<(i64, i64)> = ready
+        .iter()
+        .filter_map(|u| {
+            let id = u["update_id"].as_i64()?;
+            let chat = u["message"]["chat"]["id"]
+                .as_i64()
+                .or_else(|| u["callback_query"]["message"]["chat"]["id"].as_i64())
+                .unwrap_or(0);
+            (id >= below).then_some((id, chat))
+        })
+        .collect();
+    if let Some(last) = first.last() {
+        s.handed_out_below = last.0 + 1;
+    }
+    if let Some(observer) = s.observer.as_ref().filter(|_| !first.is_empty()) {
+        let _ = observer.send(Observed::HandedOut(first, std::time::Instant::now()));
     }
 }
 
