@@ -381,17 +381,21 @@ impl IntoResponse for Answer {
     }
 }
 
-/// Delivers `events` in order; `Ok` only when every one was accepted.
+/// Delivers `events` that arrived together ([`EventSink::deliver_batch`](botmesh::provider::EventSink::deliver_batch):
+/// chats concurrently, each chat's in order); `Ok` only when every one was accepted.
 async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Answer> {
     let Some(sink) = slot.get() else {
         return Err(Answer::NotAccepted(None));
     };
-    for event in events {
-        if let Err(rejected) = sink.deliver(event).await {
-            return Err(Answer::NotAccepted(Some(rejected)));
-        }
+    match sink
+        .deliver_batch(events)
+        .await
+        .into_iter()
+        .find_map(Result::err)
+    {
+        Some(rejected) => Err(Answer::NotAccepted(Some(rejected))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Compares two byte strings in time that depends only on their lengths (for secrets and

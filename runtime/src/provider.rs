@@ -9,6 +9,10 @@
 //! Acknowledgement: [`EventSink::deliver`] returns once the pipeline *accepted* the event
 //! (journaled, when durability is on). A webhook answers 200 only then; a poller confirms its
 //! offset only then. An `Err` means "not accepted: let the channel redeliver".
+//!
+//! Events that arrive together (a `getUpdates` batch, a webhook body with several entries)
+//! go through [`EventSink::deliver_batch`]: the chats' events are accepted concurrently, so
+//! their journal writes share commits (the backends' group commit), each chat's in order.
 
 use std::fmt;
 use std::sync::Arc;
@@ -283,6 +287,70 @@ impl EventSink {
         self.0.deliver(event).await
     }
 
+    /// Offers events that arrived together; returns each one's outcome, in `events`' order,
+    /// once all of them were accepted or rejected.
+    ///
+    /// The events of one chat are offered one after the other, in order; different chats'
+    /// concurrently, so that durable journaling writes them in shared commits instead of one
+    /// after the other. After an event of a chat is rejected, that chat's later events in the
+    /// batch are not offered (accepting them would answer them before the rejected one) and
+    /// come back with the same rejection: let the channel redeliver them all.
+    pub async fn deliver_batch(
+        &self,
+        events: Vec<ProviderEvent>,
+    ) -> Vec<Result<Accepted, Rejected>> {
+        let count = events.len();
+        if count <= 1 {
+            let mut out = Vec::with_capacity(count);
+            for event in events {
+                out.push(self.deliver(event).await);
+            }
+            return out;
+        }
+        // Each chat's events with their positions in the batch, chats in order of first sight.
+        let mut index: std::collections::HashMap<ChatId, usize> = std::collections::HashMap::new();
+        let mut chats: Vec<Vec<(usize, ProviderEvent)>> = Vec::new();
+        for (i, event) in events.into_iter().enumerate() {
+            let at = *index.entry(event.chat().clone()).or_insert_with(|| {
+                chats.push(Vec::new());
+                chats.len() - 1
+            });
+            chats[at].push((i, event));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for list in chats {
+            let sink = self.clone();
+            tasks.spawn(async move {
+                let mut out = Vec::with_capacity(list.len());
+                let mut rejected: Option<Rejected> = None;
+                for (i, event) in list {
+                    let result = match &rejected {
+                        Some(r) => Err(r.clone()),
+                        None => sink.deliver(event).await,
+                    };
+                    if let Err(r) = &result {
+                        rejected.get_or_insert_with(|| r.clone());
+                    }
+                    out.push((i, result));
+                }
+                out
+            });
+        }
+        let mut results: Vec<Option<Result<Accepted, Rejected>>> = vec![None; count];
+        while let Some(joined) = tasks.join_next().await {
+            // A task that panicked leaves its events without an outcome: rejected below.
+            if let Ok(outcomes) = joined {
+                for (i, result) in outcomes {
+                    results[i] = Some(result);
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(Rejected::NotRunning)))
+            .collect()
+    }
+
     /// Reports the transport's connection state (presence is skipped while not ready).
     pub fn transport_status(&self, status: TransportStatus) {
         self.0.transport_status(status);
@@ -538,5 +606,83 @@ pub trait Provider: Send + Sync + 'static {
                 message: format!("unknown media ref v{} for {}", stored.v, self.name()),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Records what it was offered; rejects the message with id `reject`.
+    struct Picky {
+        offered: Mutex<Vec<String>>,
+        reject: &'static str,
+    }
+
+    #[async_trait]
+    impl InboundPipeline for Picky {
+        async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
+            let ProviderEvent::Message(m) = event else {
+                return Ok(Accepted::Handled);
+            };
+            // Another chat's event gets a chance to run in between.
+            tokio::task::yield_now().await;
+            self.offered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(m.id.0.clone());
+            if m.id.0 == self.reject {
+                return Err(Rejected::NotRunning);
+            }
+            Ok(Accepted::Queued)
+        }
+
+        fn transport_status(&self, _status: TransportStatus) {}
+
+        fn end_of_input(&self) {}
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_offered_in_order_per_chat_and_stops_a_chat_at_its_first_rejection() {
+        let picky = Arc::new(Picky {
+            offered: Mutex::default(),
+            reject: "a2",
+        });
+        let sink = EventSink::new(picky.clone());
+        let events = ["a1", "b1", "a2", "b2", "a3", "b3"]
+            .map(|id| ProviderEvent::Message(Message::text(id, &id[..1], "hi")))
+            .to_vec();
+        let outcomes = sink.deliver_batch(events).await;
+        assert_eq!(
+            outcomes,
+            vec![
+                Ok(Accepted::Queued),
+                Ok(Accepted::Queued),
+                Err(Rejected::NotRunning),
+                Ok(Accepted::Queued),
+                Err(Rejected::NotRunning),
+                Ok(Accepted::Queued),
+            ]
+        );
+        let offered = picky
+            .offered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let of = |chat: char| -> Vec<&str> {
+            offered
+                .iter()
+                .filter(|id| id.starts_with(chat))
+                .map(String::as_str)
+                .collect()
+        };
+        assert_eq!(
+            of('a'),
+            ["a1", "a2"],
+            "a3 is not offered after a2 was rejected"
+        );
+        assert_eq!(of('b'), ["b1", "b2", "b3"]);
     }
 }

@@ -1,8 +1,11 @@
 //! The `getUpdates` poller (the webhook route is in `webhook`).
 //!
-//! The poller keeps `offset` = one past the last update the pipeline accepted (or that had
-//! nothing to deliver); a rejected update ends the batch, and after a backoff the next
-//! `getUpdates` returns it again. On a graceful stop it confirms what was accepted with one
+//! The poller hands each `getUpdates` batch to the pipeline at once
+//! ([`EventSink::deliver_batch`]: chats concurrently, each chat's updates in order, their
+//! journal writes sharing commits), then keeps `offset` = one past the last update before the
+//! first one not accepted (updates with nothing to deliver count as accepted); after a
+//! backoff the next `getUpdates` returns the rejected update again, with those after it (the
+//! accepted ones among them are duplicates the pipeline drops). On a graceful stop it confirms what was accepted with one
 //! last `getUpdates(offset, timeout = 0)`. A malformed update in a batch is logged and
 //! skipped (fetching it again would not mend it).
 
@@ -83,7 +86,9 @@ async fn poll_loop(api: Api, timeout: Duration, sink: EventSink, mut stop: watch
                 report(TransportStatus::Ready);
                 failures = 0;
                 confirmed = offset;
-                let mut rejected = false;
+                // The batch's update ids in order, each with its event (if it has one).
+                let mut ids = Vec::with_capacity(updates.len());
+                let mut events = Vec::with_capacity(updates.len());
                 for raw in updates {
                     let Some(id) = raw.get("update_id").and_then(Value::as_i64) else {
                         tracing::warn!("telegram: an update without update_id; ignored");
@@ -92,20 +97,30 @@ async fn poll_loop(api: Api, timeout: Duration, sink: EventSink, mut stop: watch
                     match update::parse_update(raw) {
                         Err(e) => {
                             tracing::warn!(update_id = id, error = %e, "telegram: skipping a malformed update");
+                            ids.push((id, false));
                         }
                         Ok((_, None)) => {
                             tracing::debug!(
                                 update_id = id,
                                 "telegram: update of a kind the bot does not take"
                             );
+                            ids.push((id, false));
                         }
                         Ok((_, Some(event))) => {
-                            if let Err(r) = sink.deliver(event).await {
-                                tracing::warn!(update_id = id, reason = %r, "telegram: update not accepted; it will be fetched again");
-                                rejected = true;
-                                break;
-                            }
+                            ids.push((id, true));
+                            events.push(event);
                         }
+                    }
+                }
+                // The whole batch at once (chats concurrently, each in order); the offset
+                // then moves past every update up to the first one not accepted.
+                let mut outcomes = sink.deliver_batch(events).await.into_iter();
+                let mut rejected = false;
+                for (id, has_event) in ids {
+                    if has_event && let Some(Err(r)) = outcomes.next() {
+                        tracing::warn!(update_id = id, reason = %r, "telegram: update not accepted; it will be fetched again");
+                        rejected = true;
+                        break;
                     }
                     offset = Some(id + 1);
                 }
