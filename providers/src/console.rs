@@ -441,14 +441,7 @@ impl Provider for ConsoleProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            text_limit: 4096,
-            buttons_text_limit: None,
-            interactions_require_ack: false,
-            edits: true,
-            typing: true,
-            mark_read: false,
-        }
+        crate::lines::CAPABILITIES
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
@@ -484,14 +477,7 @@ impl Provider for ConsoleProvider {
         self.remember_choices(chat, &id, choices);
         self.print(lines);
         // Delivered means written: a closed stdout fails the send (the outbox keeps it).
-        self.shared
-            .out
-            .flush()
-            .await
-            .map_err(|e| ProviderError::Network {
-                provider: self.name().to_owned(),
-                message: format!("cannot write to the terminal: {e}"),
-            })?;
+        self.shared.out.flush_send(NAME, "the terminal").await?;
         Ok(SentMessage {
             message_id: Some(id),
         })

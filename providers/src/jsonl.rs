@@ -623,14 +623,7 @@ impl Provider for JsonlProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            text_limit: 4096,
-            buttons_text_limit: None,
-            interactions_require_ack: false,
-            edits: true,
-            typing: true,
-            mark_read: false,
-        }
+        crate::lines::CAPABILITIES
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
@@ -671,14 +664,7 @@ impl Provider for JsonlProvider {
         self.shared.print_send(&record, key.as_deref());
         // Delivered means written: wait for a held-back line, then for the writer.
         self.shared.wait_released(chat).await;
-        self.shared
-            .out
-            .flush()
-            .await
-            .map_err(|e| ProviderError::Network {
-                provider: NAME.to_owned(),
-                message: format!("cannot write to the output: {e}"),
-            })?;
+        self.shared.out.flush_send(NAME, "the output").await?;
         Ok(SentMessage {
             message_id: Some(message_id),
         })

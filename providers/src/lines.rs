@@ -122,6 +122,17 @@ enum Command {
 /// Why the output failed (the writer's error, as text), once it did.
 type Failure = watch::Sender<Option<String>>;
 
+/// What the console and jsonl providers can do: texts of 4096 characters, edits and typing
+/// (printed), nothing to acknowledge, no read marks.
+pub(crate) const CAPABILITIES: botmesh::provider::Capabilities = botmesh::provider::Capabilities {
+    text_limit: 4096,
+    buttons_text_limit: None,
+    interactions_require_ack: false,
+    edits: true,
+    typing: true,
+    mark_read: false,
+};
+
 /// Writes whole lines, in the order given, from one task.
 pub(crate) struct LineSink {
     tx: mpsc::UnboundedSender<Command>,
@@ -176,6 +187,21 @@ impl LineSink {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// [`flush`](Self::flush) for a send: delivered means written, so a failed output fails
+    /// the send as a network error of `provider` (the outbox keeps it), naming `output`.
+    pub(crate) async fn flush_send(
+        &self,
+        provider: &str,
+        output: &str,
+    ) -> Result<(), botmesh::provider::ProviderError> {
+        self.flush()
+            .await
+            .map_err(|e| botmesh::provider::ProviderError::Network {
+                provider: provider.to_owned(),
+                message: format!("cannot write to {output}: {e}"),
+            })
     }
 
     /// The writer's error, once the output failed.

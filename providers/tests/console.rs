@@ -75,10 +75,7 @@ async fn write(input: &mut DuplexStream, text: &str) {
 #[tokio::test(start_paused = true)]
 async fn buttons_render_numbered_and_are_answered_by_number_or_title() {
     let (mut input, mut output, _provider, bot) = console_bot(Gate::open());
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(&mut input, "/start\n").await;
     assert_eq!(output.next().await, "bot> Continue?");
     assert_eq!(output.next().await, "     [1] Yes  [2] No");
@@ -99,10 +96,7 @@ async fn buttons_render_numbered_and_are_answered_by_number_or_title() {
 #[tokio::test(start_paused = true)]
 async fn one_liners_multiline_and_edits() {
     let (mut input, mut output, _provider, bot) = console_bot(Gate::open());
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(&mut input, "/where\n").await;
     assert_eq!(
         output.next().await,
@@ -119,10 +113,7 @@ async fn one_liners_multiline_and_edits() {
 async fn reads_the_next_line_only_after_the_delivery_returned() {
     let gate = Gate::closed();
     let (mut input, mut output, _provider, bot) = console_bot(gate.clone());
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(&mut input, "one\ntwo\n").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -132,12 +123,8 @@ async fn reads_the_next_line_only_after_the_delivery_returned() {
     );
     gate.permits.add_permits(1);
     assert_eq!(output.next().await, "bot> text: one");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while gate.calls() < 2 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     assert_eq!(
-        gate.calls(),
+        gate.wait_calls(2).await,
         2,
         "the second line is read once the first was accepted"
     );
@@ -154,10 +141,7 @@ async fn reads_the_next_line_only_after_the_delivery_returned() {
 async fn end_of_input_stops_the_bot_after_the_drain() {
     let (mut input, mut output, provider, bot) = console_bot(Gate::open());
     let started = Instant::now();
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(&mut input, "/slow\n").await;
     drop(input);
     run.await.expect("run task").expect("run ok");
@@ -174,10 +158,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
 async fn an_attached_console_takes_turns_so_piped_numbers_answer_the_latest_buttons() {
     let (mut input, mut output, provider, bot) = console_bot(Gate::open());
     provider.attach(&bot);
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(&mut input, "/start\n2\n/start\nyes\n").await;
     drop(input);
     run.await.expect("run task").expect("run ok");

@@ -85,10 +85,7 @@ async fn acks_only_after_acceptance_and_nacks_refusals() {
         bot,
         ..
     } = harness(Some(gate.clone()));
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(
         &mut input,
         "{\"id\":\"m1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
@@ -150,10 +147,7 @@ async fn malformed_lines_report_their_number_and_input_goes_on() {
         provider,
         bot,
     } = harness(None);
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(
         &mut input,
         concat!(
@@ -220,10 +214,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
         bot,
     } = harness(None);
     let started = Instant::now();
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(
         &mut input,
         "{\"id\":\"s1\",\"chat\":\"b\",\"text\":\"/slow\"}\n",
@@ -252,10 +243,7 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
         provider,
         bot,
     } = harness(None);
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     write(
         &mut input,
         concat!(
@@ -340,10 +328,7 @@ async fn a_durability_event_prints_with_its_chat() {
         .expect("bot builds");
     provider.attach(&bot);
     let mut events = bot.subscribe();
-    let run = tokio::spawn({
-        let bot = bot.clone();
-        async move { bot.run().await }
-    });
+    let run = support::spawn_run(&bot);
     // The input ends once the start reported the send of unknown outcome.
     let reported = tokio::time::timeout(Duration::from_secs(5), async {
         while let Ok(event) = events.recv().await {

@@ -8,18 +8,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh::message::{ChatId, MessageId, Outgoing, OutgoingContent, SentMessage};
+use botmesh::prelude::{Bot, BotError};
 use botmesh::provider::{
     Accepted, Capabilities, EventSink, InboundPipeline, Provider, ProviderError, ProviderEvent,
     Rejected, TransportStatus,
 };
 use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, Lines};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// Counts deliveries and holds each at a gate until a permit is added.
 pub struct Gate {
     pub permits: Semaphore,
     pub calls: AtomicUsize,
     pub reject_next: AtomicBool,
+    called: Notify,
 }
 
 impl Gate {
@@ -28,6 +30,7 @@ impl Gate {
             permits: Semaphore::new(0),
             calls: AtomicUsize::new(0),
             reject_next: AtomicBool::new(false),
+            called: Notify::new(),
         })
     }
 
@@ -40,6 +43,29 @@ impl Gate {
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
+
+    /// Waits until `n` deliveries reached the gate (or 5 s); returns how many did.
+    pub async fn wait_calls(&self, n: usize) -> usize {
+        let wait = async {
+            loop {
+                let called = self.called.notified();
+                tokio::pin!(called);
+                called.as_mut().enable();
+                if self.calls() >= n {
+                    return;
+                }
+                called.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        self.calls()
+    }
+}
+
+/// Runs `bot` (start, then until the input ends) in a task.
+pub fn spawn_run(bot: &Bot) -> tokio::task::JoinHandle<Result<(), BotError>> {
+    let bot = bot.clone();
+    tokio::spawn(async move { bot.run().await })
 }
 
 struct GatedPipeline {
@@ -51,6 +77,7 @@ struct GatedPipeline {
 impl InboundPipeline for GatedPipeline {
     async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
         self.gate.calls.fetch_add(1, Ordering::SeqCst);
+        self.gate.called.notify_waiters();
         let permit = self.gate.permits.acquire().await;
         if let Ok(p) = permit {
             p.forget();
