@@ -20,7 +20,7 @@
 //! | [`parse`](WebhookChannel::parse) (checked whole, before anything is delivered) | body that does not parse | 400 | nothing |
 //! | deliver | nothing to deliver (an update the bot does not handle) | 200 | nothing |
 //! | deliver | provider not started (or stopped) | 503 | nothing |
-//! | deliver | pipeline rejected an event (not running, journal down) | 503 | the events before it (deduped on redelivery) |
+//! | deliver | pipeline rejected an event (not running, journal down) | 503 | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
 //! | deliver | every event accepted (queued, duplicate or handled) | 200, with [`WebhookChannel::accepted`] as body | all of them |
 //!
 //! Each refusal is logged at `warn` with the header or the reason; signatures are compared in
@@ -36,8 +36,8 @@
 //! ```
 //!
 //! A minimal channel: a shared secret in a header, a JSON body `{"id", "chat", "text"}`. Its
-//! provider keeps a [`SinkSlot`], fills it in `Provider::start` and empties it in `stop`, and
-//! hands `route(Arc::new(channel), "/hook")` to the server:
+//! provider keeps a [`SinkSlot`] (`slot.start(sink)` in `Provider::start`, `slot.set(None)` in
+//! `stop`) and hands `route(Arc::new(channel), "/hook")` to the server:
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -192,6 +192,13 @@ impl SinkSlot {
     /// route answers 503 while it is empty.
     pub fn set(&self, sink: Option<EventSink>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// A webhook provider's `start`: reports the transport ready (the route is its transport)
+    /// and keeps `sink` for the route.
+    pub fn start(&self, sink: EventSink) {
+        sink.transport_status(botmesh::provider::TransportStatus::Ready);
+        self.set(Some(sink));
     }
 
     /// The sink, while the provider runs.

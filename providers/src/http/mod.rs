@@ -288,6 +288,24 @@ impl GuardedClientBuilder {
     }
 }
 
+/// A network channel's two clients: its API client (system proxies off, `timeout` per
+/// request) and the [`GuardedClient`] its media downloads go through (`media`, or one with
+/// the defaults). `Err` says what could not be built.
+pub(crate) fn channel_clients(
+    timeout: Duration,
+    media: Option<&GuardedClient>,
+) -> Result<(reqwest::Client, GuardedClient), String> {
+    let api = base_builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))?;
+    let media = match media {
+        Some(c) => c.clone(),
+        None => GuardedClient::new().map_err(|e| e.to_string())?,
+    };
+    Ok((api, media))
+}
+
 /// A reqwest builder with system proxies off.
 pub(crate) fn base_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()

@@ -57,9 +57,7 @@ use axum::Router;
 use botmesh::message::{
     Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{
-    Capabilities, EventSink, Provider, ProviderError, StoredMediaRef, TransportStatus,
-};
+use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
 use serde_json::{Value, json};
 
 pub use config::{DEFAULT_API_BASE, TwilioConfig, TwilioConfigError, TwilioSender};
@@ -179,23 +177,9 @@ impl TwilioProvider {
                 false,
             ));
         }
-        let http = crate::http::base_builder()
-            .timeout(config.request_timeout)
-            .build()
-            .map_err(|e| {
-                api_error(
-                    None,
-                    None,
-                    format!("cannot build the HTTP client: {}", e.without_url()),
-                    false,
-                )
-            })?;
-        let media = match &config.media_client {
-            Some(c) => c.clone(),
-            None => {
-                GuardedClient::new().map_err(|e| api_error(None, None, e.to_string(), false))?
-            }
-        };
+        let (http, media) =
+            crate::http::channel_clients(config.request_timeout, config.media_client.as_ref())
+                .map_err(|e| api_error(None, None, e, false))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -315,8 +299,7 @@ impl Provider for TwilioProvider {
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        sink.transport_status(TransportStatus::Ready);
-        self.inner.slot.set(Some(sink));
+        self.inner.slot.start(sink);
         Ok(())
     }
 

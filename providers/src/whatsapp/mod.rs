@@ -42,9 +42,7 @@ use axum::Router;
 use botmesh::message::{
     ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{
-    Capabilities, EventSink, Provider, ProviderError, StoredMediaRef, TransportStatus,
-};
+use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -177,20 +175,9 @@ impl WhatsAppProvider {
                 ));
             }
         }
-        let http = crate::http::base_builder()
-            .timeout(config.request_timeout)
-            .build()
-            .map_err(|e| {
-                api_error(
-                    None,
-                    format!("cannot build the HTTP client: {}", e.without_url()),
-                    false,
-                )
-            })?;
-        let media = match &config.media_client {
-            Some(c) => c.clone(),
-            None => GuardedClient::new().map_err(|e| api_error(None, e.to_string(), false))?,
-        };
+        let (http, media) =
+            crate::http::channel_clients(config.request_timeout, config.media_client.as_ref())
+                .map_err(|e| api_error(None, e, false))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -351,8 +338,7 @@ impl Provider for WhatsAppProvider {
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        sink.transport_status(TransportStatus::Ready);
-        self.inner.slot.set(Some(sink));
+        self.inner.slot.start(sink);
         Ok(())
     }
 
