@@ -69,7 +69,8 @@ pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 pub use journal::{KvDurability, KvDurabilityBuilder, MemoryDurability};
 pub use keys::{Fingerprint, KeyKind, SendKey};
 pub use kv::{
-    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, Scope, Versioned, WritePoint,
+    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, RangeQuery, Scope, Versioned,
+    WritePoint,
 };
 pub use leases::{InboxLease, OutboxLease};
 pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};

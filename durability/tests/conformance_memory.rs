@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use botmesh_durability::kv::{CasOutcome, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use botmesh_durability::kv::{CasOutcome, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned};
 use botmesh_durability::testing::conformance::{ConformanceReport, run_conformance};
 use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{DurableKv, MemoryKv};
@@ -48,27 +48,11 @@ impl DurableKv for IgnoresScopes {
     async fn get(&self, _: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.0.get(&one(), key).await
     }
-    async fn cas(
-        &self,
-        _: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        self.0.cas(&one(), key, expected, entry).await
+    async fn apply(&self, _: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        self.0.apply(&one(), op).await
     }
-    async fn delete(&self, _: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        self.0.delete(&one(), key, expected).await
-    }
-    async fn range(
-        &self,
-        _: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.0.range(&one(), index, from, to, limit).await
+    async fn scan(&self, _: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        self.0.scan(&one(), query).await
     }
     async fn batch(&self, _: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         self.0.batch(&one(), ops).await
@@ -80,27 +64,12 @@ impl DurableKv for OpenEndedRanges {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         self.0.get(scope, key).await
     }
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        self.0.cas(scope, key, expected, entry).await
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        self.0.apply(scope, op).await
     }
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        self.0.delete(scope, key, expected).await
-    }
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        _: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.0.range(scope, index, from, "\u{10FFFF}", limit).await
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        let to = "\u{10FFFF}";
+        self.0.scan(scope, RangeQuery { to, ..query }).await
     }
 }
 

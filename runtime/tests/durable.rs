@@ -14,7 +14,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botmesh::durability::{
     Backoff, CasOutcome, DurabilityConfig, DurabilityEvent, DurableKv, Entry, InboxState, KvError,
-    KvOp, KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, Scope, Versioned,
+    KvOp, KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, RangeQuery, Scope,
+    Versioned,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
 use botmesh::message::{Content, InboundMedia, MediaKind, MediaRef, Message};
@@ -667,30 +668,13 @@ impl DurableKv for FlakyKv {
         self.check()?;
         self.inner.get(scope, key).await
     }
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
         self.check()?;
-        self.inner.cas(scope, key, expected, entry).await
+        self.inner.apply(scope, op).await
     }
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
         self.check()?;
-        self.inner.delete(scope, key, expected).await
-    }
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: botmesh::durability::kv::Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.check()?;
-        self.inner.range(scope, index, from, to, limit).await
+        self.inner.scan(scope, query).await
     }
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         self.check()?;

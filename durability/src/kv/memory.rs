@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use super::{
+    CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
+};
 
 /// The entries of one scope and its two indexes.
 #[derive(Default)]
@@ -175,28 +177,26 @@ impl DurableKv for MemoryKv {
             .cloned())
     }
 
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        Ok(self.write(scope, |data, last| data.cas(key, expected, entry, last)))
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        Ok(match op {
+            KvOp::Cas {
+                key,
+                expected,
+                entry,
+            } => self.write(scope, |data, last| data.cas(&key, expected, entry, last)),
+            KvOp::Delete { key, expected } => {
+                self.write(scope, |data, _| data.delete(&key, expected))
+            }
+        })
     }
 
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        Ok(self.write(scope, |data, _| data.delete(key, expected)))
-    }
-
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        let RangeQuery {
+            index,
+            from,
+            to,
+            limit,
+        } = query;
         if from >= to {
             return Ok(Vec::new());
         }

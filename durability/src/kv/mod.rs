@@ -13,12 +13,12 @@
 //! | --- | --- |
 //! | `open()` / `close()` | `open` prepares the backend (connects, creates tables) and fails there rather than at the first call; `close` lets go of what it holds; a later `open` makes it usable again |
 //! | `get(key)` | the entry and its version as last written, or `None` |
-//! | `cas(key, None, e)` | creates `key` only if it does not exist; else `Conflict { current }` |
+//! | `apply(Cas)`, `cas(key, None, e)` | creates `key` only if it does not exist; else `Conflict { current }` |
 //! | `cas(key, Some(v), e)` | replaces `key` only if its version is `v`; else `Conflict` |
-//! | `delete(key, v)` | removes `key` only if its version is `v`; else `Conflict { current }` |
+//! | `apply(Delete)`, `delete(key, v)` | removes `key` only if its version is `v`; else `Conflict { current }` |
 //! | any write | value, `idx1` and `idx2` change together or not at all (no torn entry) |
 //! | versions | a new version is never one that key had before, also after delete + re-create |
-//! | `range(index, from, to, limit)` | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
+//! | `scan(RangeQuery { index, from, to, limit })` (`range`) | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
 //! | scopes | nothing of one scope is visible, listed or changed through another |
 //! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own |
 //! | a returned `Ok` | the write is durable (for a backend that survives a crash) |
@@ -195,6 +195,20 @@ impl KvOp {
     pub fn creates(&self) -> bool {
         matches!(self, KvOp::Cas { expected: None, .. })
     }
+}
+
+/// A range query: the entries whose `index` value is in `from..to` (bytewise), sorted by
+/// (value, key), at most `limit` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeQuery<'a> {
+    /// The index read.
+    pub index: Index,
+    /// The first value listed (included).
+    pub from: &'a str,
+    /// The end of the range (excluded).
+    pub to: &'a str,
+    /// At most this many entries.
+    pub limit: usize,
 }
 
 /// Which secondary index a range query reads.
@@ -391,20 +405,56 @@ pub trait DurableKv: Send + Sync + 'static {
     /// Reads one entry.
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError>;
 
-    /// Writes `entry` under `key` if the key's version is `expected` (`None`: it must not exist).
+    /// Applies one operation on its own: a [`KvOp::Cas`] writes its entry if the key's version
+    /// is the one expected (`None`: the key must not exist), a [`KvOp::Delete`] removes the key
+    /// if its version is the one expected.
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError>;
+
+    /// The entries of `query` (see [`RangeQuery`]): entries without a value for its index are
+    /// never listed.
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError>;
+
+    /// Applies many operations, returning one outcome per operation in order. Each op succeeds
+    /// or conflicts independently. A backend should commit them together (one transaction, one
+    /// fsync); the default applies them one by one. On `Err`, any subset may have been applied.
+    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            out.push(self.apply(scope, op).await?);
+        }
+        Ok(out)
+    }
+
+    /// Writes `entry` under `key` if the key's version is `expected` (`None`: it must not
+    /// exist): [`apply`](Self::apply) of a [`KvOp::Cas`] (a backend implements `apply`).
     async fn cas(
         &self,
         scope: &Scope,
         key: &str,
         expected: Option<u64>,
         entry: Entry,
-    ) -> Result<CasOutcome, KvError>;
+    ) -> Result<CasOutcome, KvError> {
+        let key = key.to_owned();
+        self.apply(
+            scope,
+            KvOp::Cas {
+                key,
+                expected,
+                entry,
+            },
+        )
+        .await
+    }
 
-    /// Removes `key` if its version is `expected`.
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError>;
+    /// Removes `key` if its version is `expected`: [`apply`](Self::apply) of a
+    /// [`KvOp::Delete`].
+    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+        let key = key.to_owned();
+        self.apply(scope, KvOp::Delete { key, expected }).await
+    }
 
     /// Entries whose `index` value is in `from..to` (bytewise), sorted by (value, key), at most
-    /// `limit` of them. Entries without a value for that index are never listed.
+    /// `limit` of them: [`scan`](Self::scan) of that [`RangeQuery`].
     async fn range(
         &self,
         scope: &Scope,
@@ -412,24 +462,14 @@ pub trait DurableKv: Send + Sync + 'static {
         from: &str,
         to: &str,
         limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError>;
-
-    /// Applies many operations, returning one outcome per operation in order. Each op succeeds
-    /// or conflicts independently. A backend should commit them together (one transaction, one
-    /// fsync); the default runs them one by one. On `Err`, any subset may have been applied.
-    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
-        let mut out = Vec::with_capacity(ops.len());
-        for op in ops {
-            out.push(match op {
-                KvOp::Cas {
-                    key,
-                    expected,
-                    entry,
-                } => self.cas(scope, &key, expected, entry).await?,
-                KvOp::Delete { key, expected } => self.delete(scope, &key, expected).await?,
-            });
-        }
-        Ok(out)
+    ) -> Result<Vec<KvRecord>, KvError> {
+        let query = RangeQuery {
+            index,
+            from,
+            to,
+            limit,
+        };
+        self.scan(scope, query).await
     }
 
     /// Whether several processes can share this backend at once (Postgres, Redis). The default
@@ -466,27 +506,11 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
         (**self).get(scope, key).await
     }
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        (**self).cas(scope, key, expected, entry).await
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        (**self).apply(scope, op).await
     }
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        (**self).delete(scope, key, expected).await
-    }
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        (**self).range(scope, index, from, to, limit).await
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        (**self).scan(scope, query).await
     }
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
         (**self).batch(scope, ops).await

@@ -31,9 +31,9 @@ use async_trait::async_trait;
 
 use crate::error::DurabilityError;
 use crate::journal::KvDurability;
-use crate::kv::Entry;
 use crate::kv::{
-    CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, Scope, Versioned, WritePhase, WritePoint,
+    CasOutcome, DurableKv, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned, WritePhase,
+    WritePoint,
 };
 
 /// A journal write point where a crash can be injected.
@@ -250,32 +250,14 @@ impl<K: DurableKv + ?Sized> DurableKv for Crashable<K> {
         self.inner.get(scope, key).await
     }
 
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
         self.check()?;
-        self.inner.cas(scope, key, expected, entry).await
+        self.inner.apply(scope, op).await
     }
 
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
         self.check()?;
-        self.inner.delete(scope, key, expected).await
-    }
-
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
-        self.check()?;
-        self.inner.range(scope, index, from, to, limit).await
+        self.inner.scan(scope, query).await
     }
 
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {

@@ -37,7 +37,9 @@ use tokio_postgres::types::ToSql;
 use super::pipeline::{Pipelined, Statement};
 use super::{PgPool, PostgresConfig, PostgresError, is_connection_lost, query_err};
 use crate::backends::{order_escape, order_unescape};
-use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use crate::kv::{
+    CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
+};
 
 /// The statements of one table prefix.
 struct Sql {
@@ -540,20 +542,6 @@ impl PostgresKv {
         }
     }
 
-    /// Writes `op` on its own (one statement).
-    async fn write(
-        &self,
-        operation: &'static str,
-        scope: &Scope,
-        op: &KvOp,
-    ) -> Result<CasOutcome, KvError> {
-        let client = self.write_client(operation).await?;
-        self.durable
-            .apply(&client, scope.id(), op)
-            .await
-            .map_err(|e| DurableTable::unavailable(operation, e))
-    }
-
     /// A connection for a write, after the table is known to exist.
     async fn write_client(&self, operation: &'static str) -> Result<Client, KvError> {
         self.ready(operation).await?;
@@ -587,37 +575,21 @@ impl DurableKv for PostgresKv {
         }
     }
 
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Cas {
-            key: key.to_owned(),
-            expected,
-            entry,
-        };
-        self.write("cas", scope, &op).await
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        let client = self.write_client("apply").await?;
+        self.durable
+            .apply(&client, scope.id(), &op)
+            .await
+            .map_err(|e| DurableTable::unavailable("apply", e))
     }
 
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Delete {
-            key: key.to_owned(),
-            expected,
-        };
-        self.write("delete", scope, &op).await
-    }
-
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        let RangeQuery {
+            index,
+            from,
+            to,
+            limit,
+        } = query;
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }

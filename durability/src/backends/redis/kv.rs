@@ -21,7 +21,9 @@ use redis::aio::ConnectionManager;
 use super::scripts::{RANGE_SCRIPT, WRITE_SCRIPT};
 use super::{Conn, RedisConfig, RedisError, client, connect, is_connection_lost};
 use crate::backends::order_escape;
-use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use crate::kv::{
+    CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
+};
 
 /// The [`DurableKv`] on Redis; cheap to clone (clones share the connection).
 ///
@@ -326,41 +328,19 @@ impl DurableKv for RedisKv {
         }))
     }
 
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Cas {
-            key: key.to_owned(),
-            expected,
-            entry,
-        };
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
         let mut out = self.write(scope, std::slice::from_ref(&op)).await?;
         out.pop()
-            .ok_or_else(|| self.bad_reply("cas", key, "no answer"))
+            .ok_or_else(|| self.bad_reply("apply", op.key(), "no answer"))
     }
 
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Delete {
-            key: key.to_owned(),
-            expected,
-        };
-        let mut out = self.write(scope, std::slice::from_ref(&op)).await?;
-        out.pop()
-            .ok_or_else(|| self.bad_reply("delete", key, "no answer"))
-    }
-
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        let RangeQuery {
+            index,
+            from,
+            to,
+            limit,
+        } = query;
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }

@@ -36,7 +36,9 @@ use super::SqliteStore;
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
 use crate::journal::KvDurability;
-use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Scope, Versioned};
+use crate::kv::{
+    CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
+};
 use crate::store::StoreError;
 
 /// The scope id of the version counter row (`"\0botmesh:versions"` in `durable_scopes`). The
@@ -427,37 +429,17 @@ impl DurableKv for SqliteDurableKv {
             .map_err(self.error("get"))
     }
 
-    async fn cas(
-        &self,
-        scope: &Scope,
-        key: &str,
-        expected: Option<u64>,
-        entry: Entry,
-    ) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Cas {
-            key: key.to_owned(),
-            expected,
-            entry,
-        };
-        self.write_one("cas", scope, op).await
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        self.write_one("apply", scope, op).await
     }
 
-    async fn delete(&self, scope: &Scope, key: &str, expected: u64) -> Result<CasOutcome, KvError> {
-        let op = KvOp::Delete {
-            key: key.to_owned(),
-            expected,
-        };
-        self.write_one("delete", scope, op).await
-    }
-
-    async fn range(
-        &self,
-        scope: &Scope,
-        index: Index,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, KvError> {
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        let RangeQuery {
+            index,
+            from,
+            to,
+            limit,
+        } = query;
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }
