@@ -410,6 +410,7 @@ async fn read_loop(provider: ConsoleProvider, sink: EventSink) {
                 is_group: false,
                 timestamp_ms: now,
                 respond_by_ms: None,
+                from_text: false,
             }),
             Typed::Text(text) => {
                 let mut m =

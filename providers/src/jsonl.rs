@@ -237,6 +237,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<ProviderEvent, LineError> {
             is_group: group,
             timestamp_ms: now,
             respond_by_ms: None,
+            from_text: false,
         })),
     }
 }

@@ -425,6 +425,7 @@ async fn edits_typing_and_callback_answers() {
         is_group: false,
         timestamp_ms: 0,
         respond_by_ms: None,
+        from_text: false,
     };
     tg.ack_interaction(&press, Some("Got it"))
         .await

@@ -302,9 +302,14 @@ async fn receives_sms_mms_whatsapp_kinds_and_statuses() {
         && matches!(&m.content, Content::Location(l) if l.latitude == 52.37 && l.name.as_deref() == Some("Dam")))
     );
     assert!(
-        matches!(&ev[4], ProviderEvent::Interaction(i) if i.data == "STOP_PROMO" && i.chat.as_str() == wa)
+        matches!(&ev[4], ProviderEvent::Interaction(i) if i.data == "STOP_PROMO" && i.chat.as_str() == wa && !i.from_text)
     );
-    assert!(matches!(&ev[5], ProviderEvent::Interaction(i) if i.data == "no" && i.id == "SM13"));
+    assert!(
+        matches!(&ev[5], ProviderEvent::Interaction(i) if i.data == "no" && i.id == "SM13"
+        && i.from_text && i.dedupe_id() == "SM13"),
+        "an option picked in a text is deduped as that text: {:?}",
+        ev[5]
+    );
     assert!(matches!(&ev[6], ProviderEvent::Interaction(i) if i.data == "yes"));
     assert!(
         matches!(&ev[7], ProviderEvent::Status(s) if s.status == "undelivered" && s.error.as_deref() == Some("30003") && s.chat.as_str() == USER)
@@ -849,4 +854,35 @@ async fn options_over_their_room_are_refused_before_any_create() {
         "{err}"
     );
     assert!(fake.sent().is_empty(), "no create was made");
+}
+
+/// The options of a question count from the moment its request leaves, not from Twilio's
+/// answer: a user who reads the question and answers `2` before the response reaches the bot
+/// (here: a create that fails after Twilio got it) answers the new question, which has no
+/// options, so `2` is a text, not the second option of the question before.
+#[tokio::test]
+async fn an_answer_reads_against_the_question_whose_request_left() {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let rec = Recorder::new();
+    tw.start(rec.sink()).await.expect("start");
+    let (server, local) = mounted(&tw).await;
+    let chat = ChatId::from(USER);
+    tw.send(
+        &chat,
+        &Outgoing::buttons("Which one?", [("tea", "Tea"), ("coffee", "Coffee")]),
+    )
+    .await
+    .expect("send");
+    fake.fail_next(500, 20500, "Internal Server Error", None);
+    tw.send(&chat, &Outgoing::from("How many?"))
+        .await
+        .expect_err("the create fails");
+    assert_eq!(post(&local, &sms("SM20", "2")).await, 200);
+    let ev = rec.events();
+    assert!(
+        matches!(&ev[..], [ProviderEvent::Message(m)] if m.content == Content::Text("2".into())),
+        "{ev:#?}"
+    );
+    server.shutdown().await;
 }

@@ -290,6 +290,24 @@ pub struct Interaction {
     /// On transports that require an ack: the deadline (Unix ms) for it.
     #[serde(default)]
     pub respond_by_ms: Option<i64>,
+    /// A text message the provider read as a press (an SMS answer `2` to numbered options):
+    /// `id` is that message's id, and the runtime journals and dedupes the press as that
+    /// message. A redelivery the provider reads as a plain text (it forgot the options in a
+    /// restart, or sent a message without options since) is then still a duplicate.
+    #[serde(default)]
+    pub from_text: bool,
+}
+
+impl Interaction {
+    /// The id the runtime dedupes and journals it under in its chat: its message's id for a
+    /// press read from a text ([`from_text`](Self::from_text)), `interaction:<id>` otherwise.
+    pub fn dedupe_id(&self) -> String {
+        if self.from_text {
+            self.id.clone()
+        } else {
+            format!("interaction:{}", self.id)
+        }
+    }
 }
 
 /// A button on an outgoing message.

@@ -18,7 +18,7 @@ use botmesh::durability::{
     Versioned,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
-use botmesh::message::{Content, InboundMedia, MediaKind, MediaRef, Message};
+use botmesh::message::{Content, InboundMedia, Interaction, MediaKind, MediaRef, Message, UserId};
 use botmesh::prelude::*;
 use botmesh::provider::{
     Accepted, Capabilities, MediaUnavailableReason, ProviderError, ProviderEvent, Rejected,
@@ -166,6 +166,46 @@ async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
     assert_eq!(h.mock.texts("a"), ["one", "two"]);
     let m = h2.bot.durability().unwrap().metrics();
     assert_eq!(m.inbound_duplicates, 1);
+}
+
+/// A text the provider read as a press (an SMS `2` picking the second option) is journaled as
+/// that message: its redelivery read as a plain text, by a restarted provider that forgot the
+/// options, is a duplicate, not an answer processed twice.
+#[tokio::test(start_paused = true)]
+async fn a_text_read_as_a_press_and_redelivered_as_a_text_is_a_duplicate() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let store = MemoryStore::new();
+    let h = harness(kv.clone(), store.clone(), fast_config());
+    two_replies(&h.bot);
+    h.bot.start().await.unwrap();
+    let press = Interaction {
+        id: "SM1".to_owned(),
+        chat: ChatId::from("a"),
+        sender: UserId::from("a"),
+        sender_name: None,
+        data: "coffee".to_owned(),
+        title: Some("Coffee".to_owned()),
+        message_id: None,
+        is_group: false,
+        timestamp_ms: botmesh::clock::now_ms(),
+        respond_by_ms: None,
+        from_text: true,
+    };
+    assert_eq!(press.dedupe_id(), "SM1");
+    assert_eq!(
+        h.mock.deliver(ProviderEvent::Interaction(press)).await,
+        Ok(Accepted::Queued)
+    );
+    settle(&h.bot).await;
+    h.bot.stop().await.unwrap();
+
+    let h2 = harness(kv, store, fast_config());
+    two_replies(&h2.bot);
+    h2.bot.start().await.unwrap();
+    assert_eq!(h2.mock.say("a", "SM1", "2").await, Ok(Accepted::Duplicate));
+    settle(&h2.bot).await;
+    assert!(h2.mock.sent().is_empty(), "{:?}", h2.mock.sent());
+    assert_eq!(h.mock.texts("a"), ["one", "two"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -445,6 +445,7 @@ fn interaction(id: &str, respond_by_ms: Option<i64>) -> botmesh::provider::Provi
         is_group: false,
         timestamp_ms: botmesh::clock::now_ms(),
         respond_by_ms,
+        from_text: false,
     })
 }
 

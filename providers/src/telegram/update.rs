@@ -208,6 +208,7 @@ fn to_event(update: Update, raw_message: Option<Value>) -> Option<ProviderEvent>
             is_group,
             timestamp_ms: now,
             respond_by_ms: Some(now + RESPOND_WITHIN_MS),
+            from_text: false,
         }));
     }
     if let Some(m) = update.my_chat_member

@@ -3,7 +3,7 @@
 //! | parameters | event |
 //! | --- | --- |
 //! | `Body` only | `Message` with `Content::Text`, id `MessageSid` |
-//! | `Body` that picks one of the options last sent to the chat (its number or title) | `Interaction` with the option's id |
+//! | `Body` that picks one of the options last sent to the chat (its number or title) | `Interaction` with the option's id, `from_text` (journaled and deduped as the message `MessageSid`, however a redelivery is read) |
 //! | `ButtonPayload` (WhatsApp quick reply) | `Interaction` with the payload |
 //! | `Latitude` + `Longitude` (WhatsApp location) | `Content::Location` |
 //! | `NumMedia` = N ≥ 1 | N messages with `Content::Media` (the `MediaUrl{i}` as the token, `Body` as the first caption); ids `MessageSid`, `MessageSid/1`, … |
@@ -88,7 +88,8 @@ pub(crate) fn message_events(
             lang_hint: None,
         })
     };
-    let interaction = |data: String, title: Option<String>| {
+    // `from_text`: an option picked by its number or title in `Body` (see `Interaction`).
+    let interaction = |data: String, title: Option<String>, from_text: bool| {
         ProviderEvent::Interaction(Interaction {
             id: sid.to_owned(),
             chat: chat.clone(),
@@ -102,12 +103,14 @@ pub(crate) fn message_events(
             is_group: false,
             timestamp_ms: now,
             respond_by_ms: None,
+            from_text,
         })
     };
     if let Some(payload) = form.get("ButtonPayload").filter(|p| !p.is_empty()) {
         return Ok(vec![interaction(
             payload.to_owned(),
             form.get("ButtonText").map(str::to_owned),
+            false,
         )]);
     }
     if num_media > 0 {
@@ -166,7 +169,7 @@ pub(crate) fn message_events(
                 .find(|b| b.title.eq_ignore_ascii_case(answer))
         });
     if let Some(b) = picked {
-        return Ok(vec![interaction(b.id.clone(), Some(b.title.clone()))]);
+        return Ok(vec![interaction(b.id.clone(), Some(b.title.clone()), true)]);
     }
     Ok(vec![message(
         sid.to_owned(),

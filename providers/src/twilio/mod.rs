@@ -20,7 +20,7 @@
 //! | content | what Twilio gets |
 //! | --- | --- |
 //! | text | `Body`: one create per send (the runtime splits a text over 1600 characters into sends; a `Body` over 1600 is refused as `UnsupportedContent`) |
-//! | text with buttons, list | `Body` with numbered options (`1. Yes`); the runtime splits a longer text so that its last part leaves 400 characters for the options, and options over 400 characters are refused; a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat) |
+//! | text with buttons, list | `Body` with numbered options (`1. Yes`); the runtime splits a longer text so that its last part leaves 400 characters for the options, and options over 400 characters are refused; a reply with a number or a title comes back as an `Interaction` with the option's id (remembered in memory per chat when the request of the send leaves, and replaced by the next text without options; a restart forgets them, and a number is then a plain text) |
 //! | media by URL | `MediaUrl` and the caption as `Body` (bytes, paths and tokens: `UnsupportedContent`: Twilio fetches media itself) |
 //! | location, contacts | a readable `Body` |
 //! | template | `ContentSid` (the template name, `HX…`) and `ContentVariables` (`{"1": …}`) |
@@ -387,10 +387,13 @@ impl Provider for TwilioProvider {
             }
             OutgoingContent::Reaction(_) => return Err(unsupported("reactions")),
         };
-        let message_id = self.create(chat, form).await?;
+        // Remembered before the request: the user may read the message, and answer it, before
+        // Twilio's response reaches us; an answer read against the options of the message
+        // before would pick the wrong one (a quantity "2" taken for the second item).
         if let Some(options) = options {
             self.remember_options(chat, options);
         }
+        let message_id = self.create(chat, form).await?;
         Ok(SentMessage { message_id })
     }
 

@@ -183,6 +183,7 @@ fn message_event(raw: Value, contacts: &[Contact]) -> Result<ProviderEvent, Malf
             is_group: false,
             timestamp_ms,
             respond_by_ms: None,
+            from_text: false,
         })
     };
     let content = match m.kind.as_str() {

@@ -342,7 +342,7 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, 
         drop_event(k, &i.chat, DropReason::Blocked);
         return Ok(Accepted::Handled);
     }
-    let dedupe_id = format!("interaction:{}", i.id);
+    let dedupe_id = i.dedupe_id();
     if !k.dedupe.first_sight(&i.chat, &dedupe_id) {
         drop_event(k, &i.chat, DropReason::Duplicate);
         return Ok(Accepted::Duplicate);
@@ -374,7 +374,7 @@ pub(crate) async fn process_interaction(
     lease: Option<InboxLease>,
     mut extras: CtxExtras,
 ) -> Accepted {
-    let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &format!("interaction:{}", i.id));
+    let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &i.dedupe_id());
     let chat = i.chat.clone();
     queue_job(k, &chat, lease, move |waiting| {
         Box::pin(async move {

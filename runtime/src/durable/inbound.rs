@@ -329,8 +329,7 @@ pub(crate) async fn replay(
             admit(Arc::clone(k), readmitted).await;
         }
         ProviderEvent::Interaction(i) => {
-            k.dedupe
-                .first_sight(&i.chat, &format!("interaction:{}", i.id));
+            k.dedupe.first_sight(&i.chat, &i.dedupe_id());
             let readmitted = Readmitted::Interaction {
                 interaction: i,
                 lease,

@@ -189,6 +189,7 @@ impl MockProvider {
             is_group: false,
             timestamp_ms: crate::clock::now_ms(),
             respond_by_ms: None,
+            from_text: false,
         }))
         .await
     }
