@@ -24,6 +24,8 @@ struct S {
     failures: VecDeque<(u16, Value, Option<u64>)>,
     media: Vec<(String, Vec<u8>)>,
     next: u64,
+    /// (To, Body) of every message created with success, in order.
+    delivered: Vec<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -64,6 +66,16 @@ impl FakeTwilio {
     /// Every created message's form, in order.
     pub fn sent(&self) -> Vec<Vec<(String, String)>> {
         self.s().sent.clone()
+    }
+
+    /// The bodies of the messages to `to` created with success, in order.
+    pub fn delivered_to(&self, to: &str) -> Vec<String> {
+        self.s()
+            .delivered
+            .iter()
+            .filter(|(t, _)| t == to)
+            .map(|(_, body)| body.clone())
+            .collect()
     }
 
     /// The value of `key` in the `n`-th created message.
@@ -178,6 +190,11 @@ async fn create(
         );
     }
     s.next += 1;
+    let delivered = (
+        get("To").unwrap_or_default().to_owned(),
+        get("Body").unwrap_or_default().to_owned(),
+    );
+    s.delivered.push(delivered);
     let sid = format!("SM{:032x}", s.next);
     json_resp(
         StatusCode::CREATED,

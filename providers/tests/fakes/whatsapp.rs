@@ -28,6 +28,8 @@ struct S {
     failures: VecDeque<(u16, Value)>,
     media: HashMap<String, (Vec<u8>, String)>,
     next: u64,
+    /// (to, text) of every message answered with success, in order.
+    delivered: Vec<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -64,6 +66,17 @@ impl FakeWhatsApp {
     /// Bodies POSTed to `/messages`, in order.
     pub fn sent(&self) -> Vec<Value> {
         self.s().calls.clone()
+    }
+
+    /// The texts (a text's body, an interactive message's body text) of the messages to `to`
+    /// that succeeded, in order.
+    pub fn delivered_to(&self, to: &str) -> Vec<String> {
+        self.s()
+            .delivered
+            .iter()
+            .filter(|(t, _)| t == to)
+            .map(|(_, text)| text.clone())
+            .collect()
     }
 
     pub fn uploads(&self) -> Vec<Value> {
@@ -180,6 +193,13 @@ async fn messages(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: 
     }
     s.next += 1;
     let to = body["to"].clone();
+    let text = body["text"]["body"]
+        .as_str()
+        .or_else(|| body["interactive"]["body"]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    s.delivered
+        .push((to.as_str().unwrap_or_default().to_owned(), text));
     json_resp(
         StatusCode::OK,
         json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
@@ -271,5 +291,18 @@ pub mod hooks {
 
     pub fn text(id: &str, body: &str) -> Value {
         messages(vec![msg(id, "text", json!({"body": body}))])
+    }
+
+    /// A text from the user `wa_id`, written now (inside the 24-hour window).
+    pub fn text_from(wa_id: &str, id: &str, body: &str) -> Value {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        envelope(json!({
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550783881", "phone_number_id": "106540352242922"},
+            "contacts": [{"profile": {"name": "Ana"}, "wa_id": wa_id}],
+            "messages": [{"from": wa_id, "id": id, "timestamp": now.to_string(), "type": "text", "text": {"body": body}}],
+        }))
     }
 }

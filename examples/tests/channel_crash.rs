@@ -1,0 +1,299 @@
+//! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
+//! Cloud, Twilio) against a local fake of the channel's API, as a user runs it: SIGKILLed at
+//! seeded moments and restarted on its SQLite file, and under 5xx and 429 bursts. What each
+//! run checks is the harness's (`channels/mod.rs`); this file only says how each channel is
+//! reached.
+#![cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#![allow(clippy::expect_used)]
+
+// The fakes' helpers behind the providers crate's `webhook` feature are not used here.
+#[allow(unexpected_cfgs)]
+#[path = "../../providers/tests/fakes/mod.rs"]
+mod fakes;
+
+mod channels;
+
+use channels::{Channel, Fault, post_until_accepted, retries_faults, seeds, survives_sigkills};
+
+/// The seeds a CI run takes per channel (a soak sets `SEEDS`).
+const SEEDS: std::ops::Range<u64> = 0..2;
+
+#[cfg(feature = "telegram")]
+mod telegram {
+    use super::*;
+    use crate::fakes::telegram::{FakeTelegram, updates};
+    use serde_json::json;
+
+    const TOKEN: &str = "4242:crash-token";
+    const SECRET: &str = "crash-secret";
+
+    /// Telegram; updates by `getUpdates` (`webhook: false`) or POSTed to the shop's webhook.
+    pub(crate) struct Telegram {
+        fake: FakeTelegram,
+        webhook: bool,
+    }
+
+    impl Telegram {
+        pub(crate) async fn start(webhook: bool) -> Self {
+            Self {
+                fake: FakeTelegram::start(TOKEN).await,
+                webhook,
+            }
+        }
+
+        fn user_id(user: u32) -> i64 {
+            1000 + i64::from(user)
+        }
+    }
+
+    impl Channel for Telegram {
+        fn name(&self) -> &'static str {
+            "telegram"
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            let mut env = vec![
+                ("TELEGRAM_BOT_TOKEN", TOKEN.to_owned()),
+                ("TELEGRAM_API_BASE", self.fake.base_url()),
+                ("TELEGRAM_POLL_TIMEOUT_SECS", "1".to_owned()),
+            ];
+            if self.webhook {
+                env.push(("TELEGRAM_WEBHOOK_SECRET", SECRET.to_owned()));
+                env.push(("TELEGRAM_WEBHOOK_PATH", "/telegram".to_owned()));
+            }
+            env
+        }
+
+        fn chat(&self, user: u32) -> String {
+            Self::user_id(user).to_string()
+        }
+
+        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+            let message_id = i64::try_from(id).expect("a message id");
+            let update = updates::text(Self::user_id(user), message_id, text);
+            if !self.webhook {
+                self.fake.push_update(update);
+                return;
+            }
+            let mut update = update;
+            update["update_id"] = json!(100_000_000 + message_id);
+            let url = format!("http://{listen}/telegram");
+            post_until_accepted(format!("update {message_id}"), move |client| {
+                client
+                    .post(&url)
+                    .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+                    .json(&update)
+            });
+        }
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.fake.delivered_to(Self::user_id(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.fake.calls("sendMessage").len()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            match fault {
+                Fault::ServerError => self.fake.fail_next(
+                    "sendMessage",
+                    502,
+                    json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
+                ),
+                Fault::RateLimited => self.fake.fail_next(
+                    "sendMessage",
+                    429,
+                    json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}}),
+                ),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn telegram_polling_shop_survives_sigkills() {
+        survives_sigkills(|| Telegram::start(false), seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn telegram_webhook_shop_survives_sigkills() {
+        survives_sigkills(|| Telegram::start(true), seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn telegram_polling_shop_retries_5xx_and_429_bursts() {
+        retries_faults(Telegram::start(false).await).await;
+    }
+}
+
+#[cfg(feature = "whatsapp-cloud")]
+mod whatsapp {
+    use super::*;
+    use crate::fakes::whatsapp::{FakeWhatsApp, hooks};
+
+    const TOKEN: &str = "EAAG-crash-token";
+    const APP_SECRET: &str = "crash-app-secret";
+
+    /// WhatsApp Cloud: messages POSTed to the shop's webhook, signed with the app secret.
+    pub(crate) struct WhatsApp(FakeWhatsApp);
+
+    impl WhatsApp {
+        pub(crate) async fn start() -> Self {
+            Self(FakeWhatsApp::start(TOKEN).await)
+        }
+    }
+
+    impl Channel for WhatsApp {
+        fn name(&self) -> &'static str {
+            "whatsapp"
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            vec![
+                ("WHATSAPP_ACCESS_TOKEN", TOKEN.to_owned()),
+                ("WHATSAPP_PHONE_NUMBER_ID", "106540352242922".to_owned()),
+                ("WHATSAPP_APP_SECRET", APP_SECRET.to_owned()),
+                ("WHATSAPP_VERIFY_TOKEN", "crash-verify".to_owned()),
+                ("WHATSAPP_API_BASE", self.0.base_url()),
+                ("WHATSAPP_WEBHOOK_PATH", "/whatsapp".to_owned()),
+            ]
+        }
+
+        fn chat(&self, user: u32) -> String {
+            format!("1631555{user:04}")
+        }
+
+        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+            let body = hooks::text_from(&self.chat(user), &format!("wamid.IN{id}"), text);
+            let body = serde_json::to_vec(&body).expect("a JSON body");
+            let signature = FakeWhatsApp::sign(APP_SECRET, &body);
+            let url = format!("http://{listen}/whatsapp");
+            post_until_accepted(format!("wamid.IN{id}"), move |client| {
+                client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("X-Hub-Signature-256", &signature)
+                    .body(body.clone())
+            });
+        }
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.0.delivered_to(&self.chat(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.0.sent().len()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            match fault {
+                Fault::ServerError => self.0.fail_next(503, 2, "Service temporarily unavailable"),
+                Fault::RateLimited => self.0.fail_next(429, 130429, "(#130429) Rate limit hit"),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whatsapp_shop_survives_sigkills() {
+        survives_sigkills(WhatsApp::start, seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whatsapp_shop_retries_5xx_and_429_bursts() {
+        retries_faults(WhatsApp::start().await).await;
+    }
+}
+
+#[cfg(feature = "twilio")]
+mod twilio {
+    use super::*;
+    use crate::fakes::twilio::FakeTwilio;
+
+    const SID: &str = "AC00000000000000000000000000crash";
+    const TOKEN: &str = "crash-auth-token";
+    const FROM: &str = "+15550000000";
+
+    /// Twilio Messaging (SMS): messages POSTed to the shop's webhook, signed with the auth
+    /// token over the public URL.
+    pub(crate) struct Twilio(FakeTwilio);
+
+    impl Twilio {
+        pub(crate) async fn start() -> Self {
+            Self(FakeTwilio::start(SID, TOKEN).await)
+        }
+    }
+
+    impl Channel for Twilio {
+        fn name(&self) -> &'static str {
+            "twilio"
+        }
+
+        fn env(&self, listen: &str) -> Vec<(&'static str, String)> {
+            vec![
+                ("TWILIO_ACCOUNT_SID", SID.to_owned()),
+                ("TWILIO_AUTH_TOKEN", TOKEN.to_owned()),
+                ("TWILIO_FROM", FROM.to_owned()),
+                ("TWILIO_WEBHOOK_BASE_URL", format!("http://{listen}")),
+                ("TWILIO_WEBHOOK_PATH", "/twilio".to_owned()),
+                ("TWILIO_API_BASE", self.0.base_url()),
+            ]
+        }
+
+        fn chat(&self, user: u32) -> String {
+            format!("+1555000{user:04}")
+        }
+
+        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+            let url = format!("http://{listen}/twilio");
+            let params: Vec<(String, String)> = [
+                ("AccountSid", SID.to_owned()),
+                ("MessageSid", format!("SM{id:032x}")),
+                ("From", self.chat(user)),
+                ("To", FROM.to_owned()),
+                ("Body", text.to_owned()),
+                ("NumMedia", "0".to_owned()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+            let pairs: Vec<(&str, &str)> = params
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let signature = botmesh_providers::twilio::signature(TOKEN, &url, &pairs);
+            let body = serde_urlencoded::to_string(&params).expect("a form");
+            post_until_accepted(format!("SM{id:032x}"), move |client| {
+                client
+                    .post(&url)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .header("X-Twilio-Signature", &signature)
+                    .body(body.clone())
+            });
+        }
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.0.delivered_to(&self.chat(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.0.sent().len()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            match fault {
+                Fault::ServerError => self.0.fail_next(500, 20500, "Internal Server Error", None),
+                Fault::RateLimited => self.0.fail_next(429, 20429, "Too Many Requests", Some(1)),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn twilio_shop_survives_sigkills() {
+        survives_sigkills(Twilio::start, seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn twilio_shop_retries_5xx_and_429_bursts() {
+        retries_faults(Twilio::start().await).await;
+    }
+}
