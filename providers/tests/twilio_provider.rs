@@ -22,7 +22,7 @@ use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;
 use fakes::twilio::FakeTwilio;
-use fakes::{Mode, Recorder};
+use fakes::Mode;
 use serde_json::json;
 
 const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
@@ -75,9 +75,7 @@ async fn post(local: &str, params: &[(&str, &str)]) -> u16 {
 async fn the_signature_is_checked_over_url_and_every_parameter() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let tw = TwilioProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    tw.start(rec.sink()).await.expect("start");
-    let (server, local) = mounted(&tw).await;
+    let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let url = format!("{local}/twilio");
     let params = sms("SM1f0e8ae6ade43cb3c0ce4525424e404f", "Hello");
 
@@ -140,9 +138,7 @@ async fn the_signature_is_checked_over_url_and_every_parameter() {
 async fn malformed_forms_get_400_and_deliver_nothing() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let tw = TwilioProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    tw.start(rec.sink()).await.expect("start");
-    let (server, local) = mounted(&tw).await;
+    let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     assert_eq!(
         post(&local, &[("From", USER), ("To", "+1"), ("Body", "no sid")]).await,
         400
@@ -209,9 +205,7 @@ async fn malformed_forms_get_400_and_deliver_nothing() {
 async fn receives_sms_mms_whatsapp_kinds_and_statuses() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let tw = TwilioProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    tw.start(rec.sink()).await.expect("start");
-    let (server, local) = mounted(&tw).await;
+    let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let url0 = fake.add_media("MM1", "ME1", b"jpeg");
     let url1 = fake.add_media("MM1", "ME2", b"ogg");
 
@@ -485,71 +479,60 @@ async fn sends_every_content_kind() {
     assert_eq!(fake.param(n, "From"), None);
 }
 
+/// What a refused send's error must be.
+type Expected = dyn Fn(&ProviderError) -> bool;
+
 #[tokio::test]
 async fn maps_twilio_errors_onto_classes() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let tw = TwilioProvider::new(config(&fake)).expect("provider");
     let c = ChatId::from(USER);
     let hi = Outgoing::from("hi");
-    fake.fail_next(429, 20429, "Too Many Requests", Some(3));
-    assert_eq!(
-        tw.send(&c, &hi).await.expect_err("429").class(),
-        ErrorClass::RateLimited(Some(Duration::from_secs(3)))
-    );
-    fake.fail_next(503, 20500, "Service unavailable", None);
-    assert_eq!(
-        tw.send(&c, &hi).await.expect_err("503").class(),
-        ErrorClass::Retryable
-    );
-    fake.fail_next(
-        400,
-        21211,
-        "The 'To' number +1555 is not a valid phone number.",
-        None,
-    );
-    assert!(matches!(
-        tw.send(&c, &hi).await,
-        Err(ProviderError::RecipientUnreachable { .. })
-    ));
-    fake.fail_next(
-        400,
-        21610,
-        "Attempt to send to unsubscribed recipient",
-        None,
-    );
-    assert!(matches!(
-        tw.send(&c, &hi).await,
-        Err(ProviderError::RecipientUnreachable { .. })
-    ));
-    fake.fail_next(
-        400,
-        63016,
-        "Failed to send freeform message because you are outside the allowed window.",
-        None,
-    );
-    assert!(matches!(
-        tw.send(&c, &hi).await,
-        Err(ProviderError::OutsideSessionWindow { .. })
-    ));
-    fake.fail_next(
-        400,
-        21617,
-        "The concatenated message body exceeds the 1600 character limit.",
-        None,
-    );
-    assert!(matches!(
-        tw.send(&c, &hi).await,
-        Err(ProviderError::PayloadTooLarge { limit: 1600, .. })
-    ));
-    fake.fail_next(401, 20003, "Authenticate", None);
-    let e = tw.send(&c, &hi).await.expect_err("401");
-    assert_eq!(e.class(), ErrorClass::Final);
-    assert!(!e.to_string().contains(TOKEN));
-    fake.fail_next(400, 21608, "The number is unverified", None);
-    assert_eq!(
-        tw.send(&c, &hi).await.expect_err("trial").class(),
-        ErrorClass::Final
-    );
+    let rate_limited =
+        |e: &ProviderError| e.class() == ErrorClass::RateLimited(Some(Duration::from_secs(3)));
+    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
+    let unreachable = |e: &ProviderError| matches!(e, ProviderError::RecipientUnreachable { .. });
+    let final_ =
+        |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(TOKEN);
+    let cases: [(u16, i64, &str, Option<u64>, &Expected); 8] = [
+        (429, 20429, "Too Many Requests", Some(3), &rate_limited),
+        (503, 20500, "Service unavailable", None, &retryable),
+        (
+            400,
+            21211,
+            "The 'To' number +1555 is not a valid phone number.",
+            None,
+            &unreachable,
+        ),
+        (
+            400,
+            21610,
+            "Attempt to send to unsubscribed recipient",
+            None,
+            &unreachable,
+        ),
+        (
+            400,
+            63016,
+            "Failed to send freeform message because you are outside the allowed window.",
+            None,
+            &|e| matches!(e, ProviderError::OutsideSessionWindow { .. }),
+        ),
+        (
+            400,
+            21617,
+            "The concatenated message body exceeds the 1600 character limit.",
+            None,
+            &|e| matches!(e, ProviderError::PayloadTooLarge { limit: 1600, .. }),
+        ),
+        (401, 20003, "Authenticate", None, &final_),
+        (400, 21608, "The number is unverified", None, &final_),
+    ];
+    for (status, code, message, retry_after, expected) in cases {
+        fake.fail_next(status, code, message, retry_after);
+        let e = tw.send(&c, &hi).await.expect_err("refused");
+        assert!(expected(&e), "{status}/{code}: {e:?}");
+    }
 
     let gone = TwilioProvider::new(
         TwilioConfig::new(SID, TOKEN, TwilioSender::From("+1".into()))

@@ -17,7 +17,7 @@ use botmesh_providers::http::GuardedClient;
 use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
 use fakes::whatsapp::{FakeWhatsApp, hooks};
-use fakes::{Mode, Recorder};
+use fakes::Mode;
 use serde_json::json;
 
 const TOKEN: &str = "EAAGfake-access-token";
@@ -95,9 +95,8 @@ async fn answers_the_verification_handshake() {
 async fn the_signature_is_checked_over_the_raw_body() {
     let fake = FakeWhatsApp::start(TOKEN).await;
     let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    wa.start(rec.sink()).await.expect("start");
-    let (server, url) = mounted(&wa).await;
+    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
+    let url = format!("{base}/whatsapp");
     let body = serde_json::to_vec(&hooks::text("wamid.A1", "hi")).expect("json");
 
     assert_eq!(FakeWhatsApp::post_webhook(&url, None, &body).await, 401);
@@ -146,9 +145,8 @@ async fn the_signature_is_checked_over_the_raw_body() {
 async fn a_malformed_batch_delivers_nothing() {
     let fake = FakeWhatsApp::start(TOKEN).await;
     let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    wa.start(rec.sink()).await.expect("start");
-    let (server, url) = mounted(&wa).await;
+    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
+    let url = format!("{base}/whatsapp");
     // The first message is fine, the second has no `from`: the whole body is refused.
     let bad = hooks::messages(vec![
         hooks::msg("wamid.OK", "text", json!({"body": "fine"})),
@@ -195,9 +193,8 @@ async fn a_malformed_batch_delivers_nothing() {
 async fn receives_every_message_kind_and_status() {
     let fake = FakeWhatsApp::start(TOKEN).await;
     let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    wa.start(rec.sink()).await.expect("start");
-    let (server, url) = mounted(&wa).await;
+    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
+    let url = format!("{base}/whatsapp");
     let ctx = json!({"from": "15550783881", "id": "wamid.SENT1"});
     let mut button_reply = hooks::msg(
         "wamid.B",

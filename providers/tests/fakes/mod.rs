@@ -200,6 +200,22 @@ pub async fn mount(
     (server, base)
 }
 
+/// Starts `provider` on a [`Recorder`] (accepting) and serves `routes` as [`mount`] does;
+/// returns the recorder, the server and its base URL.
+pub async fn started(
+    provider: &impl botmesh::provider::Provider,
+    routes: axum::Router,
+) -> (
+    Recorder,
+    botmesh_providers::webhook::RunningWebhookServer,
+    String,
+) {
+    let rec = Recorder::new();
+    provider.start(rec.sink()).await.expect("start");
+    let (server, base) = mount(routes).await;
+    (rec, server, base)
+}
+
 /// A bot on `provider` that answers each message `pong: <text>`.
 pub fn pong_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude::Bot {
     use botmesh::prelude::*;
