@@ -106,7 +106,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     let mut variants = Vec::new();
     let mut state_names: Vec<(syn::Ident, String)> =
         vec![(format_ident!("Start"), "Start".to_owned())];
-    // (variant, field, type, checker fn name) of every state field, for the codecs.
+    // (variant, field, type) of every state field, for the codecs.
     let mut codec_fields: Vec<codec::CodecField> = Vec::new();
     {
         let fields: Vec<TokenStream> = params
@@ -117,12 +117,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             })
             .collect();
         for p in &params {
-            let t = &p.ty;
-            let f = format_ident!(
-                "{}_is_a_flow_argument",
-                p.name.to_string().trim_start_matches("r#")
-            );
-            codec_fields.push((format_ident!("Start"), p.name.clone(), t.clone(), f));
+            codec_fields.push((format_ident!("Start"), p.name.clone(), p.ty.clone()));
         }
         variants.push(quote!(Start { #(#fields),* }));
     }
@@ -134,18 +129,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             let (n, t) = (&b.name, b.ty.as_ref());
             fields.push(quote!(#n: #t));
             if let Some(t) = t {
-                let kind = if matches!(s.kind, Kind::Ask { .. }) {
-                    "ask"
-                } else {
-                    "call"
-                };
-                let f = format_ident!(
-                    "{}_lives_across_{}_{}",
-                    n.to_string().trim_start_matches("r#"),
-                    kind,
-                    s.id
-                );
-                codec_fields.push((v.clone(), n.clone(), t.clone(), f));
+                codec_fields.push((v.clone(), n.clone(), t.clone()));
             }
         }
         variants.push(quote!(#v { #(#fields),* }));
@@ -157,7 +141,6 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         cx: &cx,
         state_ty: &state_ty,
         flow_name: &flow_name,
-        out_ty: &output,
         body: &body.stmts,
         suspensions: &suspensions,
         lowered: &lowered,
@@ -272,7 +255,7 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
                     persistent: #persistent,
                     start: #start,
                     on_version_mismatch: #policy,
-                    mermaid: #mermaid,
+                    mermaid: Self::MERMAID,
                     states: &[#(#state_infos),*],
                 }
             }
@@ -282,10 +265,8 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             #fresh
 
             #(#lints)*
-            fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State)
-                -> impl ::core::future::Future<Output = ::core::result::Result<::botmesh::flow::Step<Self::State, Self::Output>, ::botmesh::HandlerError>> + ::core::marker::Send + '_
-            {
-                async move { #step_body }
+            async fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State) -> ::botmesh::flow::__StepResult<Self> {
+                #step_body
             }
 
             fn encode(state: &Self::State) -> ::core::result::Result<::botmesh::flow::__private::serde_json::Value, ::botmesh::flow::FlowError> { #encode }
@@ -320,5 +301,79 @@ mod tests {
         );
         let text = out.to_string();
         assert!(text.contains("`name` lives across the ask #2"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod size {
+    //! The size of what `#[flow]` writes for the demo shop's order flow.
+
+    use proc_macro2::{TokenStream, TokenTree};
+
+    const SHOP: &str = include_str!("../../examples/src/shop/order_flow.rs");
+
+    /// Leaf tokens (identifiers, punctuation, literals).
+    fn count(ts: TokenStream) -> usize {
+        ts.into_iter()
+            .map(|t| match t {
+                TokenTree::Group(g) => count(g.stream()),
+                _ => 1,
+            })
+            .sum()
+    }
+
+    fn count_ident(ts: TokenStream, name: &str) -> usize {
+        ts.into_iter()
+            .map(|t| match t {
+                TokenTree::Group(g) => count_ident(g.stream(), name),
+                TokenTree::Ident(i) if i == name => 1,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The shop's flow function, from `pub async fn order` to its closing brace.
+    fn shop_flow() -> TokenStream {
+        let start = SHOP.find("pub async fn order(").expect("the shop's flow");
+        let len = SHOP[start..].find("\n}\n").expect("its end") + 2;
+        SHOP[start..start + len].parse().expect("tokens")
+    }
+
+    #[test]
+    fn the_shop_flow_is_written_once() {
+        let src = shop_flow();
+        let out = super::flow(quote::quote!(start = none), src.clone(), true);
+        let file: syn::File = syn::parse2(out.clone()).expect("an expansion");
+        let step = file
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                syn::Item::Impl(i) => Some(i),
+                _ => None,
+            })
+            .flat_map(|i| &i.items)
+            .find_map(|i| match i {
+                syn::ImplItem::Fn(f) if f.sig.ident == "step" => Some(quote::quote!(#f)),
+                _ => None,
+            })
+            .expect("a step function");
+        let (src_n, step_n, all_n) = (count(src.clone()), count(step.clone()), count(out));
+        assert!(
+            step_n * 2 <= 5 * src_n,
+            "the step function has {step_n} tokens, the flow {src_n}"
+        );
+        // Every send and effect site is written once.
+        let sends = count_ident(src.clone(), "send");
+        assert!(sends >= 2);
+        assert_eq!(count_ident(step.clone(), "__send_at"), sends);
+        assert_eq!(
+            count_ident(step, "__effect_at"),
+            count_ident(src.clone(), "effect")
+        );
+        // Everything else (the state enum, the codecs, the `Flow` impl) stays small.
+        assert!(
+            all_n <= 6 * src_n,
+            "the expansion has {all_n} tokens, the flow {src_n}"
+        );
     }
 }

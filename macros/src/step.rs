@@ -28,12 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, format_ident, quote};
-use syn::{Expr, Ident, Stmt, Type};
+use syn::{Expr, Ident, Stmt};
 
 use crate::diverge;
 use crate::liveness::{self, Binding, Lowered};
 use crate::lower::{self, Flags, markers_in_stmts};
-use crate::validate::{Kind, Suspension};
+use crate::validate::{ANSWER_SIDE, Kind, Suspension};
 
 /// A segment of the body (see the module comment).
 #[derive(Debug, Clone, PartialEq)]
@@ -120,7 +120,6 @@ pub(crate) struct Step<'a> {
     pub(crate) cx: &'a Ident,
     pub(crate) state_ty: &'a Ident,
     pub(crate) flow_name: &'a str,
-    pub(crate) out_ty: &'a Type,
     /// The validated body's statements.
     pub(crate) body: &'a [Stmt],
     pub(crate) suspensions: &'a [Suspension],
@@ -164,19 +163,15 @@ impl Step<'_> {
         let (cx, state_ty) = (self.cx, self.state_ty);
         let v = format_ident!("S{}", k);
         let live = names(&l.live);
-        let ret = quote!(return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#live),* })););
         match &s.kind {
             Kind::Ask { chain, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
-                syn::parse_quote!({
-                    let __botmesh_ask = #chain;
-                    #cx.__suspend(#site, __botmesh_ask).await?;
-                    #ret
-                })
+                let prompt = prompt_side(chain);
+                syn::parse_quote!(return #cx.__ask_at(#site, #prompt, #state_ty::#v { #(#live),* }).await)
             }
             Kind::Call { call, .. } => syn::parse_quote!({
                 #cx.__call(#call);
-                #ret
+                return __botmesh::__wait(#state_ty::#v { #(#live),* });
             }),
         }
     }
@@ -188,11 +183,10 @@ impl Step<'_> {
     /// The body of the `step` function's `async` block.
     pub(crate) fn body(&self) -> TokenStream {
         let segs = segments(self.body, self.params, &self.uses());
-        let out_ty = self.out_ty;
         let stage = self.stage(&segs, segs.len() - 1, quote!(__botmesh_state));
         quote! {
-            let __botmesh_r: ::botmesh::flow::FlowResult<#out_ty> = #stage;
-            ::botmesh::flow::__done(__botmesh_r)
+            use ::botmesh::flow as __botmesh;
+            __botmesh::__finish::<Self>(#stage)
         }
     }
 
@@ -271,10 +265,10 @@ impl Step<'_> {
         let resume = match &s.kind {
             Kind::Ask { answer_side, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
-                quote!(#cx.__resume_ask(#site, ::botmesh::flow::Ask::__resumed() #(#answer_side)*).await?)
+                quote!(#cx.__resume_ask(#site, __botmesh::Ask::__resumed() #(#answer_side)*).await?)
             }
             Kind::Call { callee, .. } => {
-                quote!(#cx.__resume_call(::botmesh::flow::__output_of(#callee)).await?)
+                quote!(#cx.__resume_call(__botmesh::__output_of(#callee)).await?)
             }
         };
         let rest = lower::unbind_diverging(lower::resume_stmt(held, k, &mut Flags::new(true)));
@@ -282,16 +276,29 @@ impl Step<'_> {
         let rebind = rebind_mut(l.live.iter().filter(|b| b.mutable).map(|b| &b.name));
         quote! {
             #state_ty::#v { #(#fields),* } => {
-                let mut __botmesh_resumed = match #resume {
-                    ::core::option::Option::Some(__botmesh_v) => ::core::option::Option::Some(__botmesh_v),
-                    ::core::option::Option::None => {
-                        return ::core::result::Result::Ok(::botmesh::flow::Step::Suspend(#state_ty::#v { #(#fields),* }));
-                    }
+                let mut __botmesh_resumed @ ::core::option::Option::Some(_) = #resume else {
+                    return __botmesh::__wait(#state_ty::#v { #(#fields),* });
                 };
                 #rebind
                 #code
             }
         }
+    }
+}
+
+/// An ask's chain without its answer side (`.validate(…)`, `.parse(…)`): only the prompt
+/// side is sent when the flow suspends; the answer side runs when it resumes.
+fn prompt_side(chain: &Expr) -> Expr {
+    match chain {
+        Expr::MethodCall(m) if ANSWER_SIDE.contains(&m.method.to_string().as_str()) => {
+            prompt_side(&m.receiver)
+        }
+        Expr::MethodCall(m) => {
+            let mut m = m.clone();
+            *m.receiver = prompt_side(&m.receiver);
+            Expr::MethodCall(m)
+        }
+        other => other.clone(),
     }
 }
 
@@ -323,13 +330,11 @@ mod tests {
         let def = crate::parse::parse_fn(item, args, true, &e).expect("a function");
         let a = crate::analyze::analyze(&def.name, &def.cx, &def.params, None, def.body, &e);
         assert!(e.is_empty(), "{:?}", e.messages());
-        let out_ty: Type = syn::parse_quote!(());
         let state_ty = format_ident!("S");
         let step = Step {
             cx: &def.cx,
             state_ty: &state_ty,
             flow_name: "f",
-            out_ty: &out_ty,
             body: &a.body.stmts,
             suspensions: &a.suspensions,
             lowered: &a.lowered,

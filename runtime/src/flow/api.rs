@@ -399,11 +399,74 @@ pub type __Codec<T> = (
     fn(serde_json::Value) -> Result<T, String>,
 );
 
+/// What a flow's step returns (generated code).
+#[doc(hidden)]
+pub type __StepResult<F> = Result<Step<<F as Flow>::State, <F as Flow>::Output>, HandlerError>;
+
+/// The step's result once the flow body produced `r` (generated code).
+#[doc(hidden)]
+pub fn __finish<F: Flow>(r: FlowResult<F::Output>) -> __StepResult<F> {
+    r.map(Step::Done)
+}
+
+/// The step suspends in `state` (generated code).
+#[doc(hidden)]
+pub fn __wait<S, O>(state: S) -> Result<Step<S, O>, HandlerError> {
+    Ok(Step::Suspend(state))
+}
+
+/// The codec of a kept local, checked where its type is written (generated code).
+#[doc(hidden)]
+pub fn __codec<T: Checkpointable>() -> __Codec<T> {
+    (__enc::<T>, __dec::<T>)
+}
+
+/// A state as a checkpoint holds it, `{"<state>": {"<local>": …}}` (generated `encode`).
+#[doc(hidden)]
+pub fn __encode<const N: usize>(
+    flow: &'static str,
+    state: &str,
+    fields: [(&str, Result<serde_json::Value, String>); N],
+) -> Result<serde_json::Value, FlowError> {
+    let mut map = serde_json::Map::new();
+    for (name, value) in fields {
+        let value = value.map_err(|reason| FlowError::Encode { flow, reason })?;
+        map.insert(name.to_owned(), value);
+    }
+    let mut out = serde_json::Map::new();
+    out.insert(state.to_owned(), serde_json::Value::Object(map));
+    Ok(serde_json::Value::Object(out))
+}
+
+/// Decodes one field of a state (generated `decode`).
+#[doc(hidden)]
+pub fn __decode<T>(
+    fields: &mut serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    flow: &'static str,
+    decode: fn(serde_json::Value) -> Result<T, String>,
+) -> Result<T, FlowError> {
+    decode(__field(fields, name, flow)?).map_err(|reason| FlowError::Decode {
+        flow: flow.to_owned(),
+        reason,
+    })
+}
+
+/// A checkpoint names a state this build does not have (generated `decode`).
+#[doc(hidden)]
+pub fn __unknown_state<S>(flow: &'static str, state: &str) -> Result<S, FlowError> {
+    Err(FlowError::Decode {
+        flow: flow.to_owned(),
+        reason: format!("unknown state `{state}`"),
+    })
+}
+
 /// Marks a type that may be held across an ask in a `#[persistent]` flow.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be held in a persistent flow's checkpoint",
-    label = "this local lives across an ask, so it is saved in the checkpoint",
-    note = "a #[persistent] flow saves every local that lives across an ask: its type must be Serialize + DeserializeOwned"
+    message = "`{Self}` cannot be kept in a persistent flow's checkpoint",
+    label = "this local lives across an ask, so the flow saves it in its checkpoint",
+    note = "a #[persistent] flow saves every local that lives across an ask, so its type must be Serialize + DeserializeOwned: derive both for a type of your own; a handle (a file, a connection, a lock) cannot be saved: keep what reopens it (a path, an id) across the ask and open it again after, or end its use before the ask"
 )]
 pub trait Checkpointable: serde::Serialize + serde::de::DeserializeOwned {}
+#[diagnostic::do_not_recommend]
 impl<T: serde::Serialize + serde::de::DeserializeOwned> Checkpointable for T {}

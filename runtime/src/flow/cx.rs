@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow};
+use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow, Step};
 use crate::flow::ask::{Answer, Ask, Interrupt};
 use crate::flow::commit::{self, StepBuffer};
 use crate::flow::registry::{Erased, erase};
@@ -206,6 +206,18 @@ impl FlowCx {
             site: site.to_owned(),
         });
         Ok(())
+    }
+
+    /// Sends the prompt, records the wait and suspends in `state` (generated code at an ask).
+    #[doc(hidden)]
+    pub async fn __ask_at<T, S, O>(
+        &mut self,
+        site: &'static str,
+        ask: Ask<T>,
+        state: S,
+    ) -> Result<Step<S, O>, HandlerError> {
+        self.__suspend(site, ask).await?;
+        Ok(Step::Suspend(state))
     }
 
     /// Records a sub-flow call (generated code at a suspension).
