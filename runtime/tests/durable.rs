@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh::durability::{
-    Backoff, CasOutcome, DurabilityConfig, DurabilityEvent, DurableKv, Entry, InboxState, KvError,
-    KvOp, KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, RangeQuery, Scope,
+    Backoff, CasOutcome, DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvError, KvOp,
+    KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, RangeQuery, Scope,
     Versioned,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
@@ -804,16 +804,11 @@ fn old_message(id: &str, age: Duration) -> ProviderEvent {
     ProviderEvent::Message(m)
 }
 
-#[tokio::test(start_paused = true)]
-async fn max_age_skips_or_marks_stale_messages() {
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+/// A started bot with `options` (and [`fast_config`]) that answers "stale" or "fresh".
+async fn staleness_bot(options: DurabilityOptions) -> (Bot, MockProvider) {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
-        .durability(
-            DurabilityOptions::shared(kv.clone())
-                .config(fast_config())
-                .max_age(Duration::from_secs(3600), StalePolicy::Skip),
-        )
+        .durability(options.config(fast_config()))
         .build()
         .unwrap();
     bot.catch_all(|ctx: Ctx| async move {
@@ -822,12 +817,20 @@ async fn max_age_skips_or_marks_stale_messages() {
         Ok(())
     });
     bot.start().await.unwrap();
-    mock.deliver(old_message("old", Duration::from_secs(86_400)))
-        .await
-        .unwrap();
-    mock.deliver(old_message("new", Duration::from_secs(5)))
-        .await
-        .unwrap();
+    (bot, mock)
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_age_skips_or_marks_stale_messages() {
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    let hour = Duration::from_secs(3600);
+    let skipping = DurabilityOptions::shared(kv.clone()).max_age(hour, StalePolicy::Skip);
+    let (bot, mock) = staleness_bot(skipping).await;
+    for (id, age) in [("old", 86_400), ("new", 5)] {
+        mock.deliver(old_message(id, Duration::from_secs(age)))
+            .await
+            .unwrap();
+    }
     settle(&bot).await;
     assert_eq!(mock.texts("a"), ["fresh"]);
     let m = bot.metrics();
@@ -837,21 +840,8 @@ async fn max_age_skips_or_marks_stale_messages() {
         "counted as stale, not as a hook"
     );
 
-    let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .durability(
-            DurabilityOptions::memory()
-                .config(fast_config())
-                .max_age(Duration::from_secs(3600), StalePolicy::MarkStale),
-        )
-        .build()
-        .unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply(if ctx.is_stale() { "stale" } else { "fresh" })
-            .await?;
-        Ok(())
-    });
-    bot.start().await.unwrap();
+    let marking = DurabilityOptions::memory().max_age(hour, StalePolicy::MarkStale);
+    let (bot, mock) = staleness_bot(marking).await;
     mock.deliver(old_message("old", Duration::from_secs(86_400)))
         .await
         .unwrap();

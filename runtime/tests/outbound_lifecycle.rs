@@ -19,20 +19,18 @@ use botmesh::{LifecycleStep, Pacing, RateLimitRetry};
 async fn each_chat_keeps_its_order_while_chats_run_concurrently() {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).build().unwrap();
-    let running = Arc::new(AtomicUsize::new(0));
-    let max_running = Arc::new(AtomicUsize::new(0));
-    let (r, m) = (running.clone(), max_running.clone());
+    let running = Arc::new(Concurrency::default());
+    let r = running.clone();
     bot.catch_all(move |ctx: Ctx| {
-        let (r, m) = (r.clone(), m.clone());
+        let r = r.clone();
         async move {
-            let now = r.fetch_add(1, Ordering::SeqCst) + 1;
-            m.fetch_max(now, Ordering::SeqCst);
+            r.enter();
             // Jitter so that chats interleave on the workers (yields, not time).
             for _ in 0..jitter_yields() {
                 tokio::task::yield_now().await;
             }
             ctx.reply(format!("echo {}", ctx.text())).await?;
-            r.fetch_sub(1, Ordering::SeqCst);
+            r.leave();
             Ok(())
         }
     });
@@ -57,10 +55,29 @@ async fn each_chat_keeps_its_order_while_chats_run_concurrently() {
         let expected: Vec<String> = (0..15).map(|i| format!("echo {i}")).collect();
         assert_eq!(mock.texts(chat), expected, "{chat} replies out of order");
     }
-    assert!(
-        max_running.load(Ordering::SeqCst) > 1,
-        "different chats ran concurrently"
-    );
+    assert!(running.peak() > 1, "different chats ran concurrently");
+}
+
+/// How many are inside a section at once, and the most there were.
+#[derive(Default)]
+struct Concurrency {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Concurrency {
+    fn enter(&self) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
 }
 
 /// 0 to 7 yields, from the clock's nanoseconds.
@@ -78,23 +95,19 @@ async fn broadcast_respects_its_concurrency_limit() {
     let mock = MockProvider::new();
     mock.set_send_delay(Some(Duration::from_millis(20)));
     let bot = Bot::builder(mock.clone()).build().unwrap();
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let (i, p) = (in_flight.clone(), peak.clone());
+    let in_flight = Arc::new(Concurrency::default());
+    let i = in_flight.clone();
     bot.before_send(move |d: SendDraft| {
-        let (i, p) = (i.clone(), p.clone());
+        let i = i.clone();
         async move {
-            let now = i.fetch_add(1, Ordering::SeqCst) + 1;
-            p.fetch_max(now, Ordering::SeqCst);
+            i.enter();
             SendDecision::Proceed(d)
         }
     });
     let i = in_flight.clone();
     bot.after_send(move |_| {
         let i = i.clone();
-        async move {
-            i.fetch_sub(1, Ordering::SeqCst);
-        }
+        async move { i.leave() }
     });
     bot.start().await.unwrap();
     let chats: Vec<String> = (0..24).map(|c| format!("c{c}")).collect();
@@ -111,7 +124,7 @@ async fn broadcast_respects_its_concurrency_limit() {
     assert_eq!(report.sent.len(), 24);
     assert!(report.failed.is_empty() && report.cancelled.is_empty());
     assert_eq!(
-        peak.load(Ordering::SeqCst),
+        in_flight.peak(),
         3,
         "never more than 3 sends at once, and 3 used"
     );
