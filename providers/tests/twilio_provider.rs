@@ -21,8 +21,8 @@ use botmesh::provider::{
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;
-use fakes::twilio::FakeTwilio;
 use fakes::Mode;
+use fakes::twilio::FakeTwilio;
 use serde_json::json;
 
 const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
@@ -847,9 +847,7 @@ async fn options_over_their_room_are_refused_before_any_create() {
 async fn an_answer_reads_against_the_question_whose_request_left() {
     let fake = FakeTwilio::start(SID, TOKEN).await;
     let tw = TwilioProvider::new(config(&fake)).expect("provider");
-    let rec = Recorder::new();
-    tw.start(rec.sink()).await.expect("start");
-    let (server, local) = mounted(&tw).await;
+    let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let chat = ChatId::from(USER);
     tw.send(
         &chat,

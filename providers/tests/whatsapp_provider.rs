@@ -16,8 +16,8 @@ use botmesh::provider::{
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
-use fakes::whatsapp::{FakeWhatsApp, hooks};
 use fakes::Mode;
+use fakes::whatsapp::{FakeWhatsApp, hooks};
 use serde_json::json;
 
 const TOKEN: &str = "EAAGfake-access-token";
