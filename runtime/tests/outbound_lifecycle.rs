@@ -58,6 +58,12 @@ async fn each_chat_keeps_its_order_while_chats_run_concurrently() {
     assert!(running.peak() > 1, "different chats ran concurrently");
 }
 
+/// A bot on a mock channel with `caps`.
+fn bot_with(caps: Capabilities) -> (Bot, MockProvider) {
+    let mock = MockProvider::with_capabilities(caps);
+    (Bot::builder(mock.clone()).build().unwrap(), mock)
+}
+
 /// How many are inside a section at once, and the most there were.
 #[derive(Default)]
 struct Concurrency {
@@ -303,12 +309,10 @@ async fn rate_limited_replies_are_retried_in_place() {
 
 #[tokio::test(start_paused = true)]
 async fn long_texts_are_split_into_parts_with_derived_part_keys() {
-    let caps = Capabilities {
+    let (bot, mock) = bot_with(Capabilities {
         text_limit: 10,
         ..Capabilities::default()
-    };
-    let mock = MockProvider::with_capabilities(caps);
-    let bot = Bot::builder(mock.clone()).build().unwrap();
+    });
     bot.catch_all(|ctx: Ctx| async move {
         let o = ctx.reply("aaaa bbbb cccc dddd eeee").await?;
         assert_eq!(o.parts, 3);
@@ -335,13 +339,11 @@ async fn long_texts_are_split_into_parts_with_derived_part_keys() {
 /// buttons, fits; a text without buttons of the same length is not split.
 #[tokio::test(start_paused = true)]
 async fn a_text_with_buttons_is_split_to_the_channels_buttons_limit() {
-    let caps = Capabilities {
+    let (bot, mock) = bot_with(Capabilities {
         text_limit: 40,
         buttons_text_limit: Some(10),
         ..Capabilities::default()
-    };
-    let mock = MockProvider::with_capabilities(caps);
-    let bot = Bot::builder(mock.clone()).build().unwrap();
+    });
     bot.catch_all(|ctx: Ctx| async move {
         let o = ctx
             .reply_buttons("aaaa bbbb cccc dddd eeee", [("y", "Yes"), ("n", "No")])
@@ -427,12 +429,10 @@ async fn stream_previews_by_edits_and_finishes_through_the_full_path() {
 
 #[tokio::test(start_paused = true)]
 async fn stream_without_edits_sends_the_final_text_once() {
-    let caps = Capabilities {
+    let (bot, mock) = bot_with(Capabilities {
         edits: false,
         ..Capabilities::default()
-    };
-    let mock = MockProvider::with_capabilities(caps);
-    let bot = Bot::builder(mock.clone()).build().unwrap();
+    });
     bot.catch_all(|ctx: Ctx| async move {
         let mut s = ctx.stream();
         s.push("a").await?;
@@ -464,12 +464,10 @@ fn interaction(id: &str, respond_by_ms: Option<i64>) -> botmesh::provider::Provi
 
 #[tokio::test(start_paused = true)]
 async fn interactions_are_acked_exactly_once_where_required() {
-    let caps = Capabilities {
+    let (bot, mock) = bot_with(Capabilities {
         interactions_require_ack: true,
         ..Capabilities::default()
-    };
-    let mock = MockProvider::with_capabilities(caps);
-    let bot = Bot::builder(mock.clone()).build().unwrap();
+    });
     bot.when(matcher::button("two-sends"), |ctx: Ctx| async move {
         ctx.reply("one").await?;
         ctx.reply("two").await?;
@@ -501,12 +499,10 @@ async fn interactions_are_acked_exactly_once_where_required() {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_handler_is_acked_before_respond_by() {
-    let caps = Capabilities {
+    let (bot, mock) = bot_with(Capabilities {
         interactions_require_ack: true,
         ..Capabilities::default()
-    };
-    let mock = MockProvider::with_capabilities(caps);
-    let bot = Bot::builder(mock.clone()).build().unwrap();
+    });
     let m = mock.clone();
     bot.when(matcher::interaction(), move |ctx: Ctx| {
         let m = m.clone();

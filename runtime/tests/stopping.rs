@@ -57,51 +57,57 @@ fn config(stop_timeout: Duration) -> BotConfig {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_running_handler_ends_within_the_grace_and_nothing_runs_after_stop() {
+/// A started bot (stop timeout `grace`) whose handler works `work`, then replies `reply`;
+/// message `x` has been delivered and the handler has been running for `after`.
+async fn mid_handler(
+    grace: Duration,
+    work: Duration,
+    reply: &'static str,
+    after: Duration,
+) -> (Bot, MockProvider) {
     let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone()).build().unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        ctx.reply("answered").await?;
+    let bot = Bot::builder(mock.clone())
+        .config(config(grace))
+        .build()
+        .unwrap();
+    bot.catch_all(move |ctx: Ctx| async move {
+        tokio::time::sleep(work).await;
+        ctx.reply(reply).await?;
         Ok(())
     });
     bot.start().await.unwrap();
     mock.say("a", "1", "x").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::sleep(after).await;
+    (bot, mock)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_handler_ends_within_the_grace_and_nothing_runs_after_stop() {
+    let ms = Duration::from_millis;
+    let grace = BotConfig::default().stop_timeout;
+    let (bot, mock) = mid_handler(grace, ms(200), "answered", ms(50)).await;
     bot.stop().await.unwrap();
     assert_eq!(
         mock.texts("a"),
         vec!["answered"],
         "the running handler ended before stop() returned"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(ms(300)).await;
     assert_eq!(mock.texts("a"), vec!["answered"], "nothing after stop()");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_handler_longer_than_the_grace_is_aborted_and_never_sends() {
-    let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .config(config(Duration::from_millis(100)))
-        .build()
-        .unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        ctx.reply("too late").await?;
-        Ok(())
-    });
-    bot.start().await.unwrap();
-    mock.say("a", "1", "x").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    let ms = Duration::from_millis;
+    let (bot, mock) = mid_handler(ms(100), ms(400), "too late", ms(30)).await;
     let t0 = Instant::now();
     bot.stop().await.unwrap();
     assert!(
-        t0.elapsed() < Duration::from_millis(350),
+        t0.elapsed() < ms(350),
         "stop() waited {:?}, not the handler",
         t0.elapsed()
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(ms(600)).await;
     assert!(
         mock.texts("a").is_empty(),
         "an aborted handler sent after stop(): {:?}",
