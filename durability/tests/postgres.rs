@@ -38,7 +38,7 @@ use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{DurableKv, PostgresConfig, PostgresKv, PostgresStore, Store};
 use servers::postgres::{Pg, raw_client};
 use servers::{durability, scope};
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, RwLockReadGuard};
 
 /// Shared by every test; the restart test holds it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
@@ -50,29 +50,14 @@ async fn new_store() -> Option<(PostgresStore, Pg)> {
     Some((store, pg))
 }
 
-macro_rules! postgres_store_tests {
-    ($($name:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                let _shared = SERVER.read().await;
-                let Some((store, _pg)) = new_store().await else { return };
-                common::$name(&store).await;
-            }
-        )*
-    };
+/// A store on a fresh prefix, with the server lock held for reading.
+async fn shared_store() -> Option<(PostgresStore, (RwLockReadGuard<'static, ()>, Pg))> {
+    let shared = SERVER.read().await;
+    let (store, pg) = new_store().await?;
+    Some((store, (shared, pg)))
 }
 
-postgres_store_tests!(
-    chats,
-    inbound_rows,
-    contacts,
-    ledger_order_and_limit,
-    checkpoints,
-    handoffs,
-    values,
-    closed_store
-);
+store_behaviour_tests!(shared_store());
 
 #[tokio::test]
 async fn a_second_store_sees_everything_and_the_durable_table_is_untouched() {

@@ -31,7 +31,7 @@ use botmesh_durability::{DurableKv, NewInbound, RedisConfig, RedisKv, RedisStore
 use serde_json::json;
 use servers::redis_server::{Rd, raw};
 use servers::{durability, scope};
-use tokio::sync::RwLock;
+use tokio::sync::{RwLock, RwLockReadGuard};
 
 /// Shared by every test; the fault tests hold it exclusively.
 static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
@@ -45,28 +45,15 @@ async fn new_store() -> Option<(RedisStore, Rd, String)> {
     Some((store, rd, prefix))
 }
 
-macro_rules! redis_store_tests {
-    ($($name:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                let _shared = SERVER.read().await;
-                let Some((store, _rd, _)) = new_store().await else { return };
-                common::$name(&store).await;
-            }
-        )*
-    };
+/// A store on a fresh prefix, with the server lock held for reading.
+async fn shared_store() -> Option<(RedisStore, (RwLockReadGuard<'static, ()>, Rd))> {
+    let shared = SERVER.read().await;
+    let (store, rd, _) = new_store().await?;
+    Some((store, (shared, rd)))
 }
 
-redis_store_tests!(
-    chats,
-    contacts,
-    ledger_order_and_limit,
-    checkpoints,
-    handoffs,
-    values,
-    closed_store
-);
+store_behaviour_tests!(@tests shared_store();
+    chats, contacts, ledger_order_and_limit, checkpoints, handoffs, values, closed_store);
 
 #[tokio::test]
 async fn a_second_store_sees_everything_and_the_durable_keys_are_untouched() {

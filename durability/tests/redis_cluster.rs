@@ -25,30 +25,18 @@ use botmesh_durability::kv::{Index, Scope};
 use botmesh_durability::{RedisConfig, RedisKv, RedisStore};
 use servers::redis_server::Rd;
 
-/// Deletes the keys under `prefix` on every node (one `DEL` per key: keys of several slots).
-macro_rules! cluster_store_tests {
-    ($($name:ident),*) => {
-        $(
-            #[tokio::test]
-            async fn $name() {
-                let Some(c) = Rd::cluster() else { return };
-                let config = RedisConfig::new().prefix(c.prefix());
-                let store = RedisStore::open_cluster(&c.seeds(), config).await.unwrap();
-                common::$name(&store).await;
-            }
-        )*
-    };
+/// A store on a fresh prefix of the cluster.
+async fn new_store() -> Option<(RedisStore, Rd)> {
+    let c = Rd::cluster()?;
+    let config = RedisConfig::new().prefix(c.prefix());
+    Some((
+        RedisStore::open_cluster(&c.seeds(), config).await.unwrap(),
+        c,
+    ))
 }
 
-cluster_store_tests!(
-    chats,
-    contacts,
-    ledger_order_and_limit,
-    checkpoints,
-    handoffs,
-    values,
-    closed_store
-);
+store_behaviour_tests!(@tests new_store();
+    chats, contacts, ledger_order_and_limit, checkpoints, handoffs, values, closed_store);
 
 #[tokio::test]
 async fn a_scope_lives_on_one_slot() {

@@ -11,7 +11,7 @@ async fn new_store() -> (MemoryStore, ()) {
     (MemoryStore::new(), ())
 }
 
-store_behaviour_tests!(new_store());
+store_behaviour_tests!(async { Some(new_store().await) });
 
 #[tokio::test]
 async fn a_clone_is_the_same_store_after_a_restart() {

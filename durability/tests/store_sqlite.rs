@@ -29,7 +29,7 @@ fn read_only() -> SqliteStoreOptions {
     SqliteStoreOptions::default().read_only(true)
 }
 
-store_behaviour_tests!(new_store());
+store_behaviour_tests!(async { Some(new_store().await) });
 
 /// Asserts that `error` refuses `file` as not a botmesh database, and names it.
 fn assert_refused(error: &StoreError, file: &Path) {

@@ -407,12 +407,7 @@ impl DurableKv for FileDurability {
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
-        let RangeQuery {
-            index,
-            from,
-            to,
-            limit,
-        } = query;
+        let (index, from, to, limit) = (query.index, query.from, query.to, query.limit);
         self.check_open()?;
         Ok(self.read().range(scope.id(), index, from, to, limit))
     }

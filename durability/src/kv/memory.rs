@@ -191,12 +191,7 @@ impl DurableKv for MemoryKv {
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
-        let RangeQuery {
-            index,
-            from,
-            to,
-            limit,
-        } = query;
+        let (index, from, to, limit) = (query.index, query.from, query.to, query.limit);
         if from >= to {
             return Ok(Vec::new());
         }

@@ -17,6 +17,7 @@ use super::{
     ChatRecord, CheckpointHead, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store,
     StoreError,
 };
+use serde_json::Value;
 
 /// A [`Store`] in process memory; clones share the same data.
 ///
@@ -163,11 +164,7 @@ impl Store for MemoryStore {
         Ok(self.open_data()?.handoffs.values().cloned().collect())
     }
 
-    async fn get_value(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         let data = self.open_data()?;
         Ok(data
             .kv
@@ -176,12 +173,7 @@ impl Store for MemoryStore {
             .cloned())
     }
 
-    async fn set_value(
-        &self,
-        scope: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {
         let mut data = self.open_data()?;
         data.kv
             .entry(scope.to_owned())
@@ -201,7 +193,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+    async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError> {
         let data = self.open_data()?;
         Ok(data
             .kv

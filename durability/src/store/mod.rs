@@ -33,6 +33,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::kv::DurableKv;
+use serde_json::Value;
 
 /// A chat (a one-to-one conversation or a group) as the store knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -299,22 +300,13 @@ pub trait Store: Send + Sync + 'static {
     async fn handoffs(&self) -> Result<Vec<HandoffRecord>, StoreError>;
 
     /// Reads a value of a scope (`user:<id>`, `chat:<id>`, an app's own name).
-    async fn get_value(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError>;
+    async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError>;
     /// Writes a value of a scope.
-    async fn set_value(
-        &self,
-        scope: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError>;
+    async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError>;
     /// Removes a value; removing none is not an error.
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError>;
     /// Every `(key, value)` of a scope, ordered by key.
-    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError>;
+    async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError>;
 
     /// The backend of the inbox and outbox journals in this store's own database (SQLite,
     /// Postgres, Redis): a bot built with this store runs its journals on it unless told

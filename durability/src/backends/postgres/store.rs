@@ -51,6 +51,7 @@ use crate::store::{
     LedgerEntry, StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use rows::CheckpointColumns;
+use serde_json::Value;
 use writes::{CHECKPOINT_COLUMNS, Writes};
 
 /// A [`Store`] on PostgreSQL; clones share the pool and the open/closed state.
@@ -445,11 +446,7 @@ impl Store for PostgresStore {
         rows.iter().map(rows::handoff_row).collect()
     }
 
-    async fn get_value(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         let sql = format!(
             "SELECT value FROM {} WHERE scope = $1 AND key = $2",
             self.t("kv")
@@ -464,12 +461,7 @@ impl Store for PostgresStore {
         rows::json("value", key, &text).map(Some)
     }
 
-    async fn set_value(
-        &self,
-        scope: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO {} (scope, key, value) VALUES ($1, $2, $3) \
              ON CONFLICT (scope, key) DO UPDATE SET value = $3",
@@ -487,7 +479,7 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+    async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError> {
         let sql = format!(
             "SELECT key, value FROM {} WHERE scope = $1 ORDER BY key",
             self.t("kv")

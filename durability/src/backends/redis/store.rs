@@ -30,6 +30,7 @@ use super::{Conn, RedisConfig, RedisError, client, connect, is_connection_lost};
 use crate::store::{
     ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
 };
+use serde_json::Value;
 
 /// The schema version this build writes and reads.
 const SCHEMA_VERSION: i64 = 1;
@@ -395,11 +396,7 @@ impl Store for RedisStore {
         Ok(all.into_iter().map(|(_, h)| h).collect())
     }
 
-    async fn get_value(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         let hash = self.key(&format!("kv:{scope}"));
         let mut cmd = redis::cmd("HGET");
         cmd.arg(&hash).arg(key);
@@ -407,12 +404,7 @@ impl Store for RedisStore {
         json.map(|j| Self::decode("value", key, &j)).transpose()
     }
 
-    async fn set_value(
-        &self,
-        scope: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {
         let json = Self::encode("value", key, value)?;
         self.hset("set_value", self.key(&format!("kv:{scope}")), key, json)
             .await
@@ -423,7 +415,7 @@ impl Store for RedisStore {
             .await
     }
 
-    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+    async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError> {
         self.hall("values", "value", self.key(&format!("kv:{scope}")))
             .await
     }

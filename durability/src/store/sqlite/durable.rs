@@ -434,12 +434,7 @@ impl DurableKv for SqliteDurableKv {
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
-        let RangeQuery {
-            index,
-            from,
-            to,
-            limit,
-        } = query;
+        let (index, from, to, limit) = (query.index, query.from, query.to, query.limit);
         if from >= to || limit == 0 {
             return Ok(Vec::new());
         }

@@ -18,6 +18,7 @@ use crate::store::{
     ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint,
     HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
 };
+use serde_json::Value;
 
 /// Encodes a JSON column.
 fn encode(operation: &'static str, value: &serde_json::Value) -> Result<String, StoreError> {
@@ -573,11 +574,7 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn get_value(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Result<Option<serde_json::Value>, StoreError> {
+    async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         let (scope, key) = (scope.to_owned(), key.to_owned());
         let (scope2, key2) = (scope.clone(), key.clone());
         let text: Option<String> = self
@@ -591,12 +588,7 @@ impl Store for SqliteStore {
             .transpose()
     }
 
-    async fn set_value(
-        &self,
-        scope: &str,
-        key: &str,
-        value: &serde_json::Value,
-    ) -> Result<(), StoreError> {
+    async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {
         let value = encode("set_value", value)?;
         let (scope, key) = (scope.to_owned(), key.to_owned());
         self.write("set_value", move |tx| {
@@ -616,7 +608,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn values(&self, scope: &str) -> Result<Vec<(String, serde_json::Value)>, StoreError> {
+    async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError> {
         let scope = scope.to_owned();
         let scope2 = scope.clone();
         let rows: Vec<(String, String)> = self
