@@ -31,9 +31,9 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
-#[cfg(feature = "webhook")]
+#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
 mod media;
-#[cfg(feature = "webhook")]
+#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
 mod settings;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]

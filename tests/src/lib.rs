@@ -137,3 +137,24 @@ pub const MESSAGE_WRITE_POINTS: [botmesh::durability::WritePoint; 5] = {
         WritePoint::OutboxMarkSent,
     ]
 };
+
+/// A transcript of a bot on `store` (a fresh memory store when `None`) that `register` sets up
+/// (`|bot| { bot.flow(order); }`).
+///
+/// # Panics
+/// When the bot cannot be built or started (a test harness: the test fails).
+pub async fn transcript_of(
+    store: Option<std::sync::Arc<dyn botmesh::durability::Store>>,
+    register: impl Fn(&botmesh::prelude::Bot) + Send + Sync + 'static,
+) -> botmesh::testing::Transcript {
+    let setup = move |b: botmesh::prelude::BotBuilder| {
+        let bot = b.build()?;
+        register(&bot);
+        Ok(bot)
+    };
+    let store =
+        store.unwrap_or_else(|| std::sync::Arc::new(botmesh::durability::MemoryStore::new()));
+    botmesh::testing::Transcript::with_store(store, setup)
+        .await
+        .expect("the bot starts")
+}

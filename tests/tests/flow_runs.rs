@@ -183,13 +183,10 @@ async fn slow(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn timeouts_and_starts_wait_for_a_handoff_to_end() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
+    let mut t = botmesh_tests::transcript_of(None, |bot| {
         bot.flow(slow);
-        Ok(bot)
     })
-    .await
-    .unwrap();
+    .await;
     t.says("ann", "/pay").await;
     t.bot().handoff("ann", None, None).await.unwrap();
     t.note("handed off");
@@ -354,13 +351,10 @@ async fn outer(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
+    let mut t = botmesh_tests::transcript_of(None, |bot| {
         bot.flow(outer);
-        Ok(bot)
     })
-    .await
-    .unwrap();
+    .await;
     t.says("ann", "/outer").await;
     assert!(t.bot().cancel_flow("ann").await.unwrap());
     t.bot().idle().await;
@@ -451,21 +445,15 @@ async fn a_kept_type_that_changed_shape_meets_the_version_policy() {
     );
 
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut old = Transcript::with_store(store.clone(), |b| {
-        let bot = b.build()?;
+    let mut old = botmesh_tests::transcript_of(Some(store.clone()), |bot| {
         bot.flow(cart_v1::shop);
-        Ok(bot)
     })
-    .await
-    .unwrap();
+    .await;
     old.says_id("ann", "m1", "/cart").await;
-    let mut new = Transcript::with_store(store.clone(), |b| {
-        let bot = b.build()?;
+    let mut new = botmesh_tests::transcript_of(Some(store.clone()), |bot| {
         bot.flow(cart_v2::shop);
-        Ok(bot)
     })
-    .await
-    .unwrap();
+    .await;
     new.says_id("ann", "m2", "tea").await;
     let r = new.render();
     assert!(r.contains("version_mismatch:restarted"), "{r}");
@@ -514,13 +502,10 @@ async fn a_loop_resumed_mid_iteration_keeps_break_and_continue() {
         (&["yes", "skip", "yes", "done"][..], "2: item 1, item 2"),
         (&["yes", "stop"][..], "101: item 1"),
     ] {
-        let mut t = Transcript::new(|b| {
-            let bot = b.build()?;
+        let mut t = botmesh_tests::transcript_of(None, |bot| {
             bot.flow(cart_loop);
-            Ok(bot)
         })
-        .await
-        .unwrap();
+        .await;
         t.says("ann", "/cart").await;
         for a in answers {
             t.restart().await.unwrap();
