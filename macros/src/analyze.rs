@@ -48,6 +48,7 @@ pub(crate) fn analyze(
     // Send and effect sites get their ids once, before the body is split into states.
     let mut sites = Sites::new(&cx, &flow_name, errors);
     sites.visit_block_mut(&mut body);
+    crate::for_loops::desugar_for(&mut body, &cx, params);
     let suspensions: Vec<Suspension> = validate::validate(&mut body, &cx, errors);
     lower::desugar_while(&mut body);
     {

@@ -2,7 +2,8 @@
 //! function into a checkpointable state machine (see the `botmesh` crate's `flow` module).
 //!
 //! The pipeline, one module each: `parse` (attribute and signature) → `analyze` (the front:
-//! `sites` gives sends and effects their ids, `validate` finds where asks stand and puts
+//! `sites` gives sends and effects their ids, `for_loops` rewrites a `for` loop that asks
+//! into a loop over its remaining items, `validate` finds where asks stand and puts
 //! suspension markers, `identity` names every site after its own content, `liveness` finds
 //! what lives across each suspension) → `model` (the flow as plain data, and the
 //! fingerprints computed from it) → `lower` (the rest of the program after a suspension,
@@ -20,6 +21,7 @@ mod codec;
 mod diverge;
 mod errors;
 mod expand;
+mod for_loops;
 mod graph;
 mod identity;
 mod items;
@@ -41,6 +43,11 @@ use proc_macro::TokenStream;
 /// `version = N`. A checkpoint of another build resumes at the ask it waits at when the new
 /// code still has it (same identity and answer side, its kept locals decode); otherwise the
 /// policy decides (see `botmesh::flow::VersionPolicy`).
+///
+/// A `for` loop may ask when it goes over an owned local whose type is written
+/// (`let items: Vec<Item> = …; for item in items { … cx.ask(…).await? … }`): the items it has
+/// not reached yet are kept in the state (`botmesh::flow::Remaining`), and so is `item` when
+/// it is used after the ask.
 ///
 /// Every ask, send, effect and sub-flow call has an identity derived from its own code (not
 /// from its position or formatting), or the author's name for it: `cx.ask(…).id("age")`,

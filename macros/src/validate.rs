@@ -94,7 +94,7 @@ fn lit_label(e: &Expr) -> Option<String> {
 
 impl Walker<'_> {
     fn not_head_msg(&self) -> &'static str {
-        "an ask must stand at the head of an expression: bind its answer with `let` first (`let answer = cx.ask(…).await?;`) and use `answer` here"
+        "an ask cannot be a call's argument or an operand: the flow stops at an ask and goes on with its answer in a later step, and the expression around it cannot be cut there (what it computed before the ask would be lost); bind the answer with `let` first (`let answer = cx.ask(…).await?;`) and use `answer` here"
     }
 
     /// Registers a suspension (`e` is `chain.await`) and returns its marker.
@@ -335,7 +335,7 @@ impl Walker<'_> {
     }
 }
 
-const FOR_MSG: &str = "an ask cannot be lowered inside a `for` loop: its iterator cannot be saved across the ask; loop with `loop`/`while` over a typed index instead (`let mut i: usize = 0; while i < items.len() { … i += 1; }`)";
+const FOR_MSG: &str = "an ask in a `for` loop needs the loop to go over an owned local whose type is written: the flow keeps the items it has not reached yet in its state across the ask; bind them first and loop over that local (`let items: Vec<Item> = …; for item in items { … }`)";
 const CLOSURE_MSG: &str = "an ask cannot be lowered inside a closure: a flow suspends only in its own body; ask outside the closure, bind the answer with `let`, and use it inside";
 const ASYNC_MSG: &str = "an ask cannot be lowered inside an async block: a flow suspends only in its own body; ask outside the block and bind the answer with `let` (use `cx.effect(async { … })` only for side effects)";
 const LET_ELSE_MSG: &str = "an ask cannot be lowered in the `else` of a `let … else`: write a `match` instead (`let x = match … { Some(v) => v, None => { let a = cx.ask(…).await?; …; return Ok(()); } };`)";
@@ -522,7 +522,7 @@ mod tests {
             Ok(())
         }));
         assert_eq!(errs.len(), 6, "{errs:?}");
-        assert!(errs[0].contains("bind its answer with `let` first"));
+        assert!(errs[0].contains("bind the answer with `let` first"));
         assert!(errs[1].contains("closure"));
         assert!(errs[2].contains("`for` loop"));
         assert!(errs[3].contains("async block"));

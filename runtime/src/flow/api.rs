@@ -461,6 +461,46 @@ pub fn __unknown_state<S>(flow: &'static str, state: &str) -> Result<S, FlowErro
     })
 }
 
+/// The items a flow's `for` loop has not reached yet. `#[flow]` runs a `for` loop that holds
+/// an ask over one of these, so that the items still to come are kept in the flow's state
+/// (and its checkpoint, as a JSON array) across the ask.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(
+    transparent,
+    bound(
+        serialize = "C::Item: serde::Serialize",
+        deserialize = "C::Item: serde::de::DeserializeOwned"
+    )
+)]
+pub struct Remaining<C: IntoIterator> {
+    items: std::collections::VecDeque<C::Item>,
+}
+
+impl<C: IntoIterator> Remaining<C> {
+    /// All the items of `items`, none reached yet.
+    pub fn new(items: C) -> Self {
+        Self {
+            items: items.into_iter().collect(),
+        }
+    }
+
+    /// The next item, taken out.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<C::Item> {
+        self.items.pop_front()
+    }
+
+    /// How many items are left.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether no item is left.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
 /// Marks a type that may be held across an ask in a `#[persistent]` flow.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be kept in a persistent flow's checkpoint",

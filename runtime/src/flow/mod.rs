@@ -57,7 +57,7 @@ pub use api::{
     __Codec, __StepResult, __codec, __dec, __decode, __done, __enc, __encode, __erase_fn, __field,
     __finish, __output_of, __split_state, __take, __unknown_state, __wait, ByConstructor, ByValue,
     Checkpointable, DEFAULT_RESTART_NOTICE, Flow, FlowError, FlowFn, FlowInfo, FlowResult,
-    IntoFlow, MigrateFn, StartTrigger, StateInfo, Step, VersionPolicy, info, mermaid,
+    IntoFlow, MigrateFn, Remaining, StartTrigger, StateInfo, Step, VersionPolicy, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::{Call, FlowCx, FlowSend};
