@@ -415,3 +415,35 @@ async fn an_erased_durability_is_the_same_incarnation_and_runs_on_spawned_tasks(
         "counters are shared with the erased handle"
     );
 }
+
+/// A send's own `on_ambiguous` wins over the bot's, both ways: under a bot-wide `resend`, a
+/// send that says `skip` is left `unknown`; under the default `skip`, one that says `resend`
+/// is due again. Each is reported as ambiguous.
+#[tokio::test]
+async fn a_sends_own_on_ambiguous_overrides_the_bots() {
+    for (bot, own, after) in [
+        (OnAmbiguous::Resend, OnAmbiguous::Skip, OutboxState::Unknown),
+        (OnAmbiguous::Skip, OnAmbiguous::Resend, OutboxState::Pending),
+    ] {
+        let env = Env::new();
+        let first = env.open("i1", |c| c.outbox.on_ambiguous = bot);
+        let new = botmesh_durability::NewSend::new(
+            SendKey::explicit("k"),
+            "alice",
+            json!({"text": "hi"}),
+        )
+        .with_on_ambiguous(Some(own));
+        first.outbox().journal(new).await.expect("journal");
+        lease(&first, "k").await; // "about to call the provider", then the process dies
+        let restarted = first.reopen().expect("restart");
+        let mut rx = restarted.subscribe();
+        let due = restarted.outbox().due(10).await.expect("due");
+        assert_eq!(
+            state(&restarted, "k").await,
+            after,
+            "bot {bot:?}, own {own:?}"
+        );
+        assert_eq!(due.len(), usize::from(after == OutboxState::Pending));
+        assert_eq!(events(&mut rx).len(), 1, "reported as ambiguous");
+    }
+}

@@ -388,13 +388,13 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 &lease.key,
                 |r: &mut OutboxRecord, now| {
                     Self::check_fence(r, lease)?;
-                    Self::apply_ambiguity(r, policy, error, now);
+                    Self::apply_ambiguity(r, r.on_ambiguous.unwrap_or(policy), error, now);
                     Ok(Step::Write(r.clone()))
                 },
             )
             .await;
         let record = self.d.counted(RecordKind::Outbound, result)?;
-        Ok(self.ambiguous(&record, policy))
+        Ok(self.ambiguous(&record, record.on_ambiguous.unwrap_or(policy)))
     }
 
     pub(crate) fn apply_ambiguity(

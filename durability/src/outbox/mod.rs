@@ -34,7 +34,7 @@ pub use attempts::{AmbiguousOutcome, BeginAttempt, JournalBegun, JournalLeased};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::OnDiverged;
+use crate::config::{OnAmbiguous, OnDiverged};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::attempts::{AttemptFields, AttemptState, Attempted};
@@ -143,6 +143,9 @@ pub struct OutboxRecord {
     /// Dead because its previous part was dead-lettered (revived by a retry of that part).
     #[serde(default)]
     pub died_with_previous: bool,
+    /// This send's own `on_ambiguous` (the bot's `outbox.on_ambiguous` when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_ambiguous: Option<OnAmbiguous>,
     /// When it was journaled (Unix ms).
     pub created_ms: i64,
     /// When it last changed (Unix ms).
@@ -243,6 +246,8 @@ pub struct NewSend {
     pub payload: Payload,
     /// The fingerprint of chat + content before the hooks; computed from `payload` if `None`.
     pub fingerprint: Option<Fingerprint>,
+    /// This send's own `on_ambiguous`, over the bot's `outbox.on_ambiguous` (`None`: the bot's).
+    pub on_ambiguous: Option<OnAmbiguous>,
 }
 
 impl NewSend {
@@ -253,7 +258,14 @@ impl NewSend {
             chat: chat.into(),
             payload: payload.into(),
             fingerprint: None,
+            on_ambiguous: None,
         }
+    }
+
+    /// Sets this send's own `on_ambiguous` (`None`: the bot's `outbox.on_ambiguous`).
+    pub fn with_on_ambiguous(mut self, policy: Option<OnAmbiguous>) -> Self {
+        self.on_ambiguous = policy;
+        self
     }
 
     /// Sets the fingerprint (of the content before the hooks).
@@ -387,6 +399,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         chat: String,
         payload: Payload,
         fp: Fingerprint,
+        on_ambiguous: Option<OnAmbiguous>,
     ) -> OutboxRecord {
         let now = self.d.now_ms();
         OutboxRecord {
@@ -407,6 +420,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             next_attempt_ms: now,
             last_error: None,
             died_with_previous: false,
+            on_ambiguous,
             created_ms: now,
             updated_ms: now,
         }
@@ -476,9 +490,10 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             chat,
             payload,
             fingerprint,
+            on_ambiguous,
         } = new;
         let fp = fingerprint.unwrap_or_else(|| Fingerprint::of(&chat, &payload.to_value()));
-        self.new_record(key, chat, payload, fp)
+        self.new_record(key, chat, payload, fp, on_ambiguous)
     }
 
     /// Writes a send down under its key before the provider is called. A key already recorded
@@ -534,7 +549,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             OnDiverged::Send => {
                 let key = keys::diverged_key(&existing.key, &ours.fingerprint);
                 let key = SendKey::with_kind(key, KeyKind::Derived);
-                let record = self.new_record(key, ours.chat, ours.payload, ours.fingerprint);
+                let record = self.new_record(
+                    key,
+                    ours.chat,
+                    ours.payload,
+                    ours.fingerprint,
+                    ours.on_ambiguous,
+                );
                 Some(Box::new(match Box::pin(self.create(record)).await? {
                     Created::New(r) => SendJournal::Journaled(r),
                     Created::Existing { found: r, .. } => {

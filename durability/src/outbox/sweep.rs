@@ -9,6 +9,9 @@
 //! | `pending` / `failed`, due, first open send of its chat, previous part settled | — | — | returned by `due` | — |
 //! | `pending` / `failed` whose previous part is `dead` | — | — | `dead` (dies with it) | `Dead` |
 //!
+//! The `on_ambiguous` that applies is the send's own (`OutboxRecord::on_ambiguous`, from
+//! `NewSend::with_on_ambiguous`), else the bot's `outbox.on_ambiguous`.
+//!
 //! `due` does not lease anything: the sweeper calls `begin_attempt` on each record it returns,
 //! one chat at a time, and calls `due` again once it made progress.
 
@@ -165,7 +168,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     let owner = r.lease.as_ref().map_or("?", |l| &*l.owner).to_owned();
                     Self::apply_ambiguity(
                         r,
-                        policy,
+                        r.on_ambiguous.unwrap_or(policy),
                         &format!("the lease of `{owner}` was abandoned mid-send"),
                         now,
                     );
@@ -174,7 +177,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             )
             .await?;
         if let Some(r) = &resolved {
-            self.ambiguous(r, policy);
+            self.ambiguous(r, r.on_ambiguous.unwrap_or(policy));
         }
         Ok(resolved)
     }

@@ -188,7 +188,8 @@ pub(crate) async fn commit(
             c.chat.0.clone(),
             payload,
         )
-        .with_fingerprint(c.fingerprint.clone());
+        .with_fingerprint(c.fingerprint.clone())
+        .with_on_ambiguous(c.outgoing.on_ambiguous);
         // The step's first send goes out as soon as the step committed: leased in the step's
         // own transaction, its provider call needs no write of its own. A paced send waits
         // (typing) after the commit, and parts go out one by one: those are journaled pending.

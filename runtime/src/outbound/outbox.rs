@@ -105,13 +105,14 @@ pub(crate) async fn answered(
         .map(|r| deduped(&r)))
 }
 
-/// Sends again the sends that recovery resolved `unknown` (`on_ambiguous: skip`) whose own
-/// policy says `resend` ([`Outgoing::on_ambiguous`]; an ask's prompt by default): they become
-/// pending, due now, in their place in the chat's order. The `durability:ambiguous` event was
-/// emitted for each either way.
+/// A send journals its own policy ([`Outgoing::on_ambiguous`]; an ask's prompt: resend) on
+/// its record, and recovery applies it. A record written by an older version carries it only
+/// in its payload: recovery resolved it by the bot's policy, so such a send left `unknown`
+/// whose payload says `resend` is made pending here, due now, in its place in the chat's
+/// order. The `durability:ambiguous` event was emitted for each either way.
 pub(crate) async fn resend_by_own_policy(k: &Kernel, dur: &Durable, resolved: &[OutboxRecord]) {
     for r in resolved {
-        if r.state != OutboxState::Unknown {
+        if r.state != OutboxState::Unknown || r.on_ambiguous.is_some() {
             continue;
         }
         let own = serde_json::from_str::<Outgoing>(r.payload.as_json())
@@ -273,7 +274,9 @@ async fn journal(
         }
     };
     let fp = fp.unwrap_or_else(|| deferred_fingerprint(chat, &payload));
-    let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload).with_fingerprint(fp);
+    let new = NewSend::new(send_key(rule, key), chat.0.clone(), payload)
+        .with_fingerprint(fp)
+        .with_on_ambiguous(outgoing.on_ambiguous);
     let journaled = if begin {
         match outbox.journal_and_lease(new).await.map_err(journal_error)? {
             JournalLeased::Leased(lease) => return Ok(Journaled::Leased(lease)),
