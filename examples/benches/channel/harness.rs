@@ -147,8 +147,8 @@ pub struct Outcome {
     pub written: u64,
     /// Peak resident memory over the run (the process's, fake included), when known.
     pub peak_rss: Option<u64>,
-    /// For SQLite: write requests and transactions over the run.
-    pub sqlite_writes: Option<(u64, u64)>,
+    /// For SQLite: the writer's work over the run.
+    pub sqlite_writes: Option<Writes>,
 }
 
 impl Outcome {
@@ -164,6 +164,19 @@ impl Outcome {
         }
         self.latencies[((self.latencies.len() - 1) as f64 * q).round() as usize]
     }
+}
+
+/// What SQLite's writer thread did over a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Writes {
+    /// Write requests.
+    pub requests: u64,
+    /// Transactions (group commits).
+    pub transactions: u64,
+    /// Time running the requests' statements.
+    pub statements: Duration,
+    /// Time in `COMMIT` (WAL write and sync).
+    pub commits: Duration,
 }
 
 /// Why a run failed.
@@ -207,7 +220,12 @@ pub async fn run(
     let writes = || {
         sqlite.as_ref().map(|s| {
             let stats = s.write_stats();
-            (stats.requests, stats.transactions)
+            Writes {
+                requests: stats.requests,
+                transactions: stats.transactions,
+                statements: stats.statements,
+                commits: stats.commits,
+            }
         })
     };
     bot.start()
@@ -227,9 +245,12 @@ pub async fn run(
     let cpu = cpu_but(FAKE_THREAD).saturating_sub(cpu_before);
     let written = written_bytes().saturating_sub(written_before);
     let peak_rss = peak_rss();
-    let sqlite_writes = writes()
-        .zip(writes_before)
-        .map(|(after, before)| (after.0 - before.0, after.1 - before.1));
+    let sqlite_writes = writes().zip(writes_before).map(|(after, before)| Writes {
+        requests: after.requests - before.requests,
+        transactions: after.transactions - before.transactions,
+        statements: after.statements.saturating_sub(before.statements),
+        commits: after.commits.saturating_sub(before.commits),
+    });
     bot.stop()
         .await
         .map_err(|e| bot_error(storage)(e.to_string()))?;

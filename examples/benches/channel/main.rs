@@ -106,12 +106,16 @@ fn main() {
                     outcome.rate(),
                     outcome.latency(0.5).as_secs_f64() * 1e3
                 );
-                if let Some((requests, transactions)) = outcome.sqlite_writes {
+                if let Some(w) = outcome.sqlite_writes {
                     let n = outcome.messages.max(1) as f64;
                     println!(
-                        "    sqlite writer: {:.2} write requests and {:.2} transactions per message",
-                        requests as f64 / n,
-                        transactions as f64 / n
+                        "    sqlite writer: {:.2} write requests and {:.3} transactions per message; {:.0} µs running requests + {:.0} µs in COMMIT per message, busy {:.0}% of the run",
+                        w.requests as f64 / n,
+                        w.transactions as f64 / n,
+                        w.statements.as_secs_f64() * 1e6 / n,
+                        w.commits.as_secs_f64() * 1e6 / n,
+                        (w.statements + w.commits).as_secs_f64() / outcome.elapsed.as_secs_f64()
+                            * 100.0
                     );
                 }
                 rows.push((mode, storage, outcome));
