@@ -288,7 +288,7 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
 }
 
 // Real time: the next incarnation must start a wall-clock millisecond later than the lease
-// was taken, which a paused tokio clock does not move.
+// was taken, which a paused tokio clock does not move (the test waits for the clock to move).
 #[tokio::test]
 async fn a_durability_event_prints_with_its_chat() {
     use botmesh::durability::{MemoryKv, NewSend, SendKey, outbox::JournalBegun};
@@ -317,11 +317,14 @@ async fn a_durability_event_prints_with_its_chat() {
         ))
         .await
         .expect("journal");
+    let leased_at = botmesh::clock::now_ms();
     assert!(matches!(begun, JournalBegun::Leased { .. }), "{begun:?}");
     drop((earlier, before));
-    // The next incarnation starts later than that lease was taken (by the millisecond clock:
-    // real time, see above).
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // The next incarnation starts later than that lease was taken: wait for the millisecond
+    // clock to move on.
+    while botmesh::clock::now_ms() <= leased_at {
+        tokio::task::yield_now().await;
+    }
     let bot = Bot::builder(provider.clone())
         .durability(durable())
         .build()

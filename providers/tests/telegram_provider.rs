@@ -19,7 +19,7 @@ use botmesh_providers::telegram::{
     TelegramConfig, TelegramConfigError, TelegramMode, TelegramProvider,
 };
 use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder, eventually};
+use fakes::{Mode, Recorder};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";
@@ -141,10 +141,7 @@ async fn receives_every_message_kind_over_long_polling() {
     assert_eq!(edited.content, Content::Text("/start edited".into()));
 
     // Everything was confirmed, the channel post (not taken) included.
-    eventually("all updates confirmed", || {
-        fake.unconfirmed().is_empty().then_some(())
-    })
-    .await;
+    fake.wait_confirmed().await;
     assert!(
         fake.calls("getUpdates")
             .iter()
@@ -169,7 +166,7 @@ async fn an_update_the_pipeline_rejects_is_not_confirmed_and_comes_back() {
     rec.set_mode(Mode::Accept);
     let events = rec.wait_for(1).await;
     assert_eq!(events.len(), 1);
-    eventually("confirmed", || fake.unconfirmed().is_empty().then_some(())).await;
+    fake.wait_confirmed().await;
     tg.stop().await.expect("stop");
 }
 

@@ -13,7 +13,7 @@ use botmesh_providers::http::GuardedClient;
 use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
 use botmesh_providers::webhook::WebhookServer;
 use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder, drained, eventually, pong_bot};
+use fakes::{Mode, Recorder, drained, pong_bot};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";
@@ -186,10 +186,7 @@ async fn a_polling_crash_before_the_offset_is_confirmed_is_refetched_and_answere
     let bot = pong_bot(TelegramProvider::new(polling()).expect("provider"));
     bot.start().await.expect("start b");
     fake.wait_calls("sendMessage", 1).await;
-    eventually("offset confirmed", || {
-        fake.unconfirmed().is_empty().then_some(())
-    })
-    .await;
+    fake.wait_confirmed().await;
     bot.stop_with(drained()).await.expect("stop");
     assert_eq!(fake.texts_to(ANA), vec!["pong: ping".to_owned()]);
 }

@@ -136,22 +136,6 @@ impl InboundPipeline for Recorder {
     fn end_of_input(&self) {}
 }
 
-/// Polls `f` every 20 ms until it returns `Some`, or panics after 5 s naming `what`.
-pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        // A poll: what `f` reads (a fake server's calls, an offset) has no change signal.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A plain HTTP client for tests (plays the channel calling our webhook).
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()

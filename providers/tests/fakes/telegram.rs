@@ -190,17 +190,32 @@ impl FakeTelegram {
 
     /// Waits until `method` was called `n` times (or 5 s); returns the calls.
     pub async fn wait_calls(&self, method: &str, n: usize) -> Vec<Value> {
+        self.wait_until(|| self.calls(method).len() >= n).await;
+        self.calls(method)
+    }
+
+    /// Waits until every update was confirmed (an offset past it); fails the test after 5 s.
+    pub async fn wait_confirmed(&self) {
+        let confirmed = self.wait_until(|| self.unconfirmed().is_empty()).await;
+        assert!(
+            confirmed,
+            "updates never confirmed: {:?}",
+            self.unconfirmed()
+        );
+    }
+
+    /// Waits until `done` holds, woken by each call the fake serves (or 5 s); whether it holds.
+    async fn wait_until(&self, done: impl Fn() -> bool) -> bool {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let calls = self.calls(method);
-            if calls.len() >= n {
-                return calls;
+            if done() {
+                return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.calls(method);
+                return done();
             }
         }
     }
