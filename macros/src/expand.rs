@@ -218,6 +218,29 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             }
         }
     }
+    // What a start trigger starts: the flow, its arguments built by `args = …`.
+    let from_trigger = if params.is_empty() {
+        quote!(
+            fn from_trigger(_ctx: &::botmesh::Ctx) -> ::core::option::Option<Self> {
+                ::core::option::Option::Some(Self())
+            }
+        )
+    } else if let Some(build) = &args.args {
+        let names: Vec<&syn::Ident> = params.iter().map(|p| &p.name).collect();
+        let pat = if names.len() == 1 {
+            quote!(#(#names)*)
+        } else {
+            quote!((#(#names),*))
+        };
+        quote! {
+            fn from_trigger(ctx: &::botmesh::Ctx) -> ::core::option::Option<Self> {
+                let #pat = #build(ctx);
+                ::core::option::Option::Some(Self(#(#names),*))
+            }
+        }
+    } else {
+        quote!()
+    };
     let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
     // The author's lint levels apply to the body, which `step` holds.
     let lints = attrs.iter().filter(|a| {
@@ -263,6 +286,8 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             fn into_start(self) -> Self::State { #into_start }
 
             #fresh
+
+            #from_trigger
 
             #(#lints)*
             async fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State) -> ::botmesh::flow::__StepResult<Self> {

@@ -39,6 +39,9 @@ use proc_macro::TokenStream;
 /// `name` implementing `botmesh::flow::Flow`.
 ///
 /// Options: `start = command("x") | keyword("x") | regex("x") | matcher(path) | none`,
+/// `args = path` (a flow with parameters that a trigger starts: `fn path(ctx: &Ctx) -> T`
+/// builds them from the starting message or the bot's state, a tuple for several; they are
+/// kept in the checkpoint like any state),
 /// `on_version_mismatch = restart | restart(notice = "…" | none) | abandon | migrate(path)`,
 /// `version = N`. A checkpoint of another build resumes at the ask it waits at when the new
 /// code still has it (same identity and answer side, its kept locals decode); otherwise the

@@ -40,6 +40,9 @@ pub(crate) struct FlowArgs {
     /// `version = N`: mixed into the layout hash, bumped by hand when a kept local's type
     /// changes shape (the hash sees types by name only).
     pub(crate) version: Option<u32>,
+    /// `args = path`: builds a flow's parameters from the message that starts it
+    /// (`fn path(ctx: &Ctx) -> T`, a tuple for several).
+    pub(crate) args: Option<syn::Path>,
 }
 
 /// A typed parameter after `cx`.
@@ -70,12 +73,16 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
         start_span: Span::call_site(),
         policy: Policy::Restart(None),
         version: None,
+        args: None,
     };
     let parser = |input: ParseStream<'_>| -> syn::Result<()> {
         while !input.is_empty() {
             let key: Ident = input.parse()?;
             if key == "__persistent" {
                 // set by #[persistent]; handled by the caller.
+            } else if key == "args" {
+                input.parse::<Token![=]>()?;
+                args.args = Some(input.parse()?);
             } else if key == "version" {
                 input.parse::<Token![=]>()?;
                 let lit: syn::LitInt = input.parse()?;
@@ -158,7 +165,7 @@ pub(crate) fn parse_args(tokens: TokenStream, errors: &Errors) -> FlowArgs {
                     _ => {
                         return Err(syn::Error::new(
                             key.span(),
-                            "unknown #[flow] option: the options are `start = …`, `on_version_mismatch = …` and `version = N`",
+                            "unknown #[flow] option: the options are `start = …`, `args = path`, `on_version_mismatch = …` and `version = N`",
                         ));
                     }
                 }
@@ -280,11 +287,21 @@ pub(crate) fn parse_fn(
             syn::parse_quote!(())
         }
     };
-    if !params.is_empty() && !matches!(args.start, Start::None) {
+    if !params.is_empty() && !matches!(args.start, Start::None) && args.args.is_none() {
         errors.at(
             args.start_span,
-            "a flow with parameters cannot start by itself: its arguments come from code; remove `start = …` and start it with `bot.start_flow(chat, name(args))` or `cx.call(name(args))`",
+            "a flow with parameters that a trigger starts needs them built from the starting message: add `args = build` with `fn build(ctx: &Ctx) -> T` (a tuple for several parameters; `ctx.bot()` reaches the bot's state), or remove `start = …` and start it from code (`bot.start_flow(chat, name(args))`, `cx.call(name(args))`)",
         );
+    }
+    if let Some(a) = &args.args {
+        if params.is_empty() {
+            errors.spanned(
+                a,
+                "`args = …` builds a flow's parameters, and this flow has none: remove it",
+            );
+        } else if matches!(args.start, Start::None) {
+            errors.spanned(a, "`args = …` builds the parameters when a trigger starts the flow, and this flow has none: add `start = …` or remove `args`");
+        }
     }
     let attrs = func
         .attrs

@@ -160,6 +160,14 @@ pub trait Flow: Send + Sync + Sized + 'static {
         None
     }
 
+    /// The flow a start trigger starts for the message `ctx` (its arguments built from the
+    /// message or the bot's state: `#[flow(start = …, args = build)]`); `None` when a trigger
+    /// cannot start it.
+    fn from_trigger(ctx: &Ctx) -> Option<Self> {
+        let _ = ctx;
+        None
+    }
+
     /// The sub-flows this flow calls, registered with it (so a checkpoint that holds one can
     /// be restored).
     fn register_callees(_reg: &mut dyn FnMut(crate::flow::registry::Erased)) {}

@@ -104,21 +104,23 @@ pub fn erase<F: Flow>() -> Erased {
 
 impl Bot {
     /// Registers a flow and installs its start trigger (`#[flow(start = …)]`):
-    /// `bot.flow(order)`. Flows with arguments are registered with
-    /// [`register_flow`](Self::register_flow) and started with [`start_flow`](Self::start_flow).
-    pub fn flow<F, T>(&self, flow: F) -> &Self
-    where
-        F: Fn() -> T + Copy + Send + Sync + 'static,
-        T: Flow,
-    {
+    /// `bot.flow(order)`. A flow with arguments that a trigger starts builds them from the
+    /// starting message (`#[flow(start = …, args = build)]`); one started only from code is
+    /// registered the same way, or with [`register_flow`](Self::register_flow), and started
+    /// with [`start_flow`](Self::start_flow).
+    pub fn flow<A, F: FlowFn<A>>(&self, flow: F) -> &Self {
+        type T<F, A> = <F as FlowFn<A>>::Flow;
         self.register_flow(flow);
-        let info = T::info();
+        let info = T::<F, A>::info();
         let start = move |ctx: Ctx| {
-            let flow = flow();
+            let flow = T::<F, A>::from_trigger(&ctx);
             async move {
+                let Some(flow) = flow else {
+                    return Ok(());
+                };
                 // The trigger's handler does nothing else: the first step may complete the
                 // message in its transaction.
-                executor::start_in_with(&ctx, erase::<T>(), Box::new(flow.into_start()), true)
+                executor::start_in_with(&ctx, erase::<T<F, A>>(), Box::new(flow.into_start()), true)
                     .await
                     .map_err(|e| Box::new(e) as HandlerError)
             }
