@@ -101,6 +101,7 @@ pub fn post_until_accepted(
                     panic!("webhook {what} refused: {}", r.status())
                 }
                 _ if Instant::now() > give_up => panic!("webhook {what} never accepted"),
+                // Real time: the shop is a real process, restarting; try again shortly.
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
@@ -231,6 +232,7 @@ impl Users {
     async fn drive_until_done(&mut self, channel: &dyn Channel, shop: &Shop, within: Duration) {
         let deadline = Instant::now() + within;
         while !self.drive(channel, shop) && Instant::now() < deadline {
+            // Real time: the users read the replies a real shop process sends to the fake.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -332,6 +334,7 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
             let until = Instant::now() + Duration::from_millis(rng.u64(150..900));
             while Instant::now() < until {
                 users.drive(&*channel, &shop);
+                // Real time: the seeded moment of the SIGKILL, in a real process.
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             shop.kill9();
@@ -388,6 +391,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
                 shop.log()
             );
         }
+        // Real time: the shop is a real process; look at the fake again shortly.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     shop.stop();
