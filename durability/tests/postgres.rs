@@ -389,14 +389,7 @@ async fn transactions_are_shared_only_with_a_postgres_kv_on_the_same_database() 
 
 /// The chat of an inbound message journaled with its step.
 fn inbound_chat() -> botmesh_durability::ChatRecord {
-    botmesh_durability::ChatRecord {
-        id: "chat".into(),
-        is_group: false,
-        title: None,
-        lang: None,
-        first_seen_ms: 3,
-        last_activity_ms: 3,
-    }
+    common::chat("chat", 0)
 }
 
 /// Its sender.
