@@ -23,11 +23,13 @@
 use std::time::{Duration, Instant};
 
 use botmesh_durability::inbox::{InboxJournalLease, InboxState, NewInbound};
+use botmesh_durability::keys::Fingerprint;
+use botmesh_durability::keys::KeyKind;
+use botmesh_durability::keys::SendKey;
 use botmesh_durability::kv::Scope;
+use botmesh_durability::outbox::NewSend;
 use botmesh_durability::outbox::{JournalLeased, Payload};
-use botmesh_durability::{
-    DurabilityConfig, Fingerprint, KeyKind, MemoryDurability, NewSend, SendKey,
-};
+use botmesh_durability::{DurabilityConfig, MemoryDurability};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

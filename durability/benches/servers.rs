@@ -24,10 +24,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use botmesh_durability::backends::postgres::PostgresConfig;
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
+use botmesh_durability::backends::redis::RedisConfig;
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::kv::{CasOutcome, Entry, Scope};
-use botmesh_durability::{DurableKv, PostgresConfig, PostgresKv, RedisConfig, RedisKv};
+use botmesh_durability::{DurableKv, PostgresKv, RedisKv};
 
 type Res<T = ()> = Result<T, Box<dyn Error + Send + Sync>>;
 

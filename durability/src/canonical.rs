@@ -1,6 +1,6 @@
 //! Canonical JSON (object keys sorted) of any `Serialize` value, written straight from it.
 //!
-//! A fingerprint ([`crate::Fingerprint`]) hashes the canonical JSON of a send's content. A
+//! A fingerprint ([`crate::keys::Fingerprint`]) hashes the canonical JSON of a send's content. A
 //! content is a Rust value, and building a `serde_json::Value` tree of it (a map node and a
 //! string per field, then freed) only to write it out again was most of a fingerprint's cost.
 //! [`write`] writes the same bytes without the tree: an object's entries are written into one
@@ -536,7 +536,7 @@ mod tests {
     use serde::Serialize;
     use serde_json::{Value, json};
 
-    use crate::Fingerprint;
+    use crate::keys::Fingerprint;
 
     /// The canonical JSON of earlier versions, which walked a `serde_json::Value` tree: the
     /// reference the direct writer must match byte for byte (fingerprints are kept in

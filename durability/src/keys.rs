@@ -188,7 +188,7 @@ impl Fingerprint {
     /// content before the hooks.
     ///
     /// ```
-    /// # use botmesh_durability::Fingerprint;
+    /// # use botmesh_durability::keys::Fingerprint;
     /// let content = serde_json::json!({"text": "hi"});
     /// let later = Fingerprint::deferred({
     ///     let content = content.clone();
@@ -211,7 +211,7 @@ impl Fingerprint {
     /// building the value tree.
     ///
     /// ```
-    /// # use botmesh_durability::Fingerprint;
+    /// # use botmesh_durability::keys::Fingerprint;
     /// #[derive(serde::Serialize)]
     /// struct Text { text: &'static str, buttons: Vec<&'static str> }
     /// let content = Text { text: "hi", buttons: vec!["a"] };

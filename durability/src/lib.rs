@@ -54,35 +54,27 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+// The crate root re-exports what a bot author names: the stores and journal backends, the
+// configuration, the errors, the journals and their events. Records, leases, keys, retries and
+// the KV SPI's details are in their modules.
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use backends::postgres::{PostgresConfig, PostgresError, PostgresKv, PostgresStore};
+pub use backends::postgres::{PostgresKv, PostgresStore};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use backends::redis::{RedisConfig, RedisError, RedisKv, RedisStore};
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{DurabilityConfig, InboxConfig, OnAmbiguous, OnDiverged, OutboxConfig};
+pub use backends::redis::{RedisKv, RedisStore};
+pub use config::{DurabilityConfig, OnAmbiguous};
 pub use error::DurabilityError;
 #[cfg(feature = "file")]
-pub use file::{FileDurability, FileError, FileOptions, FileStats};
-pub use inbox::{InboundRecord, Inbox, InboxState, NewInbound};
+pub use file::{FileDurability, FileOptions};
+pub use inbox::InboxState;
 pub use journal::{KvDurability, KvDurabilityBuilder, MemoryDurability};
-pub use keys::{Fingerprint, KeyKind, SendKey};
-pub use kv::{
-    CasOutcome, DurableKv, Entry, KvError, KvOp, KvRecord, MemoryKv, RangeQuery, Scope, Versioned,
-    WritePoint,
-};
-pub use leases::{InboxLease, OutboxLease};
-pub use operating::{DurabilityEvent, DurabilityMetrics, RecordKind};
-pub use outbox::{NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
-pub use retries::{Backoff, ErrorClass, FailOutcome, SendFailure};
+pub use kv::{DurableKv, KvError, MemoryKv, Scope};
+pub use operating::DurabilityEvent;
+pub use outbox::OutboxState;
 pub use step_journal::{
     CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
 };
-pub use store::{
-    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
-    MemoryStore, Store, StoreError,
-};
-pub use store::{CheckpointWrite, StepCommit, StepCommitOutcome};
+pub use store::{MemoryStore, Store, StoreError};
 #[cfg(feature = "sqlite")]
-pub use store::{SqliteDurableKv, SqliteQueryError, SqliteStore, SqliteStoreOptions};
+pub use store::{SqliteDurableKv, SqliteStore, SqliteStoreOptions};

@@ -3,7 +3,7 @@
 //!
 //! A step's sends are not journaled one by one while the step runs: the runtime collects
 //! them, and at the end of the step this builder turns them into outbox records (pending, due
-//! now, parts linked as [`Outbox::split_parts`](crate::Outbox::split_parts) links them; the
+//! now, parts linked as [`Outbox::split_parts`](crate::outbox::Outbox::split_parts) links them; the
 //! first one, through [`send_and_begin`](StepJournal::send_and_begin), leased for the provider
 //! call that follows the commit) and
 //! the inbound record that fed the step into its `done` version, all as compare-and-set
@@ -252,7 +252,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     }
 
     /// Adds the journaling of an inbound event already leased to this process (what
-    /// [`Inbox::journal_and_claim`](crate::Inbox::journal_and_claim) writes), to commit with
+    /// [`Inbox::journal_and_claim`](crate::inbox::Inbox::journal_and_claim) writes), to commit with
     /// its ledger row and its chat and contact (see [`StepCommit`](crate::store::StepCommit)).
     /// Returns the lease the record will hold once committed. A conflict on it is a
     /// redelivery: [`resolve_conflict`](Self::resolve_conflict) answers
@@ -321,7 +321,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     }
 
     /// Adds "the provider accepted the send leased by `lease`, with this message id" (what
-    /// [`Outbox::mark_sent`](crate::Outbox::mark_sent) writes), to commit with a ledger row.
+    /// [`Outbox::mark_sent`](crate::outbox::Outbox::mark_sent) writes), to commit with a ledger row.
     /// Refused with `StaleLease` when the lease was taken over.
     pub async fn mark_sent(
         &mut self,

@@ -236,7 +236,8 @@ suites!(
 mod postgres_backend {
     use std::sync::Arc;
 
-    use botmesh_durability::{PostgresConfig, PostgresKv};
+    use botmesh_durability::PostgresKv;
+    use botmesh_durability::backends::postgres::PostgresConfig;
 
     use crate::crash_restart::Restartable;
     use crate::servers::postgres::Pg;
@@ -283,7 +284,8 @@ suites!(postgres, postgres_backend::factory(), seeds: 8);
 mod redis_backend {
     use std::sync::Arc;
 
-    use botmesh_durability::{RedisConfig, RedisKv};
+    use botmesh_durability::RedisKv;
+    use botmesh_durability::backends::redis::RedisConfig;
 
     use crate::crash_restart::Restartable;
 

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use botmesh_durability::config::OnDiverged;
 use botmesh_durability::inbox::InboxJournal;
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::media_refs::StoredMediaRef;
+use botmesh_durability::retries::Backoff;
 use botmesh_durability::{
-    Backoff, DurabilityConfig, DurabilityError, KvDurability, MemoryKv, NewInbound, OnAmbiguous,
-    OnDiverged, Scope,
+    DurabilityConfig, DurabilityError, KvDurability, MemoryKv, OnAmbiguous, Scope,
 };
 use journal_env::Env;
 use serde_json::json;

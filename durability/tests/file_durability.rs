@@ -20,9 +20,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use botmesh_durability::file::FileError;
 use botmesh_durability::file::{IoHook, IoOp};
 use botmesh_durability::kv::{CasOutcome, Entry, Index, KvError, Scope};
-use botmesh_durability::{DurableKv, FileDurability, FileError, FileOptions};
+use botmesh_durability::{DurableKv, FileDurability, FileOptions};
 use tempfile::TempDir;
 
 const CHILD_ENV: &str = "BOTMESH_FILE_CHILD_PATH";

@@ -3,11 +3,16 @@
 
 use std::time::Duration;
 
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::inbox::{Claim, InboxJournal, InboxJournalClaim};
+use botmesh_durability::keys::SendKey;
+use botmesh_durability::kv::Entry;
+use botmesh_durability::operating::RecordKind;
+use botmesh_durability::outbox::SendJournal;
 use botmesh_durability::outbox::{AmbiguousOutcome, BeginAttempt};
 use botmesh_durability::{
-    DurabilityError, DurabilityEvent, DurableKv, Entry, InboxState, KvDurability, NewInbound,
-    OnAmbiguous, OutboxState, RecordKind, Scope, SendJournal, SendKey,
+    DurabilityError, DurabilityEvent, DurableKv, InboxState, KvDurability, OnAmbiguous,
+    OutboxState, Scope,
 };
 use journal_env::{Env, claim_new, events, journal, lease, send_ok, state};
 use serde_json::json;
@@ -427,7 +432,7 @@ async fn a_sends_own_on_ambiguous_overrides_the_bots() {
     ] {
         let env = Env::new();
         let first = env.open("i1", |c| c.outbox.on_ambiguous = bot);
-        let new = botmesh_durability::NewSend::new(
+        let new = botmesh_durability::outbox::NewSend::new(
             SendKey::explicit("k"),
             "alice",
             json!({"text": "hi"}),

@@ -4,13 +4,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use botmesh_durability::config::OnDiverged;
+use botmesh_durability::keys::Fingerprint;
+use botmesh_durability::keys::SendKey;
 use botmesh_durability::keys::{self, inbound_id, part_key};
+use botmesh_durability::kv::Entry;
+use botmesh_durability::operating::RecordKind;
+use botmesh_durability::outbox::SendJournal;
 use botmesh_durability::outbox::{BeginAttempt, JournalBegun};
+use botmesh_durability::retries::Backoff;
+use botmesh_durability::retries::FailOutcome;
+use botmesh_durability::retries::SendFailure;
 use botmesh_durability::retries::{InlineBudget, InlineStep};
-use botmesh_durability::{
-    Backoff, DurabilityEvent, DurableKv, Entry, FailOutcome, Fingerprint, OnDiverged, OutboxState,
-    RecordKind, Scope, SendFailure, SendJournal, SendKey,
-};
+use botmesh_durability::{DurabilityEvent, DurableKv, OutboxState, Scope};
 use journal_env::{Env, T0, claim_new, events, journal, journal_and_begin, lease, send_ok, state};
 use serde_json::json;
 
@@ -365,7 +371,7 @@ async fn a_part_journaled_later_dies_lazily_when_swept() {
         .await
         .expect("fail");
     let kv = Arc::clone(d.kv());
-    let part = botmesh_durability::OutboxRecord {
+    let part = botmesh_durability::outbox::OutboxRecord {
         key: "k#2".into(),
         previous_part: Some("k".into()),
         part: 2,

@@ -31,11 +31,12 @@ mod servers;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Once};
 
+use botmesh_durability::backends::postgres::PostgresConfig;
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
 use botmesh_durability::kv::{Entry, KvOp, MemoryKv};
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::testing::crash::crashable;
-use botmesh_durability::{DurableKv, PostgresConfig, PostgresKv, PostgresStore, Store};
+use botmesh_durability::{DurableKv, PostgresKv, PostgresStore, Store};
 use servers::postgres::{Pg, raw_client};
 use servers::{durability, scope};
 use tokio::sync::{RwLock, RwLockReadGuard};
@@ -388,13 +389,13 @@ async fn transactions_are_shared_only_with_a_postgres_kv_on_the_same_database() 
 }
 
 /// The chat of an inbound message journaled with its step.
-fn inbound_chat() -> botmesh_durability::ChatRecord {
+fn inbound_chat() -> botmesh_durability::store::ChatRecord {
     common::chat("chat", 0)
 }
 
 /// Its sender.
-fn inbound_contact() -> botmesh_durability::ContactRecord {
-    botmesh_durability::ContactRecord {
+fn inbound_contact() -> botmesh_durability::store::ContactRecord {
+    botmesh_durability::store::ContactRecord {
         id: "alice".into(),
         name: Some("Alice".into()),
         last_seen_ms: 3,

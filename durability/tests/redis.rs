@@ -25,9 +25,11 @@ mod servers;
 
 use std::sync::{Arc, LazyLock};
 
+use botmesh_durability::backends::redis::RedisConfig;
 use botmesh_durability::backends::redis::redis_crate as redis;
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::kv::{Entry, Index};
-use botmesh_durability::{DurableKv, NewInbound, RedisConfig, RedisKv, RedisStore};
+use botmesh_durability::{DurableKv, RedisKv, RedisStore};
 use serde_json::json;
 use servers::redis_server::{Rd, raw};
 use servers::{durability, scope};

@@ -20,9 +20,10 @@ mod common;
 #[allow(dead_code)]
 mod servers;
 
+use botmesh_durability::backends::redis::RedisConfig;
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::kv::{Index, Scope};
-use botmesh_durability::{RedisConfig, RedisKv, RedisStore};
+use botmesh_durability::{RedisKv, RedisStore};
 use servers::redis_server::Rd;
 
 /// A store on a fresh prefix of the cluster.

@@ -13,12 +13,18 @@ mod servers;
 
 use std::sync::Arc;
 
+use botmesh_durability::config::OnDiverged;
 use botmesh_durability::inbox::InboxJournalClaim;
+use botmesh_durability::inbox::NewInbound;
+use botmesh_durability::keys::KeyKind;
+use botmesh_durability::keys::SendKey;
+use botmesh_durability::leases::InboxLease;
+use botmesh_durability::outbox::NewSend;
+use botmesh_durability::store::FlowCheckpoint;
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::{
-    DurabilityConfig, DurableKv, FlowCheckpoint, InboxLease, InboxState, KeyKind, KvDurability,
-    NewInbound, NewSend, OnDiverged, OutboxState, Scope, SendKey, StepConflict, StepSend, Store,
-    keys,
+    DurabilityConfig, DurableKv, InboxState, KvDurability, OutboxState, Scope, StepConflict,
+    StepSend, Store, keys,
 };
 
 /// A store whose transactions the journal shares.
@@ -83,7 +89,8 @@ async fn env(b: Backend) -> Option<Env> {
 #[cfg(feature = "postgres")]
 async fn postgres_env() -> Option<Env> {
     let pg = servers::postgres::Pg::new()?;
-    let config = botmesh_durability::PostgresConfig::new().table_prefix(pg.prefix());
+    let config =
+        botmesh_durability::backends::postgres::PostgresConfig::new().table_prefix(pg.prefix());
     let store = botmesh_durability::PostgresStore::connect_with(&pg.url, config)
         .await
         .unwrap();
@@ -145,7 +152,7 @@ async fn commit(
     store: &Env,
     d: &KvDurability,
     mut journal: botmesh_durability::StepJournal<'_, dyn DurableKv>,
-) -> (Vec<botmesh_durability::OutboxRecord>, usize) {
+) -> (Vec<botmesh_durability::outbox::OutboxRecord>, usize) {
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Save(checkpoint(2)));
     let mut conflicts = 0;
     loop {
@@ -257,7 +264,8 @@ async fn a_derived_key_recorded_with_other_content_follows_on_diverged(b: Backen
         let (records, conflicts) = commit(&store, &d, journal).await;
         assert_eq!(conflicts, 1, "{policy:?}");
         assert_eq!(d.metrics().outbox_diverged, 1, "{policy:?}");
-        let text = |r: &botmesh_durability::OutboxRecord| r.payload.to_value()["text"].clone();
+        let text =
+            |r: &botmesh_durability::outbox::OutboxRecord| r.payload.to_value()["text"].clone();
         assert_eq!(records.len(), 1, "{policy:?}");
         match policy {
             OnDiverged::Send => {
@@ -337,11 +345,11 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write(b: Backend) {
         .unwrap();
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
     step.journal = journal.ops();
-    step.ledger = vec![botmesh_durability::LedgerEntry {
+    step.ledger = vec![botmesh_durability::store::LedgerEntry {
         chat: "alice".into(),
         message_id: Some("tg-42".into()),
-        direction: botmesh_durability::Direction::Outbound,
-        status: botmesh_durability::LedgerStatus::Sent,
+        direction: botmesh_durability::store::Direction::Outbound,
+        status: botmesh_durability::store::LedgerStatus::Sent,
         text: Some("Hello".into()),
         content: serde_json::json!({"text": "Hello"}),
         key: Some("alice/m1:1".into()),
@@ -373,7 +381,7 @@ fn inbound_step(
 ) -> StepCommit {
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
     step.journal = journal.ops();
-    step.chat = Some(botmesh_durability::ChatRecord {
+    step.chat = Some(botmesh_durability::store::ChatRecord {
         id: "alice".into(),
         is_group: false,
         title: None,
@@ -381,16 +389,16 @@ fn inbound_step(
         first_seen_ms: 5,
         last_activity_ms: 5,
     });
-    step.contact = Some(botmesh_durability::ContactRecord {
+    step.contact = Some(botmesh_durability::store::ContactRecord {
         id: "alice".into(),
         name: Some("Alice".into()),
         last_seen_ms: 5,
     });
-    step.ledger = vec![botmesh_durability::LedgerEntry {
+    step.ledger = vec![botmesh_durability::store::LedgerEntry {
         chat: "alice".into(),
         message_id: Some(id.into()),
-        direction: botmesh_durability::Direction::Inbound,
-        status: botmesh_durability::LedgerStatus::Received,
+        direction: botmesh_durability::store::Direction::Inbound,
+        status: botmesh_durability::store::LedgerStatus::Received,
         text: Some("pears".into()),
         content: serde_json::json!({"text": "pears"}),
         key: None,
@@ -406,7 +414,7 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
     };
     // Alice's chat is known, with a title and a language the inbound must not overwrite.
     store
-        .upsert_chat(&botmesh_durability::ChatRecord {
+        .upsert_chat(&botmesh_durability::store::ChatRecord {
             id: "alice".into(),
             is_group: false,
             title: Some("Alice's shop".into()),
@@ -488,7 +496,8 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
 }
 
 async fn operations_on_one_key_twice_still_land_all_or_none(b: Backend) {
-    use botmesh_durability::{Entry, KvOp};
+    use botmesh_durability::kv::Entry;
+    use botmesh_durability::kv::KvOp;
     let Some((store, d, _lease)) = setup(b).await else {
         return;
     };
@@ -679,7 +688,7 @@ fn raw_entry(text: &str) -> botmesh_durability::kv::Entry {
 fn with_rows(step: StepCommit) -> StepCommit {
     StepCommit {
         delete_values: vec![("effects".into(), "e1".into())],
-        chat: Some(botmesh_durability::ChatRecord {
+        chat: Some(botmesh_durability::store::ChatRecord {
             id: "chat".into(),
             is_group: false,
             title: None,
@@ -687,16 +696,16 @@ fn with_rows(step: StepCommit) -> StepCommit {
             first_seen_ms: 3,
             last_activity_ms: 3,
         }),
-        contact: Some(botmesh_durability::ContactRecord {
+        contact: Some(botmesh_durability::store::ContactRecord {
             id: "bob".into(),
             name: Some("Bob".into()),
             last_seen_ms: 3,
         }),
-        ledger: vec![botmesh_durability::LedgerEntry {
+        ledger: vec![botmesh_durability::store::LedgerEntry {
             chat: "chat".into(),
             message_id: Some("m-9".into()),
-            direction: botmesh_durability::Direction::Outbound,
-            status: botmesh_durability::LedgerStatus::Sent,
+            direction: botmesh_durability::store::Direction::Outbound,
+            status: botmesh_durability::store::LedgerStatus::Sent,
             text: Some("send 1".into()),
             content: serde_json::json!({"text": "send 1"}),
             key: Some("c".into()),

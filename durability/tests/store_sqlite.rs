@@ -447,7 +447,11 @@ async fn corrupt_rows_are_reported_not_panicked_on() {
 
 #[tokio::test]
 async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
-    use botmesh_durability::{ChatRecord, ContactRecord, Direction, LedgerEntry, LedgerStatus};
+    use botmesh_durability::store::ChatRecord;
+    use botmesh_durability::store::ContactRecord;
+    use botmesh_durability::store::Direction;
+    use botmesh_durability::store::LedgerEntry;
+    use botmesh_durability::store::LedgerStatus;
     let (store, _dir) = new_store().await;
     let chat = |now: i64| ChatRecord {
         id: "c".into(),

@@ -4,8 +4,11 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
+use botmesh_durability::store::Direction;
+use botmesh_durability::store::LedgerEntry;
+use botmesh_durability::store::LedgerStatus;
 use botmesh_durability::store::rusqlite;
-use botmesh_durability::{Direction, LedgerEntry, LedgerStatus, SqliteStore, Store, StoreError};
+use botmesh_durability::{SqliteStore, Store, StoreError};
 use serde_json::json;
 use tempfile::TempDir;
 

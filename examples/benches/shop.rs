@@ -159,7 +159,8 @@ async fn run(
                 .durability(DurabilityOptions::backend(store.durability_kv()))
         }
         Variant::Postgres => {
-            use botmesh::durability::{PostgresConfig, PostgresKv, PostgresStore};
+            use botmesh::durability::backends::postgres::PostgresConfig;
+            use botmesh::durability::{PostgresKv, PostgresStore};
             let url = std::env::var("BOTMESH_TEST_POSTGRES_URL").expect("postgres url");
             let config = PostgresConfig::new()
                 .table_prefix(format!("bench{}_", fastrand_suffix() % 1_000_000))
@@ -175,7 +176,8 @@ async fn run(
                 .durability(DurabilityOptions::backend(kv))
         }
         Variant::Redis => {
-            use botmesh::durability::{RedisConfig, RedisKv, RedisStore};
+            use botmesh::durability::backends::redis::RedisConfig;
+            use botmesh::durability::{RedisKv, RedisStore};
             let url = std::env::var("BOTMESH_TEST_REDIS_URL").expect("redis url");
             let config =
                 RedisConfig::new().prefix(format!("bench{}", fastrand_suffix() % 1_000_000));

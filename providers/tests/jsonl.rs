@@ -291,7 +291,9 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
 // was taken, which a paused tokio clock does not move (the test waits for the clock to move).
 #[tokio::test]
 async fn a_durability_event_prints_with_its_chat() {
-    use botmesh::durability::{MemoryKv, NewSend, SendKey, outbox::JournalBegun};
+    use botmesh::durability::keys::SendKey;
+    use botmesh::durability::outbox::NewSend;
+    use botmesh::durability::{MemoryKv, outbox::JournalBegun};
     use botmesh::durable::DurabilityOptions;
 
     let (input, provider_in) = tokio::io::duplex(64 * 1024);

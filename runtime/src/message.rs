@@ -629,7 +629,7 @@ mod tests {
     /// the fingerprint of the content's JSON tree, which journals hold.
     #[test]
     fn every_content_kind_fingerprints_as_its_json_tree() {
-        use botmesh_durability::Fingerprint;
+        use botmesh_durability::keys::Fingerprint;
 
         let button = |t: &str| Button::new(t);
         let contents = vec![

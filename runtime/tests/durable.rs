@@ -12,10 +12,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use botmesh::durability::inbox::NewInbound;
+use botmesh::durability::kv::CasOutcome;
+use botmesh::durability::kv::KvOp;
+use botmesh::durability::kv::KvRecord;
+use botmesh::durability::kv::RangeQuery;
+use botmesh::durability::kv::Versioned;
+use botmesh::durability::retries::Backoff;
 use botmesh::durability::{
-    Backoff, CasOutcome, DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvError, KvOp,
-    KvRecord, MemoryKv, MemoryStore, NewInbound, OnAmbiguous, OutboxState, RangeQuery, Scope,
-    Versioned,
+    DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvError, MemoryKv, MemoryStore,
+    OnAmbiguous, OutboxState, Scope,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
 use botmesh::message::{Content, InboundMedia, Interaction, MediaKind, MediaRef, Message, UserId};

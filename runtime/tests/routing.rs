@@ -507,7 +507,8 @@ async fn ledger_records_messages_in_and_out() {
         .iter()
         .map(|e| (e.direction, e.status, e.text.clone(), e.key.clone()))
         .collect();
-    use botmesh::durability::{Direction, LedgerStatus};
+    use botmesh::durability::store::Direction;
+    use botmesh::durability::store::LedgerStatus;
     assert_eq!(
         rows,
         [

@@ -392,7 +392,8 @@ async fn hello(cx: &mut FlowCx) -> FlowResult {
 /// FileDurability: the backend is open again, and the restarted flow's sends go out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
-    use botmesh::durability::{FlowCheckpoint, MemoryStore, Store};
+    use botmesh::durability::store::FlowCheckpoint;
+    use botmesh::durability::{MemoryStore, Store};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.json");
     let file = FileDurability::open(&path, FileOptions::new().append_log(true))

@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
+use botmesh::durability::store::ChatRecord;
 use botmesh::durability::store::CheckpointHead;
-use botmesh::durability::{
-    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, MemoryStore, Store,
-    StoreError,
-};
+use botmesh::durability::store::ContactRecord;
+use botmesh::durability::store::FlowCheckpoint;
+use botmesh::durability::store::HandoffRecord;
+use botmesh::durability::store::LedgerEntry;
+use botmesh::durability::{MemoryStore, Store, StoreError};
 
 /// A memory store whose next checkpoint save, or delete, fails once when armed.
 #[derive(Clone, Default)]

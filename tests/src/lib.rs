@@ -93,7 +93,8 @@ pub async fn settle(bot: &botmesh::prelude::Bot) {
 /// 10 ms, a send of unknown outcome skipped (reported, not sent again) unless the test says
 /// otherwise.
 pub fn fast_durability() -> botmesh::durability::DurabilityConfig {
-    use botmesh::durability::{Backoff, DurabilityConfig, OnAmbiguous};
+    use botmesh::durability::retries::Backoff;
+    use botmesh::durability::{DurabilityConfig, OnAmbiguous};
     use std::time::Duration;
     let retry = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
     let mut c = DurabilityConfig::default();
@@ -127,8 +128,8 @@ pub fn durable_bot(
 
 /// The journal writes a message's handling goes through, where the crash suites cut it: its
 /// inbound journaled and completed, its sends journaled, begun and marked sent.
-pub const MESSAGE_WRITE_POINTS: [botmesh::durability::WritePoint; 5] = {
-    use botmesh::durability::WritePoint;
+pub const MESSAGE_WRITE_POINTS: [botmesh::durability::kv::WritePoint; 5] = {
+    use botmesh::durability::kv::WritePoint;
     [
         WritePoint::InboxJournal,
         WritePoint::InboxComplete,

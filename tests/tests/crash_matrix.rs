@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{
-    DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, WritePoint,
-};
+use botmesh::durability::kv::WritePoint;
+use botmesh::durability::{DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};

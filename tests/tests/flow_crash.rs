@@ -13,10 +13,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use botmesh::durability::backends::postgres::PostgresConfig;
 use botmesh::durability::kv::WritePhase;
+use botmesh::durability::kv::WritePoint;
 use botmesh::durability::{
     DurabilityEvent, DurableKv, InboxState, KvDurability, MemoryKv, MemoryStore, OutboxState,
-    PostgresConfig, PostgresStore, Scope, SqliteStore, Store, WritePoint,
+    PostgresStore, Scope, SqliteStore, Store,
 };
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};

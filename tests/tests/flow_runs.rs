@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{MemoryKv, MemoryStore, Store, WritePoint};
+use botmesh::durability::kv::WritePoint;
+use botmesh::durability::{MemoryKv, MemoryStore, Store};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};

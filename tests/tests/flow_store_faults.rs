@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use botmesh::durability::{Backoff, DurabilityConfig, InboxState};
+use botmesh::durability::retries::Backoff;
+use botmesh::durability::{DurabilityConfig, InboxState};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
@@ -208,7 +209,7 @@ async fn a_timeout_step_whose_commit_fails_runs_again() {
     .await
     .unwrap();
     t.says("ann", "/pay").await;
-    kv.fail_once(botmesh::durability::WritePoint::OutboxJournal);
+    kv.fail_once(botmesh::durability::kv::WritePoint::OutboxJournal);
     t.advance(Duration::from_secs(61)).await;
     t.bot().idle().await;
     assert_eq!(kv.failed_once(), 1, "the timeout step's commit failed");

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh::durability::kv::WritePhase;
-use botmesh::durability::{Direction, DurableKv, SqliteStore, Store, WritePoint};
+use botmesh::durability::kv::WritePoint;
+use botmesh::durability::store::Direction;
+use botmesh::durability::{DurableKv, SqliteStore, Store};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use botmesh::durability::{Backoff, DurabilityConfig, InboxState, MemoryKv, WritePoint};
+use botmesh::durability::kv::WritePoint;
+use botmesh::durability::retries::Backoff;
+use botmesh::durability::{DurabilityConfig, InboxState, MemoryKv};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{Crashable, MockProvider, crashable};

@@ -276,7 +276,8 @@ fn read_in<T>(
 /// with the database file it ran on.
 ///
 /// ```
-/// # use botmesh_durability::{SqliteQueryError, StoreError};
+/// # use botmesh_durability::StoreError;
+/// # use botmesh_durability::store::SqliteQueryError;
 /// fn file_of(error: &StoreError) -> Option<&std::path::Path> {
 ///     match error {
 ///         StoreError::Query { source, .. } => source

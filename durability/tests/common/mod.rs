@@ -6,10 +6,14 @@
 //! when the backend's server is not configured (`@tests` names the tests to run). Backend-specific tests
 //! (files, processes, group commit) live in the backend's own test file.
 
-use botmesh_durability::{
-    ChatRecord, ContactRecord, Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus,
-    Store, StoreError,
-};
+use botmesh_durability::store::ChatRecord;
+use botmesh_durability::store::ContactRecord;
+use botmesh_durability::store::Direction;
+use botmesh_durability::store::FlowCheckpoint;
+use botmesh_durability::store::HandoffRecord;
+use botmesh_durability::store::LedgerEntry;
+use botmesh_durability::store::LedgerStatus;
+use botmesh_durability::{Store, StoreError};
 use serde_json::json;
 
 /// A chat record whose fields all derive from `id` and `n`.

@@ -10,13 +10,20 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use botmesh_durability::clock::ManualClock;
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::inbox::{Claim, InboxJournalClaim};
+use botmesh_durability::keys::SendKey;
 use botmesh_durability::kv::Scope;
 use botmesh_durability::outbox::BeginAttempt;
+use botmesh_durability::outbox::NewSend;
+use botmesh_durability::retries::Backoff;
+use botmesh_durability::retries::FailOutcome;
+use botmesh_durability::retries::SendFailure;
 use botmesh_durability::testing::crash::Crashable;
 use botmesh_durability::{
-    Backoff, DurabilityConfig, DurabilityError, DurableKv, FailOutcome, InboxState, KvDurability,
-    ManualClock, MemoryKv, NewInbound, NewSend, OnAmbiguous, OutboxState, SendFailure, SendKey,
+    DurabilityConfig, DurabilityError, DurableKv, InboxState, KvDurability, MemoryKv, OnAmbiguous,
+    OutboxState,
 };
 use serde_json::json;
 
@@ -195,7 +202,7 @@ impl<B: DurableKv> Harness<B> {
             ("i/poison", "i/pending/0000000000000000/poison"),
             ("o/poison", "o/pending/0000000000000000/poison"),
         ] {
-            let entry = botmesh_durability::Entry {
+            let entry = botmesh_durability::kv::Entry {
                 value: b"\x00garbage".to_vec(),
                 idx1: Some(idx.into()),
                 idx2: None,
@@ -364,7 +371,7 @@ impl<B: DurableKv> Harness<B> {
     }
 
     fn clock_now(&self) -> i64 {
-        use botmesh_durability::Clock;
+        use botmesh_durability::clock::Clock;
         self.clock.now_ms()
     }
 

@@ -4,12 +4,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use botmesh_durability::clock::ManualClock;
 use botmesh_durability::inbox::InboxJournalClaim;
+use botmesh_durability::inbox::NewInbound;
+use botmesh_durability::keys::SendKey;
 use botmesh_durability::leases::{InboxLease, OutboxLease};
+use botmesh_durability::outbox::NewSend;
+use botmesh_durability::outbox::SendJournal;
 use botmesh_durability::outbox::{BeginAttempt, JournalBegun};
+use botmesh_durability::retries::Backoff;
 use botmesh_durability::{
-    Backoff, DurabilityConfig, DurabilityEvent, KvDurability, ManualClock, MemoryKv, NewInbound,
-    NewSend, OutboxState, Scope, SendJournal, SendKey,
+    DurabilityConfig, DurabilityEvent, KvDurability, MemoryKv, OutboxState, Scope,
 };
 use serde_json::json;
 

@@ -12,10 +12,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::kv::{CasOutcome, Entry, Index, Scope};
-use botmesh_durability::{
-    DurabilityConfig, DurabilityEvent, DurableKv, KvDurability, NewInbound, RecordKind,
-};
+use botmesh_durability::operating::RecordKind;
+use botmesh_durability::{DurabilityConfig, DurabilityEvent, DurableKv, KvDurability};
 
 /// The URL in `var`, or `None` after printing that the suite was SKIPPED. Panics when the
 /// variable is missing and `CI=true`: CI must run every suite.
@@ -223,8 +223,9 @@ pub(crate) async fn racing_writers_have_one_winner_per_version(kvs: Vec<Arc<dyn 
 /// The PostgreSQL server of the tests (`BOTMESH_TEST_POSTGRES_URL`).
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres {
+    use botmesh_durability::PostgresKv;
+    use botmesh_durability::backends::postgres::PostgresConfig;
     use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
-    use botmesh_durability::{PostgresConfig, PostgresKv};
 
     use super::{Server, server_url};
 
@@ -299,8 +300,9 @@ pub(crate) mod postgres {
 /// `BOTMESH_TEST_REDIS_CLUSTER_URL` (the seed nodes, comma-separated).
 #[cfg(feature = "redis")]
 pub(crate) mod redis_server {
+    use botmesh_durability::RedisKv;
+    use botmesh_durability::backends::redis::RedisConfig;
     use botmesh_durability::backends::redis::redis_crate as redis;
-    use botmesh_durability::{RedisConfig, RedisKv};
 
     use super::{Server, server_url};
 

@@ -309,7 +309,8 @@ async fn build(
             .store(MemoryStore::new())
             .durability(DurabilityOptions::off()),
         (Storage::Postgres, _) => {
-            use botmesh::durability::{PostgresConfig, PostgresKv, PostgresStore};
+            use botmesh::durability::backends::postgres::PostgresConfig;
+            use botmesh::durability::{PostgresKv, PostgresStore};
             let url = server_url(storage)?;
             let config = PostgresConfig::new().table_prefix(format!("chbench{}_", unique()));
             let kv = PostgresKv::connect_with(&url, config.clone())
@@ -323,7 +324,8 @@ async fn build(
                 .durability(DurabilityOptions::backend(kv))
         }
         (Storage::Redis, _) => {
-            use botmesh::durability::{RedisConfig, RedisKv, RedisStore};
+            use botmesh::durability::backends::redis::RedisConfig;
+            use botmesh::durability::{RedisKv, RedisStore};
             let url = server_url(storage)?;
             let config = RedisConfig::new().prefix(format!("chbench{}", unique()));
             let kv = RedisKv::open_with(&url, config.clone())

@@ -12,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 
-use botmesh_durability::InboxLease;
+use botmesh_durability::leases::InboxLease;
 
 use crate::bot::dispatcher;
 use crate::config::GroupMode;

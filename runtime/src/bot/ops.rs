@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use botmesh_durability::HandoffRecord;
+use botmesh_durability::store::HandoffRecord;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::bot::dispatcher;

@@ -21,9 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_durability::StepCommitted;
+use botmesh_durability::inbox::InboundRecord;
+use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::inbox::{InboxJournalLease, Payload};
+use botmesh_durability::leases::InboxLease;
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
-use botmesh_durability::{InboundRecord, InboxLease, NewInbound};
 
 use crate::durable::media;
 use crate::kernel::Kernel;

@@ -246,7 +246,7 @@ impl Durable {
         source: botmesh_durability::kv::KvError,
     ) -> BotError {
         BotError::Durability(botmesh_durability::DurabilityError::Backend {
-            kind: botmesh_durability::RecordKind::Inbound,
+            kind: botmesh_durability::operating::RecordKind::Inbound,
             id: self.d.scope().to_string(),
             operation,
             source,

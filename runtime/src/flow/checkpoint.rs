@@ -17,7 +17,7 @@
 //!
 //! A stack holding a non-persistent flow is not checkpointed (its state is memory only).
 
-use botmesh_durability::FlowCheckpoint;
+use botmesh_durability::store::FlowCheckpoint;
 use serde::{Deserialize, Serialize};
 
 use crate::events::BotEvent;

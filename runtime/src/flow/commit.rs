@@ -25,10 +25,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use botmesh_durability::keys::KeyKind;
+use botmesh_durability::keys::SendKey;
+use botmesh_durability::outbox::NewSend;
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
-use botmesh_durability::{
-    CommittedSend, KeyKind, NewSend, SendKey, StepCommitError, StepCommitted, StepSend,
-};
+use botmesh_durability::{CommittedSend, StepCommitError, StepCommitted, StepSend};
 
 use crate::error::BotError;
 use crate::flow::effect;
@@ -45,7 +46,7 @@ struct Collected {
     key: String,
     kind: KeyKind,
     chat: ChatId,
-    fingerprint: botmesh_durability::Fingerprint,
+    fingerprint: botmesh_durability::keys::Fingerprint,
     /// The content after the `before` send hooks.
     outgoing: Outgoing,
     /// Its parts (one when it fits the channel's text limit).
@@ -240,7 +241,7 @@ pub(crate) async fn commit(
         Err(StepCommitError::Contention { .. }) => {
             return Err(BotError::Durability(
                 botmesh_durability::DurabilityError::Contention {
-                    kind: botmesh_durability::RecordKind::Outbound,
+                    kind: botmesh_durability::operating::RecordKind::Outbound,
                     id: format!("flow step of chat {}", ctx.chat()),
                     operation: "commit_step",
                 },
@@ -259,7 +260,7 @@ pub(crate) async fn commit(
 
 fn encode_error(key: &str, reason: &str) -> botmesh_durability::DurabilityError {
     botmesh_durability::DurabilityError::Encode {
-        kind: botmesh_durability::RecordKind::Outbound,
+        kind: botmesh_durability::operating::RecordKind::Outbound,
         id: key.to_owned(),
         reason: reason.to_owned(),
     }

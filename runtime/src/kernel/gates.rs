@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use botmesh_durability::HandoffRecord;
+use botmesh_durability::store::HandoffRecord;
 
 use crate::config::AccessList;
 use crate::message::{ChatId, UserId};

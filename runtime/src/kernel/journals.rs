@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_durability::{InboxLease, KvDurability};
+use botmesh_durability::KvDurability;
+use botmesh_durability::leases::InboxLease;
 use tokio::task::JoinHandle;
 
 use crate::kernel::Kernel;

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use botmesh_durability::InboxLease;
+use botmesh_durability::leases::InboxLease;
 use tokio::time::Instant;
 
 use crate::kernel::Kernel;

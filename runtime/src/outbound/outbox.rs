@@ -16,13 +16,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh_durability::StepCommitError;
+use botmesh_durability::keys::Fingerprint;
+use botmesh_durability::keys::KeyKind;
+use botmesh_durability::keys::SendKey;
+use botmesh_durability::leases::OutboxLease;
+use botmesh_durability::outbox::NewSend;
+use botmesh_durability::outbox::OutboxRecord;
+use botmesh_durability::outbox::SendJournal;
 use botmesh_durability::outbox::{BeginAttempt, JournalLeased, Payload};
+use botmesh_durability::retries::FailOutcome;
+use botmesh_durability::retries::SendFailure;
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::store::{CheckpointWrite, StepCommit};
-use botmesh_durability::{
-    DurabilityError, FailOutcome, Fingerprint, KeyKind, NewSend, OutboxLease, OutboxRecord,
-    OutboxState, SendFailure, SendJournal, SendKey,
-};
+use botmesh_durability::{DurabilityError, OutboxState};
 use tokio::time::Instant;
 
 use crate::error::BotError;
@@ -344,7 +350,7 @@ async fn ensure_parts(
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| {
                         BotError::Durability(DurabilityError::Encode {
-                            kind: botmesh_durability::RecordKind::Outbound,
+                            kind: botmesh_durability::operating::RecordKind::Outbound,
                             id: first.key.clone(),
                             reason: e.to_string(),
                         })

@@ -5,9 +5,13 @@
 //! in order. With `BotConfig::ledger` off, only handoffs and languages are written. This module
 //! does not decide what to persist when; its callers do.
 
-use botmesh_durability::{
-    ChatRecord, ContactRecord, Direction, HandoffRecord, LedgerEntry, LedgerStatus, StoreError,
-};
+use botmesh_durability::StoreError;
+use botmesh_durability::store::ChatRecord;
+use botmesh_durability::store::ContactRecord;
+use botmesh_durability::store::Direction;
+use botmesh_durability::store::HandoffRecord;
+use botmesh_durability::store::LedgerEntry;
+use botmesh_durability::store::LedgerStatus;
 
 use crate::kernel::Kernel;
 use crate::message::{ChatId, Message, MessageId, Outgoing};

@@ -22,7 +22,8 @@ use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use botmesh_durability::{FlowCheckpoint, MemoryStore, Store};
+use botmesh_durability::store::FlowCheckpoint;
+use botmesh_durability::{MemoryStore, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::bot::{Bot, BotBuilder};

@@ -24,7 +24,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use botmesh::durability::{Backoff, DurabilityConfig, FileDurability, FileOptions, SqliteStore};
+use botmesh::durability::retries::Backoff;
+use botmesh::durability::{DurabilityConfig, FileDurability, FileOptions, SqliteStore};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh_providers::jsonl::JsonlProvider;
