@@ -146,6 +146,51 @@ async fn guarantee_ambiguous_send_resend_makes_it_due_again() {
     send_ok(&restarted, "k").await;
 }
 
+/// Recovery reports an ambiguous send before the write that settles it: a process killed
+/// right after that write has named it, and the next one (which finds it settled: due again
+/// under `resend`, `unknown` under `skip`) has nothing left to report.
+#[cfg(feature = "testing")]
+#[tokio::test]
+async fn guarantee_ambiguity_is_reported_by_a_recovery_killed_after_settling_it() {
+    use botmesh_durability::kv::WritePoint;
+    use botmesh_durability::testing::crash::crashable_durability;
+
+    for policy in [OnAmbiguous::Skip, OnAmbiguous::Resend] {
+        let env = Env::new();
+        let first = env.open("i1", |c| c.outbox.on_ambiguous = policy);
+        journal(&first, SendKey::explicit("k"), "alice", "hi").await;
+        lease(&first, "k").await; // "about to call the provider", then the process dies
+        let (switch, recovering) = crashable_durability(&first).expect("crashable durability");
+        switch.crash_after(WritePoint::OutboxMarkAmbiguous);
+        let mut rx = recovering.subscribe();
+        assert!(
+            recovering.outbox().due(10).await.is_err(),
+            "{policy:?}: the recovery dies after settling the send"
+        );
+        assert!(switch.is_crashed());
+        assert_eq!(
+            events(&mut rx),
+            [DurabilityEvent::Ambiguous {
+                key: "k".into(),
+                chat: "alice".into()
+            }],
+            "{policy:?}: the send was named before the process died"
+        );
+        drop(recovering);
+        let next = first.reopen().expect("restart");
+        let mut rx = next.subscribe();
+        let due = next.outbox().due(10).await.expect("due");
+        match policy {
+            OnAmbiguous::Resend => assert_eq!(due.len(), 1, "sent again under resend"),
+            OnAmbiguous::Skip => {
+                assert!(due.is_empty());
+                assert_eq!(state(&next, "k").await, OutboxState::Unknown);
+            }
+        }
+        assert!(events(&mut rx).is_empty(), "{policy:?}: settled already");
+    }
+}
+
 #[tokio::test]
 async fn guarantee_provider_timeout_is_ambiguous_by_policy() {
     let env = Env::new();

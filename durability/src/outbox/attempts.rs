@@ -373,13 +373,15 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     }
 
     /// Records that the provider call's outcome is unknown (the request may have reached the
-    /// channel): `on_ambiguous` decides, and `Ambiguous` is emitted either way.
+    /// channel): `on_ambiguous` decides, and `Ambiguous` is emitted either way, before the
+    /// write that settles the send (see [`ambiguous`](Self::ambiguous)).
     pub async fn mark_ambiguous(
         &self,
         lease: &OutboxLease,
         error: &str,
     ) -> Result<AmbiguousOutcome, DurabilityError> {
         let policy = self.d.config().outbox.on_ambiguous;
+        let mut reported = false;
         let result = self
             .d
             .modify(
@@ -388,13 +390,20 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 &lease.key,
                 |r: &mut OutboxRecord, now| {
                     Self::check_fence(r, lease)?;
-                    Self::apply_ambiguity(r, r.on_ambiguous.unwrap_or(policy), error, now);
+                    let policy = r.on_ambiguous.unwrap_or(policy);
+                    Self::apply_ambiguity(r, policy, error, now);
+                    if !std::mem::replace(&mut reported, true) {
+                        self.ambiguous(r, policy);
+                    }
                     Ok(Step::Write(r.clone()))
                 },
             )
             .await;
         let record = self.d.counted(RecordKind::Outbound, result)?;
-        Ok(self.ambiguous(&record, record.on_ambiguous.unwrap_or(policy)))
+        Ok(match record.on_ambiguous.unwrap_or(policy) {
+            OnAmbiguous::Skip => AmbiguousOutcome::Unknown,
+            OnAmbiguous::Resend => AmbiguousOutcome::Resend,
+        })
     }
 
     pub(crate) fn apply_ambiguity(
@@ -415,17 +424,18 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         }
     }
 
-    pub(crate) fn ambiguous(&self, r: &OutboxRecord, policy: OnAmbiguous) -> AmbiguousOutcome {
+    /// Reports a send of unknown outcome (the `send outcome is ambiguous` line, the count, the
+    /// `Ambiguous` event). Called by the decision that settles the send, before its write: a
+    /// process killed between that write and a report made after it would leave a send sent
+    /// again (`resend`) or skipped (`skip`) that nothing names. A write that does not land
+    /// leaves the send `sending`, and the next recovery reports it again: at least once.
+    pub(crate) fn ambiguous(&self, r: &OutboxRecord, policy: OnAmbiguous) {
         self.d.count(Counter::OutboxAmbiguous);
         tracing::warn!(key = %r.key, chat = %r.chat, ?policy, "send outcome is ambiguous");
         self.d.emit(DurabilityEvent::Ambiguous {
             key: r.key.clone(),
             chat: r.chat.clone(),
         });
-        match policy {
-            OnAmbiguous::Skip => AmbiguousOutcome::Unknown,
-            OnAmbiguous::Resend => AmbiguousOutcome::Resend,
-        }
     }
 
     pub(crate) fn dead_lettered(&self, r: &OutboxRecord) {

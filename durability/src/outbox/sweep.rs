@@ -106,8 +106,8 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 
     /// Resolves every send left `sending` under an expired lease or under an earlier incarnation
     /// of this instance id (its process died between "about to call the provider" and "sent"):
-    /// `on_ambiguous` decides, `Ambiguous` is emitted. Sends this incarnation is making itself
-    /// are never touched. Returns the records resolved.
+    /// `on_ambiguous` decides, `Ambiguous` is emitted before the write that settles each one.
+    /// Sends this incarnation is making itself are never touched. Returns the records resolved.
     pub async fn recover_ambiguous(&self) -> Result<Vec<OutboxRecord>, DurabilityError> {
         let now = self.d.now_ms();
         let (mut cursor, to) = index::state_range(RecordKind::Outbound, "sending");
@@ -151,6 +151,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     ) -> Result<Option<OutboxRecord>, DurabilityError> {
         let policy = self.d.config().outbox.on_ambiguous;
         let me = self.d.incarnation();
+        let mut reported = false;
         let resolved = self
             .d
             .modify(
@@ -166,19 +167,21 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                         return Ok(Step::Keep(None));
                     }
                     let owner = r.lease.as_ref().map_or("?", |l| &*l.owner).to_owned();
+                    let policy = r.on_ambiguous.unwrap_or(policy);
                     Self::apply_ambiguity(
                         r,
-                        r.on_ambiguous.unwrap_or(policy),
+                        policy,
                         &format!("the lease of `{owner}` was abandoned mid-send"),
                         now,
                     );
+                    // Reported before the write settles it (see `ambiguous`).
+                    if !std::mem::replace(&mut reported, true) {
+                        self.ambiguous(r, policy);
+                    }
                     Ok(Step::Write(Some(r.clone())))
                 },
             )
             .await?;
-        if let Some(r) = &resolved {
-            self.ambiguous(r, r.on_ambiguous.unwrap_or(policy));
-        }
         Ok(resolved)
     }
 
