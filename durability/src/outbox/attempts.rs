@@ -374,7 +374,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
 
     /// Records that the provider call's outcome is unknown (the request may have reached the
     /// channel): `on_ambiguous` decides, and `Ambiguous` is emitted either way, before the
-    /// write that settles the send (see [`ambiguous`](Self::ambiguous)).
+    /// write that settles the send (as recovery does).
     pub async fn mark_ambiguous(
         &self,
         lease: &OutboxLease,
