@@ -10,6 +10,8 @@
 //!   (idempotency keys, inbound ids, fingerprints), [`retries`] (backoff, deferral, DLQ, parts),
 //!   [`leases`] (fencing, instance ids), [`operating`] (metrics, events, operator API),
 //!   [`retention`], [`media_refs`], [`config`] and [`error`].
+//! - [`coordination`]: fenced chat turns and leader leases for several replicas, in the same
+//!   backend.
 //! - Behind the `postgres` and `redis` features: `backends` (`PostgresKv` / `PostgresStore`,
 //!   `RedisKv` / `RedisStore`), shared by several replicas.
 //! - Behind the `testing` feature: `testing::conformance` (the suite every backend passes) and
@@ -34,6 +36,7 @@ pub mod backends;
 mod canonical;
 pub mod clock;
 pub mod config;
+pub mod coordination;
 pub mod error;
 #[cfg(feature = "file")]
 #[cfg_attr(docsrs, doc(cfg(feature = "file")))]

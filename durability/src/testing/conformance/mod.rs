@@ -24,10 +24,12 @@
 //! | `poison` | opaque bytes round-trip; undecodable journal records are quarantined and reported, never crash a sweep |
 //! | `scoping` | two bots on one backend see only their own entries and keys |
 //! | `retention` | done/sent records are purged after retention, nothing else is |
+//! | `coordination` | chat turns are exclusive, taken in ingress order and fenced once lost; a dead waiter blocks nobody; one leader, taken over within the lease |
 //!
 //! Each case returns an error message instead of panicking, so one report lists every
 //! failure. This module does not start servers or create temp files: the factory does.
 
+mod coordination_cases;
 mod index_cases;
 mod journal_cases;
 mod kv_cases;
@@ -138,6 +140,34 @@ where
     case!(
         "indexes",
         journal_cases::open_for_chat_lists_a_chats_open_inbound_in_arrival_order
+    );
+    case!(
+        "coordination",
+        coordination_cases::a_chat_turn_is_exclusive_and_a_lost_turn_is_fenced
+    );
+    case!(
+        "coordination",
+        coordination_cases::a_check_needs_the_safety_margin
+    );
+    case!(
+        "coordination",
+        coordination_cases::turns_are_taken_in_ingress_order
+    );
+    case!(
+        "coordination",
+        coordination_cases::a_dead_waiter_blocks_nobody
+    );
+    case!(
+        "coordination",
+        coordination_cases::a_restart_takes_its_abandoned_turn_at_once
+    );
+    case!(
+        "coordination",
+        coordination_cases::concurrent_turn_takers_have_one_winner
+    );
+    case!(
+        "coordination",
+        coordination_cases::one_leader_and_a_takeover_within_the_lease
     );
     report
 }
