@@ -194,32 +194,69 @@ async fn guarantee_ambiguity_is_reported_by_a_recovery_killed_after_settling_it(
 #[tokio::test]
 async fn guarantee_provider_timeout_is_ambiguous_by_policy() {
     let env = Env::new();
-    for (policy, expected, state_after) in [
-        (
-            OnAmbiguous::Skip,
-            AmbiguousOutcome::Unknown,
-            OutboxState::Unknown,
-        ),
-        (
-            OnAmbiguous::Resend,
-            AmbiguousOutcome::Resend,
-            OutboxState::Pending,
-        ),
+    for (policy, state_after) in [
+        (OnAmbiguous::Skip, OutboxState::Unknown),
+        (OnAmbiguous::Resend, OutboxState::Pending),
     ] {
         let d = env.open_in(Scope::custom(format!("{policy:?}")), "i1", |c| {
             c.outbox.on_ambiguous = policy
         });
+        let mut rx = d.subscribe();
         journal(&d, SendKey::explicit("k"), "alice", "hi").await;
         let l = lease(&d, "k").await;
-        assert_eq!(
-            d.outbox()
-                .mark_ambiguous(&l, "timeout")
-                .await
-                .expect("ambiguous"),
-            expected
-        );
+        let outcome = d
+            .outbox()
+            .mark_ambiguous(&l, "timeout")
+            .await
+            .expect("ambiguous");
+        match policy {
+            OnAmbiguous::Skip => assert_eq!(outcome, AmbiguousOutcome::Unknown),
+            _ => assert!(
+                matches!(outcome, AmbiguousOutcome::Resend { .. }),
+                "{outcome:?}"
+            ),
+        }
         assert_eq!(state(&d, "k").await, state_after);
+        assert_eq!(
+            events(&mut rx),
+            [DurabilityEvent::Ambiguous {
+                key: "k".into(),
+                chat: "alice".into()
+            }],
+            "{policy:?}: named by the event"
+        );
     }
+}
+
+/// A send whose outcome keeps being unknown under `resend` is retried with the outbox's
+/// backoff, and dead-lettered once out of retries, like a failed one.
+#[tokio::test]
+async fn guarantee_ambiguous_resend_runs_out_of_retries() {
+    let env = Env::new();
+    let d = env.open("i1", |c| {
+        c.outbox.on_ambiguous = OnAmbiguous::Resend;
+        c.outbox.retries = 1;
+        c.outbox.backoff.base = std::time::Duration::ZERO;
+        c.outbox.backoff.cap = std::time::Duration::ZERO;
+    });
+    journal(&d, SendKey::explicit("k"), "alice", "hi").await;
+    let first = lease(&d, "k").await;
+    assert!(matches!(
+        d.outbox()
+            .mark_ambiguous(&first, "timeout")
+            .await
+            .expect("ambiguous"),
+        AmbiguousOutcome::Resend { .. }
+    ));
+    let second = lease(&d, "k").await;
+    assert_eq!(
+        d.outbox()
+            .mark_ambiguous(&second, "timeout")
+            .await
+            .expect("ambiguous"),
+        AmbiguousOutcome::DeadLettered
+    );
+    assert_eq!(state(&d, "k").await, OutboxState::Dead);
 }
 
 #[tokio::test]

@@ -3,8 +3,10 @@
 //! A provider turns a channel's wire protocol into [`ProviderEvent`]s, handed to the bot
 //! through the [`EventSink`] it receives in [`Provider::start`], and carries the bot's sends,
 //! edits, typing indicators, read marks and interaction acks back to the channel. It reports
-//! failures as [`ProviderError`]s whose class (rate limit, final, retryable) drives the
-//! runtime's retries. It does not route, retry, journal or pace: the runtime does.
+//! failures as [`ProviderError`]s whose class (rate limit, retryable, ambiguous, final) drives
+//! the runtime's retries: a send that failed before its request left (connection refused) is
+//! retryable, one whose request may have reached the channel (a timeout, a connection lost
+//! while waiting for the answer) is ambiguous. It does not route, retry, journal or pace: the runtime does.
 //!
 //! Acknowledgement: [`EventSink::deliver`] returns once the pipeline *accepted* the event
 //! (journaled, when durability is on). A webhook answers 200 only then; a poller confirms its
@@ -389,6 +391,10 @@ pub enum ErrorClass {
     RateLimited(Option<Duration>),
     /// Try again with backoff.
     Retryable,
+    /// The request may have reached the channel (a timeout or a connection lost after it was
+    /// written): trying again may send the message twice. The outbox settles it by the
+    /// ambiguity policy (`on_ambiguous`) and reports it (`durability:ambiguous`).
+    Ambiguous,
     /// Do not try again (dead-letter it).
     Final,
 }
@@ -448,6 +454,19 @@ pub enum ProviderError {
         /// What failed.
         message: String,
     },
+    /// The request may have reached the channel, and no answer came back (a timeout after it
+    /// was written, a connection reset while waiting for the answer): the message may or may
+    /// not have gone out. Not retried as a safe failure: the outbox applies its ambiguity
+    /// policy (a flow's question is sent again, another send is skipped, unless the send
+    /// says otherwise) and emits `durability:ambiguous`. A failure before the request left
+    /// (connection refused, DNS) is [`ProviderError::Network`] instead.
+    #[error("{provider}: outcome unknown, the request may have reached the channel: {message}")]
+    Ambiguous {
+        /// The provider.
+        provider: String,
+        /// What failed.
+        message: String,
+    },
     /// The transport is not connected (retryable).
     #[error("{provider}: not connected")]
     NotConnected {
@@ -494,6 +513,7 @@ impl ProviderError {
             ProviderError::Network { .. } | ProviderError::NotConnected { .. } => {
                 ErrorClass::Retryable
             }
+            ProviderError::Ambiguous { .. } => ErrorClass::Ambiguous,
             ProviderError::Api {
                 retryable: true, ..
             } => ErrorClass::Retryable,
@@ -501,7 +521,8 @@ impl ProviderError {
         }
     }
 
-    /// Whether trying again may succeed.
+    /// Whether trying again may succeed (for an [`ErrorClass::Ambiguous`] error: and may
+    /// send the message twice).
     pub fn is_retryable(&self) -> bool {
         !matches!(self.class(), ErrorClass::Final)
     }

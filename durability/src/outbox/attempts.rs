@@ -23,7 +23,7 @@ use crate::journal::{Step, attempts, index};
 use crate::kv::{DurableKv, WritePoint};
 use crate::leases::{Incarnation, OutboxLease};
 use crate::metrics::{Counter, DurabilityEvent, RecordKind};
-use crate::retries::{FailOutcome, SendFailure, duration_ms};
+use crate::retries::{self, FailOutcome, SendFailure, duration_ms};
 
 /// The outcome of [`Outbox::begin_attempt`].
 #[derive(Debug, Clone, PartialEq)]
@@ -87,13 +87,19 @@ pub enum JournalLeased {
     Journal(SendJournal),
 }
 
-/// What [`Outbox::mark_ambiguous`] (or recovery) did with a send of unknown outcome.
+/// What [`Outbox::mark_ambiguous`] did with a send of unknown outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmbiguousOutcome {
     /// Marked `unknown` (`on_ambiguous: skip`): never sent again by itself.
     Unknown,
-    /// Made due again (`on_ambiguous: resend`).
-    Resend,
+    /// Due again at `at_ms` (`on_ambiguous: resend`), after `outbox.backoff` as a failed
+    /// attempt.
+    Resend {
+        /// When the send is due again (Unix ms).
+        at_ms: i64,
+    },
+    /// `on_ambiguous: resend`, but out of retries: dead-lettered (with its later parts).
+    DeadLettered,
 }
 
 impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
@@ -373,14 +379,21 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     }
 
     /// Records that the provider call's outcome is unknown (the request may have reached the
-    /// channel): `on_ambiguous` decides, and `Ambiguous` is emitted either way, before the
-    /// write that settles the send (as recovery does).
+    /// channel: a timeout or a connection lost after the request was written): the send's own
+    /// `on_ambiguous`, else the configured one, decides, and `Ambiguous` is emitted either
+    /// way, before the write that settles the send (as recovery does). `skip` marks it
+    /// `unknown`; `resend` schedules it again as a failed attempt would be (`outbox.backoff`,
+    /// dead-lettered once out of retries), so a channel that keeps timing out is not called
+    /// again and again.
     pub async fn mark_ambiguous(
         &self,
         lease: &OutboxLease,
         error: &str,
     ) -> Result<AmbiguousOutcome, DurabilityError> {
-        let policy = self.d.config().outbox.on_ambiguous;
+        let config = &self.d.config().outbox;
+        let policy = config.on_ambiguous;
+        let max_calls = config.retries.saturating_add(1);
+        let unit = self.d.unit();
         let mut reported = false;
         let result = self
             .d
@@ -391,19 +404,49 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 |r: &mut OutboxRecord, now| {
                     Self::check_fence(r, lease)?;
                     let policy = r.on_ambiguous.unwrap_or(policy);
-                    Self::apply_ambiguity(r, policy, error, now);
                     if !std::mem::replace(&mut reported, true) {
                         self.ambiguous(r, policy);
                     }
-                    Ok(Step::Write(r.clone()))
+                    let outcome = match policy {
+                        OnAmbiguous::Skip => {
+                            Self::apply_ambiguity(r, policy, error, now);
+                            AmbiguousOutcome::Unknown
+                        }
+                        OnAmbiguous::Resend => {
+                            r.lease = None;
+                            r.last_error = Some(format!("outcome unknown: {error}"));
+                            r.updated_ms = now;
+                            let retry = retries::decide(
+                                r.attempts,
+                                max_calls,
+                                &config.backoff,
+                                retries::ErrorClass::Retryable,
+                                now,
+                                unit,
+                            );
+                            match retry {
+                                FailOutcome::Retrying { at_ms } => {
+                                    r.state = OutboxState::Pending;
+                                    r.next_attempt_ms = at_ms;
+                                    AmbiguousOutcome::Resend { at_ms }
+                                }
+                                FailOutcome::DeadLettered => {
+                                    r.state = OutboxState::Dead;
+                                    AmbiguousOutcome::DeadLettered
+                                }
+                            }
+                        }
+                    };
+                    Ok(Step::Write((outcome, r.clone())))
                 },
             )
             .await;
-        let record = self.d.counted(RecordKind::Outbound, result)?;
-        Ok(match record.on_ambiguous.unwrap_or(policy) {
-            OnAmbiguous::Skip => AmbiguousOutcome::Unknown,
-            OnAmbiguous::Resend => AmbiguousOutcome::Resend,
-        })
+        let (outcome, record) = self.d.counted(RecordKind::Outbound, result)?;
+        if outcome == AmbiguousOutcome::DeadLettered {
+            self.dead_lettered(&record);
+            Box::pin(self.cascade_dead(&record)).await?;
+        }
+        Ok(outcome)
     }
 
     pub(crate) fn apply_ambiguity(

@@ -307,11 +307,71 @@ pub(crate) fn channel_clients(
     Ok((api, media))
 }
 
-/// A reqwest builder with system proxies off.
+/// How long a connection may take to open: a request whose connection never opened never
+/// reached the channel, so its failure is a [`ProviderError::Network`], safe to retry (a
+/// connection still opening when the whole request's timeout fires would be taken for a
+/// request that may have been received).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A reqwest builder with system proxies off and [`CONNECT_TIMEOUT`].
 pub(crate) fn base_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .no_proxy()
+        .connect_timeout(CONNECT_TIMEOUT)
         .user_agent(concat!("botmesh/", env!("CARGO_PKG_VERSION")))
+}
+
+/// A failed call `what` of `provider`'s API as its [`ProviderError`], by whether the request
+/// may have reached the channel. `acts`: the call makes the channel do something a second
+/// call would do again (a send); a call that reads, or that is harmless twice, is retryable
+/// whatever happened.
+///
+/// | reqwest says | the request | error |
+/// | --- | --- | --- |
+/// | `is_builder` | never built | final `Api` |
+/// | `is_connect` (refused, DNS, TLS, [`CONNECT_TIMEOUT`]) | never left | `Network` (retryable) |
+/// | anything else: `is_timeout` after the connection opened, `is_request` (a connection closed or reset while waiting for the answer), `is_body` / `is_decode` (the answer cut off) | may have been received and acted on | `Ambiguous` when `acts`, else `Network` |
+///
+/// The URL (which may carry a token) is never in the message.
+#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+pub(crate) fn call_error(
+    provider: &str,
+    what: &str,
+    e: reqwest::Error,
+    acts: bool,
+) -> botmesh::provider::ProviderError {
+    use botmesh::provider::ProviderError;
+    let e = e.without_url();
+    let kind = if e.is_connect() {
+        "cannot connect"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "the answer was cut off"
+    } else {
+        "the connection was lost"
+    };
+    let mut message = format!("{what}: {kind}: {e}");
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    let provider = provider.to_owned();
+    if e.is_builder() {
+        ProviderError::Api {
+            provider,
+            status: None,
+            code: None,
+            message,
+            retryable: false,
+        }
+    } else if e.is_connect() || !acts {
+        ProviderError::Network { provider, message }
+    } else {
+        ProviderError::Ambiguous { provider, message }
+    }
 }
 
 /// The SSRF-guarded download client. Cheap to clone.

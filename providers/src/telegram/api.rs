@@ -4,7 +4,8 @@
 //! | answer | class |
 //! | --- | --- |
 //! | 429, or any error with `parameters.retry_after` | `RateLimited { retry_after }` |
-//! | 5xx, a broken connection, a timeout | retryable (`Api { retryable: true }` / `Network`) |
+//! | 5xx, a connection that could not be opened | retryable (`Api { retryable: true }` / `Network`) |
+//! | a send (`send*` but `sendChatAction`, `forwardMessage`, `copyMessage`) whose request may have reached Telegram: a timeout or a connection lost after it was written | `Ambiguous` (`crate::http::call_error`); another method: `Network` |
 //! | 403 (blocked, deactivated, kicked), 400 "chat not found" / "user not found" | `RecipientUnreachable` |
 //! | 413, 400 "… too long" / "too big" | `PayloadTooLarge` |
 //! | 400 "wrong file identifier", "can't parse entities", "wrong type …", "failed to get HTTP URL content" | `UnsupportedContent` |
@@ -178,18 +179,15 @@ impl Api {
 }
 
 fn network(method: &str, e: reqwest::Error) -> CallError {
-    let e = e.without_url();
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "cannot connect"
-    } else {
-        "request failed"
-    };
-    CallError::Provider(ProviderError::Network {
-        provider: NAME.to_owned(),
-        message: format!("{method}: {kind}: {e}"),
-    })
+    CallError::Provider(crate::http::call_error(NAME, method, e, acts(method)))
+}
+
+/// Whether a call of `method` makes Telegram do something a second call would do again (a
+/// message sent twice): its request lost after it was written is ambiguous. Reads, settings,
+/// edits, typing and callback answers are harmless twice.
+fn acts(method: &str) -> bool {
+    (method.starts_with("send") && method != "sendChatAction")
+        || matches!(method, "forwardMessage" | "copyMessage")
 }
 
 fn classify(method: &str, http_status: u16, env: Envelope, size: Size) -> CallError {

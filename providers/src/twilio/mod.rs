@@ -29,7 +29,9 @@
 //! | Twilio answer | class |
 //! | --- | --- |
 //! | 429 / 20429 | `RateLimited` (with `Retry-After` when given) |
-//! | 5xx | retryable `Api` |
+//! | 5xx (Twilio answered: the message was not created) | retryable `Api` |
+//! | no connection | `Network` (retryable) |
+//! | a timeout or a connection lost after the request was written | `Ambiguous`: it may have been created (`crate::http::call_error`) |
 //! | 21211, 21214, 21408, 21610, 21612, 21614 | `RecipientUnreachable` |
 //! | 63016 | `OutsideSessionWindow` |
 //! | 21617 (body too long), 21620 (media too large) | `PayloadTooLarge` |
@@ -252,10 +254,7 @@ impl TwilioProvider {
             .form(&form)
             .send()
             .await
-            .map_err(|e| ProviderError::Network {
-                provider: NAME.to_owned(),
-                message: format!("send: {}", e.without_url()),
-            })?;
+            .map_err(|e| crate::http::call_error(NAME, "send", e, true))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()

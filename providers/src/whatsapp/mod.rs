@@ -151,11 +151,10 @@ fn api_error(status: Option<u16>, message: String, retryable: bool) -> ProviderE
     }
 }
 
-fn network(what: &str, e: reqwest::Error) -> ProviderError {
-    ProviderError::Network {
-        provider: NAME.to_owned(),
-        message: format!("{what}: {}", e.without_url()),
-    }
+/// A failed call `what`; `acts`: it sends a message (a request lost after it was written
+/// is then ambiguous, see `crate::http::call_error`).
+fn network(what: &str, e: reqwest::Error, acts: bool) -> ProviderError {
+    crate::http::call_error(NAME, what, e, acts)
 }
 
 impl WhatsAppProvider {
@@ -203,10 +202,12 @@ impl WhatsAppProvider {
         format!("{}/{}/{}", c.api_base, c.api_version, tail)
     }
 
+    /// POSTs `body` to `/messages`; `acts`: it sends a message (not a read mark).
     async fn post_message(
         &self,
         chat: &ChatId,
         body: &Value,
+        acts: bool,
     ) -> Result<Option<MessageId>, ProviderError> {
         let resp = self
             .inner
@@ -216,7 +217,7 @@ impl WhatsAppProvider {
             .json(body)
             .send()
             .await
-            .map_err(|e| network("send", e))?;
+            .map_err(|e| network("send", e, acts))?;
         let status = resp.status().as_u16();
         let answer: Value = resp.json().await.unwrap_or(Value::Null);
         if !(200..300).contains(&status) {
@@ -253,7 +254,7 @@ impl WhatsAppProvider {
             .multipart(form)
             .send()
             .await
-            .map_err(|e| network("media upload", e))?;
+            .map_err(|e| network("media upload", e, false))?;
         let status = resp.status().as_u16();
         let answer: Value = resp.json().await.unwrap_or(Value::Null);
         match answer["id"].as_str() {
@@ -400,14 +401,14 @@ impl Provider for WhatsAppProvider {
         };
         let mut last = None;
         for body in &bodies {
-            last = self.post_message(chat, body).await?.or(last);
+            last = self.post_message(chat, body, true).await?.or(last);
         }
         Ok(SentMessage { message_id: last })
     }
 
     async fn mark_read(&self, chat: &ChatId, message_id: &MessageId) -> Result<(), ProviderError> {
         let body = json!({ "messaging_product": "whatsapp", "status": "read", "message_id": message_id.as_str() });
-        self.post_message(chat, &body).await.map(|_| ())
+        self.post_message(chat, &body, false).await.map(|_| ())
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
@@ -423,7 +424,7 @@ impl Provider for WhatsAppProvider {
             .bearer_auth(token)
             .send()
             .await
-            .map_err(|e| network("media lookup", e))?;
+            .map_err(|e| network("media lookup", e, false))?;
         let status = resp.status().as_u16();
         let info: Value = resp.json().await.unwrap_or(Value::Null);
         if !(200..300).contains(&status) {

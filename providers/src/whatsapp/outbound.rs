@@ -16,7 +16,9 @@
 //! | 131047 | `OutsideSessionWindow` |
 //! | 131026 | `RecipientUnreachable` |
 //! | 131051 | `UnsupportedContent` |
-//! | 131000, 131016, 1, 2, any 5xx | retryable `Api` |
+//! | 131000, 131016, 1, 2, any 5xx (the Graph answered: not accepted) | retryable `Api` |
+//! | no connection | `Network` (retryable) |
+//! | a send's timeout or connection lost after the request was written | `Ambiguous`: it may have been accepted (`crate::http::call_error`) |
 //! | 100, 131008, 131009, 132000, 132001, 131048, 0, 190, others | final `Api` |
 
 use botmesh::message::{Button, ChatId, ListSection, MediaKind, MessageId, OutgoingContent};

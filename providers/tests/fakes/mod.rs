@@ -7,6 +7,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod multipart;
+pub mod server;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 #[cfg(feature = "twilio")]
@@ -22,6 +23,8 @@ use botmesh::provider::{
     Accepted, EventSink, InboundPipeline, ProviderEvent, Rejected, TransportStatus,
 };
 use tokio::sync::Notify;
+
+pub use server::{DROP_CONNECTION, Panics};
 
 /// What the recording pipeline does with the next events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,16 +147,10 @@ pub fn client() -> reqwest::Client {
         .expect("test client")
 }
 
-/// Binds 127.0.0.1:0 and serves `router`; returns the address.
-pub async fn serve(router: axum::Router) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a local port");
-    let addr = listener.local_addr().expect("local addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    addr
+/// Binds 127.0.0.1:0 and serves `router`; returns the address and where the panics of its
+/// handlers are recorded (see [`server`]).
+pub async fn serve(router: axum::Router) -> (std::net::SocketAddr, Panics) {
+    server::serve(router).await
 }
 
 /// A JSON response.

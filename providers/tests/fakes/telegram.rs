@@ -39,6 +39,8 @@ struct S {
     calls: Vec<(String, Value)>,
     failures: HashMap<String, VecDeque<(u16, Value)>>,
     files: HashMap<String, (String, Vec<u8>)>,
+    /// Methods whose next successful call drops its connection instead of answering.
+    drops: HashMap<String, usize>,
     next_message_id: i64,
     texts: HashMap<i64, String>,
     /// (chat, text) of every `sendMessage` answered with success, in order.
@@ -54,6 +56,7 @@ struct S {
 pub struct FakeTelegram {
     pub addr: SocketAddr,
     pub token: String,
+    panics: super::Panics,
     state: Arc<Mutex<S>>,
     changed: Arc<Notify>,
 }
@@ -73,10 +76,11 @@ impl FakeTelegram {
             .route("/file/{bot}/{*path}", get(file))
             .route("/{bot}/{method}", any(method))
             .with_state(shared);
-        let addr = super::serve(router).await;
+        let (addr, panics) = super::serve(router).await;
         Self {
             addr,
             token: token.to_owned(),
+            panics,
             state,
             changed,
         }
@@ -119,6 +123,17 @@ impl FakeTelegram {
         };
         self.changed.notify_waiters();
         id
+    }
+
+    /// Fails the test if a handler of the fake panicked.
+    pub fn check(&self) {
+        self.panics.check("Telegram");
+    }
+
+    /// The next call of `method` that succeeds (the message is delivered) drops its
+    /// connection instead of answering: the bot cannot know it went out.
+    pub fn drop_next(&self, method: &str) {
+        *self.s().drops.entry(method.to_owned()).or_default() += 1;
     }
 
     /// The next call of `method` fails with this status and envelope.
@@ -351,10 +366,18 @@ async fn method(
                 let now = std::time::Instant::now();
                 let _ = observer.send(Observed::Delivered(chat, text.clone(), now));
             }
-            envelope_ok(json!({
+            let mut answer = envelope_ok(json!({
                 "message_id": id, "date": 1718000100,
                 "chat": { "id": chat, "type": "private" }, "text": text,
-            }))
+            }));
+            if let Some(n) = s.drops.get_mut(&method).filter(|n| **n > 0) {
+                *n -= 1;
+                answer.headers_mut().insert(
+                    super::DROP_CONNECTION,
+                    axum::http::HeaderValue::from_static("1"),
+                );
+            }
+            answer
         }
         "editMessageText" => {
             let id = p["message_id"].as_i64().unwrap_or(0);

@@ -22,6 +22,8 @@ struct S {
     token: String,
     sent: Vec<Vec<(String, String)>>,
     failures: VecDeque<(u16, Value, Option<u64>)>,
+    /// How many of the next successful message creations drop their connection.
+    drops: usize,
     media: Vec<(String, Vec<u8>)>,
     next: u64,
     /// (To, Body) of every message created with success, in order.
@@ -31,6 +33,7 @@ struct S {
 #[derive(Clone)]
 pub struct FakeTwilio {
     pub addr: SocketAddr,
+    panics: super::Panics,
     state: Arc<Mutex<S>>,
 }
 
@@ -49,8 +52,10 @@ impl FakeTwilio {
             )
             .route("/cdn/{me}", get(cdn))
             .with_state(state.clone());
+        let (addr, panics) = super::serve(router).await;
         Self {
-            addr: super::serve(router).await,
+            addr,
+            panics,
             state,
         }
     }
@@ -83,6 +88,17 @@ impl FakeTwilio {
         self.sent()
             .get(n)
             .and_then(|f| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    }
+
+    /// Fails the test if a handler of the fake panicked.
+    pub fn check(&self) {
+        self.panics.check("Twilio");
+    }
+
+    /// The next message created with success drops its connection instead of answering: the
+    /// bot cannot know it went out.
+    pub fn drop_next(&self) {
+        self.s().drops += 1;
     }
 
     pub fn fail_next(&self, status: u16, code: i64, message: &str, retry_after: Option<u64>) {
@@ -196,14 +212,24 @@ async fn create(
     );
     s.delivered.push(delivered);
     let sid = format!("SM{:032x}", s.next);
-    json_resp(
+    let drop = s.drops > 0;
+    if drop {
+        s.drops -= 1;
+    }
+    let mut answer = json_resp(
         StatusCode::CREATED,
         json!({"sid": sid, "account_sid": s.sid, "api_version": "2010-04-01", "body": get("Body"),
                "date_created": "Thu, 30 Jul 2015 20:12:31 +0000", "date_sent": null, "direction": "outbound-api",
                "error_code": null, "error_message": null, "from": get("From"), "messaging_service_sid": get("MessagingServiceSid"),
                "num_media": "0", "num_segments": "1", "price": null, "price_unit": "USD", "status": "queued",
                "to": get("To"), "uri": format!("/2010-04-01/Accounts/{}/Messages/{sid}.json", s.sid)}),
-    )
+    );
+    if drop {
+        answer
+            .headers_mut()
+            .insert(super::DROP_CONNECTION, HeaderValue::from_static("1"));
+    }
+    answer
 }
 
 async fn media(

@@ -26,6 +26,8 @@ struct S {
     calls: Vec<Value>,
     uploads: Vec<Value>,
     failures: VecDeque<(u16, Value)>,
+    /// How many of the next successful `/messages` calls drop their connection.
+    drops: usize,
     media: HashMap<String, (Vec<u8>, String)>,
     next: u64,
     /// (to, text) of every message answered with success, in order.
@@ -35,6 +37,7 @@ struct S {
 #[derive(Clone)]
 pub struct FakeWhatsApp {
     pub addr: SocketAddr,
+    panics: super::Panics,
     state: Arc<Mutex<S>>,
 }
 
@@ -50,9 +53,13 @@ impl FakeWhatsApp {
             .route("/{version}/{id}/media", post(upload))
             .route("/{version}/{media_id}", get(lookup))
             .with_state(state.clone());
-        let addr = super::serve(router).await;
+        let (addr, panics) = super::serve(router).await;
         state.lock().expect("lock").base = format!("http://{addr}");
-        Self { addr, state }
+        Self {
+            addr,
+            panics,
+            state,
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -81,6 +88,17 @@ impl FakeWhatsApp {
 
     pub fn uploads(&self) -> Vec<Value> {
         self.s().uploads.clone()
+    }
+
+    /// Fails the test if a handler of the fake panicked.
+    pub fn check(&self) {
+        self.panics.check("WhatsApp Cloud API");
+    }
+
+    /// The next `/messages` call that succeeds (the message is delivered) drops its
+    /// connection instead of answering: the bot cannot know it went out.
+    pub fn drop_next(&self) {
+        self.s().drops += 1;
     }
 
     /// The next `/messages` call fails with a Graph error of `code`.
@@ -200,11 +218,19 @@ async fn messages(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: 
         .to_owned();
     s.delivered
         .push((to.as_str().unwrap_or_default().to_owned(), text));
-    json_resp(
+    let mut answer = json_resp(
         StatusCode::OK,
         json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
                "messages": [{"id": format!("wamid.OUT{}", s.next), "message_status": "accepted"}]}),
-    )
+    );
+    if s.drops > 0 {
+        s.drops -= 1;
+        answer.headers_mut().insert(
+            super::DROP_CONNECTION,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    answer
 }
 
 async fn upload(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: Bytes) -> Response {

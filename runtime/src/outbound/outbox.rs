@@ -6,7 +6,11 @@
 //! charges an attempt; a send that goes out in one part is journaled and leased in the same
 //! write, `journal_and_lease`), and `mark_sent` records the provider's id right after. A send whose key
 //! is already recorded as sent is answered from the outbox. A failure is classified (rate
-//! limit with its `retry_after`, retryable, final) and scheduled by the journal; the caller
+//! limit with its `retry_after`, retryable, final) and scheduled by the journal; a failure
+//! whose request may have reached the channel ([`ErrorClass::Ambiguous`]: a timeout, a
+//! connection lost after the request was written) is settled by `mark_ambiguous` under the
+//! send's ambiguity policy (skipped as `unknown`, or sent again after the backoff) and named
+//! by `durability:ambiguous`; the caller
 //! keeps retrying inline for `outbox.inline_max`, then gets `SendDeferred` carrying the key while
 //! the sweeper keeps trying. Texts over the channel's limit become parts `key`, `key#2`, …
 //! delivered in order. Payloads over `outbox.max_payload_bytes` (or not encodable) bypass the
@@ -23,7 +27,7 @@ use botmesh_durability::leases::OutboxLease;
 use botmesh_durability::outbox::NewSend;
 use botmesh_durability::outbox::OutboxRecord;
 use botmesh_durability::outbox::SendJournal;
-use botmesh_durability::outbox::{BeginAttempt, JournalLeased, Payload};
+use botmesh_durability::outbox::{AmbiguousOutcome, BeginAttempt, JournalLeased, Payload};
 use botmesh_durability::retries::FailOutcome;
 use botmesh_durability::retries::SendFailure;
 use botmesh_durability::retries::{InlineBudget, InlineStep};
@@ -140,11 +144,12 @@ pub(crate) async fn resend_by_own_policy(k: &Kernel, dur: &Durable, resolved: &[
     }
 }
 
-/// The failure class of a provider error, for the journal.
+/// The failure class of a provider error, for the journal (an ambiguous error is settled by
+/// `mark_ambiguous` instead: here it counts as retryable).
 pub(crate) fn classify(e: &ProviderError) -> SendFailure {
     match e.class() {
         ErrorClass::RateLimited(Some(after)) => SendFailure::rate_limited(e.to_string(), after),
-        ErrorClass::RateLimited(None) | ErrorClass::Retryable => {
+        ErrorClass::RateLimited(None) | ErrorClass::Retryable | ErrorClass::Ambiguous => {
             SendFailure::retryable(e.to_string())
         }
         ErrorClass::Final => SendFailure::final_error(e.to_string()),
@@ -206,6 +211,7 @@ pub(crate) async fn deliver_leased(
     let key = lease.key.clone();
     let delivered = match attempt(k, dur, lease, Content::Known(known)).await? {
         Attempt::Sent(id) => Delivered::Now(id),
+        Attempt::Unknown => Delivered::Before(None),
         // Boxed, as the other rare paths: the send's future holds only their box.
         Attempt::Retry { at_ms, key } => {
             Box::pin(attempt_inline(
@@ -459,6 +465,7 @@ async fn attempt_inline(
                     let content = Content::Record(record, known);
                     match Box::pin(attempt(k, dur, lease, content)).await? {
                         Attempt::Sent(id) => return Ok(Delivered::Now(id)),
+                        Attempt::Unknown => return Ok(Delivered::Before(None)),
                         Attempt::Retry { at_ms, .. } => at_ms,
                         Attempt::Dead(err) => return Err(err),
                     }
@@ -495,6 +502,9 @@ async fn attempt_inline(
 
 enum Attempt {
     Sent(Option<MessageId>),
+    /// The provider call's outcome is unknown and the policy skips it (`unknown`): the caller
+    /// goes on as if it was delivered (it may have been), and `durability:ambiguous` named it.
+    Unknown,
     /// Try again at `at_ms`; `key` is the part's.
     Retry {
         at_ms: i64,
@@ -605,6 +615,9 @@ async fn attempt(
             on_sent(k, &chat, outgoing, sent.message_id.clone(), key).await;
             Ok(Attempt::Sent(sent.message_id))
         }
+        Err(e) if e.class() == ErrorClass::Ambiguous => {
+            Box::pin(settle_ambiguous(k, dur, &lease, outgoing, &e)).await
+        }
         Err(e) => {
             let failure = classify(&e);
             match Box::pin(retry_while_unavailable(dur, || {
@@ -626,6 +639,43 @@ async fn attempt(
                     Ok(Attempt::Dead(e.into()))
                 }
             }
+        }
+    }
+}
+
+/// Settles a provider call whose request may have reached the channel
+/// ([`ErrorClass::Ambiguous`]): `mark_ambiguous` applies the send's own `on_ambiguous`, else
+/// the bot's (`durability:ambiguous` fires either way). Skipped: the caller goes on as if it
+/// was delivered. Resent: retried after the backoff, as a failed attempt. Out of retries:
+/// dead-lettered.
+async fn settle_ambiguous(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    lease: &OutboxLease,
+    outgoing: &Outgoing,
+    e: &ProviderError,
+) -> Result<Attempt, BotError> {
+    let key = lease.key.as_str();
+    let chat = ChatId(lease.chat.clone());
+    let error = e.to_string();
+    let outcome = retry_while_unavailable(dur, || {
+        let error = &error;
+        async move { dur.d.outbox().mark_ambiguous(lease, error).await }
+    })
+    .await
+    .map_err(journal_error)?;
+    match outcome {
+        AmbiguousOutcome::Unknown => Ok(Attempt::Unknown),
+        AmbiguousOutcome::Resend { at_ms } => {
+            tracing::debug!(key = %key, error = %e, at_ms, "send of unknown outcome: sending again");
+            Ok(Attempt::Retry {
+                at_ms,
+                key: key.to_owned(),
+            })
+        }
+        AmbiguousOutcome::DeadLettered => {
+            on_failed(k, &chat, outgoing, key, e).await;
+            Ok(Attempt::Dead(e.clone().into()))
         }
     }
 }

@@ -1,0 +1,339 @@
+//! Sends whose outcome is unknown, on each network channel against its fake: a request that
+//! never left (the connection refused) is a retryable `Network` error; one that may have
+//! reached the channel (the fake took it, delivered the message and dropped the connection
+//! without answering; or no answer before the timeout) is `Ambiguous`. A durable bot does not
+//! retry an ambiguous send as if it were safe: the send's ambiguity policy settles it (`skip`
+//! by default: delivered once, recorded `unknown`; `resend` for a send that says so, as an
+//! ask's prompt does: delivered again) and `durability:ambiguous` names it, with its text.
+#![cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#![allow(clippy::expect_used)]
+
+mod fakes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use botmesh::durability::{
+    DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, OutboxState,
+};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::provider::{ErrorClass, ProviderError};
+
+/// A listener that takes connections and requests and never answers: a send to it times out
+/// after its request was written.
+async fn silent_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A local address nothing listens on.
+fn closed_port() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    format!("http://127.0.0.1:{port}")
+}
+
+fn assert_ambiguous(err: &ProviderError, what: &str) {
+    assert!(
+        matches!(err, ProviderError::Ambiguous { .. }),
+        "{what}: {err:?}"
+    );
+    assert_eq!(err.class(), ErrorClass::Ambiguous, "{what}");
+}
+
+fn assert_network(err: &ProviderError, what: &str) {
+    assert!(
+        matches!(err, ProviderError::Network { .. }),
+        "{what}: {err:?}"
+    );
+    assert_eq!(err.class(), ErrorClass::Retryable, "{what}");
+}
+
+/// A durable bot on `provider` (memory journals, short backoff).
+async fn durable_bot(provider: impl Provider) -> Bot {
+    let mut config = DurabilityConfig::default();
+    config.outbox.backoff.base = Duration::from_millis(10);
+    config.outbox.backoff.cap = Duration::from_millis(20);
+    let bot = Bot::builder(provider)
+        .store(MemoryStore::new())
+        .durability(
+            DurabilityOptions::shared(Arc::new(MemoryKv::new()))
+                .instance_id("i1")
+                .config(config),
+        )
+        .build()
+        .expect("bot");
+    bot.start().await.expect("start");
+    bot
+}
+
+/// The next `durability:ambiguous` event, as (key, chat) (the bot forwards the journal's
+/// events from a task of its own: waits for it, 5 s at most).
+async fn next_ambiguous(
+    events: &mut tokio::sync::broadcast::Receiver<BotEvent>,
+) -> (String, String) {
+    let wait = async {
+        loop {
+            match events.recv().await {
+                Ok(BotEvent::Durability(DurabilityEvent::Ambiguous { key, chat, .. })) => {
+                    return (key, chat);
+                }
+                Ok(_) => {}
+                Err(e) => panic!("events ended: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), wait)
+        .await
+        .expect("a durability:ambiguous event")
+}
+
+/// The shared run: `drop_next()` arms the fake; `delivered()` and `calls()` read it.
+/// A plain send whose connection is dropped after the fake delivered it goes out once and is
+/// recorded `unknown`; a send that says `resend` goes out again; both are named.
+async fn a_durable_bot_settles_dropped_sends(
+    provider: impl Provider,
+    chat: &str,
+    drop_next: impl Fn(),
+    delivered: impl Fn() -> Vec<String>,
+    calls: impl Fn() -> usize,
+) {
+    let bot = durable_bot(provider).await;
+    let mut events = bot.subscribe();
+
+    drop_next();
+    let skipped = bot
+        .send(chat, Outgoing::from("Your order is on its way"))
+        .await
+        .expect("settled as unknown, not failed");
+    let key = skipped.key.clone().expect("an outbox key");
+    assert_eq!(delivered(), ["Your order is on its way"]);
+    assert_eq!(calls(), 1, "not retried as if it had not gone out");
+    let d = bot.durability().expect("durable");
+    let record = d
+        .outbox()
+        .lookup(&key)
+        .await
+        .expect("lookup")
+        .expect("record");
+    assert_eq!(record.state, OutboxState::Unknown, "{record:?}");
+    assert_eq!(next_ambiguous(&mut events).await, (key, chat.to_owned()));
+
+    drop_next();
+    let resent = bot
+        .send(
+            chat,
+            Outgoing::from("How many?").on_ambiguous(OnAmbiguous::Resend),
+        )
+        .await
+        .expect("sent again");
+    let key = resent.key.clone().expect("an outbox key");
+    assert_eq!(
+        delivered(),
+        ["Your order is on its way", "How many?", "How many?"],
+        "a question is sent again rather than lost"
+    );
+    assert_eq!(calls(), 3);
+    let record = d
+        .outbox()
+        .lookup(&key)
+        .await
+        .expect("lookup")
+        .expect("record");
+    assert_eq!(record.state, OutboxState::Sent, "{record:?}");
+    assert_eq!(next_ambiguous(&mut events).await, (key, chat.to_owned()));
+    assert_eq!(d.metrics().outbox_ambiguous, 2);
+    bot.stop().await.expect("stop");
+}
+
+#[cfg(feature = "telegram")]
+mod telegram {
+    use super::*;
+    use crate::fakes::telegram::FakeTelegram;
+    use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
+
+    const TOKEN: &str = "123456:ambiguous-token";
+    const ANA: i64 = 1111;
+
+    fn provider(base: &str) -> TelegramProvider {
+        TelegramProvider::new(
+            TelegramConfig::new(TOKEN)
+                .api_base(base)
+                .expect("base")
+                .polling(Duration::from_secs(1))
+                .request_timeout(Duration::from_millis(300)),
+        )
+        .expect("provider")
+    }
+
+    #[tokio::test]
+    async fn a_send_is_ambiguous_once_its_request_may_have_reached_telegram() {
+        let chat = ChatId(ANA.to_string());
+        let fake = FakeTelegram::start(TOKEN).await;
+        let tg = provider(&fake.base_url());
+
+        fake.drop_next("sendMessage");
+        let err = tg.send(&chat, &"hi".into()).await.expect_err("dropped");
+        assert_ambiguous(&err, "connection dropped after the request");
+        assert_eq!(fake.delivered_to(ANA), ["hi"], "it went out all the same");
+        assert!(!err.to_string().contains("ambiguous-token"), "{err}");
+
+        let err = provider(&silent_server().await)
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("no answer");
+        assert_ambiguous(&err, "timed out after the request");
+
+        let err = provider(&closed_port())
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("refused");
+        assert_network(&err, "connection refused");
+        fake.check();
+    }
+
+    #[tokio::test]
+    async fn a_durable_bot_settles_a_dropped_telegram_send_by_its_policy() {
+        let fake = FakeTelegram::start(TOKEN).await;
+        let counted = fake.clone();
+        let read = fake.clone();
+        let armed = fake.clone();
+        a_durable_bot_settles_dropped_sends(
+            provider(&fake.base_url()),
+            &ANA.to_string(),
+            move || armed.drop_next("sendMessage"),
+            move || read.delivered_to(ANA),
+            move || counted.calls("sendMessage").len(),
+        )
+        .await;
+        fake.check();
+    }
+}
+
+#[cfg(feature = "whatsapp-cloud")]
+mod whatsapp {
+    use super::*;
+    use crate::fakes::whatsapp::FakeWhatsApp;
+    use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppProvider};
+
+    const TOKEN: &str = "EAAG-ambiguous";
+    const TO: &str = "16315551181";
+
+    fn provider(base: &str) -> WhatsAppProvider {
+        WhatsAppProvider::new(
+            WhatsAppConfig::new(TOKEN, "106540352242922", "app-secret", "verify")
+                .api_base(base)
+                .expect("base")
+                .request_timeout(Duration::from_millis(300)),
+        )
+        .expect("provider")
+    }
+
+    #[tokio::test]
+    async fn a_send_is_ambiguous_once_its_request_may_have_reached_the_graph() {
+        let chat = ChatId::from(TO);
+        let fake = FakeWhatsApp::start(TOKEN).await;
+        let wa = provider(&fake.base_url());
+
+        fake.drop_next();
+        let err = wa.send(&chat, &"hi".into()).await.expect_err("dropped");
+        assert_ambiguous(&err, "connection dropped after the request");
+        assert_eq!(fake.delivered_to(TO), ["hi"], "it went out all the same");
+
+        let err = provider(&silent_server().await)
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("no answer");
+        assert_ambiguous(&err, "timed out after the request");
+
+        let err = provider(&closed_port())
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("refused");
+        assert_network(&err, "connection refused");
+        fake.check();
+    }
+
+    #[tokio::test]
+    async fn a_durable_bot_settles_a_dropped_whatsapp_send_by_its_policy() {
+        let fake = FakeWhatsApp::start(TOKEN).await;
+        let (armed, read, counted) = (fake.clone(), fake.clone(), fake.clone());
+        a_durable_bot_settles_dropped_sends(
+            provider(&fake.base_url()),
+            TO,
+            move || armed.drop_next(),
+            move || read.delivered_to(TO),
+            move || counted.sent().len(),
+        )
+        .await;
+        fake.check();
+    }
+}
+
+#[cfg(feature = "twilio")]
+mod twilio {
+    use super::*;
+    use crate::fakes::twilio::FakeTwilio;
+    use botmesh_providers::twilio::{TwilioConfig, TwilioProvider, TwilioSender};
+
+    const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
+    const TOKEN: &str = "twilio-auth-token";
+    const TO: &str = "+15551234567";
+
+    fn provider(base: &str) -> TwilioProvider {
+        TwilioProvider::new(
+            TwilioConfig::new(SID, TOKEN, TwilioSender::From("+15557654321".into()))
+                .api_base(base)
+                .expect("base")
+                .webhook_base_url("https://bot.example")
+                .expect("public url"),
+        )
+        .expect("provider")
+    }
+
+    #[tokio::test]
+    async fn a_send_is_ambiguous_once_its_request_may_have_reached_twilio() {
+        let chat = ChatId::from(TO);
+        let fake = FakeTwilio::start(SID, TOKEN).await;
+        fake.drop_next();
+        let err = provider(&fake.base_url())
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("dropped");
+        assert_ambiguous(&err, "connection dropped after the request");
+        assert_eq!(fake.delivered_to(TO), ["hi"], "it went out all the same");
+        let err = provider(&closed_port())
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("refused");
+        assert_network(&err, "connection refused");
+        fake.check();
+    }
+
+    #[tokio::test]
+    async fn a_durable_bot_settles_a_dropped_twilio_send_by_its_policy() {
+        let fake = FakeTwilio::start(SID, TOKEN).await;
+        let (armed, read, counted) = (fake.clone(), fake.clone(), fake.clone());
+        a_durable_bot_settles_dropped_sends(
+            provider(&fake.base_url()),
+            TO,
+            move || armed.drop_next(),
+            move || read.delivered_to(TO),
+            move || counted.sent().len(),
+        )
+        .await;
+        fake.check();
+    }
+}
