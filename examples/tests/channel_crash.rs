@@ -13,7 +13,47 @@ mod fakes;
 
 mod channels;
 
-use channels::{Channel, Fault, post_until_accepted, retries_faults, seeds, survives_sigkills};
+use channels::{
+    Channel, Fault, post_until_accepted, retries_faults, seeds, surfaced, survives_sigkills,
+};
+
+/// A webhook POST the shop refuses fails the test from the task that tried it.
+#[tokio::test]
+#[should_panic(expected = "refused: 403")]
+async fn a_webhook_post_refused_fails_the_test() {
+    let router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(|| async { axum::http::StatusCode::FORBIDDEN }),
+    );
+    let (addr, _) = fakes::serve(router).await;
+    let url = format!("http://{addr}/hook");
+    surfaced(post_until_accepted("m1".to_owned(), move |client| {
+        client.post(&url)
+    }))
+    .await;
+}
+
+/// A fake whose handler panics fails the test (the client sees a 500).
+#[tokio::test]
+#[should_panic(expected = "handler of POST /boom panicked: the fake broke")]
+async fn a_fake_handler_that_panics_fails_the_test() {
+    let router = axum::Router::new().route(
+        "/boom",
+        axum::routing::post(|| async {
+            if std::hint::black_box(true) {
+                panic!("the fake broke");
+            }
+        }),
+    );
+    let (addr, panics) = fakes::serve(router).await;
+    let status = fakes::client()
+        .post(format!("http://{addr}/boom"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(status.ok(), Some(500));
+    panics.check("test");
+}
 
 /// The seeds a CI run takes per channel (a soak sets `SEEDS`).
 const SEEDS: std::ops::Range<u64> = 0..2;
@@ -68,22 +108,35 @@ mod telegram {
             Self::user_id(user).to_string()
         }
 
-        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &str,
+        ) -> Option<tokio::task::JoinHandle<()>> {
             let message_id = i64::try_from(id).expect("a message id");
             let update = updates::text(Self::user_id(user), message_id, text);
             if !self.webhook {
                 self.fake.push_update(update);
-                return;
+                return None;
             }
             let mut update = update;
             update["update_id"] = json!(100_000_000 + message_id);
             let url = format!("http://{listen}/telegram");
-            post_until_accepted(format!("update {message_id}"), move |client| {
-                client
-                    .post(&url)
-                    .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
-                    .json(&update)
-            });
+            Some(post_until_accepted(
+                format!("update {message_id}"),
+                move |client| {
+                    client
+                        .post(&url)
+                        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
+                        .json(&update)
+                },
+            ))
+        }
+
+        fn check_fake(&self) {
+            self.fake.check();
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {
@@ -163,18 +216,31 @@ mod whatsapp {
             format!("1631555{user:04}")
         }
 
-        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &str,
+        ) -> Option<tokio::task::JoinHandle<()>> {
             let body = hooks::text_from(&self.chat(user), &format!("wamid.IN{id}"), text);
             let body = serde_json::to_vec(&body).expect("a JSON body");
             let signature = FakeWhatsApp::sign(APP_SECRET, &body);
             let url = format!("http://{listen}/whatsapp");
-            post_until_accepted(format!("wamid.IN{id}"), move |client| {
-                client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("X-Hub-Signature-256", &signature)
-                    .body(body.clone())
-            });
+            Some(post_until_accepted(
+                format!("wamid.IN{id}"),
+                move |client| {
+                    client
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .header("X-Hub-Signature-256", &signature)
+                        .body(body.clone())
+                },
+            ))
+        }
+
+        fn check_fake(&self) {
+            self.0.check();
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {
@@ -243,7 +309,13 @@ mod twilio {
             format!("+1555000{user:04}")
         }
 
-        fn write(&self, user: u32, id: u64, text: &str, listen: &str) {
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &str,
+        ) -> Option<tokio::task::JoinHandle<()>> {
             let url = format!("http://{listen}/twilio");
             let params: Vec<(String, String)> = [
                 ("AccountSid", SID.to_owned()),
@@ -262,13 +334,17 @@ mod twilio {
                 .collect();
             let signature = botmesh_providers::twilio::signature(TOKEN, &url, &pairs);
             let body = serde_urlencoded::to_string(&params).expect("a form");
-            post_until_accepted(format!("SM{id:032x}"), move |client| {
+            Some(post_until_accepted(format!("SM{id:032x}"), move |client| {
                 client
                     .post(&url)
                     .header("content-type", "application/x-www-form-urlencoded")
                     .header("X-Twilio-Signature", &signature)
                     .body(body.clone())
-            });
+            }))
+        }
+
+        fn check_fake(&self) {
+            self.0.check();
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {

@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// How many chats order at once.
@@ -63,8 +64,11 @@ pub trait Channel: Send + Sync + 'static {
     /// The chat id of user `user`, as the shop names it in its logs.
     fn chat(&self, user: u32) -> String;
     /// User `user` writes `text` as message `id` (unique in a run). A webhook channel POSTs
-    /// it to the shop (`listen`) until it gets a 2xx, as the real channel retries.
-    fn write(&self, user: u32, id: u64, text: &str, listen: &str);
+    /// it to the shop (`listen`) until it gets a 2xx, as the real channel retries, in the task
+    /// it returns (see [`post_until_accepted`]).
+    fn write(&self, user: u32, id: u64, text: &str, listen: &str) -> Option<JoinHandle<()>>;
+    /// Fails the test if the fake failed (a handler panicked).
+    fn check_fake(&self);
     /// The texts of the sends to `user` that succeeded, in order.
     fn delivered(&self, user: u32) -> Vec<String>;
     /// How many send calls the fake answered (successes and failures).
@@ -82,11 +86,13 @@ fn free_port() -> u16 {
 }
 
 /// POSTs a webhook until the shop answers 2xx (as Telegram, Meta and Twilio with retries
-/// do), in a task of its own; `request` builds each attempt.
+/// do), in a task of its own; `request` builds each attempt. The task panics when the shop
+/// refuses it (a 4xx) or never accepts it: the harness awaits it ([`Users::surface`]), so
+/// that panic fails the test.
 pub fn post_until_accepted(
     what: String,
     request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder + Send + 'static,
-) {
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -105,7 +111,7 @@ pub fn post_until_accepted(
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
-    });
+    })
 }
 
 /// One shop process and where it keeps its things.
@@ -198,6 +204,8 @@ struct Users {
     /// Per user, how many of the script's messages were written (0: not even `/order`).
     stage: HashMap<u32, usize>,
     next_id: u64,
+    /// The webhook POSTs still being tried.
+    posting: Vec<JoinHandle<()>>,
 }
 
 impl Users {
@@ -222,18 +230,52 @@ impl Users {
                 },
             };
             self.next_id += 1;
-            channel.write(user, self.next_id, text, &shop.listen);
+            self.posting
+                .extend(channel.write(user, self.next_id, text, &shop.listen));
             *stage += 1;
         }
         done
+    }
+
+    /// Fails the test with the panic of a finished POST task (a webhook refused, or never
+    /// accepted) or of the fake.
+    async fn surface(&mut self, channel: &dyn Channel) {
+        channel.check_fake();
+        let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.posting)
+            .into_iter()
+            .partition(JoinHandle::is_finished);
+        self.posting = running;
+        for task in finished {
+            surfaced(task).await;
+        }
+    }
+
+    /// Waits for every POST task (each gives up, panicking, after its own deadline) and fails
+    /// the test with the first panic.
+    async fn settle(&mut self, channel: &dyn Channel) {
+        for task in std::mem::take(&mut self.posting) {
+            surfaced(task).await;
+        }
+        channel.check_fake();
     }
 
     /// Drives until every chat is confirmed or `within` passed.
     async fn drive_until_done(&mut self, channel: &dyn Channel, shop: &Shop, within: Duration) {
         let deadline = Instant::now() + within;
         while !self.drive(channel, shop) && Instant::now() < deadline {
+            self.surface(channel).await;
             // Real time: the users read the replies a real shop process sends to the fake.
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Waits for `task` and raises its panic again in the test (a task cancelled is not a
+/// failure).
+pub async fn surfaced(task: JoinHandle<()>) {
+    if let Err(e) = task.await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
         }
     }
 }
@@ -249,6 +291,7 @@ pub struct Outcome {
 
 /// Checks what every chat received (see the module docs); `faults`: no ambiguity allowed.
 fn check(channel: &dyn Channel, shop: &Shop, faults: bool) -> Outcome {
+    channel.check_fake();
     let ambiguous = shop.ambiguous_chats();
     let mut outcome = Outcome {
         ambiguous: ambiguous.len(),
@@ -334,6 +377,7 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
             let until = Instant::now() + Duration::from_millis(rng.u64(150..900));
             while Instant::now() < until {
                 users.drive(&*channel, &shop);
+                users.surface(&*channel).await;
                 // Real time: the seeded moment of the SIGKILL, in a real process.
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -345,6 +389,7 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
         users
             .drive_until_done(&*channel, &shop, Duration::from_secs(60))
             .await;
+        users.settle(&*channel).await;
         shop.stop();
         let outcome = check(&*channel, &shop, false);
         println!(
@@ -380,6 +425,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
         if users.drive(&channel, &shop) {
             break;
         }
+        users.surface(&channel).await;
         if Instant::now() >= deadline {
             let chats: Vec<String> = (1..=CHATS)
                 .map(|u| format!("{}: {:?}", channel.chat(u), channel.delivered(u)))
@@ -394,6 +440,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
         // Real time: the shop is a real process; look at the fake again shortly.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    users.settle(&channel).await;
     shop.stop();
     check(&channel, &shop, true);
     let delivered: usize = (1..=CHATS).map(|u| channel.delivered(u).len()).sum();
