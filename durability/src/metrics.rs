@@ -61,17 +61,21 @@ impl fmt::Display for RecordKind {
 /// An event of the journals (`durability:dead`, `durability:ambiguous` in the guide).
 ///
 /// Serialized with its [`name`](Self::name) beside its fields:
-/// `{"name":"ambiguous","key":"alice/m1:1","chat":"alice"}`.
+/// `{"name":"ambiguous","key":"alice/m1:1","chat":"alice","text":"How many?"}`.
 ///
 /// ```
 /// use botmesh_durability::DurabilityEvent;
 ///
-/// let e = DurabilityEvent::Ambiguous { key: "alice/m1:1".into(), chat: "alice".into() };
+/// let e = DurabilityEvent::Ambiguous {
+///     key: "alice/m1:1".into(),
+///     chat: "alice".into(),
+///     text: "How many?".into(),
+/// };
 /// assert_eq!(e.name(), "ambiguous");
 /// assert_eq!(e.chat(), Some("alice"));
 /// assert_eq!(
 ///     serde_json::to_value(&e).unwrap(),
-///     serde_json::json!({ "name": "ambiguous", "key": "alice/m1:1", "chat": "alice" })
+///     serde_json::json!({ "name": "ambiguous", "key": "alice/m1:1", "chat": "alice", "text": "How many?" })
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,12 +91,18 @@ pub enum DurabilityEvent {
         /// The last error.
         error: String,
     },
-    /// A send's outcome is unknown after a crash; `on_ambiguous` decided what follows.
+    /// A send's outcome is unknown (the process died while the channel was called, or the
+    /// call's request may have reached the channel and no answer came back); `on_ambiguous`
+    /// decided what follows.
     Ambiguous {
         /// The outbox key.
         key: String,
         /// The chat it was sent to.
         chat: String,
+        /// The send's text (its caption for media; empty when it has none, or when the
+        /// journals were built without [`payload_text`](crate::KvDurabilityBuilder::payload_text)),
+        /// so that whoever reads the event knows what the user may have missed or got twice.
+        text: String,
     },
 }
 
@@ -120,7 +130,7 @@ impl fmt::Display for DurabilityEvent {
             DurabilityEvent::Dead { kind, id, error } => {
                 write!(f, "durability:dead {kind} record {id}: {error}")
             }
-            DurabilityEvent::Ambiguous { key, chat } => {
+            DurabilityEvent::Ambiguous { key, chat, .. } => {
                 write!(f, "durability:ambiguous send {key} to chat {chat}")
             }
         }

@@ -107,7 +107,8 @@ async fn guarantee_ambiguous_send_skip_marks_unknown_and_never_resends() {
         events(&mut rx),
         [DurabilityEvent::Ambiguous {
             key: "k".into(),
-            chat: "alice".into()
+            chat: "alice".into(),
+            text: String::new()
         }]
     );
     assert_eq!(restarted.metrics().outbox_ambiguous, 1);
@@ -140,7 +141,8 @@ async fn guarantee_ambiguous_send_resend_makes_it_due_again() {
         events(&mut rx),
         [DurabilityEvent::Ambiguous {
             key: "k".into(),
-            chat: "alice".into()
+            chat: "alice".into(),
+            text: String::new()
         }]
     );
     send_ok(&restarted, "k").await;
@@ -172,7 +174,8 @@ async fn guarantee_ambiguity_is_reported_by_a_recovery_killed_after_settling_it(
             events(&mut rx),
             [DurabilityEvent::Ambiguous {
                 key: "k".into(),
-                chat: "alice".into()
+                chat: "alice".into(),
+                text: String::new()
             }],
             "{policy:?}: the send was named before the process died"
         );
@@ -221,7 +224,8 @@ async fn guarantee_provider_timeout_is_ambiguous_by_policy() {
             events(&mut rx),
             [DurabilityEvent::Ambiguous {
                 key: "k".into(),
-                chat: "alice".into()
+                chat: "alice".into(),
+                text: String::new()
             }],
             "{policy:?}: named by the event"
         );

@@ -79,16 +79,18 @@ async fn durable_bot(provider: impl Provider) -> Bot {
     bot
 }
 
-/// The next `durability:ambiguous` event, as (key, chat) (the bot forwards the journal's
+/// The next `durability:ambiguous` event, as (key, chat, text) (the bot forwards the journal's
 /// events from a task of its own: waits for it, 5 s at most).
 async fn next_ambiguous(
     events: &mut tokio::sync::broadcast::Receiver<BotEvent>,
-) -> (String, String) {
+) -> (String, String, String) {
     let wait = async {
         loop {
             match events.recv().await {
-                Ok(BotEvent::Durability(DurabilityEvent::Ambiguous { key, chat, .. })) => {
-                    return (key, chat);
+                Ok(BotEvent::Durability(DurabilityEvent::Ambiguous {
+                    key, chat, text, ..
+                })) => {
+                    return (key, chat, text);
                 }
                 Ok(_) => {}
                 Err(e) => panic!("events ended: {e}"),
@@ -129,7 +131,10 @@ async fn a_durable_bot_settles_dropped_sends(
         .expect("lookup")
         .expect("record");
     assert_eq!(record.state, OutboxState::Unknown, "{record:?}");
-    assert_eq!(next_ambiguous(&mut events).await, (key, chat.to_owned()));
+    assert_eq!(
+        next_ambiguous(&mut events).await,
+        (key, chat.to_owned(), "Your order is on its way".to_owned())
+    );
 
     drop_next();
     let resent = bot
@@ -153,7 +158,10 @@ async fn a_durable_bot_settles_dropped_sends(
         .expect("lookup")
         .expect("record");
     assert_eq!(record.state, OutboxState::Sent, "{record:?}");
-    assert_eq!(next_ambiguous(&mut events).await, (key, chat.to_owned()));
+    assert_eq!(
+        next_ambiguous(&mut events).await,
+        (key, chat.to_owned(), "How many?".to_owned())
+    );
     assert_eq!(d.metrics().outbox_ambiguous, 2);
     bot.stop().await.expect("stop");
 }

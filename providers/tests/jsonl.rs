@@ -315,7 +315,7 @@ async fn a_durability_event_prints_with_its_chat() {
         .journal_and_begin(NewSend::new(
             SendKey::explicit("k1"),
             "c",
-            json!({ "text": { "text": "hi" } }),
+            serde_json::to_value(Outgoing::from("hi")).expect("a payload"),
         ))
         .await
         .expect("journal");
@@ -355,4 +355,5 @@ async fn a_durability_event_prints_with_its_chat() {
         .unwrap_or_else(|| panic!("no ambiguous event: {lines:?}"));
     assert_eq!(ambiguous["chat"], "c", "{ambiguous}");
     assert_eq!(ambiguous["detail"]["key"], "k1", "{ambiguous}");
+    assert_eq!(ambiguous["detail"]["text"], "hi", "{ambiguous}");
 }

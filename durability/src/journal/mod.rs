@@ -67,7 +67,12 @@ struct Shared {
     seq: AtomicU64,
     rng: Mutex<fastrand::Rng>,
     snapshots: snapshots::Snapshots,
+    payload_text: Option<PayloadText>,
 }
+
+/// How a journal's user reads the text of a send from its opaque payload, for the
+/// `Ambiguous` event ([`KvDurabilityBuilder::payload_text`]).
+pub(crate) type PayloadText = Arc<dyn Fn(&Payload) -> String + Send + Sync>;
 
 impl<K: ?Sized> Clone for KvDurability<K> {
     fn clone(&self) -> Self {
@@ -95,9 +100,21 @@ pub struct KvDurabilityBuilder<K: ?Sized> {
     config: DurabilityConfig,
     clock: Arc<dyn Clock>,
     seed: Option<u64>,
+    payload_text: Option<PayloadText>,
 }
 
 impl<K: DurableKv + ?Sized> KvDurabilityBuilder<K> {
+    /// How to read the text of a send from its payload (the journals store payloads as
+    /// opaque JSON): the `Ambiguous` event carries it. Without it the event's text is empty.
+    /// The bot's runtime installs its own (the message's text, or its caption).
+    pub fn payload_text(
+        mut self,
+        text: impl Fn(&Payload) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.payload_text = Some(Arc::new(text));
+        self
+    }
+
     /// The configuration (validated by [`build`](Self::build)); the default otherwise.
     pub fn config(mut self, config: DurabilityConfig) -> Self {
         self.config = config;
@@ -151,6 +168,7 @@ impl<K: DurableKv + ?Sized> KvDurabilityBuilder<K> {
                 seq: AtomicU64::new(0),
                 rng: Mutex::new(rng),
                 snapshots: snapshots::Snapshots::default(),
+                payload_text: self.payload_text,
             }),
             kv: self.kv,
         })
@@ -184,6 +202,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             config: DurabilityConfig::default(),
             clock: Arc::new(SystemClock),
             seed: None,
+            payload_text: None,
         }
     }
 
@@ -256,6 +275,15 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
 
     pub(crate) fn count(&self, counter: Counter) {
         self.shared.counters.add(counter);
+    }
+
+    /// The text of a send's payload, by the reader the builder was given (empty without).
+    pub(crate) fn payload_text(&self, payload: &Payload) -> String {
+        self.shared
+            .payload_text
+            .as_ref()
+            .map(|text| text(payload))
+            .unwrap_or_default()
     }
 
     pub(crate) fn emit(&self, event: DurabilityEvent) {

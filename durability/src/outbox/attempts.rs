@@ -478,6 +478,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         self.d.emit(DurabilityEvent::Ambiguous {
             key: r.key.clone(),
             chat: r.chat.clone(),
+            text: self.d.payload_text(&r.payload),
         });
     }
 

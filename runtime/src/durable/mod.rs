@@ -226,6 +226,13 @@ impl Durable {
         let d = KvDurability::builder(backend, scope)
             .config(opts.config)
             .shared_clock(clock)
+            // The `durability:ambiguous` event names the send's text.
+            .payload_text(|payload| {
+                payload
+                    .decode::<crate::message::Outgoing>()
+                    .map(|o| o.content.text().to_owned())
+                    .unwrap_or_default()
+            })
             .build()
             .map_err(|e| BotError::config("durability", e.to_string()))?;
         Ok(Self {

@@ -169,7 +169,8 @@ pub(super) async fn restart_reclaims_own_leases_at_once(kv: Arc<dyn DurableKv>) 
         event
             == DurabilityEvent::Ambiguous {
                 key: "k1".into(),
-                chat: "chat".into()
+                chat: "chat".into(),
+                text: String::new()
             },
         "unexpected event {event:?}"
     );
