@@ -49,3 +49,29 @@ fn each_folder_imports_only_from_the_layers_below_it() {
         assert!(rank(&to) < rank(&from), "{from} imports {to}");
     }
 }
+
+/// Inside `flow/`, no module names one that names it back, through any number of steps: a step
+/// returns one commit that `commit` writes, `checkpoint` only encodes and decodes, the
+/// executor drives (see `flow/mod.rs` for the modules and what each names).
+#[test]
+fn flow_modules_import_each_other_in_no_circle() {
+    let src = workspace().join("runtime/src");
+    let graph = layers::module_graph(&src, "flow");
+    assert!(
+        graph
+            .iter()
+            .any(|(from, to)| from == "executor" && to == "commit"),
+        "the module graph of flow/ is not read: {graph:?}"
+    );
+    if let Some(circle) = layers::circle(&graph) {
+        panic!(
+            "flow/ modules import each other in a circle: {}\nthe graph:\n{}",
+            circle.join(" -> "),
+            graph
+                .iter()
+                .map(|(from, to)| format!("  {from} -> {to}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}

@@ -1,16 +1,28 @@
-//! The contract between `#[flow]`-generated code and the executor: the [`Flow`] trait, what a
-//! flow declares about itself ([`FlowInfo`], [`StartTrigger`], [`VersionPolicy`]), what a step
-//! returns ([`Step`]) and the flow errors ([`FlowError`], [`FlowResult`]).
+//! The contract between `#[flow]`-generated code and the executor: the [`Flow`] trait and its
+//! type-erased form ([`Erased`]: in-memory states are `Box<dyn Any + Send>`, checkpointed
+//! states JSON), what a flow declares about itself ([`FlowInfo`], [`StartTrigger`],
+//! [`VersionPolicy`]), what a step receives ([`FlowCx`], its input) and returns ([`Step`], and
+//! what it asks the executor for), and the flow errors ([`FlowError`], [`FlowResult`]).
 //!
-//! Bot authors do not implement [`Flow`] by hand (they may: the executor only relies on this
-//! trait); the macro emits one impl per `#[flow]` function. Nothing here runs a flow: the
-//! executor does.
+//! The trait, its erased handle and the context name each other, so they live together; the
+//! context's sends and asks are in `cx`, its effects in `effect`. Bot authors do not implement
+//! [`Flow`] by hand (they may: the executor only relies on this trait); the macro emits one
+//! impl per `#[flow]` function. Nothing here runs a flow: the executor does.
 
+use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::error::HandlerError;
-use crate::flow::FlowCx;
+use crate::flow::ask::{Answer, Interrupt};
+use crate::flow::sends::StepBuffer;
 use crate::kernel::context::Ctx;
+use crate::message::{ChatId, UserId};
+use crate::outbound::KeyRule;
 
 /// What a flow function returns: `Ok(value)` ends the flow (a sub-flow hands `value` to its
 /// caller), `Err` ends it with an error (an [`Interrupt`](crate::flow::Interrupt) error ends it
@@ -170,7 +182,7 @@ pub trait Flow: Send + Sync + Sized + 'static {
 
     /// The sub-flows this flow calls, registered with it (so a checkpoint that holds one can
     /// be restored).
-    fn register_callees(_reg: &mut dyn FnMut(crate::flow::registry::Erased)) {}
+    fn register_callees(_reg: &mut dyn FnMut(Erased)) {}
 }
 
 /// A flow's constructor: the function `#[flow]` leaves in place of the flow function
@@ -230,6 +242,241 @@ where
     }
 }
 
+/// A boxed state or value.
+pub(crate) type AnyBox = Box<dyn Any + Send>;
+type StepFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Step<AnyBox, AnyBox>, HandlerError>> + Send + 'a>>;
+
+/// The executor's view of a flow.
+pub(crate) trait DynFlow: Send + Sync + 'static {
+    fn info(&self) -> FlowInfo;
+    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a>;
+    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError>;
+    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError>;
+    fn callees(&self) -> Vec<Erased>;
+    fn fresh(&self) -> Option<AnyBox>;
+    /// The flow's state type: two flows of one name (in two modules) have two.
+    fn state_type(&self) -> std::any::TypeId;
+}
+
+/// A type-erased flow handle.
+#[derive(Clone)]
+pub struct Erased(pub(crate) Arc<dyn DynFlow>);
+
+impl std::fmt::Debug for Erased {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Erased").field(&self.0.info().name).finish()
+    }
+}
+
+struct Wrap<F>(PhantomData<fn() -> F>);
+
+impl<F: Flow> DynFlow for Wrap<F> {
+    fn info(&self) -> FlowInfo {
+        F::info()
+    }
+
+    fn state_type(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<F::State>()
+    }
+
+    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a> {
+        Box::pin(async move {
+            let state = state.downcast::<F::State>().map_err(|_| {
+                Box::new(FlowError::StateType {
+                    flow: F::info().name,
+                }) as HandlerError
+            })?;
+            Ok(match F::step(cx, *state).await? {
+                Step::Suspend(s) => Step::Suspend(Box::new(s) as AnyBox),
+                Step::Done(o) => Step::Done(Box::new(o) as AnyBox),
+            })
+        })
+    }
+
+    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError> {
+        let s = state
+            .downcast_ref::<F::State>()
+            .ok_or(FlowError::StateType {
+                flow: F::info().name,
+            })?;
+        F::encode(s)
+    }
+
+    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError> {
+        Ok(Box::new(F::decode(value)?))
+    }
+
+    fn fresh(&self) -> Option<AnyBox> {
+        F::fresh().map(|s| Box::new(s) as AnyBox)
+    }
+
+    fn callees(&self) -> Vec<Erased> {
+        let mut out = Vec::new();
+        F::register_callees(&mut |e| out.push(e));
+        out
+    }
+}
+
+/// The erased handle of a flow type (generated code uses it to list callees).
+pub fn erase<F: Flow>() -> Erased {
+    Erased(Arc::new(Wrap::<F>(PhantomData)))
+}
+
+/// What fed a step.
+pub(crate) enum Input {
+    /// The flow starts.
+    Start,
+    /// The chat answered.
+    Answer(Answer),
+    /// The idle deadline passed.
+    Timeout,
+    /// Cancelled from outside.
+    Cancelled,
+    /// A sub-flow returned (or failed).
+    Returned(Result<Box<dyn Any + Send>, FlowError>),
+}
+
+/// What a suspending step asked the executor for.
+pub(crate) enum Pending {
+    /// Wait for an answer (with an idle timeout).
+    Ask {
+        idle: Option<Duration>,
+        site: String,
+    },
+    /// The answer failed validation: the re-ask went out, keep waiting.
+    Reask,
+    /// Run a sub-flow first.
+    Call {
+        flow: Erased,
+        start: Box<dyn Any + Send>,
+    },
+}
+
+/// Uses of each site within one step, across its frames.
+pub(crate) type Occurrences = Arc<Mutex<HashMap<String, u32>>>;
+
+/// A flow's context: `cx` in `async fn order(cx: &mut FlowCx) -> FlowResult`.
+pub struct FlowCx {
+    pub(crate) ctx: Ctx,
+    pub(crate) flow: &'static str,
+    pub(crate) run: String,
+    pub(crate) step: u64,
+    pub(crate) inbound: String,
+    pub(crate) input: Mutex<Option<Input>>,
+    pub(crate) pending: Mutex<Option<Pending>>,
+    /// Uses of each send and effect site in this step, shared by every frame the step runs
+    /// (a sub-flow called twice in one step counts on where the first call stopped).
+    pub(crate) occurrences: Occurrences,
+    /// The effect records this step read or wrote, as (scope, key): deleted with the step's
+    /// commit (see `effect`).
+    pub(crate) effects: Mutex<Vec<(String, String)>>,
+    /// The step's sends, when the step commits in one transaction (see `commit`).
+    pub(crate) buffer: Option<Arc<StepBuffer>>,
+}
+
+impl std::fmt::Debug for FlowCx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowCx")
+            .field("flow", &self.flow)
+            .field("chat", self.ctx.chat())
+            .field("run", &self.run)
+            .field("step", &self.step)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl FlowCx {
+    pub(crate) fn new(ctx: Ctx, flow: &'static str, run: String, step: u64, input: Input) -> Self {
+        let inbound = match ctx.inbound_id() {
+            Some(id) => id.to_owned(),
+            None => format!("{}/flow:{run}:{step}", ctx.chat()),
+        };
+        Self {
+            ctx,
+            flow,
+            run,
+            step,
+            inbound,
+            input: Mutex::new(Some(input)),
+            pending: Mutex::new(None),
+            occurrences: Occurrences::default(),
+            effects: Mutex::new(Vec::new()),
+            buffer: None,
+        }
+    }
+
+    /// The handler context of the message that fed this step.
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// The chat.
+    pub fn chat(&self) -> &ChatId {
+        self.ctx.chat()
+    }
+
+    /// Who wrote the message that fed this step.
+    pub fn sender(&self) -> &UserId {
+        self.ctx.sender()
+    }
+
+    /// The flow's name.
+    pub fn flow_name(&self) -> &'static str {
+        self.flow
+    }
+
+    /// The step counter of this flow run (1 for the first step).
+    pub fn step_number(&self) -> u64 {
+        self.step
+    }
+
+    /// The key a send at `site` gets now (counts the use).
+    pub(crate) fn site_key(&self, site: &str) -> KeyRule {
+        let mut occ = lock(&self.occurrences);
+        let n = occ.entry(site.to_owned()).or_insert(0);
+        *n += 1;
+        KeyRule::Site {
+            inbound: Some(self.inbound.clone()),
+            site: format!("{site}#{n}"),
+        }
+    }
+
+    pub(crate) fn next_occurrence(&self, site: &str) -> u32 {
+        let mut occ = lock(&self.occurrences);
+        let n = occ.entry(site.to_owned()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    /// Calls a sub-flow; `.await` it inside a `#[flow]`: the caller waits until the sub-flow
+    /// ends and gets its value.
+    pub fn call<M, I: IntoFlow<M>>(&self, flow: I) -> Call<I::Flow> {
+        Call(flow.into_flow())
+    }
+
+    /// Records a sub-flow call (generated code at a suspension).
+    #[doc(hidden)]
+    pub fn __call<F: Flow>(&mut self, call: Call<F>) {
+        *lock(&self.pending) = Some(Pending::Call {
+            flow: erase::<F>(),
+            start: Box::new(call.0.into_start()),
+        });
+    }
+
+    pub(crate) fn take_pending(&self) -> Option<Pending> {
+        lock(&self.pending).take()
+    }
+}
+
+/// A sub-flow call: `.await` it inside a `#[flow]`.
+#[derive(Debug)]
+pub struct Call<F>(F);
+
 /// The state graph `#[flow]` built for a flow, as Mermaid: `botmesh::flow::mermaid(order)`.
 pub fn mermaid<A, F: FlowFn<A>>(_flow: F) -> &'static str {
     <F::Flow as Flow>::info().mermaid
@@ -250,8 +497,8 @@ pub fn __output_of<A, F: FlowFn<A>>(
 
 /// The erased handle of a flow constructor (generated code).
 #[doc(hidden)]
-pub fn __erase_fn<A, F: FlowFn<A>>(_flow: F) -> crate::flow::Erased {
-    crate::flow::erase::<F::Flow>()
+pub fn __erase_fn<A, F: FlowFn<A>>(_flow: F) -> Erased {
+    erase::<F::Flow>()
 }
 
 /// Errors of flows, each naming the flow (and chat) concerned.
@@ -311,7 +558,7 @@ pub enum FlowError {
         /// The sub-flow.
         flow: String,
         /// How.
-        interrupt: crate::flow::Interrupt,
+        interrupt: Interrupt,
     },
     /// The store did not take a checkpoint.
     #[error("flow `{flow}` in chat {chat}: the checkpoint was not written: {source}")]

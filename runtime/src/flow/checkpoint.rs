@@ -16,16 +16,16 @@
 //! | a flow not registered | — | kept in the store, not resumed (an `error` event) |
 //!
 //! A stack holding a non-persistent flow is not checkpointed (its state is memory only).
+//!
+//! Pure: nothing here reads or writes the store or emits an event. [`decode`] returns what the
+//! version policy asks for besides the stack ([`Note`]s: events, errors, the checkpoint's
+//! removal or resave), in order; the executor carries them out, through `commit` for writes.
 
 use botmesh_durability::store::FlowCheckpoint;
 use serde::{Deserialize, Serialize};
 
-use crate::events::BotEvent;
-use crate::flow::api::{FlowError, VersionPolicy};
-use crate::flow::executor::{Frame, Stack, Wait};
-use crate::flow::registry::{AnyBox, Erased};
-use crate::kernel::Kernel;
-use crate::metrics::Counters;
+use crate::flow::api::{AnyBox, Erased, FlowError, VersionPolicy};
+use crate::flow::stack::{Frame, Stack, Wait};
 
 #[derive(Serialize, Deserialize)]
 struct SavedFrame {
@@ -45,11 +45,6 @@ struct SavedStack {
     frames: Vec<SavedFrame>,
 }
 
-/// Whether every frame of the stack is persistent.
-pub(crate) fn is_persistent(stack: &Stack) -> bool {
-    !stack.frames.is_empty() && stack.frames.iter().all(|f| f.flow.0.info().persistent)
-}
-
 /// The state variant's name in an encoded state (`{"S1": {…}}` → `S1`).
 pub(crate) fn variant_name(state: &serde_json::Value) -> String {
     match state {
@@ -59,13 +54,21 @@ pub(crate) fn variant_name(state: &serde_json::Value) -> String {
     }
 }
 
-/// Encodes the stack into a checkpoint; also returns the top frame's `flow@State`.
+/// A stack's checkpoint.
+pub(crate) struct Encoded {
+    pub(crate) checkpoint: FlowCheckpoint,
+    /// The top frame's `flow@State` (the `checkpoint:` event names it).
+    pub(crate) top: String,
+}
+
+/// Encodes the stack of `chat` into a checkpoint written at `now_ms` by the step `inbound`
+/// fed.
 pub(crate) fn encode(
-    k: &Kernel,
-    chat: &str,
     stack: &Stack,
+    chat: &str,
     inbound: Option<String>,
-) -> Result<(FlowCheckpoint, String), FlowError> {
+    now_ms: i64,
+) -> Result<Encoded, FlowError> {
     let mut frames = Vec::with_capacity(stack.frames.len());
     for f in &stack.frames {
         let info = f.flow.0.info();
@@ -91,31 +94,16 @@ pub(crate) fn encode(
         flow: root.map_or("", |i| i.name),
         reason: e.to_string(),
     })?;
-    let cp = FlowCheckpoint {
+    let checkpoint = FlowCheckpoint {
         chat: chat.to_owned(),
         flow: root.map(|i| i.name.to_owned()).unwrap_or_default(),
         layout_hash: root.map_or(0, |i| i.layout_hash),
         state,
         inbound_id: inbound,
         step: stack.step,
-        updated_ms: k.clock.now_ms(),
+        updated_ms: now_ms,
     };
-    Ok((cp, top))
-}
-
-/// Writes a checkpoint.
-pub(crate) async fn write(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowError> {
-    k.store
-        .save_checkpoint(&cp)
-        .await
-        .map_err(|source| FlowError::CheckpointWrite {
-            flow: cp.flow.clone(),
-            chat: cp.chat.clone(),
-            source,
-        })?;
-    k.flows().clear_ended(&cp.chat.as_str().into());
-    Counters::inc(&k.counters.checkpoints_written);
-    Ok(())
+    Ok(Encoded { checkpoint, top })
 }
 
 /// What a stored checkpoint turned into.
@@ -134,12 +122,26 @@ pub(crate) enum Loaded {
     },
 }
 
-fn event(k: &Kernel, chat: &str, flow: &str, what: &str) {
-    k.events.emit(BotEvent::Flow {
-        chat: chat.into(),
-        flow: flow.to_owned(),
-        what: what.to_owned(),
-    });
+/// What decoding a checkpoint asks for besides its stack, to be carried out in order.
+#[derive(Debug)]
+pub(crate) enum Note {
+    /// A flow event of the chat (`version_mismatch:…`).
+    Event {
+        flow: &'static str,
+        what: &'static str,
+    },
+    /// An error event of the chat.
+    Error { context: String, error: String },
+    /// Delete the chat's checkpoint (the version policy dropped it).
+    Drop,
+    /// Save the checkpoint again, re-encoded in the running layout (resumed or migrated).
+    Resave(FlowCheckpoint),
+}
+
+/// A decoded checkpoint: the stack (or why there is none) and what else to do.
+pub(crate) struct Decoded {
+    pub(crate) loaded: Loaded,
+    pub(crate) notes: Vec<Note>,
 }
 
 /// A frame of another layout, or one that no longer decodes, meets the flow's policy.
@@ -159,19 +161,24 @@ fn resume_same_ask(flow: &Erased, f: &SavedFrame) -> Option<AnyBox> {
     flow.0.decode(f.state.clone()).ok()
 }
 
+fn error(context: impl Into<String>, error: impl ToString) -> Note {
+    Note::Error {
+        context: context.into(),
+        error: error.to_string(),
+    }
+}
+
 /// The version policy, for a frame that cannot resume as it is.
-async fn policy(
-    k: &Kernel,
-    chat: &str,
+fn policy(
+    notes: &mut Vec<Note>,
     root: Option<Erased>,
     flow: &Erased,
-    f: SavedFrame,
+    f: &SavedFrame,
     why: Option<FlowError>,
 ) -> Outcome {
     let info = flow.0.info();
     if let Some(e) = why {
-        k.events
-            .error(format!("flow:{}", info.name), Some(&chat.into()), e);
+        notes.push(error(format!("flow:{}", info.name), e));
     }
     match info.on_version_mismatch {
         VersionPolicy::Restart { notice } => Outcome::Stop(Loaded::Restart {
@@ -179,12 +186,15 @@ async fn policy(
             notice,
         }),
         VersionPolicy::Abandon => {
-            drop_checkpoint(k, chat).await;
-            event(k, chat, info.name, "version_mismatch:abandoned");
+            notes.push(Note::Drop);
+            notes.push(Note::Event {
+                flow: info.name,
+                what: "version_mismatch:abandoned",
+            });
             Outcome::Stop(Loaded::Gone)
         }
         VersionPolicy::Migrate(m) => {
-            let migrated = m(f.state, f.hash)
+            let migrated = m(f.state.clone(), f.hash)
                 .map_err(|reason| format!("migration failed: {reason}"))
                 .and_then(|v| {
                     flow.0
@@ -193,14 +203,19 @@ async fn policy(
                 });
             match migrated {
                 Ok(state) => {
-                    event(k, chat, info.name, "version_mismatch:migrated");
+                    notes.push(Note::Event {
+                        flow: info.name,
+                        what: "version_mismatch:migrated",
+                    });
                     Outcome::Decoded(state)
                 }
                 Err(reason) => {
-                    drop_checkpoint(k, chat).await;
-                    k.events
-                        .error(format!("flow:{}", info.name), Some(&chat.into()), reason);
-                    event(k, chat, info.name, "version_mismatch:abandoned");
+                    notes.push(Note::Drop);
+                    notes.push(error(format!("flow:{}", info.name), reason));
+                    notes.push(Note::Event {
+                        flow: info.name,
+                        what: "version_mismatch:abandoned",
+                    });
                     Outcome::Stop(Loaded::Gone)
                 }
             }
@@ -208,35 +223,49 @@ async fn policy(
     }
 }
 
-/// Decodes a checkpoint, applying the version policy (and deleting what it drops).
-pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
+/// Decodes a checkpoint, applying the version policy; `lookup` finds a registered flow by
+/// name, `now_ms` dates a resave.
+pub(crate) fn decode(
+    cp: FlowCheckpoint,
+    lookup: impl Fn(&str) -> Option<Erased>,
+    now_ms: i64,
+) -> Decoded {
+    let mut notes = Vec::new();
+    let loaded = decode_into(cp, lookup, now_ms, &mut notes);
+    Decoded { loaded, notes }
+}
+
+fn decode_into(
+    cp: FlowCheckpoint,
+    lookup: impl Fn(&str) -> Option<Erased>,
+    now_ms: i64,
+    notes: &mut Vec<Note>,
+) -> Loaded {
     let chat = cp.chat.clone();
     let saved: SavedStack = match serde_json::from_value(cp.state) {
         Ok(s) => s,
         Err(e) => {
-            k.events.error(
+            notes.push(error(
                 format!("flow:{}", cp.flow),
-                Some(&chat.as_str().into()),
                 FlowError::Decode {
                     flow: cp.flow.clone(),
                     reason: e.to_string(),
                 },
-            );
+            ));
             return Loaded::Gone;
         }
     };
     let mut frames: Vec<Frame> = Vec::with_capacity(saved.frames.len());
     let mut resave = false;
     for f in saved.frames {
-        let Some(flow) = k.flows().lookup(&f.flow) else {
-            k.events.error(
+        let Some(flow) = lookup(&f.flow) else {
+            notes.push(error(
                 format!("flow:{}", f.flow),
-                Some(&chat.as_str().into()),
                 FlowError::Unknown {
                     chat: chat.clone(),
                     flow: f.flow.clone(),
                 },
-            );
+            ));
             return Loaded::Gone;
         };
         let info = flow.0.info();
@@ -246,15 +275,18 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
                 Ok(state) => Outcome::Decoded(state),
                 // Same fingerprint, and still not decodable: a kept local's own type
                 // changed shape (the fingerprint sees types as written).
-                Err(e) => policy(k, &chat, root.clone(), &flow, f.clone_meta(), Some(e)).await,
+                Err(e) => policy(notes, root, &flow, &f, Some(e)),
             }
         } else if let Some(state) = resume_same_ask(&flow, &f) {
             resave = true;
-            event(k, &chat, info.name, "version_mismatch:resumed");
+            notes.push(Note::Event {
+                flow: info.name,
+                what: "version_mismatch:resumed",
+            });
             Outcome::Decoded(state)
         } else {
             resave = true;
-            policy(k, &chat, root.clone(), &flow, f.clone_meta(), None).await
+            policy(notes, root, &flow, &f, None)
         };
         match decoded {
             Outcome::Decoded(state) => frames.push(Frame {
@@ -273,42 +305,10 @@ pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
         checkpointed: true,
     };
     if resave {
-        let encoded = encode(k, &chat, &stack, cp.inbound_id);
-        let written = match encoded {
-            Ok((cp, _)) => write(k, cp).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
-            k.events
-                .error("flow:migrate", Some(&chat.as_str().into()), e);
+        match encode(&stack, &chat, cp.inbound_id, now_ms) {
+            Ok(encoded) => notes.push(Note::Resave(encoded.checkpoint)),
+            Err(e) => notes.push(error("flow:migrate", e)),
         }
     }
     Loaded::Ready(stack)
-}
-
-impl SavedFrame {
-    /// A copy of the frame without its wait (the policy does not need it).
-    fn clone_meta(&self) -> SavedFrame {
-        SavedFrame {
-            flow: self.flow.clone(),
-            hash: self.hash,
-            state: self.state.clone(),
-            wait: None,
-            answer: self.answer,
-        }
-    }
-}
-
-/// Deletes a chat's checkpoint, reporting a failure as an event; whether it is gone.
-pub(crate) async fn drop_checkpoint(k: &Kernel, chat: &str) -> bool {
-    match k.store.delete_checkpoint(chat).await {
-        Ok(()) => {
-            k.flows().clear_ended(&chat.into());
-            true
-        }
-        Err(e) => {
-            k.events.error("flow:checkpoint", Some(&chat.into()), e);
-            false
-        }
-    }
 }

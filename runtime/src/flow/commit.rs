@@ -1,16 +1,19 @@
-//! The atomic flow step: when the store and the durable journals share one database (a
-//! `SqliteStore` with `store.durability_kv()`, a `PostgresStore` with a `PostgresKv` on the
-//! same database), a persistent flow's step commits in one transaction.
+//! A flow step's outcome as one value, [`FlowCommit`] (the checkpoint or its removal, the
+//! step's sends, the completion of the inbound record that fed it, the effect records to
+//! forget), and the one module that writes the store's flow data: [`write`] for a step, and
+//! [`save_checkpoint`] / [`remove_checkpoint`] for the writes outside a step (a flow replaced,
+//! a version policy's drop or resave).
 //!
-//! While such a step runs, its sends are collected ([`StepBuffer`]) instead of being journaled
-//! and sent one by one: each still gets its compile-time key, runs the `before` send hooks and
-//! is split into parts, but nothing is written. When the step suspends or ends, one
-//! [`StepCommit`] writes the checkpoint (or removes it), the outbox records of the step's sends
-//! (the first one leased for its provider call, `sending`, unless it is paced, in parts, or
-//! behind an earlier open send of the chat; the others pending), the completion of the
-//! inbound record that fed the step (when nothing of its dispatch can send after the step,
-//! see [`commit`]) and the removal of the step's effect records; then the sends are delivered, in order, through the outbox (attempt under a
-//! lease, `mark_sent`, ledger, `after` hooks).
+//! When the store and the durable journals share one database (a `SqliteStore` with
+//! `store.durability_kv()`, a `PostgresStore` with a `PostgresKv` on the same database), a
+//! persistent flow's step is atomic: its sends were collected (`sends`) instead of being
+//! journaled and sent one by one, and its commit writes, in one transaction, the checkpoint
+//! (or its removal), the outbox records of the step's sends (the first one leased for its
+//! provider call, `sending`, unless it is paced, in parts, or behind an earlier open send of
+//! the chat; the others pending), the completion of the inbound record that fed the step
+//! (when nothing of its dispatch can send after the step, see [`FlowCommit::ack`]) and the
+//! removal of the step's effect records; then [`deliver`] sends them, in order, through the
+//! outbox (attempt under a lease, `mark_sent`, ledger, `after` hooks).
 //!
 //! | the process dies… | on restart |
 //! | --- | --- |
@@ -21,49 +24,80 @@
 //! send's `.outcome()` inside such a step reports its key, not yet a provider message id (the
 //! message goes out at the commit). A commit that fails (the database is away) writes nothing:
 //! the step's outcome is dropped, the inbound record is retried, and the step runs again.
-//! Stores that do not share a transaction with the journals keep the separate writes.
+//!
+//! Other steps (a store that does not share a transaction with the journals, a non-persistent
+//! stack) sent during the step; their commit writes the checkpoint change, then forgets the
+//! effect records. A checkpoint write that fails leaves the store at the previous step: with
+//! durable journals the message is charged as failed and replayed from it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use botmesh_durability::keys::KeyKind;
 use botmesh_durability::keys::SendKey;
 use botmesh_durability::outbox::NewSend;
-use botmesh_durability::store::{CheckpointWrite, StepCommit};
+use botmesh_durability::store::{CheckpointWrite, FlowCheckpoint, StepCommit};
 use botmesh_durability::{CommittedSend, StepCommitError, StepCommitted, StepSend};
 
 use crate::error::BotError;
-use crate::flow::effect;
+use crate::flow::api::FlowError;
+use crate::flow::checkpoint::Encoded;
+use crate::flow::sends::{Collected, StepBuffer};
 use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
-use crate::kernel::routes::SendDraft;
-use crate::message::{ChatId, Outgoing};
+use crate::message::ChatId;
 use crate::metrics::Counters;
-use crate::outbound::{self, KeyRule, SendOutcome, split_outgoing};
-use crate::outbound::{interaction_ack, presence};
+use crate::outbound::presence;
 
-/// A send collected during an atomic step.
-struct Collected {
-    key: String,
-    kind: KeyKind,
-    chat: ChatId,
-    fingerprint: botmesh_durability::keys::Fingerprint,
-    /// The content after the `before` send hooks.
-    outgoing: Outgoing,
-    /// Its parts (one when it fits the channel's text limit).
-    parts: Vec<Outgoing>,
-    paced: bool,
+/// What becomes of the chat's checkpoint.
+pub(crate) enum CheckpointChange {
+    /// The stack waits: its new checkpoint.
+    Save(Encoded),
+    /// The stack waits, not checkpointed (it holds a non-persistent flow): a stored
+    /// checkpoint goes.
+    Remove,
+    /// The stack waits and could not be encoded (the error is reported): an atomic step
+    /// removes the stored checkpoint and goes on in memory; otherwise the step counts as not
+    /// written.
+    Unencodable,
+    /// The flow ended: its checkpoint goes.
+    End,
 }
 
-/// The sends of one atomic step, in the order the flow made them.
-#[derive(Default)]
-pub(crate) struct StepBuffer {
-    sends: Mutex<Vec<Collected>>,
+/// A flow step's outcome for the store, written by [`write`].
+pub(crate) struct FlowCommit {
+    /// The chat.
+    pub(crate) chat: ChatId,
+    /// The checkpoint change.
+    pub(crate) checkpoint: CheckpointChange,
+    /// Whether the store held the stack's checkpoint when the step began.
+    pub(crate) stored: bool,
+    /// The step's sends when it is atomic (one transaction); `None` when they went out during
+    /// the step.
+    pub(crate) sends: Option<Arc<StepBuffer>>,
+    /// The effect records the step read or wrote, as (scope, key): past this commit the step
+    /// never runs again.
+    pub(crate) effects: Vec<(String, String)>,
+    /// Whether the step owns the message that fed it (it was routed as the chat's
+    /// conversation: the message goes nowhere else). An atomic step then completes the
+    /// inbound record in its transaction, unless an `after` message hook is registered;
+    /// otherwise the dispatch completes it when it ends, so a send made after the step (a
+    /// handler that started the flow and goes on) is still replayed if the process dies
+    /// before it.
+    pub(crate) ack: bool,
 }
 
-impl std::fmt::Debug for StepBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepBuffer").finish_non_exhaustive()
-    }
+/// What [`write`] did.
+pub(crate) enum Written {
+    /// The step's outcome is stored; an atomic step's sends go out with [`deliver`].
+    Stored(Committed),
+    /// The checkpoint change failed and nothing replays the step (no message fed it): the
+    /// flow goes on from memory, ahead of the store.
+    Unstored,
+    /// The checkpoint change failed: the message is charged as failed and replayed, which
+    /// runs the step again from the stored checkpoint.
+    Replayed,
+    /// The atomic step's transaction failed: nothing was written or sent, the message (if
+    /// any) is charged as failed.
+    Aborted,
 }
 
 /// Whether this bot's persistent flow steps commit in one transaction.
@@ -73,61 +107,113 @@ pub(crate) fn atomic(k: &Kernel) -> bool {
         .is_some_and(|dur| k.store.shares_transactions_with(&**dur.d.kv()))
 }
 
-fn key_kind(rule: &KeyRule) -> KeyKind {
-    match rule {
-        KeyRule::Explicit(_) => KeyKind::Explicit,
-        KeyRule::Derived { .. } | KeyRule::Site { .. } => KeyKind::Derived,
-        KeyRule::Random => KeyKind::Random,
+/// Writes a step's commit: in one transaction when the step is atomic, else the checkpoint
+/// change and then the removal of the effect records.
+pub(crate) async fn write(ctx: &Ctx, commit: FlowCommit) -> Written {
+    match commit.sends.clone() {
+        // Boxed: the transaction and its sends are most of a step's future.
+        Some(sends) => Box::pin(write_atomic(ctx, &sends, commit)).await,
+        None => write_separately(ctx, commit).await,
     }
 }
 
-/// Collects a flow send for the step's commit: key, fingerprint, `before` hooks and parts now;
-/// the journal and the provider at the commit.
-pub(crate) async fn collect(
-    ctx: &Ctx,
-    buffer: &StepBuffer,
-    mut outgoing: Outgoing,
-    rule: KeyRule,
-) -> Result<SendOutcome, BotError> {
-    interaction_ack::before_send(ctx).await;
+async fn write_atomic(ctx: &Ctx, sends: &StepBuffer, commit: FlowCommit) -> Written {
     let k = &ctx.0.bot.kernel;
-    let key = rule.key();
-    outgoing.idempotency_key = None;
-    let chat = ctx.chat().clone();
-    let fingerprint = crate::outbound::outbox::fingerprint(&chat, &outgoing);
-    let draft = SendDraft {
-        chat,
-        outgoing,
-        edit_of: None,
-        preview: false,
+    let chat = commit.chat;
+    let saving = matches!(commit.checkpoint, CheckpointChange::Save(_));
+    let change = match commit.checkpoint {
+        CheckpointChange::Save(encoded) => CheckpointWrite::Save(encoded.checkpoint),
+        CheckpointChange::Remove | CheckpointChange::Unencodable | CheckpointChange::End => {
+            CheckpointWrite::Delete {
+                chat: chat.to_string(),
+            }
+        }
     };
-    let Some(SendDraft { chat, outgoing, .. }) = outbound::run_before_send(k, draft).await else {
-        Counters::inc(&k.counters.send_skipped);
-        return Ok(SendOutcome {
-            key: Some(key),
-            skipped: true,
-            ..SendOutcome::default()
-        });
+    match transaction(ctx, sends, change, commit.effects, commit.ack).await {
+        Ok(committed) => {
+            // The stored checkpoint is this step's (saved or deleted with it).
+            k.flows().clear_ended(&chat);
+            if saving {
+                Counters::inc(&k.counters.checkpoints_written);
+            }
+            Written::Stored(committed)
+        }
+        Err(e) => {
+            ctx.0
+                .journal_failed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            k.events.error("flow:commit", Some(&chat), e);
+            Written::Aborted
+        }
+    }
+}
+
+async fn write_separately(ctx: &Ctx, commit: FlowCommit) -> Written {
+    let k = &ctx.0.bot.kernel;
+    let chat = commit.chat.as_str();
+    let written = match commit.checkpoint {
+        CheckpointChange::Save(encoded) => match save_checkpoint(k, encoded.checkpoint).await {
+            Ok(()) => true,
+            Err(e) => {
+                k.events.error("flow:checkpoint", Some(&commit.chat), e);
+                false
+            }
+        },
+        CheckpointChange::Unencodable => false,
+        CheckpointChange::Remove => !commit.stored || remove_checkpoint(k, chat).await,
+        // The head only: its state is not needed (nor decoded).
+        CheckpointChange::End => {
+            let stored =
+                commit.stored || matches!(k.store.checkpoint_head(chat).await, Ok(Some(_)));
+            !stored || remove_checkpoint(k, chat).await
+        }
     };
-    let parts = split_outgoing(&outgoing, &k.capabilities);
-    let paced = k.config.pacing.is_some() && outgoing.content.is_text();
-    buffer
-        .sends
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Collected {
-            key: key.clone(),
-            kind: key_kind(&rule),
-            chat,
-            fingerprint,
-            outgoing,
-            parts,
-            paced,
-        });
-    Ok(SendOutcome {
-        key: Some(key),
-        ..SendOutcome::default()
-    })
+    if !written && k.durable.is_some() && ctx.inbound_id().is_some() {
+        tracing::warn!(chat = %commit.chat, "flow checkpoint not written: the message is replayed from the stored one");
+        ctx.0
+            .journal_failed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        return Written::Replayed;
+    }
+    for (scope, key) in commit.effects {
+        if let Err(e) = k.store.delete_value(&scope, &key).await {
+            tracing::warn!(error = %e, %key, "cannot delete an effect record");
+        }
+    }
+    if written {
+        Written::Stored(Committed::default())
+    } else {
+        Written::Unstored
+    }
+}
+
+/// Saves a checkpoint outside an atomic step.
+pub(crate) async fn save_checkpoint(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowError> {
+    k.store
+        .save_checkpoint(&cp)
+        .await
+        .map_err(|source| FlowError::CheckpointWrite {
+            flow: cp.flow.clone(),
+            chat: cp.chat.clone(),
+            source,
+        })?;
+    k.flows().clear_ended(&cp.chat.as_str().into());
+    Counters::inc(&k.counters.checkpoints_written);
+    Ok(())
+}
+
+/// Deletes a chat's checkpoint, reporting a failure as an event; whether it is gone.
+pub(crate) async fn remove_checkpoint(k: &Kernel, chat: &str) -> bool {
+    match k.store.delete_checkpoint(chat).await {
+        Ok(()) => {
+            k.flows().clear_ended(&chat.into());
+            true
+        }
+        Err(e) => {
+            k.events.error("flow:checkpoint", Some(&chat.into()), e);
+            false
+        }
+    }
 }
 
 /// How one collected send goes out after the commit.
@@ -139,6 +225,7 @@ enum Delivery {
 }
 
 /// A committed step: what to deliver, in order.
+#[derive(Default)]
 pub(crate) struct Committed {
     deliveries: Vec<Delivery>,
     records: Vec<CommittedSend>,
@@ -147,19 +234,19 @@ pub(crate) struct Committed {
 /// How many times a commit is tried again after a conflict it could resolve.
 const MAX_COMMIT_TRIES: usize = 8;
 
-/// Commits the step: the checkpoint change, its sends' outbox records, the completion of the
-/// context's inbound record and the removal of its effect records, in one transaction.
+/// Commits an atomic step: the checkpoint change, its sends' outbox records, the completion of
+/// the context's inbound record and the removal of its effect records, in one transaction.
 ///
 /// The inbound record is completed here only when nothing else of its dispatch can send after
 /// the step (`owns_message`: the step was routed as the chat's conversation, and no `after`
 /// message hook is registered); otherwise the dispatch completes it when it ends, so a send
 /// made after the step (a handler that started the flow and goes on) is still replayed if the
 /// process dies before it.
-pub(crate) async fn commit(
+async fn transaction(
     ctx: &Ctx,
     buffer: &StepBuffer,
     checkpoint: CheckpointWrite,
-    effect_keys: &[String],
+    effects: Vec<(String, String)>,
     owns_message: bool,
 ) -> Result<Committed, BotError> {
     let k = &ctx.0.bot.kernel;
@@ -169,7 +256,7 @@ pub(crate) async fn commit(
             "an atomic flow step needs durability",
         ));
     };
-    let collected = std::mem::take(&mut *buffer.sends.lock().unwrap_or_else(|e| e.into_inner()));
+    let collected = buffer.take();
     let mut journal = dur.d.step();
     let mut deliveries = Vec::with_capacity(collected.len());
     for c in collected {
@@ -219,12 +306,8 @@ pub(crate) async fn commit(
     if let Some(slot) = slot {
         journal.complete_inbound(&slot.lease).await?;
     }
-    let scope = effect::scope(ctx.chat().as_str());
     let mut step = StepCommit::new(dur.d.scope().clone(), checkpoint);
-    step.delete_values = effect_keys
-        .iter()
-        .map(|key| (scope.clone(), key.clone()))
-        .collect();
+    step.delete_values = effects;
     let records = match journal.commit(&*k.store, &mut step, MAX_COMMIT_TRIES).await {
         Ok(StepCommitted::Written(records)) => records,
         // A flow step journals no inbound: nothing else can be a duplicate.

@@ -1,5 +1,6 @@
-//! [`FlowCx`]: what a flow body receives. It sends (with compile-time site keys), asks,
-//! calls sub-flows, records effects, and hands the executor what the step decided.
+//! [`FlowCx`]'s sends and asks: what a flow body says to the chat (with compile-time site
+//! keys) and how it reads the answer it waited for. (The context itself is defined with the
+//! [`Flow`](crate::flow::Flow) trait in `api`; its effects are in `effect`.)
 //!
 //! Keys: a send made by a flow is keyed `KeyRule::Site { inbound, site: "<site>#<n>" }`,
 //! where `inbound` is the inbound record that fed the step (a synthetic
@@ -11,150 +12,23 @@
 //! and inserting a send leaves the others' keys as they were. This module does not decide
 //! what runs next: the executor does.
 
-use std::any::Any;
-use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{Flow, FlowError, FlowResult, IntoFlow, Step};
+use crate::flow::api::{FlowCx, FlowError, FlowResult, Input, Pending, Step};
 use crate::flow::ask::{Answer, Ask, Interrupt};
-use crate::flow::commit::{self, StepBuffer};
-use crate::flow::registry::{Erased, erase};
+use crate::flow::sends;
 use crate::kernel::context::Ctx;
-use crate::message::{ChatId, Outgoing, UserId};
+use crate::message::Outgoing;
 use crate::outbound::{KeyRule, SendOutcome};
-
-/// What fed a step.
-pub(crate) enum Input {
-    /// The flow starts.
-    Start,
-    /// The chat answered.
-    Answer(Answer),
-    /// The idle deadline passed.
-    Timeout,
-    /// Cancelled from outside.
-    Cancelled,
-    /// A sub-flow returned (or failed).
-    Returned(Result<Box<dyn Any + Send>, FlowError>),
-}
-
-/// What a suspending step asked the executor for.
-pub(crate) enum Pending {
-    /// Wait for an answer (with an idle timeout).
-    Ask {
-        idle: Option<Duration>,
-        site: String,
-    },
-    /// The answer failed validation: the re-ask went out, keep waiting.
-    Reask,
-    /// Run a sub-flow first.
-    Call {
-        flow: Erased,
-        start: Box<dyn Any + Send>,
-    },
-}
-
-/// Uses of each site within one step, across its frames.
-pub(crate) type Occurrences = Arc<Mutex<HashMap<String, u32>>>;
-
-/// A flow's context: `cx` in `async fn order(cx: &mut FlowCx) -> FlowResult`.
-pub struct FlowCx {
-    pub(crate) ctx: Ctx,
-    pub(crate) flow: &'static str,
-    pub(crate) run: String,
-    pub(crate) step: u64,
-    pub(crate) inbound: String,
-    pub(crate) input: Mutex<Option<Input>>,
-    pub(crate) pending: Mutex<Option<Pending>>,
-    /// Uses of each send and effect site in this step, shared by every frame the step runs
-    /// (a sub-flow called twice in one step counts on where the first call stopped).
-    pub(crate) occurrences: Occurrences,
-    pub(crate) effect_keys: Mutex<Vec<String>>,
-    /// The step's sends, when the step commits in one transaction (see `commit`).
-    pub(crate) buffer: Option<Arc<StepBuffer>>,
-}
-
-impl std::fmt::Debug for FlowCx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FlowCx")
-            .field("flow", &self.flow)
-            .field("chat", self.ctx.chat())
-            .field("run", &self.run)
-            .field("step", &self.step)
-            .finish_non_exhaustive()
-    }
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl FlowCx {
-    pub(crate) fn new(ctx: Ctx, flow: &'static str, run: String, step: u64, input: Input) -> Self {
-        let inbound = match ctx.inbound_id() {
-            Some(id) => id.to_owned(),
-            None => format!("{}/flow:{run}:{step}", ctx.chat()),
-        };
-        Self {
-            ctx,
-            flow,
-            run,
-            step,
-            inbound,
-            input: Mutex::new(Some(input)),
-            pending: Mutex::new(None),
-            occurrences: Occurrences::default(),
-            effect_keys: Mutex::new(Vec::new()),
-            buffer: None,
-        }
-    }
-
-    /// The handler context of the message that fed this step.
-    pub fn ctx(&self) -> &Ctx {
-        &self.ctx
-    }
-
-    /// The chat.
-    pub fn chat(&self) -> &ChatId {
-        self.ctx.chat()
-    }
-
-    /// Who wrote the message that fed this step.
-    pub fn sender(&self) -> &UserId {
-        self.ctx.sender()
-    }
-
-    /// The flow's name.
-    pub fn flow_name(&self) -> &'static str {
-        self.flow
-    }
-
-    /// The step counter of this flow run (1 for the first step).
-    pub fn step_number(&self) -> u64 {
-        self.step
-    }
-
-    /// The key a send at `site` gets now (counts the use).
-    pub(crate) fn site_key(&self, site: &str) -> KeyRule {
-        let mut occ = lock(&self.occurrences);
-        let n = occ.entry(site.to_owned()).or_insert(0);
-        *n += 1;
-        KeyRule::Site {
-            inbound: Some(self.inbound.clone()),
-            site: format!("{site}#{n}"),
-        }
-    }
-
-    pub(crate) fn next_occurrence(&self, site: &str) -> u32 {
-        let mut occ = lock(&self.occurrences);
-        let n = occ.entry(site.to_owned()).or_insert(0);
-        *n += 1;
-        *n
-    }
-
     /// Sends a message in the chat. Inside a `#[flow]` the macro gives the call its site id.
     pub fn send(&self, outgoing: impl Into<Outgoing>) -> FlowSend<'_> {
         FlowSend {
@@ -176,12 +50,6 @@ impl FlowCx {
     /// Asks a question; `.await` it inside a `#[flow]` (the macro lowers it to a suspension).
     pub fn ask(&self, prompt: impl Into<Outgoing>) -> Ask<Answer> {
         Ask::new(prompt)
-    }
-
-    /// Calls a sub-flow; `.await` it inside a `#[flow]`: the caller waits until the sub-flow
-    /// ends and gets its value.
-    pub fn call<M, I: IntoFlow<M>>(&self, flow: I) -> Call<I::Flow> {
-        Call(flow.into_flow())
     }
 
     /// Ends the flow as cancelled: `return cx.cancel();`.
@@ -218,15 +86,6 @@ impl FlowCx {
     ) -> Result<Step<S, O>, HandlerError> {
         self.__suspend(site, ask).await?;
         Ok(Step::Suspend(state))
-    }
-
-    /// Records a sub-flow call (generated code at a suspension).
-    #[doc(hidden)]
-    pub fn __call<F: Flow>(&mut self, call: Call<F>) {
-        *lock(&self.pending) = Some(Pending::Call {
-            flow: erase::<F>(),
-            start: Box::new(call.0.into_start()),
-        });
     }
 
     /// The answer of the ask this flow waited at; `None` when it failed validation (the
@@ -284,25 +143,16 @@ impl FlowCx {
         }))
     }
 
-    /// Takes the step's input (the executor).
     /// A send of this step under `key`: collected for the step's commit when the step commits
     /// in one transaction, sent now otherwise.
     async fn send_at(&self, outgoing: Outgoing, key: KeyRule) -> Result<SendOutcome, BotError> {
         match &self.buffer {
-            Some(buffer) => commit::collect(&self.ctx, buffer, outgoing, key).await,
+            Some(buffer) => sends::collect(&self.ctx, buffer, outgoing, key).await,
             // Boxed: a send is several KiB of future, and a flow's step holds this one.
             None => Box::pin(send_in_flow(&self.ctx, outgoing, key)).await,
         }
     }
-
-    pub(crate) fn take_pending(&self) -> Option<Pending> {
-        lock(&self.pending).take()
-    }
 }
-
-/// A sub-flow call: `.await` it inside a `#[flow]`.
-#[derive(Debug)]
-pub struct Call<F>(F);
 
 /// A send from a flow: `.key("…")` replaces its site id; `.await` sends it.
 #[derive(Debug)]
@@ -339,7 +189,7 @@ impl<'a> FlowSend<'a> {
         let ctx = self.cx.ctx.clone();
         match self.cx.buffer.clone() {
             Some(buffer) => {
-                Box::pin(async move { commit::collect(&ctx, &buffer, self.outgoing, key).await })
+                Box::pin(async move { sends::collect(&ctx, &buffer, self.outgoing, key).await })
             }
             None => Box::pin(async move { send_in_flow(&ctx, self.outgoing, key).await }),
         }

@@ -22,10 +22,9 @@ use std::future::Future;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::flow::api::FlowError;
-use crate::flow::cx::FlowCx;
+use crate::flow::api::{FlowCx, FlowError};
 
-pub(crate) fn scope(chat: &str) -> String {
+fn scope(chat: &str) -> String {
     format!("flow-effects:{chat}")
 }
 
@@ -96,10 +95,10 @@ impl FlowCx {
             .map_err(|e| err(e.to_string()))?
         {
             tracing::debug!(flow = self.flow, %key, "effect replayed from its record");
-            self.effect_keys
+            self.effects
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(key.clone());
+                .push((scope, key.clone()));
             return serde_json::from_value(v).map_err(|e| err(e.to_string()));
         }
         let value = effect.await;
@@ -108,10 +107,10 @@ impl FlowCx {
             .set_value(&scope, &key, &json)
             .await
             .map_err(|e| err(e.to_string()))?;
-        self.effect_keys
+        self.effects
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(key);
+            .push((scope, key));
         Ok(value)
     }
 }

@@ -12,72 +12,32 @@
 //! | returns | a sub-flow's value resumes its caller; the root's end deletes the checkpoint |
 //! | fails (or `?` on an interrupt) | like a return, with an error (`ended:error`, `ended:cancelled`, `ended:timeout`) |
 //!
-//! Persistent stacks are reconciled with the store before a step (another replica may have
-//! moved the flow on or ended it). This module does not lower flows (the macro does) and does
-//! not encode states (the checkpoint module does).
+//! [`drive`] runs a step, turns its outcome into one [`FlowCommit`], hands it to
+//! `commit::write` (the only writer) and then tells what happened (events, the stack kept in
+//! memory). Persistent stacks are reconciled with the store before a step (another replica may
+//! have moved the flow on or ended it). This module does not lower flows (the macro does) and
+//! does not encode states (`checkpoint` does).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use botmesh_durability::store::FlowCheckpoint;
 
-use crate::error::HandlerError;
+use crate::error::{BotError, HandlerError};
 use crate::events::BotEvent;
-use crate::flow::api::{FlowError, Step};
+use crate::flow::api::{AnyBox, Erased, FlowCx, FlowError, Input, Occurrences, Pending, Step};
 use crate::flow::ask::{Answer, Interrupt};
-use crate::kernel::Kernel;
+use crate::flow::checkpoint::{self, Loaded, Note};
+use crate::flow::commit::{self, CheckpointChange, FlowCommit, Written};
+use crate::flow::sends::StepBuffer;
+use crate::flow::stack::{Frame, Stack, Wait};
 use crate::kernel::context::{Ctx, CtxSource};
-use botmesh_durability::store::CheckpointWrite;
-
-use crate::flow::checkpoint::{self, Loaded};
-use crate::flow::commit::{self, StepBuffer};
-use crate::flow::cx::{FlowCx, Input, Pending};
-use crate::flow::effect;
-use crate::flow::registry::{AnyBox, Erased};
+use crate::kernel::{Kernel, RunState};
 use crate::message::{ChatId, Outgoing, UserId};
 use crate::metrics::Counters;
 use crate::outbound::KeyRule;
-
-/// What a frame waits for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Wait {
-    pub(crate) site: String,
-    pub(crate) idle_ms: Option<u64>,
-    pub(crate) deadline_ms: Option<i64>,
-}
-
-/// One flow of a chat's stack.
-pub(crate) struct Frame {
-    pub(crate) flow: Erased,
-    pub(crate) state: AnyBox,
-    /// `None` while the frame waits for a sub-flow.
-    pub(crate) wait: Option<Wait>,
-}
-
-/// A chat's active flows.
-pub(crate) struct Stack {
-    pub(crate) run: String,
-    pub(crate) step: u64,
-    /// The inbound record that fed the step which wrote the current state (a redelivery or
-    /// replay of that record must not be taken as the next answer).
-    pub(crate) fed_by: Option<String>,
-    pub(crate) frames: Vec<Frame>,
-    pub(crate) checkpointed: bool,
-}
-
-impl Stack {
-    pub(crate) fn top_name(&self) -> Option<&'static str> {
-        self.frames.last().map(|f| f.flow.0.info().name)
-    }
-
-    pub(crate) fn deadline(&self) -> Option<i64> {
-        self.frames
-            .last()
-            .and_then(|f| f.wait.as_ref())
-            .and_then(|w| w.deadline_ms)
-    }
-}
 
 fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
     k.events.emit(BotEvent::Flow {
@@ -85,6 +45,85 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
         flow: flow.to_owned(),
         what: what.into(),
     });
+}
+
+/// Remembers the kernel and starts the idle-timeout ticker (once per bot).
+pub(crate) fn bind(k: &Arc<Kernel>) {
+    k.flows().bind(k);
+    start_ticker(k);
+}
+
+/// Starts the task that fires due idle timeouts every second, unless it runs already.
+fn start_ticker(k: &Kernel) {
+    let Some(weak) = k.flows().claim_ticker() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(k) = weak.upgrade() else { return };
+            if k.run_state() == RunState::Running {
+                fire_due(&k);
+            }
+        }
+    });
+}
+
+/// Decodes a stored checkpoint (see `checkpoint`) and carries out what the version policy
+/// asked for: its events, and the checkpoint's removal or resave.
+pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
+    let chat = ChatId::from(cp.chat.as_str());
+    let decoded = checkpoint::decode(cp, |name| k.flows().lookup(name), k.clock.now_ms());
+    for note in decoded.notes {
+        match note {
+            Note::Event { flow, what } => emit(k, &chat, flow, what),
+            Note::Error { context, error } => k.events.error(context, Some(&chat), error),
+            Note::Drop => {
+                commit::remove_checkpoint(k, chat.as_str()).await;
+            }
+            Note::Resave(cp) => {
+                if let Err(e) = commit::save_checkpoint(k, cp).await {
+                    k.events.error("flow:migrate", Some(&chat), e);
+                }
+            }
+        }
+    }
+    decoded.loaded
+}
+
+/// Restores persistent conversations on `start()`.
+pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
+    start_ticker(k);
+    for cp in k.store.checkpoints().await? {
+        let chat = ChatId::from(cp.chat.as_str());
+        if ended_leftover(k, &chat).await {
+            continue;
+        }
+        match load(k, cp).await {
+            Loaded::Ready(stack) => k.flows().put(&chat, stack),
+            Loaded::Gone => {}
+            // Restarted by the chat's next message (with the notice), which then starts the
+            // flow instead of answering its first question.
+            Loaded::Restart { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
+pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
+    k.flows().bump(chat);
+    match k.flows().take(chat) {
+        Some(stack) => end_stack(k, chat, stack, reason).await,
+        None => {
+            if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
+                commit::remove_checkpoint(k, chat.as_str()).await;
+                emit(k, chat, &cp.flow, format!("ended:{reason}"));
+            }
+        }
+    }
 }
 
 /// Starts a flow in the context's chat (the caller holds the chat's queue slot).
@@ -112,7 +151,7 @@ pub(crate) async fn start_in_with(
         .flatten()
         .is_some()
     {
-        checkpoint::drop_checkpoint(&k, chat.as_str()).await;
+        commit::remove_checkpoint(&k, chat.as_str()).await;
     }
     // A run started by a message is named after it: a replay of that message (after a crash
     // in the first step) is the same run, and finds the first step's effects recorded. A run
@@ -164,7 +203,7 @@ async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
         Ok(Some(head)) if head.step != stack.step || head.inbound_id != stack.fed_by => {
             match k.store.checkpoint(chat.as_str()).await {
                 Ok(None) => gone(),
-                Ok(Some(cp)) => match checkpoint::load(k, cp).await {
+                Ok(Some(cp)) => match load(k, cp).await {
                     Loaded::Ready(s) => Some(s),
                     // A restart waits for the dormant stage, with the message that starts it.
                     Loaded::Gone | Loaded::Restart { .. } => None,
@@ -212,7 +251,7 @@ pub(crate) async fn ended_leftover(k: &Kernel, chat: &ChatId) -> bool {
     if !k.flows().is_ended(chat) {
         return false;
     }
-    if checkpoint::drop_checkpoint(k, chat.as_str()).await {
+    if commit::remove_checkpoint(k, chat.as_str()).await {
         tracing::debug!(chat = %chat, "the leftover checkpoint of an ended flow is deleted");
     }
     true
@@ -236,7 +275,7 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
         tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
         return true;
     }
-    match checkpoint::load(&k, cp).await {
+    match load(&k, cp).await {
         Loaded::Ready(stack) => {
             emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
             drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
@@ -255,7 +294,7 @@ async fn restart(ctx: &Ctx, flow: Erased, notice: Option<&'static str>) -> bool 
     let k = ctx.0.bot.kernel.clone();
     let name = flow.0.info().name;
     let Some(state) = flow.0.fresh() else {
-        checkpoint::drop_checkpoint(&k, ctx.chat().as_str()).await;
+        commit::remove_checkpoint(&k, ctx.chat().as_str()).await;
         emit(&k, ctx.chat(), name, "version_mismatch:abandoned");
         return false;
     };
@@ -282,7 +321,7 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
         Some(s) => s,
         None if ended_leftover(&k, ctx.chat()).await => return false,
         None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
-            Some(cp) => match checkpoint::load(&k, cp).await {
+            Some(cp) => match load(&k, cp).await {
                 Loaded::Ready(s) => s,
                 _ => return false,
             },
@@ -293,7 +332,7 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
     true
 }
 
-/// Runs steps until the stack waits or ends, then saves or deletes its checkpoint.
+/// Runs steps until the stack waits or ends, then writes the step's commit.
 /// `owns_message`: the step was routed as the chat's conversation (the message goes nowhere
 /// else), so an atomic step may complete the inbound record in its transaction.
 ///
@@ -310,370 +349,359 @@ pub(crate) fn drive(
 }
 
 /// The body of [`drive`].
-async fn drive_steps(ctx: &Ctx, mut stack: Stack, mut input: Input, owns_message: bool) {
-    let k = ctx.0.bot.kernel.clone();
-    let chat = ctx.chat().clone();
-    let generation = k.flows().generation(&chat);
+async fn drive_steps(ctx: &Ctx, mut stack: Stack, input: Input, owns_message: bool) {
+    let k = &ctx.0.bot.kernel;
+    let generation = k.flows().generation(ctx.chat());
     stack.step += 1;
     // A persistent stack on a store that shares its transactions with the journals commits
     // each step in one transaction (see `commit`): its sends are collected until then.
-    let buffer = (checkpoint::is_persistent(&stack) && commit::atomic(&k))
-        .then(|| Arc::new(StepBuffer::default()));
-    let mut effect_keys = Vec::new();
-    let occurrences = crate::flow::cx::Occurrences::default();
-    let ended: Option<(&'static str, String, Option<HandlerError>)> = loop {
-        let Some(Frame { flow, state, wait }) = stack.frames.pop() else {
-            break Some(("", "done".to_owned(), None));
-        };
-        let info = flow.0.info();
-        let mut cx = FlowCx::new(ctx.clone(), info.name, stack.run.clone(), stack.step, input);
-        cx.buffer = buffer.clone();
-        cx.occurrences = occurrences.clone();
-        let result = flow.0.step(&mut cx, state).await;
-        Counters::inc(&k.counters.flow_steps);
-        effect_keys.append(&mut cx.effect_keys.lock().unwrap_or_else(|e| e.into_inner()));
-        let pending = cx.take_pending();
-        drop(cx);
-        match result {
-            Ok(Step::Suspend(state)) => match pending {
-                Some(Pending::Ask { idle, site }) => {
-                    let idle_ms = idle.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                    let deadline_ms = idle_ms.map(|ms| {
-                        k.clock
-                            .now_ms()
-                            .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
-                    });
-                    stack.frames.push(Frame {
-                        flow,
-                        state,
-                        wait: Some(Wait {
-                            site,
-                            idle_ms,
-                            deadline_ms,
-                        }),
-                    });
-                    break None;
-                }
-                Some(Pending::Reask) => {
-                    let wait = wait.map(|mut w| {
-                        w.deadline_ms = w.idle_ms.map(|ms| {
-                            k.clock
-                                .now_ms()
-                                .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
-                        });
-                        w
-                    });
-                    stack.frames.push(Frame { flow, state, wait });
-                    break None;
-                }
-                Some(Pending::Call { flow: sub, start }) => {
-                    emit(
-                        &k,
-                        &chat,
-                        info.name,
-                        format!("called:{}", sub.0.info().name),
-                    );
-                    stack.frames.push(Frame {
-                        flow,
-                        state,
-                        wait: None,
-                    });
-                    stack.frames.push(Frame {
-                        flow: sub,
-                        state: start,
-                        wait: None,
-                    });
-                    input = Input::Start;
-                }
-                None => {
-                    let err: HandlerError =
-                        format!("flow `{}` suspended without an ask", info.name).into();
-                    stack.frames.clear();
-                    break Some((info.name, "error".to_owned(), Some(err)));
-                }
-            },
-            Ok(Step::Done(out)) => {
-                if stack.frames.is_empty() {
-                    break Some((info.name, "done".to_owned(), None));
-                }
-                emit(&k, &chat, info.name, "returned");
-                input = Input::Returned(Ok(out));
-            }
-            Err(e) => {
-                // A flow that passed on (`?`) its sub-flow's interrupt ends as interrupted too.
-                let interrupt = e.downcast_ref::<Interrupt>().copied().or_else(|| match e
-                    .downcast_ref::<FlowError>()
-                {
-                    Some(FlowError::SubflowInterrupted { interrupt, .. }) => Some(*interrupt),
-                    _ => None,
-                });
-                if stack.frames.is_empty() {
-                    break Some(match interrupt {
-                        Some(Interrupt::Cancelled) => (info.name, "cancelled".to_owned(), None),
-                        Some(Interrupt::Timeout) => (info.name, "timeout".to_owned(), None),
-                        None => (info.name, "error".to_owned(), Some(e)),
-                    });
-                }
-                input = Input::Returned(Err(match interrupt {
-                    Some(i) => FlowError::SubflowInterrupted {
-                        flow: info.name.to_owned(),
-                        interrupt: i,
-                    },
-                    None => FlowError::Subflow {
-                        flow: info.name.to_owned(),
-                        chat: chat.to_string(),
-                        reason: e.to_string(),
-                    },
-                }));
-            }
-        }
-    };
-    if k.flows().generation(&chat) != generation {
-        tracing::debug!(chat = %chat, "the chat's flows ended during the step: dropping its outcome");
+    let sends = (stack.is_persistent() && commit::atomic(k)).then(Arc::default);
+    let Ran { end, effects } = run(ctx, &mut stack, input, sends.clone()).await;
+    if k.flows().generation(ctx.chat()) != generation {
+        tracing::debug!(chat = %ctx.chat(), "the chat's flows ended during the step: dropping its outcome");
         return;
     }
-    if ctx.journal_failed() && ended.as_ref().is_some_and(|(_, r, _)| r == "error") {
+    if ctx.journal_failed() && end.as_ref().is_some_and(|e| e.reason == "error") {
         // The step was cut because the durable journal was unavailable, not by the flow: keep
         // the last checkpoint, so the replay of this message re-runs the step from it (its
         // sends already made are answered from the outbox).
-        tracing::warn!(chat = %chat, "flow step cut by the journal: kept for the replay");
-        emit(
-            &k,
-            &chat,
-            stack.top_name().unwrap_or(""),
-            "interrupted:journal",
-        );
+        tracing::warn!(chat = %ctx.chat(), "flow step cut by the journal: kept for the replay");
+        emit(k, ctx.chat(), top_name(&stack), "interrupted:journal");
         return;
     }
-    if let Some(buffer) = buffer {
-        let step = AtomicStep {
-            buffer: &buffer,
-            effect_keys: &effect_keys,
-            owns_message,
-        };
-        // Boxed: the commit and its sends are most of this future's size.
-        Box::pin(finish_atomic(ctx, &k, &chat, stack, ended, step)).await;
-        return;
-    }
-    // A checkpoint write that failed leaves the store at the previous step. With durable
-    // journals the message is then charged as failed and replayed, and the replay re-runs
-    // the step from the stored checkpoint (its sends answered from the outbox, its effects
-    // from their records, which are kept for it); the step's outcome is dropped.
-    let replays = k.durable.is_some() && ctx.inbound_id().is_some();
-    let mut cut = false;
-    match ended {
-        None => {
-            stack.fed_by = ctx.inbound_id().map(str::to_owned);
-            if checkpoint::is_persistent(&stack) {
-                let encoded = checkpoint::encode(
-                    &k,
-                    chat.as_str(),
-                    &stack,
-                    ctx.inbound_id().map(str::to_owned),
-                );
-                let written = match encoded {
-                    Ok((cp, top)) => checkpoint::write(&k, cp).await.map(|()| top),
-                    Err(e) => Err(e),
-                };
-                match written {
-                    Ok(top) => {
-                        stack.checkpointed = true;
-                        emit(
-                            &k,
-                            &chat,
-                            stack.top_name().unwrap_or(""),
-                            format!("checkpoint:{top}:{}", stack.step),
-                        );
-                    }
-                    Err(e) => {
-                        k.events.error("flow:checkpoint", Some(&chat), e);
-                        cut = replays;
-                        // Nothing replays a step no message fed: the flow goes on from
-                        // memory, which is ahead of the store (not reconciled with it until
-                        // a checkpoint is written again).
-                        if !replays {
-                            stack.checkpointed = false;
-                        }
-                    }
-                }
-            } else if stack.checkpointed {
-                if checkpoint::drop_checkpoint(&k, chat.as_str()).await {
-                    stack.checkpointed = false;
-                } else {
-                    cut = replays;
-                }
-            }
-            if cut {
-                emit(
-                    &k,
-                    &chat,
-                    stack.top_name().unwrap_or(""),
-                    "interrupted:checkpoint",
-                );
-            } else {
-                emit(&k, &chat, stack.top_name().unwrap_or(""), "suspended");
-                k.flows().put(&chat, stack);
-            }
-        }
-        Some((name, reason, err)) => {
-            if (stack.checkpointed || checkpoint_exists(&k, &chat).await)
-                && !checkpoint::drop_checkpoint(&k, chat.as_str()).await
-            {
-                // Replayed, the step ends the flow again from the stored checkpoint; else
-                // the leftover checkpoint must not bring the ended flow back.
-                cut = replays;
-                if !replays {
-                    k.flows().mark_ended(&chat);
-                }
-            }
-            if cut {
-                emit(&k, &chat, name, "interrupted:checkpoint");
-            } else {
-                if let Some(e) = err {
-                    Counters::inc(&k.counters.handler_errors);
-                    k.events.error(format!("flow:{name}"), Some(&chat), e);
-                }
-                emit(&k, &chat, name, format!("ended:{reason}"));
-            }
-        }
-    }
-    if cut {
-        tracing::warn!(chat = %chat, "flow checkpoint not written: the message is replayed from the stored one");
-        ctx.0
-            .journal_failed
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        return;
-    }
-    let scope = effect::scope(chat.as_str());
-    for key in effect_keys {
-        if let Err(e) = k.store.delete_value(&scope, &key).await {
-            tracing::warn!(error = %e, %key, "cannot delete an effect record");
-        }
-    }
+    let commit = commit_of(ctx, &mut stack, end.is_some(), effects, sends, owns_message);
+    let change = Checkpointed::of(&commit.checkpoint);
+    let written = commit::write(ctx, commit).await;
+    settle(ctx, stack, end, change, written).await;
 }
 
-/// What an atomic step carries to its end.
-struct AtomicStep<'a> {
-    buffer: &'a StepBuffer,
-    effect_keys: &'a [String],
-    owns_message: bool,
+/// How a step ended its stack's root flow.
+struct End {
+    flow: &'static str,
+    /// `done`, `error`, `cancelled` or `timeout`.
+    reason: &'static str,
+    error: Option<HandlerError>,
 }
 
-/// The end of an atomic step: one transaction for the checkpoint change, the step's sends, the
-/// inbound's completion and the effect records; then the sends go out. A commit that fails
-/// writes nothing: the step's outcome is dropped (the store keeps the last committed state)
-/// and the inbound record is retried, so the step runs again.
-async fn finish_atomic(
+/// What running a step left: the root's end (`None` when the stack waits), and the effect
+/// records it read or wrote.
+struct Ran {
+    end: Option<End>,
+    effects: Vec<(String, String)>,
+}
+
+/// What runs after a frame's step.
+enum Next {
+    /// Another frame, with this input (a sub-flow's start, or its caller with its value).
+    Run(Input),
+    /// The stack waits (`None`) or its root ended.
+    Stop(Option<End>),
+}
+
+/// Runs frames from the top of the stack until one waits or the root ends.
+async fn run(
     ctx: &Ctx,
-    k: &Arc<Kernel>,
-    chat: &ChatId,
-    mut stack: Stack,
-    ended: Option<(&'static str, String, Option<HandlerError>)>,
-    step: AtomicStep<'_>,
-) {
-    let mut saved = None;
-    let write = match &ended {
-        None => {
-            stack.fed_by = ctx.inbound_id().map(str::to_owned);
-            if checkpoint::is_persistent(&stack) {
-                match checkpoint::encode(k, chat.as_str(), &stack, stack.fed_by.clone()) {
-                    Ok((cp, top)) => {
-                        saved = Some(top);
-                        CheckpointWrite::Save(cp)
-                    }
-                    Err(e) => {
-                        // The flow goes on in memory only; no stale checkpoint may stay behind.
-                        k.events.error("flow:checkpoint", Some(chat), e);
-                        CheckpointWrite::Delete {
-                            chat: chat.to_string(),
-                        }
-                    }
-                }
-            } else {
-                CheckpointWrite::Delete {
-                    chat: chat.to_string(),
-                }
-            }
-        }
-        Some(_) => CheckpointWrite::Delete {
-            chat: chat.to_string(),
-        },
-    };
-    let committed =
-        match commit::commit(ctx, step.buffer, write, step.effect_keys, step.owns_message).await {
-            Ok(c) => {
-                // The stored checkpoint is this step's (saved or deleted with it).
-                k.flows().clear_ended(chat);
-                c
-            }
-            Err(e) => {
-                ctx.0
-                    .journal_failed
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                k.events.error("flow:commit", Some(chat), e);
-                emit(
-                    k,
-                    chat,
-                    stack.top_name().unwrap_or(""),
-                    "interrupted:journal",
-                );
-                // Nothing was written or sent. A message's step is replayed with it; a step
-                // no message fed (a timeout, a start or cancel from code) is not: take the
-                // stored checkpoint back, so that its timeout fires again and the step runs
-                // again.
-                if ctx.inbound_id().is_none() {
-                    if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
-                        if let Loaded::Ready(stored) = checkpoint::load(k, cp).await {
-                            k.flows().put(chat, stored);
-                        }
-                    }
-                }
-                return;
-            }
+    stack: &mut Stack,
+    mut input: Input,
+    sends: Option<Arc<StepBuffer>>,
+) -> Ran {
+    let k = &ctx.0.bot.kernel;
+    let occurrences = Occurrences::default();
+    let mut effects = Vec::new();
+    loop {
+        let Some(Frame { flow, state, wait }) = stack.frames.pop() else {
+            let end = End {
+                flow: "",
+                reason: "done",
+                error: None,
+            };
+            return Ran {
+                end: Some(end),
+                effects,
+            };
         };
-    match ended {
-        None => {
-            stack.checkpointed = saved.is_some();
-            if let Some(top) = saved {
-                Counters::inc(&k.counters.checkpoints_written);
-                emit(
-                    k,
-                    chat,
-                    stack.top_name().unwrap_or(""),
-                    format!("checkpoint:{top}:{}", stack.step),
-                );
+        let mut cx = FlowCx::new(
+            ctx.clone(),
+            flow.0.info().name,
+            stack.run.clone(),
+            stack.step,
+            input,
+        );
+        cx.buffer = sends.clone();
+        cx.occurrences = occurrences.clone();
+        let result = flow.0.step(&mut cx, state).await;
+        Counters::inc(&k.counters.flow_steps);
+        effects.append(&mut cx.effects.lock().unwrap_or_else(|e| e.into_inner()));
+        let pending = cx.take_pending();
+        drop(cx);
+        match next(ctx, stack, flow, wait, result, pending) {
+            Next::Run(next) => input = next,
+            Next::Stop(end) => return Ran { end, effects },
+        }
+    }
+}
+
+/// The stack after a frame's step: the frame back on it (waiting, or under the sub-flow it
+/// called), or its value or error handed to its caller, or the root's end.
+fn next(
+    ctx: &Ctx,
+    stack: &mut Stack,
+    flow: Erased,
+    wait: Option<Wait>,
+    result: Result<Step<AnyBox, AnyBox>, HandlerError>,
+    pending: Option<Pending>,
+) -> Next {
+    let k = &ctx.0.bot.kernel;
+    let name = flow.0.info().name;
+    let deadline = |idle_ms: Option<u64>| {
+        idle_ms.map(|ms| {
+            k.clock
+                .now_ms()
+                .saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+        })
+    };
+    let state = match result {
+        Ok(Step::Suspend(state)) => state,
+        Ok(Step::Done(out)) => {
+            if stack.frames.is_empty() {
+                return Next::Stop(Some(End {
+                    flow: name,
+                    reason: "done",
+                    error: None,
+                }));
             }
-            emit(k, chat, stack.top_name().unwrap_or(""), "suspended");
+            emit(k, ctx.chat(), name, "returned");
+            return Next::Run(Input::Returned(Ok(out)));
+        }
+        Err(e) => return failed(ctx, stack, name, e),
+    };
+    match pending {
+        Some(Pending::Ask { idle, site }) => {
+            let idle_ms = idle.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let wait = Wait {
+                site,
+                idle_ms,
+                deadline_ms: deadline(idle_ms),
+            };
+            stack.frames.push(Frame {
+                flow,
+                state,
+                wait: Some(wait),
+            });
+            Next::Stop(None)
+        }
+        Some(Pending::Reask) => {
+            let wait = wait.map(|w| Wait {
+                deadline_ms: deadline(w.idle_ms),
+                ..w
+            });
+            stack.frames.push(Frame { flow, state, wait });
+            Next::Stop(None)
+        }
+        Some(Pending::Call { flow: sub, start }) => {
+            emit(k, ctx.chat(), name, format!("called:{}", sub.0.info().name));
+            stack.frames.push(Frame {
+                flow,
+                state,
+                wait: None,
+            });
+            stack.frames.push(Frame {
+                flow: sub,
+                state: start,
+                wait: None,
+            });
+            Next::Run(Input::Start)
+        }
+        None => {
+            stack.frames.clear();
+            Next::Stop(Some(End {
+                flow: name,
+                reason: "error",
+                error: Some(format!("flow `{name}` suspended without an ask").into()),
+            }))
+        }
+    }
+}
+
+/// A frame's step failed: the root ends (cancelled, timed out or failed), a sub-flow's caller
+/// gets the error.
+fn failed(ctx: &Ctx, stack: &Stack, name: &'static str, e: HandlerError) -> Next {
+    // A flow that passed on (`?`) its sub-flow's interrupt ends as interrupted too.
+    let interrupt =
+        e.downcast_ref::<Interrupt>()
+            .copied()
+            .or_else(|| match e.downcast_ref::<FlowError>() {
+                Some(FlowError::SubflowInterrupted { interrupt, .. }) => Some(*interrupt),
+                _ => None,
+            });
+    if stack.frames.is_empty() {
+        let (reason, error) = match interrupt {
+            Some(Interrupt::Cancelled) => ("cancelled", None),
+            Some(Interrupt::Timeout) => ("timeout", None),
+            None => ("error", Some(e)),
+        };
+        return Next::Stop(Some(End {
+            flow: name,
+            reason,
+            error,
+        }));
+    }
+    Next::Run(Input::Returned(Err(match interrupt {
+        Some(i) => FlowError::SubflowInterrupted {
+            flow: name.to_owned(),
+            interrupt: i,
+        },
+        None => FlowError::Subflow {
+            flow: name.to_owned(),
+            chat: ctx.chat().to_string(),
+            reason: e.to_string(),
+        },
+    })))
+}
+
+/// The step's commit: the waiting stack's checkpoint (or its removal, or the end's), its
+/// sends, its effect records, whether it owns its message.
+fn commit_of(
+    ctx: &Ctx,
+    stack: &mut Stack,
+    ended: bool,
+    effects: Vec<(String, String)>,
+    sends: Option<Arc<StepBuffer>>,
+    owns_message: bool,
+) -> FlowCommit {
+    let k = &ctx.0.bot.kernel;
+    let checkpoint = if ended {
+        CheckpointChange::End
+    } else {
+        stack.fed_by = ctx.inbound_id().map(str::to_owned);
+        if stack.is_persistent() {
+            let chat = ctx.chat().as_str();
+            match checkpoint::encode(stack, chat, stack.fed_by.clone(), k.clock.now_ms()) {
+                Ok(encoded) => CheckpointChange::Save(encoded),
+                Err(e) => {
+                    k.events.error("flow:checkpoint", Some(ctx.chat()), e);
+                    CheckpointChange::Unencodable
+                }
+            }
+        } else {
+            CheckpointChange::Remove
+        }
+    };
+    FlowCommit {
+        chat: ctx.chat().clone(),
+        checkpoint,
+        stored: stack.checkpointed,
+        sends,
+        effects,
+        ack: owns_message,
+    }
+}
+
+/// What a step's commit does to the stack's checkpoint, as the events after it tell.
+enum Checkpointed {
+    /// Saves it; the top frame's `flow@State`.
+    Saved(String),
+    /// It was to be saved and could not be encoded.
+    Unencodable,
+    /// Removes it (or there is none).
+    Removed,
+}
+
+impl Checkpointed {
+    fn of(change: &CheckpointChange) -> Self {
+        match change {
+            CheckpointChange::Save(encoded) => Self::Saved(encoded.top.clone()),
+            CheckpointChange::Unencodable => Self::Unencodable,
+            CheckpointChange::Remove | CheckpointChange::End => Self::Removed,
+        }
+    }
+}
+
+/// After the commit: the stack kept in memory (or not), the events, the sends delivered.
+async fn settle(
+    ctx: &Ctx,
+    mut stack: Stack,
+    end: Option<End>,
+    change: Checkpointed,
+    written: Written,
+) {
+    let k = &ctx.0.bot.kernel;
+    let chat = ctx.chat();
+    let top = stack.top_name().unwrap_or("");
+    let committed = match written {
+        Written::Aborted => {
+            emit(k, chat, top, "interrupted:journal");
+            // Nothing was written or sent. A message's step is replayed with it; a step no
+            // message fed (a timeout, a start or cancel from code) is not: take the stored
+            // checkpoint back, so that its timeout fires again and the step runs again.
+            if ctx.inbound_id().is_none() {
+                if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
+                    if let Loaded::Ready(stored) = load(k, cp).await {
+                        k.flows().put(chat, stored);
+                    }
+                }
+            }
+            return;
+        }
+        Written::Replayed => {
+            let flow = end.as_ref().map_or(top, |e| e.flow);
+            emit(k, chat, flow, "interrupted:checkpoint");
+            return;
+        }
+        Written::Unstored => {
+            match (&end, change) {
+                // Nothing replays the step: the leftover checkpoint must not bring the ended
+                // flow back.
+                (Some(_), _) => k.flows().mark_ended(chat),
+                // A checkpoint that failed to be removed is still the stack's.
+                (None, Checkpointed::Removed) => {}
+                // The flow goes on from memory, ahead of the store (not reconciled with it
+                // until a checkpoint is written again).
+                (None, _) => stack.checkpointed = false,
+            }
+            None
+        }
+        Written::Stored(committed) => {
+            stack.checkpointed = matches!(change, Checkpointed::Saved(_));
+            if let (None, Checkpointed::Saved(saved)) = (&end, change) {
+                emit(k, chat, top, format!("checkpoint:{saved}:{}", stack.step));
+            }
+            Some(committed)
+        }
+    };
+    match end {
+        None => {
+            emit(k, chat, top, "suspended");
             k.flows().put(chat, stack);
         }
-        Some((name, reason, err)) => {
-            if let Some(e) = err {
+        Some(End {
+            flow,
+            reason,
+            error,
+        }) => {
+            if let Some(e) = error {
                 Counters::inc(&k.counters.handler_errors);
-                k.events.error(format!("flow:{name}"), Some(chat), e);
+                k.events.error(format!("flow:{flow}"), Some(chat), e);
             }
-            emit(k, chat, name, format!("ended:{reason}"));
+            emit(k, chat, flow, format!("ended:{reason}"));
         }
     }
-    // Boxed: the sends' future is most of this one's size (see `drive`).
-    Box::pin(commit::deliver(k, committed)).await;
+    if let Some(committed) = committed {
+        // Boxed: the sends' future is most of this one's size (see `drive`).
+        Box::pin(commit::deliver(k, committed)).await;
+    }
 }
 
-async fn checkpoint_exists(k: &Kernel, chat: &ChatId) -> bool {
-    // The head only: its state is not needed (nor decoded).
-    matches!(k.store.checkpoint_head(chat.as_str()).await, Ok(Some(_)))
+fn top_name(stack: &Stack) -> &'static str {
+    stack.top_name().unwrap_or("")
 }
 
 /// Ends a stack that is not stepping (replaced, blocked).
 pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
-    if !checkpoint::drop_checkpoint(k, chat.as_str()).await {
+    if !commit::remove_checkpoint(k, chat.as_str()).await {
         k.flows().mark_ended(chat);
     }
-    emit(
-        k,
-        chat,
-        stack.top_name().unwrap_or(""),
-        format!("ended:{reason}"),
-    );
+    emit(k, chat, top_name(&stack), format!("ended:{reason}"));
 }
 
 /// Runs `job` with a trigger context of `chat`, in the chat's queue.

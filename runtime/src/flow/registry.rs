@@ -1,106 +1,17 @@
-//! The flow registry: type-erased handles of the flows a bot knows, and the `Bot` methods
-//! that register, start and cancel flows.
-//!
-//! [`Erased`] wraps a [`Flow`] impl so the executor can step any flow through one vtable:
-//! in-memory states are `Box<dyn Any + Send>`, checkpointed states are JSON. Registering a
-//! flow also registers the sub-flows it calls (so their checkpoints can be restored) and
-//! installs its start trigger as a command or matcher route.
-
-use std::any::Any;
-use std::future::Future;
-use std::marker::PhantomData;
-use std::pin::Pin;
-use std::sync::Arc;
+//! Registering, starting and cancelling flows: the `Bot` methods `flow`, `register_flow`,
+//! `start_flow`, `cancel_flow` and their kin. Registering a flow also registers the sub-flows
+//! it calls (so their checkpoints can be restored) and installs its start trigger as a command
+//! or matcher route.
 
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{Flow, FlowError, FlowFn, FlowInfo, IntoFlow, StartTrigger, Step};
-use crate::flow::cx::FlowCx;
+use crate::flow::api::{
+    AnyBox, Erased, Flow, FlowFn, FlowInfo, Input, IntoFlow, StartTrigger, erase,
+};
 use crate::flow::executor;
 use crate::kernel::Bot;
 use crate::kernel::context::Ctx;
 use crate::kernel::routes::matcher;
 use crate::message::ChatId;
-
-/// A boxed state or value.
-pub(crate) type AnyBox = Box<dyn Any + Send>;
-type StepFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Step<AnyBox, AnyBox>, HandlerError>> + Send + 'a>>;
-
-/// The executor's view of a flow.
-pub(crate) trait DynFlow: Send + Sync + 'static {
-    fn info(&self) -> FlowInfo;
-    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a>;
-    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError>;
-    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError>;
-    fn callees(&self) -> Vec<Erased>;
-    fn fresh(&self) -> Option<AnyBox>;
-    /// The flow's state type: two flows of one name (in two modules) have two.
-    fn state_type(&self) -> std::any::TypeId;
-}
-
-/// A type-erased flow handle.
-#[derive(Clone)]
-pub struct Erased(pub(crate) Arc<dyn DynFlow>);
-
-impl std::fmt::Debug for Erased {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Erased").field(&self.0.info().name).finish()
-    }
-}
-
-struct Wrap<F>(PhantomData<fn() -> F>);
-
-impl<F: Flow> DynFlow for Wrap<F> {
-    fn info(&self) -> FlowInfo {
-        F::info()
-    }
-
-    fn state_type(&self) -> std::any::TypeId {
-        std::any::TypeId::of::<F::State>()
-    }
-
-    fn step<'a>(&'a self, cx: &'a mut FlowCx, state: AnyBox) -> StepFuture<'a> {
-        Box::pin(async move {
-            let state = state.downcast::<F::State>().map_err(|_| {
-                Box::new(FlowError::StateType {
-                    flow: F::info().name,
-                }) as HandlerError
-            })?;
-            Ok(match F::step(cx, *state).await? {
-                Step::Suspend(s) => Step::Suspend(Box::new(s) as AnyBox),
-                Step::Done(o) => Step::Done(Box::new(o) as AnyBox),
-            })
-        })
-    }
-
-    fn encode(&self, state: &AnyBox) -> Result<serde_json::Value, FlowError> {
-        let s = state
-            .downcast_ref::<F::State>()
-            .ok_or(FlowError::StateType {
-                flow: F::info().name,
-            })?;
-        F::encode(s)
-    }
-
-    fn decode(&self, value: serde_json::Value) -> Result<AnyBox, FlowError> {
-        Ok(Box::new(F::decode(value)?))
-    }
-
-    fn fresh(&self) -> Option<AnyBox> {
-        F::fresh().map(|s| Box::new(s) as AnyBox)
-    }
-
-    fn callees(&self) -> Vec<Erased> {
-        let mut out = Vec::new();
-        F::register_callees(&mut |e| out.push(e));
-        out
-    }
-}
-
-/// The erased handle of a flow type (generated code uses it to list callees).
-pub fn erase<F: Flow>() -> Erased {
-    Erased(Arc::new(Wrap::<F>(PhantomData)))
-}
 
 impl Bot {
     /// Registers a flow and installs its start trigger (`#[flow(start = …)]`):
@@ -166,7 +77,7 @@ impl Bot {
     /// modules): checkpoints name their flow by its function name, so a restart could resume
     /// the wrong one. Rename one of them.
     fn register_erased(&self, flow: Erased) {
-        self.kernel.flows().bind(&self.kernel);
+        executor::bind(&self.kernel);
         if let Err(e) = self.kernel.flows().register(flow) {
             panic!("{e}");
         }
@@ -186,7 +97,7 @@ impl Bot {
         if self.kernel.gates.is_handed_off(&chat) {
             return Err(BotError::HandedOff { chat: chat.0 });
         }
-        self.kernel.flows().bind(&self.kernel);
+        executor::bind(&self.kernel);
         self.kernel
             .flows()
             .register(erase::<I::Flow>())
@@ -228,7 +139,7 @@ impl Bot {
                 .is_some();
         if waiting {
             executor::queue(&self.kernel, chat, |ctx| async move {
-                executor::interrupt(&ctx, crate::flow::cx::Input::Cancelled).await;
+                executor::interrupt(&ctx, Input::Cancelled).await;
             })?;
         }
         Ok(waiting)

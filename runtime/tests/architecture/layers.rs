@@ -15,6 +15,9 @@
 //! by a path. Paths are read with `syn` (`use` trees and every path in code, comments and
 //! `#[cfg(test)]` items left out); a path through a crate-root re-export (`crate::Bot`) counts
 //! as a path to the folder it re-exports from.
+//!
+//! Inside a folder, [`module_graph`] gives which of its modules each names; `tests/architecture.rs`
+//! checks that `flow/`'s has no circle.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -113,6 +116,88 @@ pub(crate) fn graph(src: &Path) -> Vec<(String, String)> {
         }
     }
     edges.into_iter().collect()
+}
+
+/// The module-level graph inside one folder (`src/<folder>/`): which of its modules each of
+/// its modules names (`crate::<folder>::x`, `super::x`, or `x::` in `mod.rs`), a name the
+/// folder's `mod.rs` re-exports counting as its source module; `mod` is `mod.rs` itself.
+pub(crate) fn module_graph(src: &Path, folder: &str) -> Vec<(String, String)> {
+    let dir = src.join(folder);
+    let files: Vec<_> = rust_files(&dir)
+        .into_iter()
+        .filter(|f| f.parent() == Some(dir.as_path()))
+        .collect();
+    let name_of = |f: &Path| {
+        f.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let modules: BTreeSet<String> = files.iter().map(|f| name_of(f)).collect();
+    let reexports = root_reexports(&dir.join("mod.rs"));
+    let mut edges = BTreeSet::new();
+    for file in &files {
+        let from = name_of(file);
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        let ast = syn::parse_file(&text)
+            .unwrap_or_else(|e| panic!("cannot parse {}: {e}", file.display()));
+        let mut paths = Paths::default();
+        paths.visit_file(&ast);
+        for path in paths.found {
+            let name = match path.first().map(String::as_str) {
+                Some("crate") if path.get(1).is_some_and(|s| s == folder) => path.get(2),
+                Some("super") if from != "mod" => path.get(1),
+                Some("self") if from == "mod" => path.get(1),
+                Some(first) if from == "mod" && modules.contains(first) => path.first(),
+                _ => None,
+            };
+            let Some(name) = name else { continue };
+            let to = if modules.contains(name) {
+                name.clone()
+            } else if let Some(source) = reexports.get(name).filter(|s| modules.contains(*s)) {
+                source.clone()
+            } else {
+                "mod".to_owned()
+            };
+            if to != from {
+                edges.insert((from.clone(), to));
+            }
+        }
+    }
+    edges.into_iter().collect()
+}
+
+/// A circle of the graph `edges`, if there is one (its nodes in order, the first repeated at
+/// the end).
+pub(crate) fn circle(edges: &[(String, String)]) -> Option<Vec<String>> {
+    fn visit<'a>(
+        node: &'a str,
+        edges: &'a [(String, String)],
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| *n == node) {
+            let mut found: Vec<String> = path[at..].iter().map(|s| (*s).to_owned()).collect();
+            found.push(node.to_owned());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node);
+        for (_, to) in edges.iter().filter(|(from, _)| from == node) {
+            if let Some(found) = visit(to, edges, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node);
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .iter()
+        .find_map(|(from, _)| visit(from, edges, &mut Vec::new(), &mut done))
 }
 
 /// The folder a crate-root name belongs to: a folder itself, the folder a root re-export comes
