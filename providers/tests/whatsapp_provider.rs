@@ -735,3 +735,90 @@ fn empty_secrets_are_refused() {
         assert!(err.to_string().contains(named), "{err}");
     }
 }
+
+/// Outside the 24-hour window a send goes out as the configured template, the message's text
+/// its parameter: when the provider knows the chat has been silent for more than 24 h (no
+/// free-form call is made), and when Meta refuses the free-form message with 131047. Without
+/// a template it fails with the typed error that names the window, and makes no call.
+#[tokio::test]
+async fn outside_the_window_a_send_goes_out_as_the_configured_template() {
+    let fake = FakeWhatsApp::start(TOKEN).await;
+    let c = chat();
+    let silent = || botmesh::clock::now_ms() - 25 * 60 * 60 * 1000;
+    let shipped = Outgoing::from("Your order #7 shipped");
+    let template_of = |body: &serde_json::Value| {
+        assert_eq!(body["type"], "template", "{body}");
+        (
+            body["template"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            body["template"]["language"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            body["template"]["components"][0]["parameters"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    };
+    let expected = (
+        "order_update".to_owned(),
+        "en_US".to_owned(),
+        "Your order #7 shipped".to_owned(),
+    );
+
+    // Without a template: the typed error, no call.
+    let plain = WhatsAppProvider::new(config(&fake)).expect("provider");
+    plain.note_inbound(&c, silent());
+    let err = plain
+        .send(&c, &shipped)
+        .await
+        .expect_err("outside the window");
+    assert!(
+        matches!(&err, ProviderError::OutsideSessionWindow { chat, .. } if chat == hooks::WA_ID),
+        "{err}"
+    );
+    assert!(err.to_string().contains("session window"), "{err}");
+    assert_eq!(err.class(), ErrorClass::Final);
+    assert!(fake.sent().is_empty(), "no call was made");
+
+    // With one, from the environment as from the builder.
+    let env = [
+        ("WHATSAPP_ACCESS_TOKEN", TOKEN.to_owned()),
+        ("WHATSAPP_PHONE_NUMBER_ID", "106540352242922".to_owned()),
+        ("WHATSAPP_APP_SECRET", SECRET.to_owned()),
+        ("WHATSAPP_VERIFY_TOKEN", VERIFY.to_owned()),
+        ("WHATSAPP_API_BASE", fake.base_url()),
+        ("WHATSAPP_WINDOW_TEMPLATE", "order_update".to_owned()),
+    ];
+    let from_env =
+        WhatsAppConfig::from_lookup(|k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+            .expect("config");
+    let built = config(&fake).window_template("order_update", "en_US");
+    for cfg in [from_env, built] {
+        let wa = WhatsAppProvider::new(cfg).expect("provider");
+        let before = fake.sent().len();
+        wa.note_inbound(&c, silent());
+        wa.send(&c, &shipped).await.expect("sent as the template");
+        let sent = fake.sent();
+        assert_eq!(sent.len(), before + 1, "the template only: {sent:?}");
+        assert_eq!(template_of(&sent[before]), expected);
+
+        // Meta says the window closed (131047): the template follows the refused message.
+        wa.note_inbound(&c, botmesh::clock::now_ms());
+        fake.fail_next(400, 131047, "Re-engagement message");
+        wa.send(&c, &shipped).await.expect("sent as the template");
+        let sent = fake.sent();
+        assert_eq!(sent.len(), before + 3, "{sent:?}");
+        assert_eq!(sent[before + 1]["type"], "text");
+        assert_eq!(template_of(&sent[before + 2]), expected);
+    }
+    assert_eq!(
+        fake.delivered_to(hooks::WA_ID).len(),
+        4,
+        "two templates per provider"
+    );
+    fake.check();
+}

@@ -37,7 +37,9 @@ Channels and their environment variables:
              TELEGRAM_WEBHOOK_URL when given
   whatsapp   [feature `whatsapp-cloud`] WHATSAPP_ACCESS_TOKEN, WHATSAPP_PHONE_NUMBER_ID,
              WHATSAPP_APP_SECRET, WHATSAPP_VERIFY_TOKEN (required), WHATSAPP_API_BASE,
-             WHATSAPP_API_VERSION, WHATSAPP_WEBHOOK_PATH [/whatsapp]; a webhook on --listen
+             WHATSAPP_API_VERSION, WHATSAPP_WEBHOOK_PATH [/whatsapp],
+             WHATSAPP_WINDOW_TEMPLATE (sent outside the 24-hour window, the text as {{1}}),
+             WHATSAPP_WINDOW_TEMPLATE_LANGUAGE [en_US]; a webhook on --listen
   twilio     [feature `twilio`] TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN (required), TWILIO_FROM or
              TWILIO_MESSAGING_SERVICE_SID (one required), TWILIO_WEBHOOK_BASE_URL,
              TWILIO_WEBHOOK_PATH [/twilio], TWILIO_STATUS_PATH [/twilio/status],

@@ -10,6 +10,8 @@
 //! | `WHATSAPP_API_BASE` | the Graph base URL | `https://graph.facebook.com` |
 //! | `WHATSAPP_API_VERSION` | the Graph version | `v21.0` |
 //! | `WHATSAPP_WEBHOOK_PATH` | the route on the webhook server | `/whatsapp` |
+//! | `WHATSAPP_WINDOW_TEMPLATE` | the approved template sent instead of a message outside the 24-hour window, with the message's text as its one body parameter (`{{1}}`) | none: such a send fails with `OutsideSessionWindow` |
+//! | `WHATSAPP_WINDOW_TEMPLATE_LANGUAGE` | that template's language code | `en_US` |
 
 use std::time::Duration;
 
@@ -43,6 +45,18 @@ pub struct WhatsAppConfig {
     pub(crate) path: String,
     pub(crate) media_client: Option<GuardedClient>,
     pub(crate) request_timeout: Duration,
+    pub(crate) window_template: Option<WindowTemplate>,
+}
+
+/// The approved template a send outside the 24-hour customer-service window goes out as
+/// ([`WhatsAppConfig::window_template`]): the message's text (its caption for media) is its one
+/// body parameter, `{{1}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowTemplate {
+    /// The template's name.
+    pub name: String,
+    /// Its language code (`en_US`).
+    pub language: String,
 }
 
 impl std::fmt::Debug for WhatsAppConfig {
@@ -52,6 +66,7 @@ impl std::fmt::Debug for WhatsAppConfig {
             .field("api_base", &self.api_base)
             .field("api_version", &self.api_version)
             .field("path", &self.path)
+            .field("window_template", &self.window_template)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +94,7 @@ impl WhatsAppConfig {
             path: "/whatsapp".to_owned(),
             media_client: None,
             request_timeout: Duration::from_secs(30),
+            window_template: None,
         }
     }
 
@@ -105,6 +121,11 @@ impl WhatsAppConfig {
         }
         if let Some(p) = get("WHATSAPP_WEBHOOK_PATH") {
             cfg = cfg.path_checked(p, "WHATSAPP_WEBHOOK_PATH")?;
+        }
+        if let Some(name) = get("WHATSAPP_WINDOW_TEMPLATE") {
+            let language =
+                get("WHATSAPP_WINDOW_TEMPLATE_LANGUAGE").unwrap_or_else(|| "en_US".to_owned());
+            cfg = cfg.window_template(name, language);
         }
         if !cfg.phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(WhatsAppConfigError::Invalid {
@@ -154,6 +175,18 @@ impl WhatsAppConfig {
     /// The client media downloads go through (a [`GuardedClient`] with no allow-list by default).
     pub fn media_client(mut self, client: GuardedClient) -> Self {
         self.media_client = Some(client);
+        self
+    }
+
+    /// Sends outside the 24-hour customer-service window (the chat wrote more than 24 h ago,
+    /// or Meta answers 131047) go out as this approved template, with the message's text as
+    /// its one body parameter. Without it, such a send fails with
+    /// `ProviderError::OutsideSessionWindow` (final: dead-lettered, not retried).
+    pub fn window_template(mut self, name: impl Into<String>, language: impl Into<String>) -> Self {
+        self.window_template = Some(WindowTemplate {
+            name: name.into(),
+            language: language.into(),
+        });
         self
     }
 

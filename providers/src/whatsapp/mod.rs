@@ -15,8 +15,9 @@
 //! bodies and error codes). The 24-hour customer-service window: the provider remembers when
 //! each chat last wrote (in memory, at most [`WINDOW_CHATS`] chats: chats silent for more than
 //! 24 h are pruned first); a free-form send to a chat known to be silent for more than 24 h
-//! fails with `OutsideSessionWindow` without a call, as does Meta's error 131047.
-//! Templates are always allowed.
+//! fails with `OutsideSessionWindow` without a call, as does Meta's error 131047; with a
+//! [`WindowTemplate`] configured, such a send goes out as that template instead (the message's
+//! text as its parameter). Templates are always allowed.
 //!
 //! Media: the journaled reference is `{"media_id": …}` (v1, digits only). A download asks the
 //! Graph for the media's short-lived URL, fetches it through the SSRF-guarded
@@ -46,7 +47,9 @@ use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, Stored
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub use config::{DEFAULT_API_BASE, DEFAULT_API_VERSION, WhatsAppConfig, WhatsAppConfigError};
+pub use config::{
+    DEFAULT_API_BASE, DEFAULT_API_VERSION, WhatsAppConfig, WhatsAppConfigError, WindowTemplate,
+};
 
 use crate::http::{Auth, GuardedClient};
 use crate::webhook::SinkSlot;
@@ -349,61 +352,18 @@ impl Provider for WhatsAppProvider {
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
-        self.check_window(chat, &outgoing.content)?;
-        let reply_to = outgoing.reply_to.as_ref();
-        let bodies = match &outgoing.content {
-            OutgoingContent::Media {
-                media_kind,
-                source,
-                caption,
-                mime,
-            } => {
-                let mut file_name = None;
-                let field = match source {
-                    MediaSource::Url { url } => MediaField::Link(url.clone()),
-                    MediaSource::Token { token } => MediaField::Id(token.clone()),
-                    MediaSource::Bytes {
-                        data,
-                        file_name: name,
-                    } => {
-                        file_name = name.clone();
-                        self.upload_checked(
-                            *media_kind,
-                            data.clone(),
-                            name.clone(),
-                            mime.as_deref(),
-                        )
-                        .await?
-                    }
-                    MediaSource::Path { path } => {
-                        let data = tokio::fs::read(path).await.map_err(|e| {
-                            ProviderError::UnsupportedContent {
-                                provider: NAME.to_owned(),
-                                what: format!("cannot read {}: {e}", path.display()),
-                            }
-                        })?;
-                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-                        file_name = name.clone();
-                        self.upload_checked(*media_kind, data, name, mime.as_deref())
-                            .await?
-                    }
-                };
-                vec![outbound::media_body(
-                    chat,
-                    reply_to,
-                    *media_kind,
-                    field,
-                    caption.as_deref(),
-                    file_name.as_deref(),
-                )?]
+        match self.check_window(chat, &outgoing.content) {
+            Err(e @ ProviderError::OutsideSessionWindow { .. }) => {
+                return self.send_window_template(chat, outgoing, e).await;
             }
-            content => outbound::bodies(chat, reply_to, content)?,
-        };
-        let mut last = None;
-        for body in &bodies {
-            last = self.post_message(chat, body, true).await?.or(last);
+            other => other?,
         }
-        Ok(SentMessage { message_id: last })
+        match self.send_free_form(chat, outgoing).await {
+            Err(e @ ProviderError::OutsideSessionWindow { .. }) => {
+                self.send_window_template(chat, outgoing, e).await
+            }
+            other => other,
+        }
     }
 
     async fn mark_read(&self, chat: &ChatId, message_id: &MessageId) -> Result<(), ProviderError> {
@@ -489,6 +449,97 @@ impl Provider for WhatsAppProvider {
 }
 
 impl WhatsAppProvider {
+    /// Sends `outgoing` as it is (inside the window, as far as the provider knows).
+    async fn send_free_form(
+        &self,
+        chat: &ChatId,
+        outgoing: &Outgoing,
+    ) -> Result<SentMessage, ProviderError> {
+        let reply_to = outgoing.reply_to.as_ref();
+        let bodies = match &outgoing.content {
+            OutgoingContent::Media {
+                media_kind,
+                source,
+                caption,
+                mime,
+            } => {
+                let mut file_name = None;
+                let field = match source {
+                    MediaSource::Url { url } => MediaField::Link(url.clone()),
+                    MediaSource::Token { token } => MediaField::Id(token.clone()),
+                    MediaSource::Bytes {
+                        data,
+                        file_name: name,
+                    } => {
+                        file_name = name.clone();
+                        self.upload_checked(
+                            *media_kind,
+                            data.clone(),
+                            name.clone(),
+                            mime.as_deref(),
+                        )
+                        .await?
+                    }
+                    MediaSource::Path { path } => {
+                        let data = tokio::fs::read(path).await.map_err(|e| {
+                            ProviderError::UnsupportedContent {
+                                provider: NAME.to_owned(),
+                                what: format!("cannot read {}: {e}", path.display()),
+                            }
+                        })?;
+                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                        file_name = name.clone();
+                        self.upload_checked(*media_kind, data, name, mime.as_deref())
+                            .await?
+                    }
+                };
+                vec![outbound::media_body(
+                    chat,
+                    reply_to,
+                    *media_kind,
+                    field,
+                    caption.as_deref(),
+                    file_name.as_deref(),
+                )?]
+            }
+            content => outbound::bodies(chat, reply_to, content)?,
+        };
+        let mut last = None;
+        for body in &bodies {
+            last = self.post_message(chat, body, true).await?.or(last);
+        }
+        Ok(SentMessage { message_id: last })
+    }
+
+    /// A send outside the 24-hour window: the configured [`WindowTemplate`] with the message's
+    /// text as its parameter, or `outside` (the typed error naming the window) without one.
+    async fn send_window_template(
+        &self,
+        chat: &ChatId,
+        outgoing: &Outgoing,
+        outside: ProviderError,
+    ) -> Result<SentMessage, ProviderError> {
+        let Some(template) = &self.inner.config.window_template else {
+            return Err(outside);
+        };
+        let text = outgoing.content.text();
+        let content = OutgoingContent::Template {
+            name: template.name.clone(),
+            language: template.language.clone(),
+            params: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![text.to_owned()]
+            },
+        };
+        tracing::debug!(chat = %chat, template = %template.name, "outside the 24-hour window: sent as the template");
+        let mut last = None;
+        for body in &outbound::bodies(chat, None, &content)? {
+            last = self.post_message(chat, body, true).await?.or(last);
+        }
+        Ok(SentMessage { message_id: last })
+    }
+
     async fn upload_checked(
         &self,
         kind: botmesh::message::MediaKind,
