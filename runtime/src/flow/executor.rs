@@ -1,8 +1,9 @@
-//! The flow executor: starts, steps, suspends and ends flows per chat.
+//! The flow executor: runs one step of a chat's flow stack, hands its outcome to the writer
+//! as one commit, and tells what happened.
 //!
 //! A chat has at most one active flow stack (a flow and the sub-flows it called, innermost
-//! last). Every step runs inside the chat's queue slot, so steps of one chat never overlap;
-//! starts from code, cancels and idle timeouts go through that queue too. One step:
+//! last). Every step runs inside the chat's queue slot, so steps of one chat never overlap
+//! (`conversation` decides when a stack steps). One step:
 //!
 //! | the step | the executor |
 //! | --- | --- |
@@ -12,32 +13,28 @@
 //! | returns | a sub-flow's value resumes its caller; the root's end deletes the checkpoint |
 //! | fails (or `?` on an interrupt) | like a return, with an error (`ended:error`, `ended:cancelled`, `ended:timeout`) |
 //!
-//! [`drive`] runs a step, turns its outcome into one [`FlowCommit`], hands it to
-//! `commit::write` (the only writer) and then tells what happened (events, the stack kept in
-//! memory). Persistent stacks are reconciled with the store before a step (another replica may
-//! have moved the flow on or ended it). This module does not lower flows (the macro does) and
+//! [`drive`] runs the step, turns its outcome into one [`FlowCommit`], hands it to
+//! `commit::write` (the only writer) and then settles: events, the stack kept in memory, the
+//! sends of an atomic step delivered. This module does not lower flows (the macro does) and
 //! does not encode states (`checkpoint` does).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use botmesh_durability::store::FlowCheckpoint;
-
-use crate::error::{BotError, HandlerError};
+use crate::error::HandlerError;
 use crate::events::BotEvent;
 use crate::flow::api::{AnyBox, Erased, FlowCx, FlowError, Input, Occurrences, Pending, Step};
-use crate::flow::ask::{Answer, Interrupt};
-use crate::flow::checkpoint::{self, Loaded, Note};
+use crate::flow::ask::Interrupt;
+use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit::{self, CheckpointChange, FlowCommit, Written};
+use crate::flow::resume;
 use crate::flow::sends::StepBuffer;
 use crate::flow::stack::{Frame, Stack, Wait};
-use crate::kernel::context::{Ctx, CtxSource};
-use crate::kernel::{Kernel, RunState};
-use crate::message::{ChatId, Outgoing, UserId};
+use crate::kernel::Kernel;
+use crate::kernel::context::Ctx;
+use crate::message::ChatId;
 use crate::metrics::Counters;
-use crate::outbound::KeyRule;
 
 fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
     k.events.emit(BotEvent::Flow {
@@ -47,292 +44,7 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
     });
 }
 
-/// Remembers the kernel and starts the idle-timeout ticker (once per bot).
-pub(crate) fn bind(k: &Arc<Kernel>) {
-    k.flows().bind(k);
-    start_ticker(k);
-}
-
-/// Starts the task that fires due idle timeouts every second, unless it runs already.
-fn start_ticker(k: &Kernel) {
-    let Some(weak) = k.flows().claim_ticker() else {
-        return;
-    };
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            let Some(k) = weak.upgrade() else { return };
-            if k.run_state() == RunState::Running {
-                fire_due(&k);
-            }
-        }
-    });
-}
-
-/// Decodes a stored checkpoint (see `checkpoint`) and carries out what the version policy
-/// asked for: its events, and the checkpoint's removal or resave.
-pub(crate) async fn load(k: &Kernel, cp: FlowCheckpoint) -> Loaded {
-    let chat = ChatId::from(cp.chat.as_str());
-    let decoded = checkpoint::decode(cp, |name| k.flows().lookup(name), k.clock.now_ms());
-    for note in decoded.notes {
-        match note {
-            Note::Event { flow, what } => emit(k, &chat, flow, what),
-            Note::Error { context, error } => k.events.error(context, Some(&chat), error),
-            Note::Drop => {
-                commit::remove_checkpoint(k, chat.as_str()).await;
-            }
-            Note::Resave(cp) => {
-                if let Err(e) = commit::save_checkpoint(k, cp).await {
-                    k.events.error("flow:migrate", Some(&chat), e);
-                }
-            }
-        }
-    }
-    decoded.loaded
-}
-
-/// Restores persistent conversations on `start()`.
-pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
-    start_ticker(k);
-    for cp in k.store.checkpoints().await? {
-        let chat = ChatId::from(cp.chat.as_str());
-        if ended_leftover(k, &chat).await {
-            continue;
-        }
-        match load(k, cp).await {
-            Loaded::Ready(stack) => k.flows().put(&chat, stack),
-            Loaded::Gone => {}
-            // Restarted by the chat's next message (with the notice), which then starts the
-            // flow instead of answering its first question.
-            Loaded::Restart { .. } => {}
-        }
-    }
-    Ok(())
-}
-
-/// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
-pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
-    k.flows().bump(chat);
-    match k.flows().take(chat) {
-        Some(stack) => end_stack(k, chat, stack, reason).await,
-        None => {
-            if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
-                commit::remove_checkpoint(k, chat.as_str()).await;
-                emit(k, chat, &cp.flow, format!("ended:{reason}"));
-            }
-        }
-    }
-}
-
-/// Starts a flow in the context's chat (the caller holds the chat's queue slot).
-pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(), FlowError> {
-    start_in_with(ctx, flow, state, false).await
-}
-
-/// [`start_in`] from a route that does nothing else with the message (a flow's own start
-/// trigger, a restart by the version policy): its first step may complete the message.
-pub(crate) async fn start_in_with(
-    ctx: &Ctx,
-    flow: Erased,
-    state: AnyBox,
-    owns_message: bool,
-) -> Result<(), FlowError> {
-    let k = ctx.0.bot.kernel.clone();
-    let chat = ctx.chat().clone();
-    if let Some(old) = k.flows().take(&chat) {
-        end_stack(&k, &chat, old, "replaced").await;
-    } else if k
-        .store
-        .checkpoint_head(chat.as_str())
-        .await
-        .ok()
-        .flatten()
-        .is_some()
-    {
-        commit::remove_checkpoint(&k, chat.as_str()).await;
-    }
-    // A run started by a message is named after it: a replay of that message (after a crash
-    // in the first step) is the same run, and finds the first step's effects recorded. A run
-    // started from code gets the time, and a count when several start in one millisecond.
-    let run = match ctx.inbound_id() {
-        Some(inbound) => format!("in:{inbound}"),
-        None => k.flows().run_from_code(k.clock.now_ms()),
-    };
-    emit(&k, &chat, flow.0.info().name, "started");
-    let stack = Stack {
-        run,
-        step: 0,
-        fed_by: None,
-        frames: vec![Frame {
-            flow,
-            state,
-            wait: None,
-        }],
-        checkpointed: false,
-    };
-    drive(ctx, stack, Input::Start, owns_message).await;
-    Ok(())
-}
-
-fn answer_of(ctx: &Ctx) -> Answer {
-    match (ctx.message(), ctx.interaction()) {
-        (_, Some(i)) => Answer::new(i.data.clone(), Some(i.data.clone()), None),
-        (Some(m), None) => Answer::new(m.text_content(), None, Some(m.id.to_string())),
-        (None, None) => Answer::new(ctx.text(), None, None),
-    }
-}
-
-/// Takes the chat's stack, reconciled with the store for persistent flows.
-async fn current(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
-    let stack = k.flows().take(chat)?;
-    if !stack.checkpointed {
-        return Some(stack);
-    }
-    // Only the step first: the whole checkpoint (its state decoded) only when another process
-    // moved the flow on.
-    let gone = || {
-        tracing::debug!(chat = %chat, "flow ended elsewhere: dropping the in-memory copy");
-        None
-    };
-    // The step and the inbound that fed it: another run of the flow (started on another
-    // replica) may have reached the same step.
-    match k.store.checkpoint_head(chat.as_str()).await {
-        Ok(None) => gone(),
-        Ok(Some(head)) if head.step != stack.step || head.inbound_id != stack.fed_by => {
-            match k.store.checkpoint(chat.as_str()).await {
-                Ok(None) => gone(),
-                Ok(Some(cp)) => match load(k, cp).await {
-                    Loaded::Ready(s) => Some(s),
-                    // A restart waits for the dormant stage, with the message that starts it.
-                    Loaded::Gone | Loaded::Restart { .. } => None,
-                },
-                Err(e) => {
-                    k.events.error("flow:checkpoint", Some(chat), e);
-                    Some(stack)
-                }
-            }
-        }
-        Ok(Some(_)) => Some(stack),
-        Err(e) => {
-            k.events.error("flow:checkpoint", Some(chat), e);
-            Some(stack)
-        }
-    }
-}
-
-/// Whether this context's inbound record already fed the step that wrote `fed_by`'s state: a
-/// replay after a crash between the checkpoint and the inbound's completion, or a redelivery.
-/// Its replies went out with that step (a replay answers them from the outbox); it must not
-/// be taken as the answer to the next question.
-fn already_fed(ctx: &Ctx, fed_by: Option<&str>) -> bool {
-    matches!((ctx.inbound_id(), fed_by), (Some(a), Some(b)) if a == b)
-}
-
-/// The "active conversation" stage.
-pub(crate) async fn active(ctx: &Ctx) -> bool {
-    let k = ctx.0.bot.kernel.clone();
-    let Some(stack) = current(&k, ctx.chat()).await else {
-        return false;
-    };
-    if already_fed(ctx, stack.fed_by.as_deref()) {
-        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
-        k.flows().put(ctx.chat(), stack);
-        return true;
-    }
-    drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
-    true
-}
-
-/// Whether the chat's stored checkpoint is the leftover of a flow that ended (its delete
-/// failed): the delete is tried again, and either way the flow is not resumed.
-pub(crate) async fn ended_leftover(k: &Kernel, chat: &ChatId) -> bool {
-    if !k.flows().is_ended(chat) {
-        return false;
-    }
-    if commit::remove_checkpoint(k, chat.as_str()).await {
-        tracing::debug!(chat = %chat, "the leftover checkpoint of an ended flow is deleted");
-    }
-    true
-}
-
-/// The "dormant resume" stage: a checkpoint in the store, nothing in memory.
-pub(crate) async fn dormant(ctx: &Ctx) -> bool {
-    let k = ctx.0.bot.kernel.clone();
-    if ended_leftover(&k, ctx.chat()).await {
-        return false;
-    }
-    let cp = match k.store.checkpoint(ctx.chat().as_str()).await {
-        Ok(Some(cp)) => cp,
-        Ok(None) => return false,
-        Err(e) => {
-            k.events.error("flow:checkpoint", Some(ctx.chat()), e);
-            return false;
-        }
-    };
-    if already_fed(ctx, cp.inbound_id.as_deref()) {
-        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
-        return true;
-    }
-    match load(&k, cp).await {
-        Loaded::Ready(stack) => {
-            emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
-            drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
-            true
-        }
-        Loaded::Restart { flow, notice } => restart(ctx, flow, notice).await,
-        Loaded::Gone => false,
-    }
-}
-
-/// The version policy's restart, on the chat's next message: the notice, then the flow from
-/// the top. The message started the restart: it is not taken as the answer to the first
-/// question. A flow whose arguments the checkpoint does not hold cannot start again: it is
-/// abandoned, and the message goes on as a fresh one.
-async fn restart(ctx: &Ctx, flow: Erased, notice: Option<&'static str>) -> bool {
-    let k = ctx.0.bot.kernel.clone();
-    let name = flow.0.info().name;
-    let Some(state) = flow.0.fresh() else {
-        commit::remove_checkpoint(&k, ctx.chat().as_str()).await;
-        emit(&k, ctx.chat(), name, "version_mismatch:abandoned");
-        return false;
-    };
-    emit(&k, ctx.chat(), name, "version_mismatch:restarted");
-    if let Some(text) = notice {
-        let key = KeyRule::Site {
-            inbound: ctx.inbound_id().map(str::to_owned),
-            site: format!("{name}/version-notice#1"),
-        };
-        if let Err(e) = ctx.send_keyed(Outgoing::from(text), key).await {
-            k.events.error("flow:restart", Some(ctx.chat()), e);
-        }
-    }
-    if let Err(e) = start_in_with(ctx, flow, state, true).await {
-        k.events.error("flow:restart", Some(ctx.chat()), e);
-    }
-    true
-}
-
-/// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
-pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
-    let k = ctx.0.bot.kernel.clone();
-    let stack = match current(&k, ctx.chat()).await {
-        Some(s) => s,
-        None if ended_leftover(&k, ctx.chat()).await => return false,
-        None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
-            Some(cp) => match load(&k, cp).await {
-                Loaded::Ready(s) => s,
-                _ => return false,
-            },
-            None => return false,
-        },
-    };
-    drive(ctx, stack, input, false).await;
-    true
-}
-
-/// Runs steps until the stack waits or ends, then writes the step's commit.
+/// Runs one step (frames until the stack waits or ends), then writes its commit.
 /// `owns_message`: the step was routed as the chat's conversation (the message goes nowhere
 /// else), so an atomic step may complete the inbound record in its transaction.
 ///
@@ -636,7 +348,7 @@ async fn settle(
             // checkpoint back, so that its timeout fires again and the step runs again.
             if ctx.inbound_id().is_none() {
                 if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
-                    if let Loaded::Ready(stored) = load(k, cp).await {
+                    if let Loaded::Ready(stored) = resume::load(k, cp).await {
                         k.flows().put(chat, stored);
                     }
                 }
@@ -692,82 +404,6 @@ async fn settle(
     }
 }
 
-fn top_name(stack: &Stack) -> &'static str {
+pub(crate) fn top_name(stack: &Stack) -> &'static str {
     stack.top_name().unwrap_or("")
-}
-
-/// Ends a stack that is not stepping (replaced, blocked).
-pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
-    if !commit::remove_checkpoint(k, chat.as_str()).await {
-        k.flows().mark_ended(chat);
-    }
-    emit(k, chat, top_name(&stack), format!("ended:{reason}"));
-}
-
-/// Runs `job` with a trigger context of `chat`, in the chat's queue.
-pub(crate) fn queue<Fut>(
-    k: &Arc<Kernel>,
-    chat: ChatId,
-    job: impl FnOnce(Ctx) -> Fut + Send + 'static,
-) -> Result<(), crate::error::BotError>
-where
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    if !k.is_accepting() {
-        return Err(crate::error::BotError::NotRunning);
-    }
-    let kernel = k.clone();
-    k.queues.push(
-        &chat.clone(),
-        Box::pin(async move {
-            let user = UserId(chat.0.clone());
-            let ctx = crate::kernel::context::make_ctx(
-                &kernel,
-                CtxSource::Trigger { chat, sender: user },
-                None,
-            )
-            .await;
-            job(ctx).await;
-        }),
-    );
-    Ok(())
-}
-
-/// Queues a timeout for every stack whose idle deadline passed; returns how many. A chat
-/// handed off to a human is left alone: its timeout fires once the handoff ends.
-pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
-    let now = k.clock.now_ms();
-    let due = k.flows().due(now, |chat| k.gates.is_handed_off(chat));
-    for (chat, step) in &due {
-        let kernel = k.clone();
-        let chat = chat.clone();
-        let step = *step;
-        k.queues.push(
-            &chat.clone(),
-            Box::pin(async move {
-                let user = UserId(chat.0.clone());
-                let ctx = crate::kernel::context::make_ctx(
-                    &kernel,
-                    CtxSource::Trigger {
-                        chat: chat.clone(),
-                        sender: user,
-                    },
-                    None,
-                )
-                .await;
-                let still = kernel.flows().step_of(&chat) == Some(step)
-                    && !kernel.gates.is_handed_off(&chat)
-                    && kernel
-                        .flows()
-                        .deadline_of(&chat)
-                        .is_some_and(|d| d <= kernel.clock.now_ms());
-                if still {
-                    interrupt(&ctx, Input::Timeout).await;
-                } else {
-                    kernel.flows().clear_firing(&chat);
-                }
-            }),
-        );
-    }
-    due.len()
 }

@@ -36,8 +36,10 @@
 //! | `checkpoint` | encoding and decoding stacks, the version policy (pure: no store) | `api`, `stack` |
 //! | `commit` | a step's outcome as one value (`FlowCommit`) and the one writer of the store's flow data | `api`, `checkpoint`, `sends` |
 //! | `runtime` | the flows' in-memory state in a bot | `api`, `stack` |
-//! | `executor` | stepping a chat's flow stack (a step returns its commit), loading, idle timeouts | `api`, `ask`, `checkpoint`, `commit`, `sends`, `stack`, `runtime` |
-//! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `executor` |
+//! | `resume` | a chat's stack: in memory reconciled with the store, or loaded from its checkpoint | `checkpoint`, `commit`, `stack` |
+//! | `executor` | one step of a stack: run, hand its commit to `commit`, settle | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack` |
+//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `resume`, `stack` |
+//! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `conversation` |
 //!
 //! No module names one that names it back (`tests/architecture.rs` checks it).
 //!
@@ -49,10 +51,12 @@ mod api;
 mod ask;
 pub(crate) mod checkpoint;
 mod commit;
+mod conversation;
 mod cx;
 mod effect;
-pub(crate) mod executor;
+mod executor;
 mod registry;
+pub(crate) mod resume;
 mod runtime;
 mod sends;
 mod stack;
@@ -82,17 +86,17 @@ pub mod __private {
 
 /// The "active conversation" stage: a flow waiting in this chat takes the message as its answer.
 pub(crate) async fn active_conversation(ctx: &Ctx) -> bool {
-    executor::active(ctx).await
+    conversation::active(ctx).await
 }
 
 /// The "dormant resume" stage: a persistent flow checkpointed in the store resumes.
 pub(crate) async fn dormant_resume(ctx: &Ctx) -> bool {
-    executor::dormant(ctx).await
+    conversation::dormant(ctx).await
 }
 
 /// Restores persistent conversations on `start()`.
 pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
-    executor::restore(k).await
+    conversation::restore(k).await
 }
 
 /// Aborts in-memory conversations on `stop()` (checkpoints are kept).
@@ -102,5 +106,5 @@ pub(crate) async fn abort_all(k: &Kernel) {
 
 /// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
 pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
-    executor::end_chat(k, chat, reason).await;
+    conversation::end_chat(k, chat, reason).await;
 }

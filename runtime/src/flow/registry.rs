@@ -7,7 +7,7 @@ use crate::error::{BotError, HandlerError};
 use crate::flow::api::{
     AnyBox, Erased, Flow, FlowFn, FlowInfo, Input, IntoFlow, StartTrigger, erase,
 };
-use crate::flow::executor;
+use crate::flow::conversation;
 use crate::kernel::Bot;
 use crate::kernel::context::Ctx;
 use crate::kernel::routes::matcher;
@@ -31,9 +31,14 @@ impl Bot {
                 };
                 // The trigger's handler does nothing else: the first step may complete the
                 // message in its transaction.
-                executor::start_in_with(&ctx, erase::<T<F, A>>(), Box::new(flow.into_start()), true)
-                    .await
-                    .map_err(|e| Box::new(e) as HandlerError)
+                conversation::start_in_with(
+                    &ctx,
+                    erase::<T<F, A>>(),
+                    Box::new(flow.into_start()),
+                    true,
+                )
+                .await
+                .map_err(|e| Box::new(e) as HandlerError)
             }
         };
         match info.start {
@@ -77,7 +82,7 @@ impl Bot {
     /// modules): checkpoints name their flow by its function name, so a restart could resume
     /// the wrong one. Rename one of them.
     fn register_erased(&self, flow: Erased) {
-        executor::bind(&self.kernel);
+        conversation::bind(&self.kernel);
         if let Err(e) = self.kernel.flows().register(flow) {
             panic!("{e}");
         }
@@ -97,13 +102,13 @@ impl Bot {
         if self.kernel.gates.is_handed_off(&chat) {
             return Err(BotError::HandedOff { chat: chat.0 });
         }
-        executor::bind(&self.kernel);
+        conversation::bind(&self.kernel);
         self.kernel
             .flows()
             .register(erase::<I::Flow>())
             .map_err(|e| BotError::config("flow", e.to_string()))?;
         let state: AnyBox = Box::new(flow.into_flow().into_start());
-        executor::queue(&self.kernel, chat, move |ctx| async move {
+        conversation::queue(&self.kernel, chat, move |ctx| async move {
             if ctx.0.bot.kernel.gates.is_handed_off(ctx.chat()) {
                 let e = BotError::HandedOff {
                     chat: ctx.chat().0.clone(),
@@ -115,7 +120,7 @@ impl Bot {
                     .error("flow:start", Some(ctx.chat()), e);
                 return;
             }
-            if let Err(e) = executor::start_in(&ctx, erase::<I::Flow>(), state).await {
+            if let Err(e) = conversation::start_in(&ctx, erase::<I::Flow>(), state).await {
                 ctx.0
                     .bot
                     .kernel
@@ -138,8 +143,8 @@ impl Bot {
                 .await?
                 .is_some();
         if waiting {
-            executor::queue(&self.kernel, chat, |ctx| async move {
-                executor::interrupt(&ctx, Input::Cancelled).await;
+            conversation::queue(&self.kernel, chat, |ctx| async move {
+                conversation::interrupt(&ctx, Input::Cancelled).await;
             })?;
         }
         Ok(waiting)
@@ -158,6 +163,6 @@ impl Bot {
     /// Fires the idle timeouts that are due by the bot's clock (a background task does this
     /// every second; tests with a `ManualClock` call it after moving the clock).
     pub fn fire_flow_timeouts(&self) -> usize {
-        executor::fire_due(&self.kernel)
+        conversation::fire_due(&self.kernel)
     }
 }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::bot::{Bot, BotBuilder};
 use crate::error::BotError;
 use crate::flow::checkpoint::{self, Loaded};
-use crate::flow::executor;
+use crate::flow::resume;
 use crate::testing::{MockProvider, Transcript};
 
 /// One recorded conversation state (after a conversation's last message, with no flow in
@@ -161,7 +161,7 @@ where
         let loaded = if r.flow.is_empty() {
             Loaded::Gone
         } else {
-            executor::load(&bot.kernel, cp).await
+            resume::load(&bot.kernel, cp).await
         };
         match loaded {
             Loaded::Gone if r.flow.is_empty() => {}

@@ -1,0 +1,319 @@
+//! When a chat's flow steps, and when it ends: a start (from a trigger, from code, or the
+//! version policy's restart), the chat's next message (the flow in memory, or a dormant one
+//! resumed from its checkpoint), an idle timeout or a cancel (through the chat's queue); a
+//! flow replaced, or all of a chat's flows ended; the conversations restored on `start()`.
+//! Each step is run by the executor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::BotError;
+use crate::events::BotEvent;
+use crate::flow::api::{AnyBox, Erased, FlowError, Input};
+use crate::flow::ask::Answer;
+use crate::flow::checkpoint::Loaded;
+use crate::flow::commit;
+use crate::flow::executor::{drive, top_name};
+use crate::flow::resume::{self, ended_leftover, load};
+use crate::flow::stack::{Frame, Stack};
+use crate::kernel::context::{Ctx, CtxSource};
+use crate::kernel::{Kernel, RunState};
+use crate::message::{ChatId, Outgoing, UserId};
+use crate::outbound::KeyRule;
+
+fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
+    k.events.emit(BotEvent::Flow {
+        chat: chat.clone(),
+        flow: flow.to_owned(),
+        what: what.into(),
+    });
+}
+
+/// Remembers the kernel and starts the idle-timeout ticker (once per bot).
+pub(crate) fn bind(k: &Arc<Kernel>) {
+    k.flows().bind(k);
+    start_ticker(k);
+}
+
+/// Starts the task that fires due idle timeouts every second, unless it runs already.
+fn start_ticker(k: &Kernel) {
+    let Some(weak) = k.flows().claim_ticker() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(k) = weak.upgrade() else { return };
+            if k.run_state() == RunState::Running {
+                fire_due(&k);
+            }
+        }
+    });
+}
+
+/// Restores persistent conversations on `start()`.
+pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
+    start_ticker(k);
+    for cp in k.store.checkpoints().await? {
+        let chat = ChatId::from(cp.chat.as_str());
+        if ended_leftover(k, &chat).await {
+            continue;
+        }
+        match load(k, cp).await {
+            Loaded::Ready(stack) => k.flows().put(&chat, stack),
+            Loaded::Gone => {}
+            // Restarted by the chat's next message (with the notice), which then starts the
+            // flow instead of answering its first question.
+            Loaded::Restart { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ends every flow of a chat (the user blocked the bot, or `cancel_flow`).
+pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
+    k.flows().bump(chat);
+    match k.flows().take(chat) {
+        Some(stack) => end_stack(k, chat, stack, reason).await,
+        None => {
+            if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
+                commit::remove_checkpoint(k, chat.as_str()).await;
+                emit(k, chat, &cp.flow, format!("ended:{reason}"));
+            }
+        }
+    }
+}
+
+/// Starts a flow in the context's chat (the caller holds the chat's queue slot).
+pub(crate) async fn start_in(ctx: &Ctx, flow: Erased, state: AnyBox) -> Result<(), FlowError> {
+    start_in_with(ctx, flow, state, false).await
+}
+
+/// [`start_in`] from a route that does nothing else with the message (a flow's own start
+/// trigger, a restart by the version policy): its first step may complete the message.
+pub(crate) async fn start_in_with(
+    ctx: &Ctx,
+    flow: Erased,
+    state: AnyBox,
+    owns_message: bool,
+) -> Result<(), FlowError> {
+    let k = ctx.0.bot.kernel.clone();
+    let chat = ctx.chat().clone();
+    if let Some(old) = k.flows().take(&chat) {
+        end_stack(&k, &chat, old, "replaced").await;
+    } else if k
+        .store
+        .checkpoint_head(chat.as_str())
+        .await
+        .ok()
+        .flatten()
+        .is_some()
+    {
+        commit::remove_checkpoint(&k, chat.as_str()).await;
+    }
+    // A run started by a message is named after it: a replay of that message (after a crash
+    // in the first step) is the same run, and finds the first step's effects recorded. A run
+    // started from code gets the time, and a count when several start in one millisecond.
+    let run = match ctx.inbound_id() {
+        Some(inbound) => format!("in:{inbound}"),
+        None => k.flows().run_from_code(k.clock.now_ms()),
+    };
+    emit(&k, &chat, flow.0.info().name, "started");
+    let stack = Stack {
+        run,
+        step: 0,
+        fed_by: None,
+        frames: vec![Frame {
+            flow,
+            state,
+            wait: None,
+        }],
+        checkpointed: false,
+    };
+    drive(ctx, stack, Input::Start, owns_message).await;
+    Ok(())
+}
+
+fn answer_of(ctx: &Ctx) -> Answer {
+    match (ctx.message(), ctx.interaction()) {
+        (_, Some(i)) => Answer::new(i.data.clone(), Some(i.data.clone()), None),
+        (Some(m), None) => Answer::new(m.text_content(), None, Some(m.id.to_string())),
+        (None, None) => Answer::new(ctx.text(), None, None),
+    }
+}
+
+/// Whether this context's inbound record already fed the step that wrote `fed_by`'s state: a
+/// replay after a crash between the checkpoint and the inbound's completion, or a redelivery.
+/// Its replies went out with that step (a replay answers them from the outbox); it must not
+/// be taken as the answer to the next question.
+fn already_fed(ctx: &Ctx, fed_by: Option<&str>) -> bool {
+    matches!((ctx.inbound_id(), fed_by), (Some(a), Some(b)) if a == b)
+}
+
+/// The "active conversation" stage.
+pub(crate) async fn active(ctx: &Ctx) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let Some(stack) = resume::current(&k, ctx.chat()).await else {
+        return false;
+    };
+    if already_fed(ctx, stack.fed_by.as_deref()) {
+        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
+        k.flows().put(ctx.chat(), stack);
+        return true;
+    }
+    drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
+    true
+}
+
+/// The "dormant resume" stage: a checkpoint in the store, nothing in memory.
+pub(crate) async fn dormant(ctx: &Ctx) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    if ended_leftover(&k, ctx.chat()).await {
+        return false;
+    }
+    let cp = match k.store.checkpoint(ctx.chat().as_str()).await {
+        Ok(Some(cp)) => cp,
+        Ok(None) => return false,
+        Err(e) => {
+            k.events.error("flow:checkpoint", Some(ctx.chat()), e);
+            return false;
+        }
+    };
+    if already_fed(ctx, cp.inbound_id.as_deref()) {
+        tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
+        return true;
+    }
+    match load(&k, cp).await {
+        Loaded::Ready(stack) => {
+            emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
+            drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
+            true
+        }
+        Loaded::Restart { flow, notice } => restart(ctx, flow, notice).await,
+        Loaded::Gone => false,
+    }
+}
+
+/// The version policy's restart, on the chat's next message: the notice, then the flow from
+/// the top. The message started the restart: it is not taken as the answer to the first
+/// question. A flow whose arguments the checkpoint does not hold cannot start again: it is
+/// abandoned, and the message goes on as a fresh one.
+async fn restart(ctx: &Ctx, flow: Erased, notice: Option<&'static str>) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let name = flow.0.info().name;
+    let Some(state) = flow.0.fresh() else {
+        commit::remove_checkpoint(&k, ctx.chat().as_str()).await;
+        emit(&k, ctx.chat(), name, "version_mismatch:abandoned");
+        return false;
+    };
+    emit(&k, ctx.chat(), name, "version_mismatch:restarted");
+    if let Some(text) = notice {
+        let key = KeyRule::Site {
+            inbound: ctx.inbound_id().map(str::to_owned),
+            site: format!("{name}/version-notice#1"),
+        };
+        if let Err(e) = ctx.send_keyed(Outgoing::from(text), key).await {
+            k.events.error("flow:restart", Some(ctx.chat()), e);
+        }
+    }
+    if let Err(e) = start_in_with(ctx, flow, state, true).await {
+        k.events.error("flow:restart", Some(ctx.chat()), e);
+    }
+    true
+}
+
+/// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
+pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let stack = match resume::current(&k, ctx.chat()).await {
+        Some(s) => s,
+        None if ended_leftover(&k, ctx.chat()).await => return false,
+        None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
+            Some(cp) => match load(&k, cp).await {
+                Loaded::Ready(s) => s,
+                _ => return false,
+            },
+            None => return false,
+        },
+    };
+    drive(ctx, stack, input, false).await;
+    true
+}
+
+/// Ends a stack that is not stepping (replaced, blocked).
+pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
+    if !commit::remove_checkpoint(k, chat.as_str()).await {
+        k.flows().mark_ended(chat);
+    }
+    emit(k, chat, top_name(&stack), format!("ended:{reason}"));
+}
+
+/// Runs `job` with a trigger context of `chat`, in the chat's queue.
+pub(crate) fn queue<Fut>(
+    k: &Arc<Kernel>,
+    chat: ChatId,
+    job: impl FnOnce(Ctx) -> Fut + Send + 'static,
+) -> Result<(), crate::error::BotError>
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if !k.is_accepting() {
+        return Err(crate::error::BotError::NotRunning);
+    }
+    let kernel = k.clone();
+    k.queues.push(
+        &chat.clone(),
+        Box::pin(async move {
+            let user = UserId(chat.0.clone());
+            let ctx = crate::kernel::context::make_ctx(
+                &kernel,
+                CtxSource::Trigger { chat, sender: user },
+                None,
+            )
+            .await;
+            job(ctx).await;
+        }),
+    );
+    Ok(())
+}
+
+/// Queues a timeout for every stack whose idle deadline passed; returns how many. A chat
+/// handed off to a human is left alone: its timeout fires once the handoff ends.
+pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
+    let now = k.clock.now_ms();
+    let due = k.flows().due(now, |chat| k.gates.is_handed_off(chat));
+    for (chat, step) in &due {
+        let kernel = k.clone();
+        let chat = chat.clone();
+        let step = *step;
+        k.queues.push(
+            &chat.clone(),
+            Box::pin(async move {
+                let user = UserId(chat.0.clone());
+                let ctx = crate::kernel::context::make_ctx(
+                    &kernel,
+                    CtxSource::Trigger {
+                        chat: chat.clone(),
+                        sender: user,
+                    },
+                    None,
+                )
+                .await;
+                let still = kernel.flows().step_of(&chat) == Some(step)
+                    && !kernel.gates.is_handed_off(&chat)
+                    && kernel
+                        .flows()
+                        .deadline_of(&chat)
+                        .is_some_and(|d| d <= kernel.clock.now_ms());
+                if still {
+                    interrupt(&ctx, Input::Timeout).await;
+                } else {
+                    kernel.flows().clear_firing(&chat);
+                }
+            }),
+        );
+    }
+    due.len()
+}
