@@ -14,6 +14,7 @@
 //! | `deliver` refused it | prints `(not delivered: …)` |
 //! | end of input (Ctrl-D, end of a pipe) | `end_of_input()`: the bot stops with a drain |
 //! | typing | a transient `bot is typing…` on stderr when it is a terminal, else nothing |
+//! | start, [`attach`](ConsoleProvider::attach)ed, a flow waiting in the chat (a restart) | prints the question it waits on again: `bot (waiting for your answer)> …`, its buttons answerable |
 //!
 //! A typed line's message id is `console-<run>-<n>` (`<run>`: the ms the console started
 //! reading), so a bot restarted on the same journal does not take a new run's lines for
@@ -371,7 +372,54 @@ fn contact(card: &ContactCard) -> String {
 }
 
 /// Reads lines and delivers them until the input ends.
+/// The prefix of the question a chat waits on, shown again when the console starts.
+const WAITING: &str = "bot (waiting for your answer)> ";
+
+/// After a restart, shows the question the chat is waiting on: when a persistent flow waits
+/// in the chat (its checkpoint is in the store of the [`attach`](ConsoleProvider::attach)ed
+/// bot), the last message the bot sent there (from the store's message ledger), with its
+/// buttons answerable by number again. Nothing without an attached bot, a waiting flow or the
+/// ledger.
+async fn show_waiting_question(provider: &ConsoleProvider) {
+    use botmesh::durability::store::{Direction, LedgerStatus};
+
+    let Some(bot) = provider.state().bot.clone() else {
+        return;
+    };
+    let store = bot.store();
+    let chat = provider.chat.as_str();
+    match store.checkpoint(chat).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "console: cannot read the chat's waiting flow");
+            return;
+        }
+    }
+    let entries = match store.ledger(chat, 32).await {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::warn!(error = %e, "console: cannot read the chat's last messages");
+            return;
+        }
+    };
+    let Some(question) = entries.iter().rev().find(|e| {
+        matches!(e.direction, Direction::Outbound) && matches!(e.status, LedgerStatus::Sent)
+    }) else {
+        return;
+    };
+    let Ok(content) = serde_json::from_value::<OutgoingContent>(question.content.clone()) else {
+        return;
+    };
+    let (lines, choices) = render(WAITING, &content);
+    if let Some(id) = &question.message_id {
+        provider.remember_choices(&provider.chat, &MessageId(id.clone()), choices);
+    }
+    provider.print(lines);
+}
+
 async fn read_loop(provider: ConsoleProvider, sink: EventSink) {
+    show_waiting_question(&provider).await;
     let mut input = provider.shared.input.clone().lock_owned().await;
     // Message ids are `console-<run>-<n>`: a bot journals the ids it has seen (for the
     // retention window) and takes an id seen before for a redelivery, so ids that restarted

@@ -175,3 +175,54 @@ async fn an_attached_console_takes_turns_so_piped_numbers_answer_the_latest_butt
         ]
     );
 }
+
+/// The shop on the console, restarted while its order flow waits for an answer: the new
+/// console shows the question the chat is waiting on before reading a line, and the answer
+/// typed next is taken for it.
+#[tokio::test]
+async fn after_a_restart_the_console_shows_the_question_the_chat_waits_on() {
+    use botmesh::durability::{MemoryKv, MemoryStore};
+    use botmesh::durable::DurabilityOptions;
+    use botmesh_examples::shop;
+
+    let store = MemoryStore::new();
+    let kv = std::sync::Arc::new(MemoryKv::new());
+    let start = |store: MemoryStore| {
+        let (input, provider_in) = tokio::io::duplex(64 * 1024);
+        let (provider_out, output) = tokio::io::duplex(64 * 1024);
+        let console = ConsoleProvider::with_io(provider_in, provider_out).chat("ann");
+        let bot = shop::shop_bot(
+            Bot::builder(console.clone())
+                .bot_id(shop::BOT_ID)
+                .store(store)
+                .durability(DurabilityOptions::shared(kv.clone()).instance_id("console-1")),
+        )
+        .expect("shop");
+        console.attach(&bot);
+        let run = support::spawn_run(&bot);
+        (input, Output::new(output), run)
+    };
+    let until = async |output: &mut Output, start: &str| loop {
+        let line = output.next().await;
+        if line.starts_with(start) {
+            return line;
+        }
+    };
+
+    let (mut input, mut output, run) = start(store.clone());
+    write(&mut input, "/order\n").await;
+    until(&mut output, "bot> What would you like?").await;
+    drop(input);
+    run.await.expect("run task").expect("first run");
+
+    let (mut input, mut output, run) = start(store.clone());
+    let first = output.next().await;
+    assert!(
+        first.starts_with("bot (waiting for your answer)> What would you like?"),
+        "the question is shown again first: {first}"
+    );
+    write(&mut input, "Coffee\n").await;
+    until(&mut output, "bot> How many Coffee?").await;
+    drop(input);
+    run.await.expect("run task").expect("second run");
+}
