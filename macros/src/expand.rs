@@ -101,11 +101,12 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         return quote!(#errs #stub);
     }
 
-    // State enum: variants `Start`, `S1`, … in Rust; in checkpoints each suspension's state
+    // State enum: variants `__Start`, `__S1`, … in Rust (the step function imports them, so
+    // they are named so as not to shadow the author's names); in checkpoints each suspension's state
     // is named after its identity.
     let mut variants = Vec::new();
     let mut state_names: Vec<(syn::Ident, String)> =
-        vec![(format_ident!("Start"), "Start".to_owned())];
+        vec![(format_ident!("__Start"), "Start".to_owned())];
     // (variant, field, type) of every state field, for the codecs.
     let mut codec_fields: Vec<codec::CodecField> = Vec::new();
     {
@@ -117,12 +118,12 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             })
             .collect();
         for p in &params {
-            codec_fields.push((format_ident!("Start"), p.name.clone(), p.ty.clone()));
+            codec_fields.push((format_ident!("__Start"), p.name.clone(), p.ty.clone()));
         }
-        variants.push(quote!(Start { #(#fields),* }));
+        variants.push(quote!(__Start { #(#fields),* }));
     }
     for (s, l) in suspensions.iter().zip(&lowered) {
-        let v = format_ident!("S{}", s.id);
+        let v = format_ident!("__S{}", s.id);
         state_names.push((v.clone(), s.ident.clone()));
         let mut fields = Vec::new();
         for b in &l.live {
@@ -383,8 +384,9 @@ mod size {
             })
             .expect("a step function");
         let (src_n, step_n, all_n) = (count(src.clone()), count(step.clone()), count(out));
+        // The flow's code is written once: the step function is at most twice its source.
         assert!(
-            step_n * 2 <= 5 * src_n,
+            step_n <= 2 * src_n,
             "the step function has {step_n} tokens, the flow {src_n}"
         );
         // Every send and effect site is written once.

@@ -55,8 +55,8 @@ pub(crate) fn struct_tokens(
                 #vis struct #flow_ty();
                 #ctor
             },
-            quote!(#state_ty::Start {}),
-            quote!(fn fresh() -> ::core::option::Option<Self::State> { ::core::option::Option::Some(#state_ty::Start {}) }),
+            quote!(#state_ty::__Start {}),
+            quote!(fn fresh() -> ::core::option::Option<Self::State> { ::core::option::Option::Some(#state_ty::__Start {}) }),
         )
     } else {
         let inits = params.iter().enumerate().map(|(i, p)| {
@@ -72,7 +72,7 @@ pub(crate) fn struct_tokens(
                 #vis struct #flow_ty(#(#tys),*);
                 #ctor
             },
-            quote!(#state_ty::Start { #(#inits),* }),
+            quote!(#state_ty::__Start { #(#inits),* }),
             quote!(),
         )
     }

@@ -166,7 +166,7 @@ fn block_expr(stmts: Vec<Stmt>) -> Expr {
 
 fn resume_expr(e: &Expr, k: usize, flags: &mut Flags) -> Expr {
     if marker_id(e) == Some(k) {
-        return syn::parse_quote!(__botmesh::__take(&mut __botmesh_resumed));
+        return syn::parse_quote!(__botmesh_resumed.__take());
     }
     let mut e = e.clone();
     match &mut e {

@@ -8,21 +8,30 @@
 //! the next segment, which follows the `match` that dispatches on the state:
 //!
 //! ```text
-//! let r: FlowResult<_> = {
+//! use ::botmesh::flow::{self as __botmesh, __done, __later, __wait, __Some};
+//! use __order_State::*;                           // the variants: `__Start`, `__S1`, …
+//! __done({
 //!     let (item,) = match state {                 // segment 0: `let item = loop { ask }`
-//!         Start {} => { …forward code…; (item,) }
-//!         S1 {} => { …resume, rest of the statement…; (item,) }
-//!         …
+//!         __Start {} => { …forward code…; (item,) }
+//!         __S1 {} => {
+//!             let __Some(mut __botmesh_resumed) = cx.__answer("order/item").await? else {
+//!                 return __wait(__S1 {});         // the answer failed validation: wait again
+//!             };
+//!             …the rest of the statement…; (item,)
+//!         }
+//!         _ => __later(),                         // a state of a later segment
 //!     };
 //!     …the statements after it, up to the end of the body…
-//! };
+//! })
 //! ```
 //!
 //! with one more `match` level per segment (a state of a later segment skips the earlier
 //! ones). Forward code stops at the next suspension (an early `return` carrying the live
 //! locals). Which locals a state keeps is `liveness`'s (computed on the whole rest of the
 //! program, so that it does not depend on this layout); the tuple carries only what the next
-//! segment uses.
+//! segment uses. The helpers (`botmesh::flow`'s `__answer`, `__wait`, `__done`, …) keep what
+//! every state repeats out of the expansion: the shop's order flow expands to a step function
+//! at most twice the size of its source (pinned by `expand`'s size test).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -160,18 +169,18 @@ impl Step<'_> {
         let Some((s, l)) = self.susp(k) else {
             return syn::parse_quote!({});
         };
-        let (cx, state_ty) = (self.cx, self.state_ty);
-        let v = format_ident!("S{}", k);
+        let cx = self.cx;
+        let v = format_ident!("__S{}", k);
         let live = names(&l.live);
         match &s.kind {
             Kind::Ask { chain, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
                 let prompt = prompt_side(chain);
-                syn::parse_quote!(return #cx.__ask_at(#site, #prompt, #state_ty::#v { #(#live),* }).await)
+                syn::parse_quote!(return #cx.__ask_at(#site, #prompt, #v { #(#live),* }).await)
             }
             Kind::Call { call, .. } => syn::parse_quote!({
                 #cx.__call(#call);
-                return __botmesh::__wait(#state_ty::#v { #(#live),* });
+                return __wait(#v { #(#live),* });
             }),
         }
     }
@@ -184,9 +193,12 @@ impl Step<'_> {
     pub(crate) fn body(&self) -> TokenStream {
         let segs = segments(self.body, self.params, &self.uses());
         let stage = self.stage(&segs, segs.len() - 1, quote!(__botmesh_state));
+        let state_ty = self.state_ty;
         quote! {
-            use ::botmesh::flow as __botmesh;
-            __botmesh::__finish::<Self>(#stage)
+            #[allow(unused_imports)]
+            use ::botmesh::flow::{self as __botmesh, __done, __later, __wait, __Some};
+            use #state_ty::*;
+            __done(#stage)
         }
     }
 
@@ -194,7 +206,6 @@ impl Step<'_> {
     /// (or the flow's result for the last one).
     fn stage(&self, segs: &[Segment], j: usize, scrut: TokenStream) -> TokenStream {
         let seg = &segs[j];
-        let state_ty = self.state_ty;
         let mut arms = Vec::new();
         for &k in &seg.states {
             arms.push(self.state_arm(k, &self.body[seg.stmts.end - 1], seg));
@@ -204,9 +215,10 @@ impl Step<'_> {
             let fields = names(self.params);
             let code = self.then_hand_on(self.forward(entered), seg);
             let rebind = rebind_mut(self.params.iter().filter(|b| b.mutable).map(|b| &b.name));
-            arms.push(quote!(#state_ty::Start { #(#fields),* } => { #rebind #code }));
+            arms.push(quote!(__Start { #(#fields),* } => { #rebind #code }));
             if segs.iter().skip(1).any(|s| !s.states.is_empty()) {
-                arms.push(quote!(_ => ::core::unreachable!("a later state is resumed in its own segment"),));
+                // A later state is resumed in its own segment.
+                arms.push(quote!(_ => __later(),));
             }
         } else {
             let code = self.then_hand_on(self.forward(entered), seg);
@@ -238,15 +250,15 @@ impl Step<'_> {
             .filter_map(|c| bindings.iter().find(|b| b.name == c.as_str() && b.mutable))
             .map(|b| &b.name);
         let rebind = rebind_mut(muts);
-        quote!(let (#(#ids,)*) = #before; #rebind)
+        let ids = tuple(ids);
+        quote!(let #ids = #before; #rebind)
     }
 
     /// Code, then the tuple a segment hands on when the code can complete.
     fn then_hand_on(&self, code: Vec<Stmt>, seg: &Segment) -> TokenStream {
         let hand = match &seg.carries {
             Some(c) if !c.is_empty() && !diverge::stmts_end(&code) => {
-                let ids = c.iter().map(|n| format_ident!("{}", n));
-                quote!((#(#ids,)*))
+                tuple(c.iter().map(|n| format_ident!("{}", n)))
             }
             _ => quote!(),
         };
@@ -259,13 +271,17 @@ impl Step<'_> {
         let Some((s, l)) = self.susp(k) else {
             return quote!();
         };
-        let (cx, state_ty) = (self.cx, self.state_ty);
-        let v = format_ident!("S{}", k);
+        let cx = self.cx;
+        let v = format_ident!("__S{}", k);
         let fields = names(&l.live);
         let resume = match &s.kind {
             Kind::Ask { answer_side, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
-                quote!(#cx.__resume_ask(#site, __botmesh::Ask::__resumed() #(#answer_side)*).await?)
+                if answer_side.is_empty() {
+                    quote!(#cx.__answer(#site).await?)
+                } else {
+                    quote!(#cx.__resume_ask(#site, __botmesh::Ask::__resumed() #(#answer_side)*).await?)
+                }
             }
             Kind::Call { callee, .. } => {
                 quote!(#cx.__resume_call(__botmesh::__output_of(#callee)).await?)
@@ -275,9 +291,9 @@ impl Step<'_> {
         let code = self.then_hand_on(self.forward(vec![rest]), seg);
         let rebind = rebind_mut(l.live.iter().filter(|b| b.mutable).map(|b| &b.name));
         quote! {
-            #state_ty::#v { #(#fields),* } => {
-                let mut __botmesh_resumed @ ::core::option::Option::Some(_) = #resume else {
-                    return __botmesh::__wait(#state_ty::#v { #(#fields),* });
+            #v { #(#fields),* } => {
+                let __Some(mut __botmesh_resumed) = #resume else {
+                    return __wait(#v { #(#fields),* });
                 };
                 #rebind
                 #code
@@ -290,7 +306,10 @@ impl Step<'_> {
 /// side is sent when the flow suspends; the answer side runs when it resumes.
 fn prompt_side(chain: &Expr) -> Expr {
     match chain {
-        Expr::MethodCall(m) if ANSWER_SIDE.contains(&m.method.to_string().as_str()) => {
+        // The answer side, and `.id(…)` (the macro's, a no-op at run time).
+        Expr::MethodCall(m)
+            if ANSWER_SIDE.contains(&m.method.to_string().as_str()) || m.method == "id" =>
+        {
             prompt_side(&m.receiver)
         }
         Expr::MethodCall(m) => {
@@ -299,6 +318,15 @@ fn prompt_side(chain: &Expr) -> Expr {
             Expr::MethodCall(m)
         }
         other => other.clone(),
+    }
+}
+
+/// `(a,)` or `(a, b)`: a tuple of locals (a pattern or a value).
+fn tuple<T: ToTokens>(items: impl IntoIterator<Item = T>) -> TokenStream {
+    let items: Vec<T> = items.into_iter().collect();
+    match items.as_slice() {
+        [one] => quote!((#one,)),
+        all => quote!((#(#all),*)),
     }
 }
 

@@ -439,7 +439,7 @@ fn chain_root_mut<'e>(
     }
 }
 
-/// Rewrites `return e` into `return __botmesh::__done(e)` (`::botmesh::flow`, which the step
+/// Rewrites `return e` into `return __done(e)` (`::botmesh::flow`, which the step
 /// function imports under that name; not inside closures,
 /// async blocks or nested items).
 struct Returns;
@@ -450,7 +450,7 @@ impl VisitMut for Returns {
             if let Some(x) = &mut r.expr {
                 self.visit_expr_mut(x);
                 let inner = x.clone();
-                **x = syn::parse_quote!(__botmesh::__done(#inner));
+                **x = syn::parse_quote!(__done(#inner));
             }
             return;
         }

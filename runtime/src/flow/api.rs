@@ -591,16 +591,34 @@ pub fn __done<S, O>(r: FlowResult<O>) -> Result<Step<S, O>, HandlerError> {
     r.map(Step::Done)
 }
 
-/// Takes the answer a resumed step was fed (generated code). The lowering reads it exactly
-/// once per step (in a loop resumed mid-iteration, in the rest of that iteration, which runs
-/// once).
+/// The answer (or sub-flow output) a resumed step was fed (generated code). The lowering
+/// reads it exactly once per step (in a loop resumed mid-iteration, in the rest of that
+/// iteration, which runs once), through a slot so that a loop's body may name it.
 #[doc(hidden)]
-pub fn __take<T>(slot: &mut Option<T>) -> T {
-    match slot.take() {
-        Some(v) => v,
-        None => unreachable!("#[flow] lowering reads a resumed answer once"),
+#[derive(Debug)]
+pub struct __Resumed<T>(pub(crate) Option<T>);
+
+impl<T> __Resumed<T> {
+    /// Takes the value (generated code).
+    #[doc(hidden)]
+    pub fn __take(&mut self) -> T {
+        match self.0.take() {
+            Some(v) => v,
+            None => unreachable!("#[flow] lowering reads a resumed answer once"),
+        }
     }
 }
+
+/// The arm of the states a segment of the step function does not resume (each state is
+/// resumed in its own segment; generated code).
+#[doc(hidden)]
+pub fn __later<T>() -> T {
+    unreachable!("#[flow] lowering resumes a later state in its own segment")
+}
+
+/// `Some`, for generated patterns (`let __botmesh::__Some(x) = … else { … }`).
+#[doc(hidden)]
+pub use ::core::option::Option::Some as __Some;
 
 /// A state's variant name and fields (generated `decode`).
 #[doc(hidden)]
@@ -657,12 +675,6 @@ pub type __Codec<T> = (
 /// What a flow's step returns (generated code).
 #[doc(hidden)]
 pub type __StepResult<F> = Result<Step<<F as Flow>::State, <F as Flow>::Output>, HandlerError>;
-
-/// The step's result once the flow body produced `r` (generated code).
-#[doc(hidden)]
-pub fn __finish<F: Flow>(r: FlowResult<F::Output>) -> __StepResult<F> {
-    r.map(Step::Done)
-}
 
 /// The step suspends in `state` (generated code).
 #[doc(hidden)]

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use crate::error::{BotError, HandlerError};
-use crate::flow::api::{FlowCx, FlowError, FlowResult, Input, Pending, Step};
+use crate::flow::api::{__Resumed, FlowCx, FlowError, FlowResult, Input, Pending, Step};
 use crate::flow::ask::{Answer, Ask, Interrupt};
 use crate::flow::sends;
 use crate::kernel::context::Ctx;
@@ -88,6 +88,16 @@ impl FlowCx {
         Ok(Step::Suspend(state))
     }
 
+    /// The answer of the plain ask (no `parse`/`validate`) this flow waited at. Generated
+    /// code.
+    #[doc(hidden)]
+    pub async fn __answer(
+        &mut self,
+        site: &'static str,
+    ) -> Result<Option<__Resumed<Result<Answer, Interrupt>>>, BotError> {
+        self.__resume_ask(site, Ask::__resumed()).await
+    }
+
     /// The answer of the ask this flow waited at; `None` when it failed validation (the
     /// re-ask was sent and the flow keeps waiting). Generated code.
     #[doc(hidden)]
@@ -95,11 +105,12 @@ impl FlowCx {
         &mut self,
         site: &'static str,
         ask: Ask<T>,
-    ) -> Result<Option<Result<T, Interrupt>>, BotError> {
+    ) -> Result<Option<__Resumed<Result<T, Interrupt>>>, BotError> {
         let input = lock(&self.input).take();
+        let resumed = |r| Ok(Some(__Resumed(Some(r))));
         match input {
             Some(Input::Answer(a)) => match ask.check(&a) {
-                Ok(v) => Ok(Some(Ok(v))),
+                Ok(v) => resumed(Ok(v)),
                 Err(reask) => {
                     let key = self.site_key(&format!("{site}/reask"));
                     self.send_at(Outgoing::from(reask), key).await?;
@@ -107,14 +118,14 @@ impl FlowCx {
                     Ok(None)
                 }
             },
-            Some(Input::Timeout) => Ok(Some(Err(Interrupt::Timeout))),
-            Some(Input::Cancelled) | None => Ok(Some(Err(Interrupt::Cancelled))),
+            Some(Input::Timeout) => resumed(Err(Interrupt::Timeout)),
+            Some(Input::Cancelled) | None => resumed(Err(Interrupt::Cancelled)),
             Some(Input::Start) | Some(Input::Returned(_)) => {
                 tracing::warn!(
                     flow = self.flow,
                     "an ask resumed with an input meant for another wait"
                 );
-                Ok(Some(Err(Interrupt::Cancelled)))
+                resumed(Err(Interrupt::Cancelled))
             }
         }
     }
@@ -124,9 +135,9 @@ impl FlowCx {
     pub async fn __resume_call<T: 'static>(
         &mut self,
         _output: std::marker::PhantomData<T>,
-    ) -> Result<Option<Result<T, FlowError>>, BotError> {
+    ) -> Result<Option<__Resumed<Result<T, FlowError>>>, BotError> {
         let input = lock(&self.input).take();
-        Ok(Some(match input {
+        Ok(Some(__Resumed(Some(match input {
             Some(Input::Returned(Ok(v))) => v
                 .downcast::<T>()
                 .map(|b| *b)
@@ -140,7 +151,7 @@ impl FlowCx {
                 flow: self.flow.to_owned(),
                 interrupt: Interrupt::Cancelled,
             }),
-        }))
+        }))))
     }
 
     /// A send of this step under `key`: collected for the step's commit when the step commits

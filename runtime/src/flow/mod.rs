@@ -62,11 +62,11 @@ mod sends;
 mod stack;
 
 pub use api::{
-    __Codec, __StepResult, __codec, __dec, __decode, __done, __enc, __encode, __erase_fn, __field,
-    __finish, __output_of, __split_state, __take, __unknown_state, __wait, ByConstructor, ByValue,
-    Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx, FlowError, FlowFn,
-    FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger, StateInfo, Step,
-    VersionPolicy, erase, info, mermaid,
+    __Codec, __Resumed, __Some, __StepResult, __codec, __dec, __decode, __done, __enc, __encode,
+    __erase_fn, __field, __later, __output_of, __split_state, __unknown_state, __wait,
+    ByConstructor, ByValue, Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx,
+    FlowError, FlowFn, FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger,
+    StateInfo, Step, VersionPolicy, erase, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::FlowSend;
