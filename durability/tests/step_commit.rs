@@ -1,6 +1,7 @@
 //! A flow step's journal operations committed with its checkpoint in one transaction
 //! (`KvDurability::step` + `Store::commit_step`), on every store that shares its transactions
-//! with its journal (SQLite; PostgreSQL when `BOTMESH_TEST_POSTGRES_URL` is set), through one
+//! with its journal (SQLite; PostgreSQL when `BOTMESH_TEST_POSTGRES_URL` is set; Redis, in one
+//! script, when `BOTMESH_TEST_REDIS_URL` is set), through one
 //! factory ([`setup`]): what lands together, and how the two kinds of conflict are resolved
 //! (a heartbeat moved the inbound's version; a send's key was recorded before, with the same
 //! content or, under a derived key, other content). "One write request" is checked where the
@@ -32,6 +33,7 @@ use botmesh_durability::{
 enum Backend {
     Sqlite,
     Postgres,
+    Redis,
 }
 
 /// A fresh store of `Backend` and its journal backend; it derefs to the store.
@@ -83,7 +85,37 @@ async fn env(b: Backend) -> Option<Env> {
             })
         }
         Backend::Postgres => postgres_env().await,
+        Backend::Redis => redis_env().await,
     }
+}
+
+#[cfg(feature = "redis")]
+async fn redis_env() -> Option<Env> {
+    use botmesh_durability::backends::redis::RedisConfig;
+    let rd = servers::redis_server::Rd::new()?;
+    let prefix = rd.prefix();
+    let store =
+        botmesh_durability::RedisStore::open_with(&rd.url, RedisConfig::new().prefix(&prefix))
+            .await
+            .unwrap();
+    // A journal backend opened on its own, with the same URL and prefix: it shares the
+    // store's transactions as the store's own journal backend does.
+    let kv: Arc<dyn DurableKv> = Arc::new(rd.kv(&prefix).await);
+    assert!(store.shares_transactions_with(&*kv));
+    assert!(store.shares_transactions_with(&*store.journal_backend().unwrap()));
+    assert!(!store.shares_transactions_with(&rd.kv(&format!("{prefix}x")).await));
+    Some(Env {
+        store: Arc::new(store),
+        kv,
+        requests: None,
+        _guard: Box::new(rd),
+    })
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_env() -> Option<Env> {
+    eprintln!("the Redis step-commit suite was SKIPPED: build with the redis feature");
+    None
 }
 
 #[cfg(feature = "postgres")]
@@ -959,6 +991,15 @@ macro_rules! per_backend {
                 #[tokio::test]
                 async fn $case() {
                     super::$case(super::Backend::Postgres).await;
+                }
+            )*
+        }
+
+        mod redis {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::Redis).await;
                 }
             )*
         }

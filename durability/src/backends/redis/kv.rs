@@ -19,7 +19,10 @@ use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 
 use super::scripts::{RANGE_SCRIPT, WRITE_SCRIPT};
-use super::{Conn, RedisConfig, RedisError, client, connect, is_connection_lost};
+use super::{
+    Conn, Keyspace, RedisConfig, RedisError, client, connect, is_connection_lost, keyspace,
+    own_keyspace,
+};
 use crate::backends::order_escape;
 use crate::kv::{
     CasOutcome, DurableKv, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
@@ -38,6 +41,7 @@ pub struct RedisKv {
     conn: Conn,
     prefix: String,
     target: String,
+    keyspace: Keyspace,
 }
 
 impl std::fmt::Debug for RedisKv {
@@ -49,10 +53,13 @@ impl std::fmt::Debug for RedisKv {
     }
 }
 
-/// An operation prepared for the write script.
-struct Prepared {
-    record: String,
-    args: [Vec<u8>; 8],
+/// An operation prepared for the write script (and the step script of
+/// [`RedisStore`](super::RedisStore)).
+pub(super) struct Prepared {
+    /// The entry's key.
+    pub(super) record: String,
+    /// The script's 8 arguments of the operation.
+    pub(super) args: [Vec<u8>; 8],
 }
 
 impl RedisKv {
@@ -73,11 +80,13 @@ impl RedisKv {
     ) -> Result<Self, RedisError> {
         let prefix = config.checked_prefix()?.to_owned();
         let target = super::target(&client);
+        let keyspace = keyspace(&client);
         let conn = connect(client, &config).await?;
         Ok(RedisKv {
             conn,
             prefix,
             target,
+            keyspace,
         })
     }
 
@@ -91,6 +100,7 @@ impl RedisKv {
             conn,
             prefix,
             target,
+            keyspace: None,
         })
     }
 
@@ -103,16 +113,29 @@ impl RedisKv {
             conn: Conn::Single(conn),
             prefix: config.checked_prefix()?.to_owned(),
             target: "an injected connection".to_owned(),
+            keyspace: own_keyspace(),
         })
     }
 
-    /// The journals on a [`RedisStore`](super::RedisStore)'s connection and prefix.
-    pub(super) fn sharing(conn: Conn, prefix: &str) -> Self {
+    /// The journals on a [`RedisStore`](super::RedisStore)'s connection, keyspace and prefix.
+    pub(super) fn sharing(conn: Conn, prefix: &str, keyspace: Keyspace) -> Self {
         RedisKv {
             conn,
             prefix: prefix.to_owned(),
             target: "the store's connection".to_owned(),
+            keyspace,
         }
+    }
+
+    /// Whether this backend's keys live where a store on `keyspace` with `prefix` keeps its
+    /// own (the same server and database, the same prefix, not a cluster).
+    pub(super) fn same_keyspace(&self, keyspace: &Keyspace, prefix: &str) -> bool {
+        self.keyspace.is_some() && self.keyspace == *keyspace && self.prefix == prefix
+    }
+
+    /// The version counter key of a scope.
+    pub(super) fn counter_key(&self, scope: &Scope) -> String {
+        format!("{}:v", self.scope_tag(scope))
     }
 
     /// The key prefix.
@@ -182,7 +205,7 @@ impl RedisKv {
         );
     }
 
-    fn prepare(&self, scope: &Scope, op: &KvOp) -> Prepared {
+    pub(super) fn prepare(&self, scope: &Scope, op: &KvOp) -> Prepared {
         let nonce = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
         let index = |v: &Option<String>, key: &str| match v {
             Some(v) => (v.clone().into_bytes(), Self::index_member(v, key)),
@@ -236,7 +259,7 @@ impl RedisKv {
         let prepared: Vec<Prepared> = ops.iter().map(|op| self.prepare(scope, op)).collect();
         let mut invocation = WRITE_SCRIPT.prepare_invoke();
         invocation
-            .key(format!("{}:v", self.scope_tag(scope)))
+            .key(self.counter_key(scope))
             .key(self.index_key(scope, Index::One))
             .key(self.index_key(scope, Index::Two));
         for p in &prepared {
@@ -399,5 +422,9 @@ impl DurableKv for RedisKv {
 
     fn shared_between_processes(&self) -> bool {
         true
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

@@ -246,6 +246,25 @@ pub(crate) fn target(client: &::redis::Client) -> String {
     client.get_connection_info().addr().to_string()
 }
 
+/// The keyspace a single-server connection reaches: the server's `host:port` and the database
+/// number. A store and a journal backend on the same keyspace and prefix can write in one
+/// script (see [`RedisStore`]'s `commit_step`).
+pub(crate) fn keyspace(client: &::redis::Client) -> Keyspace {
+    let info = client.get_connection_info();
+    Some(format!("{}/{}", info.addr(), info.redis_settings().db()).into())
+}
+
+/// A keyspace of its own, for a connection passed in (its server is not known here): only
+/// the backends sharing that connection share it.
+pub(crate) fn own_keyspace() -> Keyspace {
+    Some(format!("a connection passed in #{:016x}", fastrand::u64(..)).into())
+}
+
+/// The server and database a backend's keys live in; `None` for a Redis Cluster, where a
+/// store's keys and a scope's journal keys live on different slots and so cannot be written by
+/// one script.
+pub(crate) type Keyspace = Option<std::sync::Arc<str>>;
+
 /// Opens a connection manager on `client`, or a [`RedisError::Connect`] naming host and port.
 pub(crate) async fn connect(
     client: ::redis::Client,

@@ -86,7 +86,101 @@ end
 return out
 "#;
 
+/// Commits one flow step (see `RedisStore`'s `commit_step`): the journal operations all or
+/// none, then the store's writes.
+///
+/// `KEYS[1..3]` and the first `8 n` arguments after `ARGV[1] = n` are the write script's (the
+/// counter, the index sets, then op `i`'s record at `KEYS[3 + i]`). Every operation is checked
+/// first, against the versions the operations before it produce (the counter's next values),
+/// so a conflict anywhere writes nothing: it replies `{'conflict', i, current}` (`i` from 0,
+/// `current` `''` when the key does not exist). Then every operation is applied and each store
+/// write runs: 4 arguments each (`kind, a, b, c`) on the next key, `hset` (field `a`, value
+/// `b`), `hdel` (field `a`), `set` (`a`), `rpush` (`a`), or `chat` (`a` the new chat's JSON;
+/// an existing chat keeps its JSON with `is_group` set to `b` and `last_activity_ms` to `c`).
+/// Replies `{'ok', version…}`, the version written (or removed) by each operation.
+const STEP: &str = r#"
+local n = tonumber(ARGV[1])
+local counter = redis.call('GET', KEYS[1])
+counter = counter and tonumber(counter) or 0
+local seen = {}
+for i = 1, n do
+  local rec = KEYS[3 + i]
+  local a = 1 + (i - 1) * 8
+  local expected = ARGV[a + 2]
+  local version = seen[rec]
+  if version == nil then version = redis.call('HGET', rec, 'v') end
+  local matches
+  if ARGV[a + 1] == 'c' and expected == '' then
+    matches = not version
+  else
+    matches = version and version == expected
+  end
+  if not matches then return {'conflict', tostring(i - 1), version or ''} end
+  if ARGV[a + 1] == 'c' then
+    counter = counter + 1
+    seen[rec] = string.format('%d', counter)
+  else
+    seen[rec] = false
+  end
+end
+local out = {'ok'}
+for i = 1, n do
+  local rec = KEYS[3 + i]
+  local a = 1 + (i - 1) * 8
+  local cur = redis.call('HMGET', rec, 'm1', 'm2')
+  if cur[1] then redis.call('ZREM', KEYS[2], cur[1]) end
+  if cur[2] then redis.call('ZREM', KEYS[3], cur[2]) end
+  redis.call('DEL', rec)
+  if ARGV[a + 1] == 'c' then
+    local v = string.format('%d', redis.call('INCR', KEYS[1]))
+    local fields = {'v', v, 'w', ARGV[a + 3], 'd', ARGV[a + 4]}
+    if ARGV[a + 6] ~= '' then
+      table.insert(fields, 'i1'); table.insert(fields, ARGV[a + 5])
+      table.insert(fields, 'm1'); table.insert(fields, ARGV[a + 6])
+      redis.call('ZADD', KEYS[2], 0, ARGV[a + 6])
+    end
+    if ARGV[a + 8] ~= '' then
+      table.insert(fields, 'i2'); table.insert(fields, ARGV[a + 7])
+      table.insert(fields, 'm2'); table.insert(fields, ARGV[a + 8])
+      redis.call('ZADD', KEYS[3], 0, ARGV[a + 8])
+    end
+    redis.call('HSET', rec, unpack(fields))
+    table.insert(out, v)
+  else
+    table.insert(out, ARGV[a + 2])
+  end
+end
+local k = 3 + n
+local t = 1 + n * 8
+while t + 4 <= #ARGV do
+  k = k + 1
+  local kind, x = ARGV[t + 1], ARGV[t + 2]
+  if kind == 'hset' then
+    redis.call('HSET', KEYS[k], x, ARGV[t + 3])
+  elseif kind == 'hdel' then
+    redis.call('HDEL', KEYS[k], x)
+  elseif kind == 'set' then
+    redis.call('SET', KEYS[k], x)
+  elseif kind == 'rpush' then
+    redis.call('RPUSH', KEYS[k], x)
+  elseif kind == 'chat' then
+    local merged = x
+    local cur = redis.call('GET', KEYS[k])
+    if cur then
+      local m, c1 = string.gsub(cur, '"is_group":%a+', '"is_group":' .. ARGV[t + 3], 1)
+      local m2, c2 = string.gsub(m, '"last_activity_ms":%-?%d+', '"last_activity_ms":' .. ARGV[t + 4], 1)
+      if c1 == 1 and c2 == 1 then merged = m2 end
+    end
+    redis.call('SET', KEYS[k], merged)
+  end
+  t = t + 4
+end
+return out
+"#;
+
 /// The write script.
 pub(super) static WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(WRITE));
+/// The step script.
+pub(super) static STEP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(STEP));
 /// The range script.
 pub(super) static RANGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RANGE));

@@ -13,9 +13,17 @@
 //! `open()` writes the schema marker if missing and refuses a newer schema version; `close()`
 //! makes every call fail with [`StoreError::Closed`] until the next `open()`. Each call is one
 //! command, retried once after a lost connection (every command here is idempotent except
-//! `RPUSH`, which is not retried). The store never touches the durable keys of
-//! [`RedisKv`](super::RedisKv) (`{prefix}:{durable:…}`), and needs Redis persistence (AOF) to
-//! survive a Redis restart, like the journals.
+//! `RPUSH`, which is not retried). It needs Redis persistence (AOF) to survive a Redis
+//! restart, like the journals.
+//!
+//! On one server (not a cluster), the store shares its transactions with a [`RedisKv`] on the
+//! same server, database and prefix (its own journal backend, or one opened with the same URL
+//! and prefix): [`Store::commit_step`] writes a flow step's journal operations
+//! (`{prefix}:{durable:…}`) and its store writes in one Lua script, atomic on the server, so
+//! an inbound message is journaled with its ledger row, chat and contact in one round trip,
+//! a step's checkpoint with its sends and the inbound's completion in another, and a send
+//! marked sent with its ledger row in a third. On a cluster the store's keys and a scope's
+//! journal keys hash to different slots, so each is written on its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,9 +34,16 @@ use redis::{Cmd, FromRedisValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Conn, RedisConfig, RedisError, client, connect, is_connection_lost};
+use super::kv::RedisKv;
+use super::scripts::STEP_SCRIPT;
+use super::{
+    Conn, Keyspace, RedisConfig, RedisError, client, connect, is_connection_lost, keyspace,
+    own_keyspace,
+};
+use crate::kv::{CasOutcome, DurableKv};
 use crate::store::{
-    ChatRecord, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry, Store, StoreError,
+    ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry,
+    StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use serde_json::Value;
 
@@ -40,6 +55,7 @@ const SCHEMA_VERSION: i64 = 1;
 pub struct RedisStore {
     conn: Conn,
     prefix: Arc<str>,
+    keyspace: Keyspace,
     closed: Arc<AtomicBool>,
 }
 
@@ -79,10 +95,11 @@ impl RedisStore {
             .checked_prefix()
             .map_err(|e| store_err("open", e))?
             .to_owned();
+        let keyspace = keyspace(&client);
         let conn = connect(client, &config)
             .await
             .map_err(|e| store_err("open", e))?;
-        Self::start(conn, prefix).await
+        Self::start(conn, prefix, keyspace).await
     }
 
     /// Connects to the Redis Cluster whose seed nodes are `nodes` and opens the store (feature
@@ -97,7 +114,7 @@ impl RedisStore {
         let (conn, _) = super::connect_cluster(nodes, &config)
             .await
             .map_err(|e| store_err("open", e))?;
-        Self::start(conn, prefix).await
+        Self::start(conn, prefix, None).await
     }
 
     /// Uses a connection manager you opened, and opens the store.
@@ -109,17 +126,23 @@ impl RedisStore {
             .checked_prefix()
             .map_err(|e| store_err("open", e))?
             .to_owned();
-        Self::start(Conn::Single(conn), prefix).await
+        Self::start(Conn::Single(conn), prefix, own_keyspace()).await
     }
 
-    async fn start(conn: Conn, prefix: String) -> Result<Self, StoreError> {
+    async fn start(conn: Conn, prefix: String, keyspace: Keyspace) -> Result<Self, StoreError> {
         let store = RedisStore {
             conn,
             prefix: prefix.into(),
+            keyspace,
             closed: Arc::new(AtomicBool::new(true)),
         };
         store.open().await?;
         Ok(store)
+    }
+
+    /// The journals' backend on this store's connection, keyspace and prefix.
+    fn journals(&self) -> RedisKv {
+        RedisKv::sharing(self.conn.clone(), &self.prefix, self.keyspace.clone())
     }
 
     /// `{prefix}:store:<rest>`.
@@ -261,10 +284,165 @@ impl RedisStore {
 #[async_trait]
 impl Store for RedisStore {
     fn journal_backend(&self) -> Option<Arc<dyn crate::kv::DurableKv>> {
-        Some(Arc::new(super::RedisKv::sharing(
-            self.conn.clone(),
-            &self.prefix,
-        )))
+        Some(Arc::new(self.journals()))
+    }
+
+    /// `true` when `kv` is a [`RedisKv`] (also behind `Arc` or the crash harness) on this
+    /// store's server, database and prefix (this store's own journal backend, or one opened
+    /// with the same URL and prefix), not on a Redis Cluster: a flow step's journal operations
+    /// and store writes then run as one script.
+    fn shares_transactions_with(&self, kv: &dyn DurableKv) -> bool {
+        kv.as_any()
+            .and_then(|a| a.downcast_ref::<RedisKv>())
+            .is_some_and(|kv| kv.same_keyspace(&self.keyspace, &self.prefix))
+    }
+
+    /// One script (atomic on the server): every journal operation is checked first and the
+    /// first conflict writes nothing; then the operations, the checkpoint change, the value
+    /// removals, the chat, the contact and the ledger rows. Not retried after a lost
+    /// connection (its ledger rows are appends): the error is returned.
+    async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let kv = self.journals();
+        let scope = &step.scope;
+        let prepared: Vec<_> = step
+            .journal
+            .iter()
+            .map(|op| kv.prepare(scope, op))
+            .collect();
+        let mut tail: Vec<(String, [Vec<u8>; 4])> = Vec::new();
+        let mut push = |key: String, kind: &str, a: Vec<u8>, b: Vec<u8>, c: Vec<u8>| {
+            tail.push((key, [kind.as_bytes().to_vec(), a, b, c]));
+        };
+        match &step.checkpoint {
+            CheckpointWrite::Save(cp) => {
+                let json = Self::encode("checkpoint", &cp.chat, cp)?;
+                push(
+                    self.key("checkpoints"),
+                    "hset",
+                    cp.chat.clone().into_bytes(),
+                    json.into_bytes(),
+                    Vec::new(),
+                );
+            }
+            CheckpointWrite::Delete { chat } => push(
+                self.key("checkpoints"),
+                "hdel",
+                chat.clone().into_bytes(),
+                Vec::new(),
+                Vec::new(),
+            ),
+            CheckpointWrite::Keep => {}
+        }
+        for (scope, key) in &step.delete_values {
+            push(
+                self.key(&format!("kv:{scope}")),
+                "hdel",
+                key.clone().into_bytes(),
+                Vec::new(),
+                Vec::new(),
+            );
+        }
+        if let Some(chat) = &step.chat {
+            let json = Self::encode("chat", &chat.id, chat)?;
+            push(
+                self.key(&format!("chat:{}", chat.id)),
+                "chat",
+                json.into_bytes(),
+                chat.is_group.to_string().into_bytes(),
+                chat.last_activity_ms.to_string().into_bytes(),
+            );
+        }
+        if let Some(contact) = &step.contact {
+            let json = Self::encode("contact", &contact.id, contact)?;
+            push(
+                self.key(&format!("contact:{}", contact.id)),
+                "set",
+                json.into_bytes(),
+                Vec::new(),
+                Vec::new(),
+            );
+        }
+        for entry in &step.ledger {
+            let json = Self::encode("ledger", &entry.chat, entry)?;
+            push(
+                self.key(&format!("ledger:{}", entry.chat)),
+                "rpush",
+                json.into_bytes(),
+                Vec::new(),
+                Vec::new(),
+            );
+        }
+        let mut invocation = STEP_SCRIPT.prepare_invoke();
+        invocation
+            .key(kv.counter_key(scope))
+            .key(kv.index_key(scope, crate::kv::Index::One))
+            .key(kv.index_key(scope, crate::kv::Index::Two));
+        for p in &prepared {
+            invocation.key(&p.record);
+        }
+        for (key, _) in &tail {
+            invocation.key(key);
+        }
+        invocation.arg(prepared.len());
+        for p in &prepared {
+            for a in &p.args {
+                invocation.arg(a);
+            }
+        }
+        for (_, args) in &tail {
+            for a in args {
+                invocation.arg(a);
+            }
+        }
+        let first = prepared
+            .first()
+            .map_or_else(|| self.key("checkpoints"), |p| p.record.clone());
+        let fail = |reason: String| {
+            store_err(
+                "commit_step",
+                RedisError::Reply {
+                    key: first.clone(),
+                    reason,
+                },
+            )
+        };
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = invocation.invoke_async(&mut conn).await.map_err(|source| {
+            store_err(
+                "commit_step",
+                RedisError::Command {
+                    key: first.clone(),
+                    source,
+                },
+            )
+        })?;
+        let parse = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| fail(format!("version `{v}` is not a number")))
+        };
+        match reply.first().map(String::as_str) {
+            Some("ok") if reply.len() == prepared.len() + 1 => {
+                let outcomes = reply[1..]
+                    .iter()
+                    .map(|v| Ok(CasOutcome::Ok { version: parse(v)? }))
+                    .collect::<Result<_, StoreError>>()?;
+                Ok(StepCommitOutcome::Committed(outcomes))
+            }
+            Some("conflict") if reply.len() == 3 => {
+                let op = reply[1]
+                    .parse::<usize>()
+                    .map_err(|_| fail("conflict index is not a number".to_owned()))?;
+                let current = match reply[2].as_str() {
+                    "" => None,
+                    v => Some(parse(v)?),
+                };
+                Ok(StepCommitOutcome::Conflict { op, current })
+            }
+            _ => Err(fail("unexpected reply to the step script".to_owned())),
+        }
     }
 
     async fn open(&self) -> Result<(), StoreError> {
