@@ -97,9 +97,24 @@ return out
 /// write runs: 4 arguments each (`kind, a, b, c`) on the next key, `hset` (field `a`, value
 /// `b`), `hdel` (field `a`), `set` (`a`), `rpush` (`a`), or `chat` (`a` the new chat's JSON;
 /// an existing chat keeps its JSON with `is_group` set to `b` and `last_activity_ms` to `c`).
-/// Replies `{'ok', version…}`, the version written (or removed) by each operation.
+/// Replies `{'ok', version…}`, the version written (or removed) by each operation. When the
+/// first operation is a create/replace whose record already holds its nonce, the script ran
+/// before (this is a retry after a lost reply): it writes nothing and replies `ok` with the
+/// versions found.
 const STEP: &str = r#"
 local n = tonumber(ARGV[1])
+if n > 0 and ARGV[2] == 'c' and redis.call('HGET', KEYS[4], 'w') == ARGV[4] then
+  local out = {'ok'}
+  for i = 1, n do
+    local a = 1 + (i - 1) * 8
+    if ARGV[a + 1] == 'c' then
+      table.insert(out, redis.call('HGET', KEYS[3 + i], 'v') or '')
+    else
+      table.insert(out, ARGV[a + 2])
+    end
+  end
+  return out
+end
 local counter = redis.call('GET', KEYS[1])
 counter = counter and tonumber(counter) or 0
 local seen = {}

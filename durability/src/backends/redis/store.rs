@@ -40,7 +40,7 @@ use super::{
     Conn, Keyspace, RedisConfig, RedisError, client, connect, is_connection_lost, keyspace,
     own_keyspace,
 };
-use crate::kv::{CasOutcome, DurableKv};
+use crate::kv::{CasOutcome, DurableKv, KvOp};
 use crate::store::{
     ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry,
     StepCommit, StepCommitOutcome, Store, StoreError,
@@ -299,8 +299,10 @@ impl Store for RedisStore {
 
     /// One script (atomic on the server): every journal operation is checked first and the
     /// first conflict writes nothing; then the operations, the checkpoint change, the value
-    /// removals, the chat, the contact and the ledger rows. Not retried after a lost
-    /// connection (its ledger rows are appends): the error is returned.
+    /// removals, the chat, the contact and the ledger rows. Retried once after a lost
+    /// connection when its first operation is a create/replace, whose nonce tells a script
+    /// that already ran (its ledger rows are appends, not written twice); otherwise the error
+    /// is returned.
     async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -409,8 +411,7 @@ impl Store for RedisStore {
                 },
             )
         };
-        let mut conn = self.conn.clone();
-        let reply: Vec<String> = invocation.invoke_async(&mut conn).await.map_err(|source| {
+        let command_err = |source| {
             store_err(
                 "commit_step",
                 RedisError::Command {
@@ -418,7 +419,29 @@ impl Store for RedisStore {
                     source,
                 },
             )
-        })?;
+        };
+        // A retry after a lost connection is recognised by the first operation's nonce when it
+        // is a create/replace; otherwise the error is returned.
+        let retriable = step
+            .journal
+            .first()
+            .is_some_and(|op| matches!(op, KvOp::Cas { .. }));
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = match invocation.invoke_async(&mut conn).await {
+            Ok(reply) => reply,
+            Err(e) if retriable && is_connection_lost(&e) => {
+                tracing::error!(
+                    target: "botmesh_durability::redis",
+                    operation = "commit_step", error = %e,
+                    "Redis connection lost; reconnecting and retrying once"
+                );
+                invocation
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(command_err)?
+            }
+            Err(e) => return Err(command_err(e)),
+        };
         let parse = |v: &str| {
             v.parse::<u64>()
                 .map_err(|_| fail(format!("version `{v}` is not a number")))
