@@ -12,9 +12,16 @@
 //! | `· checkpoint order@ask-f8cb7f30 step 1 (hash …)` | a flow checkpoint was written (the flow, the state it waits in) |
 //! | `· flow order ended:done` | a flow event (started, called, ended, version mismatch) |
 //! | `· clock +30s` / `· restart` | the harness moved the clock / rebuilt the bot on the same store |
+//! | `· crash at after outbox.journal` | the process died at a journal write (a durable transcript) |
 //!
-//! It does not simulate crashes of the provider (see `CrashableProvider`, later) and it
-//! waits for the bot to be idle after every action, so lines are in causal order.
+//! It waits for the bot to be idle after every action, so lines are in causal order.
+//!
+//! A durable transcript (`Transcript::durable`, feature `testing`) also keeps the bot's
+//! journals across restarts and can kill the process at a journal write
+//! (`Transcript::crash_at`): in the middle of a flow's step, between its sends and its commit
+//! (`crash_at(WritePoint::OutboxJournal, WritePhase::After, 1)` on a step with one send), the
+//! channel dies with the process; after [`Transcript::restart`] the message is redelivered and
+//! the transcript shows each reply once.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +37,19 @@ use crate::testing::MockProvider;
 
 type Setup = Box<dyn Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync>;
 
+/// The journals of a durable transcript: kept across restarts, behind the crash switch of the
+/// current process.
+#[cfg(feature = "testing")]
+#[derive(Clone)]
+struct Journals {
+    kv: Arc<botmesh_durability::MemoryKv>,
+    switch: botmesh_durability::testing::crash::Crashable<botmesh_durability::MemoryKv>,
+}
+
+/// Without the `testing` feature, a transcript has no journals.
+#[cfg(not(feature = "testing"))]
+type Journals = std::convert::Infallible;
+
 /// A scripted conversation with a bot; see the module docs.
 pub struct Transcript {
     setup: Setup,
@@ -39,6 +59,7 @@ pub struct Transcript {
     bot: Bot,
     lines: Arc<Mutex<Vec<String>>>,
     next_id: u64,
+    journals: Option<Journals>,
 }
 
 impl std::fmt::Debug for Transcript {
@@ -69,7 +90,7 @@ impl Transcript {
         let clock = ManualClock::new(1_700_000_000_000);
         let lines = Arc::new(Mutex::new(Vec::new()));
         let setup: Setup = Box::new(setup);
-        let (bot, provider) = Self::build(&setup, &store, &clock, &lines).await?;
+        let (bot, provider) = Self::build(&setup, &store, &clock, &lines, None).await?;
         Ok(Self {
             setup,
             store,
@@ -78,7 +99,67 @@ impl Transcript {
             bot,
             lines,
             next_id: 0,
+            journals: None,
         })
+    }
+
+    /// A transcript whose bots run durable journals (on a `MemoryKv` kept across restarts),
+    /// so that [`crash_at`](Self::crash_at) can kill the process at a journal write.
+    #[cfg(feature = "testing")]
+    pub async fn durable(
+        setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static,
+    ) -> Result<Self, BotError> {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let kv = Arc::new(botmesh_durability::MemoryKv::new());
+        let journals = Journals {
+            switch: botmesh_durability::testing::crash::crashable(kv.clone()),
+            kv,
+        };
+        let clock = ManualClock::new(1_700_000_000_000);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let setup: Setup = Box::new(setup);
+        let (bot, provider) = Self::build(&setup, &store, &clock, &lines, Some(&journals)).await?;
+        Ok(Self {
+            setup,
+            store,
+            clock,
+            provider,
+            bot,
+            lines,
+            next_id: 0,
+            journals: Some(journals),
+        })
+    }
+
+    /// Kills the process at the `occurrence`-th (from 1) journal write at `point` (before or
+    /// after it lands) from now on: from there, nothing the bot does reaches the journals,
+    /// the store's checkpoints or the channel, until [`restart`](Self::restart). Needs a
+    /// [`durable`](Self::durable) transcript; a no-op otherwise.
+    #[cfg(feature = "testing")]
+    pub fn crash_at(
+        &self,
+        point: botmesh_durability::kv::WritePoint,
+        phase: botmesh_durability::kv::WritePhase,
+        occurrence: u32,
+    ) {
+        if let Some(j) = &self.journals {
+            j.switch.crash_at(point, phase, occurrence);
+        }
+    }
+
+    /// Whether the process died at an armed crash point (a line says where).
+    fn crashed(&self) -> bool {
+        #[cfg(feature = "testing")]
+        if let Some(j) = &self.journals {
+            if let Some(site) = j.switch.crashed() {
+                let line = format!("· crash at {site}");
+                if !self.lines().contains(&line) {
+                    push(&self.lines, line);
+                }
+                return true;
+            }
+        }
+        false
     }
 
     async fn build(
@@ -86,11 +167,26 @@ impl Transcript {
         store: &Arc<dyn Store>,
         clock: &ManualClock,
         lines: &Arc<Mutex<Vec<String>>>,
+        journals: Option<&Journals>,
     ) -> Result<(Bot, MockProvider), BotError> {
         let provider = MockProvider::new();
-        let builder = Bot::builder(provider.clone())
-            .store_arc(store.clone())
-            .clock(clock.clone());
+        let builder = match journals {
+            #[cfg(feature = "testing")]
+            Some(j) => {
+                let switch = j.switch.clone();
+                Bot::builder(crate::testing::CrashableProvider::new(
+                    provider.clone(),
+                    &j.switch,
+                ))
+                .store_arc(store.clone())
+                .durability(
+                    crate::durable::DurabilityOptions::shared(Arc::new(switch))
+                        .instance_id("transcript"),
+                )
+            }
+            _ => Bot::builder(provider.clone()).store_arc(store.clone()),
+        }
+        .clock(clock.clone());
         let bot = setup(builder)?;
         let l = lines.clone();
         bot.after_send(move |info| {
@@ -169,6 +265,7 @@ impl Transcript {
             push(&self.lines, format!("· rejected: {e:?}"));
         }
         self.bot.idle().await;
+        self.crashed();
     }
 
     /// `chat` writes `text` as the channel message `id` (a redelivery after a crash reuses
@@ -179,6 +276,7 @@ impl Transcript {
             push(&self.lines, format!("· rejected: {e:?}"));
         }
         self.bot.idle().await;
+        self.crashed();
     }
 
     /// `chat` writes `text` without waiting for the bot; returns the message id.
@@ -220,12 +318,27 @@ impl Transcript {
     }
 
     /// Stops and drops the bot, then builds and starts a new one on the same store (flows
-    /// continue from their checkpoints).
+    /// continue from their checkpoints). After a crash, the new process runs on the journals
+    /// the crash left (it recovers what the dead one had in hand).
     pub async fn restart(&mut self) -> Result<(), BotError> {
-        self.bot.stop().await?;
+        let crashed = self.crashed();
+        let stopped = self.bot.stop().await;
+        if !crashed {
+            stopped?;
+        }
         push(&self.lines, "· restart".to_owned());
-        let (bot, provider) =
-            Self::build(&self.setup, &self.store, &self.clock, &self.lines).await?;
+        #[cfg(feature = "testing")]
+        if let Some(j) = &mut self.journals {
+            j.switch = botmesh_durability::testing::crash::crashable(j.kv.clone());
+        }
+        let (bot, provider) = Self::build(
+            &self.setup,
+            &self.store,
+            &self.clock,
+            &self.lines,
+            self.journals.as_ref(),
+        )
+        .await?;
         self.bot = bot;
         self.provider = provider;
         self.bot.idle().await;
