@@ -5,7 +5,7 @@
 //! failed group commit answers every request of the group with the same error. The journals
 //! see them wrapped in [`KvError::Unavailable`](crate::kv::KvError::Unavailable).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Why a durable file could not be opened, written or closed. Every variant names the file.
@@ -100,5 +100,15 @@ impl FileError {
             FileError::Poisoned { .. } => "POISONED",
             FileError::Closed { .. } => "CLOSED",
         }
+    }
+}
+
+/// Maps an OS error of `operation` on `file` to [`FileError::Io`] (for `map_err`).
+pub(super) fn io(file: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
+    let file = file.to_path_buf();
+    move |e| FileError::Io {
+        file,
+        operation,
+        source: Arc::new(e),
     }
 }

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use super::FileError;
+use super::error::io;
 
 static OPEN: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(Mutex::default);
 
@@ -75,15 +76,6 @@ impl Drop for Guard {
             drop(held);
             registry().remove(&self.canonical);
         }
-    }
-}
-
-fn io(file: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
-    let file = file.to_path_buf();
-    move |e| FileError::Io {
-        file,
-        operation,
-        source: Arc::new(e),
     }
 }
 

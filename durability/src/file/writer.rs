@@ -30,6 +30,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::oneshot;
 
+use super::error::io;
 use super::format::{self, LogLine};
 use super::lock::{self, Guard};
 use super::state::{Pending, State};
@@ -84,15 +85,6 @@ impl Paths {
             lock: suffixed(".lock"),
             dir,
         }
-    }
-}
-
-fn io(file: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
-    let file = file.to_path_buf();
-    move |e| FileError::Io {
-        file,
-        operation,
-        source: Arc::new(e),
     }
 }
 

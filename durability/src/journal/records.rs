@@ -204,20 +204,6 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             .map_err(Self::backend_err(kind, from, "list"))
     }
 
-    /// Raw entries of `idx2` in `from..to`.
-    pub(crate) async fn range_idx2_raw(
-        &self,
-        kind: RecordKind,
-        from: &str,
-        to: &str,
-        limit: usize,
-    ) -> Result<Vec<KvRecord>, DurabilityError> {
-        self.backend()
-            .range(&self.shared.scope, Index::Two, from, to, limit)
-            .await
-            .map_err(Self::backend_err(kind, from, "list by chat"))
-    }
-
     /// The storage key of the first entry of `idx2` in `from..to`.
     pub(crate) async fn first_idx2_key(
         &self,
@@ -225,7 +211,11 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         from: &str,
         to: &str,
     ) -> Result<Option<String>, DurabilityError> {
-        let found = self.range_idx2_raw(kind, from, to, 1).await?;
+        let found = self
+            .backend()
+            .range(&self.shared.scope, Index::Two, from, to, 1)
+            .await
+            .map_err(Self::backend_err(kind, from, "list by chat"))?;
         Ok(found.into_iter().next().map(|e| e.key))
     }
 

@@ -41,11 +41,11 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let (from, to) = index::chat_range(RecordKind::Outbound, chat);
         let first = self
             .d
-            .range_idx2_raw(RecordKind::Outbound, &from, &to, 1)
+            .first_idx2_key(RecordKind::Outbound, &from, &to)
             .await?;
         let Some(key) = first
-            .first()
-            .and_then(|e| index::id_of(RecordKind::Outbound, &e.key))
+            .as_deref()
+            .and_then(|k| index::id_of(RecordKind::Outbound, k))
         else {
             return Ok(None);
         };
