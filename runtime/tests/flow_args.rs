@@ -35,16 +35,13 @@ async fn quiz(cx: &mut FlowCx, rounds: u32) -> FlowResult {
 
 #[tokio::test]
 async fn the_trigger_builds_the_arguments_and_the_checkpoint_keeps_them() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
+    let mut t = Transcript::of(|bot| {
         bot.flow(quiz);
-        Ok(bot)
     })
     .await
     .expect("bot starts");
     t.says("ann", "/quiz 2").await;
     let cp = t
-        .store()
         .checkpoint("ann")
         .await
         .expect("store")

@@ -1,30 +1,14 @@
 //! The DESIGN.md order flow, end to end: straight through, with a re-ask loop, and across a
 //! restart of the bot.
 
-use botmesh::prelude::*;
 use botmesh::testing::Transcript;
+use common::order;
 
-/// Takes an order in two questions.
-#[flow(start = command("order"))]
-#[persistent]
-async fn order(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: u32 = loop {
-        let answer = cx.ask("How many?").await?;
-        match answer.text().trim().parse() {
-            Ok(n) if n > 0 => break n,
-            _ => cx.send("Please answer with a number.").await?,
-        }
-    };
-    cx.send(format!("Ordered {qty} x {item}")).await?;
-    Ok(())
-}
+mod common;
 
 async fn transcript() -> Transcript {
-    Transcript::new(|b| {
-        let bot = b.build()?;
+    Transcript::of(|bot| {
         bot.flow(order);
-        Ok(bot)
     })
     .await
     .expect("bot starts")
@@ -33,20 +17,11 @@ async fn transcript() -> Transcript {
 #[tokio::test]
 async fn order_straight_through() {
     let mut t = transcript().await;
-    t.says("alice", "/order").await;
-    t.says("alice", "apples").await;
-    t.says("alice", "many").await;
-    t.says("alice", "3").await;
-    t.says("alice", "hello?").await;
+    t.says_all("alice", &["/order", "apples", "many", "3", "hello?"])
+        .await;
     insta::assert_snapshot!(t.render());
     assert_eq!(t.bot().active_flow(&"alice".into()), None);
-    assert!(
-        t.store()
-            .checkpoint("alice")
-            .await
-            .expect("store")
-            .is_none()
-    );
+    assert!(t.checkpoint("alice").await.expect("store").is_none());
 }
 
 #[tokio::test]

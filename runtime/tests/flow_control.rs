@@ -200,7 +200,7 @@ async fn non_persistent_flows_live_in_memory() {
     let mut t = transcript().await;
     t.says("ann", "/memo").await;
     t.says("ann", "x").await;
-    assert!(t.store().checkpoint("ann").await.expect("store").is_none());
+    assert!(t.checkpoint("ann").await.expect("store").is_none());
     t.says("ann", "4").await;
     t.says("bob", "/memo").await;
     t.restart().await.expect("restart");

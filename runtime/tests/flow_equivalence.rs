@@ -4,23 +4,10 @@
 
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
+use common::order;
 use proptest::prelude::*;
 
-/// The DESIGN.md order flow (loop, match, break value).
-#[flow(start = command("order"))]
-#[persistent]
-async fn order(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: u32 = loop {
-        let answer = cx.ask("How many?").await?;
-        match answer.text().trim().parse() {
-            Ok(n) if n > 0 => break n,
-            _ => cx.send("Please answer with a number.").await?,
-        }
-    };
-    cx.send(format!("Ordered {qty} x {item}")).await?;
-    Ok(())
-}
+mod common;
 
 /// Labelled loops, while, continue, early return.
 #[flow(start = command("survey"))]

@@ -33,10 +33,8 @@ async fn rate(cx: &mut FlowCx) -> FlowResult {
 }
 
 async fn transcript() -> Transcript {
-    Transcript::new(|b| {
-        let bot = b.build()?;
+    Transcript::of(|bot| {
         bot.flow(rate);
-        Ok(bot)
     })
     .await
     .expect("bot starts")
@@ -83,7 +81,6 @@ async fn resumes_at_every_question_across_a_restart() {
 async fn the_checkpoint_keeps_the_items_not_reached() {
     let t = run(&["4"], false).await;
     let cp = t
-        .store()
         .checkpoint("ann")
         .await
         .expect("store")

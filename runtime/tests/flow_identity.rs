@@ -77,16 +77,8 @@ mod v1_reformatted {
 }
 
 async fn transcript(setup: fn(&Bot), script: &[&str]) -> Vec<String> {
-    let mut t = Transcript::new(move |b| {
-        let bot = b.build()?;
-        setup(&bot);
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
-    for s in script {
-        t.says("ann", s).await;
-    }
+    let mut t = Transcript::of(setup).await.expect("bot starts");
+    t.says_all("ann", script).await;
     t.lines()
 }
 

@@ -56,16 +56,8 @@ async fn both(cx: &mut FlowCx) -> FlowResult {
 }
 
 async fn keys_of(setup: impl Fn(&Bot) + Send + Sync + 'static, script: &[&str]) -> Vec<String> {
-    let mut t = Transcript::new(move |b| {
-        let bot = b.build()?;
-        setup(&bot);
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
-    for s in script {
-        t.says("ann", s).await;
-    }
+    let mut t = Transcript::of(setup).await.expect("bot starts");
+    t.says_all("ann", script).await;
     t.lines()
         .into_iter()
         .filter(|l| l.starts_with("bot →"))

@@ -58,12 +58,8 @@ async fn fp3(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn the_flows_run() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
-        bot.flow(fp1);
-        bot.flow(fp2);
-        bot.flow(fp3);
-        Ok(bot)
+    let mut t = Transcript::of(|bot| {
+        bot.flow(fp1).flow(fp2).flow(fp3);
     })
     .await
     .unwrap();
@@ -217,24 +213,17 @@ async fn three(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn loops_keep_their_meaning() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
-        bot.flow(nest);
-        bot.flow(wh);
-        bot.flow(three);
-        Ok(bot)
+    let mut t = Transcript::of(|bot| {
+        bot.flow(nest).flow(wh).flow(three);
     })
     .await
     .unwrap();
-    for m in ["/nest", "a", "b", "out", "next", "c", "stop"] {
-        t.says("a", m).await;
-    }
-    for m in ["/wh", "x", "skip", "y", "loop", "p", "done"] {
-        t.says("b", m).await;
-    }
-    for m in ["/three", "1", "up", "q", "b1", "c1", "b2", "x"] {
-        t.says("c", m).await;
-    }
+    t.says_all("a", &["/nest", "a", "b", "out", "next", "c", "stop"])
+        .await;
+    t.says_all("b", &["/wh", "x", "skip", "y", "loop", "p", "done"])
+        .await;
+    t.says_all("c", &["/three", "1", "up", "q", "b1", "c1", "b2", "x"])
+        .await;
     let r = t.render();
     println!("{r}");
     assert!(r.contains("up1,qb1c1,qb2x"), "{r}");

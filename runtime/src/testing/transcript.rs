@@ -26,7 +26,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_durability::{MemoryStore, Store};
+use botmesh_durability::store::FlowCheckpoint;
+use botmesh_durability::{MemoryStore, Store, StoreError};
 
 use crate::bot::{Bot, BotBuilder};
 use crate::clock::ManualClock;
@@ -80,6 +81,17 @@ impl Transcript {
         setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static,
     ) -> Result<Self, BotError> {
         Self::with_store(Arc::new(MemoryStore::new()), setup).await
+    }
+
+    /// A transcript of a bot built with the defaults on a fresh [`MemoryStore`]; `register`
+    /// adds its flows and hooks: `Transcript::of(|bot| { bot.flow(order); })`.
+    pub async fn of(register: impl Fn(&Bot) + Send + Sync + 'static) -> Result<Self, BotError> {
+        Self::new(move |b| {
+            let bot = b.build()?;
+            register(&bot);
+            Ok(bot)
+        })
+        .await
     }
 
     /// A transcript on a given store.
@@ -258,47 +270,58 @@ impl Transcript {
 
     /// `chat` writes `text`; returns once the bot is idle.
     pub async fn says(&mut self, chat: &str, text: &str) {
-        self.next_id += 1;
-        let id = format!("m{}", self.next_id);
-        push(&self.lines, format!("{chat}: {text}"));
-        if let Err(e) = self.provider.say(chat, &id, text).await {
-            push(&self.lines, format!("· rejected: {e:?}"));
-        }
+        self.says_nowait(chat, text).await;
         self.bot.idle().await;
         self.crashed();
+    }
+
+    /// `chat` writes each of `texts` in turn, the bot idle after each.
+    pub async fn says_all(&mut self, chat: &str, texts: &[&str]) {
+        for text in texts {
+            self.says(chat, text).await;
+        }
     }
 
     /// `chat` writes `text` as the channel message `id` (a redelivery after a crash reuses
     /// the id); returns once the bot is idle.
     pub async fn says_id(&mut self, chat: &str, id: &str, text: &str) {
-        push(&self.lines, format!("{chat}: {text}"));
-        if let Err(e) = self.provider.say(chat, id, text).await {
-            push(&self.lines, format!("· rejected: {e:?}"));
-        }
+        self.deliver(chat, id, text).await;
         self.bot.idle().await;
         self.crashed();
     }
 
     /// `chat` writes `text` without waiting for the bot; returns the message id.
     pub async fn says_nowait(&mut self, chat: &str, text: &str) -> String {
-        self.next_id += 1;
-        let id = format!("m{}", self.next_id);
-        push(&self.lines, format!("{chat}: {text}"));
-        if let Err(e) = self.provider.say(chat, &id, text).await {
-            push(&self.lines, format!("· rejected: {e:?}"));
-        }
+        let id = self.next_message_id("m");
+        self.deliver(chat, &id, text).await;
         id
     }
 
     /// `chat` presses the button `data`; returns once the bot is idle.
     pub async fn press(&mut self, chat: &str, data: &str) {
-        self.next_id += 1;
-        let id = format!("p{}", self.next_id);
+        let id = self.next_message_id("p");
         push(&self.lines, format!("{chat} [press]: {data}"));
         if let Err(e) = self.provider.press(chat, &id, data).await {
             push(&self.lines, format!("· rejected: {e:?}"));
         }
         self.bot.idle().await;
+    }
+
+    /// The checkpoint the store holds for `chat`'s flow, if one waits.
+    pub async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        self.store.checkpoint(chat).await
+    }
+
+    fn next_message_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{}", self.next_id)
+    }
+
+    async fn deliver(&self, chat: &str, id: &str, text: &str) {
+        push(&self.lines, format!("{chat}: {text}"));
+        if let Err(e) = self.provider.say(chat, id, text).await {
+            push(&self.lines, format!("· rejected: {e:?}"));
+        }
     }
 
     /// Moves the clock and fires the idle timeouts that became due.
