@@ -14,9 +14,10 @@
 #![cfg(all(feature = "testing", feature = "file"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -355,24 +356,11 @@ async fn child_holds_the_file() {
 #[tokio::test]
 async fn a_live_process_holds_the_lock_and_a_killed_one_does_not() {
     let (_dir, path) = fresh();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_holds_the_file",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, &path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let ready = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.contains(&format!("{CHILD_MARK}ready")));
-    assert!(ready, "the child did not open the file");
+    let mut child = support::spawn_child("child_holds_the_file", CHILD_ENV, &path);
+    assert!(
+        support::child_printed(&mut child, &format!("{CHILD_MARK}ready")),
+        "the child did not open the file"
+    );
 
     let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
     match &err {
@@ -617,15 +605,7 @@ async fn a_folder_sync_failing_after_the_rename_stops_the_writes() {
 async fn concurrent_writes_share_fsyncs_and_all_survive() {
     let (_dir, path) = fresh();
     let kv = FileDurability::open(&path, log_opts()).await.unwrap();
-    let tasks: Vec<_> = (0..200)
-        .map(|i| {
-            let kv = kv.clone();
-            tokio::spawn(async move { kv.cas(&scope(), &format!("k{i}"), None, entry("v")).await })
-        })
-        .collect();
-    for task in tasks {
-        assert!(task.await.unwrap().unwrap().is_ok());
-    }
+    support::create_concurrently(&kv, &scope(), 200, entry("v")).await;
     let stats = kv.stats();
     println!("{stats:?}");
     assert_eq!(stats.writes, 200);

@@ -5,10 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, Scope};
 use botmesh_durability::{DurabilityConfig, DurableKv, SqliteStore, Store};
+
+mod support;
 
 const CHILD_ENV: &str = "BOTMESH_SQLITE_CAS_CHILD";
 const CHILD_MARK: &str = "BOTMESH-CAS-CHILD:";
@@ -27,10 +28,7 @@ fn entry(text: &str) -> Entry {
 }
 
 async fn fresh() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
+    let (store, dir) = support::sqlite_store("bot.db").await;
     (dir, store)
 }
 
@@ -99,15 +97,7 @@ async fn concurrent_writes_share_transactions_and_all_survive() {
     let (_dir, store) = fresh().await;
     let kv = store.durability_kv();
     let before = store.write_stats();
-    let tasks: Vec<_> = (0..200)
-        .map(|i| {
-            let kv = kv.clone();
-            tokio::spawn(async move { kv.cas(&scope(), &format!("k{i}"), None, entry("v")).await })
-        })
-        .collect();
-    for task in tasks {
-        assert!(task.await.unwrap().unwrap().is_ok());
-    }
+    support::create_concurrently(&kv, &scope(), 200, entry("v")).await;
     let after = store.write_stats();
     let transactions = after.transactions - before.transactions;
     println!(
@@ -163,28 +153,11 @@ async fn child_races_cas() {
 }
 
 fn spawn_child(path: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_races_cas",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
+    support::spawn_child("child_races_cas", CHILD_ENV, path)
 }
 
 fn report(child: std::process::Child) -> serde_json::Value {
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "child failed: {stdout}");
-    let line = stdout
-        .lines()
-        .find_map(|l| Some(&l[l.find(CHILD_MARK)? + CHILD_MARK.len()..]))
-        .unwrap_or_else(|| panic!("child printed no report: {stdout}"));
-    serde_json::from_str(line).unwrap()
+    support::child_report(child, CHILD_MARK)
 }
 
 #[tokio::test]

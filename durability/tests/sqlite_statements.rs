@@ -3,16 +3,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use botmesh_durability::kv::{DurableKv, Entry, Scope};
-use botmesh_durability::store::SqliteStore;
 use botmesh_durability::store::rusqlite::{StatementStatus, params};
 
 #[tokio::test]
 async fn a_bound_range_read_is_not_prepared_again_at_each_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
+    let (store, _dir) = support::sqlite_store("bot.db").await;
     let kv = store.durability_kv();
     let scope = Scope::custom("s");
     let mut last = None;
@@ -52,10 +50,7 @@ async fn a_bound_range_read_is_not_prepared_again_at_each_run() {
 /// `(idx, key)` order: no temporary B-tree sorts their rows at each read.
 #[tokio::test]
 async fn range_reads_are_ordered_by_their_index_without_a_sort() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
+    let (store, _dir) = support::sqlite_store("bot.db").await;
     for column in ["idx1", "idx2"] {
         let sql = format!(
             "EXPLAIN QUERY PLAN SELECT key, version, value, idx1, idx2 FROM durable \

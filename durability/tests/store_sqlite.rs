@@ -7,9 +7,9 @@
 
 #[macro_use]
 mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use botmesh_durability::store::{SqliteSynchronous, rusqlite};
 use botmesh_durability::{SqliteStore, SqliteStoreOptions, Store, StoreError};
@@ -18,11 +18,7 @@ use tempfile::TempDir;
 
 /// A store in a fresh temporary folder, in a subfolder that does not exist yet.
 async fn new_store() -> (SqliteStore, TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("nested/folder/bot.db"))
-        .await
-        .unwrap();
-    (store, dir)
+    support::sqlite_store("nested/folder/bot.db").await
 }
 
 fn read_only() -> SqliteStoreOptions {
@@ -100,27 +96,8 @@ async fn child_reads_the_file() {
 
 /// Runs `child_reads_the_file` in a new process on `path`; returns what it printed.
 fn run_child(path: &Path) -> serde_json::Value {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_reads_the_file",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "child failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let line = stdout
-        .lines()
-        .find_map(|line| Some(&line[line.find(CHILD_MARK)? + CHILD_MARK.len()..]))
-        .unwrap_or_else(|| panic!("child printed no report: {stdout}"));
-    serde_json::from_str(line).unwrap()
+    let child = support::spawn_child("child_reads_the_file", CHILD_ENV, path);
+    support::child_report(child, CHILD_MARK)
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use botmesh_durability::store::Direction;
 use botmesh_durability::store::LedgerEntry;
 use botmesh_durability::store::LedgerStatus;
@@ -13,11 +15,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 async fn new_store() -> (SqliteStore, TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::connect(dir.path().join("bot.db"))
-        .await
-        .unwrap();
-    (store, dir)
+    support::sqlite_store("bot.db").await
 }
 
 fn entry(chat: &str, n: i64) -> LedgerEntry {

@@ -220,13 +220,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
         "{\"id\":\"s1\",\"chat\":\"b\",\"text\":\"/slow\"}\n",
     )
     .await;
-    drop(input);
-    run.await.expect("run task").expect("run ok");
-    assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "the drain waited for the handler"
-    );
-    assert_eq!(bot.run_state(), botmesh::RunState::Stopped);
+    support::end_input_and_drain(input, run, &bot, started, Duration::from_millis(300)).await;
     provider.flush().await;
     let lines = parse(&output.rest().await);
     assert_eq!(lines[0], json!({"type": "ack", "id": "s1"}));

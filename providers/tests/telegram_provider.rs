@@ -19,16 +19,14 @@ use botmesh_providers::telegram::{
     TelegramConfig, TelegramConfigError, TelegramMode, TelegramProvider,
 };
 use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder};
+use fakes::{Mode, Recorder, contents};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";
 const ANA: i64 = 1111;
 
 fn config(fake: &FakeTelegram) -> TelegramConfig {
-    TelegramConfig::new(TOKEN)
-        .api_base(&fake.base_url())
-        .expect("base url")
+    fake.config()
         .polling(Duration::from_secs(1))
         .media_client(GuardedClient::allowing_localhost().expect("client"))
 }
@@ -301,39 +299,19 @@ async fn sends_every_content_kind() {
     assert_eq!(up["document"]["file_name"], "a.pdf");
     assert_eq!(up["document"]["len"], 14);
 
-    tg.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Location(Location {
-            latitude: 1.5,
-            longitude: 2.5,
-            name: None,
-            address: None,
-        })),
-    )
-    .await
-    .expect("location");
+    tg.send(&c, &contents::location(1.5, 2.5, None))
+        .await
+        .expect("location");
     assert_eq!(fake.calls("sendLocation")[0]["latitude"], 1.5);
 
-    tg.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
-            name: "Bo".into(),
-            phones: vec!["+15551234".into()],
-        }])),
-    )
-    .await
-    .expect("contact");
+    tg.send(&c, &contents::contact("Bo", "+15551234"))
+        .await
+        .expect("contact");
     assert_eq!(fake.calls("sendContact")[0]["phone_number"], "+15551234");
 
-    tg.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Reaction(Reaction {
-            message_id: "42".into(),
-            emoji: "👍".into(),
-        })),
-    )
-    .await
-    .expect("reaction");
+    tg.send(&c, &contents::reaction("42", "👍"))
+        .await
+        .expect("reaction");
     assert_eq!(
         fake.calls("setMessageReaction")[0]["reaction"][0]["emoji"],
         "👍"
@@ -565,12 +543,7 @@ async fn downloads_media_through_the_guarded_client() {
     assert_eq!(fake.calls("getFile")[0]["file_id"], "AgACAgQAAxlarge");
 
     // Without the allow-list, the guard refuses the fake's 127.0.0.1 file URL.
-    let strict = TelegramProvider::new(
-        TelegramConfig::new(TOKEN)
-            .api_base(&fake.base_url())
-            .expect("base"),
-    )
-    .expect("provider");
+    let strict = TelegramProvider::new(fake.config()).expect("provider");
     let err = strict.download_media(&media).await.expect_err("refused");
     assert!(err.to_string().contains("refused to connect"), "{err}");
     assert!(
@@ -623,37 +596,15 @@ async fn media_refs_round_trip_and_every_rejection() {
         .is_none()
     );
 
-    let reason = |s: StoredMediaRef| match tg.rehydrate_media_ref(&s) {
-        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
-        other => panic!("expected MediaUnavailable, got {other:?}"),
-    };
-    assert_eq!(
-        reason(StoredMediaRef {
-            provider: "whatsapp-cloud".into(),
-            ..stored.clone()
-        }),
-        MediaUnavailableReason::ProviderMismatch
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            v: 2,
-            ..stored.clone()
-        }),
-        MediaUnavailableReason::RehydrateFailed
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            data: json!({"file_id": "../../etc/passwd"}),
-            ..stored.clone()
-        }),
-        MediaUnavailableReason::RehydrateFailed
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            data: json!("AgACAgQAAxlarge"),
-            ..stored
-        }),
-        MediaUnavailableReason::RehydrateFailed
+    fakes::assert_refuses_foreign_refs(
+        &tg,
+        &stored,
+        "whatsapp-cloud",
+        2,
+        &[
+            json!({"file_id": "../../etc/passwd"}),
+            json!("AgACAgQAAxlarge"),
+        ],
     );
 }
 

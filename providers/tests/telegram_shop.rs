@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use botmesh::prelude::*;
 use botmesh_examples::shop;
-use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
+use botmesh_providers::telegram::TelegramProvider;
 use fakes::telegram::{FakeTelegram, updates};
 use serde_json::{Value, json};
 
@@ -40,10 +40,7 @@ fn sent_id(n: usize) -> i64 {
 #[tokio::test]
 async fn the_shop_takes_an_order_over_telegram() {
     let fake = FakeTelegram::start(TOKEN).await;
-    let config = TelegramConfig::new(TOKEN)
-        .api_base(&fake.base_url())
-        .expect("base")
-        .polling(Duration::from_secs(1));
+    let config = fake.config().polling(Duration::from_secs(1));
     let telegram = TelegramProvider::new(config).expect("provider");
     let bot = shop::shop_bot(Bot::builder(telegram).bot_id(shop::BOT_ID)).expect("shop");
     bot.start().await.expect("start");

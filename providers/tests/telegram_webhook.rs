@@ -21,9 +21,7 @@ const SECRET: &str = "s3cr3t-token_1";
 const ANA: i64 = 1111;
 
 fn webhook_config(fake: &FakeTelegram) -> TelegramConfig {
-    TelegramConfig::new(TOKEN)
-        .api_base(&fake.base_url())
-        .expect("base")
+    fake.config()
         .webhook("/telegram", SECRET)
         .expect("webhook")
         .media_client(GuardedClient::allowing_localhost().expect("client"))
@@ -165,12 +163,7 @@ async fn a_webhook_crash_before_the_200_is_redelivered_and_answered_once() {
 #[tokio::test]
 async fn a_polling_crash_before_the_offset_is_confirmed_is_refetched_and_answered_once() {
     let fake = FakeTelegram::start(TOKEN).await;
-    let polling = || {
-        TelegramConfig::new(TOKEN)
-            .api_base(&fake.base_url())
-            .expect("base")
-            .polling(Duration::from_secs(1))
-    };
+    let polling = || fake.config().polling(Duration::from_secs(1));
     let id = fake.push_update(updates::text(ANA, 78, "ping"));
 
     // Process A fetches the update and dies while the pipeline is journaling it.

@@ -21,8 +21,8 @@ use botmesh::provider::{
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;
-use fakes::Mode;
 use fakes::twilio::FakeTwilio;
+use fakes::{Mode, contents};
 use serde_json::json;
 
 const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
@@ -408,38 +408,21 @@ async fn sends_every_content_kind() {
         serde_json::from_str(&fake.param(4, "ContentVariables").expect("vars")).expect("json");
     assert_eq!(vars, json!({"1": "12/1", "2": "3pm"}));
 
-    tw.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Location(Location {
-            latitude: 1.5,
-            longitude: 2.5,
-            name: Some("Here".into()),
-            address: None,
-        })),
-    )
-    .await
-    .expect("location");
+    tw.send(&c, &contents::location(1.5, 2.5, Some("Here")))
+        .await
+        .expect("location");
     assert_eq!(
         fake.param(5, "Body").as_deref(),
         Some("Here\nhttps://maps.google.com/?q=1.5,2.5")
     );
-    tw.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
-            name: "Bo".into(),
-            phones: vec!["+1555".into()],
-        }])),
-    )
-    .await
-    .expect("contacts");
+    tw.send(&c, &contents::contact("Bo", "+1555"))
+        .await
+        .expect("contacts");
     assert_eq!(fake.param(6, "Body").as_deref(), Some("Bo: +1555"));
 
     let n = fake.sent().len();
     for bad in [
-        Outgoing::from(OutgoingContent::Reaction(Reaction {
-            message_id: "SM1".into(),
-            emoji: "👍".into(),
-        })),
+        contents::reaction("SM1", "👍"),
         Outgoing::from(OutgoingContent::Media {
             media_kind: MediaKind::Image,
             source: MediaSource::Bytes {
@@ -619,37 +602,15 @@ async fn media_refs_round_trip_and_every_rejection() {
         v: 1,
         data: json!({"url": url}),
     };
-    let reason = |s: StoredMediaRef| match tw.rehydrate_media_ref(&s) {
-        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(
-        reason(StoredMediaRef {
-            provider: "telegram".into(),
-            ..good.clone()
-        }),
-        MediaUnavailableReason::ProviderMismatch
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            v: 2,
-            ..good.clone()
-        }),
-        MediaUnavailableReason::RehydrateFailed
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            data: json!({"url": "https://evil.example/x"}),
-            ..good.clone()
-        }),
-        MediaUnavailableReason::RehydrateFailed
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            data: json!({"href": "x"}),
-            ..good
-        }),
-        MediaUnavailableReason::RehydrateFailed
+    fakes::assert_refuses_foreign_refs(
+        &tw,
+        &good,
+        "telegram",
+        2,
+        &[
+            json!({"url": "https://evil.example/x"}),
+            json!({"href": "x"}),
+        ],
     );
 }
 

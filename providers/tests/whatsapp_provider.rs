@@ -16,8 +16,8 @@ use botmesh::provider::{
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
-use fakes::Mode;
 use fakes::whatsapp::{FakeWhatsApp, hooks};
+use fakes::{Mode, contents};
 use serde_json::json;
 
 const TOKEN: &str = "EAAGfake-access-token";
@@ -428,37 +428,17 @@ async fn sends_every_content_kind() {
         json!({"name": "order_update", "language": {"code": "en_US"},
         "components": [{"type": "body", "parameters": [{"type": "text", "text": "42"}]}]})
     );
-    wa.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Location(Location {
-            latitude: 1.0,
-            longitude: 2.0,
-            name: Some("Here".into()),
-            address: None,
-        })),
-    )
-    .await
-    .expect("location");
+    wa.send(&c, &contents::location(1.0, 2.0, Some("Here")))
+        .await
+        .expect("location");
     assert_eq!(fake.sent()[7]["location"]["name"], "Here");
-    wa.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
-            name: "Bo".into(),
-            phones: vec!["+1555".into()],
-        }])),
-    )
-    .await
-    .expect("contacts");
+    wa.send(&c, &contents::contact("Bo", "+1555"))
+        .await
+        .expect("contacts");
     assert_eq!(fake.sent()[8]["contacts"][0]["phones"][0]["phone"], "+1555");
-    wa.send(
-        &c,
-        &Outgoing::from(OutgoingContent::Reaction(Reaction {
-            message_id: "wamid.IN".into(),
-            emoji: "👍".into(),
-        })),
-    )
-    .await
-    .expect("reaction");
+    wa.send(&c, &contents::reaction("wamid.IN", "👍"))
+        .await
+        .expect("reaction");
     assert_eq!(
         fake.sent()[9]["reaction"],
         json!({"message_id": "wamid.IN", "emoji": "👍"})
@@ -645,30 +625,12 @@ async fn media_refs_round_trip_and_every_rejection() {
         .is_none(),
         "not-durable"
     );
-    let reason = |s: StoredMediaRef| match wa.rehydrate_media_ref(&s) {
-        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(
-        reason(StoredMediaRef {
-            provider: "telegram".into(),
-            ..stored.clone()
-        }),
-        MediaUnavailableReason::ProviderMismatch
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            v: 9,
-            ..stored.clone()
-        }),
-        MediaUnavailableReason::RehydrateFailed
-    );
-    assert_eq!(
-        reason(StoredMediaRef {
-            data: json!({"media_id": "12/../x"}),
-            ..stored
-        }),
-        MediaUnavailableReason::RehydrateFailed
+    fakes::assert_refuses_foreign_refs(
+        &wa,
+        &stored,
+        "telegram",
+        9,
+        &[json!({"media_id": "12/../x"})],
     );
 }
 

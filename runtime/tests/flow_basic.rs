@@ -27,8 +27,7 @@ async fn order_straight_through() {
 #[tokio::test]
 async fn order_across_a_restart() {
     let mut t = transcript().await;
-    t.says("alice", "/order").await;
-    t.says("alice", "pears").await;
+    t.says_all("alice", &["/order", "pears"]).await;
     t.restart().await.expect("restart");
     t.says("alice", "2").await;
     insta::assert_snapshot!(t.render());

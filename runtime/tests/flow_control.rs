@@ -146,50 +146,36 @@ async fn transcript() -> Transcript {
 #[tokio::test]
 async fn loops_and_early_returns() {
     let mut t = transcript().await;
-    t.says("ann", "survey").await;
-    t.says("ann", "skip").await;
-    t.says("ann", "red").await;
-    t.says("ann", "blue").await;
-    t.says("bob", "survey").await;
-    t.says("bob", "green").await;
-    t.says("bob", "none").await;
-    t.says("cat", "survey").await;
-    t.says("cat", "quit").await;
+    t.says_all("ann", &["survey", "skip", "red", "blue"]).await;
+    t.says_all("bob", &["survey", "green", "none"]).await;
+    t.says_all("cat", &["survey", "quit"]).await;
     insta::assert_snapshot!(t.render());
 }
 
 #[tokio::test]
 async fn ask_in_a_while_condition() {
     let mut t = transcript().await;
-    t.says("ann", "/more").await;
-    t.says("ann", "yes").await;
+    t.says_all("ann", &["/more", "yes"]).await;
     t.restart().await.expect("restart");
-    t.says("ann", "y").await;
-    t.says("ann", "no").await;
+    t.says_all("ann", &["y", "no"]).await;
     insta::assert_snapshot!(t.render());
 }
 
 #[tokio::test]
 async fn parse_buttons_timeout_and_cancel() {
     let mut t = transcript().await;
-    t.says("ann", "/pay").await;
-    t.says("ann", "lots").await;
-    t.says("ann", "12").await;
+    t.says_all("ann", &["/pay", "lots", "12"]).await;
     t.press("ann", "yes").await;
-    t.says("bob", "/pay").await;
-    t.says("bob", "5").await;
+    t.says_all("bob", &["/pay", "5"]).await;
     t.advance(Duration::from_secs(61)).await;
-    t.says("cat", "/pay").await;
-    t.says("cat", "7").await;
-    t.says("cat", "/cancel").await;
+    t.says_all("cat", &["/pay", "7", "/cancel"]).await;
     insta::assert_snapshot!(t.render());
 }
 
 #[tokio::test]
 async fn sub_flows() {
     let mut t = transcript().await;
-    t.says("ann", "/names").await;
-    t.says("ann", "ada").await;
+    t.says_all("ann", &["/names", "ada"]).await;
     t.restart().await.expect("restart");
     t.says("ann", "bob").await;
     insta::assert_snapshot!(t.render());
@@ -198,8 +184,7 @@ async fn sub_flows() {
 #[tokio::test]
 async fn non_persistent_flows_live_in_memory() {
     let mut t = transcript().await;
-    t.says("ann", "/memo").await;
-    t.says("ann", "x").await;
+    t.says_all("ann", &["/memo", "x"]).await;
     assert!(t.checkpoint("ann").await.expect("store").is_none());
     t.says("ann", "4").await;
     t.says("bob", "/memo").await;

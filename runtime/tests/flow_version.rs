@@ -120,8 +120,7 @@ async fn written_by_v1(store: Arc<dyn Store>) -> String {
     })
     .await
     .expect("bot starts");
-    t.says("ann", "/order").await;
-    t.says("ann", "tea").await;
+    t.says_all("ann", &["/order", "tea"]).await;
     t.bot().stop().await.expect("stop");
     t.render()
 }

@@ -6,6 +6,7 @@
 //! code: they check what the real API would refuse, not everything it does.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod contents;
 pub mod multipart;
 pub mod server;
 #[cfg(feature = "telegram")]
@@ -285,4 +286,41 @@ pub fn menu_list() -> botmesh::message::Outgoing {
             rows: vec![Button::with_id("row1", "Row 1")],
         }],
     })
+}
+
+/// Checks that `provider` refuses to rehydrate what it did not write, starting from a stored
+/// reference it wrote (`own`): the same data under another provider's name (`foreign`) is a
+/// provider mismatch; the format version `other_version`, and `own` with each of `bad_data`,
+/// fail to rehydrate.
+pub fn assert_refuses_foreign_refs(
+    provider: &dyn botmesh::provider::Provider,
+    own: &botmesh::provider::StoredMediaRef,
+    foreign: &str,
+    other_version: u32,
+    bad_data: &[serde_json::Value],
+) {
+    use botmesh::provider::{MediaUnavailableReason, ProviderError, StoredMediaRef};
+    let reason = |s: StoredMediaRef| match provider.rehydrate_media_ref(&s) {
+        Err(ProviderError::MediaUnavailable { reason, .. }) => reason,
+        other => panic!("expected MediaUnavailable for {s:?}, got {other:?}"),
+    };
+    let from_another = StoredMediaRef {
+        provider: foreign.to_owned(),
+        ..own.clone()
+    };
+    assert_eq!(
+        reason(from_another),
+        MediaUnavailableReason::ProviderMismatch
+    );
+    let mut refused = vec![StoredMediaRef {
+        v: other_version,
+        ..own.clone()
+    }];
+    refused.extend(bad_data.iter().map(|data| StoredMediaRef {
+        data: data.clone(),
+        ..own.clone()
+    }));
+    for stored in refused {
+        assert_eq!(reason(stored), MediaUnavailableReason::RehydrateFailed);
+    }
 }

@@ -107,6 +107,14 @@ impl FakeTelegram {
         format!("http://{}", self.addr)
     }
 
+    /// A provider configuration for this fake: its token and its base URL (long polling, the
+    /// default media client).
+    pub fn config(&self) -> botmesh_providers::telegram::TelegramConfig {
+        botmesh_providers::telegram::TelegramConfig::new(&self.token)
+            .api_base(&self.base_url())
+            .expect("the fake's base url")
+    }
+
     fn s(&self) -> std::sync::MutexGuard<'_, S> {
         self.state.lock().expect("fake telegram lock")
     }

@@ -68,6 +68,25 @@ pub fn spawn_run(bot: &Bot) -> tokio::task::JoinHandle<Result<(), BotError>> {
     tokio::spawn(async move { bot.run().await })
 }
 
+/// Closes the bot's input and waits for its `run` to end; checks that the run ended well, not
+/// before `drain` had passed since `started` (the drain waits for the handler in flight), and
+/// left the bot stopped.
+pub async fn end_input_and_drain(
+    input: DuplexStream,
+    run: tokio::task::JoinHandle<Result<(), BotError>>,
+    bot: &Bot,
+    started: tokio::time::Instant,
+    drain: Duration,
+) {
+    drop(input);
+    run.await.expect("run task").expect("run ok");
+    assert!(
+        started.elapsed() >= drain,
+        "the drain waited for the handler"
+    );
+    assert_eq!(bot.run_state(), botmesh::RunState::Stopped);
+}
+
 struct GatedPipeline {
     inner: EventSink,
     gate: Arc<Gate>,
