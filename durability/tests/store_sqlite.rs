@@ -10,6 +10,7 @@ mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use botmesh_durability::store::{SqliteSynchronous, rusqlite};
 use botmesh_durability::{SqliteStore, SqliteStoreOptions, Store, StoreError};

@@ -8,12 +8,10 @@ mod fakes;
 use std::time::Duration;
 
 use botmesh::message::{
-    ChatId, ContactCard, Content, Interaction, Location, MediaKind, MediaRef, MediaSource,
-    MessageId, Outgoing, OutgoingContent, Reaction,
+    ChatId, Content, Interaction, MediaKind, MediaRef, MediaSource, MessageId, Outgoing,
+    OutgoingContent,
 };
-use botmesh::provider::{
-    ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
-};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::telegram::{
     TelegramConfig, TelegramConfigError, TelegramMode, TelegramProvider,

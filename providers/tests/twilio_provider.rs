@@ -11,13 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use botmesh::message::{
-    Button, ChatId, ContactCard, Content, Location, MediaKind, MediaRef, MediaSource, Outgoing,
-    OutgoingContent, Reaction,
+    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
 };
 use botmesh::prelude::*;
-use botmesh::provider::{
-    ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
-};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;

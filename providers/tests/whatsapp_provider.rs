@@ -7,12 +7,9 @@
 mod fakes;
 
 use botmesh::message::{
-    Button, ChatId, ContactCard, Content, Location, MediaKind, MediaRef, MediaSource, MessageId,
-    Outgoing, OutgoingContent, Reaction,
+    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
 };
-use botmesh::provider::{
-    ErrorClass, MediaUnavailableReason, Provider, ProviderError, ProviderEvent, StoredMediaRef,
-};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};

@@ -11,17 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use botmesh::durability::inbox::NewInbound;
-use botmesh::durability::kv::CasOutcome;
-use botmesh::durability::kv::KvOp;
-use botmesh::durability::kv::KvRecord;
-use botmesh::durability::kv::RangeQuery;
-use botmesh::durability::kv::Versioned;
 use botmesh::durability::retries::Backoff;
 use botmesh::durability::{
-    DurabilityConfig, DurabilityEvent, DurableKv, InboxState, KvError, MemoryKv, MemoryStore,
-    OnAmbiguous, OutboxState, Scope,
+    DurabilityConfig, DurabilityEvent, DurableKv, InboxState, MemoryKv, MemoryStore, OnAmbiguous,
+    OutboxState,
 };
 use botmesh::durable::{DurabilityOptions, StalePolicy};
 use botmesh::message::{Content, InboundMedia, Interaction, MediaKind, MediaRef, Message, UserId};
@@ -29,7 +23,7 @@ use botmesh::prelude::*;
 use botmesh::provider::{
     Accepted, Capabilities, MediaUnavailableReason, ProviderError, ProviderEvent, Rejected,
 };
-use botmesh::testing::MockProvider;
+use botmesh::testing::{MockProvider, crashable};
 
 fn fast_config() -> DurabilityConfig {
     let mut c = DurabilityConfig::default();
@@ -689,55 +683,14 @@ async fn long_texts_become_parts_delivered_in_order() {
     assert_eq!(keys, ["a/m1:1", "a/m1:1#2", "a/m1:1#3"]);
 }
 
-/// A backend that can be taken down.
-#[derive(Clone)]
-struct FlakyKv {
-    inner: MemoryKv,
-    down: Arc<AtomicBool>,
-}
-
-impl FlakyKv {
-    fn check(&self) -> Result<(), KvError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(KvError::Unavailable {
-                operation: "test",
-                source: "backend down for the test".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl DurableKv for FlakyKv {
-    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
-        self.check()?;
-        self.inner.get(scope, key).await
-    }
-    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
-        self.check()?;
-        self.inner.apply(scope, op).await
-    }
-    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
-        self.check()?;
-        self.inner.scan(scope, query).await
-    }
-    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
-        self.check()?;
-        self.inner.batch(scope, ops).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn fail_closed_refuses_and_a_redelivery_is_processed() {
-    let flaky = FlakyKv {
-        inner: MemoryKv::new(),
-        down: Arc::default(),
-    };
+    // A backend that can be taken down.
+    let flaky = crashable(Arc::new(MemoryKv::new()));
     let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), fast_config());
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
-    flaky.down.store(true, Ordering::SeqCst);
+    flaky.set_down(true);
     let r = h.mock.say("a", "m1", "hi").await;
     assert!(
         matches!(r, Err(Rejected::JournalUnavailable { .. })),
@@ -749,7 +702,7 @@ async fn fail_closed_refuses_and_a_redelivery_is_processed() {
         "not dispatched without the journal"
     );
     assert!(h.errors().iter().any(|e| e.contains("inbox.journal")));
-    flaky.down.store(false, Ordering::SeqCst);
+    flaky.set_down(false);
     assert_eq!(
         h.mock.say("a", "m1", "hi").await,
         Ok(Accepted::Queued),
@@ -761,10 +714,8 @@ async fn fail_closed_refuses_and_a_redelivery_is_processed() {
 
 #[tokio::test(start_paused = true)]
 async fn fail_open_dispatches_without_the_journal() {
-    let flaky = FlakyKv {
-        inner: MemoryKv::new(),
-        down: Arc::default(),
-    };
+    // A backend that can be taken down.
+    let flaky = crashable(Arc::new(MemoryKv::new()));
     let mut config = fast_config();
     config.fail_open = true;
     let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), config);
@@ -777,7 +728,7 @@ async fn fail_open_dispatches_without_the_journal() {
         Ok(())
     });
     h.bot.start().await.unwrap();
-    flaky.down.store(true, Ordering::SeqCst);
+    flaky.set_down(true);
     assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued));
     settle(&h.bot).await;
     assert_eq!(h.bot.metrics().dispatched, 1);

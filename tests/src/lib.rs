@@ -8,11 +8,12 @@
 //! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
 //! The library holds what several of them use: [`server_url`], [`FlakyStore`], the
-//! [`process::Crashbot`] harness and [`settle`]. Its doc
+//! [`process::Crashbot`] harness, the shared [`flows`] and [`settle`]. Its doc
 //! tests are the code blocks of the README and of the user's book in `docs/`: each block
 //! compiles (and runs, unless marked `no_run`) as a user's program would.
 
 mod flaky_store;
+pub mod flows;
 pub mod process;
 
 /// The README's code blocks, compiled and run as doc tests.

@@ -23,6 +23,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, Transcript, crashable};
 use botmesh_tests::FlakyStore;
+use botmesh_tests::flows::order;
 use botmesh_tests::settle;
 
 use botmesh_tests::{durable_bot, fast_durability as config};
@@ -88,21 +89,12 @@ async fn a_sub_flow_called_twice_in_one_step_sends_and_runs_its_effect_twice() {
 // ---------------------------------------------------------------------------------------
 // Two replicas: a stale in-memory stack at the same step number as a newer run.
 
-#[flow(start = command("order"))]
-#[persistent]
-async fn order2(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: String = cx.ask("How many?").await?.text().to_owned();
-    cx.send(format!("Ordered {qty} x {item}")).await?;
-    Ok(())
-}
-
 #[tokio::test]
 async fn a_stale_copy_at_the_step_of_a_newer_run_reloads_it() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let setup = |b: BotBuilder| {
         let bot = b.build()?;
-        bot.flow(order2);
+        bot.flow(order);
         Ok(bot)
     };
     let mut a = Transcript::with_store(store.clone(), setup).await.unwrap();
@@ -142,7 +134,7 @@ async fn a_cancelled_flow_whose_delete_failed_does_not_come_back() {
         )
         .build()
         .unwrap();
-    bot.flow(order2);
+    bot.flow(order);
     bot.catch_all(|ctx: Ctx| async move {
         ctx.reply("Send /order to order.").await?;
         Ok(())

@@ -67,6 +67,8 @@ struct State {
     blip: Option<CrashPoint>,
     /// Writes failed by `blip` so far.
     blips: u32,
+    /// Whether every call fails as unavailable (see [`Crashable::set_down`]).
+    down: bool,
 }
 
 /// A [`DurableKv`] that can die at a journal write point. Clones share the same switch.
@@ -141,6 +143,13 @@ impl<K: ?Sized> Crashable<K> {
         self.lock().blip = Some(point);
     }
 
+    /// Takes the backend down (`true`) or brings it back up (`false`): while it is down every
+    /// call fails with [`KvError::Unavailable`], as a backend whose server is gone would;
+    /// nothing crashes.
+    pub fn set_down(&self, down: bool) {
+        self.lock().down = down;
+    }
+
     /// How many writes [`fail_once`](Self::fail_once) failed so far.
     pub fn failed_once(&self) -> u32 {
         self.lock().blips
@@ -174,10 +183,15 @@ impl<K: ?Sized> Crashable<K> {
     }
 
     fn check(&self) -> Result<(), KvError> {
-        match self.lock().crashed {
+        let s = self.lock();
+        match s.crashed {
             Some(site) => Err(KvError::Crashed {
                 point: site.point,
                 phase: site.phase,
+            }),
+            None if s.down => Err(KvError::Unavailable {
+                operation: "kv",
+                source: "the backend is down (crash harness)".into(),
             }),
             None => Ok(()),
         }

@@ -29,16 +29,7 @@ use botmesh::durability::{DurabilityConfig, FileDurability, FileOptions, SqliteS
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh_providers::jsonl::JsonlProvider;
-
-/// Takes an order in two questions; survives the process being killed between them.
-#[flow(start = command("order"))]
-#[persistent]
-async fn order(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
-    let qty: String = cx.ask("How many?").await?.text().to_owned();
-    cx.send(format!("Ordered {qty} x {item}")).await?;
-    Ok(())
-}
+use botmesh_tests::flows::order;
 
 struct Args {
     db: PathBuf,
