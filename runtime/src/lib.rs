@@ -32,6 +32,7 @@ pub mod flow;
 mod kernel;
 pub mod message;
 pub mod metrics;
+pub mod operating;
 mod outbound;
 pub mod provider;
 #[cfg(feature = "testing")]

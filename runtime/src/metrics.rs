@@ -1,17 +1,27 @@
 //! The bot's counters: a set of atomics and the [`BotMetrics`] snapshot `Bot::metrics()` returns.
 //!
 //! Counters only grow. They are cheap (relaxed atomics) and never block the pipelines.
+//! [`BotMetrics::counters`] lists them with their names and descriptions, which is what
+//! `/metrics` ([`crate::operating::prometheus`]) renders.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
 macro_rules! metrics {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// A snapshot of the bot's counters.
         #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
         pub struct BotMetrics {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl BotMetrics {
+            /// Every counter as `(name, description, value)`, in declaration order: the
+            /// field's name and the first line of its documentation.
+            pub fn counters(&self) -> Vec<(&'static str, &'static str, u64)> {
+                vec![$((stringify!($name), concat!($($doc),*).trim_ascii(), self.$name),)*]
+            }
         }
 
         #[derive(Debug, Default)]
