@@ -6,6 +6,9 @@
 //! `Bot::durability`, [`KvDurability`](botmesh_durability::KvDurability) and the
 //! [`Store`](botmesh_durability::Store) trait); nothing reads a backend's tables directly.
 
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub mod cli;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;

@@ -1,0 +1,291 @@
+//! The commands of the CLI, each one call (or a few) of the operator API.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use botmesh_durability::inbox::InboxState;
+use botmesh_durability::operating::RecordKind;
+use botmesh_durability::outbox::OutboxState;
+
+use crate::operating::cli::output::{self, Conversation, DeadLetter, Quarantined, emit};
+use crate::operating::cli::target::Target;
+use crate::operating::cli::{
+    Cli, CliError, Command, ConversationCommand, DeadCommand, Kind, QuarantineCommand,
+};
+
+/// How many records `metrics` counts per state before it says "at least".
+const COUNT_CAP: usize = 10_000;
+
+pub(crate) async fn run(
+    t: &Target,
+    cli: &Cli,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    let json = cli.json;
+    match &cli.command {
+        Command::Dead(c) => dead(t, c, json, out).await,
+        Command::Quarantine(c) => quarantine(t, c, json, out).await,
+        Command::Conversations(c) => conversations(t, c, json, out).await,
+        Command::Metrics => metrics(t, json, out).await,
+    }
+}
+
+fn kinds(kind: Option<Kind>) -> Vec<RecordKind> {
+    match kind {
+        Some(Kind::Inbound) => vec![RecordKind::Inbound],
+        Some(Kind::Outbound) => vec![RecordKind::Outbound],
+        None => vec![RecordKind::Inbound, RecordKind::Outbound],
+    }
+}
+
+fn record_kind(kind: Kind) -> RecordKind {
+    match kind {
+        Kind::Inbound => RecordKind::Inbound,
+        Kind::Outbound => RecordKind::Outbound,
+    }
+}
+
+/// The record `id` names in either journal (inbound first).
+async fn find(t: &Target, id: &str) -> Result<Option<DeadLetter>, CliError> {
+    if let Some(r) = t.journals.inbox().get(id).await? {
+        return Ok(Some(DeadLetter::inbound(&r)));
+    }
+    Ok(t.journals
+        .outbox()
+        .lookup(id)
+        .await?
+        .map(|r| DeadLetter::outbound(&r)))
+}
+
+fn not_found(what: &'static str, id: &str) -> CliError {
+    CliError::NotFound {
+        what,
+        id: id.to_owned(),
+    }
+}
+
+async fn dead(
+    t: &Target,
+    c: &DeadCommand,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    match c {
+        DeadCommand::List { kind, limit } => {
+            let mut rows = Vec::new();
+            for k in kinds(*kind) {
+                match k {
+                    RecordKind::Inbound => rows.extend(
+                        t.journals
+                            .inbox()
+                            .list(InboxState::Dead, *limit)
+                            .await?
+                            .iter()
+                            .map(DeadLetter::inbound),
+                    ),
+                    RecordKind::Outbound => rows.extend(
+                        t.journals
+                            .outbox()
+                            .list(OutboxState::Dead, *limit)
+                            .await?
+                            .iter()
+                            .map(DeadLetter::outbound),
+                    ),
+                }
+            }
+            emit(out, json, &rows, |o| output::dead_letters(o, &rows))?;
+        }
+        DeadCommand::Show { id } => {
+            let row = find(t, id).await?.ok_or_else(|| not_found("record", id))?;
+            emit(out, json, &row, |o| output::dead_letter(o, &row))?;
+        }
+        DeadCommand::Replay { id } => {
+            if t.journals.inbox().get(id).await?.is_none() {
+                return Err(not_found("inbound record", id));
+            }
+            let r = DeadLetter::inbound(&t.journals.replay_inbound(id).await?);
+            emit(out, json, &r, |o| {
+                writeln!(o, "inbound record {id} is pending again")
+            })?;
+        }
+        DeadCommand::Retry { key } => {
+            if t.journals.outbox().lookup(key).await?.is_none() {
+                return Err(not_found("send", key));
+            }
+            let r = DeadLetter::outbound(&t.journals.retry_send(key).await?);
+            emit(out, json, &r, |o| {
+                writeln!(o, "send {key} is pending again")
+            })?;
+        }
+        DeadCommand::Discard { id } => {
+            let found = find(t, id).await?.ok_or_else(|| not_found("record", id))?;
+            let discarded = if found.kind == "inbound" {
+                t.journals.inbox().discard(id).await?
+            } else {
+                t.journals.discard_send(id).await?
+            };
+            if !discarded {
+                return Err(not_found("record", id));
+            }
+            emit(out, json, &found, |o| {
+                writeln!(o, "{} record {id} discarded", found.kind)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn quarantine(
+    t: &Target,
+    c: &QuarantineCommand,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    let rows_of = |kind: RecordKind, limit: usize| async move {
+        let found = t.journals.quarantined(kind, limit).await?;
+        Ok::<_, CliError>(
+            found
+                .into_iter()
+                .map(|q| Quarantined {
+                    kind: q.kind.as_str(),
+                    id: q.id,
+                    bytes: q.bytes.len(),
+                    content: String::from_utf8_lossy(&q.bytes).into_owned(),
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    match c {
+        QuarantineCommand::List { kind, limit } => {
+            let mut rows = Vec::new();
+            for k in kinds(*kind) {
+                rows.extend(rows_of(k, *limit).await?);
+            }
+            emit(out, json, &rows, |o| output::quarantined(o, &rows))?;
+        }
+        QuarantineCommand::Show { kind, id } => {
+            let row = rows_of(record_kind(*kind), usize::MAX)
+                .await?
+                .into_iter()
+                .find(|q| &q.id == id)
+                .ok_or_else(|| not_found("quarantined record", id))?;
+            emit(out, json, &row, |o| {
+                writeln!(o, "{} {} ({} bytes)", row.kind, row.id, row.bytes)?;
+                writeln!(o, "{}", row.content)
+            })?;
+        }
+        QuarantineCommand::Discard { kind, id } => {
+            if !t
+                .journals
+                .discard_quarantined(record_kind(*kind), id)
+                .await?
+            {
+                return Err(not_found("quarantined record", id));
+            }
+            emit(out, json, &serde_json::json!({ "discarded": id }), |o| {
+                writeln!(o, "quarantined record {id} discarded")
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn conversations(
+    t: &Target,
+    c: &ConversationCommand,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    match c {
+        ConversationCommand::List => {
+            let mut rows: Vec<Conversation> = t
+                .store
+                .checkpoints()
+                .await?
+                .iter()
+                .map(Conversation::of)
+                .collect();
+            rows.sort_by(|a, b| a.chat.cmp(&b.chat));
+            emit(out, json, &rows, |o| output::conversations(o, &rows))?;
+        }
+        ConversationCommand::Show { chat } => {
+            let row = t
+                .store
+                .checkpoint(chat)
+                .await?
+                .map(|c| Conversation::of(&c))
+                .ok_or_else(|| not_found("conversation", chat))?;
+            emit(out, json, &row, |o| output::conversation(o, &row))?;
+        }
+        ConversationCommand::Cancel { chat } => {
+            let row = t
+                .store
+                .checkpoint(chat)
+                .await?
+                .map(|c| Conversation::of(&c))
+                .ok_or_else(|| not_found("conversation", chat))?;
+            t.store.delete_checkpoint(chat).await?;
+            tracing::info!(chat = %chat, flow = %row.flow, "conversation cancelled by operator");
+            emit(out, json, &row, |o| {
+                writeln!(
+                    o,
+                    "conversation of chat {chat} ({} waiting at {}) cancelled",
+                    row.flow, row.waiting_at
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn metrics(t: &Target, json: bool, out: &mut (dyn Write + Send)) -> Result<(), CliError> {
+    let mut counts: BTreeMap<String, BTreeMap<&'static str, usize>> = BTreeMap::new();
+    let inbound = counts.entry("inbound".into()).or_default();
+    for s in InboxState::ALL {
+        inbound.insert(
+            s.as_str(),
+            t.journals.inbox().list(s, COUNT_CAP).await?.len(),
+        );
+    }
+    inbound.insert(
+        "quarantined",
+        t.journals
+            .quarantined(RecordKind::Inbound, COUNT_CAP)
+            .await?
+            .len(),
+    );
+    let outbound = counts.entry("outbound".into()).or_default();
+    for s in OutboxState::ALL {
+        outbound.insert(
+            s.as_str(),
+            t.journals.outbox().list(s, COUNT_CAP).await?.len(),
+        );
+    }
+    outbound.insert(
+        "quarantined",
+        t.journals
+            .quarantined(RecordKind::Outbound, COUNT_CAP)
+            .await?
+            .len(),
+    );
+    let conversations = t.store.checkpoints().await?.len();
+    counts
+        .entry("conversations".into())
+        .or_default()
+        .insert("waiting", conversations);
+    emit(out, json, &counts, |o| {
+        writeln!(o, "JOURNAL\tSTATE\tRECORDS")?;
+        for (journal, states) in &counts {
+            for (state, n) in states {
+                let n = if *n >= COUNT_CAP {
+                    format!("{COUNT_CAP}+")
+                } else {
+                    n.to_string()
+                };
+                writeln!(o, "{journal}\t{state}\t{n}")?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
