@@ -63,6 +63,10 @@ pub enum BotError {
     /// The durable journal failed (the record it concerns is in the error).
     #[error(transparent)]
     Durability(#[from] botmesh_durability::DurabilityError),
+    /// Refused by coordination: this replica lost the chat's turn (`Fenced`), or is not the
+    /// leader of a leader-only transport (`NotLeader`).
+    #[error(transparent)]
+    Coordination(#[from] botmesh_durability::coordination::CoordinationError),
     /// A send was dead-lettered (final error, or out of retries); an operator can retry it.
     #[error("send {key} is dead-lettered: {error}")]
     SendDead {

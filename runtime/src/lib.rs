@@ -25,6 +25,7 @@ pub mod bot;
 pub mod clock;
 pub mod codec;
 pub mod config;
+pub mod coordination;
 pub mod durable;
 pub mod error;
 pub mod events;

@@ -52,6 +52,7 @@ pub struct BotBuilder {
     lang_resolver: Option<LangResolver>,
     steps: Vec<Arc<dyn LifecycleStep>>,
     durability: Option<DurabilityOptions>,
+    coordination: Option<crate::coordination::Coordination>,
 }
 
 impl BotBuilder {
@@ -64,7 +65,17 @@ impl BotBuilder {
             lang_resolver: None,
             steps: Vec::new(),
             durability: None,
+            coordination: None,
         }
+    }
+
+    /// Runs the bot as one of several replicas on a shared durable backend: chat turns, the
+    /// send fence and, for an exclusive transport, a leader election (see
+    /// [`crate::coordination`]). Off by default: a single process needs none of it. Refused by
+    /// [`build`](Self::build) without durable journals.
+    pub fn coordination(mut self, coordination: crate::coordination::Coordination) -> Self {
+        self.coordination = Some(coordination);
+        self
     }
 
     /// Where the inbox and outbox journals live and their options. Without this call, a bot
@@ -205,6 +216,13 @@ impl BotBuilder {
             &self.config,
             self.clock.clone(),
         )?;
+        let coordination = match self.coordination {
+            Some(options) => Some(Arc::new(crate::coordination::Coord::build(
+                options,
+                durable.as_ref().map(|d| &d.d),
+            )?)),
+            None => None,
+        };
         let mut steps: Vec<Arc<dyn LifecycleStep>> = vec![Arc::new(StorageStep)];
         if durable.is_some() {
             // The backend opens before `restore` (which may restart a flow that sends), and
@@ -218,7 +236,15 @@ impl BotBuilder {
                 admit: crate::bot::inbound::readmit,
             }));
         }
-        steps.push(Arc::new(TransportStep));
+        if coordination
+            .as_ref()
+            .is_some_and(|c| c.options.is_leader_only_transport())
+        {
+            // Only the elected leader runs the transport.
+            steps.push(Arc::new(crate::bot::leader::LeaderStep::default()));
+        } else {
+            steps.push(Arc::new(TransportStep));
+        }
         let kernel = Kernel {
             dedupe: Dedupe::new(self.config.dedupe_capacity),
             gates: Gates::new(self.config.access.clone()),
@@ -244,6 +270,7 @@ impl BotBuilder {
             started_steps: Mutex::new(Vec::new()),
             flow_state: Box::new(crate::flow::FlowRuntime::default()),
             durable,
+            coordination,
             journals_off,
             stopped: Notify::new(),
         };

@@ -306,7 +306,8 @@ pub(crate) async fn process_message(
     }
     let inbound_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     let chat = m.chat.clone();
-    queue_job(k, &chat, lease, move |waiting| {
+    let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
+    queue_job(k, &chat.clone(), lease, move |waiting| {
         Box::pin(async move {
             let (Some(kernel), slot) = waiting.start() else {
                 return;
@@ -323,6 +324,7 @@ pub(crate) async fn process_message(
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
+            let work = crate::bot::turns::in_turn(&kernel, &chat, ticket, work);
             // Pinned here, in the job's own future: `run_leased` holds a reference to it,
             // so the dispatch is neither copied into it nor boxed.
             let work = std::pin::pin!(work);
@@ -376,7 +378,8 @@ pub(crate) async fn process_interaction(
 ) -> Accepted {
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &i.dedupe_id());
     let chat = i.chat.clone();
-    queue_job(k, &chat, lease, move |waiting| {
+    let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
+    queue_job(k, &chat.clone(), lease, move |waiting| {
         Box::pin(async move {
             let (Some(kernel), slot) = waiting.start() else {
                 return;
@@ -394,6 +397,7 @@ pub(crate) async fn process_interaction(
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };
+            let work = crate::bot::turns::in_turn(&kernel, &chat, ticket, work);
             // Pinned here, in the job's own future: `run_leased` holds a reference to it,
             // so the dispatch is neither copied into it nor boxed.
             let work = std::pin::pin!(work);

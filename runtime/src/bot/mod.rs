@@ -22,10 +22,12 @@
 pub(crate) mod compose;
 pub(crate) mod dispatcher;
 pub(crate) mod inbound;
+pub(crate) mod leader;
 pub(crate) mod lifecycle;
 pub(crate) mod ops;
 pub(crate) mod plugin_host;
 pub(crate) mod signals;
+pub(crate) mod turns;
 
 use std::future::Future;
 use std::sync::Arc;

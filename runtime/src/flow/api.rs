@@ -571,6 +571,17 @@ pub enum FlowError {
         #[source]
         source: botmesh_durability::StoreError,
     },
+    /// Coordination refused the checkpoint: this replica lost the chat's turn.
+    #[error("flow `{flow}` in chat {chat}: checkpoint refused: {source}")]
+    TurnLost {
+        /// The flow (its top frame).
+        flow: String,
+        /// The chat.
+        chat: String,
+        /// The refusal (`Fenced`, naming the chat and the tokens).
+        #[source]
+        source: Box<botmesh_durability::coordination::CoordinationError>,
+    },
     /// The store failed while recording an effect.
     #[error("flow `{flow}` in chat {chat}: effect record `{key}`: {reason}")]
     Effect {

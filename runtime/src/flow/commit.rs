@@ -189,6 +189,13 @@ async fn write_separately(ctx: &Ctx, commit: FlowCommit) -> Written {
 
 /// Saves a checkpoint outside an atomic step.
 pub(crate) async fn save_checkpoint(k: &Kernel, cp: FlowCheckpoint) -> Result<(), FlowError> {
+    crate::outbound::fence::chat_write(k, &cp.chat)
+        .await
+        .map_err(|source| FlowError::TurnLost {
+            flow: cp.flow.clone(),
+            chat: cp.chat.to_string(),
+            source: Box::new(source),
+        })?;
     k.store
         .save_checkpoint(&cp)
         .await
@@ -256,6 +263,8 @@ async fn transaction(
             "an atomic flow step needs durability",
         ));
     };
+    // The fence: a step of work that lost its chat's turn commits nothing.
+    crate::outbound::fence::chat_write(k, ctx.chat().as_str()).await?;
     let collected = buffer.take();
     let mut journal = dur.d.step();
     let mut deliveries = Vec::with_capacity(collected.len());

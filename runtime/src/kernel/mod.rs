@@ -99,6 +99,8 @@ pub(crate) struct Kernel {
     /// kernel keeps it without naming its type.
     pub(crate) flow_state: Box<dyn Any + Send + Sync>,
     pub(crate) durable: Option<Durable>,
+    /// The `coordination` opt-in (several replicas), when on.
+    pub(crate) coordination: Option<Arc<crate::coordination::Coord>>,
     /// The author turned the journals off on a store that keeps them: warned at each start.
     pub(crate) journals_off: bool,
     pub(crate) stopped: Notify,

@@ -23,6 +23,7 @@
 //! | `stream` | `ctx.stream()` |
 
 pub(crate) mod context;
+pub(crate) mod fence;
 pub(crate) mod interaction_ack;
 pub(crate) mod outbox;
 pub(crate) mod persistence;
@@ -152,6 +153,8 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         paced,
         inline_rate_limit_retry,
     } = req;
+    // The send fence: work that lost its chat's turn journals and sends nothing more.
+    crate::outbound::fence::chat_write(k, chat.as_str()).await?;
     let key = rule.key();
     outgoing.idempotency_key = None;
 

@@ -172,6 +172,10 @@ pub(crate) async fn deliver(
     // provider called at once; one in parts is journaled, split, then delivered part by part.
     let begin = !over_limit(&outgoing, &k.capabilities);
     let outgoing = Arc::new(outgoing);
+    if !crate::outbound::fence::may_use_transport(k) {
+        // A standby of a leader-only transport: journaled for the leader's sweeper.
+        return Box::pin(journal_for_leader(dur, rule, key, &chat, &outgoing, fp)).await;
+    }
     let begun = journal(dur, rule, &key, &chat, &outgoing, fp, begin).await?;
     let outgoing = &*outgoing;
     let (record, fresh) = match begun {
@@ -196,6 +200,32 @@ pub(crate) async fn deliver(
     let known = known.filter(|_| parts.len() == 1);
     let keys = parts.into_iter().map(|p| p.key).collect();
     deliver_parts(k, dur, keys, known, outcome).await
+}
+
+/// Journals a send for the leader to deliver (this replica is a standby of a leader-only
+/// transport): `SendDeferred`, which a flow counts as made, or the outcome of a send already
+/// made under this key.
+async fn journal_for_leader(
+    dur: &Durable,
+    rule: &KeyRule,
+    key: String,
+    chat: &ChatId,
+    outgoing: &Arc<Outgoing>,
+    fp: Option<Fingerprint>,
+) -> Result<SendOutcome, BotError> {
+    match journal(dur, rule, &key, chat, outgoing, fp, false).await? {
+        Journaled::Record(record, _) if record.state == OutboxState::Sent => Ok(deduped(&record)),
+        Journaled::Bypassed => Err(BotError::Coordination(
+            botmesh_durability::coordination::CoordinationError::NotLeader {
+                name: crate::coordination::TRANSPORT_LEASE.to_owned(),
+                leader: None,
+            },
+        )),
+        _ => {
+            tracing::debug!(key = %key, "standby: send journaled for the leader");
+            Err(BotError::SendDeferred { key })
+        }
+    }
 }
 
 /// Delivers a send of one part that its journal write leased (most sends), journaled under
@@ -583,6 +613,23 @@ async fn attempt(
             }
         }
     };
+    // The send fence, right before the provider: a standby of a leader-only transport, or
+    // work that lost its chat's turn, does not call it; the send is retried (by the leader,
+    // by the turn's new holder).
+    if let Err(refused) = Box::pin(crate::outbound::fence::provider_call(k, chat.as_str())).await {
+        tracing::warn!(key = %key, error = %refused, "send refused by the fence before the provider");
+        let failure = SendFailure::retryable(refused.to_string());
+        return match Box::pin(dur.d.outbox().mark_failed(&lease, &failure))
+            .await
+            .map_err(journal_error)?
+        {
+            FailOutcome::Retrying { at_ms } => Ok(Attempt::Retry {
+                at_ms,
+                key: key.to_owned(),
+            }),
+            FailOutcome::DeadLettered => Ok(Attempt::Dead(BotError::Coordination(refused))),
+        };
+    }
     let send =
         crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(&chat, outgoing));
     let result = with_heartbeat(send, beats).await;
@@ -848,6 +895,11 @@ async fn direct(
 
 /// The sweeper's delivery of one due send: split when oversize, then one attempt.
 pub(crate) async fn deliver_due(k: &Arc<Kernel>, dur: &Durable, record: OutboxRecord) {
+    if !crate::outbound::fence::may_use_transport(k) {
+        // A standby never calls a leader-only transport: the leader's sweeper delivers it.
+        tracing::trace!(key = %record.key, "standby: due send left to the leader");
+        return;
+    }
     let chat = ChatId(record.chat.clone());
     let first_key = record.key.clone();
     let key = match ensure_parts(k, dur, record, None).await {
