@@ -35,6 +35,8 @@ mod book {
     struct Channels;
     #[doc = include_str!("../../docs/operating.md")]
     struct Operating;
+    #[doc = include_str!("../../docs/replicas.md")]
+    struct Replicas;
 }
 
 pub use flaky_store::{FlakyStore, away};
