@@ -67,3 +67,62 @@ async fn the_trigger_builds_the_arguments_and_the_checkpoint_keeps_them() {
         t.render()
     );
 }
+
+/// The quiz of another build: its question is now `question`, so a checkpoint waiting at `q`
+/// meets the version policy (restart).
+mod reworded {
+    use botmesh::prelude::*;
+
+    #[flow(start = command("quiz"), args = super::rounds)]
+    #[persistent]
+    pub(crate) async fn quiz(cx: &mut FlowCx, rounds: u32) -> FlowResult {
+        let mut yes: u32 = 0;
+        let all: Vec<u32> = (1..=rounds).collect();
+        for asked in all {
+            let a = cx
+                .ask(format!("Round {asked} of {rounds}: yes or no?"))
+                .id("question")
+                .await?;
+            if a.text() == "yes" {
+                yes += 1;
+            }
+        }
+        cx.send(format!("{yes} yes of {rounds}")).await?;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_flow_starts_again_with_the_arguments_it_was_started_with() {
+    let store: std::sync::Arc<dyn botmesh::durability::Store> =
+        std::sync::Arc::new(botmesh::durability::MemoryStore::new());
+    let mut old = Transcript::with_store(store.clone(), |b| {
+        let bot = b.build()?;
+        bot.flow(quiz);
+        Ok(bot)
+    })
+    .await
+    .expect("bot starts");
+    old.says_id("ann", "m1", "/quiz 2").await;
+    old.says_id("ann", "m2", "yes").await;
+    old.bot().stop().await.expect("stop");
+
+    let mut new = Transcript::with_store(store, |b| {
+        let bot = b.build()?;
+        bot.flow(reworded::quiz);
+        Ok(bot)
+    })
+    .await
+    .expect("bot starts");
+    new.says_id("ann", "m3", "no").await;
+    new.says_id("ann", "m4", "yes").await;
+    new.says_id("ann", "m5", "yes").await;
+    let after = new.render();
+    assert!(after.contains("version_mismatch:restarted"), "{after}");
+    assert!(!after.contains("abandoned"), "{after}");
+    // Two rounds, as `/quiz 2` said (not the three of a quiz without a number), and the `no`
+    // that restarted it is not an answer.
+    assert!(after.contains("Round 1 of 2: yes or no?"), "{after}");
+    assert!(after.contains("2 yes of 2"), "{after}");
+    insta::assert_snapshot!(format!("{}· new code\n{after}", old.render()));
+}

@@ -194,6 +194,46 @@ async fn non_persistent_flows_live_in_memory() {
 }
 
 #[tokio::test]
+async fn a_non_persistent_flow_lost_on_restart_is_reported_and_the_message_is_fresh() {
+    let mut t = Transcript::new(|b| {
+        let bot = b.build()?;
+        bot.flow(memo);
+        bot.on_message(|ctx: Ctx| async move {
+            ctx.reply(format!("(a fresh message: {})", ctx.text()))
+                .await?;
+            Ok(())
+        });
+        Ok(bot)
+    })
+    .await
+    .expect("bot starts");
+    t.says("bob", "/memo").await;
+    t.restart().await.expect("restart");
+    t.says("bob", "4").await;
+    // The flow ended normally elsewhere leaves no note: the next restart reports nothing.
+    t.says("bob", "/memo").await;
+    t.says("bob", "5").await;
+    t.restart().await.expect("restart");
+    let lines = t.lines();
+    let lost: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("lost:restart"))
+        .collect();
+    assert_eq!(lost, ["· flow memo lost:restart"], "{}", t.render());
+    assert!(
+        lines.iter().any(|l| l.ends_with("(a fresh message: 4)")),
+        "{}",
+        t.render()
+    );
+    assert!(
+        !lines.iter().any(|l| l.ends_with("You picked 4")),
+        "{}",
+        t.render()
+    );
+    insta::assert_snapshot!(t.render());
+}
+
+#[tokio::test]
 async fn started_from_code_and_blocked() {
     let t = transcript().await;
     t.bot().start_flow("dan", names).await.expect("start");

@@ -54,6 +54,11 @@ async fn a_step_killed_between_its_send_and_its_commit_replies_once() {
     t.says_id("ann", "m3", "2").await;
     let render = t.render();
     assert!(render.contains("· crash at"), "{render}");
+    // The cut step names its flow (the step emptied the stack, its end names the flow).
+    assert!(
+        render.contains("· flow order interrupted:journal"),
+        "{render}"
+    );
     for reply in ["What would you like?", "How many tea?", "Ordered 2 x tea"] {
         assert_eq!(count(&t, reply), 1, "{reply:?}: {render}");
     }

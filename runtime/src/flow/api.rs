@@ -78,7 +78,8 @@ pub const DEFAULT_RESTART_NOTICE: &str =
 /// | `Abandon` | dropped | routed as a fresh message | `version_mismatch:abandoned` |
 /// | `Migrate(f)` | `f(state, old fingerprint)`, resaved | the answer of the ask `f` chose | `version_mismatch:migrated` (`abandoned` when `f` fails or its state does not decode) |
 ///
-/// A flow with parameters that its checkpoint does not hold cannot start again: `Restart`
+/// A flow with parameters restarts with the parameters it was first started with (its
+/// checkpoint keeps them); when they no longer decode (a parameter's type changed), `Restart`
 /// abandons it.
 #[derive(Debug, Clone, Copy)]
 pub enum VersionPolicy {

@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | same fingerprint | registered | the stack, resumed where it waited |
 //! | another fingerprint | has the ask it waits at, read the same way, its locals decode | resumed there, resaved (event `version_mismatch:resumed`) |
-//! | another fingerprint, otherwise | `Restart` | [`Loaded::Restart`]: kept until the chat's next message, which restarts the flow and is not an answer (the executor emits `version_mismatch:restarted`) |
+//! | another fingerprint, otherwise | `Restart` | [`Loaded::Restart`]: kept until the chat's next message, which restarts the flow (a flow with parameters with those it was first started with, which the checkpoint keeps) and is not an answer (the executor emits `version_mismatch:restarted`) |
 //! | another fingerprint, otherwise | `Abandon` | dropped (event `version_mismatch:abandoned`) |
 //! | another fingerprint, otherwise | `Migrate(f)` | `f(old state, old fingerprint)` decoded and resaved (event `version_mismatch:migrated`); abandoned if `f` fails or its state does not decode |
 //! | same fingerprint, does not decode (a kept type changed shape) | any | as "otherwise" above |
@@ -43,6 +43,10 @@ struct SavedFrame {
 struct SavedStack {
     run: String,
     frames: Vec<SavedFrame>,
+    /// The root flow's start state (its parameters), for a flow with parameters: what the
+    /// `Restart` version policy starts again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start: Option<serde_json::Value>,
 }
 
 /// The state variant's name in an encoded state (`{"S1": {…}}` → `S1`).
@@ -89,6 +93,7 @@ pub(crate) fn encode(
     let saved = SavedStack {
         run: stack.run.clone(),
         frames,
+        start: stack.start.clone(),
     };
     let state = serde_json::to_value(&saved).map_err(|e| FlowError::Encode {
         flow: root.map_or("", |i| i.name),
@@ -119,6 +124,9 @@ pub(crate) enum Loaded {
         flow: Erased,
         /// What the user is told first.
         notice: Option<&'static str>,
+        /// The root flow's start state as it was first started (its parameters), when it has
+        /// parameters.
+        start: Option<serde_json::Value>,
     },
 }
 
@@ -171,7 +179,7 @@ fn error(context: impl Into<String>, error: impl ToString) -> Note {
 /// The version policy, for a frame that cannot resume as it is.
 fn policy(
     notes: &mut Vec<Note>,
-    root: Option<Erased>,
+    (root, start): (Option<Erased>, Option<&serde_json::Value>),
     flow: &Erased,
     f: &SavedFrame,
     why: Option<FlowError>,
@@ -184,6 +192,7 @@ fn policy(
         VersionPolicy::Restart { notice } => Outcome::Stop(Loaded::Restart {
             flow: root.unwrap_or_else(|| flow.clone()),
             notice,
+            start: start.cloned(),
         }),
         VersionPolicy::Abandon => {
             notes.push(Note::Drop);
@@ -269,7 +278,7 @@ fn decode_into(
             return Loaded::Gone;
         };
         let info = flow.0.info();
-        let root = frames.first().map(|r| r.flow.clone());
+        let root = (frames.first().map(|r| r.flow.clone()), saved.start.as_ref());
         let decoded = if f.hash == info.layout_hash {
             match flow.0.decode(f.state.clone()) {
                 Ok(state) => Outcome::Decoded(state),
@@ -303,6 +312,8 @@ fn decode_into(
         fed_by: cp.inbound_id.clone(),
         frames,
         checkpointed: true,
+        start: saved.start,
+        noted: false,
     };
     if resave {
         match encode(&stack, &chat, cp.inbound_id, now_ms) {

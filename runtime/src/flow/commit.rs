@@ -1,8 +1,9 @@
 //! A flow step's outcome as one value, [`FlowCommit`] (the checkpoint or its removal, the
 //! step's sends, the completion of the inbound record that fed it, the effect records to
-//! forget), and the one module that writes the store's flow data: [`write`] for a step, and
-//! [`save_checkpoint`] / [`remove_checkpoint`] for the writes outside a step (a flow replaced,
-//! a version policy's drop or resave).
+//! forget, the note that a non-persistent flow waits in memory), and the one module that
+//! writes the store's flow data: [`write`] for a step, and [`save_checkpoint`] /
+//! [`remove_checkpoint`] / [`remove_lost_note`] for the writes outside a step (a flow
+//! replaced, a version policy's drop or resave, a lost flow reported).
 //!
 //! When the store and the durable journals share one database (a `SqliteStore` with
 //! `store.durability_kv()`, a `PostgresStore` with a `PostgresKv` on the same database), a
@@ -62,6 +63,22 @@ pub(crate) enum CheckpointChange {
     End,
 }
 
+/// The store scope of the notes that a chat's non-persistent flow waits in memory (`key` =
+/// chat, `value` = `{"flow": "<name>"}`; see `lost`).
+pub(crate) const LOST_SCOPE: &str = "botmesh:flows-in-memory";
+
+/// What becomes of the note that the chat's non-persistent flow waits in memory (see `lost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LostNote {
+    /// Nothing changes.
+    Keep,
+    /// The stack's first suspension with a non-persistent root flow (named): the note is
+    /// written.
+    Write(&'static str),
+    /// The noted stack ended: the note goes.
+    Remove,
+}
+
 /// A flow step's outcome for the store, written by [`write`].
 pub(crate) struct FlowCommit {
     /// The chat.
@@ -83,6 +100,8 @@ pub(crate) struct FlowCommit {
     /// handler that started the flow and goes on) is still replayed if the process dies
     /// before it.
     pub(crate) ack: bool,
+    /// The note that the chat's non-persistent flow waits in memory.
+    pub(crate) lost: LostNote,
 }
 
 /// What [`write`] did.
@@ -117,10 +136,35 @@ pub(crate) async fn write(ctx: &Ctx, commit: FlowCommit) -> Written {
     }
 }
 
+/// Writes or removes the note that the chat's non-persistent flow waits in memory.
+async fn write_lost(k: &Kernel, chat: &ChatId, lost: LostNote) {
+    match lost {
+        LostNote::Keep => {}
+        LostNote::Write(flow) => {
+            let value = serde_json::json!({ "flow": flow });
+            if let Err(e) = k.store.set_value(LOST_SCOPE, chat.as_str(), &value).await {
+                k.events.error("flow:in-memory-note", Some(chat), e);
+            }
+        }
+        LostNote::Remove => remove_lost_note(k, chat).await,
+    }
+}
+
+/// Deletes the note that the chat's non-persistent flow waits in memory (the flow ended, or a
+/// restart lost it and it was reported), reporting a failure as an event.
+pub(crate) async fn remove_lost_note(k: &Kernel, chat: &ChatId) {
+    if let Err(e) = k.store.delete_value(LOST_SCOPE, chat.as_str()).await {
+        k.events.error("flow:in-memory-note", Some(chat), e);
+    }
+}
+
 async fn write_atomic(ctx: &Ctx, sends: &StepBuffer, commit: FlowCommit) -> Written {
     let k = &ctx.0.bot.kernel;
     let chat = commit.chat;
     let saving = matches!(commit.checkpoint, CheckpointChange::Save(_));
+    // `Keep` in practice (only a persistent stack steps atomically, a noted one is not);
+    // written after the transaction all the same.
+    let lost = commit.lost;
     let change = match commit.checkpoint {
         CheckpointChange::Save(encoded) => CheckpointWrite::Save(encoded.checkpoint),
         CheckpointChange::Remove | CheckpointChange::Unencodable | CheckpointChange::End => {
@@ -136,6 +180,7 @@ async fn write_atomic(ctx: &Ctx, sends: &StepBuffer, commit: FlowCommit) -> Writ
             if saving {
                 Counters::inc(&k.counters.checkpoints_written);
             }
+            write_lost(k, &chat, lost).await;
             Written::Stored(committed)
         }
         Err(e) => {
@@ -175,6 +220,7 @@ async fn write_separately(ctx: &Ctx, commit: FlowCommit) -> Written {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         return Written::Replayed;
     }
+    write_lost(k, &commit.chat, commit.lost).await;
     for (scope, key) in commit.effects {
         if let Err(e) = k.store.delete_value(&scope, &key).await {
             tracing::warn!(error = %e, %key, "cannot delete an effect record");

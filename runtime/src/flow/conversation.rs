@@ -14,6 +14,7 @@ use crate::flow::ask::Answer;
 use crate::flow::checkpoint::Loaded;
 use crate::flow::commit;
 use crate::flow::executor::{drive, top_name};
+use crate::flow::lost;
 use crate::flow::resume::{self, ended_leftover, load};
 use crate::flow::stack::{Frame, Stack};
 use crate::kernel::context::{Ctx, CtxSource};
@@ -53,9 +54,11 @@ fn start_ticker(k: &Kernel) {
     });
 }
 
-/// Restores persistent conversations on `start()`.
+/// Restores persistent conversations on `start()`, and reports the non-persistent ones a
+/// restart lost (`lost:restart`, see `lost`).
 pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
     start_ticker(k);
+    lost::report(k).await;
     for cp in k.store.checkpoints().await? {
         let chat = ChatId::from(cp.chat.as_str());
         if ended_leftover(k, &chat).await {
@@ -121,6 +124,11 @@ pub(crate) async fn start_in_with(
         None => k.flows().run_from_code(k.clock.now_ms()),
     };
     emit(&k, &chat, flow.0.info().name, "started");
+    // A flow with parameters keeps them, for the version policy's restart.
+    let start = match flow.0.fresh() {
+        Some(_) => None,
+        None => flow.0.encode(&state).ok(),
+    };
     let stack = Stack {
         run,
         step: 0,
@@ -131,6 +139,8 @@ pub(crate) async fn start_in_with(
             wait: None,
         }],
         checkpointed: false,
+        start,
+        noted: false,
     };
     drive(ctx, stack, Input::Start, owns_message).await;
     Ok(())
@@ -191,19 +201,34 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
             drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
             true
         }
-        Loaded::Restart { flow, notice } => restart(ctx, flow, notice).await,
+        Loaded::Restart {
+            flow,
+            notice,
+            start,
+        } => restart(ctx, flow, notice, start).await,
         Loaded::Gone => false,
     }
 }
 
 /// The version policy's restart, on the chat's next message: the notice, then the flow from
 /// the top. The message started the restart: it is not taken as the answer to the first
-/// question. A flow whose arguments the checkpoint does not hold cannot start again: it is
-/// abandoned, and the message goes on as a fresh one.
-async fn restart(ctx: &Ctx, flow: Erased, notice: Option<&'static str>) -> bool {
+/// question. A flow with parameters starts again with those it was first started with (the
+/// checkpoint keeps them); when they no longer decode (a parameter's type changed), or the
+/// checkpoint of an older build does not hold them, it is abandoned, and the message goes on
+/// as a fresh one.
+async fn restart(
+    ctx: &Ctx,
+    flow: Erased,
+    notice: Option<&'static str>,
+    start: Option<serde_json::Value>,
+) -> bool {
     let k = ctx.0.bot.kernel.clone();
     let name = flow.0.info().name;
-    let Some(state) = flow.0.fresh() else {
+    let state = flow
+        .0
+        .fresh()
+        .or_else(|| start.and_then(|v| flow.0.decode(v).ok()));
+    let Some(state) = state else {
         commit::remove_checkpoint(&k, ctx.chat().as_str()).await;
         emit(&k, ctx.chat(), name, "version_mismatch:abandoned");
         return false;
@@ -244,6 +269,9 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
 
 /// Ends a stack that is not stepping (replaced, blocked).
 pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &str) {
+    if stack.noted {
+        commit::remove_lost_note(k, chat).await;
+    }
     if !commit::remove_checkpoint(k, chat.as_str()).await {
         k.flows().mark_ended(chat);
     }

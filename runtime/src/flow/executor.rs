@@ -27,7 +27,7 @@ use crate::events::BotEvent;
 use crate::flow::api::{AnyBox, Erased, FlowCx, FlowError, Input, Occurrences, Pending, Step};
 use crate::flow::ask::Interrupt;
 use crate::flow::checkpoint::{self, Loaded};
-use crate::flow::commit::{self, CheckpointChange, FlowCommit, Written};
+use crate::flow::commit::{self, CheckpointChange, FlowCommit, LostNote, Written};
 use crate::flow::resume;
 use crate::flow::sends::StepBuffer;
 use crate::flow::stack::{Frame, Stack, Wait};
@@ -73,12 +73,16 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, input: Input, owns_message: bo
         tracing::debug!(chat = %ctx.chat(), "the chat's flows ended during the step: dropping its outcome");
         return;
     }
-    if ctx.journal_failed() && end.as_ref().is_some_and(|e| e.reason == "error") {
+    if let Some(cut) = end
+        .as_ref()
+        .filter(|e| ctx.journal_failed() && e.reason == "error")
+    {
         // The step was cut because the durable journal was unavailable, not by the flow: keep
         // the last checkpoint, so the replay of this message re-runs the step from it (its
-        // sends already made are answered from the outbox).
+        // sends already made are answered from the outbox). The step emptied the stack: the
+        // flow is the one its end names.
         tracing::warn!(chat = %ctx.chat(), "flow step cut by the journal: kept for the replay");
-        emit(k, ctx.chat(), top_name(&stack), "interrupted:journal");
+        emit(k, ctx.chat(), cut.flow, "interrupted:journal");
         return;
     }
     let commit = commit_of(ctx, &mut stack, end.is_some(), effects, sends, owns_message);
@@ -272,7 +276,8 @@ fn failed(ctx: &Ctx, stack: &Stack, name: &'static str, e: HandlerError) -> Next
 }
 
 /// The step's commit: the waiting stack's checkpoint (or its removal, or the end's), its
-/// sends, its effect records, whether it owns its message.
+/// sends, its effect records, whether it owns its message, and the note that a non-persistent
+/// root flow waits in memory (written at its first suspension, removed when it ends).
 fn commit_of(
     ctx: &Ctx,
     stack: &mut Stack,
@@ -299,6 +304,15 @@ fn commit_of(
             CheckpointChange::Remove
         }
     };
+    let root = stack.frames.first().map(|f| f.flow.0.info());
+    let lost = match root {
+        _ if ended && stack.noted => LostNote::Remove,
+        Some(root) if !ended && !root.persistent && !stack.noted => {
+            stack.noted = true;
+            LostNote::Write(root.name)
+        }
+        _ => LostNote::Keep,
+    };
     FlowCommit {
         chat: ctx.chat().clone(),
         checkpoint,
@@ -306,6 +320,7 @@ fn commit_of(
         sends,
         effects,
         ack: owns_message,
+        lost,
     }
 }
 

@@ -38,7 +38,8 @@
 //! | `runtime` | the flows' in-memory state in a bot | `api`, `stack` |
 //! | `resume` | a chat's stack: in memory reconciled with the store, or loaded from its checkpoint | `checkpoint`, `commit`, `stack` |
 //! | `executor` | one step of a stack: run, hand its commit to `commit`, settle | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack` |
-//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `resume`, `stack` |
+//! | `lost` | a non-persistent flow a restart lost: `lost:restart` at start, from the notes `commit` writes | `commit` |
+//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `lost`, `resume`, `stack` |
 //! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `conversation` |
 //!
 //! No module names one that names it back (`tests/architecture.rs` checks it).
@@ -55,6 +56,7 @@ mod conversation;
 mod cx;
 mod effect;
 mod executor;
+mod lost;
 mod registry;
 pub(crate) mod resume;
 mod runtime;
@@ -94,7 +96,8 @@ pub(crate) async fn dormant_resume(ctx: &Ctx) -> bool {
     conversation::dormant(ctx).await
 }
 
-/// Restores persistent conversations on `start()`.
+/// Restores persistent conversations on `start()`, and reports the non-persistent ones a
+/// restart lost (`lost:restart`).
 pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
     conversation::restore(k).await
 }

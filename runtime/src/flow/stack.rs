@@ -32,6 +32,12 @@ pub(crate) struct Stack {
     pub(crate) frames: Vec<Frame>,
     /// Whether the store holds this stack's checkpoint (as of its last step).
     pub(crate) checkpointed: bool,
+    /// The root flow's start state, encoded, when the flow has parameters: kept in the
+    /// checkpoint, so the `Restart` version policy starts it again with them.
+    pub(crate) start: Option<serde_json::Value>,
+    /// The root flow is not persistent and the store holds the note that it waits in memory
+    /// (see `lost`).
+    pub(crate) noted: bool,
 }
 
 impl Stack {
