@@ -41,12 +41,12 @@ fn count(t: &Transcript, text: &str) -> usize {
     t.lines().iter().filter(|l| l.ends_with(text)).count()
 }
 
-#[tokio::test]
-async fn a_step_killed_between_its_send_and_its_commit_replies_once() {
+/// Plays `/order`, `tea` (killed at `point`), a restart, the channel's redelivery of `tea`,
+/// and `2`; checks the crash happened and that each reply went out once. Returns the render.
+async fn order_killed_at(point: WritePoint, phase: WritePhase) -> (Transcript, String) {
     let mut t = transcript().await;
     t.says_id("ann", "m1", "/order").await;
-    // The step of `tea` journals "How many tea?" (the first send from now on), then dies.
-    t.crash_at(WritePoint::OutboxJournal, WritePhase::After, 1);
+    t.crash_at(point, phase, 1);
     t.says_id("ann", "m2", "tea").await;
     t.restart().await.expect("restart");
     // The channel redelivers what the dead process did not finish.
@@ -54,34 +54,30 @@ async fn a_step_killed_between_its_send_and_its_commit_replies_once() {
     t.says_id("ann", "m3", "2").await;
     let render = t.render();
     assert!(render.contains("· crash at"), "{render}");
+    for reply in ["What would you like?", "How many tea?", "Ordered 2 x tea"] {
+        assert_eq!(count(&t, reply), 1, "{reply:?}: {render}");
+    }
+    (t, render)
+}
+
+#[tokio::test]
+async fn a_step_killed_between_its_send_and_its_commit_replies_once() {
+    // The step of `tea` journals "How many tea?" (the first send from now on), then dies.
+    let (_, render) = order_killed_at(WritePoint::OutboxJournal, WritePhase::After).await;
     // The cut step names its flow (the step emptied the stack, its end names the flow).
     assert!(
         render.contains("· flow order interrupted:journal"),
         "{render}"
     );
-    for reply in ["What would you like?", "How many tea?", "Ordered 2 x tea"] {
-        assert_eq!(count(&t, reply), 1, "{reply:?}: {render}");
-    }
     insta::assert_snapshot!(render);
 }
 
 #[tokio::test]
 async fn a_step_killed_after_its_checkpoint_before_its_ack_replies_once() {
-    let mut t = transcript().await;
-    t.says_id("ann", "m1", "/order").await;
     // The step of `tea` is committed (its send journaled, its checkpoint written), and the
     // process dies before the inbound is completed: the redelivery must not answer the
     // next question with `tea`.
-    t.crash_at(WritePoint::InboxComplete, WritePhase::Before, 1);
-    t.says_id("ann", "m2", "tea").await;
-    t.restart().await.expect("restart");
-    t.says_id("ann", "m2", "tea").await;
-    t.says_id("ann", "m3", "2").await;
-    let render = t.render();
-    assert!(render.contains("· crash at"), "{render}");
+    let (t, render) = order_killed_at(WritePoint::InboxComplete, WritePhase::Before).await;
     assert_eq!(count(&t, "A number, please."), 0, "{render}");
-    for reply in ["What would you like?", "How many tea?", "Ordered 2 x tea"] {
-        assert_eq!(count(&t, reply), 1, "{reply:?}: {render}");
-    }
     insta::assert_snapshot!(render);
 }
