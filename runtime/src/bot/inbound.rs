@@ -22,11 +22,13 @@ use crate::events::{BotEvent, DropReason};
 use crate::kernel::Kernel;
 use crate::kernel::context::{CtxExtras, CtxSource};
 use crate::kernel::routes::BoxFuture;
-use crate::kernel::routes::HookFlow;
+use crate::kernel::routes::{HookFlow, Reg, Routes};
 use crate::message::{ChatId, Interaction, Message};
 use crate::metrics::Counters;
 use crate::outbound::persistence;
-use crate::provider::{Accepted, InboundPipeline, ProviderEvent, Rejected, TransportStatus};
+use crate::provider::{
+    Accepted, EventKind, InboundPipeline, ProviderEvent, Rejected, TransportStatus,
+};
 
 /// The bot's side of the [`crate::provider::EventSink`]. Holds the kernel weakly, so a
 /// provider that outlives the bot does not keep it alive.
@@ -128,17 +130,23 @@ fn drop_event(k: &Kernel, chat: &ChatId, reason: DropReason) {
     });
 }
 
-async fn before_event(k: &Kernel, event: &ProviderEvent) -> HookFlow {
+/// The hooks of `event`'s kind in the list `list` picks, copied out of the routes' lock.
+fn event_hooks<H: Clone>(
+    k: &Kernel,
+    event: &ProviderEvent,
+    list: impl Fn(&Routes) -> &Vec<Reg<(EventKind, H)>>,
+) -> Vec<H> {
     let kind = event.kind();
-    let hooks: Vec<_> = {
-        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        r.before_event
-            .iter()
-            .filter(|r| r.item.0 == kind)
-            .map(|r| r.item.1.clone())
-            .collect()
-    };
-    for h in hooks {
+    let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
+    list(&routes)
+        .iter()
+        .filter(|r| r.item.0 == kind)
+        .map(|r| r.item.1.clone())
+        .collect()
+}
+
+async fn before_event(k: &Kernel, event: &ProviderEvent) -> HookFlow {
+    for h in event_hooks(k, event, |r| &r.before_event) {
         if h(event.clone()).await == HookFlow::Stop {
             return HookFlow::Stop;
         }
@@ -147,16 +155,7 @@ async fn before_event(k: &Kernel, event: &ProviderEvent) -> HookFlow {
 }
 
 async fn after_event(k: &Kernel, event: &ProviderEvent) {
-    let kind = event.kind();
-    let hooks: Vec<_> = {
-        let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
-        r.after_event
-            .iter()
-            .filter(|r| r.item.0 == kind)
-            .map(|r| r.item.1.clone())
-            .collect()
-    };
-    for h in hooks {
+    for h in event_hooks(k, event, |r| &r.after_event) {
         h(event.clone()).await;
     }
 }
@@ -306,37 +305,7 @@ pub(crate) async fn process_message(
     }
     let inbound_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     let chat = m.chat.clone();
-    let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
-    queue_job(k, &chat.clone(), lease, move |waiting| {
-        Box::pin(async move {
-            let (Some(kernel), slot) = waiting.start() else {
-                return;
-            };
-            extras.lease = slot.clone();
-            let work = async {
-                let ctx = crate::kernel::context::make_ctx_with(
-                    &kernel,
-                    CtxSource::Message(m),
-                    Some(inbound_id),
-                    extras,
-                )
-                .await;
-                dispatcher::dispatch(ctx.clone()).await;
-                ctx.journal_failed()
-            };
-            let work = crate::bot::turns::in_turn(&kernel, &chat, ticket, work);
-            // Pinned here, in the job's own future: `run_leased` holds a reference to it,
-            // so the dispatch is neither copied into it nor boxed.
-            let work = std::pin::pin!(work);
-            match slot {
-                Some(slot) => durable::inbound::run_leased(&kernel, slot, work).await,
-                None => {
-                    work.await;
-                }
-            }
-        })
-    });
-    Accepted::Queued
+    queue_dispatch(k, chat, inbound_id, CtxSource::Message(m), lease, extras)
 }
 
 async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, Rejected> {
@@ -374,10 +343,33 @@ pub(crate) async fn process_interaction(
     k: &Arc<Kernel>,
     i: Interaction,
     lease: Option<InboxLease>,
-    mut extras: CtxExtras,
+    extras: CtxExtras,
 ) -> Accepted {
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &i.dedupe_id());
     let chat = i.chat.clone();
+    queue_dispatch(
+        k,
+        chat,
+        inbound_id,
+        CtxSource::Interaction(i),
+        lease,
+        extras,
+    )
+}
+
+/// Queues the dispatch of an admitted message or interaction (`source`) in `chat`'s queue:
+/// the job builds its context when it starts, dispatches it in the chat's turn, and holds the
+/// inbox `lease` (renewed while it runs) until the dispatch ends. An interaction's
+/// acknowledgement deadline is armed before the dispatch.
+fn queue_dispatch(
+    k: &Arc<Kernel>,
+    chat: ChatId,
+    inbound_id: String,
+    source: CtxSource,
+    lease: Option<InboxLease>,
+    mut extras: CtxExtras,
+) -> Accepted {
+    let is_interaction = matches!(source, CtxSource::Interaction(_));
     let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
     queue_job(k, &chat.clone(), lease, move |waiting| {
         Box::pin(async move {
@@ -388,12 +380,14 @@ pub(crate) async fn process_interaction(
             let work = async {
                 let ctx = crate::kernel::context::make_ctx_with(
                     &kernel,
-                    CtxSource::Interaction(i),
+                    source,
                     Some(inbound_id),
                     extras,
                 )
                 .await;
-                crate::outbound::interaction_ack::arm_deadline(&ctx);
+                if is_interaction {
+                    crate::outbound::interaction_ack::arm_deadline(&ctx);
+                }
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
             };

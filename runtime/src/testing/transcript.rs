@@ -99,20 +99,7 @@ impl Transcript {
         store: Arc<dyn Store>,
         setup: impl Fn(BotBuilder) -> Result<Bot, BotError> + Send + Sync + 'static,
     ) -> Result<Self, BotError> {
-        let clock = ManualClock::new(1_700_000_000_000);
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let setup: Setup = Box::new(setup);
-        let (bot, provider) = Self::build(&setup, &store, &clock, &lines, None).await?;
-        Ok(Self {
-            setup,
-            store,
-            clock,
-            provider,
-            bot,
-            lines,
-            next_id: 0,
-            journals: None,
-        })
+        Self::start(Box::new(setup), store, None).await
     }
 
     /// A transcript whose bots run durable journals (on a `MemoryKv` kept across restarts),
@@ -127,10 +114,20 @@ impl Transcript {
             switch: botmesh_durability::testing::crash::crashable(kv.clone()),
             kv,
         };
+        Self::start(Box::new(setup), store, Some(journals)).await
+    }
+
+    /// Builds the first bot of a transcript on `store` (with `journals`, a durable one), its
+    /// clock at a fixed start.
+    async fn start(
+        setup: Setup,
+        store: Arc<dyn Store>,
+        journals: Option<Journals>,
+    ) -> Result<Self, BotError> {
         let clock = ManualClock::new(1_700_000_000_000);
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let setup: Setup = Box::new(setup);
-        let (bot, provider) = Self::build(&setup, &store, &clock, &lines, Some(&journals)).await?;
+        let (bot, provider) =
+            Self::build(&setup, &store, &clock, &lines, journals.as_ref()).await?;
         Ok(Self {
             setup,
             store,
@@ -139,7 +136,7 @@ impl Transcript {
             bot,
             lines,
             next_id: 0,
-            journals: Some(journals),
+            journals,
         })
     }
 

@@ -50,13 +50,8 @@ pub(crate) struct Violation {
 pub(crate) fn violations(src: &Path) -> Vec<Violation> {
     let reexports = root_reexports(&src.join("lib.rs"));
     let mut out = BTreeSet::new();
-    for file in rust_files(src) {
-        let rel = file
-            .strip_prefix(src)
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-            .unwrap_or_default();
-        // `bin/` holds the binaries: crates of their own that name the library as `botmesh::`.
-        if rel == "lib.rs" || rel.starts_with("bin/") {
+    for (file, rel) in library_files(src) {
+        if rel == "lib.rs" {
             continue;
         }
         let module = module_path(&rel);
@@ -68,16 +63,8 @@ pub(crate) fn violations(src: &Path) -> Vec<Violation> {
         let Some(from_layer) = LAYERS.iter().position(|l| *l == from) else {
             panic!("{rel}: folder `{from}` is in no layer; add it to LAYERS");
         };
-        let text = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {rel}: {e}"));
-        let mut paths = Paths::default();
-        paths.visit_file(&ast);
-        for path in paths.found {
-            let Some(top) = top_module(&module, &path) else {
-                continue;
-            };
-            let to = folder_of(&top, &reexports);
+        let named = named_folders(&file, &module, &reexports).unwrap_or_else(|e| panic!("{e}"));
+        for (to, path) in named {
             if to == from {
                 continue;
             }
@@ -99,26 +86,15 @@ pub(crate) fn violations(src: &Path) -> Vec<Violation> {
 pub(crate) fn graph(src: &Path) -> Vec<(String, String)> {
     let reexports = root_reexports(&src.join("lib.rs"));
     let mut edges = BTreeSet::new();
-    for file in rust_files(src) {
-        let rel = file
-            .strip_prefix(src)
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
-            .unwrap_or_default();
-        if !rel.contains('/') || rel.starts_with("bin/") {
+    for (file, rel) in library_files(src) {
+        if !rel.contains('/') {
             continue;
         }
         let module = module_path(&rel);
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        let Ok(ast) = syn::parse_file(&text) else {
+        let Ok(named) = named_folders(&file, &module, &reexports) else {
             continue;
         };
-        let mut paths = Paths::default();
-        paths.visit_file(&ast);
-        for path in paths.found {
-            let Some(top) = top_module(&module, &path) else {
-                continue;
-            };
-            let to = folder_of(&top, &reexports);
+        for (to, _) in named {
             if to != module[0] && !to.is_empty() {
                 edges.insert((module[0].clone(), to));
             }
@@ -211,6 +187,45 @@ pub(crate) fn circle(edges: &[(String, String)]) -> Option<Vec<String>> {
 
 /// The folder a crate-root name belongs to: a folder itself, the folder a root re-export comes
 /// from, `prelude` for the facade, or `""` for a root file (`message`, `config`, …).
+/// The library's source files below `src` (not `bin/`: the binaries are crates of their own
+/// that name the library as `botmesh::`), each with its path relative to `src`.
+fn library_files(src: &Path) -> Vec<(std::path::PathBuf, String)> {
+    rust_files(src)
+        .into_iter()
+        .map(|file| {
+            let rel = file
+                .strip_prefix(src)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
+            (file, rel)
+        })
+        .filter(|(_, rel)| !rel.starts_with("bin/"))
+        .collect()
+}
+
+/// The crate paths `file` (the module `module`) names, each with the folder it leads to, or
+/// why the file could not be read.
+fn named_folders(
+    file: &Path,
+    module: &[String],
+    reexports: &HashMap<String, String>,
+) -> Result<Vec<(String, Vec<String>)>, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let ast =
+        syn::parse_file(&text).map_err(|e| format!("cannot parse {}: {e}", file.display()))?;
+    let mut paths = Paths::default();
+    paths.visit_file(&ast);
+    Ok(paths
+        .found
+        .into_iter()
+        .filter_map(|path| {
+            let top = top_module(module, &path)?;
+            Some((folder_of(&top, reexports), path))
+        })
+        .collect())
+}
+
 fn folder_of(top: &str, reexports: &HashMap<String, String>) -> String {
     // A folder's name first: `flow` is also the `#[flow]` macro re-exported at the root.
     if LAYERS.contains(&top) {

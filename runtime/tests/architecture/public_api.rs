@@ -376,23 +376,27 @@ impl Crate {
                 );
                 self.add_def(module, t.ident.to_string(), vec![line], true);
             }
-            Item::Const(c) if is_pub(&c.vis) => {
-                let line = format!(
-                    "{}pub const {}: {}",
-                    api_attrs(&c.attrs),
-                    c.ident,
-                    tokens(&c.ty)
-                );
-                self.add_def(module, c.ident.to_string(), vec![line], false);
-            }
-            Item::Static(s) if is_pub(&s.vis) => {
-                let line = format!(
-                    "{}pub static {}: {}",
-                    api_attrs(&s.attrs),
-                    s.ident,
-                    tokens(&s.ty)
-                );
-                self.add_def(module, s.ident.to_string(), vec![line], false);
+            Item::Const(syn::ItemConst {
+                attrs,
+                vis,
+                ident,
+                ty,
+                ..
+            })
+            | Item::Static(syn::ItemStatic {
+                attrs,
+                vis,
+                ident,
+                ty,
+                ..
+            }) if is_pub(vis) => {
+                let keyword = if matches!(item, Item::Const(_)) {
+                    "const"
+                } else {
+                    "static"
+                };
+                let line = format!("{}pub {keyword} {ident}: {}", api_attrs(attrs), tokens(ty));
+                self.add_def(module, ident.to_string(), vec![line], false);
             }
             Item::Macro(m) => self.load_macro(m, module),
             Item::Impl(i) if !is_test_only(&i.attrs) => self.load_impl(i),

@@ -190,6 +190,15 @@ async fn quarantine(
     Ok(())
 }
 
+/// The conversation waiting in `chat`, or [`CliError::NotFound`].
+async fn conversation(t: &Target, chat: &str) -> Result<Conversation, CliError> {
+    t.store
+        .checkpoint(chat)
+        .await?
+        .map(|c| Conversation::of(&c))
+        .ok_or_else(|| not_found("conversation", chat))
+}
+
 async fn conversations(
     t: &Target,
     c: &ConversationCommand,
@@ -209,21 +218,11 @@ async fn conversations(
             emit(out, json, &rows, |o| output::conversations(o, &rows))?;
         }
         ConversationCommand::Show { chat } => {
-            let row = t
-                .store
-                .checkpoint(chat)
-                .await?
-                .map(|c| Conversation::of(&c))
-                .ok_or_else(|| not_found("conversation", chat))?;
+            let row = conversation(t, chat).await?;
             emit(out, json, &row, |o| output::conversation(o, &row))?;
         }
         ConversationCommand::Cancel { chat } => {
-            let row = t
-                .store
-                .checkpoint(chat)
-                .await?
-                .map(|c| Conversation::of(&c))
-                .ok_or_else(|| not_found("conversation", chat))?;
+            let row = conversation(t, chat).await?;
             t.store.delete_checkpoint(chat).await?;
             tracing::info!(chat = %chat, flow = %row.flow, "conversation cancelled by operator");
             emit(out, json, &row, |o| {
@@ -240,34 +239,28 @@ async fn conversations(
 
 async fn metrics(t: &Target, json: bool, out: &mut (dyn Write + Send)) -> Result<(), CliError> {
     let mut counts: BTreeMap<String, BTreeMap<&'static str, usize>> = BTreeMap::new();
-    let inbound = counts.entry("inbound".into()).or_default();
+    let mut inbound = BTreeMap::new();
     for s in InboxState::ALL {
         inbound.insert(
             s.as_str(),
             t.journals.inbox().list(s, COUNT_CAP).await?.len(),
         );
     }
-    inbound.insert(
-        "quarantined",
-        t.journals
-            .quarantined(RecordKind::Inbound, COUNT_CAP)
-            .await?
-            .len(),
-    );
-    let outbound = counts.entry("outbound".into()).or_default();
+    let mut outbound = BTreeMap::new();
     for s in OutboxState::ALL {
         outbound.insert(
             s.as_str(),
             t.journals.outbox().list(s, COUNT_CAP).await?.len(),
         );
     }
-    outbound.insert(
-        "quarantined",
-        t.journals
-            .quarantined(RecordKind::Outbound, COUNT_CAP)
-            .await?
-            .len(),
-    );
+    for (kind, mut states) in [
+        (RecordKind::Inbound, inbound),
+        (RecordKind::Outbound, outbound),
+    ] {
+        let quarantined = t.journals.quarantined(kind, COUNT_CAP).await?.len();
+        states.insert("quarantined", quarantined);
+        counts.insert(kind.as_str().to_owned(), states);
+    }
     let conversations = t.store.checkpoints().await?.len();
     counts
         .entry("conversations".into())

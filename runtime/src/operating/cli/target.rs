@@ -72,9 +72,18 @@ pub(crate) async fn open(
     scope: Scope,
 ) -> Result<Target, CliError> {
     let store: Arc<dyn Store> = match parse(url)? {
+        #[cfg(feature = "sqlite")]
         Backend::Sqlite(path) => open_sqlite(path).await?,
+        #[cfg(feature = "postgres")]
         Backend::Postgres(url) => open_postgres(&url, prefix).await?,
+        #[cfg(feature = "redis")]
         Backend::Redis(url) => open_redis(&url, prefix).await?,
+        #[cfg(not(feature = "sqlite"))]
+        Backend::Sqlite(_) => return Err(not_built("SQLite", "sqlite")),
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres(_) => return Err(not_built("PostgreSQL", "postgres")),
+        #[cfg(not(feature = "redis"))]
+        Backend::Redis(_) => return Err(not_built("Redis", "redis")),
     };
     let kv = store
         .journal_backend()
@@ -103,59 +112,46 @@ async fn open_sqlite(path: PathBuf) -> Result<Arc<dyn Store>, CliError> {
     Ok(Arc::new(store))
 }
 
-#[cfg(not(feature = "sqlite"))]
-async fn open_sqlite(_path: PathBuf) -> Result<Arc<dyn Store>, CliError> {
-    Err(CliError::NotBuilt {
-        backend: "SQLite",
-        feature: "sqlite",
-    })
-}
-
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &str, prefix: Option<&str>) -> Result<Arc<dyn Store>, CliError> {
-    let mut config = botmesh_durability::backends::postgres::PostgresConfig::new()
+    let config = botmesh_durability::backends::postgres::PostgresConfig::new()
         .connect_timeout(std::time::Duration::from_secs(5));
-    if let Some(p) = prefix {
-        config = config.table_prefix(p);
-    }
-    let store = botmesh_durability::PostgresStore::connect_with(url, config)
-        .await
-        .map_err(|e| CliError::Connect {
-            url: masked(url),
-            reason: error_chain(&e),
-        })?;
-    Ok(Arc::new(store))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn open_postgres(_url: &str, _prefix: Option<&str>) -> Result<Arc<dyn Store>, CliError> {
-    Err(CliError::NotBuilt {
-        backend: "PostgreSQL",
-        feature: "postgres",
-    })
+    let config = prefix.into_iter().fold(config, |c, p| c.table_prefix(p));
+    connected(
+        url,
+        botmesh_durability::PostgresStore::connect_with(url, config).await,
+    )
 }
 
 #[cfg(feature = "redis")]
 async fn open_redis(url: &str, prefix: Option<&str>) -> Result<Arc<dyn Store>, CliError> {
-    let mut config = botmesh_durability::backends::redis::RedisConfig::new();
-    if let Some(p) = prefix {
-        config = config.prefix(p);
-    }
-    let store = botmesh_durability::RedisStore::open_with(url, config)
-        .await
-        .map_err(|e| CliError::Connect {
-            url: masked(url),
-            reason: error_chain(&e),
-        })?;
-    Ok(Arc::new(store))
+    let config = botmesh_durability::backends::redis::RedisConfig::new();
+    let config = prefix.into_iter().fold(config, |c, p| c.prefix(p));
+    connected(
+        url,
+        botmesh_durability::RedisStore::open_with(url, config).await,
+    )
 }
 
-#[cfg(not(feature = "redis"))]
-async fn open_redis(_url: &str, _prefix: Option<&str>) -> Result<Arc<dyn Store>, CliError> {
-    Err(CliError::NotBuilt {
-        backend: "Redis",
-        feature: "redis",
-    })
+/// The store a server backend opened, or [`CliError::Connect`] naming `url` and why.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+fn connected<S: Store + 'static, E: std::error::Error>(
+    url: &str,
+    opened: Result<S, E>,
+) -> Result<Arc<dyn Store>, CliError> {
+    match opened {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(e) => Err(CliError::Connect {
+            url: masked(url),
+            reason: error_chain(&e),
+        }),
+    }
+}
+
+/// The error of a backend this binary was built without.
+#[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "redis")))]
+fn not_built(backend: &'static str, feature: &'static str) -> CliError {
+    CliError::NotBuilt { backend, feature }
 }
 
 /// An error and its sources on one line (`connecting: Connection refused (os error 111)`).
