@@ -7,7 +7,8 @@
 //! | `telegram` | `telegram` | the Telegram Bot API: long polling or webhooks |
 //! | `whatsapp-cloud` | `whatsapp` | the WhatsApp Business Cloud API (Meta Graph), webhooks |
 //! | `twilio` | `twilio` | Twilio Programmable Messaging: SMS, MMS, WhatsApp, webhooks |
-//! | `webhook` (pulled in by the three above) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
+//! | `meta` (pulled in by `whatsapp-cloud`) | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
+//! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
 //! The network channels (`telegram`, `whatsapp-cloud`, `twilio`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
@@ -31,9 +32,12 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
-#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#[cfg(any(feature = "telegram", feature = "meta", feature = "twilio"))]
 mod media;
-#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#[cfg(feature = "meta")]
+#[cfg_attr(docsrs, doc(cfg(feature = "meta")))]
+pub mod meta;
+#[cfg(any(feature = "telegram", feature = "meta", feature = "twilio"))]
 mod settings;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]

@@ -13,38 +13,26 @@
 //! | `WHATSAPP_WINDOW_TEMPLATE` | the approved template sent instead of a message outside the 24-hour window, with the message's text as its one body parameter (`{{1}}`) | none: such a send fails with `OutsideSessionWindow` |
 //! | `WHATSAPP_WINDOW_TEMPLATE_LANGUAGE` | that template's language code | `en_US` |
 
-use std::time::Duration;
+use crate::meta::{EnvNames, GraphSettings, MetaConfigError, graph_config_builders};
 
-use crate::http::GuardedClient;
+/// The WhatsApp Cloud provider's configuration error (the Meta channels share it).
+pub use crate::meta::MetaConfigError as WhatsAppConfigError;
 
-/// A configuration error; names the setting or environment variable, never its value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WhatsAppConfigError {
-    /// A required environment variable is not set.
-    #[error("{0} is not set")]
-    MissingEnv(&'static str),
-    /// A setting has an invalid value.
-    #[error("{setting} is invalid: {reason}")]
-    Invalid {
-        /// The setting or environment variable.
-        setting: &'static str,
-        /// Why.
-        reason: String,
-    },
-}
+/// The environment variables of the shared Graph settings.
+const ENV: EnvNames = EnvNames {
+    token: "WHATSAPP_ACCESS_TOKEN",
+    app_secret: "WHATSAPP_APP_SECRET",
+    verify_token: "WHATSAPP_VERIFY_TOKEN",
+    api_base: "WHATSAPP_API_BASE",
+    api_version: "WHATSAPP_API_VERSION",
+    webhook_path: "WHATSAPP_WEBHOOK_PATH",
+};
 
 /// The WhatsApp Cloud provider's settings.
 #[derive(Clone)]
 pub struct WhatsAppConfig {
-    pub(crate) access_token: String,
+    pub(crate) graph: GraphSettings,
     pub(crate) phone_number_id: String,
-    pub(crate) app_secret: String,
-    pub(crate) verify_token: String,
-    pub(crate) api_base: String,
-    pub(crate) api_version: String,
-    pub(crate) path: String,
-    pub(crate) media_client: Option<GuardedClient>,
-    pub(crate) request_timeout: Duration,
     pub(crate) window_template: Option<WindowTemplate>,
 }
 
@@ -61,20 +49,14 @@ pub struct WindowTemplate {
 
 impl std::fmt::Debug for WhatsAppConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WhatsAppConfig")
-            .field("phone_number_id", &self.phone_number_id)
-            .field("api_base", &self.api_base)
-            .field("api_version", &self.api_version)
-            .field("path", &self.path)
+        let mut d = f.debug_struct("WhatsAppConfig");
+        d.field("phone_number_id", &self.phone_number_id);
+        self.graph
+            .debug_fields(&mut d)
             .field("window_template", &self.window_template)
             .finish_non_exhaustive()
     }
 }
-
-/// The default Graph base URL.
-pub const DEFAULT_API_BASE: &str = "https://graph.facebook.com";
-/// The default Graph version.
-pub const DEFAULT_API_VERSION: &str = "v21.0";
 
 impl WhatsAppConfig {
     /// Settings with the required credentials and the defaults.
@@ -85,15 +67,13 @@ impl WhatsAppConfig {
         verify_token: impl Into<String>,
     ) -> Self {
         Self {
-            access_token: access_token.into(),
+            graph: GraphSettings::new(
+                access_token.into(),
+                app_secret.into(),
+                verify_token.into(),
+                "/whatsapp",
+            ),
             phone_number_id: phone_number_id.into(),
-            app_secret: app_secret.into(),
-            verify_token: verify_token.into(),
-            api_base: DEFAULT_API_BASE.to_owned(),
-            api_version: DEFAULT_API_VERSION.to_owned(),
-            path: "/whatsapp".to_owned(),
-            media_client: None,
-            request_timeout: Duration::from_secs(30),
             window_template: None,
         }
     }
@@ -106,76 +86,26 @@ impl WhatsAppConfig {
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, WhatsAppConfigError> {
         let get = crate::settings::trimmed(get);
-        let need = |k: &'static str| get(k).ok_or(WhatsAppConfigError::MissingEnv(k));
-        let mut cfg = Self::new(
-            need("WHATSAPP_ACCESS_TOKEN")?,
-            need("WHATSAPP_PHONE_NUMBER_ID")?,
-            need("WHATSAPP_APP_SECRET")?,
-            need("WHATSAPP_VERIFY_TOKEN")?,
-        );
-        if let Some(b) = get("WHATSAPP_API_BASE") {
-            cfg = cfg.base_checked(&b, "WHATSAPP_API_BASE")?;
+        let graph = GraphSettings::from_lookup(&get, &ENV, "/whatsapp")?;
+        let phone_number_id = get("WHATSAPP_PHONE_NUMBER_ID")
+            .ok_or(MetaConfigError::MissingEnv("WHATSAPP_PHONE_NUMBER_ID"))?;
+        if !phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(MetaConfigError::Invalid {
+                setting: "WHATSAPP_PHONE_NUMBER_ID",
+                reason: "must be the numeric phone number id".to_owned(),
+            });
         }
-        if let Some(v) = get("WHATSAPP_API_VERSION") {
-            cfg.api_version = v;
-        }
-        if let Some(p) = get("WHATSAPP_WEBHOOK_PATH") {
-            cfg = cfg.path_checked(p, "WHATSAPP_WEBHOOK_PATH")?;
-        }
+        let mut cfg = Self {
+            graph,
+            phone_number_id,
+            window_template: None,
+        };
         if let Some(name) = get("WHATSAPP_WINDOW_TEMPLATE") {
             let language =
                 get("WHATSAPP_WINDOW_TEMPLATE_LANGUAGE").unwrap_or_else(|| "en_US".to_owned());
             cfg = cfg.window_template(name, language);
         }
-        if !cfg.phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(WhatsAppConfigError::Invalid {
-                setting: "WHATSAPP_PHONE_NUMBER_ID",
-                reason: "must be the numeric phone number id".to_owned(),
-            });
-        }
         Ok(cfg)
-    }
-
-    fn base_checked(
-        mut self,
-        base: &str,
-        setting: &'static str,
-    ) -> Result<Self, WhatsAppConfigError> {
-        self.api_base = crate::settings::http_url(base)
-            .map_err(|reason| WhatsAppConfigError::Invalid { setting, reason })?;
-        Ok(self)
-    }
-
-    fn path_checked(
-        mut self,
-        path: String,
-        setting: &'static str,
-    ) -> Result<Self, WhatsAppConfigError> {
-        self.path = crate::settings::route(path)
-            .map_err(|reason| WhatsAppConfigError::Invalid { setting, reason })?;
-        Ok(self)
-    }
-
-    /// Another Graph base URL (a fake in tests).
-    pub fn api_base(self, base: &str) -> Result<Self, WhatsAppConfigError> {
-        self.base_checked(base, "api_base")
-    }
-
-    /// Another Graph version (`v21.0`).
-    pub fn api_version(mut self, version: impl Into<String>) -> Self {
-        self.api_version = version.into();
-        self
-    }
-
-    /// The webhook route (`/whatsapp`).
-    pub fn webhook_path(self, path: impl Into<String>) -> Result<Self, WhatsAppConfigError> {
-        self.path_checked(path.into(), "webhook path")
-    }
-
-    /// The client media downloads go through (a [`GuardedClient`] with no allow-list by default).
-    pub fn media_client(mut self, client: GuardedClient) -> Self {
-        self.media_client = Some(client);
-        self
     }
 
     /// Sends outside the 24-hour customer-service window (the chat wrote more than 24 h ago,
@@ -189,10 +119,6 @@ impl WhatsAppConfig {
         });
         self
     }
-
-    /// The timeout of API calls (30 s by default).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
 }
+
+graph_config_builders!(WhatsAppConfig, "/whatsapp");

@@ -109,8 +109,17 @@ struct Context {
 #[error("not a WhatsApp Cloud webhook: {0}")]
 pub(crate) struct Malformed(String);
 
-/// The events of a webhook body, with the chats that wrote (for the session window).
-pub(crate) fn parse(body: &[u8]) -> Result<Vec<ProviderEvent>, Malformed> {
+/// The WhatsApp Cloud body parser of the Meta webhook route.
+pub(crate) struct Inbound;
+
+impl crate::meta::MetaInbound for Inbound {
+    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, String> {
+        parse(body).map_err(|e| e.to_string())
+    }
+}
+
+/// The events of a webhook body.
+fn parse(body: &[u8]) -> Result<Vec<ProviderEvent>, Malformed> {
     let envelope: Envelope = serde_json::from_slice(body).map_err(|e| Malformed(e.to_string()))?;
     if envelope.object != "whatsapp_business_account" {
         return Err(Malformed(format!(

@@ -19,9 +19,13 @@
 //! [`WindowTemplate`] configured, such a send goes out as that template instead (the message's
 //! text as its parameter). Templates are always allowed.
 //!
+//! The handshake, the signature check, the Graph client and its error classes, and the window
+//! are the Meta core's ([`crate::meta`]), shared with Messenger and Instagram.
+//!
 //! Media: the journaled reference is `{"media_id": …}` (v1, digits only). A download asks the
 //! Graph for the media's short-lived URL, fetches it through the SSRF-guarded
-//! [`GuardedClient`] with the bearer token (Meta's CDN needs it), and checks its `sha256`.
+//! [`GuardedClient`](crate::http::GuardedClient) with the bearer token (Meta's CDN needs it),
+//! and checks its `sha256`.
 //! The token only ever goes to the Graph API's origin and to Meta's media hosts over `https`
 //! (`*.fbsbx.com`, `*.fbcdn.net`, `*.whatsapp.net`, `*.facebook.com`): a media URL anywhere
 //! else is refused without a request ([`media_url_allowed`]).
@@ -33,10 +37,8 @@
 mod config;
 mod inbound;
 mod outbound;
-mod webhook;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -47,25 +49,18 @@ use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, Stored
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub use config::{
-    DEFAULT_API_BASE, DEFAULT_API_VERSION, WhatsAppConfig, WhatsAppConfigError, WindowTemplate,
-};
+pub use crate::meta::{DEFAULT_API_BASE, DEFAULT_API_VERSION, SESSION_WINDOW_MS, WINDOW_CHATS};
+pub use config::{WhatsAppConfig, WhatsAppConfigError, WindowTemplate};
 
-use crate::http::{Auth, GuardedClient};
+use crate::meta::{GraphClient, MetaWebhook, SessionWindow};
 use crate::webhook::SinkSlot;
 use outbound::MediaField;
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "whatsapp-cloud";
 
-/// The customer-service window.
-pub const SESSION_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
-
 /// The largest media the provider downloads or uploads (documents; 100 MB).
 pub const MEDIA_LIMIT: u64 = 100 * 1024 * 1024;
-
-/// The most chats whose last message time the provider remembers for the window.
-pub const WINDOW_CHATS: usize = 100_000;
 
 /// Meta's media hosts (and their subdomains), the only hosts besides the Graph API's origin
 /// that receive the access token.
@@ -74,40 +69,8 @@ const META_MEDIA_HOSTS: [&str; 4] = ["fbsbx.com", "fbcdn.net", "whatsapp.net", "
 /// Whether the access token may be sent to `url`: the Graph API's origin (`api_base`), or an
 /// `https` URL on one of Meta's media hosts.
 pub fn media_url_allowed(api_base: &str, url: &str) -> bool {
-    let Ok(u) = url::Url::parse(url) else {
-        return false;
-    };
-    if url::Url::parse(api_base).is_ok_and(|a| a.origin() == u.origin()) {
-        return true;
-    }
-    u.scheme() == "https"
-        && u.host_str().is_some_and(|h| {
-            let h = h.to_ascii_lowercase();
-            META_MEDIA_HOSTS
-                .iter()
-                .any(|m| h == *m || h.ends_with(&format!(".{m}")))
-        })
+    crate::meta::url_allowed(api_base, url, &META_MEDIA_HOSTS)
 }
-
-/// Records that `chat` wrote at `at_ms`, keeping at most [`WINDOW_CHATS`] chats: when full,
-/// the chats whose window closed are pruned, then the oldest.
-pub(crate) fn remember_inbound(map: &mut HashMap<ChatId, i64>, chat: &ChatId, at_ms: i64) {
-    if !map.contains_key(chat) && map.len() >= WINDOW_CHATS {
-        let now = botmesh::clock::now_ms();
-        map.retain(|_, t| now - *t <= SESSION_WINDOW_MS);
-        if map.len() >= WINDOW_CHATS {
-            let mut times: Vec<i64> = map.values().copied().collect();
-            times.sort_unstable();
-            let cut = times[times.len() / 2];
-            map.retain(|_, t| *t > cut);
-        }
-    }
-    let entry = map.entry(chat.clone()).or_insert(at_ms);
-    *entry = (*entry).max(at_ms);
-}
-
-/// The signature header.
-const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
 /// A WhatsApp Cloud API phone number. Cheap to clone.
 ///
@@ -130,10 +93,9 @@ pub struct WhatsAppProvider {
 
 struct Inner {
     config: WhatsAppConfig,
-    http: reqwest::Client,
-    media: GuardedClient,
+    graph: GraphClient,
     slot: SinkSlot,
-    last_inbound: Mutex<HashMap<ChatId, i64>>,
+    window: Arc<SessionWindow>,
 }
 
 impl std::fmt::Debug for WhatsAppProvider {
@@ -144,49 +106,16 @@ impl std::fmt::Debug for WhatsAppProvider {
     }
 }
 
-fn api_error(status: Option<u16>, message: String, retryable: bool) -> ProviderError {
-    ProviderError::Api {
-        provider: NAME.to_owned(),
-        status,
-        code: None,
-        message,
-        retryable,
-    }
-}
-
-/// A failed call `what`; `acts`: it sends a message (a request lost after it was written
-/// is then ambiguous, see `crate::http::call_error`).
-fn network(what: &str, e: reqwest::Error, acts: bool) -> ProviderError {
-    crate::http::call_error(NAME, what, e, acts)
-}
-
 impl WhatsAppProvider {
     /// A provider with these settings.
     pub fn new(config: WhatsAppConfig) -> Result<Self, ProviderError> {
-        // An empty app secret would accept any body signed with the empty key, an empty
-        // verify token any handshake: the webhook would not be authenticated at all.
-        for (setting, value) in [
-            ("the app secret", &config.app_secret),
-            ("the verify token", &config.verify_token),
-        ] {
-            if value.is_empty() {
-                return Err(api_error(
-                    None,
-                    format!("{setting} is empty: the webhook could not authenticate Meta"),
-                    false,
-                ));
-            }
-        }
-        let (http, media) =
-            crate::http::channel_clients(config.request_timeout, config.media_client.as_ref())
-                .map_err(|e| api_error(None, e, false))?;
+        let graph = GraphClient::new(NAME, &config.graph, outbound::table, MEDIA_LIMIT)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
-                http,
-                media,
+                graph,
                 slot: SinkSlot::default(),
-                last_inbound: Mutex::new(HashMap::new()),
+                window: Arc::default(),
             }),
         })
     }
@@ -194,15 +123,15 @@ impl WhatsAppProvider {
     /// The GET (verification) and POST (notifications) routes to mount on a
     /// [`crate::webhook::WebhookServer`].
     pub fn webhook_routes(&self) -> Router {
-        crate::webhook::route(
-            Arc::new(webhook::Channel(self.inner.clone())),
-            &self.inner.config.path,
-        )
-    }
-
-    fn url(&self, tail: &str) -> String {
         let c = &self.inner.config;
-        format!("{}/{}/{}", c.api_base, c.api_version, tail)
+        let channel = MetaWebhook {
+            slot: self.inner.slot.clone(),
+            app_secret: c.graph.app_secret.clone(),
+            verify_token: c.graph.verify_token.clone(),
+            window: self.inner.window.clone(),
+            inbound: inbound::Inbound,
+        };
+        crate::webhook::route(Arc::new(channel), &c.graph.path)
     }
 
     /// POSTs `body` to `/messages`; `acts`: it sends a message (not a read mark).
@@ -212,21 +141,12 @@ impl WhatsAppProvider {
         body: &Value,
         acts: bool,
     ) -> Result<Option<MessageId>, ProviderError> {
-        let resp = self
+        let tail = format!("{}/messages", self.inner.config.phone_number_id);
+        let answer = self
             .inner
-            .http
-            .post(self.url(&format!("{}/messages", self.inner.config.phone_number_id)))
-            .bearer_auth(&self.inner.config.access_token)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| network("send", e, acts))?;
-        let status = resp.status().as_u16();
-        let answer: Value = resp.json().await.unwrap_or(Value::Null);
-        if !(200..300).contains(&status) {
-            let size = body.to_string().len() as u64;
-            return Err(outbound::classify(status, &answer, Some(chat), size));
-        }
+            .graph
+            .post_json(&tail, body, "send", acts, Some(chat))
+            .await?;
         Ok(answer["messages"][0]["id"]
             .as_str()
             .map(|id| MessageId(id.to_owned())))
@@ -249,53 +169,34 @@ impl WhatsAppProvider {
             .text("messaging_product", "whatsapp")
             .text("type", mime.to_owned())
             .part("file", part);
-        let resp = self
+        let tail = format!("{}/media", self.inner.config.phone_number_id);
+        let answer = self
             .inner
-            .http
-            .post(self.url(&format!("{}/media", self.inner.config.phone_number_id)))
-            .bearer_auth(&self.inner.config.access_token)
-            .multipart(form)
-            .send()
-            .await
-            .map_err(|e| network("media upload", e, false))?;
-        let status = resp.status().as_u16();
-        let answer: Value = resp.json().await.unwrap_or(Value::Null);
+            .graph
+            .post_multipart(&tail, form, "media upload")
+            .await?;
         match answer["id"].as_str() {
-            Some(id) if (200..300).contains(&status) => Ok(id.to_owned()),
-            _ => Err(outbound::classify(status, &answer, None, 0)),
+            Some(id) => Ok(id.to_owned()),
+            None => Err(self
+                .inner
+                .graph
+                .error("the upload returned no media id", false)),
         }
     }
 
     fn check_window(&self, chat: &ChatId, content: &OutgoingContent) -> Result<(), ProviderError> {
-        if matches!(content, OutgoingContent::Template { .. }) {
+        if matches!(content, OutgoingContent::Template { .. }) || !self.inner.window.closed(chat) {
             return Ok(());
         }
-        let last = self
-            .inner
-            .last_inbound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(chat)
-            .copied();
-        match last {
-            Some(t) if botmesh::clock::now_ms() - t > SESSION_WINDOW_MS => {
-                Err(ProviderError::OutsideSessionWindow {
-                    provider: NAME.to_owned(),
-                    chat: chat.to_string(),
-                })
-            }
-            _ => Ok(()),
-        }
+        Err(ProviderError::OutsideSessionWindow {
+            provider: NAME.to_owned(),
+            chat: chat.to_string(),
+        })
     }
 
     /// Records that `chat` wrote at `at_ms` (the webhook does it; tests and restores may too).
     pub fn note_inbound(&self, chat: &ChatId, at_ms: i64) {
-        let mut map = self
-            .inner
-            .last_inbound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        remember_inbound(&mut map, chat, at_ms);
+        self.inner.window.note(chat, at_ms);
     }
 }
 
@@ -374,39 +275,22 @@ impl Provider for WhatsAppProvider {
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
         crate::media::own(media, NAME)?;
         if !plausible_media_id(&media.token) {
-            return Err(api_error(None, "not a WhatsApp media id".to_owned(), false));
+            return Err(self.inner.graph.error("not a WhatsApp media id", false));
         }
-        let token = &self.inner.config.access_token;
-        let resp = self
-            .inner
-            .http
-            .get(self.url(&media.token))
-            .bearer_auth(token)
-            .send()
-            .await
-            .map_err(|e| network("media lookup", e, false))?;
-        let status = resp.status().as_u16();
-        let info: Value = resp.json().await.unwrap_or(Value::Null);
-        if !(200..300).contains(&status) {
-            return Err(outbound::classify(status, &info, None, 0));
-        }
-        let url = info["url"].as_str().ok_or_else(|| {
-            api_error(
-                Some(status),
-                "the media lookup returned no url".to_owned(),
-                false,
-            )
-        })?;
+        let graph = &self.inner.graph;
+        let info = graph.get_json(&media.token, "media lookup").await?;
+        let url = info["url"]
+            .as_str()
+            .ok_or_else(|| graph.error("the media lookup returned no url", false))?;
         let size = info["file_size"]
             .as_u64()
             .or_else(|| info["file_size"].as_str().and_then(|s| s.parse().ok()));
-        if !media_url_allowed(&self.inner.config.api_base, url) {
+        if !media_url_allowed(graph.api_base(), url) {
             let host = url::Url::parse(url)
                 .ok()
                 .and_then(|u| u.host_str().map(str::to_owned))
                 .unwrap_or_default();
-            return Err(api_error(
-                Some(status),
+            return Err(graph.error(
                 format!(
                     "the media URL's host `{host}` is neither the Graph API nor a Meta media host: the access token is not sent there"
                 ),
@@ -420,23 +304,14 @@ impl Provider for WhatsAppProvider {
                 limit: MEDIA_LIMIT,
             });
         }
-        let downloaded = self
-            .inner
-            .media
-            .download_limited(url, Some(&Auth::Bearer(token.clone())), MEDIA_LIMIT)
-            .await
-            .map_err(|e| crate::media::download_error(e, NAME))?;
+        let bytes = graph.download(url, true, MEDIA_LIMIT).await?;
         if let Some(expected) = info["sha256"].as_str() {
-            let actual = hex::encode(Sha256::digest(&downloaded.bytes));
+            let actual = hex::encode(Sha256::digest(&bytes));
             if !actual.eq_ignore_ascii_case(expected) {
-                return Err(api_error(
-                    None,
-                    "the media's sha256 does not match the Graph's".to_owned(),
-                    true,
-                ));
+                return Err(graph.error("the media's sha256 does not match the Graph's", true));
             }
         }
-        Ok(downloaded.bytes)
+        Ok(bytes)
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
@@ -568,49 +443,15 @@ mod tests {
     #[test]
     fn the_token_goes_to_the_graph_and_meta_media_hosts_only() {
         let api = "https://graph.facebook.com";
-        for ok in [
-            "https://graph.facebook.com/v21.0/123",
-            "https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1",
-            "https://scontent.xx.fbcdn.net/v/t1/abc",
-            "https://mmg.whatsapp.net/d/f/abc.enc",
-        ] {
-            assert!(media_url_allowed(api, ok), "{ok}");
-        }
-        for refused in [
-            "http://lookaside.fbsbx.com/x",
-            "https://fbsbx.com.evil.example/x",
-            "https://evil.example/?u=fbsbx.com",
-            "https://notfbcdn.net/x",
-            "not a url",
-        ] {
-            assert!(!media_url_allowed(api, refused), "{refused}");
-        }
+        assert!(media_url_allowed(
+            api,
+            "https://mmg.whatsapp.net/d/f/abc.enc"
+        ));
+        assert!(!media_url_allowed(api, "https://cdninstagram.com/x"));
         // A local Graph (tests, a proxy): its own origin.
         assert!(media_url_allowed(
             "http://127.0.0.1:9000",
             "http://127.0.0.1:9000/media/1"
         ));
-    }
-
-    #[test]
-    fn the_window_map_stays_bounded() {
-        let mut map = HashMap::new();
-        let now = botmesh::clock::now_ms();
-        for i in 0..WINDOW_CHATS {
-            // Half of them wrote more than a day ago.
-            let at = if i % 2 == 0 {
-                now - 2 * SESSION_WINDOW_MS
-            } else {
-                now
-            };
-            map.insert(ChatId(format!("c{i}")), at);
-        }
-        remember_inbound(&mut map, &ChatId("new".into()), now);
-        assert!(map.len() <= WINDOW_CHATS / 2 + 1, "{}", map.len());
-        assert!(map.contains_key(&ChatId("new".into())));
-        assert!(
-            map.contains_key(&ChatId("c1".into())),
-            "a chat in its window is kept"
-        );
     }
 }

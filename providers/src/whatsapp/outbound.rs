@@ -17,6 +17,7 @@
 //! | 131026 | `RecipientUnreachable` |
 //! | 131051 | `UnsupportedContent` |
 //! | 131000, 131016, 1, 2, any 5xx (the Graph answered: not accepted) | retryable `Api` |
+//! | HTTP 413 | `PayloadTooLarge` |
 //! | no connection | `Network` (retryable) |
 //! | a send's timeout or connection lost after the request was written | `Ambiguous`: it may have been accepted (`crate::http::call_error`) |
 //! | 100, 131008, 131009, 132000, 132001, 131048, 0, 190, others | final `Api` |
@@ -24,6 +25,8 @@
 use botmesh::message::{Button, ChatId, ListSection, MediaKind, MessageId, OutgoingContent};
 use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
+
+use crate::meta::Class;
 
 use super::NAME;
 
@@ -254,56 +257,16 @@ fn list(text: &str, button: &str, sections: &[ListSection]) -> Result<Value, Pro
     }))
 }
 
-/// Classifies a Graph error answer.
-pub(crate) fn classify(
-    status: u16,
-    body: &Value,
-    chat: Option<&ChatId>,
-    size: u64,
-) -> ProviderError {
-    let err = &body["error"];
-    let code = err["code"].as_i64();
-    let message = err["message"]
-        .as_str()
-        .unwrap_or("unknown error")
-        .to_owned();
-    let details = err["error_data"]["details"].as_str().unwrap_or_default();
-    let provider = NAME.to_owned();
-    let chat = chat.map(ToString::to_string).unwrap_or_default();
-    match code {
-        Some(130429 | 131056 | 80007 | 4) => ProviderError::RateLimited {
-            provider,
-            retry_after: None,
-        },
-        Some(131047) => ProviderError::OutsideSessionWindow { provider, chat },
-        Some(131026) => ProviderError::RecipientUnreachable {
-            provider,
-            chat,
-            reason: if details.is_empty() {
-                message
-            } else {
-                details.to_owned()
-            },
-        },
-        Some(131051) => ProviderError::UnsupportedContent {
-            provider,
-            what: message,
-        },
-        _ if status == 413 => ProviderError::PayloadTooLarge {
-            provider,
-            size,
-            limit: 100 * 1024 * 1024,
-        },
-        _ if status == 429 => ProviderError::RateLimited {
-            provider,
-            retry_after: None,
-        },
-        c => ProviderError::Api {
-            provider,
-            status: Some(status),
-            code: c.map(|c| c.to_string()),
-            message,
-            retryable: matches!(c, Some(131000 | 131016 | 1 | 2)) || status >= 500,
-        },
-    }
+/// WhatsApp's rows of the Graph error table (the shared rules of [`crate::meta`] follow).
+pub(crate) fn table(code: i64, _subcode: Option<i64>, _message: &str) -> Option<Class> {
+    Some(match code {
+        130429 | 131056 | 80007 => Class::RateLimited,
+        131047 => Class::OutsideWindow,
+        131026 => Class::Unreachable,
+        131051 => Class::Unsupported,
+        131000 | 131016 => Class::Retryable,
+        // Spam limit (a human reviews), token expired: final whatever the HTTP status.
+        131048 | 0 | 190 => Class::Final,
+        _ => return None,
+    })
 }

@@ -1,6 +1,7 @@
-//! The webhook route's channel part: the `hub.challenge` handshake (GET) and the signed
-//! notifications (POST), checked with `X-Hub-Signature-256` over the raw body before parsing.
-//! The table of answers is in the parent module; [`crate::webhook::route`] does the rest.
+//! [`MetaWebhook`]: the webhook route's channel part every Meta channel shares, on the
+//! [`crate::webhook`] skeleton: the `hub.challenge` handshake (GET), `X-Hub-Signature-256`
+//! over the raw body before anything is parsed (POST), and the session window noted from what
+//! was parsed. The channel brings its body parser ([`MetaInbound`]).
 
 use std::sync::Arc;
 
@@ -8,15 +9,31 @@ use botmesh::provider::ProviderEvent;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::{Inner, SIGNATURE_HEADER, inbound};
+use super::SessionWindow;
 use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest, constant_time_eq};
 
-/// The WhatsApp Cloud webhook route's channel.
-pub(super) struct Channel(pub(super) Arc<Inner>);
+/// The signature header.
+const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
-impl WebhookChannel for Channel {
+/// A Meta channel's webhook body parser.
+pub(crate) trait MetaInbound: Send + Sync + 'static {
+    /// The events of a verified body, in order; `Err` says why it is not the channel's
+    /// webhook (answered 400, nothing delivered).
+    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, String>;
+}
+
+/// One Meta webhook route.
+pub(crate) struct MetaWebhook<I> {
+    pub(crate) slot: SinkSlot,
+    pub(crate) app_secret: String,
+    pub(crate) verify_token: String,
+    pub(crate) window: Arc<SessionWindow>,
+    pub(crate) inbound: I,
+}
+
+impl<I: MetaInbound> WebhookChannel for MetaWebhook<I> {
     fn slot(&self) -> &SinkSlot {
-        &self.0.slot
+        &self.slot
     }
 
     fn handshake(&self, request: &WebhookRequest) -> Option<Result<String, Refused>> {
@@ -31,7 +48,7 @@ impl WebhookChannel for Channel {
                 _ => {}
             }
         }
-        let expected = self.0.config.verify_token.as_bytes();
+        let expected = self.verify_token.as_bytes();
         let token_ok = !expected.is_empty()
             && token
                 .as_deref()
@@ -47,35 +64,25 @@ impl WebhookChannel for Channel {
             return Err(Refused::MissingSignature("X-Hub-Signature-256"));
         };
         let sig = sig.to_str().unwrap_or_default();
-        if !signature_ok(&self.0.config.app_secret, sig, &request.body) {
+        if !signature_ok(&self.app_secret, sig, &request.body) {
             return Err(Refused::BadSignature("X-Hub-Signature-256"));
         }
         Ok(())
     }
 
-    /// Parses the envelope and remembers when each chat wrote (the 24-hour window).
+    /// Parses the body and notes when each chat wrote (the 24-hour window).
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        let events =
-            inbound::parse(&request.body).map_err(|e| Refused::Malformed(e.to_string()))?;
-        let mut map = self
-            .0
-            .last_inbound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for e in &events {
-            let (chat, at) = match e {
-                ProviderEvent::Message(m) => (&m.chat, m.timestamp_ms),
-                ProviderEvent::Interaction(i) => (&i.chat, i.timestamp_ms),
-                _ => continue,
-            };
-            super::remember_inbound(&mut map, chat, at);
-        }
+        let events = self
+            .inbound
+            .parse(&request.body)
+            .map_err(Refused::Malformed)?;
+        self.window.note_events(&events);
         Ok(events)
     }
 }
 
 /// Checks `X-Hub-Signature-256: sha256=<hex>` against the raw body.
-pub(crate) fn signature_ok(app_secret: &str, header: &str, body: &[u8]) -> bool {
+fn signature_ok(app_secret: &str, header: &str, body: &[u8]) -> bool {
     if app_secret.is_empty() {
         return false;
     }
@@ -90,4 +97,17 @@ pub(crate) fn signature_ok(app_secret: &str, header: &str, body: &[u8]) -> bool 
     };
     mac.update(body);
     mac.verify_slice(&given).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signature_ok;
+
+    #[test]
+    fn meta_check_vector() {
+        let vector = "sha256=0329a06b62cd16b33eb6792be8c60b158d89a2ee3a876fce9a881ebb488c0914";
+        assert!(signature_ok("secret", vector, b"test"));
+        assert!(!signature_ok("secret", vector, b"test "));
+        assert!(!signature_ok("", vector, b"test"));
+    }
 }
