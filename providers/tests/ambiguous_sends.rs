@@ -61,6 +61,40 @@ fn assert_network(err: &ProviderError, what: &str) {
     assert_eq!(err.class(), ErrorClass::Retryable, "{what}");
 }
 
+/// The sends of one channel whose outcome is unknown, or known not to have left: after
+/// `drop_next()`, a send to the fake at `base` is ambiguous and was `delivered()` all the same
+/// (returned, for more checks); with `times_out`, a send to a server that never answers is
+/// ambiguous too; a send to a closed port is a retryable network error.
+async fn assert_sends_ambiguous_or_not_sent<P: Provider>(
+    provider: impl Fn(&str) -> P,
+    base: &str,
+    chat: ChatId,
+    drop_next: impl Fn(),
+    delivered: impl Fn() -> Vec<String>,
+    times_out: bool,
+) -> ProviderError {
+    drop_next();
+    let dropped = provider(base)
+        .send(&chat, &"hi".into())
+        .await
+        .expect_err("dropped");
+    assert_ambiguous(&dropped, "connection dropped after the request");
+    assert_eq!(delivered(), ["hi"], "it went out all the same");
+    if times_out {
+        let err = provider(&silent_server().await)
+            .send(&chat, &"hi".into())
+            .await
+            .expect_err("no answer");
+        assert_ambiguous(&err, "timed out after the request");
+    }
+    let err = provider(&closed_port())
+        .send(&chat, &"hi".into())
+        .await
+        .expect_err("refused");
+    assert_network(&err, "connection refused");
+    dropped
+}
+
 /// A durable bot on `provider` (memory journals, short backoff).
 async fn durable_bot(provider: impl Provider) -> Bot {
     let mut config = DurabilityConfig::default();
@@ -188,27 +222,17 @@ mod telegram {
 
     #[tokio::test]
     async fn a_send_is_ambiguous_once_its_request_may_have_reached_telegram() {
-        let chat = ChatId(ANA.to_string());
         let fake = FakeTelegram::start(TOKEN).await;
-        let tg = provider(&fake.base_url());
-
-        fake.drop_next("sendMessage");
-        let err = tg.send(&chat, &"hi".into()).await.expect_err("dropped");
-        assert_ambiguous(&err, "connection dropped after the request");
-        assert_eq!(fake.delivered_to(ANA), ["hi"], "it went out all the same");
+        let err = assert_sends_ambiguous_or_not_sent(
+            provider,
+            &fake.base_url(),
+            ChatId(ANA.to_string()),
+            || fake.drop_next("sendMessage"),
+            || fake.delivered_to(ANA),
+            true,
+        )
+        .await;
         assert!(!err.to_string().contains("ambiguous-token"), "{err}");
-
-        let err = provider(&silent_server().await)
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("no answer");
-        assert_ambiguous(&err, "timed out after the request");
-
-        let err = provider(&closed_port())
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("refused");
-        assert_network(&err, "connection refused");
         fake.check();
     }
 
@@ -251,26 +275,17 @@ mod whatsapp {
 
     #[tokio::test]
     async fn a_send_is_ambiguous_once_its_request_may_have_reached_the_graph() {
-        let chat = ChatId::from(TO);
         let fake = FakeWhatsApp::start(TOKEN).await;
-        let wa = provider(&fake.base_url());
-
-        fake.drop_next();
-        let err = wa.send(&chat, &"hi".into()).await.expect_err("dropped");
-        assert_ambiguous(&err, "connection dropped after the request");
-        assert_eq!(fake.delivered_to(TO), ["hi"], "it went out all the same");
-
-        let err = provider(&silent_server().await)
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("no answer");
-        assert_ambiguous(&err, "timed out after the request");
-
-        let err = provider(&closed_port())
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("refused");
-        assert_network(&err, "connection refused");
+        let delivered = || fake.delivered_to(TO);
+        assert_sends_ambiguous_or_not_sent(
+            provider,
+            &fake.base_url(),
+            ChatId::from(TO),
+            || fake.drop_next(),
+            delivered,
+            true,
+        )
+        .await;
         fake.check();
     }
 
@@ -313,20 +328,17 @@ mod twilio {
 
     #[tokio::test]
     async fn a_send_is_ambiguous_once_its_request_may_have_reached_twilio() {
-        let chat = ChatId::from(TO);
         let fake = FakeTwilio::start(SID, TOKEN).await;
-        fake.drop_next();
-        let err = provider(&fake.base_url())
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("dropped");
-        assert_ambiguous(&err, "connection dropped after the request");
-        assert_eq!(fake.delivered_to(TO), ["hi"], "it went out all the same");
-        let err = provider(&closed_port())
-            .send(&chat, &"hi".into())
-            .await
-            .expect_err("refused");
-        assert_network(&err, "connection refused");
+        let delivered = || fake.delivered_to(TO);
+        assert_sends_ambiguous_or_not_sent(
+            provider,
+            &fake.base_url(),
+            ChatId::from(TO),
+            || fake.drop_next(),
+            delivered,
+            false,
+        )
+        .await;
         fake.check();
     }
 

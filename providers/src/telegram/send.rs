@@ -259,16 +259,9 @@ async fn media_request(
         FILE_UPLOAD_LIMIT
     };
     let (bytes, file_name) = match source {
-        MediaSource::Url { url } => {
-            fields[field] = json!(url);
-            return Ok(Request::Json {
-                method,
-                body: fields,
-                size: Size::default(),
-            });
-        }
-        MediaSource::Token { token } => {
-            fields[field] = json!(token);
+        // A URL Telegram fetches, or a `file_id` it already has: sent by reference.
+        MediaSource::Url { url: reference } | MediaSource::Token { token: reference } => {
+            fields[field] = json!(reference);
             return Ok(Request::Json {
                 method,
                 body: fields,

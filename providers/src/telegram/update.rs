@@ -238,20 +238,21 @@ fn media(kind: MediaKind, f: FileRef, caption: Option<String>) -> Content {
 fn to_message(m: TgMessage, edited: bool, raw: Option<Value>) -> Message {
     let caption = m.caption;
     let mentions_bot = m.entities.iter().any(|e| e.kind == "bot_command");
+    // The first file the message carries, in this order (a photo: its largest size).
+    let file = [
+        (MediaKind::Image, m.photo.into_iter().last()),
+        (MediaKind::Document, m.document),
+        (MediaKind::Voice, m.voice),
+        (MediaKind::Audio, m.audio),
+        (MediaKind::Video, m.video),
+        (MediaKind::Sticker, m.sticker),
+    ]
+    .into_iter()
+    .find_map(|(kind, f)| Some((kind, f?)));
     let content = if let Some(text) = m.text {
         Content::Text(text)
-    } else if let Some(largest) = m.photo.into_iter().last() {
-        media(MediaKind::Image, largest, caption)
-    } else if let Some(f) = m.document {
-        media(MediaKind::Document, f, caption)
-    } else if let Some(f) = m.voice {
-        media(MediaKind::Voice, f, caption)
-    } else if let Some(f) = m.audio {
-        media(MediaKind::Audio, f, caption)
-    } else if let Some(f) = m.video {
-        media(MediaKind::Video, f, caption)
-    } else if let Some(f) = m.sticker {
-        media(MediaKind::Sticker, f, caption)
+    } else if let Some((kind, f)) = file {
+        media(kind, f, caption)
     } else if let Some(l) = m.location {
         Content::Location(Location {
             latitude: l.latitude,

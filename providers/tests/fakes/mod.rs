@@ -25,7 +25,7 @@ use botmesh::provider::{
 };
 use tokio::sync::Notify;
 
-pub use server::{DROP_CONNECTION, Panics};
+pub use server::{DROP_CONNECTION, Panics, Served};
 
 /// What the recording pipeline does with the next events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +146,16 @@ pub fn client() -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("test client")
+}
+
+/// The values recorded under `key`, in order: a fake's calls of one method, its deliveries to
+/// one recipient.
+pub fn recorded_under<V: Clone>(records: &[(String, V)], key: &str) -> Vec<V> {
+    records
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+        .collect()
 }
 
 /// Binds 127.0.0.1:0 and serves `router`; returns the address and where the panics of its

@@ -23,6 +23,61 @@ use tokio::net::{TcpListener, TcpStream};
 /// A response header a handler sets to have its connection closed instead of answered.
 pub const DROP_CONNECTION: &str = "x-fake-drop-connection";
 
+/// A fake API served as [`serve`] does: its address, the panics of its handlers, and its
+/// state `S`. Each fake adds its own methods to `Served<its state>`.
+pub struct Served<S> {
+    pub addr: SocketAddr,
+    panics: Panics,
+    state: Arc<Mutex<S>>,
+    name: &'static str,
+}
+
+impl<S> Clone for Served<S> {
+    fn clone(&self) -> Self {
+        Self {
+            addr: self.addr,
+            panics: self.panics.clone(),
+            state: self.state.clone(),
+            name: self.name,
+        }
+    }
+}
+
+impl<S: Send + 'static> Served<S> {
+    /// Serves `router` (its handlers share `state`) as the fake `name` (`Twilio`).
+    pub async fn serve_state(
+        name: &'static str,
+        state: S,
+        router: axum::Router<Arc<Mutex<S>>>,
+    ) -> Self {
+        let state = Arc::new(Mutex::new(state));
+        let (addr, panics) = serve(router.with_state(state.clone())).await;
+        Self {
+            addr,
+            panics,
+            state,
+            name,
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The fake's state.
+    pub fn s(&self) -> std::sync::MutexGuard<'_, S> {
+        let name = self.name;
+        self.state
+            .lock()
+            .unwrap_or_else(|_| panic!("fake {name} lock"))
+    }
+
+    /// Fails the test if a handler of the fake panicked.
+    pub fn check(&self) {
+        self.panics.check(self.name);
+    }
+}
+
 /// The panics of a fake's handlers (and a server that stopped), in order.
 #[derive(Clone, Default)]
 pub struct Panics(Arc<Mutex<Vec<String>>>);

@@ -161,12 +161,7 @@ impl FakeTelegram {
 
     /// The parameters of every call of `method`, in order.
     pub fn calls(&self, method: &str) -> Vec<Value> {
-        self.s()
-            .calls
-            .iter()
-            .filter(|(m, _)| m == method)
-            .map(|(_, p)| p.clone())
-            .collect()
+        super::recorded_under(&self.s().calls, method)
     }
 
     /// Every call but `getUpdates`, as (method, params).

@@ -3,7 +3,6 @@
 //! that redirect to a CDN path, and a webhook sender that signs forms as Twilio does.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -17,7 +16,7 @@ use serde_json::{Value, json};
 use super::json_resp;
 
 #[derive(Default)]
-struct S {
+pub struct S {
     sid: String,
     token: String,
     sent: Vec<Vec<(String, String)>>,
@@ -30,42 +29,24 @@ struct S {
     delivered: Vec<(String, String)>,
 }
 
-#[derive(Clone)]
-pub struct FakeTwilio {
-    pub addr: SocketAddr,
-    panics: super::Panics,
-    state: Arc<Mutex<S>>,
-}
+/// The fake Twilio REST API.
+pub type FakeTwilio = super::Served<S>;
 
 impl FakeTwilio {
     pub async fn start(sid: &str, token: &str) -> Self {
-        let state = Arc::new(Mutex::new(S {
+        let state = S {
             sid: sid.to_owned(),
             token: token.to_owned(),
             ..S::default()
-        }));
+        };
         let router = Router::new()
             .route("/2010-04-01/Accounts/{sid}/Messages.json", post(create))
             .route(
                 "/2010-04-01/Accounts/{sid}/Messages/{mm}/Media/{me}",
                 get(media),
             )
-            .route("/cdn/{me}", get(cdn))
-            .with_state(state.clone());
-        let (addr, panics) = super::serve(router).await;
-        Self {
-            addr,
-            panics,
-            state,
-        }
-    }
-
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn s(&self) -> std::sync::MutexGuard<'_, S> {
-        self.state.lock().expect("fake twilio lock")
+            .route("/cdn/{me}", get(cdn));
+        Self::serve_state("Twilio", state, router).await
     }
 
     /// Every created message's form, in order.
@@ -75,12 +56,7 @@ impl FakeTwilio {
 
     /// The bodies of the messages to `to` created with success, in order.
     pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        self.s()
-            .delivered
-            .iter()
-            .filter(|(t, _)| t == to)
-            .map(|(_, body)| body.clone())
-            .collect()
+        super::recorded_under(&self.s().delivered, to)
     }
 
     /// The value of `key` in the `n`-th created message.
@@ -88,11 +64,6 @@ impl FakeTwilio {
         self.sent()
             .get(n)
             .and_then(|f| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
-    }
-
-    /// Fails the test if a handler of the fake panicked.
-    pub fn check(&self) {
-        self.panics.check("Twilio");
     }
 
     /// The next message created with success drops its connection instead of answering: the

@@ -4,7 +4,6 @@
 //! sender that signs bodies with `X-Hub-Signature-256` as Meta does.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -20,7 +19,7 @@ use sha2::{Digest, Sha256};
 use super::{json_resp, multipart};
 
 #[derive(Default)]
-struct S {
+pub struct S {
     token: String,
     base: String,
     calls: Vec<Value>,
@@ -34,40 +33,23 @@ struct S {
     delivered: Vec<(String, String)>,
 }
 
-#[derive(Clone)]
-pub struct FakeWhatsApp {
-    pub addr: SocketAddr,
-    panics: super::Panics,
-    state: Arc<Mutex<S>>,
-}
+/// The fake WhatsApp Cloud API.
+pub type FakeWhatsApp = super::Served<S>;
 
 impl FakeWhatsApp {
     pub async fn start(token: &str) -> Self {
-        let state = Arc::new(Mutex::new(S {
+        let state = S {
             token: token.to_owned(),
             ..S::default()
-        }));
+        };
         let router = Router::new()
             .route("/cdn/{media_id}", get(cdn))
             .route("/{version}/{id}/messages", post(messages))
             .route("/{version}/{id}/media", post(upload))
-            .route("/{version}/{media_id}", get(lookup))
-            .with_state(state.clone());
-        let (addr, panics) = super::serve(router).await;
-        state.lock().expect("lock").base = format!("http://{addr}");
-        Self {
-            addr,
-            panics,
-            state,
-        }
-    }
-
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn s(&self) -> std::sync::MutexGuard<'_, S> {
-        self.state.lock().expect("fake whatsapp lock")
+            .route("/{version}/{media_id}", get(lookup));
+        let fake = Self::serve_state("WhatsApp Cloud API", state, router).await;
+        fake.s().base = fake.base_url();
+        fake
     }
 
     /// Bodies POSTed to `/messages`, in order.
@@ -78,21 +60,11 @@ impl FakeWhatsApp {
     /// The texts (a text's body, an interactive message's body text) of the messages to `to`
     /// that succeeded, in order.
     pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        self.s()
-            .delivered
-            .iter()
-            .filter(|(t, _)| t == to)
-            .map(|(_, text)| text.clone())
-            .collect()
+        super::recorded_under(&self.s().delivered, to)
     }
 
     pub fn uploads(&self) -> Vec<Value> {
         self.s().uploads.clone()
-    }
-
-    /// Fails the test if a handler of the fake panicked.
-    pub fn check(&self) {
-        self.panics.check("WhatsApp Cloud API");
     }
 
     /// The next `/messages` call that succeeds (the message is delivered) drops its
