@@ -5,6 +5,9 @@
 //!   (whose file also holds the journals: `SqliteStore::durability`).
 //! - Behind the `file` feature (default): [`file`](mod@file), `FileDurability`, the journals in one local
 //!   file for a single process.
+//! - Behind the `file` feature: [`events`](mod@events), an app's events journal in one file
+//!   (`FileEventJournal`, `SharedFileEventJournal` for processes on one host) that can keep
+//!   the bot's journals too (`events_durability`).
 //! - The durable journals: [`kv`] (the [`DurableKv`] backend SPI and [`MemoryKv`]),
 //!   [`KvDurability`] (the [`inbox`] and the [`outbox`] on any `DurableKv`), [`keys`]
 //!   (idempotency keys, inbound ids, fingerprints), [`retries`] (backoff, deferral, DLQ, parts),
@@ -40,6 +43,9 @@ pub mod coordination;
 pub mod error;
 #[cfg(feature = "file")]
 #[cfg_attr(docsrs, doc(cfg(feature = "file")))]
+pub mod events;
+#[cfg(feature = "file")]
+#[cfg_attr(docsrs, doc(cfg(feature = "file")))]
 pub mod file;
 pub mod inbox;
 mod journal;
@@ -68,6 +74,11 @@ pub use backends::postgres::{PostgresKv, PostgresStore};
 pub use backends::redis::{RedisKv, RedisStore};
 pub use config::{DurabilityConfig, OnAmbiguous};
 pub use error::DurabilityError;
+#[cfg(feature = "file")]
+pub use events::{
+    EventsDurability, FileEventJournal, SharedFileEventJournal, SharedFileOptions,
+    events_durability,
+};
 #[cfg(feature = "file")]
 pub use file::{FileDurability, FileOptions};
 pub use inbox::InboxState;

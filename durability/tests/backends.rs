@@ -362,3 +362,178 @@ suites!(redis, redis_backend::server(), seeds: 8);
 
 #[cfg(feature = "redis-cluster")]
 suites!(redis_cluster, redis_backend::cluster(), seeds: 4);
+
+/// The bot's journals in an events journal (`events_durability`): a `FileEventJournal`, a
+/// `SharedFileEventJournal` (snapshot and append-log mode), and a journal with its outbox on
+/// another backend (a `MemoryKv` standing for a server; Postgres when one is configured).
+#[cfg(feature = "file")]
+mod events_backend {
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+
+    use botmesh_durability::events::{
+        EventsDurability, FileEventJournal, SharedFileEventJournal, SharedFileOptions,
+        events_durability,
+    };
+    use botmesh_durability::{DurableKv, FileOptions, MemoryKv};
+    use tempfile::TempDir;
+
+    use crate::crash_restart::Restartable;
+
+    /// Which journal the bot's records live in.
+    #[derive(Clone)]
+    pub(crate) enum Journal {
+        File(FileOptions),
+        Shared(SharedFileOptions),
+    }
+
+    /// An events journal file in a fresh temporary folder, and the outbox backend if any.
+    pub(crate) struct EventsBackend {
+        _dir: TempDir,
+        path: PathBuf,
+        journal: Journal,
+        outbox: Option<Arc<dyn DurableKv>>,
+        /// The open `FileEventJournal`, which a kill abandons.
+        file: Mutex<Option<FileEventJournal>>,
+        shared: Mutex<Option<SharedFileEventJournal>>,
+    }
+
+    pub(crate) fn fresh(journal: Journal, outbox: Option<Arc<dyn DurableKv>>) -> EventsBackend {
+        let dir = tempfile::tempdir().expect("temp dir");
+        EventsBackend {
+            path: dir.path().join("events.json"),
+            _dir: dir,
+            journal,
+            outbox,
+            file: Mutex::new(None),
+            shared: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn memory_outbox() -> Option<Arc<dyn DurableKv>> {
+        Some(Arc::new(MemoryKv::new()))
+    }
+
+    impl Restartable for EventsBackend {
+        type Kv = EventsDurability;
+
+        async fn open(&self) -> Arc<EventsDurability> {
+            let durability = match &self.journal {
+                Journal::File(options) => {
+                    let journal = FileEventJournal::open(&self.path, options.clone())
+                        .await
+                        .expect("open the events journal");
+                    let durability = events_durability(&journal);
+                    *self.file.lock().unwrap() = Some(journal);
+                    durability
+                }
+                Journal::Shared(options) => {
+                    let journal = SharedFileEventJournal::open(&self.path, options.clone())
+                        .await
+                        .expect("open the shared events journal");
+                    let durability = events_durability(&journal);
+                    *self.shared.lock().unwrap() = Some(journal);
+                    durability
+                }
+            };
+            Arc::new(match &self.outbox {
+                Some(outbox) => {
+                    // Connects a lazily built server backend (the bot's start does the same).
+                    outbox.open().await.expect("open the outbox backend");
+                    durability.shared_outbox(Arc::clone(outbox))
+                }
+                None => durability,
+            })
+        }
+
+        async fn kill(&self, kv: Arc<EventsDurability>) {
+            drop(kv);
+            let file = self.file.lock().unwrap().take();
+            if let Some(journal) = file {
+                journal.storage().simulate_crash().await;
+            }
+            // A shared journal holds nothing between operations: dropping it is a kill.
+            drop(self.shared.lock().unwrap().take());
+        }
+
+        async fn close(&self, kv: Arc<EventsDurability>) {
+            drop(kv);
+            let file = self.file.lock().unwrap().take();
+            if let Some(journal) = file {
+                journal.close().await.expect("close");
+            }
+            let shared = self.shared.lock().unwrap().take();
+            if let Some(journal) = shared {
+                journal.close().await;
+            }
+        }
+    }
+
+    /// Postgres as the shared outbox, on a fresh table prefix; `None` without a server.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres_outbox() -> Option<impl Fn() -> std::future::Ready<EventsBackend>> {
+        use botmesh_durability::PostgresKv;
+        use botmesh_durability::backends::postgres::PostgresConfig;
+
+        let pg = crate::servers::postgres::Pg::new()?;
+        Some(move || {
+            let prefix = pg.prefix();
+            let config = PostgresConfig::new().table_prefix(&prefix);
+            let kv = PostgresKv::new_with(&pg.url, config).expect("the test server's URL");
+            let outbox: Arc<dyn DurableKv> = Arc::new(kv);
+            std::future::ready(fresh(
+                Journal::File(FileOptions::new().append_log(true)),
+                Some(outbox),
+            ))
+        })
+    }
+}
+
+#[cfg(feature = "file")]
+suites!(
+    events_file_journal,
+    Some(|| std::future::ready(events_backend::fresh(
+        events_backend::Journal::File(botmesh_durability::FileOptions::new().append_log(true)),
+        None
+    ))),
+    seeds: 8
+);
+
+#[cfg(feature = "file")]
+suites!(
+    events_shared_snapshot,
+    Some(|| std::future::ready(events_backend::fresh(
+        events_backend::Journal::Shared(
+            botmesh_durability::SharedFileOptions::new().fsync(false)
+        ),
+        None
+    ))),
+    seeds: 4
+);
+
+#[cfg(feature = "file")]
+suites!(
+    events_shared_append_log,
+    Some(|| std::future::ready(events_backend::fresh(
+        events_backend::Journal::Shared(
+            botmesh_durability::SharedFileOptions::new()
+                .fsync(false)
+                .compact_every(5)
+        ),
+        None
+    ))),
+    seeds: 4
+);
+
+#[cfg(feature = "file")]
+suites!(
+    events_memory_outbox,
+    Some(|| std::future::ready(events_backend::fresh(
+        events_backend::Journal::File(botmesh_durability::FileOptions::new().append_log(true)),
+        events_backend::memory_outbox()
+    ))),
+    seeds: 4
+);
+
+#[cfg(all(feature = "file", feature = "postgres"))]
+suites!(events_postgres_outbox, events_backend::postgres_outbox(), seeds: 4);

@@ -104,7 +104,7 @@ impl FileError {
 }
 
 /// Maps an OS error of `operation` on `file` to [`FileError::Io`] (for `map_err`).
-pub(super) fn io(file: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
+pub(crate) fn io(file: &Path, operation: &'static str) -> impl FnOnce(std::io::Error) -> FileError {
     let file = file.to_path_buf();
     move |e| FileError::Io {
         file,

@@ -30,11 +30,11 @@ use serde::{Deserialize, Serialize};
 use super::FileError;
 
 /// The snapshot's format marker.
-pub(super) const SNAPSHOT_FORMAT: &str = "botmesh-durable-file";
+pub(crate) const SNAPSHOT_FORMAT: &str = "botmesh-durable-file";
 /// The log's format marker.
-pub(super) const LOG_FORMAT: &str = "botmesh-durable-log";
+pub(crate) const LOG_FORMAT: &str = "botmesh-durable-log";
 /// The format version this build writes and reads.
-pub(super) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 const CRC_TABLE: [u32; 256] = {
     let mut table = [0u32; 256];
@@ -57,7 +57,7 @@ const CRC_TABLE: [u32; 256] = {
 };
 
 /// CRC-32 (IEEE), as in zip and PNG.
-pub(super) fn crc32(bytes: &[u8]) -> u32 {
+pub(crate) fn crc32(bytes: &[u8]) -> u32 {
     let mut c = 0xFFFF_FFFFu32;
     for &b in bytes {
         c = CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
@@ -66,7 +66,7 @@ pub(super) fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// Serializes `value` as one checksummed line, newline included.
-pub(super) fn encode_line<T: Serialize>(value: &T, out: &mut Vec<u8>) -> serde_json::Result<()> {
+pub(crate) fn encode_line<T: Serialize>(value: &T, out: &mut Vec<u8>) -> serde_json::Result<()> {
     let json = serde_json::to_vec(value)?;
     out.extend_from_slice(format!("{:08x} ", crc32(&json)).as_bytes());
     out.extend_from_slice(&json);
@@ -75,7 +75,7 @@ pub(super) fn encode_line<T: Serialize>(value: &T, out: &mut Vec<u8>) -> serde_j
 }
 
 /// Parses one line (without its newline), checking its checksum.
-pub(super) fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+pub(crate) fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     if line.len() < 10 || line[8] != b' ' {
         return Err("not a checksummed line".into());
     }
@@ -101,7 +101,7 @@ mod value_bytes {
         Hex { hex: String },
     }
 
-    pub(super) fn serialize<S: Serializer>(value: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(value: &[u8], s: S) -> Result<S::Ok, S::Error> {
         match std::str::from_utf8(value) {
             Ok(text) => Repr::Text(text.into()).serialize(s),
             Err(_) => Repr::Hex {
@@ -111,7 +111,7 @@ mod value_bytes {
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         match Repr::deserialize(d)? {
             Repr::Text(text) => Ok(text.into_owned().into_bytes()),
             Repr::Hex { hex } => {
@@ -135,27 +135,27 @@ mod value_bytes {
 
 /// The first line of a snapshot.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct SnapshotHeader {
-    pub(super) format: String,
-    pub(super) version: u32,
+pub(crate) struct SnapshotHeader {
+    pub(crate) format: String,
+    pub(crate) version: u32,
     /// The last log sequence folded into this snapshot.
-    pub(super) log_seq: u64,
+    pub(crate) log_seq: u64,
     /// The highest version ever given (versions are never reused).
-    pub(super) last_version: u64,
+    pub(crate) last_version: u64,
 }
 
 /// One stored entry (a snapshot line, or a `put` of the log).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct StoredEntry {
-    pub(super) scope: String,
-    pub(super) key: String,
-    pub(super) version: u64,
+pub(crate) struct StoredEntry {
+    pub(crate) scope: String,
+    pub(crate) key: String,
+    pub(crate) version: u64,
     #[serde(with = "value_bytes")]
-    pub(super) value: Vec<u8>,
+    pub(crate) value: Vec<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) idx1: Option<String>,
+    pub(crate) idx1: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) idx2: Option<String>,
+    pub(crate) idx2: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -180,7 +180,7 @@ struct LogHeader {
 /// One change of a committed write, as logged and replayed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
-pub(super) enum Change {
+pub(crate) enum Change {
     /// The key now holds this entry.
     Put {
         key: String,
@@ -198,22 +198,22 @@ pub(super) enum Change {
 
 /// One log line: the changes of one write request, in one scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct LogLine {
-    pub(super) seq: u64,
-    pub(super) scope: String,
-    pub(super) ops: Vec<Change>,
+pub(crate) struct LogLine {
+    pub(crate) seq: u64,
+    pub(crate) scope: String,
+    pub(crate) ops: Vec<Change>,
 }
 
 /// A snapshot read back.
 #[derive(Debug)]
-pub(super) struct Snapshot {
-    pub(super) log_seq: u64,
-    pub(super) last_version: u64,
-    pub(super) entries: Vec<StoredEntry>,
+pub(crate) struct Snapshot {
+    pub(crate) log_seq: u64,
+    pub(crate) last_version: u64,
+    pub(crate) entries: Vec<StoredEntry>,
 }
 
 /// Encodes a whole snapshot.
-pub(super) fn encode_snapshot<'a>(
+pub(crate) fn encode_snapshot<'a>(
     log_seq: u64,
     last_version: u64,
     entries: impl Iterator<Item = StoredEntry> + 'a,
@@ -236,7 +236,7 @@ pub(super) fn encode_snapshot<'a>(
 }
 
 /// The exact bytes of a log header line.
-pub(super) fn log_header() -> Vec<u8> {
+pub(crate) fn log_header() -> Vec<u8> {
     let mut out = Vec::new();
     let header = LogHeader {
         format: LOG_FORMAT.into(),
@@ -254,7 +254,7 @@ fn looks_like(first_line: &[u8], format: &str) -> bool {
 }
 
 /// Parses a snapshot file's bytes.
-pub(super) fn parse_snapshot(bytes: &[u8], file: &Path) -> Result<Snapshot, FileError> {
+pub(crate) fn parse_snapshot(bytes: &[u8], file: &Path) -> Result<Snapshot, FileError> {
     let corrupt = |reason: String| FileError::SnapshotCorrupt {
         file: file.to_path_buf(),
         reason,
@@ -314,19 +314,19 @@ pub(super) fn parse_snapshot(bytes: &[u8], file: &Path) -> Result<Snapshot, File
 
 /// A log read back.
 #[derive(Debug, Default)]
-pub(super) struct ParsedLog {
+pub(crate) struct ParsedLog {
     /// The good lines, in order.
-    pub(super) lines: Vec<LogLine>,
+    pub(crate) lines: Vec<LogLine>,
     /// The length of the good prefix (header and good lines).
-    pub(super) valid_len: u64,
+    pub(crate) valid_len: u64,
     /// Whether a complete header was found.
-    pub(super) has_header: bool,
+    pub(crate) has_header: bool,
     /// Where a torn tail starts (`valid_len`), if there is one.
-    pub(super) torn: bool,
+    pub(crate) torn: bool,
 }
 
 /// Parses a log file's bytes.
-pub(super) fn parse_log(bytes: &[u8], file: &Path) -> Result<ParsedLog, FileError> {
+pub(crate) fn parse_log(bytes: &[u8], file: &Path) -> Result<ParsedLog, FileError> {
     let mut parsed = ParsedLog::default();
     if bytes.is_empty() {
         return Ok(parsed);

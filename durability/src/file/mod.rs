@@ -36,12 +36,12 @@
 //! It is not shared between processes ([`DurableKv::shared_between_processes`] is `false`),
 //! and it does not encrypt or back up the file.
 
-mod error;
-mod format;
+pub(crate) mod error;
+pub(crate) mod format;
 mod lock;
 mod options;
-mod state;
-mod writer;
+pub(crate) mod state;
+pub(crate) mod writer;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -33,12 +33,12 @@ pub trait IoHook: Send + Sync + 'static {
 /// Options of [`FileDurability::open`](super::FileDurability::open), set builder-style.
 #[derive(Clone)]
 pub struct FileOptions {
-    pub(super) append_log: bool,
-    pub(super) compact_every: usize,
-    pub(super) compact_bytes: u64,
-    pub(super) fsync: bool,
+    pub(crate) append_log: bool,
+    pub(crate) compact_every: usize,
+    pub(crate) compact_bytes: u64,
+    pub(crate) fsync: bool,
     pub(super) max_group: usize,
-    pub(super) io_hook: Option<Arc<dyn IoHook>>,
+    pub(crate) io_hook: Option<Arc<dyn IoHook>>,
 }
 
 impl Default for FileOptions {

@@ -24,20 +24,20 @@ struct ScopeData {
 
 /// Every entry of the file, per scope, with the two indexes.
 #[derive(Debug, Default)]
-pub(super) struct State {
+pub(crate) struct State {
     scopes: HashMap<String, ScopeData>,
     /// The highest version ever given.
-    pub(super) last_version: u64,
+    pub(crate) last_version: u64,
 }
 
 impl State {
     /// One entry.
-    pub(super) fn get(&self, scope: &str, key: &str) -> Option<&Versioned> {
+    pub(crate) fn get(&self, scope: &str, key: &str) -> Option<&Versioned> {
         self.scopes.get(scope)?.entries.get(key)
     }
 
     /// Entries whose `index` value is in `from..to`, sorted by (value, key), at most `limit`.
-    pub(super) fn range(
+    pub(crate) fn range(
         &self,
         scope: &str,
         index: Index,
@@ -68,12 +68,12 @@ impl State {
     }
 
     /// How many entries the file holds.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.scopes.values().map(|s| s.entries.len()).sum()
     }
 
     /// Stores `entry` (from a snapshot).
-    pub(super) fn load(&mut self, entry: StoredEntry) {
+    pub(crate) fn load(&mut self, entry: StoredEntry) {
         self.last_version = self.last_version.max(entry.version);
         self.put(
             &entry.scope,
@@ -88,7 +88,7 @@ impl State {
     }
 
     /// Applies one committed (or replayed) change.
-    pub(super) fn apply(&mut self, scope: &str, change: Change) {
+    pub(crate) fn apply(&mut self, scope: &str, change: Change) {
         match change {
             Change::Put {
                 key,
@@ -137,7 +137,7 @@ impl State {
     }
 
     /// Every entry, as stored in a snapshot, with `pending` changes applied on top.
-    pub(super) fn stored<'a>(
+    pub(crate) fn stored<'a>(
         &'a self,
         pending: Option<&'a Pending<'a>>,
     ) -> impl Iterator<Item = StoredEntry> + 'a {
@@ -180,16 +180,16 @@ fn unindex(data: &mut ScopeData, key: &str, old: &Versioned) {
 }
 
 /// A group of writes being evaluated: the changes so far, over the committed state.
-pub(super) struct Pending<'a> {
+pub(crate) struct Pending<'a> {
     base: &'a State,
     touched: HashMap<(String, String), Option<Versioned>>,
     /// The highest version given so far (committed or pending).
-    pub(super) last_version: u64,
+    pub(crate) last_version: u64,
 }
 
 impl<'a> Pending<'a> {
     /// An empty overlay on `base`.
-    pub(super) fn new(base: &'a State) -> Self {
+    pub(crate) fn new(base: &'a State) -> Self {
         Pending {
             base,
             touched: HashMap::new(),
@@ -205,7 +205,7 @@ impl<'a> Pending<'a> {
     }
 
     /// Evaluates one operation; the change to persist when it succeeds.
-    pub(super) fn eval(&mut self, scope: &str, op: KvOp) -> (CasOutcome, Option<Change>) {
+    pub(crate) fn eval(&mut self, scope: &str, op: KvOp) -> (CasOutcome, Option<Change>) {
         match op {
             KvOp::Cas {
                 key,

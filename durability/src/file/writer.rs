@@ -59,16 +59,16 @@ pub(super) enum Msg {
 
 /// The files of one durable file.
 #[derive(Debug, Clone)]
-pub(super) struct Paths {
-    pub(super) data: PathBuf,
-    pub(super) log: PathBuf,
-    pub(super) tmp: PathBuf,
-    pub(super) lock: PathBuf,
-    pub(super) dir: PathBuf,
+pub(crate) struct Paths {
+    pub(crate) data: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) tmp: PathBuf,
+    pub(crate) lock: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Paths {
-    pub(super) fn new(data: &Path) -> Self {
+    pub(crate) fn new(data: &Path) -> Self {
         let suffixed = |suffix: &str| {
             let mut name = data.as_os_str().to_owned();
             name.push(suffix);
