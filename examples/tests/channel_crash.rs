@@ -14,7 +14,7 @@ mod fakes;
 mod channels;
 
 use channels::{
-    Channel, Fault, post_until_accepted, retries_faults, seeds, surfaced, survives_sigkills,
+    Channel, Fault, Listen, post_until_accepted, retries_faults, seeds, surfaced, survives_sigkills,
 };
 
 /// A webhook POST the shop refuses fails the test from the task that tried it.
@@ -61,107 +61,7 @@ const SEEDS: std::ops::Range<u64> = 0..2;
 #[cfg(feature = "telegram")]
 mod telegram {
     use super::*;
-    use crate::fakes::telegram::{FakeTelegram, updates};
-    use serde_json::json;
-
-    const TOKEN: &str = "4242:crash-token";
-    const SECRET: &str = "crash-secret";
-
-    /// Telegram; updates by `getUpdates` (`webhook: false`) or POSTed to the shop's webhook.
-    pub(crate) struct Telegram {
-        fake: FakeTelegram,
-        webhook: bool,
-    }
-
-    impl Telegram {
-        pub(crate) async fn start(webhook: bool) -> Self {
-            Self {
-                fake: FakeTelegram::start(TOKEN).await,
-                webhook,
-            }
-        }
-
-        fn user_id(user: u32) -> i64 {
-            1000 + i64::from(user)
-        }
-    }
-
-    impl Channel for Telegram {
-        fn name(&self) -> &'static str {
-            "telegram"
-        }
-
-        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
-            let mut env = vec![
-                ("TELEGRAM_BOT_TOKEN", TOKEN.to_owned()),
-                ("TELEGRAM_API_BASE", self.fake.base_url()),
-                ("TELEGRAM_POLL_TIMEOUT_SECS", "1".to_owned()),
-            ];
-            if self.webhook {
-                env.push(("TELEGRAM_WEBHOOK_SECRET", SECRET.to_owned()));
-                env.push(("TELEGRAM_WEBHOOK_PATH", "/telegram".to_owned()));
-            }
-            env
-        }
-
-        fn chat(&self, user: u32) -> String {
-            Self::user_id(user).to_string()
-        }
-
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &str,
-        ) -> Option<tokio::task::JoinHandle<()>> {
-            let message_id = i64::try_from(id).expect("a message id");
-            let update = updates::text(Self::user_id(user), message_id, text);
-            if !self.webhook {
-                self.fake.push_update(update);
-                return None;
-            }
-            let mut update = update;
-            update["update_id"] = json!(100_000_000 + message_id);
-            let url = format!("http://{listen}/telegram");
-            Some(post_until_accepted(
-                format!("update {message_id}"),
-                move |client| {
-                    client
-                        .post(&url)
-                        .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
-                        .json(&update)
-                },
-            ))
-        }
-
-        fn check_fake(&self) {
-            self.fake.check();
-        }
-
-        fn delivered(&self, user: u32) -> Vec<String> {
-            self.fake.delivered_to(Self::user_id(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.fake.calls("sendMessage").len()
-        }
-
-        fn fail_next_send(&self, fault: Fault) {
-            match fault {
-                Fault::ServerError => self.fake.fail_next(
-                    "sendMessage",
-                    502,
-                    json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
-                ),
-                Fault::RateLimited => self.fake.fail_next(
-                    "sendMessage",
-                    429,
-                    json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 1", "parameters": {"retry_after": 1}}),
-                ),
-            }
-        }
-    }
+    use crate::channels::telegram::Telegram;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn telegram_polling_shop_survives_sigkills() {
@@ -221,17 +121,17 @@ mod whatsapp {
             user: u32,
             id: u64,
             text: &str,
-            listen: &str,
+            listen: &Listen,
         ) -> Option<tokio::task::JoinHandle<()>> {
             let body = hooks::text_from(&self.chat(user), &format!("wamid.IN{id}"), text);
             let body = serde_json::to_vec(&body).expect("a JSON body");
             let signature = FakeWhatsApp::sign(APP_SECRET, &body);
-            let url = format!("http://{listen}/whatsapp");
+            let listen = listen.clone();
             Some(post_until_accepted(
                 format!("wamid.IN{id}"),
                 move |client| {
                     client
-                        .post(&url)
+                        .post(format!("http://{}/whatsapp", listen.pick()))
                         .header("content-type", "application/json")
                         .header("X-Hub-Signature-256", &signature)
                         .body(body.clone())
@@ -314,9 +214,11 @@ mod twilio {
             user: u32,
             id: u64,
             text: &str,
-            listen: &str,
+            listen: &Listen,
         ) -> Option<tokio::task::JoinHandle<()>> {
-            let url = format!("http://{listen}/twilio");
+            // Signed over the public URL; posted to whichever shop takes it.
+            let url = format!("http://{}/twilio", listen.public());
+            let listen = listen.clone();
             let params: Vec<(String, String)> = [
                 ("AccountSid", SID.to_owned()),
                 ("MessageSid", format!("SM{id:032x}")),
@@ -336,7 +238,7 @@ mod twilio {
             let body = serde_urlencoded::to_string(&params).expect("a form");
             Some(post_until_accepted(format!("SM{id:032x}"), move |client| {
                 client
-                    .post(&url)
+                    .post(format!("http://{}/twilio", listen.pick()))
                     .header("content-type", "application/x-www-form-urlencoded")
                     .header("X-Twilio-Signature", &signature)
                     .body(body.clone())

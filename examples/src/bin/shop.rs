@@ -1,6 +1,9 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
 //! WhatsApp Cloud or Twilio (`--channel`), with its data and its journals in one SQLite file
-//! (`./data/shop.db` unless `--db PATH` or `SHOP_DB`).
+//! (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared Postgres or Redis
+//! (`--store-url`, behind the `postgres` / `redis` features) as one of several replicas
+//! (`--replica ID`: chat turns, the send fence, and on Telegram long polling only the elected
+//! leader polls; see `docs/replicas.md`).
 //!
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
@@ -15,7 +18,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh::durability::SqliteStore;
+use botmesh::coordination::Coordination;
+use botmesh::durability::{DurableKv, SqliteStore, Store};
+use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::provider::Provider;
 use botmesh_examples::shop::{self, BOT_ID};
@@ -48,6 +53,10 @@ Channels and their environment variables:
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
 
+Several replicas share one Postgres or Redis (features `postgres`, `redis`), each started
+with its own stable id, e.g.
+  SHOP_STORE_URL=postgres://localhost/shop SHOP_REPLICA=shop-1 shop --channel telegram
+
 Logs go to stderr; set RUST_LOG to change their level [default: warn on the console and
 jsonl, info on the network channels].";
 
@@ -74,6 +83,26 @@ struct Cli {
     /// messages to be answered.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     drain_timeout: Duration,
+    /// A shared store instead of `--db`: a `postgres://` or `redis://` URL (data and journals
+    /// there; features `postgres` / `redis`).
+    #[arg(long, env = "SHOP_STORE_URL")]
+    store_url: Option<String>,
+    /// The table prefix (Postgres) or key prefix (Redis) in the shared store [default: the
+    /// backend's].
+    #[arg(long, env = "SHOP_STORE_PREFIX", requires = "store_url")]
+    store_prefix: Option<String>,
+    /// Runs as one of several replicas on the shared store, under this instance id (stable
+    /// across restarts, unique per replica): chat turns and the send fence, and on Telegram
+    /// long polling only the elected leader polls.
+    #[arg(long, env = "SHOP_REPLICA", requires = "store_url")]
+    replica: Option<String>,
+    /// How long a chat's turn lasts unless renewed (replicas).
+    #[arg(long, value_parser = parse_duration, default_value = "30s", requires = "replica")]
+    turn_lease: Duration,
+    /// How long the leader lease lasts unless renewed: a standby takes over the transport
+    /// within it when the leader dies (replicas).
+    #[arg(long, value_parser = parse_duration, default_value = "15s", requires = "replica")]
+    leader_lease: Duration,
 }
 
 /// The channels.
@@ -108,6 +137,19 @@ enum ShopError {
     Bot(#[from] BotError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "this shop was built without the `{feature}` feature; run it with \
+             `cargo run -p botmesh-examples --features {feature} --bin shop -- --store-url …`"
+    )]
+    #[cfg_attr(all(feature = "postgres", feature = "redis"), allow(dead_code))]
+    StoreNotBuiltIn { feature: &'static str },
+    #[error("cannot open the shared store {url}: {reason}")]
+    Store { url: String, reason: String },
+    #[error(
+        "the store URL {url} is neither postgres:// nor redis://; a single shop keeps its \
+             data in --db (SQLite)"
+    )]
+    StoreScheme { url: String },
     #[error(
         "this shop was built without the `{feature}` feature; run it with \
              `cargo run -p botmesh-examples --features {feature} --bin shop -- --channel {channel}`"
@@ -176,33 +218,110 @@ fn init_logs(default: &str) {
 }
 
 async fn run(cli: Cli) -> Result<(), ShopError> {
-    if let Some(dir) = cli.db.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ShopError::DataDir {
-            dir: dir.to_owned(),
-            source,
-        })?;
-    }
-    // The journals live in the same SQLite file (durable is the default): a crash loses no
-    // accepted message and never sends a reply twice.
-    let store = SqliteStore::open(&cli.db);
+    let (store, journals) = open_store(&cli).await?;
     let drain = cli.drain_timeout;
-    let builder = |p: Arc<dyn Provider>| {
-        Bot::builder_arc(p)
+    let coordination = cli.replica.is_some().then(|| {
+        Coordination::replicas()
+            .turn_lease(cli.turn_lease)
+            .leader_lease(cli.leader_lease)
+    });
+    let replica = cli.replica.clone();
+    // `exclusive`: the transport may run in one process only (Telegram long polling).
+    let builder = move |p: Arc<dyn Provider>, exclusive: bool| {
+        let mut builder = Bot::builder_arc(p)
             .bot_id(BOT_ID)
-            .store(store.clone())
-            .drain_timeout(drain)
+            .store_arc(Arc::clone(&store))
+            .drain_timeout(drain);
+        if let Some(kv) = &journals {
+            let mut durability = DurabilityOptions::shared(Arc::clone(kv));
+            if let Some(id) = &replica {
+                durability = durability.instance_id(id.clone());
+            }
+            builder = builder.durability(durability);
+        }
+        if let Some(coordination) = &coordination {
+            let coordination = if exclusive {
+                coordination.clone().leader_only_transport()
+            } else {
+                coordination.clone()
+            };
+            builder = builder.coordination(coordination);
+        }
+        builder
     };
     match cli.channel {
-        Channel::Jsonl => on_lines(JsonlProvider::new(), builder).await,
+        Channel::Jsonl => on_lines(JsonlProvider::new(), |p| builder(p, false)).await,
         Channel::Console => {
             let chat = cli.chat.unwrap_or_else(|| "you".to_owned());
             let provider = ConsoleProvider::new()
                 .chat(chat)
                 .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
-            on_lines(provider, builder).await
+            on_lines(provider, |p| builder(p, false)).await
         }
         network => on_network(network, builder, &cli.listen).await,
     }
+}
+
+/// The shop's store, and the journals when they live apart from it: the SQLite file of
+/// `--db` (its directory created; the journals in the same file, durable by default), or the
+/// shared Postgres / Redis of `--store-url` (data and journals under `--store-prefix`).
+async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn DurableKv>>), ShopError> {
+    let Some(url) = &cli.store_url else {
+        if let Some(dir) = cli.db.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| ShopError::DataDir {
+                dir: dir.to_owned(),
+                source,
+            })?;
+        }
+        return Ok((Arc::new(SqliteStore::open(&cli.db)), None));
+    };
+    let failed = |e: &dyn std::fmt::Display| ShopError::Store {
+        url: url.clone(),
+        reason: e.to_string(),
+    };
+    let prefix = cli.store_prefix.clone();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        {
+            use botmesh::durability::PostgresStore;
+            use botmesh::durability::backends::postgres::PostgresConfig;
+            let mut config = PostgresConfig::new();
+            if let Some(prefix) = prefix {
+                config = config.table_prefix(prefix);
+            }
+            let store = PostgresStore::connect_with(url, config)
+                .await
+                .map_err(|e| failed(&e))?;
+            let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
+            return Ok((Arc::new(store), Some(kv)));
+        }
+        #[cfg(not(feature = "postgres"))]
+        return Err(ShopError::StoreNotBuiltIn {
+            feature: "postgres",
+        });
+    }
+    if url.starts_with("redis://") || url.starts_with("rediss://") {
+        #[cfg(feature = "redis")]
+        {
+            use botmesh::durability::backends::redis::RedisConfig;
+            use botmesh::durability::{RedisKv, RedisStore};
+            let mut config = RedisConfig::new();
+            if let Some(prefix) = prefix {
+                config = config.prefix(prefix);
+            }
+            let kv = RedisKv::open_with(url, config.clone())
+                .await
+                .map_err(|e| failed(&e))?;
+            let store = RedisStore::open_with(url, config)
+                .await
+                .map_err(|e| failed(&e))?;
+            return Ok((Arc::new(store), Some(Arc::new(kv))));
+        }
+        #[cfg(not(feature = "redis"))]
+        return Err(ShopError::StoreNotBuiltIn { feature: "redis" });
+    }
+    let _ = prefix;
+    Err(ShopError::StoreScheme { url: url.clone() })
 }
 
 /// The console and jsonl providers: they print the bot's replies, and the output may close
@@ -266,7 +385,7 @@ async fn on_lines(
 /// built without is an error naming its feature.
 async fn on_network(
     channel: Channel,
-    builder: impl Fn(Arc<dyn Provider>) -> BotBuilder,
+    builder: impl Fn(Arc<dyn Provider>, bool) -> BotBuilder,
     listen: &str,
 ) -> Result<(), ShopError> {
     #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
@@ -291,7 +410,9 @@ async fn on_network(
             }
             None => None,
         };
-        let bot = shop::shop_bot(builder(provider))?;
+        // Without a webhook, the channel is polled (Telegram): one process at a time.
+        let exclusive = server.is_none();
+        let bot = shop::shop_bot(builder(provider, exclusive))?;
         tracing::info!(?channel, "shop running; Ctrl-C or SIGTERM stops it");
         let result = bot.run().await;
         if let Some(server) = server {

@@ -28,6 +28,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub mod replicas;
+#[cfg(feature = "telegram")]
+pub mod telegram;
+
 /// How many chats order at once.
 pub const CHATS: u32 = 12;
 /// The order each chat places, as (the question's start, the answer).
@@ -64,9 +68,9 @@ pub trait Channel: Send + Sync + 'static {
     /// The chat id of user `user`, as the shop names it in its logs.
     fn chat(&self, user: u32) -> String;
     /// User `user` writes `text` as message `id` (unique in a run). A webhook channel POSTs
-    /// it to the shop (`listen`) until it gets a 2xx, as the real channel retries, in the task
-    /// it returns (see [`post_until_accepted`]).
-    fn write(&self, user: u32, id: u64, text: &str, listen: &str) -> Option<JoinHandle<()>>;
+    /// it to a shop `listen` picks for each attempt until it gets a 2xx, as the real channel
+    /// retries, in the task it returns (see [`post_until_accepted`]).
+    fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Option<JoinHandle<()>>;
     /// Fails the test if the fake failed (a handler panicked).
     fn check_fake(&self);
     /// The texts of the sends to `user` that succeeded, in order.
@@ -75,6 +79,45 @@ pub trait Channel: Send + Sync + 'static {
     fn send_calls(&self) -> usize;
     /// The next send call is answered with `fault`.
     fn fail_next_send(&self, fault: Fault);
+    /// When a shop's call fetching updates came while another shop's was being answered,
+    /// with both shops' webhook addresses (a polled channel; `None` for a webhook channel):
+    /// several replicas must never poll at once.
+    fn poll_overlaps(&self) -> Option<Vec<(std::time::Instant, String, String)>> {
+        None
+    }
+}
+
+/// Where a webhook is POSTed: the one shop, or a random one of several replicas for each
+/// attempt (a load balancer without chat affinity; a replica that is down refuses the
+/// connection and the next attempt goes elsewhere).
+#[derive(Clone)]
+pub struct Listen {
+    addrs: Arc<Vec<String>>,
+    rng: Arc<std::sync::Mutex<fastrand::Rng>>,
+}
+
+impl Listen {
+    fn new(addrs: Vec<String>, seed: u64) -> Self {
+        Self {
+            addrs: Arc::new(addrs),
+            rng: Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(seed))),
+        }
+    }
+
+    /// The address users reach the shop at (the first replica's: what a channel signs).
+    pub fn public(&self) -> &str {
+        &self.addrs[0]
+    }
+
+    /// The shop the next attempt goes to.
+    pub fn pick(&self) -> String {
+        let i = self
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .usize(..self.addrs.len());
+        self.addrs[i].clone()
+    }
 }
 
 /// A free local port for the shop's webhook server (the same across its restarts).
@@ -119,6 +162,11 @@ struct Shop {
     db: PathBuf,
     listen: String,
     child: Option<Child>,
+    /// More arguments (a replica's store and id).
+    args: Vec<String>,
+    rust_log: &'static str,
+    /// The length of the log when the running process started.
+    log_from: usize,
 }
 
 impl Shop {
@@ -127,6 +175,9 @@ impl Shop {
             db,
             listen: format!("127.0.0.1:{}", free_port()),
             child: None,
+            args: Vec::new(),
+            rust_log: "warn",
+            log_from: 0,
         }
     }
 
@@ -140,14 +191,16 @@ impl Shop {
             .append(true)
             .open(self.log_path())
             .expect("the shop's log file");
+        self.log_from = self.log().len();
         let child = Command::new(env!("CARGO_BIN_EXE_shop"))
             .args(["--channel", channel.name(), "--db"])
             .arg(&self.db)
             .args(["--listen", &self.listen])
+            .args(&self.args)
             // Nothing of the caller's environment: only the channel's settings.
             .env_clear()
             .envs(channel.env(&self.listen))
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", self.rust_log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -211,7 +264,7 @@ struct Users {
 impl Users {
     /// Writes, for every chat, the answer to its last question if not written yet. Returns
     /// whether every chat is confirmed.
-    fn drive(&mut self, channel: &dyn Channel, shop: &Shop) -> bool {
+    fn drive(&mut self, channel: &dyn Channel, listen: &Listen) -> bool {
         let mut done = true;
         for user in 1..=CHATS {
             let texts = channel.delivered(user);
@@ -231,7 +284,7 @@ impl Users {
             };
             self.next_id += 1;
             self.posting
-                .extend(channel.write(user, self.next_id, text, &shop.listen));
+                .extend(channel.write(user, self.next_id, text, listen));
             *stage += 1;
         }
         done
@@ -260,9 +313,9 @@ impl Users {
     }
 
     /// Drives until every chat is confirmed or `within` passed.
-    async fn drive_until_done(&mut self, channel: &dyn Channel, shop: &Shop, within: Duration) {
+    async fn drive_until_done(&mut self, channel: &dyn Channel, listen: &Listen, within: Duration) {
         let deadline = Instant::now() + within;
-        while !self.drive(channel, shop) && Instant::now() < deadline {
+        while !self.drive(channel, listen) && Instant::now() < deadline {
             self.surface(channel).await;
             // Real time: the users read the replies a real shop process sends to the fake.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -289,10 +342,11 @@ pub struct Outcome {
     pub ambiguous: usize,
 }
 
-/// Checks what every chat received (see the module docs); `faults`: no ambiguity allowed.
-fn check(channel: &dyn Channel, shop: &Shop, faults: bool) -> Outcome {
+/// Checks what every chat received from `shops` (see the module docs); `faults`: no
+/// ambiguity allowed.
+fn check(channel: &dyn Channel, shops: &[Shop], faults: bool) -> Outcome {
     channel.check_fake();
-    let ambiguous = shop.ambiguous_chats();
+    let ambiguous: HashSet<String> = shops.iter().flat_map(Shop::ambiguous_chats).collect();
     let mut outcome = Outcome {
         ambiguous: ambiguous.len(),
         ..Outcome::default()
@@ -335,12 +389,16 @@ fn check(channel: &dyn Channel, shop: &Shop, faults: bool) -> Outcome {
             ));
         }
     }
+    let logs: Vec<String> = shops
+        .iter()
+        .map(|s| format!("{}:\n{}", s.log_path().display(), s.log()))
+        .collect();
     assert!(
         failures.is_empty(),
-        "{} shop:\n{}\nlog:\n{}",
+        "{} shop:\n{}\nlogs:\n{}",
         channel.name(),
         failures.join("\n"),
-        shop.log()
+        logs.join("\n")
     );
     outcome
 }
@@ -371,12 +429,13 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut shop = Shop::new(dir.path().join("shop.db"));
         shop.start(&*channel);
+        let listen = Listen::new(vec![shop.listen.clone()], seed);
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut users = Users::default();
         for _ in 0..2 {
             let until = Instant::now() + Duration::from_millis(rng.u64(150..900));
             while Instant::now() < until {
-                users.drive(&*channel, &shop);
+                users.drive(&*channel, &listen);
                 users.surface(&*channel).await;
                 // Real time: the seeded moment of the SIGKILL, in a real process.
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -387,11 +446,11 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
         // A chat whose confirmation was skipped as ambiguous never finishes: give the others
         // their time, then let `check` decide.
         users
-            .drive_until_done(&*channel, &shop, Duration::from_secs(60))
+            .drive_until_done(&*channel, &listen, Duration::from_secs(60))
             .await;
         users.settle(&*channel).await;
         shop.stop();
-        let outcome = check(&*channel, &shop, false);
+        let outcome = check(&*channel, std::slice::from_ref(&shop), false);
         println!(
             "{} seed {seed}: {CHATS} chats ordered through 2 SIGKILLs; {outcome:?}",
             channel.name()
@@ -405,6 +464,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut shop = Shop::new(dir.path().join("shop.db"));
     shop.start(&channel);
+    let listen = Listen::new(vec![shop.listen.clone()], 0);
     let mut users = Users::default();
     // Faults follow progress (the replies delivered), so a send retried alone at the end is not
     // failed again and again until it is dead-lettered.
@@ -422,7 +482,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
             }
         }
         injected_for = injected_for.max(delivered);
-        if users.drive(&channel, &shop) {
+        if users.drive(&channel, &listen) {
             break;
         }
         users.surface(&channel).await;
@@ -442,7 +502,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
     }
     users.settle(&channel).await;
     shop.stop();
-    check(&channel, &shop, true);
+    check(&channel, std::slice::from_ref(&shop), true);
     let delivered: usize = (1..=CHATS).map(|u| channel.delivered(u).len()).sum();
     assert!(
         channel.send_calls() > delivered,

@@ -1,5 +1,5 @@
 //! How the fakes serve: on 127.0.0.1 with a random port, each handler run in a task of its own
-//! whose panic is recorded ([`Panics`]: the test checks it, so a fake that panics fails the
+//! (cancelled when the client hangs up) whose panic is recorded ([`Panics`]: the test checks it, so a fake that panics fails the
 //! test instead of looking to the client like a dropped connection), and a connection a
 //! handler asks to drop ([`DROP_CONNECTION`]) closed without its answer: the channel took the
 //! request and acted on it, and the answer never came back (what makes a send ambiguous).
@@ -194,7 +194,16 @@ impl AsyncWrite for DroppableStream {
     }
 }
 
-/// Runs the handler in a task of its own: a panic is recorded and answered 500; an answer
+/// Aborts a handler's task when the request's future is dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs the handler in a task of its own (cancelled when its client hangs up): a panic is recorded and answered 500; an answer
 /// carrying [`DROP_CONNECTION`] drops its connection instead.
 async fn guard(
     State(panics): State<Panics>,
@@ -203,7 +212,11 @@ async fn guard(
     next: Next,
 ) -> Response {
     let what = format!("{} {}", request.method(), request.uri().path());
-    match tokio::spawn(next.run(request)).await {
+    let task = tokio::spawn(next.run(request));
+    // A client that hangs up drops this future: its handler stops too (a long poll of a
+    // killed process no longer waits at the fake).
+    let _cancel = AbortOnDrop(task.abort_handle());
+    match task.await {
         Ok(response) => {
             if response.headers().contains_key(DROP_CONNECTION) {
                 conn.dropped.store(true, Ordering::SeqCst);

@@ -50,6 +50,42 @@ struct S {
     /// Every update with a smaller id was handed out once.
     handed_out_below: i64,
     observer: Option<mpsc::UnboundedSender<Observed>>,
+    /// Per caller (the first segment of a base URL `http://fake/<caller>`, `""` without
+    /// one), its `getUpdates` calls being answered now (a long poll waits in here).
+    polling: HashMap<String, usize>,
+    /// When a caller's `getUpdates` call started while another caller's was being answered
+    /// (two pollers at once), with both callers.
+    overlaps: Vec<(std::time::Instant, String, String)>,
+}
+
+/// Counts a caller's `getUpdates` call as being answered until it is dropped (answered, or
+/// its connection closed: a poller killed mid-poll stops counting).
+struct Polling(Arc<Mutex<S>>, String);
+
+impl Polling {
+    fn start(state: &Arc<Mutex<S>>, caller: &str) -> Self {
+        let mut s = state.lock().expect("fake telegram lock");
+        let other = s
+            .polling
+            .iter()
+            .find(|(c, n)| **n > 0 && c.as_str() != caller)
+            .map(|(c, _)| c.clone());
+        if let Some(other) = other {
+            s.overlaps
+                .push((std::time::Instant::now(), other, caller.to_owned()));
+        }
+        *s.polling.entry(caller.to_owned()).or_default() += 1;
+        Polling(Arc::clone(state), caller.to_owned())
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = s.polling.get_mut(&self.1) {
+            *n -= 1;
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -75,6 +111,7 @@ impl FakeTelegram {
         let router = Router::new()
             .route("/file/{bot}/{*path}", get(file))
             .route("/{bot}/{method}", any(method))
+            .route("/{caller}/{bot}/{method}", any(method_of))
             .with_state(shared);
         let (addr, panics) = super::serve(router).await;
         Self {
@@ -196,6 +233,19 @@ impl FakeTelegram {
             .collect()
     }
 
+    /// When a caller's `getUpdates` call came while another caller's was being answered (two
+    /// pollers at once; a poller whose connection closed mid-poll no longer counts), with
+    /// the one polling and the one that came, in order. A caller is named by the first path
+    /// segment of its base URL (`http://fake/<caller>`; see [`Self::base_url_for`]).
+    pub fn poll_overlaps(&self) -> Vec<(std::time::Instant, String, String)> {
+        self.s().overlaps.clone()
+    }
+
+    /// The base URL of caller `caller` (a path segment): the fake tells its calls apart.
+    pub fn base_url_for(&self, caller: &str) -> String {
+        format!("http://{}/{caller}", self.addr)
+    }
+
     /// Ids of updates not confirmed yet.
     pub fn unconfirmed(&self) -> Vec<i64> {
         let s = self.s();
@@ -295,9 +345,32 @@ fn chat_i64(v: &Value) -> i64 {
         .unwrap_or(0)
 }
 
+/// A call through a caller's base URL (`/<caller>/bot<TOKEN>/<method>`).
+async fn method_of(
+    shared: State<Shared>,
+    Path((caller, bot, method)): Path<(String, String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(shared, &caller, bot, method, uri, headers, body).await
+}
+
 async fn method(
-    State((token, state, changed)): State<Shared>,
+    shared: State<Shared>,
     Path((bot, method)): Path<(String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(shared, "", bot, method, uri, headers, body).await
+}
+
+async fn answer(
+    State((token, state, changed)): State<Shared>,
+    caller: &str,
+    bot: String,
+    method: String,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -307,7 +380,7 @@ async fn method(
     }
     let p = params(&uri, &headers, &body);
     if method == "getUpdates" {
-        return get_updates(&state, &changed, &p).await;
+        return get_updates(&state, &changed, &p, caller).await;
     }
     let failure = {
         let mut s = state.lock().expect("fake telegram lock");
@@ -413,7 +486,12 @@ async fn method(
     }
 }
 
-async fn get_updates(state: &Arc<Mutex<S>>, changed: &Arc<Notify>, p: &Value) -> Response {
+async fn get_updates(
+    state: &Arc<Mutex<S>>,
+    changed: &Arc<Notify>,
+    p: &Value,
+    caller: &str,
+) -> Response {
     let offset = p["offset"]
         .as_i64()
         .or_else(|| p["offset"].as_str().and_then(|s| s.parse().ok()));
@@ -422,6 +500,7 @@ async fn get_updates(state: &Arc<Mutex<S>>, changed: &Arc<Notify>, p: &Value) ->
         .or_else(|| p["timeout"].as_str().and_then(|s| s.parse().ok()))
         .unwrap_or(0);
     let limit = p["limit"].as_u64().unwrap_or(100) as usize;
+    let _polling = Polling::start(state, caller);
     {
         let mut s = state.lock().expect("fake telegram lock");
         if !s.quiet {
