@@ -392,13 +392,47 @@ mod events_backend {
         _dir: TempDir,
         path: PathBuf,
         journal: Journal,
-        outbox: Option<Arc<dyn DurableKv>>,
+        outbox: Outbox,
         /// The open `FileEventJournal`, which a kill abandons.
         file: Mutex<Option<FileEventJournal>>,
         shared: Mutex<Option<SharedFileEventJournal>>,
     }
 
-    pub(crate) fn fresh(journal: Journal, outbox: Option<Arc<dyn DurableKv>>) -> EventsBackend {
+    /// Where the outbox lives.
+    pub(crate) enum Outbox {
+        /// In the journal.
+        Journal,
+        /// In this backend, kept across restarts (a lazily connected server, or memory).
+        Kv(Arc<dyn DurableKv>),
+        /// On a Redis server under a prefix, connected again at every open.
+        #[cfg(feature = "redis")]
+        Redis { url: String, prefix: String },
+    }
+
+    impl Outbox {
+        async fn open(&self) -> Option<Arc<dyn DurableKv>> {
+            match self {
+                Outbox::Journal => None,
+                Outbox::Kv(kv) => {
+                    // Connects a lazily built server backend (the bot's start does the same).
+                    kv.open().await.expect("open the outbox backend");
+                    Some(Arc::clone(kv))
+                }
+                #[cfg(feature = "redis")]
+                Outbox::Redis { url, prefix } => {
+                    use botmesh_durability::RedisKv;
+                    use botmesh_durability::backends::redis::RedisConfig;
+                    let config = RedisConfig::new().prefix(prefix);
+                    let kv = RedisKv::open_with(url, config)
+                        .await
+                        .expect("connect to Redis");
+                    Some(Arc::new(kv))
+                }
+            }
+        }
+    }
+
+    pub(crate) fn fresh(journal: Journal, outbox: Outbox) -> EventsBackend {
         let dir = tempfile::tempdir().expect("temp dir");
         EventsBackend {
             path: dir.path().join("events.json"),
@@ -410,8 +444,8 @@ mod events_backend {
         }
     }
 
-    pub(crate) fn memory_outbox() -> Option<Arc<dyn DurableKv>> {
-        Some(Arc::new(MemoryKv::new()))
+    pub(crate) fn memory_outbox() -> Outbox {
+        Outbox::Kv(Arc::new(MemoryKv::new()))
     }
 
     impl Restartable for EventsBackend {
@@ -436,12 +470,8 @@ mod events_backend {
                     durability
                 }
             };
-            Arc::new(match &self.outbox {
-                Some(outbox) => {
-                    // Connects a lazily built server backend (the bot's start does the same).
-                    outbox.open().await.expect("open the outbox backend");
-                    durability.shared_outbox(Arc::clone(outbox))
-                }
+            Arc::new(match self.outbox.open().await {
+                Some(outbox) => durability.shared_outbox(outbox),
                 None => durability,
             })
         }
@@ -483,7 +513,24 @@ mod events_backend {
             let outbox: Arc<dyn DurableKv> = Arc::new(kv);
             std::future::ready(fresh(
                 Journal::File(FileOptions::new().append_log(true)),
-                Some(outbox),
+                Outbox::Kv(outbox),
+            ))
+        })
+    }
+
+    /// Redis as the shared outbox of a shared journal, on a fresh key prefix; `None` without
+    /// a server.
+    #[cfg(feature = "redis")]
+    pub(crate) fn redis_outbox() -> Option<impl Fn() -> std::future::Ready<EventsBackend>> {
+        let rd = crate::servers::redis_server::Rd::new()?;
+        Some(move || {
+            let outbox = Outbox::Redis {
+                url: rd.url.clone(),
+                prefix: rd.prefix(),
+            };
+            std::future::ready(fresh(
+                Journal::Shared(SharedFileOptions::new().fsync(false)),
+                outbox,
             ))
         })
     }
@@ -494,7 +541,7 @@ suites!(
     events_file_journal,
     Some(|| std::future::ready(events_backend::fresh(
         events_backend::Journal::File(botmesh_durability::FileOptions::new().append_log(true)),
-        None
+        events_backend::Outbox::Journal
     ))),
     seeds: 8
 );
@@ -506,7 +553,7 @@ suites!(
         events_backend::Journal::Shared(
             botmesh_durability::SharedFileOptions::new().fsync(false)
         ),
-        None
+        events_backend::Outbox::Journal
     ))),
     seeds: 4
 );
@@ -520,7 +567,7 @@ suites!(
                 .fsync(false)
                 .compact_every(5)
         ),
-        None
+        events_backend::Outbox::Journal
     ))),
     seeds: 4
 );
@@ -537,3 +584,6 @@ suites!(
 
 #[cfg(all(feature = "file", feature = "postgres"))]
 suites!(events_postgres_outbox, events_backend::postgres_outbox(), seeds: 4);
+
+#[cfg(all(feature = "file", feature = "redis"))]
+suites!(events_redis_outbox, events_backend::redis_outbox(), seeds: 4);
