@@ -15,7 +15,10 @@
 //! moment can both believe they broke it, which is why `stale_lock` must stay well above the
 //! slowest write. Nothing here kills anything.
 //!
-//! Not for NFS: it relies on exclusive create and atomic rename.
+//! Not for NFS: it relies on exclusive create and atomic rename. Whether a holder is alive is
+//! read from this host's `/proc`, so the processes sharing a file must share a pid namespace
+//! (containers on one volume: the host's pid namespace); a holder in another one would be
+//! taken for dead. Without `/proc` every pid counts as alive and only `stale_lock` breaks.
 
 use std::fs::OpenOptions;
 use std::io::Write;
