@@ -203,30 +203,23 @@ mod tests {
             expires_ms,
         };
         let mine = me.boot_id.clone();
-        assert_eq!(
-            lease("i1", &mine, 900, 2_000).status(&me, 1_000),
-            LeaseStatus::Mine
-        );
-        assert_eq!(
-            lease("i1", &mine, 900, 999).status(&me, 1_000),
-            LeaseStatus::Expired
-        );
-        assert_eq!(
-            lease("other", "b", 900, 2_000).status(&me, 1_000),
-            LeaseStatus::Live
-        );
-        assert_eq!(
-            lease("other", "b", 900, 1_000).status(&me, 1_000),
-            LeaseStatus::Expired
-        );
-        assert_eq!(
-            lease("i1", "old", 900, 2_000).status(&me, 1_000),
-            LeaseStatus::Abandoned
-        );
-        assert_eq!(
-            lease("i1", "twin", 1_001, 2_000).status(&me, 1_500),
-            LeaseStatus::Live,
-            "a lease taken after this incarnation started is not an abandoned one"
-        );
+        use LeaseStatus::{Abandoned, Expired, Live, Mine};
+        // (owner, incarnation, taken, expires; read at; status)
+        let cases = [
+            ("i1", &*mine, 900, 2_000, 1_000, Mine),
+            ("i1", &*mine, 900, 999, 1_000, Expired),
+            ("other", "b", 900, 2_000, 1_000, Live),
+            ("other", "b", 900, 1_000, 1_000, Expired),
+            ("i1", "old", 900, 2_000, 1_000, Abandoned),
+            // Taken after this incarnation started: not an abandoned one.
+            ("i1", "twin", 1_001, 2_000, 1_500, Live),
+        ];
+        for (owner, boot, taken, expires, now, status) in cases {
+            assert_eq!(
+                lease(owner, boot, taken, expires).status(&me, now),
+                status,
+                "{owner}/{boot}, taken at {taken}, expiring at {expires}, read at {now}"
+            );
+        }
     }
 }

@@ -41,14 +41,16 @@ async fn order(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-/// Starts the shop on `store` with memory journals and a sweeper every 20 ms.
-async fn shop(store: FlakyStore) -> (Bot, MockProvider) {
+/// Starts the shop on a [`FlakyStore`] (returned, to arm its faults) with memory journals and a
+/// sweeper every 20 ms.
+async fn shop() -> (FlakyStore, Bot, MockProvider) {
+    let store = FlakyStore::default();
     let mut config = DurabilityConfig::default();
     config.poll = Duration::from_millis(20);
     config.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
-        .store(store)
+        .store(store.clone())
         .durability(
             DurabilityOptions::memory()
                 .config(config)
@@ -62,7 +64,7 @@ async fn shop(store: FlakyStore) -> (Bot, MockProvider) {
         Ok(())
     });
     bot.start().await.unwrap();
-    (bot, mock)
+    (store, bot, mock)
 }
 
 /// Says `text` as message `id` and waits until the bot has sent `replies` replies in all (one
@@ -90,34 +92,45 @@ async fn assert_all_done(bot: &Bot, messages: usize) {
     }
 }
 
+/// What the shop says to an order of 2 pears.
+const ORDERED: &[&str] = &[
+    "What would you like?",
+    "How many?",
+    "Ordered 2 x pears (r1)",
+];
+
+/// The order of `chat` ended as it should despite the fault: the bot sent `texts`, charged
+/// (`charges`) once, finished its `messages` messages and kept no checkpoint; then stops it.
+async fn assert_ordered_once(
+    bot: Bot,
+    mock: &MockProvider,
+    chat: &str,
+    texts: &[&str],
+    charges: &AtomicUsize,
+    messages: usize,
+) {
+    assert_eq!(mock.texts(chat), texts);
+    assert_eq!(charges.load(Ordering::SeqCst), 1, "charged once");
+    assert_all_done(&bot, messages).await;
+    assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
+    bot.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_save_that_fails_replays_the_answer_from_the_stored_step() {
-    let store = FlakyStore::default();
-    let (bot, mock) = shop(store.clone()).await;
+    let (store, bot, mock) = shop().await;
     // Chat ids of odd length charge counter 1.
     let chat = "ann";
     say(&bot, &mock, chat, "m1", "/order", 1).await;
     store.fail_save.store(true, Ordering::SeqCst);
     say(&bot, &mock, chat, "m2", "pears", 2).await;
     say(&bot, &mock, chat, "m3", "2", 3).await;
-    assert_eq!(
-        mock.texts(chat),
-        [
-            "What would you like?",
-            "How many?",
-            "Ordered 2 x pears (r1)"
-        ]
-    );
-    assert_eq!(CHARGES[1].load(Ordering::SeqCst), 1, "charged once");
-    assert_all_done(&bot, 3).await;
-    assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
-    bot.stop().await.unwrap();
+    assert_ordered_once(bot, &mock, chat, ORDERED, &CHARGES[1], 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_delete_that_fails_does_not_bring_the_flow_back() {
-    let store = FlakyStore::default();
-    let (bot, mock) = shop(store.clone()).await;
+    let (store, bot, mock) = shop().await;
     // Chat ids of even length charge counter 0.
     let chat = "bert";
     say(&bot, &mock, chat, "m1", "/order", 1).await;
@@ -125,19 +138,8 @@ async fn a_checkpoint_delete_that_fails_does_not_bring_the_flow_back() {
     store.fail_delete.store(true, Ordering::SeqCst);
     say(&bot, &mock, chat, "m3", "2", 3).await;
     say(&bot, &mock, chat, "m4", "hello", 4).await;
-    assert_eq!(
-        mock.texts(chat),
-        [
-            "What would you like?",
-            "How many?",
-            "Ordered 2 x pears (r1)",
-            "Send /order to order."
-        ]
-    );
-    assert_eq!(CHARGES[0].load(Ordering::SeqCst), 1, "charged once");
-    assert_all_done(&bot, 4).await;
-    assert_eq!(bot.store().checkpoint(chat).await.unwrap(), None);
-    bot.stop().await.unwrap();
+    let texts = [ORDERED, &["Send /order to order."]].concat();
+    assert_ordered_once(bot, &mock, chat, &texts, &CHARGES[0], 4).await;
 }
 
 #[flow(start = command("pay"))]

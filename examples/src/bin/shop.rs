@@ -468,20 +468,16 @@ mod network {
     pub(super) fn whatsapp() -> Result<Channel, ShopError> {
         use botmesh_providers::whatsapp::{WhatsAppConfig as Config, WhatsAppProvider as P};
         let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        Ok((
-            Arc::new(p.clone()),
-            Some(WebhookServer::new().mount(p.webhook_routes())),
-        ))
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
     }
 
     #[cfg(feature = "twilio")]
     pub(super) fn twilio() -> Result<Channel, ShopError> {
         use botmesh_providers::twilio::{TwilioConfig as Config, TwilioProvider as P};
         let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        Ok((
-            Arc::new(p.clone()),
-            Some(WebhookServer::new().mount(p.webhook_routes())),
-        ))
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
     }
 }
 

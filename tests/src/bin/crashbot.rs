@@ -88,6 +88,18 @@ fn parse() -> Result<Args, String> {
     })
 }
 
+/// The `--url` of a server backend (required).
+fn server_url(args: &Args) -> Result<&str, BotError> {
+    args.url
+        .as_deref()
+        .ok_or_else(|| BotError::config("--url", "required"))
+}
+
+/// A server backend that the `--url` did not open.
+fn url_error(e: impl std::fmt::Display) -> BotError {
+    BotError::config("--url", e.to_string())
+}
+
 async fn run(args: Args) -> Result<(), BotError> {
     let store = SqliteStore::open(&args.db);
     let mut config = DurabilityConfig::default();
@@ -111,24 +123,12 @@ async fn run(args: Args) -> Result<(), BotError> {
             DurabilityOptions::backend(file)
         }
         "postgres" => {
-            let url = args
-                .url
-                .as_deref()
-                .ok_or_else(|| BotError::config("--url", "required"))?;
-            let kv = botmesh::durability::PostgresKv::connect(url)
-                .await
-                .map_err(|e| BotError::config("--url", e.to_string()))?;
-            DurabilityOptions::backend(kv)
+            let kv = botmesh::durability::PostgresKv::connect(server_url(&args)?).await;
+            DurabilityOptions::backend(kv.map_err(url_error)?)
         }
         "redis" => {
-            let url = args
-                .url
-                .as_deref()
-                .ok_or_else(|| BotError::config("--url", "required"))?;
-            let kv = botmesh::durability::RedisKv::open(url)
-                .await
-                .map_err(|e| BotError::config("--url", e.to_string()))?;
-            DurabilityOptions::backend(kv)
+            let kv = botmesh::durability::RedisKv::open(server_url(&args)?).await;
+            DurabilityOptions::backend(kv.map_err(url_error)?)
         }
         other => {
             return Err(BotError::config(

@@ -11,6 +11,31 @@ use std::sync::LazyLock;
 
 use ::redis::Script;
 
+/// The Lua function both write scripts store an entry with: the record `rec` gets version
+/// `v`, the `nonce` of the write, and the value, indexes and index members of the op whose
+/// arguments follow `ARGV[a]` (value `a + 4`, idx1 and its member `a + 5`/`a + 6`, idx2 and its
+/// member `a + 7`/`a + 8`; an empty member: no index), added to the idx1/idx2 sets.
+macro_rules! store_entry_lua {
+    () => {
+        r#"
+local function store_entry(rec, v, nonce, a)
+  local fields = {'v', v, 'w', nonce, 'd', ARGV[a + 4]}
+  if ARGV[a + 6] ~= '' then
+    table.insert(fields, 'i1'); table.insert(fields, ARGV[a + 5])
+    table.insert(fields, 'm1'); table.insert(fields, ARGV[a + 6])
+    redis.call('ZADD', KEYS[2], 0, ARGV[a + 6])
+  end
+  if ARGV[a + 8] ~= '' then
+    table.insert(fields, 'i2'); table.insert(fields, ARGV[a + 7])
+    table.insert(fields, 'm2'); table.insert(fields, ARGV[a + 8])
+    redis.call('ZADD', KEYS[3], 0, ARGV[a + 8])
+  end
+  redis.call('HSET', rec, unpack(fields))
+end
+"#
+    };
+}
+
 /// Applies a list of compare-and-set and delete operations, in order.
 ///
 /// `KEYS[1]` the scope's version counter, `KEYS[2]`/`KEYS[3]` the idx1/idx2 sets,
@@ -19,7 +44,9 @@ use ::redis::Script;
 /// Replies one `{status, version}` per op: `ok` with the new (or removed) version, `conflict`
 /// with the current version or `''`. A create/replace whose stored nonce is its own is the same
 /// write retried after a lost reply, and answers `ok`.
-const WRITE: &str = r#"
+const WRITE: &str = concat!(
+    store_entry_lua!(),
+    r#"
 local out = {}
 for n = 1, #KEYS - 3 do
   local rec = KEYS[3 + n]
@@ -35,18 +62,7 @@ for n = 1, #KEYS - 3 do
       if cur[4] then redis.call('ZREM', KEYS[3], cur[4]) end
       local v = string.format('%d', redis.call('INCR', KEYS[1]))
       redis.call('DEL', rec)
-      local fields = {'v', v, 'w', nonce, 'd', ARGV[a + 4]}
-      if ARGV[a + 6] ~= '' then
-        table.insert(fields, 'i1'); table.insert(fields, ARGV[a + 5])
-        table.insert(fields, 'm1'); table.insert(fields, ARGV[a + 6])
-        redis.call('ZADD', KEYS[2], 0, ARGV[a + 6])
-      end
-      if ARGV[a + 8] ~= '' then
-        table.insert(fields, 'i2'); table.insert(fields, ARGV[a + 7])
-        table.insert(fields, 'm2'); table.insert(fields, ARGV[a + 8])
-        redis.call('ZADD', KEYS[3], 0, ARGV[a + 8])
-      end
-      redis.call('HSET', rec, unpack(fields))
+      store_entry(rec, v, nonce, a)
       out[n] = {'ok', v}
     elseif version and cur[2] == nonce then
       out[n] = {'ok', version}
@@ -65,7 +81,8 @@ for n = 1, #KEYS - 3 do
   end
 end
 return out
-"#;
+"#
+);
 
 /// Lists one index: `KEYS[1]` the sorted set; `ARGV` min, max (`ZRANGEBYLEX` syntax), limit,
 /// and the record key prefix. Replies `{key, version, value, has_i1, i1, has_i2, i2}` per entry.
@@ -101,7 +118,9 @@ return out
 /// first operation is a create/replace whose record already holds its nonce, the script ran
 /// before (this is a retry after a lost reply): it writes nothing and replies `ok` with the
 /// versions found.
-const STEP: &str = r#"
+const STEP: &str = concat!(
+    store_entry_lua!(),
+    r#"
 local n = tonumber(ARGV[1])
 if n > 0 and ARGV[2] == 'c' and redis.call('HGET', KEYS[4], 'w') == ARGV[4] then
   local out = {'ok'}
@@ -148,18 +167,7 @@ for i = 1, n do
   redis.call('DEL', rec)
   if ARGV[a + 1] == 'c' then
     local v = string.format('%d', redis.call('INCR', KEYS[1]))
-    local fields = {'v', v, 'w', ARGV[a + 3], 'd', ARGV[a + 4]}
-    if ARGV[a + 6] ~= '' then
-      table.insert(fields, 'i1'); table.insert(fields, ARGV[a + 5])
-      table.insert(fields, 'm1'); table.insert(fields, ARGV[a + 6])
-      redis.call('ZADD', KEYS[2], 0, ARGV[a + 6])
-    end
-    if ARGV[a + 8] ~= '' then
-      table.insert(fields, 'i2'); table.insert(fields, ARGV[a + 7])
-      table.insert(fields, 'm2'); table.insert(fields, ARGV[a + 8])
-      redis.call('ZADD', KEYS[3], 0, ARGV[a + 8])
-    end
-    redis.call('HSET', rec, unpack(fields))
+    store_entry(rec, v, ARGV[a + 3], a)
     table.insert(out, v)
   else
     table.insert(out, ARGV[a + 2])
@@ -191,7 +199,8 @@ while t + 4 <= #ARGV do
   t = t + 4
 end
 return out
-"#;
+"#
+);
 
 /// The write script.
 pub(super) static WRITE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(WRITE));
