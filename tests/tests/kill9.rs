@@ -1,5 +1,6 @@
 //! A real process killed with SIGKILL in the middle of handlers and sends, on each embedded
-//! backend (SQLite; the file backend with its append log and in its default snapshot mode),
+//! backend (SQLite; the file backend with its append log and in its default snapshot mode; a
+//! shared events journal, whose cross-process mutex a kill may leave behind),
 //! at five moments from right after the start to about the last reply (each backend must be
 //! cut short mid-work at least once); restarted on the same file, fed again
 //! what it had not acknowledged; every expected reply is delivered exactly once (a send whose
@@ -160,8 +161,9 @@ const REPLIES: usize = 12 * 2 + FLOW_REPLIES.len();
 
 #[test]
 fn sigkill_mid_work_then_restart_delivers_every_reply_once() {
-    // The file backend in both of its modes: the append log, and snapshots (its default).
-    for backend in ["sqlite", "file", "file-snapshot"] {
+    // The file backend in both of its modes (the append log, and snapshots, its default), and
+    // the bot's journals in a shared events journal (a kill may leave its mutex behind).
+    for backend in ["sqlite", "file", "file-snapshot", "events-shared"] {
         let mut mid_work = 0;
         for seed in 0..5 {
             let (acked, sent, ambiguous) = run_case(backend, seed);

@@ -2,7 +2,7 @@
 //! process in the middle of handlers and sends and start it again on the same file.
 //!
 //! ```text
-//! crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID]
+//! crashbot --db PATH [--backend sqlite|file|file-snapshot|events-shared|postgres|redis] [--url URL] [--bot-id ID]
 //!          [--instance ID] [--lease-ms N] [--work-ms N] [--defaults]
 //! ```
 //!
@@ -13,7 +13,8 @@
 //! `/order` starts a persistent flow instead (`What would you like?` → `How many?` →
 //! `Ordered <qty> x <item>`), whose checkpoints live in the same SQLite file.
 //! Data lives in the SQLite store at `--db`; the journals in its `durable` table (`sqlite`) or
-//! in `<db>.journal` with an append log (`file`), or on a server (`postgres`, `redis`, with
+//! in `<db>.journal` with an append log (`file`), in a `SharedFileEventJournal` at
+//! `<db>.events` with an append log (`events-shared`), or on a server (`postgres`, `redis`, with
 //! `--url`). The instance id is `crashbot` unless `--instance` says otherwise: a restart with
 //! the same id reclaims the killed process's leases at once; replicas with their own ids claim
 //! them once the leases (`--lease-ms`) expired.
@@ -121,6 +122,18 @@ async fn run(args: Args) -> Result<(), BotError> {
                 .await
                 .map_err(|e| BotError::config("--backend", e.to_string()))?;
             DurabilityOptions::backend(file)
+        }
+        // The app's events journal shared by processes: a kill may leave its mutex behind.
+        "events-shared" => {
+            use botmesh::durability::events::{
+                SharedFileEventJournal, SharedFileOptions, events_durability,
+            };
+            let path = args.db.with_extension("events");
+            let options = SharedFileOptions::new().append_log(true).compact_every(7);
+            let journal = SharedFileEventJournal::open(&path, options)
+                .await
+                .map_err(|e| BotError::config("--backend", e.to_string()))?;
+            DurabilityOptions::backend(events_durability(&journal))
         }
         "postgres" => {
             let kv = botmesh::durability::PostgresKv::connect(server_url(&args)?).await;
