@@ -278,12 +278,12 @@ impl Crate {
                 self.add_def(module, f.sig.ident.to_string(), vec![line], false);
             }
             Item::Struct(s) if is_pub(&s.vis) => {
-                let head = format!(
-                    "{}pub struct {}{}{}",
-                    api_attrs(&s.attrs),
-                    s.ident,
-                    generics(&s.generics),
-                    where_clause(&s.generics)
+                let head = item_head(
+                    &s.attrs,
+                    "struct",
+                    &s.ident,
+                    &s.generics,
+                    &where_clause(&s.generics),
                 );
                 let mut lines = vec![head];
                 match &s.fields {
@@ -302,13 +302,8 @@ impl Crate {
                 self.add_def(module, s.ident.to_string(), lines, true);
             }
             Item::Enum(e) if is_pub(&e.vis) => {
-                let mut lines = vec![format!(
-                    "{}pub enum {}{}{}",
-                    api_attrs(&e.attrs),
-                    e.ident,
-                    generics(&e.generics),
-                    where_clause(&e.generics)
-                )];
+                let where_ = where_clause(&e.generics);
+                let mut lines = vec![item_head(&e.attrs, "enum", &e.ident, &e.generics, &where_)];
                 for v in &e.variants {
                     let body = match &v.fields {
                         syn::Fields::Unit => String::new(),
@@ -333,14 +328,13 @@ impl Crate {
                 } else {
                     format!(": {}", tokens(&t.supertraits))
                 };
-                let mut lines = vec![format!(
-                    "{}pub {}trait {}{}{supertraits}{}",
-                    api_attrs(&t.attrs),
-                    if t.unsafety.is_some() { "unsafe " } else { "" },
-                    t.ident,
-                    generics(&t.generics),
-                    where_clause(&t.generics)
-                )];
+                let keyword = if t.unsafety.is_some() {
+                    "unsafe trait"
+                } else {
+                    "trait"
+                };
+                let rest = format!("{supertraits}{}", where_clause(&t.generics));
+                let mut lines = vec![item_head(&t.attrs, keyword, &t.ident, &t.generics, &rest)];
                 for ti in &t.items {
                     let line = match ti {
                         syn::TraitItem::Fn(f) => format!(
@@ -367,13 +361,8 @@ impl Crate {
                 self.add_def(module, t.ident.to_string(), lines, true);
             }
             Item::Type(t) if is_pub(&t.vis) => {
-                let line = format!(
-                    "{}pub type {}{} = {}",
-                    api_attrs(&t.attrs),
-                    t.ident,
-                    generics(&t.generics),
-                    tokens(&t.ty)
-                );
+                let rest = format!(" = {}", tokens(&t.ty));
+                let line = item_head(&t.attrs, "type", &t.ident, &t.generics, &rest);
                 self.add_def(module, t.ident.to_string(), vec![line], true);
             }
             Item::Const(syn::ItemConst {
@@ -602,24 +591,24 @@ impl Crate {
         if !seen.insert((module.clone(), at.clone())) {
             return;
         }
-        let Some(m) = self.modules.get(module) else {
+        let Some(m) = self.walk_items(module, &at, out, seen) else {
             return;
         };
-        for &id in &m.defs {
-            out.insert(format!("{at}::{}", self.defs[id].name), Target::Def(id));
-        }
-        for child in &m.public_children {
-            let mut c = module.clone();
-            c.push(child.clone());
-            let path = format!("{at}::{child}");
-            out.insert(path.clone(), Target::Module(c.clone()));
-            self.walk(&c, path, out, seen);
-        }
         for u in &m.uses {
             let target = self.resolve(module, &u.target, 0);
             if u.glob {
                 match target {
-                    Some(Target::Module(g)) => self.walk_glob(&g, &at, out, seen),
+                    Some(Target::Module(g)) => {
+                        // A glob brings the module's items and its own names, not its globs.
+                        let Some(gm) = self.walk_items(&g, &at, out, seen) else {
+                            continue;
+                        };
+                        for u in gm.uses.iter().filter(|u| !u.glob) {
+                            if let Some(t) = self.resolve(&g, &u.target, 0) {
+                                out.insert(format!("{at}::{}", u.name), t);
+                            }
+                        }
+                    }
                     Some(Target::External(e)) => {
                         out.insert(format!("{at}::*"), Target::External(format!("{e}::*")));
                     }
@@ -650,16 +639,16 @@ impl Crate {
         }
     }
 
-    fn walk_glob(
+    /// The definitions and the public child modules of `module` (walked), under `at`; the
+    /// module, for its `use`s.
+    fn walk_items(
         &self,
         module: &ModPath,
         at: &str,
         out: &mut BTreeMap<String, Target>,
         seen: &mut HashSet<(ModPath, String)>,
-    ) {
-        let Some(m) = self.modules.get(module) else {
-            return;
-        };
+    ) -> Option<&Module> {
+        let m = self.modules.get(module)?;
         for &id in &m.defs {
             out.insert(format!("{at}::{}", self.defs[id].name), Target::Def(id));
         }
@@ -670,11 +659,7 @@ impl Crate {
             out.insert(path.clone(), Target::Module(c.clone()));
             self.walk(&c, path, out, seen);
         }
-        for u in m.uses.iter().filter(|u| !u.glob) {
-            if let Some(t) = self.resolve(module, &u.target, 0) {
-                out.insert(format!("{at}::{}", u.name), t);
-            }
-        }
+        Some(m)
     }
 
     fn render(&self) -> String {
@@ -829,4 +814,19 @@ fn invocation_idents(ts: proc_macro2::TokenStream) -> Vec<String> {
         after_hash = hash;
     }
     out
+}
+
+/// The first line of a public item: `{attrs}pub {keyword} {ident}{generics}{rest}`.
+fn item_head(
+    attrs: &[syn::Attribute],
+    keyword: &str,
+    ident: &syn::Ident,
+    g: &syn::Generics,
+    rest: &str,
+) -> String {
+    format!(
+        "{}pub {keyword} {ident}{}{rest}",
+        api_attrs(attrs),
+        generics(g)
+    )
 }
