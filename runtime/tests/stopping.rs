@@ -122,6 +122,21 @@ struct SlowAck {
     accepted: Arc<Mutex<Vec<String>>>,
 }
 
+/// A durable bot on `kv` whose provider records its sends in `accepted`, slowly; and the mock
+/// behind it, to say messages.
+fn slow_bot(
+    kv: &Arc<dyn DurableKv>,
+    accepted: &Arc<Mutex<Vec<String>>>,
+    cfg: &DurabilityConfig,
+) -> (Bot, MockProvider) {
+    let provider = SlowAck {
+        inner: MockProvider::new(),
+        accepted: accepted.clone(),
+    };
+    let mock = provider.inner.clone();
+    (durable_bot(kv, provider, cfg), mock)
+}
+
 #[async_trait]
 impl Provider for SlowAck {
     fn name(&self) -> &str {
@@ -182,44 +197,24 @@ async fn a_send_in_flight_at_stop_is_recorded_and_never_sent_again() {
     let mut cfg = fast();
     cfg.outbox.on_ambiguous = OnAmbiguous::Resend;
     let accepted: Arc<Mutex<Vec<String>>> = Arc::default();
-    let first = SlowAck {
-        inner: MockProvider::new(),
-        accepted: accepted.clone(),
-    };
-    let bot = durable_bot(&kv, first.clone(), &cfg);
+    let (bot, first) = slow_bot(&kv, &accepted, &cfg);
     bot.start().await.unwrap();
-    first.inner.say("a", "m1", "hello").await.unwrap();
+    first.say("a", "m1", "hello").await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     bot.stop().await.unwrap();
     let d = bot.durability().unwrap();
+    let (outbox, inbox) = (d.outbox(), d.inbox());
+    let sent = outbox.list(OutboxState::Sent, 10).await.unwrap().len();
+    let sending = outbox.list(OutboxState::Sending, 10).await.unwrap().len();
+    let done = inbox.list(InboxState::Done, 10).await.unwrap().len();
+    let processing = inbox.list(InboxState::Processing, 10).await.unwrap().len();
     assert_eq!(
-        d.outbox().list(OutboxState::Sent, 10).await.unwrap().len(),
-        1
-    );
-    assert!(
-        d.outbox()
-            .list(OutboxState::Sending, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(d.inbox().list(InboxState::Done, 10).await.unwrap().len(), 1);
-    assert!(
-        d.inbox()
-            .list(InboxState::Processing, 10)
-            .await
-            .unwrap()
-            .is_empty()
+        (sent, sending, done, processing),
+        (1, 0, 1, 0),
+        "sends sent and sending, messages done and processing"
     );
 
-    let again = durable_bot(
-        &kv,
-        SlowAck {
-            inner: MockProvider::new(),
-            accepted: accepted.clone(),
-        },
-        &cfg,
-    );
+    let (again, _) = slow_bot(&kv, &accepted, &cfg);
     let ambiguous = ambiguous_counter(&again);
     again.start().await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -237,14 +232,10 @@ async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
     let cfg = fast();
     assert!(cfg.inbox.lease >= Duration::from_secs(30), "a long lease");
     let accepted: Arc<Mutex<Vec<String>>> = Arc::default();
-    let first = SlowAck {
-        inner: MockProvider::new(),
-        accepted: accepted.clone(),
-    };
-    let bot = durable_bot(&kv, first.clone(), &cfg);
+    let (bot, first) = slow_bot(&kv, &accepted, &cfg);
     bot.start().await.unwrap();
-    first.inner.say("a", "m1", "slow").await.unwrap();
-    first.inner.say("a", "m2", "queued").await.unwrap();
+    first.say("a", "m1", "slow").await.unwrap();
+    first.say("a", "m2", "queued").await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     bot.stop().await.unwrap();
     assert_eq!(*accepted.lock().unwrap(), vec!["re: slow"], "m2 never ran");
@@ -253,14 +244,7 @@ async fn a_queued_message_dropped_at_stop_is_replayed_at_once_on_restart() {
     assert_eq!(pending.len(), 1, "m2 is pending again");
     assert_eq!(pending[0].attempts, 0, "its attempt is given back");
 
-    let again = durable_bot(
-        &kv,
-        SlowAck {
-            inner: MockProvider::new(),
-            accepted: accepted.clone(),
-        },
-        &cfg,
-    );
+    let (again, _) = slow_bot(&kv, &accepted, &cfg);
     again.start().await.unwrap();
     let t0 = Instant::now();
     while accepted.lock().unwrap().len() < 2 && t0.elapsed() < Duration::from_secs(5) {
