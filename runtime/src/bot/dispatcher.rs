@@ -13,6 +13,7 @@ use crate::kernel::context::Ctx;
 use crate::kernel::routes::{Handler, HookFlow};
 use crate::metrics::Counters;
 use crate::outbound::interaction_ack;
+use tracing::Instrument;
 
 /// Aborts the handler's task when the job running it is dropped (`stop()` aborting a chat's
 /// worker): the handler must not go on sending after the bot stopped.
@@ -28,7 +29,8 @@ impl Drop for AbortOnDrop {
 /// future is dropped before it ends.
 pub(crate) async fn run_handler(ctx: &Ctx, handler: Arc<dyn Handler>, context: &'static str) {
     let k = ctx.0.bot.kernel.clone();
-    let fut = handler.call(ctx.clone());
+    let span = crate::telemetry::handler_span(ctx.chat().as_str(), context);
+    let fut = handler.call(ctx.clone()).instrument(span);
     let task = tokio::spawn(fut);
     let _abort = AbortOnDrop(task.abort_handle());
     let result = task.await;
@@ -92,6 +94,7 @@ pub(crate) async fn dispatch(ctx: Ctx) {
     }
 
     let route = route(&ctx).await;
+    tracing::Span::current().record("route", route);
 
     interaction_ack::routing_ended(&ctx).await;
     let after: Vec<_> = {

@@ -29,6 +29,8 @@ use crate::outbound::persistence;
 use crate::provider::{
     Accepted, EventKind, InboundPipeline, ProviderEvent, Rejected, TransportStatus,
 };
+use crate::telemetry;
+use tracing::Instrument;
 
 /// The bot's side of the [`crate::provider::EventSink`]. Holds the kernel weakly, so a
 /// provider that outlives the bot does not keep it alive.
@@ -45,8 +47,14 @@ impl InboundPipeline for Pipeline {
         }
         Counters::inc(&k.counters.received);
         match event {
-            ProviderEvent::Message(m) => admit_message(&k, m).await,
-            ProviderEvent::Interaction(i) => admit_interaction(&k, i).await,
+            ProviderEvent::Message(m) => {
+                let span = telemetry::inbound_span(m.chat.as_str(), "message", false);
+                admit_message(&k, m).instrument(span).await
+            }
+            ProviderEvent::Interaction(i) => {
+                let span = telemetry::inbound_span(i.chat.as_str(), "interaction", false);
+                admit_interaction(&k, i).instrument(span).await
+            }
             ProviderEvent::Call(call) => {
                 if !k.gates.admits(&call.chat, &call.sender) {
                     drop_event(&k, &call.chat, DropReason::Blocked);
@@ -202,7 +210,10 @@ async fn journal(
     let Some(dur) = k.durable.as_ref() else {
         return Ok((None, false));
     };
-    match durable::inbound::journal(k, dur, event, record_id).await {
+    let persisted = durable::inbound::journal(k, dur, event, record_id)
+        .instrument(telemetry::persist_span(event.chat().as_str()))
+        .await;
+    match persisted {
         Journaled::Claimed { lease, recorded } => Ok((Some(lease), recorded)),
         Journaled::Duplicate => Err(JournalOutcome::Duplicate),
         Journaled::Unavailable(reason) => {
@@ -231,14 +242,20 @@ pub(crate) fn readmit(k: Arc<Kernel>, readmitted: Readmitted) -> BoxFuture<()> {
                 extras,
                 recorded,
             } => {
-                process_message(&k, message, Some(lease), extras, recorded).await;
+                let span = telemetry::inbound_span(message.chat.as_str(), "message", true);
+                process_message(&k, message, Some(lease), extras, recorded)
+                    .instrument(span)
+                    .await;
             }
             Readmitted::Interaction {
                 interaction,
                 lease,
                 extras,
             } => {
-                process_interaction(&k, interaction, Some(lease), extras).await;
+                let span = telemetry::inbound_span(interaction.chat.as_str(), "interaction", true);
+                process_interaction(&k, interaction, Some(lease), extras)
+                    .instrument(span)
+                    .await;
             }
         }
     })
@@ -258,7 +275,9 @@ pub(crate) async fn process_message(
     let stored = if recorded {
         Ok(())
     } else {
-        persistence::record_inbound(k, &m).await
+        persistence::record_inbound(k, &m)
+            .instrument(telemetry::persist_span(m.chat.as_str()))
+            .await
     };
     if let Err(e) = stored {
         k.events.error("persistence:inbound", Some(&m.chat), &e);
@@ -371,6 +390,8 @@ fn queue_dispatch(
 ) -> Accepted {
     let is_interaction = matches!(source, CtxSource::Interaction(_));
     let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
+    // A child of the event's `bot.inbound`, though it runs later, in the chat's queue.
+    let span = telemetry::dispatch_span(&tracing::Span::current(), chat.as_str());
     queue_job(k, &chat.clone(), lease, move |waiting| {
         Box::pin(async move {
             let (Some(kernel), slot) = waiting.start() else {
@@ -390,7 +411,8 @@ fn queue_dispatch(
                 }
                 dispatcher::dispatch(ctx.clone()).await;
                 ctx.journal_failed()
-            };
+            }
+            .instrument(span);
             let work = crate::bot::turns::in_turn(&kernel, &chat, ticket, work);
             // Pinned here, in the job's own future: `run_leased` holds a reference to it,
             // so the dispatch is neither copied into it nor boxed.

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::api::{AnyBox, Erased, FlowError, VersionPolicy};
 use crate::flow::stack::{Frame, Stack, Wait};
+use crate::telemetry::TraceContext;
 
 #[derive(Serialize, Deserialize)]
 struct SavedFrame {
@@ -47,6 +48,10 @@ struct SavedStack {
     /// `Restart` version policy starts again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     start: Option<serde_json::Value>,
+    /// The W3C trace context of the turn that wrote the checkpoint (feature `otel`): the
+    /// first turn that resumes it links to it. Absent from older checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trace: Option<TraceContext>,
 }
 
 /// The state variant's name in an encoded state (`{"S1": {…}}` → `S1`).
@@ -66,11 +71,11 @@ pub(crate) struct Encoded {
 }
 
 /// Encodes the stack of `chat` into a checkpoint written at `now_ms` by the step `inbound`
-/// fed.
+/// fed, in the turn whose trace context is `trace`.
 pub(crate) fn encode(
     stack: &Stack,
     chat: &str,
-    inbound: Option<String>,
+    (inbound, trace): (Option<String>, Option<TraceContext>),
     now_ms: i64,
 ) -> Result<Encoded, FlowError> {
     let mut frames = Vec::with_capacity(stack.frames.len());
@@ -94,6 +99,7 @@ pub(crate) fn encode(
         run: stack.run.clone(),
         frames,
         start: stack.start.clone(),
+        trace,
     };
     let state = serde_json::to_value(&saved).map_err(|e| FlowError::Encode {
         flow: root.map_or("", |i| i.name),
@@ -314,9 +320,10 @@ fn decode_into(
         checkpointed: true,
         start: saved.start,
         noted: false,
+        trace: saved.trace,
     };
     if resave {
-        match encode(&stack, &chat, cp.inbound_id, now_ms) {
+        match encode(&stack, &chat, (cp.inbound_id, stack.trace.clone()), now_ms) {
             Ok(encoded) => notes.push(Note::Resave(encoded.checkpoint)),
             Err(e) => notes.push(error("flow:migrate", e)),
         }

@@ -141,6 +141,7 @@ pub(crate) async fn start_in_with(
         checkpointed: false,
         start,
         noted: false,
+        trace: None,
     };
     drive(ctx, stack, Input::Start, owns_message).await;
     Ok(())

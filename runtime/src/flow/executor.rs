@@ -35,6 +35,8 @@ use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
 use crate::message::ChatId;
 use crate::metrics::Counters;
+use crate::telemetry;
+use tracing::Instrument;
 
 fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
     k.events.emit(BotEvent::Flow {
@@ -51,13 +53,20 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
 /// The future is boxed: it holds a whole step (the flow's, its commit, its sends), several
 /// KiB, and every stage that may drive a flow (the dispatcher's, `active`, `dormant`, …) would
 /// otherwise hold it too and copy it whenever it is created, at every message.
+///
+/// The step runs in its `bot.turn` span; the first turn of a stack loaded from a checkpoint
+/// links to the turn that wrote it.
 pub(crate) fn drive(
     ctx: &Ctx,
-    stack: Stack,
+    mut stack: Stack,
     input: Input,
     owns_message: bool,
 ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-    Box::pin(drive_steps(ctx, stack, input, owns_message))
+    let span = telemetry::turn_span(ctx.chat().as_str(), top_name(&stack), stack.step + 1);
+    if let Some(written_by) = stack.trace.take() {
+        telemetry::link(&span, &written_by);
+    }
+    Box::pin(drive_steps(ctx, stack, input, owns_message).instrument(span))
 }
 
 /// The body of [`drive`].
@@ -293,7 +302,8 @@ fn commit_of(
         stack.fed_by = ctx.inbound_id().map(str::to_owned);
         if stack.is_persistent() {
             let chat = ctx.chat().as_str();
-            match checkpoint::encode(stack, chat, stack.fed_by.clone(), k.clock.now_ms()) {
+            let written_by = (stack.fed_by.clone(), crate::telemetry::current_context());
+            match checkpoint::encode(stack, chat, written_by, k.clock.now_ms()) {
                 Ok(encoded) => CheckpointChange::Save(encoded),
                 Err(e) => {
                     k.events.error("flow:checkpoint", Some(ctx.chat()), e);

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::flow::api::{AnyBox, Erased};
+use crate::telemetry::TraceContext;
 
 /// What a frame waits for.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +39,9 @@ pub(crate) struct Stack {
     /// The root flow is not persistent and the store holds the note that it waits in memory
     /// (see `lost`).
     pub(crate) noted: bool,
+    /// The trace context of the turn that wrote the checkpoint this stack was loaded from,
+    /// until the stack's first turn here links to it (`telemetry`).
+    pub(crate) trace: Option<TraceContext>,
 }
 
 impl Stack {

@@ -1,7 +1,7 @@
 //! `/metrics` over HTTP: [`metrics_router`], an axum router to mount on the webhook server
 //! (`WebhookServer::mount` of `botmesh-providers`) or on an application's own server, and
 //! [`MetricsServer`], a lifecycle step that serves it on a port of its own for a bot that has
-//! no HTTP server.
+//! no HTTP server (with the admin page too, [`MetricsServer::admin`]).
 //!
 //! The router answers `GET /metrics` with [`prometheus::render`] and nothing else; it
 //! neither authenticates nor terminates TLS (expose it on an internal interface, or put it
@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use crate::error::BotError;
 use crate::kernel::Bot;
 use crate::kernel::lifecycle::LifecycleStep;
+use crate::operating::admin::{AdminOptions, admin_router};
 use crate::operating::prometheus;
 
 /// The path [`metrics_router`] serves.
@@ -64,6 +65,7 @@ pub struct MetricsServer {
 #[derive(Debug)]
 struct Inner {
     addr: String,
+    admin: Option<AdminOptions>,
     running: Mutex<Option<Running>>,
 }
 
@@ -80,6 +82,18 @@ impl MetricsServer {
         Self {
             inner: Arc::new(Inner {
                 addr: addr.into(),
+                admin: None,
+                running: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Serves the admin page ([`admin_router`]) under `/admin` too.
+    pub fn admin(self, options: AdminOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                addr: self.inner.addr.clone(),
+                admin: Some(options),
                 running: Mutex::new(None),
             }),
         }
@@ -114,7 +128,10 @@ impl LifecycleStep for MetricsServer {
             BotError::config("metrics", format!("cannot read the bound address: {e}"))
         })?;
         let (stop, mut stopped) = watch::channel(false);
-        let router = metrics_router(bot);
+        let mut router = metrics_router(bot);
+        if let Some(options) = &self.inner.admin {
+            router = router.merge(admin_router(bot, options.clone()));
+        }
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.wait_for(|s| *s).await;

@@ -33,6 +33,8 @@ pub(crate) mod stream;
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::error::BotError;
 use crate::events::BotEvent;
 use crate::kernel::Kernel;
@@ -161,10 +163,15 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     if paced && outgoing.content.is_text() {
         if let Some(p) = &k.config.pacing {
             let delay = p.delay_for(outgoing.content.text().chars().count());
-            if p.typing {
-                presence::typing(k, &chat).await;
-            }
-            tokio::time::sleep(delay).await;
+            let paced = async {
+                if p.typing {
+                    presence::typing(k, &chat).await;
+                }
+                tokio::time::sleep(delay).await;
+            };
+            paced
+                .instrument(crate::telemetry::pace_span(chat.as_str()))
+                .await;
         }
     }
 
@@ -228,7 +235,7 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         let result = if inline_rate_limit_retry {
             rate_limit_retry::send_with_retry(k, &chat, part, &part_key).await
         } else {
-            crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(&chat, part))
+            provider_send(k, &chat, part, &part_key)
                 .await
                 .map_err(BotError::from)
         };
@@ -245,6 +252,20 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
         }
     }
     Ok(outcome)
+}
+
+/// One attempt of `part` at the channel under the send key `key` (which the provider reads
+/// with [`current_send_key`](crate::provider::current_send_key)), in its `bot.send` span.
+pub(crate) async fn provider_send(
+    k: &Kernel,
+    chat: &ChatId,
+    part: &Outgoing,
+    key: &str,
+) -> Result<crate::message::SentMessage, crate::provider::ProviderError> {
+    let span = crate::telemetry::send_span(chat.as_str(), Some(key));
+    crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(chat, part))
+        .instrument(span)
+        .await
 }
 
 /// What follows a send the provider accepted: metrics, ledger, `after` send hooks, event.

@@ -630,8 +630,7 @@ async fn attempt(
             FailOutcome::DeadLettered => Ok(Attempt::Dead(BotError::Coordination(refused))),
         };
     }
-    let send =
-        crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(&chat, outgoing));
+    let send = crate::outbound::provider_send(k, &chat, outgoing, key);
     let result = with_heartbeat(send, beats).await;
     match result {
         Ok(sent) => {
@@ -876,9 +875,7 @@ async fn direct(
     };
     for (i, part) in split_outgoing(outgoing, &k.capabilities).iter().enumerate() {
         let part_key = outbound::part_key(key, i);
-        match crate::provider::with_send_key(Some(part_key.clone()), k.provider.send(chat, part))
-            .await
-        {
+        match crate::outbound::provider_send(k, chat, part, &part_key).await {
             Ok(sent) => {
                 on_sent(k, chat, part, sent.message_id.clone(), &part_key).await;
                 outcome.message_id = sent.message_id;

@@ -20,9 +20,7 @@ pub(crate) async fn send_with_retry(
     let policy = &k.config.rate_limit_retry;
     let mut retries = 0;
     loop {
-        match crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(chat, outgoing))
-            .await
-        {
+        match crate::outbound::provider_send(k, chat, outgoing, key).await {
             Ok(sent) => return Ok(sent),
             Err(ProviderError::RateLimited {
                 provider,

@@ -4,6 +4,7 @@
 //! | layer (bottom first) | what it holds |
 //! | --- | --- |
 //! | `src/*.rs` | the message model, the provider SPI, config, errors, events, metrics |
+//! | `telemetry/` | the spans of the stages, the checkpoint's trace context, OpenTelemetry export |
 //! | `kernel/` | `Kernel`, `Bot` and `Ctx` (their state), routes, queues, the journals' state |
 //! | `outbound/` | sends and edits: hooks, pacing, parts, ledger, the durable outbox |
 //! | `durable/` | the durable inbound path: journaling, replay, the sweeper, the options |
@@ -28,6 +29,7 @@ use syn::visit::Visit;
 /// The folders, bottom first; `""` is the crate root's files.
 pub(crate) const LAYERS: &[&str] = &[
     "",
+    "telemetry",
     "kernel",
     "outbound",
     "durable",

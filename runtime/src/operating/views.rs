@@ -1,0 +1,96 @@
+//! What the operator surfaces (the `botmesh` command line, the admin page) show of a
+//! record: a dead letter of either journal, a waiting conversation. Read from the public
+//! records of the journals and the store; serializable for `--json`.
+
+use botmesh_durability::inbox::InboundRecord;
+use botmesh_durability::outbox::OutboxRecord;
+use botmesh_durability::store::FlowCheckpoint;
+use serde::Serialize;
+
+/// One dead letter of either journal.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DeadLetter {
+    pub(crate) kind: &'static str,
+    pub(crate) id: String,
+    pub(crate) chat: String,
+    pub(crate) state: &'static str,
+    pub(crate) attempts: u32,
+    pub(crate) error: Option<String>,
+    pub(crate) updated_ms: i64,
+    pub(crate) payload: serde_json::Value,
+}
+
+impl DeadLetter {
+    pub(crate) fn inbound(r: &InboundRecord) -> Self {
+        DeadLetter {
+            kind: "inbound",
+            id: r.id.clone(),
+            chat: r.chat.clone(),
+            state: r.state.as_str(),
+            attempts: r.attempts,
+            error: r.last_error.clone(),
+            updated_ms: r.updated_ms,
+            payload: serde_json::to_value(&r.payload).unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn outbound(r: &OutboxRecord) -> Self {
+        DeadLetter {
+            kind: "outbound",
+            id: r.key.clone(),
+            chat: r.chat.clone(),
+            state: r.state.as_str(),
+            attempts: r.attempts,
+            error: r.last_error.clone(),
+            updated_ms: r.updated_ms,
+            payload: serde_json::to_value(&r.payload).unwrap_or_default(),
+        }
+    }
+}
+
+/// A persistent conversation waiting for an answer.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Conversation {
+    pub(crate) chat: String,
+    /// The flow that waits (the innermost of a flow and its sub-flows).
+    pub(crate) flow: String,
+    /// The ask it waits at (the name of its state).
+    pub(crate) waiting_at: String,
+    /// The flows of the stack, outermost first.
+    pub(crate) flows: Vec<String>,
+    pub(crate) step: u64,
+    pub(crate) inbound_id: Option<String>,
+    pub(crate) updated_ms: i64,
+    /// The saved state, as stored.
+    pub(crate) state: serde_json::Value,
+}
+
+impl Conversation {
+    /// Reads the checkpoint's stack (`{"run", "frames": [{"flow", "state", …}]}`, written by
+    /// the flow executor; a state is named after the ask it waits at).
+    pub(crate) fn of(c: &FlowCheckpoint) -> Self {
+        let frames = c.state["frames"].as_array().cloned().unwrap_or_default();
+        let flows: Vec<String> = frames
+            .iter()
+            .filter_map(|f| f["flow"].as_str().map(str::to_owned))
+            .collect();
+        let waiting_at = frames
+            .last()
+            .map(|f| match &f["state"] {
+                serde_json::Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+                serde_json::Value::String(s) => s.clone(),
+                _ => String::new(),
+            })
+            .unwrap_or_default();
+        Conversation {
+            chat: c.chat.clone(),
+            flow: flows.last().cloned().unwrap_or_else(|| c.flow.clone()),
+            waiting_at,
+            flows,
+            step: c.step,
+            inbound_id: c.inbound_id.clone(),
+            updated_ms: c.updated_ms,
+            state: c.state.clone(),
+        }
+    }
+}

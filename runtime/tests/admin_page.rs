@@ -1,0 +1,339 @@
+//! The admin page (feature `http`): over plain HTTP, a request without the token gets the
+//! login form, a read-only page has no buttons, and a form not from the page is refused; in a
+//! real headless Chromium driven over WebDriver, an operator opens the page with the token,
+//! sees a dead letter with its error, retries it, and the reply goes out. The browser test
+//! saves screenshots (the path is printed) and needs `chromedriver` (Debian's
+//! `chromium-driver`; or `BOTMESH_CHROMEDRIVER`): without it the test says it skipped, and
+//! fails under `CI=true`.
+
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use botmesh::durability::{DurabilityConfig, OutboxState};
+use botmesh::durable::DurabilityOptions;
+use botmesh::operating::admin::AdminOptions;
+use botmesh::operating::http::MetricsServer;
+use botmesh::prelude::*;
+use botmesh::provider::ProviderError;
+use botmesh::testing::MockProvider;
+use common::order;
+use fantoccini::{ClientBuilder, Locator};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
+
+const TOKEN: &str = "s3cret-admin-token";
+
+/// A running bot with the admin page on its own port: alice's order waiting at its ask, and
+/// bob's reply to `/hi` dead (the channel refused it). Returns the dead send's key.
+async fn seeded(actions: bool) -> (Bot, MockProvider, MetricsServer, String) {
+    let mock = MockProvider::new();
+    let server = MetricsServer::new("127.0.0.1:0").admin(AdminOptions::new(TOKEN).actions(actions));
+    let mut config = DurabilityConfig::default();
+    // The sweeper delivers a retried send within this period.
+    config.poll = Duration::from_millis(50);
+    let bot = Bot::builder(mock.clone())
+        .durability(DurabilityOptions::memory().config(config))
+        .step(server.clone())
+        .build()
+        .unwrap();
+    bot.flow(order);
+    bot.command("hi", |ctx: Ctx| async move {
+        ctx.reply("hello").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("alice", "m1", "/order").await.unwrap();
+    bot.idle().await;
+    mock.fail_next_send(ProviderError::UnsupportedContent {
+        provider: "mock".into(),
+        what: "text".into(),
+    });
+    mock.say("bob", "m2", "/hi").await.unwrap();
+    bot.idle().await;
+    let dead = dead_sends(&bot).await;
+    assert_eq!(dead.len(), 1, "bob's reply is dead");
+    (bot, mock, server, dead[0].clone())
+}
+
+/// The keys of the dead sends.
+async fn dead_sends(bot: &Bot) -> Vec<String> {
+    let journals = bot.durability().unwrap();
+    let dead = journals.outbox().list(OutboxState::Dead, 10).await.unwrap();
+    dead.into_iter().map(|r| r.key).collect()
+}
+
+/// One HTTP/1.1 request over a plain socket: (status code, headers lowercased, body).
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    let code = status.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, headers.to_lowercase(), body.to_owned())
+}
+
+#[tokio::test]
+async fn the_page_asks_for_the_token_and_read_only_has_no_buttons() {
+    let (bot, _mock, server, key) = seeded(false).await;
+    let addr = server.local_addr().unwrap();
+
+    let (code, _, body) = request(addr, "GET", "/admin", "", "").await;
+    assert_eq!(code, 401);
+    assert!(
+        body.contains("Token required") && !body.contains(&key),
+        "{body}"
+    );
+    let (code, _, body) = request(addr, "GET", "/admin?token=wrong", "", "").await;
+    assert_eq!(code, 401);
+    assert!(body.contains("not this bot"), "{body}");
+
+    let (code, headers, _) = request(addr, "GET", &format!("/admin?token={TOKEN}"), "", "").await;
+    assert_eq!(code, 303);
+    assert!(headers.contains(&format!(
+        "set-cookie: botmesh_admin={}",
+        TOKEN.to_lowercase()
+    )));
+    assert!(headers.contains("httponly") && headers.contains("samesite=strict"));
+
+    let bearer = format!("Authorization: Bearer {TOKEN}\r\n");
+    let (code, _, body) = request(addr, "GET", "/admin", &bearer, "").await;
+    assert_eq!(code, 200);
+    assert!(body.contains(&key), "the dead letter is listed");
+    assert!(body.contains("unsupported content"), "with its error");
+    assert!(
+        body.contains("alice") && body.contains("conversation"),
+        "alice's order waits"
+    );
+    assert!(body.contains("<svg id=\"sends-chart\""), "the chart");
+    assert!(
+        body.contains("Read-only") && !body.contains("<button"),
+        "no buttons"
+    );
+    assert!(!body.contains("<script"), "no script");
+
+    let form = format!("kind=outbound&id={key}&csrf=x");
+    let form_headers = format!("{bearer}Content-Type: application/x-www-form-urlencoded\r\n");
+    let (code, _, _) = request(addr, "POST", "/admin/dead/retry", &form_headers, &form).await;
+    assert_eq!(code, 403, "actions are disabled");
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_form_not_from_the_page_is_refused() {
+    let (bot, _mock, server, key) = seeded(true).await;
+    let addr = server.local_addr().unwrap();
+    let headers = format!(
+        "Authorization: Bearer {TOKEN}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+    );
+    let form = format!("kind=outbound&id={key}&csrf=guessed");
+    let (code, _, _) = request(addr, "POST", "/admin/dead/retry", &headers, &form).await;
+    assert_eq!(code, 403);
+    let form_only = "Content-Type: application/x-www-form-urlencoded\r\n";
+    let (code, _, _) = request(addr, "POST", "/admin/dead/retry", form_only, &form).await;
+    assert_eq!(code, 401, "no token");
+    assert_eq!(dead_sends(&bot).await, [key], "still dead");
+    bot.stop().await.unwrap();
+}
+
+/// `chromedriver`: `BOTMESH_CHROMEDRIVER`, else on the `PATH`. `None` (the test says it
+/// skipped) when absent; a panic under `CI=true`.
+fn chromedriver() -> Option<PathBuf> {
+    let found = std::env::var_os("BOTMESH_CHROMEDRIVER")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|dir| dir.join("chromedriver"))
+                .find(|p| p.is_file())
+        })
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!(
+                "chromedriver is not installed and CI=true: the admin page's browser test cannot run (apt-get install chromium chromium-driver)"
+            );
+        }
+        eprintln!(
+            "SKIPPED: chromedriver not found (apt-get install chromium chromium-driver, or set BOTMESH_CHROMEDRIVER)"
+        );
+    }
+    found
+}
+
+/// The chromedriver process, ended with the test.
+struct Driver(std::process::Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Where the screenshots go: `target/admin-page/`.
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("admin-page");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Polls `check` every 50 ms until it holds or `within` passes (a browser and a real
+/// sweeper run on the wall clock).
+async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out() {
+    let Some(driver) = chromedriver() else {
+        return;
+    };
+    let (bot, mock, server, key) = seeded(true).await;
+    let addr = server.local_addr().unwrap();
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _driver = Driver(
+        std::process::Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver.display())),
+    );
+    let up = eventually(Duration::from_secs(20), async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(up, "chromedriver listens on {port}");
+
+    let mut chrome = serde_json::json!({
+        "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1200,1000"]
+    });
+    if std::path::Path::new("/usr/bin/chromium").is_file() {
+        chrome["binary"] = "/usr/bin/chromium".into();
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), chrome);
+    let browser = ClientBuilder::rustls()
+        .unwrap()
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let shots = screenshot_dir();
+    let base = format!("http://{addr}/admin");
+
+    // Without the token: the form asks for it; the operator types it.
+    browser.goto(&base).await.unwrap();
+    let field = browser
+        .find(Locator::Css("input[name=token]"))
+        .await
+        .unwrap();
+    field.send_keys(TOKEN).await.unwrap();
+    browser
+        .find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+
+    // The page: bob's dead reply with its error, alice's conversation.
+    let row = format!("tr.dead[data-id=\"{key}\"]");
+    let dead = browser
+        .wait()
+        .for_element(Locator::Css(&row))
+        .await
+        .unwrap();
+    let text = dead.text().await.unwrap();
+    assert!(text.contains("unsupported content"), "{text}");
+    let conversations = browser
+        .find(Locator::Id("conversations"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(conversations.contains("alice"), "{conversations}");
+    std::fs::write(
+        shots.join("dead-letter.png"),
+        browser.screenshot().await.unwrap(),
+    )
+    .unwrap();
+
+    // Retry it: the page says so, and the bot's sweeper sends bob his reply.
+    browser
+        .find(Locator::Css(&format!("{row} button[value=retry]")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let flash = browser
+        .wait()
+        .for_element(Locator::Id("flash"))
+        .await
+        .unwrap();
+    assert!(flash.text().await.unwrap().contains("pending again"));
+    let sent = eventually(Duration::from_secs(20), async || {
+        mock.texts("bob").contains(&"hello".to_owned())
+    })
+    .await;
+    assert!(sent, "bob got his reply: {:?}", mock.texts("bob"));
+
+    // Reloaded: no dead letter left, the sends in the chart.
+    browser.goto(&base).await.unwrap();
+    let section = browser
+        .find(Locator::Id("dead-letters"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(section.contains("None."), "{section}");
+    let bars = browser
+        .find_all(Locator::Css("#sends-chart rect.sent"))
+        .await
+        .unwrap();
+    assert!(!bars.is_empty(), "the chart shows the sends");
+    std::fs::write(
+        shots.join("after-retry.png"),
+        browser.screenshot().await.unwrap(),
+    )
+    .unwrap();
+    eprintln!("admin page screenshots in {}", shots.display());
+
+    browser.close().await.unwrap();
+    bot.stop().await.unwrap();
+}
