@@ -1,12 +1,16 @@
 //! Tracing through OpenTelemetry (feature `otel`): the order flow's messages arrive in an
 //! in-memory exporter as the architecture guide's span tree (`bot.inbound` → `bot.persist`,
 //! `bot.dispatch` → `bot.turn` → `bot.send`), with chat and flow fields, and the first turn
-//! after a restart links to the turn that wrote the checkpoint it resumed from.
+//! after a restart links to the turn that wrote the checkpoint it resumed from; a paced reply
+//! of a plain handler is `bot.handler` → `bot.pace`, then `bot.send`.
 
 #![allow(clippy::unwrap_used)]
 
+use std::time::Duration;
+
+use botmesh::prelude::*;
 use botmesh::telemetry;
-use botmesh::testing::Transcript;
+use botmesh::testing::{MockProvider, Transcript};
 use common::order;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tracing_subscriber::layer::SubscriberExt;
@@ -37,16 +41,66 @@ fn ancestry(spans: &[SpanData], span: &SpanData) -> Vec<String> {
     names
 }
 
-#[tokio::test]
-async fn the_order_flow_is_a_span_tree_and_its_resumed_turn_links_to_the_checkpoint() {
+/// An in-memory exporter recording the spans of this thread (the test's runtime has one:
+/// every task the bot spawns records here) until the guard drops.
+fn recorder() -> (
+    InMemorySpanExporter,
+    SdkTracerProvider,
+    tracing::subscriber::DefaultGuard,
+) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber = tracing_subscriber::registry().with(telemetry::otel::layer(&provider));
-    // The test's runtime has one thread: every task the bot spawns records here.
-    let _default = tracing::subscriber::set_default(subscriber);
+    let guard = tracing::subscriber::set_default(subscriber);
+    (exporter, provider, guard)
+}
 
+#[tokio::test(start_paused = true)]
+async fn a_paced_reply_is_a_pace_then_a_send_in_its_handler() {
+    let (exporter, provider, _default) = recorder();
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .pacing(Pacing::default())
+        .build()
+        .unwrap();
+    bot.command("hi", |ctx: Ctx| async move {
+        ctx.reply("hello").await?;
+        Ok(())
+    });
+    bot.start().await.unwrap();
+    mock.say("bob", "m1", "/hi").await.unwrap();
+    assert_eq!(mock.wait_for_sends(1, Duration::from_secs(10)).await, 1);
+    bot.idle().await;
+    bot.stop().await.unwrap();
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+
+    let one = |name: &str| {
+        let found: Vec<&SpanData> = spans.iter().filter(|s| s.name == name).collect();
+        assert_eq!(found.len(), 1, "one {name}: {spans:#?}");
+        found[0]
+    };
+    let (pace, send, handler) = (
+        one(telemetry::PACE),
+        one(telemetry::SEND),
+        one(telemetry::HANDLER),
+    );
+    let above = [telemetry::HANDLER, telemetry::DISPATCH, telemetry::INBOUND];
+    assert_eq!(ancestry(&spans, pace)[1..], above);
+    assert_eq!(ancestry(&spans, send)[1..], above);
+    assert!(
+        pace.end_time <= send.start_time,
+        "the pacer's delay comes first"
+    );
+    assert_eq!(attr(handler, "handler").as_deref(), Some("handler:command"));
+    assert_eq!(attr(send, "chat").as_deref(), Some("bob"));
+}
+
+#[tokio::test]
+async fn the_order_flow_is_a_span_tree_and_its_resumed_turn_links_to_the_checkpoint() {
+    let (exporter, provider, _default) = recorder();
     let mut t = Transcript::durable(|b| {
         let bot = b.build()?;
         bot.flow(order);

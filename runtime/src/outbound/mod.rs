@@ -262,7 +262,7 @@ pub(crate) async fn provider_send(
     part: &Outgoing,
     key: &str,
 ) -> Result<crate::message::SentMessage, crate::provider::ProviderError> {
-    let span = crate::telemetry::send_span(chat.as_str(), Some(key));
+    let span = crate::telemetry::send_span(chat.as_str(), Some(key), false);
     crate::provider::with_send_key(Some(key.to_owned()), k.provider.send(chat, part))
         .instrument(span)
         .await
@@ -365,6 +365,7 @@ pub(crate) async fn edit(
     let target = draft.edit_of.clone().unwrap_or_else(|| message_id.clone());
     k.provider
         .edit(&draft.chat, &target, &draft.outgoing.content)
+        .instrument(crate::telemetry::send_span(draft.chat.as_str(), None, true))
         .await?;
     Counters::inc(&k.counters.edits);
     if !preview {

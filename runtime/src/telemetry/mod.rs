@@ -10,7 +10,7 @@
 //! | [`HANDLER`] `bot.handler` | a command, matcher or catch-all handler | `chat`, `handler` | `bot.dispatch` |
 //! | [`TURN`] `bot.turn` | one step of a conversation, between two waits | `chat`, `flow`, `step` | `bot.dispatch` (or the scheduler's `bot.task`, or none) |
 //! | [`PACE`] `bot.pace` | the pacer's delay (and typing) before a text reply | `chat` | the sender |
-//! | [`SEND`] `bot.send` | every attempt of a message at the channel | `chat`, `key` | the sender (none for the outbox sweeper) |
+//! | [`SEND`] `bot.send` | every attempt of a message (or an edit) at the channel | `chat`, `key`, `edit` | the sender (none for the outbox sweeper) |
 //! | [`TASK`] `bot.task` | each run of a scheduled job | `job` | none (a root), see [`task_span`] |
 //!
 //! Spans wrap the stages without changing their order or timing; with no subscriber
@@ -106,9 +106,9 @@ pub(crate) fn pace_span(chat: &str) -> Span {
     tracing::info_span!("bot.pace", chat)
 }
 
-/// The span of one attempt of a message at the channel.
-pub(crate) fn send_span(chat: &str, key: Option<&str>) -> Span {
-    tracing::info_span!("bot.send", chat, key)
+/// The span of one attempt of a message (or of an edit) at the channel.
+pub(crate) fn send_span(chat: &str, key: Option<&str>, edit: bool) -> Span {
+    tracing::info_span!("bot.send", chat, key, edit)
 }
 
 /// The root span of one run of the scheduled job `job`: the scheduler enters it around the
