@@ -25,7 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
 
-const TOKEN: &str = "s3cret-admin-token";
+/// With a space and a semicolon: any token works, in the cookie too.
+const TOKEN: &str = "s3cret admin;token";
 
 /// A running bot with the admin page on its own port: alice's order waiting at its ask, and
 /// bob's reply to `/hi` dead (the channel refused it). Returns the dead send's key.
@@ -103,13 +104,22 @@ async fn the_page_asks_for_the_token_and_read_only_has_no_buttons() {
     assert_eq!(code, 401);
     assert!(body.contains("not this bot"), "{body}");
 
-    let (code, headers, _) = request(addr, "GET", &format!("/admin?token={TOKEN}"), "", "").await;
+    let query = "/admin?token=s3cret%20admin%3Btoken";
+    let (code, headers, _) = request(addr, "GET", query, "", "").await;
     assert_eq!(code, 303);
-    assert!(headers.contains(&format!(
-        "set-cookie: botmesh_admin={}",
-        TOKEN.to_lowercase()
-    )));
+    let cookie = headers
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.starts_with("botmesh_admin=") && !cookie.contains(' '),
+        "{cookie}"
+    );
     assert!(headers.contains("httponly") && headers.contains("samesite=strict"));
+    let (code, _, _) = request(addr, "GET", "/admin", &format!("Cookie: {cookie}\r\n"), "").await;
+    assert_eq!(code, 200, "the cookie opens the page");
 
     let bearer = format!("Authorization: Bearer {TOKEN}\r\n");
     let (code, _, body) = request(addr, "GET", "/admin", &bearer, "").await;

@@ -164,7 +164,12 @@ fn authorized(state: &AdminState, headers: &HeaderMap) -> bool {
         .filter_map(|c| c.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value);
-    bearer.or(cookie).is_some_and(|t| same(t, token))
+    bearer.is_some_and(|t| same(t, token)) || cookie.is_some_and(|c| same(c, &cookie_value(token)))
+}
+
+/// The cookie's value for `token`: its bytes in hex, so that any token makes a valid cookie.
+fn cookie_value(token: &str) -> String {
+    token.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unauthorized(wrong: bool) -> Response {
@@ -191,7 +196,10 @@ async fn show(
             tracing::warn!("admin page: a wrong token was presented");
             return unauthorized(true);
         }
-        let cookie = format!("{COOKIE}={token}; Path={ADMIN_PATH}; HttpOnly; SameSite=Strict");
+        let cookie = format!(
+            "{COOKIE}={}; Path={ADMIN_PATH}; HttpOnly; SameSite=Strict",
+            cookie_value(token)
+        );
         return ([(header::SET_COOKIE, cookie)], Redirect::to(ADMIN_PATH)).into_response();
     }
     if !authorized(&state, &headers) {
