@@ -1,9 +1,15 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
-//! Cloud, Twilio) against a local fake of the channel's API, as a user runs it: SIGKILLed at
+//! Cloud, Messenger, Instagram, Twilio) against a local fake of the channel's API, as a user runs it: SIGKILLed at
 //! seeded moments and restarted on its SQLite file, and under 5xx and 429 bursts. What each
 //! run checks is the harness's (`channels/mod.rs`); this file only says how each channel is
 //! reached.
-#![cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#![cfg(any(
+    feature = "telegram",
+    feature = "whatsapp-cloud",
+    feature = "messenger",
+    feature = "instagram",
+    feature = "twilio"
+))]
 #![allow(clippy::expect_used)]
 
 // The fakes' helpers behind the providers crate's `webhook` feature are not used here.
@@ -53,6 +59,33 @@ async fn a_fake_handler_that_panics_fails_the_test() {
         .map(|r| r.status().as_u16());
     assert_eq!(status.ok(), Some(500));
     panics.check("test");
+}
+
+/// POSTs a Meta webhook `body` to `path` on the shop (a replica picked per attempt) until
+/// accepted, signed with `app_secret` as Meta does (`what`: the message's id, for the failure
+/// message).
+#[cfg(any(
+    feature = "whatsapp-cloud",
+    feature = "messenger",
+    feature = "instagram"
+))]
+fn post_meta_webhook(
+    what: String,
+    listen: &Listen,
+    path: &'static str,
+    app_secret: &str,
+    body: &serde_json::Value,
+) -> tokio::task::JoinHandle<()> {
+    let body = serde_json::to_vec(body).expect("a JSON body");
+    let signature = fakes::meta::sign(app_secret, &body);
+    let listen = listen.clone();
+    post_until_accepted(what, move |client| {
+        client
+            .post(format!("http://{}{path}", listen.pick()))
+            .header("content-type", "application/json")
+            .header("X-Hub-Signature-256", &signature)
+            .body(body.clone())
+    })
 }
 
 /// The seeds a CI run takes per channel (a soak sets `SEEDS`).
@@ -123,19 +156,14 @@ mod whatsapp {
             text: &str,
             listen: &Listen,
         ) -> Option<tokio::task::JoinHandle<()>> {
-            let body = hooks::text_from(&self.chat(user), &format!("wamid.IN{id}"), text);
-            let body = serde_json::to_vec(&body).expect("a JSON body");
-            let signature = FakeWhatsApp::sign(APP_SECRET, &body);
-            let listen = listen.clone();
-            Some(post_until_accepted(
-                format!("wamid.IN{id}"),
-                move |client| {
-                    client
-                        .post(format!("http://{}/whatsapp", listen.pick()))
-                        .header("content-type", "application/json")
-                        .header("X-Hub-Signature-256", &signature)
-                        .body(body.clone())
-                },
+            let wamid = format!("wamid.IN{id}");
+            let body = hooks::text_from(&self.chat(user), &wamid, text);
+            Some(post_meta_webhook(
+                wamid,
+                listen,
+                "/whatsapp",
+                APP_SECRET,
+                &body,
             ))
         }
 
@@ -168,6 +196,134 @@ mod whatsapp {
     async fn whatsapp_shop_retries_5xx_and_429_bursts() {
         retries_faults(WhatsApp::start().await).await;
     }
+}
+
+#[cfg(any(feature = "messenger", feature = "instagram"))]
+mod meta_messaging {
+    use std::marker::PhantomData;
+
+    use super::*;
+    use crate::fakes::meta_messaging::{FakeSendApi, hooks};
+    use botmesh_providers::meta::messaging::{Channel as Meta, TextLimit};
+    use serde_json::json;
+
+    const TOKEN: &str = "EAAG-crash-page-token";
+    const APP_SECRET: &str = "crash-app-secret";
+
+    /// Messenger or Instagram (`C`): events POSTed to the shop's webhook, signed with the app
+    /// secret; the shop configured through the channel's variables.
+    pub(crate) struct MetaMessaging<C> {
+        fake: FakeSendApi,
+        channel: PhantomData<C>,
+    }
+
+    impl<C: Meta> MetaMessaging<C> {
+        pub(crate) async fn start() -> Self {
+            let fake = match C::TEXT_LIMIT {
+                TextLimit::Chars(n) => FakeSendApi::start(TOKEN, n, false).await,
+                TextLimit::Bytes(n) => FakeSendApi::start(TOKEN, n, true).await,
+            };
+            Self {
+                fake,
+                channel: PhantomData,
+            }
+        }
+    }
+
+    impl<C: Meta> Channel for MetaMessaging<C> {
+        fn name(&self) -> &'static str {
+            C::NAME
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            let [token, secret, verify, base, ..] = C::ENV;
+            vec![
+                (token, TOKEN.to_owned()),
+                (secret, APP_SECRET.to_owned()),
+                (verify, "crash-verify".to_owned()),
+                (base, self.fake.base_url()),
+            ]
+        }
+
+        fn chat(&self, user: u32) -> String {
+            format!("65432{user:05}")
+        }
+
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &Listen,
+        ) -> Option<tokio::task::JoinHandle<()>> {
+            let mid = format!("m_IN{id}");
+            let item = hooks::item_from(
+                &self.chat(user),
+                "message",
+                json!({"mid": mid, "text": text}),
+            );
+            let body = hooks::envelope(C::OBJECT, vec![item]);
+            Some(post_meta_webhook(
+                mid,
+                listen,
+                C::DEFAULT_PATH,
+                APP_SECRET,
+                &body,
+            ))
+        }
+
+        fn check_fake(&self) {
+            self.fake.check();
+        }
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.fake.delivered_to(&self.chat(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.fake.sent().len()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            match fault {
+                Fault::ServerError => {
+                    self.fake
+                        .fail_next(503, 2, None, "Service temporarily unavailable")
+                }
+                Fault::RateLimited => self.fake.fail_next(
+                    400,
+                    613,
+                    None,
+                    "Calls to this api have exceeded the rate limit.",
+                ),
+            }
+        }
+    }
+
+    /// The kill -9 and fault runs of each Meta messaging channel: `feature module Channel`.
+    macro_rules! shop_tests {
+        ($($feature:literal $module:ident $channel:ty),*) => {$(
+            #[cfg(feature = $feature)]
+            mod $module {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn shop_survives_sigkills() {
+                    survives_sigkills(MetaMessaging::<$channel>::start, seeds(SEEDS)).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn shop_retries_5xx_and_429_bursts() {
+                    retries_faults(MetaMessaging::<$channel>::start().await).await;
+                }
+            }
+        )*};
+    }
+
+    shop_tests!(
+        "messenger" messenger botmesh_providers::messenger::Messenger,
+        "instagram" instagram botmesh_providers::instagram::Instagram
+    );
 }
 
 #[cfg(feature = "twilio")]

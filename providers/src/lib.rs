@@ -6,11 +6,13 @@
 //! | `jsonl` (default) | [`jsonl`] | the black-box interface: JSON lines in, JSON lines out |
 //! | `telegram` | `telegram` | the Telegram Bot API: long polling or webhooks |
 //! | `whatsapp-cloud` | `whatsapp` | the WhatsApp Business Cloud API (Meta Graph), webhooks |
+//! | `messenger` | `messenger` | the Messenger Platform (Facebook Pages), webhooks |
+//! | `instagram` | `instagram` | Instagram Messaging (via a Page or Instagram Login), webhooks |
 //! | `twilio` | `twilio` | Twilio Programmable Messaging: SMS, MMS, WhatsApp, webhooks |
-//! | `meta` (pulled in by `whatsapp-cloud`) | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
+//! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
-//! The network channels (`telegram`, `whatsapp-cloud`, `twilio`), the shared webhook server
+//! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
 //! default. A provider turns its channel's wire protocol into
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
@@ -32,12 +34,25 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
-#[cfg(any(feature = "telegram", feature = "meta", feature = "twilio"))]
+#[cfg(feature = "instagram")]
+#[cfg_attr(docsrs, doc(cfg(feature = "instagram")))]
+pub mod instagram;
+#[cfg(network_channel)]
 mod media;
-#[cfg(feature = "meta")]
-#[cfg_attr(docsrs, doc(cfg(feature = "meta")))]
+#[cfg(feature = "messenger")]
+#[cfg_attr(docsrs, doc(cfg(feature = "messenger")))]
+pub mod messenger;
+#[cfg(meta_channel)]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(
+        feature = "whatsapp-cloud",
+        feature = "messenger",
+        feature = "instagram"
+    )))
+)]
 pub mod meta;
-#[cfg(any(feature = "telegram", feature = "meta", feature = "twilio"))]
+#[cfg(network_channel)]
 mod settings;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]

@@ -47,44 +47,14 @@ async fn answers_the_verification_handshake() {
     let fake = FakeWhatsApp::start(TOKEN).await;
     let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
     let (server, url) = mounted(&wa).await;
-    let get = |q: String| {
-        let url = url.clone();
-        async move {
-            let r = fakes::client()
-                .get(format!("{url}?{q}"))
-                .send()
-                .await
-                .expect("get");
-            (r.status().as_u16(), r.text().await.unwrap_or_default())
-        }
-    };
+    let get = |mode, token, challenge| fakes::meta::handshake(&url, mode, token, challenge);
     assert_eq!(
-        get(format!(
-            "hub.mode=subscribe&hub.verify_token={VERIFY}&hub.challenge=1158201444"
-        ))
-        .await,
+        get("subscribe", VERIFY, Some("1158201444")).await,
         (200, "1158201444".to_owned())
     );
-    assert_eq!(
-        get("hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1".into())
-            .await
-            .0,
-        403
-    );
-    assert_eq!(
-        get(format!(
-            "hub.mode=unsubscribe&hub.verify_token={VERIFY}&hub.challenge=1"
-        ))
-        .await
-        .0,
-        403
-    );
-    assert_eq!(
-        get(format!("hub.mode=subscribe&hub.verify_token={VERIFY}"))
-            .await
-            .0,
-        403
-    );
+    assert_eq!(get("subscribe", "nope", Some("1")).await.0, 403);
+    assert_eq!(get("unsubscribe", VERIFY, Some("1")).await.0, 403);
+    assert_eq!(get("subscribe", VERIFY, None).await.0, 403);
     server.shutdown().await;
 }
 

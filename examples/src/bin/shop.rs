@@ -1,13 +1,14 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
-//! WhatsApp Cloud or Twilio (`--channel`), with its data and its journals in one SQLite file
-//! (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared Postgres or Redis
-//! (`--store-url`, behind the `postgres` / `redis` features) as one of several replicas
-//! (`--replica ID`: chat turns, the send fence, and on Telegram long polling only the elected
-//! leader polls; see `docs/replicas.md`).
+//! WhatsApp Cloud, Messenger, Instagram or Twilio (`--channel`), with its data and its journals
+//! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
+//! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
+//! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
+//! only the elected leader polls; see `docs/replicas.md`).
 //!
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
-//! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `twilio`) and read their
+//! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`,
+//! `twilio`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -45,6 +46,15 @@ Channels and their environment variables:
              WHATSAPP_API_VERSION, WHATSAPP_WEBHOOK_PATH [/whatsapp],
              WHATSAPP_WINDOW_TEMPLATE (sent outside the 24-hour window, the text as {{1}}),
              WHATSAPP_WINDOW_TEMPLATE_LANGUAGE [en_US]; a webhook on --listen
+  messenger  [feature `messenger`] MESSENGER_ACCESS_TOKEN (the Page token), MESSENGER_APP_SECRET,
+             MESSENGER_VERIFY_TOKEN (required), MESSENGER_PAGE_ID, MESSENGER_API_BASE,
+             MESSENGER_API_VERSION, MESSENGER_WEBHOOK_PATH [/messenger], MESSENGER_WINDOW_TAG
+             (sends after the 24-hour window), MESSENGER_MEDIA_HOSTS; a webhook on --listen
+  instagram  [feature `instagram`] INSTAGRAM_ACCESS_TOKEN, INSTAGRAM_APP_SECRET,
+             INSTAGRAM_VERIFY_TOKEN (required), INSTAGRAM_ACCOUNT_ID, INSTAGRAM_API_BASE
+             [https://graph.facebook.com; https://graph.instagram.com for Instagram Login],
+             INSTAGRAM_API_VERSION, INSTAGRAM_WEBHOOK_PATH [/instagram], INSTAGRAM_WINDOW_TAG
+             (HUMAN_AGENT only), INSTAGRAM_MEDIA_HOSTS; a webhook on --listen
   twilio     [feature `twilio`] TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN (required), TWILIO_FROM or
              TWILIO_MESSAGING_SERVICE_SID (one required), TWILIO_WEBHOOK_BASE_URL,
              TWILIO_WEBHOOK_PATH [/twilio], TWILIO_STATUS_PATH [/twilio/status],
@@ -116,6 +126,10 @@ enum Channel {
     Telegram,
     /// The WhatsApp Cloud API (a webhook).
     Whatsapp,
+    /// The Messenger Platform, a Facebook Page (a webhook).
+    Messenger,
+    /// Instagram Messaging (a webhook).
+    Instagram,
     /// Twilio Messaging, SMS or WhatsApp (a webhook).
     Twilio,
 }
@@ -158,7 +172,13 @@ enum ShopError {
         feature: &'static str,
         channel: &'static str,
     },
-    #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+    #[cfg(any(
+        feature = "telegram",
+        feature = "whatsapp-cloud",
+        feature = "messenger",
+        feature = "instagram",
+        feature = "twilio"
+    ))]
     #[error("{0}")]
     Channel(String),
     #[error(
@@ -388,13 +408,27 @@ async fn on_network(
     builder: impl Fn(Arc<dyn Provider>, bool) -> BotBuilder,
     listen: &str,
 ) -> Result<(), ShopError> {
-    #[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+    #[cfg(any(
+        feature = "telegram",
+        feature = "whatsapp-cloud",
+        feature = "messenger",
+        feature = "instagram",
+        feature = "twilio"
+    ))]
     {
         let (provider, routes) = match channel {
             #[cfg(feature = "telegram")]
             Channel::Telegram => network::telegram()?,
             #[cfg(feature = "whatsapp-cloud")]
             Channel::Whatsapp => network::whatsapp()?,
+            #[cfg(feature = "messenger")]
+            Channel::Messenger => {
+                network::meta_messaging::<botmesh_providers::messenger::Messenger>()?
+            }
+            #[cfg(feature = "instagram")]
+            Channel::Instagram => {
+                network::meta_messaging::<botmesh_providers::instagram::Instagram>()?
+            }
             #[cfg(feature = "twilio")]
             Channel::Twilio => network::twilio()?,
             _ => return Err(not_built_in(channel)),
@@ -420,7 +454,13 @@ async fn on_network(
         }
         Ok(result?)
     }
-    #[cfg(not(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio")))]
+    #[cfg(not(any(
+        feature = "telegram",
+        feature = "whatsapp-cloud",
+        feature = "messenger",
+        feature = "instagram",
+        feature = "twilio"
+    )))]
     {
         let _ = (builder, listen);
         Err(not_built_in(channel))
@@ -431,6 +471,8 @@ async fn on_network(
 fn not_built_in(channel: Channel) -> ShopError {
     let (channel, feature) = match channel {
         Channel::Whatsapp => ("whatsapp", "whatsapp-cloud"),
+        Channel::Messenger => ("messenger", "messenger"),
+        Channel::Instagram => ("instagram", "instagram"),
         Channel::Twilio => ("twilio", "twilio"),
         _ => ("telegram", "telegram"),
     };
@@ -439,7 +481,13 @@ fn not_built_in(channel: Channel) -> ShopError {
 
 /// The network channels' providers, from their environment variables, with the webhook
 /// server to bind (`None`: Telegram long polling).
-#[cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
+#[cfg(any(
+    feature = "telegram",
+    feature = "whatsapp-cloud",
+    feature = "messenger",
+    feature = "instagram",
+    feature = "twilio"
+))]
 mod network {
     use std::sync::Arc;
 
@@ -472,6 +520,17 @@ mod network {
         Ok((Arc::new(p), Some(server)))
     }
 
+    /// Messenger or Instagram (`C`), from the channel's variables.
+    #[cfg(any(feature = "messenger", feature = "instagram"))]
+    pub(super) fn meta_messaging<C: botmesh_providers::meta::messaging::Channel>()
+    -> Result<Channel, ShopError> {
+        use botmesh_providers::meta::messaging::{MessagingConfig, MessagingProvider};
+        let config = MessagingConfig::<C>::from_env().map_err(failed)?;
+        let p = MessagingProvider::new(config).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
+    }
+
     #[cfg(feature = "twilio")]
     pub(super) fn twilio() -> Result<Channel, ShopError> {
         use botmesh_providers::twilio::{TwilioConfig as Config, TwilioProvider as P};
@@ -499,6 +558,14 @@ mod tests {
         let cli = Cli::try_parse_from(["shop", "--jsonl"]).unwrap_or_else(|e| panic!("{e}"));
         assert!(cli.jsonl);
         assert!(Cli::try_parse_from(["shop", "--channel", "fax"]).is_err());
+        for (name, channel) in [
+            ("messenger", Channel::Messenger),
+            ("instagram", Channel::Instagram),
+        ] {
+            let cli =
+                Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(cli.channel, channel);
+        }
         assert!(Cli::try_parse_from(["shop", "--jsonl", "--channel", "twilio"]).is_err());
         let cli = Cli::try_parse_from(["shop", "--drain-timeout", "5s"])
             .unwrap_or_else(|e| panic!("{e}"));

@@ -291,7 +291,7 @@ impl GuardedClientBuilder {
 /// A network channel's two clients: its API client (system proxies off, `timeout` per
 /// request) and the [`GuardedClient`] its media downloads go through (`media`, or one with
 /// the defaults). `Err` says what could not be built.
-#[cfg(any(feature = "meta", feature = "twilio"))]
+#[cfg(any(meta_channel, feature = "twilio"))]
 pub(crate) fn channel_clients(
     timeout: Duration,
     media: Option<&GuardedClient>,
@@ -333,7 +333,7 @@ pub(crate) fn base_builder() -> reqwest::ClientBuilder {
 /// | anything else: `is_timeout` after the connection opened, `is_request` (a connection closed or reset while waiting for the answer), `is_body` / `is_decode` (the answer cut off) | may have been received and acted on | `Ambiguous` when `acts`, else `Network` |
 ///
 /// The URL (which may carry a token) is never in the message.
-#[cfg(any(feature = "telegram", feature = "meta", feature = "twilio"))]
+#[cfg(network_channel)]
 pub(crate) fn call_error(
     provider: &str,
     what: &str,

@@ -148,10 +148,11 @@ impl GraphSettings {
 }
 
 /// The builder methods of a Meta channel's config type, which keeps its [`GraphSettings`] in
-/// a field `graph`; `$default_path` is the default webhook route, for the docs.
+/// a field `graph`; `[generics]` are the impl's generic parameters, `$default_path` the
+/// default webhook route, for the docs.
 macro_rules! graph_config_builders {
-    ($config:ty, $default_path:literal) => {
-        impl $config {
+    ([$($generics:tt)*] $config:ty, $default_path:literal) => {
+        impl<$($generics)*> $config {
             /// Another Graph base URL (a fake in tests, `https://graph.instagram.com` for
             /// Instagram Login).
             pub fn api_base(mut self, base: &str) -> Result<Self, $crate::meta::MetaConfigError> {

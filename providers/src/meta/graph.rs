@@ -22,6 +22,10 @@ pub(crate) enum Class {
     /// The recipient cannot be reached (blocked, gone, not a user of the channel).
     Unreachable,
     /// The content cannot be carried.
+    #[cfg_attr(
+        not(feature = "whatsapp-cloud"),
+        allow(dead_code, reason = "WhatsApp's table has the only such code")
+    )]
     Unsupported,
     /// Retry with backoff.
     Retryable,
@@ -112,6 +116,10 @@ impl GraphClient {
     }
 
     /// GETs `/<version>/<tail>`.
+    #[cfg_attr(
+        not(feature = "whatsapp-cloud"),
+        allow(dead_code, reason = "WhatsApp's media lookup is the only GET")
+    )]
     pub(crate) async fn get_json(&self, tail: &str, what: &str) -> Result<Value, ProviderError> {
         self.call(self.http.get(self.url(tail)), what, false, None, 0)
             .await

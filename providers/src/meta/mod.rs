@@ -24,12 +24,17 @@
 //! | anything else (100 invalid parameter, 190 token, 200 permission, …) | final `Api` with the code |
 
 mod config;
+mod core;
 mod graph;
 mod webhook;
 mod window;
 
+#[cfg(any(feature = "messenger", feature = "instagram"))]
+pub mod messaging;
+
 pub use config::{DEFAULT_API_BASE, DEFAULT_API_VERSION, MetaConfigError};
 pub(crate) use config::{EnvNames, GraphSettings, graph_config_builders};
+pub(crate) use core::{MetaConfig, MetaCore};
 pub(crate) use graph::{Class, GraphClient};
 pub(crate) use webhook::{MetaInbound, MetaWebhook};
 pub(crate) use window::SessionWindow;

@@ -9,7 +9,7 @@ use botmesh::provider::ProviderEvent;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::SessionWindow;
+use super::{GraphSettings, SessionWindow};
 use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest, constant_time_eq};
 
 /// The signature header.
@@ -24,11 +24,31 @@ pub(crate) trait MetaInbound: Send + Sync + 'static {
 
 /// One Meta webhook route.
 pub(crate) struct MetaWebhook<I> {
-    pub(crate) slot: SinkSlot,
-    pub(crate) app_secret: String,
-    pub(crate) verify_token: String,
-    pub(crate) window: Arc<SessionWindow>,
-    pub(crate) inbound: I,
+    slot: SinkSlot,
+    app_secret: String,
+    verify_token: String,
+    window: Arc<SessionWindow>,
+    inbound: I,
+}
+
+impl<I: MetaInbound> MetaWebhook<I> {
+    /// The route on `settings.path`, authenticated with `settings`' secrets, delivering to
+    /// the sink in `slot` what `inbound` parses and noting it in `window`.
+    pub(crate) fn route(
+        settings: &GraphSettings,
+        slot: &SinkSlot,
+        window: &Arc<SessionWindow>,
+        inbound: I,
+    ) -> axum::Router {
+        let channel = Self {
+            slot: slot.clone(),
+            app_secret: settings.app_secret.clone(),
+            verify_token: settings.verify_token.clone(),
+            window: window.clone(),
+            inbound,
+        };
+        crate::webhook::route(Arc::new(channel), &settings.path)
+    }
 }
 
 impl<I: MetaInbound> WebhookChannel for MetaWebhook<I> {

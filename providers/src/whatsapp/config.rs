@@ -121,4 +121,10 @@ impl WhatsAppConfig {
     }
 }
 
-graph_config_builders!(WhatsAppConfig, "/whatsapp");
+graph_config_builders!([] WhatsAppConfig, "/whatsapp");
+
+impl crate::meta::MetaConfig for WhatsAppConfig {
+    fn graph(&self) -> &GraphSettings {
+        &self.graph
+    }
+}

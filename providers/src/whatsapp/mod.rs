@@ -52,8 +52,7 @@ use sha2::{Digest, Sha256};
 pub use crate::meta::{DEFAULT_API_BASE, DEFAULT_API_VERSION, SESSION_WINDOW_MS, WINDOW_CHATS};
 pub use config::{WhatsAppConfig, WhatsAppConfigError, WindowTemplate};
 
-use crate::meta::{GraphClient, MetaWebhook, SessionWindow};
-use crate::webhook::SinkSlot;
+use crate::meta::MetaCore;
 use outbound::MediaField;
 
 /// The provider's name, as media refs carry it.
@@ -88,14 +87,7 @@ pub fn media_url_allowed(api_base: &str, url: &str) -> bool {
 /// ```
 #[derive(Clone)]
 pub struct WhatsAppProvider {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: WhatsAppConfig,
-    graph: GraphClient,
-    slot: SinkSlot,
-    window: Arc<SessionWindow>,
+    inner: Arc<MetaCore<WhatsAppConfig>>,
 }
 
 impl std::fmt::Debug for WhatsAppProvider {
@@ -109,29 +101,16 @@ impl std::fmt::Debug for WhatsAppProvider {
 impl WhatsAppProvider {
     /// A provider with these settings.
     pub fn new(config: WhatsAppConfig) -> Result<Self, ProviderError> {
-        let graph = GraphClient::new(NAME, &config.graph, outbound::table, MEDIA_LIMIT)?;
+        let core = MetaCore::new(NAME, config, outbound::table, MEDIA_LIMIT)?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                config,
-                graph,
-                slot: SinkSlot::default(),
-                window: Arc::default(),
-            }),
+            inner: Arc::new(core),
         })
     }
 
     /// The GET (verification) and POST (notifications) routes to mount on a
     /// [`crate::webhook::WebhookServer`].
     pub fn webhook_routes(&self) -> Router {
-        let c = &self.inner.config;
-        let channel = MetaWebhook {
-            slot: self.inner.slot.clone(),
-            app_secret: c.graph.app_secret.clone(),
-            verify_token: c.graph.verify_token.clone(),
-            window: self.inner.window.clone(),
-            inbound: inbound::Inbound,
-        };
-        crate::webhook::route(Arc::new(channel), &c.graph.path)
+        self.inner.route(inbound::Inbound)
     }
 
     /// POSTs `body` to `/messages`; `acts`: it sends a message (not a read mark).

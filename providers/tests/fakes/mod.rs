@@ -7,6 +7,14 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod contents;
+#[cfg(any(
+    feature = "whatsapp-cloud",
+    feature = "messenger",
+    feature = "instagram"
+))]
+pub mod meta;
+#[cfg(any(feature = "messenger", feature = "instagram"))]
+pub mod meta_messaging;
 pub mod multipart;
 pub mod server;
 #[cfg(feature = "telegram")]

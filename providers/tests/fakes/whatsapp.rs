@@ -12,7 +12,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -90,9 +89,7 @@ impl FakeWhatsApp {
 
     /// Signs `body` as Meta does.
     pub fn sign(app_secret: &str, body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(app_secret.as_bytes()).expect("hmac key");
-        mac.update(body);
-        format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+        super::meta::sign(app_secret, body)
     }
 
     /// POSTs a webhook body; `signature` is the header value (None: no header).

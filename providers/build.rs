@@ -1,0 +1,20 @@
+//! Names for the feature sets the sources are gated on, so that each list is written once:
+//! `meta_channel` (any of the Meta channels: the `meta` module) and `network_channel` (any
+//! network channel: the media, settings and API-call helpers they share).
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(meta_channel, network_channel)");
+    let on = |feature: &str| {
+        let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
+        std::env::var_os(var).is_some()
+    };
+    let meta = ["whatsapp-cloud", "messenger", "instagram"]
+        .into_iter()
+        .any(on);
+    if meta {
+        println!("cargo::rustc-cfg=meta_channel");
+    }
+    if meta || on("telegram") || on("twilio") {
+        println!("cargo::rustc-cfg=network_channel");
+    }
+}
