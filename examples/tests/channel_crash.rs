@@ -1,8 +1,8 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
-//! Cloud, Messenger, Instagram, Twilio) against a local fake of the channel's API, as a user runs it: SIGKILLed at
-//! seeded moments and restarted on its SQLite file, and under 5xx and 429 bursts. What each
-//! run checks is the harness's (`channels/mod.rs`); this file only says how each channel is
-//! reached.
+//! Cloud, Messenger, Instagram, Twilio) against a local fake of the channel's API, as a user
+//! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
+//! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
+//! how each channel is reached.
 #![cfg(any(
     feature = "telegram",
     feature = "whatsapp-cloud",

@@ -57,11 +57,16 @@ pub(crate) struct GraphSettings {
 
 impl GraphSettings {
     /// The credentials with the defaults, the webhook on `path`.
-    pub(crate) fn new(token: String, app_secret: String, verify_token: String, path: &str) -> Self {
+    pub(crate) fn new(
+        token: impl Into<String>,
+        app_secret: impl Into<String>,
+        verify_token: impl Into<String>,
+        path: &str,
+    ) -> Self {
         Self {
-            token,
-            app_secret,
-            verify_token,
+            token: token.into(),
+            app_secret: app_secret.into(),
+            verify_token: verify_token.into(),
             api_base: DEFAULT_API_BASE.to_owned(),
             api_version: DEFAULT_API_VERSION.to_owned(),
             path: path.to_owned(),

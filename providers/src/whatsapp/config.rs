@@ -67,12 +67,7 @@ impl WhatsAppConfig {
         verify_token: impl Into<String>,
     ) -> Self {
         Self {
-            graph: GraphSettings::new(
-                access_token.into(),
-                app_secret.into(),
-                verify_token.into(),
-                "/whatsapp",
-            ),
+            graph: GraphSettings::new(access_token, app_secret, verify_token, "/whatsapp"),
             phone_number_id: phone_number_id.into(),
             window_template: None,
         }

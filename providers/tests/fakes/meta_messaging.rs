@@ -252,18 +252,11 @@ async fn messages(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: 
         .unwrap_or_default()
         .to_owned();
     s.delivered.push((to.clone(), text, message.clone()));
-    let mut answer = json_resp(
+    let answer = json_resp(
         StatusCode::OK,
         json!({ "recipient_id": to, "message_id": format!("m_OUT{}", s.next) }),
     );
-    if s.drops > 0 {
-        s.drops -= 1;
-        answer.headers_mut().insert(
-            super::DROP_CONNECTION,
-            axum::http::HeaderValue::from_static("1"),
-        );
-    }
-    answer
+    super::server::answer_or_drop(&mut s.drops, answer)
 }
 
 async fn upload(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: Bytes) -> Response {

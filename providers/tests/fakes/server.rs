@@ -256,3 +256,15 @@ pub async fn serve(router: axum::Router) -> (SocketAddr, Panics) {
     });
     (addr, panics)
 }
+
+/// `answer`, marked to drop its connection instead when `drops` (the fake's count of answers
+/// still to drop) is not zero, which it decrements.
+pub fn answer_or_drop(drops: &mut usize, mut answer: Response) -> Response {
+    if *drops > 0 {
+        *drops -= 1;
+        answer
+            .headers_mut()
+            .insert(DROP_CONNECTION, axum::http::HeaderValue::from_static("1"));
+    }
+    answer
+}

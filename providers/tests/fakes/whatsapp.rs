@@ -187,19 +187,12 @@ async fn messages(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: 
         .to_owned();
     s.delivered
         .push((to.as_str().unwrap_or_default().to_owned(), text));
-    let mut answer = json_resp(
+    let answer = json_resp(
         StatusCode::OK,
         json!({"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
                "messages": [{"id": format!("wamid.OUT{}", s.next), "message_status": "accepted"}]}),
     );
-    if s.drops > 0 {
-        s.drops -= 1;
-        answer.headers_mut().insert(
-            super::DROP_CONNECTION,
-            axum::http::HeaderValue::from_static("1"),
-        );
-    }
-    answer
+    super::server::answer_or_drop(&mut s.drops, answer)
 }
 
 async fn upload(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: Bytes) -> Response {

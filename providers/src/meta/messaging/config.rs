@@ -106,12 +106,7 @@ impl<C: Channel> MessagingConfig<C> {
         verify_token: impl Into<String>,
     ) -> Self {
         Self {
-            graph: GraphSettings::new(
-                access_token.into(),
-                app_secret.into(),
-                verify_token.into(),
-                C::DEFAULT_PATH,
-            ),
+            graph: GraphSettings::new(access_token, app_secret, verify_token, C::DEFAULT_PATH),
             account_id: None,
             window_tag: None,
             media_hosts: DEFAULT_MEDIA_HOSTS.map(str::to_owned).to_vec(),
