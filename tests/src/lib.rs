@@ -130,6 +130,47 @@ pub fn durable_bot(
         .expect("the bot builds")
 }
 
+/// The last line the bot said in transcript `t` (`bot → …`).
+///
+/// # Panics
+/// When the bot said nothing (a test harness: the test fails).
+pub fn last_reply(t: &botmesh::testing::Transcript) -> String {
+    t.lines()
+        .into_iter()
+        .rfind(|l| l.starts_with("bot →"))
+        .expect("the bot said something")
+}
+
+/// A started bot on `store` with memory journals (instance `i1`, [`fast_durability`]), the
+/// flows `register` adds, and "Send /order to order." as the answer to anything else; and the
+/// mock channel it runs on.
+///
+/// # Panics
+/// When the bot cannot be built or started (a test harness: the test fails).
+pub async fn shop_on(
+    store: std::sync::Arc<dyn botmesh::durability::Store>,
+    register: impl FnOnce(&botmesh::prelude::Bot),
+) -> (botmesh::prelude::Bot, botmesh::testing::MockProvider) {
+    use botmesh::prelude::*;
+    let mock = botmesh::testing::MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store_arc(store)
+        .durability(
+            botmesh::durable::DurabilityOptions::memory()
+                .config(fast_durability())
+                .instance_id("i1"),
+        )
+        .build()
+        .expect("the bot builds");
+    register(&bot);
+    bot.catch_all(|ctx: Ctx| async move {
+        ctx.reply("Send /order to order.").await?;
+        Ok(())
+    });
+    bot.start().await.expect("the bot starts");
+    (bot, mock)
+}
+
 /// The journal writes a message's handling goes through, where the crash suites cut it: its
 /// inbound journaled and completed, its sends journaled, begun and marked sent.
 pub const MESSAGE_WRITE_POINTS: [botmesh::durability::kv::WritePoint; 5] = {

@@ -108,11 +108,7 @@ async fn a_macro_continue_in_a_resumed_iteration() {
     for say in ["/m", "x", "1", "y", "2"] {
         t.says("a", say).await;
     }
-    let last = t
-        .lines()
-        .into_iter()
-        .rfind(|l| l.starts_with("bot →"))
-        .unwrap();
+    let last = botmesh_tests::last_reply(&t);
     assert!(last.ends_with(": 2"), "{}", t.render());
 }
 

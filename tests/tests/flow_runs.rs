@@ -105,11 +105,7 @@ async fn a_stale_copy_at_the_step_of_a_newer_run_reloads_it() {
     b.says_id("ann", "m3", "/order").await;
     b.says_id("ann", "m4", "coffee").await;
     a.says_id("ann", "m5", "3").await;
-    let last = a
-        .lines()
-        .into_iter()
-        .rfind(|l| l.starts_with("bot →"))
-        .unwrap();
+    let last = botmesh_tests::last_reply(&a);
     assert!(
         last.ends_with("Ordered 3 x coffee"),
         "replica a: {}\nreplica b: {}",
@@ -124,22 +120,10 @@ async fn a_stale_copy_at_the_step_of_a_newer_run_reloads_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_flow_whose_delete_failed_does_not_come_back() {
     let store = FlakyStore::default();
-    let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .store(store.clone())
-        .durability(
-            DurabilityOptions::memory()
-                .config(config())
-                .instance_id("i1"),
-        )
-        .build()
-        .unwrap();
-    bot.flow(order);
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("Send /order to order.").await?;
-        Ok(())
-    });
-    bot.start().await.unwrap();
+    let (bot, mock) = botmesh_tests::shop_on(Arc::new(store.clone()), |bot| {
+        bot.flow(order);
+    })
+    .await;
     mock.say("ann", "m1", "/order").await.unwrap();
     settle(&bot).await;
     store.fail_delete.store(true, Ordering::SeqCst);
@@ -205,11 +189,7 @@ async fn timeouts_and_starts_wait_for_a_handoff_to_end() {
     t.bot().release("ann").await.unwrap();
     t.advance(Duration::from_secs(1)).await;
     t.bot().idle().await;
-    let last = t
-        .lines()
-        .into_iter()
-        .rfind(|l| l.starts_with("bot →"))
-        .unwrap();
+    let last = botmesh_tests::last_reply(&t);
     assert!(last.ends_with("Too slow: not paid."), "{}", t.render());
 }
 
@@ -504,11 +484,7 @@ async fn a_loop_resumed_mid_iteration_keeps_break_and_continue() {
             t.restart().await.unwrap();
             t.says("ann", a).await;
         }
-        let last = t
-            .lines()
-            .into_iter()
-            .rfind(|l| l.starts_with("bot →"))
-            .unwrap();
+        let last = botmesh_tests::last_reply(&t);
         assert!(last.ends_with(expected), "{}", t.render());
     }
 }

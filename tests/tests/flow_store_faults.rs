@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use botmesh::durability::retries::Backoff;
-use botmesh::durability::{DurabilityConfig, InboxState};
+use botmesh::durability::InboxState;
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
@@ -41,29 +40,13 @@ async fn order(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
-/// Starts the shop on a [`FlakyStore`] (returned, to arm its faults) with memory journals and a
-/// sweeper every 20 ms.
+/// Starts the shop on a [`FlakyStore`] (returned, to arm its faults).
 async fn shop() -> (FlakyStore, Bot, MockProvider) {
     let store = FlakyStore::default();
-    let mut config = DurabilityConfig::default();
-    config.poll = Duration::from_millis(20);
-    config.inbox.backoff = Backoff::fixed(Duration::from_millis(10), Duration::from_millis(10));
-    let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .store(store.clone())
-        .durability(
-            DurabilityOptions::memory()
-                .config(config)
-                .instance_id("shop"),
-        )
-        .build()
-        .unwrap();
-    bot.flow(order);
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("Send /order to order.").await?;
-        Ok(())
-    });
-    bot.start().await.unwrap();
+    let (bot, mock) = botmesh_tests::shop_on(Arc::new(store.clone()), |bot| {
+        bot.flow(order);
+    })
+    .await;
     (store, bot, mock)
 }
 
@@ -183,11 +166,7 @@ async fn a_timeout_step_whose_save_fails_goes_on_from_memory() {
         t.render()
     );
     t.says("ann", "yes").await;
-    let last = t
-        .lines()
-        .into_iter()
-        .rfind(|l| l.starts_with("bot →"))
-        .unwrap();
+    let last = botmesh_tests::last_reply(&t);
     assert!(last.ends_with("Back: yes"), "{}", t.render());
 }
 
