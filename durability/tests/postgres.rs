@@ -19,6 +19,7 @@
 //! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
 //! | `racing_pools_have_one_winner_per_version` | 4 pools racing `cas` on one key |
+//! | `concurrent_steps_are_answered_as_if_each_ran_alone` | group commit: 40 concurrent steps, one conflicting and one with a refused ledger row; those two get their conflict and their error and write nothing, the others commit |
 #![cfg(all(feature = "postgres", feature = "testing"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
@@ -402,6 +403,17 @@ fn inbound_contact() -> botmesh_durability::store::ContactRecord {
     }
 }
 
+/// Makes the ledger of `prefix` refuse a row whose text is `boom`.
+async fn refuse_boom(pg: &Pg, prefix: &str) {
+    raw_client(&pg.url)
+        .await
+        .batch_execute(&format!(
+            "ALTER TABLE {prefix}ledger ADD CONSTRAINT refuse_boom CHECK (text <> 'boom')"
+        ))
+        .await
+        .unwrap();
+}
+
 /// `record_inbound` is one transaction: when its ledger row is refused, neither the chat nor
 /// the contact written before it in the same call stays (the trait's default, three separate
 /// writes, would leave both).
@@ -413,13 +425,7 @@ async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
     let store = PostgresStore::connect_with(&pg.url, PostgresConfig::new().table_prefix(&prefix))
         .await
         .unwrap();
-    raw_client(&pg.url)
-        .await
-        .batch_execute(&format!(
-            "ALTER TABLE {prefix}ledger ADD CONSTRAINT refuse_boom CHECK (text <> 'boom')"
-        ))
-        .await
-        .unwrap();
+    refuse_boom(&pg, &prefix).await;
     let mut refused = common::entry("chat", 0);
     refused.text = Some("boom".into());
     let error = store
@@ -447,4 +453,86 @@ async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
         Some(inbound_contact())
     );
     assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 1);
+}
+
+/// Flow steps committed at the same moment share transactions (group commit) and are answered
+/// as if each ran alone: a step whose operation conflicts gets its conflict and writes
+/// nothing, a step whose ledger row is refused fails alone, and every other step commits.
+#[tokio::test]
+async fn concurrent_steps_are_answered_as_if_each_ran_alone() {
+    let _shared = SERVER.read().await;
+    let Some(pg) = Pg::new() else { return };
+    let (store, kv) = store_and_kv(&pg).await;
+    let prefix = store.table_prefix().to_owned();
+    refuse_boom(&pg, &prefix).await;
+    // A key the conflicting step expects at a version it does not have.
+    let taken = kv
+        .apply(
+            &scope(),
+            KvOp::Cas {
+                key: "o/taken".into(),
+                expected: None,
+                entry: journal_entry("taken"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        taken,
+        botmesh_durability::kv::CasOutcome::Ok { .. }
+    ));
+    let step = |i: usize| {
+        let mut entry = common::entry(&format!("chat{i}"), i as i64);
+        let key = match i {
+            7 => "o/taken".to_owned(),
+            _ => format!("o/{i}"),
+        };
+        if i == 11 {
+            entry.text = Some("boom".into());
+        }
+        StepCommit {
+            journal: vec![KvOp::Cas {
+                key,
+                expected: (i == 7).then_some(u64::MAX / 2),
+                entry: journal_entry(&format!("send {i}")),
+            }],
+            ledger: vec![entry],
+            ..StepCommit::new(scope(), CheckpointWrite::Keep)
+        }
+    };
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (store, step) = (store.clone(), step(i));
+            tokio::spawn(async move { store.commit_step(&step).await })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let answer = task.await.unwrap();
+        let chat = format!("chat{i}");
+        let written = kv.get(&scope(), &format!("o/{i}")).await.unwrap();
+        let ledger = store.ledger(&chat, 10).await.unwrap();
+        match i {
+            7 => {
+                assert!(
+                    matches!(answer, Ok(StepCommitOutcome::Conflict { op: 0, .. })),
+                    "{answer:?}"
+                );
+                assert!(ledger.is_empty());
+            }
+            11 => {
+                let error = answer.unwrap_err().to_string();
+                assert!(error.contains("commit_step"), "{error}");
+                assert_eq!(written, None);
+                assert!(ledger.is_empty());
+            }
+            _ => {
+                assert!(
+                    matches!(answer, Ok(StepCommitOutcome::Committed(ref o)) if o.len() == 1),
+                    "step {i}: {answer:?}"
+                );
+                assert!(written.is_some(), "step {i}");
+                assert_eq!(ledger.len(), 1, "step {i}");
+            }
+        }
+    }
 }

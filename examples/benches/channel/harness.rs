@@ -149,6 +149,9 @@ pub struct Outcome {
     pub peak_rss: Option<u64>,
     /// For SQLite: the writer's work over the run.
     pub sqlite_writes: Option<Writes>,
+    /// For Postgres: the transactions the server committed in the bench's database over the
+    /// run (`pg_stat_database.xact_commit`; other clients of that database count too).
+    pub server_commits: Option<u64>,
 }
 
 impl Outcome {
@@ -238,6 +241,7 @@ pub async fn run(
     let cpu_before = cpu_but(FAKE_THREAD);
     let written_before = written_bytes();
     let writes_before = writes();
+    let commits_before = server_commits(storage).await;
     let driver = fake_rt.spawn(drive(fake, observed, webhook, run.chats, run.orders));
     let result = driver
         .await
@@ -257,6 +261,16 @@ pub async fn run(
     if let Some(server) = server {
         server.shutdown().await;
     }
+    let server_commits = match commits_before {
+        Some(before) => {
+            // The bot's connections report their counts when they close (on `stop`).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            server_commits(storage)
+                .await
+                .map(|after| after.saturating_sub(before))
+        }
+        None => None,
+    };
     let (elapsed, mut latencies) = result?;
     latencies.sort();
     Ok(Outcome {
@@ -267,7 +281,38 @@ pub async fn run(
         written,
         peak_rss,
         sqlite_writes,
+        server_commits,
     })
+}
+
+/// For Postgres: the transactions committed so far in the database of the server's URL
+/// (`pg_stat_database.xact_commit`), read on a connection of its own; `None` for the other
+/// storages, or when the server cannot be asked (a line says why).
+async fn server_commits(storage: Storage) -> Option<u64> {
+    if storage != Storage::Postgres {
+        return None;
+    }
+    let url = server_url(storage).ok()?;
+    let asked = async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        let connection = tokio::spawn(connection);
+        let row = client
+            .query_one(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await?;
+        drop(client);
+        let _ = connection.await;
+        row.try_get::<_, i64>(0)
+    };
+    match asked.await {
+        Ok(n) => u64::try_from(n).ok(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read pg_stat_database: no transaction count");
+            None
+        }
+    }
 }
 
 async fn build(

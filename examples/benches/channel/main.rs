@@ -118,6 +118,12 @@ fn main() {
                             * 100.0
                     );
                 }
+                if let Some(commits) = outcome.server_commits {
+                    println!(
+                        "    postgres: {:.2} transactions per message (pg_stat_database.xact_commit of the database, the bench's reads included)",
+                        commits as f64 / outcome.messages.max(1) as f64
+                    );
+                }
                 rows.push((mode, storage, outcome));
             }
             Err(e) => {

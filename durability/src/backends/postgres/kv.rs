@@ -34,7 +34,7 @@ use tokio::sync::OnceCell;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::pipeline::{Pipelined, Statement};
+use super::pipeline::{Failed, Pipelined, Statement};
 use super::{PgPool, PostgresConfig, PostgresError, is_connection_lost, query_err};
 use crate::backends::{order_escape, order_unescape};
 use crate::kv::{
@@ -345,6 +345,77 @@ impl DurableTable {
             .map_err(|f| f.named(&statements, (&self.name, scope)))?;
         Ok(Committed::Ok(outcomes))
     }
+    /// Runs several flow steps (`parts`) in one transaction on `client`, all their statements
+    /// sent together (see [`Pipelined`]), and commits: each part's outcomes, in order. When an
+    /// operation of any part conflicts, a creation finds the key taken or a statement fails,
+    /// nothing is committed and the answer is [`GroupCommitted::Split`]: run each part alone
+    /// ([`commit`](Self::commit)) to learn which one and why. The group is the store's group
+    /// commit (see `PostgresStore::commit_step`); a part alone is [`commit`](Self::commit).
+    pub(crate) async fn commit_group(
+        &self,
+        client: Client,
+        parts: Vec<GroupPart<'_>>,
+    ) -> Result<GroupCommitted, PostgresError> {
+        let scopes: Vec<&str> = parts.iter().map(|p| p.scope).collect();
+        let args: Vec<Vec<OpArgs<'_>>> = parts
+            .iter()
+            .map(|p| p.ops.iter().map(OpArgs::new).collect())
+            .collect();
+        let mut statements: Vec<Statement<'_>> = Vec::new();
+        let mut firsts = Vec::with_capacity(parts.len());
+        for ((part, scope), args) in parts.into_iter().zip(&scopes).zip(&args) {
+            firsts.push(statements.len());
+            statements.extend(args.iter().map(|a| self.statement(scope, a)));
+            statements.extend(part.then);
+        }
+        let mut tx = Pipelined::on(client);
+        let answers = match tx.begin(&statements).await {
+            Ok(answers) => answers,
+            // Rolled back (or its connection closed): nothing of the group was committed.
+            Err(Failed { index: Some(_), .. }) => return Ok(GroupCommitted::Split),
+            Err(f) => return Err(f.named(&statements, (&self.name, "a group of flow steps"))),
+        };
+        let mut outcomes = Vec::with_capacity(args.len());
+        for (args, first) in args.iter().zip(firsts) {
+            let mut part = Vec::with_capacity(args.len());
+            for (i, a) in args.iter().enumerate() {
+                let rows = answers.get(first + i).map_or(&[][..], Vec::as_slice);
+                match self.outcome(a.op.key(), rows)? {
+                    Some(ok @ CasOutcome::Ok { .. }) => part.push(ok),
+                    Some(CasOutcome::Conflict { .. }) | None => {
+                        tx.rollback().await;
+                        return Ok(GroupCommitted::Split);
+                    }
+                }
+            }
+            outcomes.push(part);
+        }
+        tx.commit()
+            .await
+            .map_err(|f| f.named(&statements, (&self.name, "a group of flow steps")))?;
+        Ok(GroupCommitted::Ok(outcomes))
+    }
+}
+
+/// One flow step of a group (see [`DurableTable::commit_group`]): its journal operations in
+/// `scope`, then its statements that cannot conflict.
+pub(crate) struct GroupPart<'a> {
+    /// The journals' scope id.
+    pub(crate) scope: &'a str,
+    /// The journal operations, all or none.
+    pub(crate) ops: &'a [KvOp],
+    /// The step's other statements (checkpoint, values, chat, contact, ledger rows).
+    pub(crate) then: Vec<Statement<'a>>,
+}
+
+/// What [`DurableTable::commit_group`] ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GroupCommitted {
+    /// Committed: each part's outcomes, in order.
+    Ok(Vec<Vec<CasOutcome>>),
+    /// Nothing was committed: a part conflicted or a statement failed. Each part is to run
+    /// alone.
+    Split,
 }
 
 /// What [`DurableTable::commit`] ended with.

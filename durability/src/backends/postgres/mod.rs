@@ -42,7 +42,15 @@
 //! the statements `PostgresKv` runs itself (the same compare-and-set, the same version
 //! sequence), then the checkpoint change and the value removals on its own tables. The first
 //! conflicting operation rolls everything back and is returned as
-//! [`StepCommitOutcome::Conflict`]. The journal table is `{store prefix}durable` (what a
+//! [`StepCommitOutcome::Conflict`].
+//!
+//! Steps (and the store's value writes) committed at the same moment by concurrent chats share
+//! one transaction: a group commit, as SQLite's writer thread does it. A few writer tasks (a
+//! quarter of the pool, at least one) each take every write queued and commit them together,
+//! so one WAL flush and two round trips serve the whole group; a group where anything
+//! conflicts or fails is rolled back and each of its writes runs alone, so every write gets
+//! the answer it would get alone. `synchronous_commit` is the server's: a write is answered
+//! after the `COMMIT` of its group. The journal table is `{store prefix}durable` (what a
 //! `PostgresKv` with the same [`PostgresConfig`] uses), or the table of the kv given to
 //! [`PostgresStore::with_journals`] when the kv has its own prefix.
 //!

@@ -27,6 +27,7 @@
 //! drops the idle connections of a pool created here (an injected pool is left as it is). It
 //! does not migrate data from older schemas (there is only version 1) and does not retry.
 
+mod group;
 mod rows;
 mod schema;
 mod writes;
@@ -39,7 +40,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::kv::{Committed, DurableTable};
+use super::kv::DurableTable;
 use super::pipeline::{Pipelined, Statement};
 use super::{PgPool, PostgresConfig, PostgresError, PostgresKv, query_err};
 use crate::config::DurabilityConfig;
@@ -47,9 +48,10 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::{DurableKv, Scope};
 use crate::store::{
-    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, FlowCheckpoint, HandoffRecord,
-    LedgerEntry, StepCommit, StepCommitOutcome, Store, StoreError,
+    ChatRecord, CheckpointHead, ContactRecord, FlowCheckpoint, HandoffRecord, LedgerEntry,
+    StepCommit, StepCommitOutcome, Store, StoreError,
 };
+use group::{Committer, GroupCommit, Write};
 use rows::CheckpointColumns;
 use serde_json::Value;
 use writes::{CHECKPOINT_COLUMNS, Writes};
@@ -79,6 +81,8 @@ pub struct PostgresStore {
     journals: Arc<DurableTable>,
     /// The write statements of `prefix`.
     writes: Arc<Writes>,
+    /// The group commit of flow steps and value writes (see [`group`]).
+    groups: Arc<GroupCommit>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -135,6 +139,7 @@ impl PostgresStore {
         PostgresStore {
             journals: Arc::new(DurableTable::new(&prefix)),
             writes: Arc::new(Writes::new(&prefix)),
+            groups: Arc::default(),
             pool,
             prefix: prefix.into(),
             closed: Arc::new(AtomicBool::new(true)),
@@ -146,6 +151,7 @@ impl PostgresStore {
     /// still answers `true` only when `kv`'s pool reaches this store's database.
     pub fn with_journals(mut self, kv: &PostgresKv) -> Self {
         self.journals = Arc::new(kv.durable_table().for_another_pool());
+        self.groups = Arc::default();
         self
     }
 
@@ -192,6 +198,18 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// Commits `write` on an open store with the other writes of the moment (see [`group`]).
+    async fn write(&self, write: Write) -> Result<StepCommitOutcome, StoreError> {
+        self.check_open()?;
+        let writers = (self.pool.pool.status().max_size / 4).max(1);
+        let committer = || Committer {
+            pool: self.pool.clone(),
+            journals: Arc::clone(&self.journals),
+            writes: Arc::clone(&self.writes),
+        };
+        self.groups.commit(write, committer, writers).await
+    }
+
     /// Runs one statement on an open store.
     async fn query(
         &self,
@@ -231,13 +249,6 @@ impl PostgresStore {
             .query(&prepared, &statement.params)
             .await
             .map_err(fail)
-    }
-}
-
-fn step_err(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
-    StoreError::Query {
-        operation: "commit_step",
-        source: e.into(),
     }
 }
 
@@ -461,22 +472,28 @@ impl Store for PostgresStore {
         rows::json("value", key, &text).map(Some)
     }
 
+    /// Committed with the other writes of the moment (see `group`).
     async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} (scope, key, value) VALUES ($1, $2, $3) \
-             ON CONFLICT (scope, key) DO UPDATE SET value = $3",
-            self.t("kv")
-        );
-        let text = value.to_string();
-        self.query("set_value", "kv", key, &sql, &[&scope, &key, &text])
-            .await?;
-        Ok(())
+        self.write(Write::Value {
+            operation: "set_value",
+            scope: scope.to_owned(),
+            key: key.to_owned(),
+            value: Some(value.to_string()),
+        })
+        .await
+        .map(drop)
     }
 
+    /// Committed with the other writes of the moment (see `group`).
     async fn delete_value(&self, scope: &str, key: &str) -> Result<(), StoreError> {
-        self.run("delete_value", &self.writes.delete_value(&scope, &key))
-            .await?;
-        Ok(())
+        self.write(Write::Value {
+            operation: "delete_value",
+            scope: scope.to_owned(),
+            key: key.to_owned(),
+            value: None,
+        })
+        .await
+        .map(drop)
     }
 
     async fn values(&self, scope: &str) -> Result<Vec<(String, Value)>, StoreError> {
@@ -531,40 +548,10 @@ impl Store for PostgresStore {
     /// One transaction on the store's pool, its statements sent together (the journal
     /// operations on the journal table, then the checkpoint change, the value removals, the
     /// chat, the contact and the ledger rows): the first conflict rolls everything back and is
-    /// returned. The journal table is created first if it is missing.
+    /// returned. Steps committed at the same moment share one transaction (group commit, see
+    /// `group`), with the answers of the steps run one by one. The journal table is created
+    /// first if it is missing.
     async fn commit_step(&self, step: &StepCommit) -> Result<StepCommitOutcome, StoreError> {
-        self.check_open()?;
-        self.journals.ensure(&self.pool).await.map_err(step_err)?;
-        let client = self.pool.write_client().await.map_err(step_err)?;
-        let w = &*self.writes;
-        let columns = match &step.checkpoint {
-            CheckpointWrite::Save(cp) => Some(CheckpointColumns::new(cp)),
-            _ => None,
-        };
-        let contents: Vec<String> = step.ledger.iter().map(|e| e.content.to_string()).collect();
-        let mut then = Vec::with_capacity(4 + step.delete_values.len() + step.ledger.len());
-        match (&step.checkpoint, &columns) {
-            (CheckpointWrite::Delete { chat }, _) => then.push(w.delete_checkpoint(chat)),
-            (_, Some(columns)) => then.push(w.save_checkpoint(columns)),
-            _ => {}
-        }
-        then.extend(step.delete_values.iter().map(|(s, k)| w.delete_value(s, k)));
-        then.extend(step.chat.as_ref().map(|c| w.inbound_chat(c)));
-        then.extend(step.contact.as_ref().map(|c| w.upsert_contact(c)));
-        then.extend(
-            step.ledger
-                .iter()
-                .zip(&contents)
-                .map(|(e, c)| w.append_ledger(e, c)),
-        );
-        let committed = self
-            .journals
-            .commit(client, step.scope.id(), &step.journal, then, true)
-            .await
-            .map_err(step_err)?;
-        Ok(match committed {
-            Committed::Ok(outcomes) => StepCommitOutcome::Committed(outcomes),
-            Committed::Conflict { op, current } => StepCommitOutcome::Conflict { op, current },
-        })
+        self.write(Write::Step(Box::new(step.clone()))).await
     }
 }

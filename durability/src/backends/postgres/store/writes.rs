@@ -31,6 +31,7 @@ pub(super) struct Writes {
     append_ledger: String,
     save_checkpoint: String,
     delete_checkpoint: String,
+    set_value: String,
     delete_value: String,
 }
 
@@ -62,6 +63,10 @@ impl Writes {
                  state = $4, inbound_id = $5, step = $6, updated_ms = $7"
             ),
             delete_checkpoint: format!("DELETE FROM {checkpoints} WHERE chat = $1"),
+            set_value: format!(
+                "INSERT INTO {kv} (scope, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (scope, key) DO UPDATE SET value = $3"
+            ),
             delete_value: format!("DELETE FROM {kv} WHERE scope = $1 AND key = $2"),
             chats,
             contacts,
@@ -160,6 +165,21 @@ impl Writes {
             params: vec![chat],
             table: &self.checkpoints,
             key: chat.as_ref(),
+        }
+    }
+
+    /// Sets a value (`value`: its JSON text).
+    pub(super) fn set_value<'a>(
+        &'a self,
+        scope: &'a String,
+        key: &'a String,
+        value: &'a String,
+    ) -> Statement<'a> {
+        Statement {
+            sql: &self.set_value,
+            params: vec![scope, key, value],
+            table: &self.kv,
+            key,
         }
     }
 

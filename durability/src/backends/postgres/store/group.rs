@@ -1,0 +1,364 @@
+//! Group commit: [`GroupCommit`] runs the flow steps ([`Store::commit_step`]) and value writes
+//! (`set_value`, `delete_value`) that concurrent chats make at the same moment in one
+//! transaction, the way SQLite's writer thread groups its requests.
+//!
+//! A commit costs the server a WAL flush and the client two round trips whatever it holds, so
+//! one transaction for ten steps costs about what one step costs. A write is queued; a few
+//! writer tasks (a quarter of the pool, at least one) each take every write queued (up to
+//! [`MAX_GROUP`]) and commit them together, so the group grows with the load and a lone write
+//! goes at once:
+//!
+//! | the group's transaction | answer |
+//! | --- | --- |
+//! | every operation applied, `COMMIT` answered | each step: `Committed` with its outcomes |
+//! | an operation conflicted, a creation found its key taken, or a statement failed | rolled back; each write runs alone, in queue order (a conflict is answered as a conflict, a failed statement fails its own write only) |
+//! | `BEGIN`, the connection or `COMMIT` failed | each write fails with that error (after a failed `COMMIT` it may have committed, as for a write alone) |
+//!
+//! A step alone is one transaction ([`DurableTable::commit`]), a value write alone one
+//! statement, so the answers are those of the writes run one by one, in queue order. A write
+//! whose caller stopped waiting is committed all the same.
+//!
+//! The writer tasks start with the first step, on the runtime that commits it, and end when
+//! every clone of the store is dropped; a runtime that ended takes them with it, and the next
+//! step starts new ones.
+//!
+//! [`Store::commit_step`]: crate::Store::commit_step
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::PgPool;
+use super::rows::CheckpointColumns;
+use super::writes::Writes;
+use crate::backends::postgres::kv::{Committed, DurableTable, GroupCommitted, GroupPart};
+use crate::backends::postgres::pipeline::Statement;
+use crate::backends::postgres::{PostgresError, query_err};
+use crate::store::{CheckpointWrite, StepCommit, StepCommitOutcome, StoreError};
+
+/// The most writes one transaction holds.
+pub(super) const MAX_GROUP: usize = 64;
+
+/// What a write's caller is answered (a value write: `Committed` with no outcome).
+type Answer = Result<StepCommitOutcome, StoreError>;
+
+/// A write of the group commit.
+pub(super) enum Write {
+    /// A flow step ([`Store::commit_step`](crate::Store::commit_step)).
+    Step(Box<StepCommit>),
+    /// A value set (`value`: its JSON text) or removed (`None`).
+    Value {
+        /// `set_value` or `delete_value`, for errors.
+        operation: &'static str,
+        scope: String,
+        key: String,
+        value: Option<String>,
+    },
+}
+
+impl Write {
+    /// The store operation, for errors.
+    fn operation(&self) -> &'static str {
+        match self {
+            Write::Step(_) => "commit_step",
+            Write::Value { operation, .. } => operation,
+        }
+    }
+
+    /// A [`StoreError::Query`] of this write.
+    fn error(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
+        StoreError::Query {
+            operation: self.operation(),
+            source: e.into(),
+        }
+    }
+}
+
+/// A queued write and where its answer goes.
+struct Job {
+    write: Write,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// What the writer tasks commit into: the store's pool, journal table and statements.
+pub(super) struct Committer {
+    pub(super) pool: PgPool,
+    pub(super) journals: Arc<DurableTable>,
+    pub(super) writes: Arc<Writes>,
+}
+
+/// The queue of flow steps and its writer tasks (see the [module documentation](self)).
+#[derive(Default)]
+pub(super) struct GroupCommit {
+    queue: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit").finish_non_exhaustive()
+    }
+}
+
+impl GroupCommit {
+    /// Commits `write` with whatever other writes are queued with it; `committer` is built
+    /// when the writer tasks start.
+    pub(super) async fn commit(
+        &self,
+        write: Write,
+        committer: impl Fn() -> Committer,
+        writers: usize,
+    ) -> Answer {
+        let operation = write.operation();
+        let fail = |reason: &str| StoreError::Query {
+            operation,
+            source: reason.into(),
+        };
+        let (reply, answer) = oneshot::channel();
+        let mut job = Job { write, reply };
+        // A second try when the writers ended with the runtime that ran them.
+        for _ in 0..2 {
+            let queue = self.queue(&committer, writers);
+            match queue.send(job) {
+                Ok(()) => {
+                    return answer.await.unwrap_or_else(|_| {
+                        Err(fail(
+                            "the writer of PostgreSQL group commits ended before answering \
+                             (its runtime shut down): the write may or may not be committed",
+                        ))
+                    });
+                }
+                Err(mpsc::error::SendError(back)) => {
+                    job = back;
+                    self.forget(&queue);
+                }
+            }
+        }
+        Err(fail(
+            "the writers of PostgreSQL group commits cannot be started",
+        ))
+    }
+
+    /// The queue, with its writer tasks started on the current runtime if there are none.
+    fn queue(
+        &self,
+        committer: &impl Fn() -> Committer,
+        writers: usize,
+    ) -> mpsc::UnboundedSender<Job> {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sender) = queue.as_ref().filter(|s| !s.is_closed()) {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+        let committer = Arc::new(committer());
+        for _ in 0..writers.max(1) {
+            tokio::spawn(write_groups(Arc::clone(&committer), Arc::clone(&receiver)));
+        }
+        *queue = Some(sender.clone());
+        sender
+    }
+
+    /// Drops `dead` (its writers ended), unless another queue replaced it already.
+    fn forget(&self, dead: &mpsc::UnboundedSender<Job>) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.as_ref().is_some_and(|q| q.same_channel(dead)) {
+            *queue = None;
+        }
+    }
+}
+
+/// A writer task: takes the first queued step and every step queued behind it (up to
+/// [`MAX_GROUP`]), commits them, and again, until the queue is closed.
+async fn write_groups(
+    committer: Arc<Committer>,
+    receiver: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+) {
+    loop {
+        let mut group = Vec::new();
+        {
+            let mut queue = receiver.lock().await;
+            let Some(first) = queue.recv().await else {
+                return;
+            };
+            group.push(first);
+            while group.len() < MAX_GROUP {
+                match queue.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+        }
+        committer.commit_group(group).await;
+    }
+}
+
+/// A step's statements after its journal operations: the checkpoint change, the value
+/// removals, the chat, the contact and the ledger rows (`columns`: the saved checkpoint's,
+/// `contents`: each ledger row's JSON).
+pub(super) fn step_statements<'a>(
+    w: &'a Writes,
+    step: &'a StepCommit,
+    columns: Option<&'a CheckpointColumns<'a>>,
+    contents: &'a [String],
+) -> Vec<Statement<'a>> {
+    let mut then = Vec::with_capacity(4 + step.delete_values.len() + step.ledger.len());
+    match (&step.checkpoint, columns) {
+        (CheckpointWrite::Delete { chat }, _) => then.push(w.delete_checkpoint(chat)),
+        (_, Some(columns)) => then.push(w.save_checkpoint(columns)),
+        _ => {}
+    }
+    then.extend(step.delete_values.iter().map(|(s, k)| w.delete_value(s, k)));
+    then.extend(step.chat.as_ref().map(|c| w.inbound_chat(c)));
+    then.extend(step.contact.as_ref().map(|c| w.upsert_contact(c)));
+    then.extend(
+        step.ledger
+            .iter()
+            .zip(contents)
+            .map(|(e, c)| w.append_ledger(e, c)),
+    );
+    then
+}
+
+/// The encoded parameters a step's statements borrow.
+struct Encoded<'a> {
+    columns: Option<CheckpointColumns<'a>>,
+    contents: Vec<String>,
+}
+
+impl<'a> Encoded<'a> {
+    fn of(step: &'a StepCommit) -> Self {
+        Encoded {
+            columns: match &step.checkpoint {
+                CheckpointWrite::Save(cp) => Some(CheckpointColumns::new(cp)),
+                _ => None,
+            },
+            contents: step.ledger.iter().map(|e| e.content.to_string()).collect(),
+        }
+    }
+}
+
+impl Committer {
+    /// Commits `group` (see the [module documentation](self)) and answers each step.
+    async fn commit_group(&self, mut group: Vec<Job>) {
+        if group.len() == 1 {
+            if let Some(job) = group.pop() {
+                let answer = self.alone(&job.write).await;
+                let _ = job.reply.send(answer);
+            }
+            return;
+        }
+        tracing::trace!(
+            target: "botmesh_durability::postgres",
+            writes = group.len(),
+            "writes committed together"
+        );
+        match self.together(&group).await {
+            Ok(GroupCommitted::Ok(outcomes)) => {
+                for (job, outcomes) in group.into_iter().zip(outcomes) {
+                    let _ = job.reply.send(Ok(StepCommitOutcome::Committed(outcomes)));
+                }
+            }
+            Ok(GroupCommitted::Split) => {
+                tracing::debug!(
+                    target: "botmesh_durability::postgres",
+                    writes = group.len(),
+                    "a group of writes conflicted or failed: each write runs alone"
+                );
+                for job in group {
+                    let answer = self.alone(&job.write).await;
+                    let _ = job.reply.send(answer);
+                }
+            }
+            Err(error) => {
+                let error = Arc::new(error);
+                for job in group {
+                    let answer = Err(job.write.error(Arc::clone(&error)));
+                    let _ = job.reply.send(answer);
+                }
+            }
+        }
+    }
+
+    /// Runs `group` in one transaction.
+    async fn together(&self, group: &[Job]) -> Result<GroupCommitted, PostgresError> {
+        self.journals.ensure(&self.pool).await?;
+        let client = self.pool.write_client().await?;
+        let encoded: Vec<Option<Encoded<'_>>> = group
+            .iter()
+            .map(|j| match &j.write {
+                Write::Step(step) => Some(Encoded::of(step)),
+                Write::Value { .. } => None,
+            })
+            .collect();
+        let parts = group
+            .iter()
+            .zip(&encoded)
+            .map(|(job, e)| match (&job.write, e) {
+                (Write::Step(step), Some(e)) => GroupPart {
+                    scope: step.scope.id(),
+                    ops: &step.journal,
+                    then: step_statements(&self.writes, step, e.columns.as_ref(), &e.contents),
+                },
+                (value, _) => GroupPart {
+                    scope: "",
+                    ops: &[],
+                    then: self.value_statement(value).into_iter().collect(),
+                },
+            })
+            .collect();
+        self.journals.commit_group(client, parts).await
+    }
+
+    /// The statement of a value write.
+    fn value_statement<'a>(&'a self, write: &'a Write) -> Option<Statement<'a>> {
+        match write {
+            Write::Value {
+                scope,
+                key,
+                value: Some(value),
+                ..
+            } => Some(self.writes.set_value(scope, key, value)),
+            Write::Value {
+                scope,
+                key,
+                value: None,
+                ..
+            } => Some(self.writes.delete_value(scope, key)),
+            Write::Step(_) => None,
+        }
+    }
+
+    /// Commits `write` alone: a value write as one statement, a step in a transaction of its
+    /// own (the journal operations, then the rest; the first conflict rolls everything back
+    /// and is answered).
+    async fn alone(&self, write: &Write) -> Answer {
+        let Write::Step(step) = write else {
+            let client = self.pool.write_client().await.map_err(|e| write.error(e))?;
+            if let Some(s) = self.value_statement(write) {
+                let fail = |e| write.error(query_err(s.table, s.key, e));
+                let prepared = client.prepare_cached(s.sql).await.map_err(fail)?;
+                client.query(&prepared, &s.params).await.map_err(fail)?;
+            }
+            return Ok(StepCommitOutcome::Committed(Vec::new()));
+        };
+        let step_err = |e| write.error(e);
+        self.journals.ensure(&self.pool).await.map_err(step_err)?;
+        let client = self.pool.write_client().await.map_err(step_err)?;
+        let encoded = Encoded::of(step);
+        let then = step_statements(
+            &self.writes,
+            step,
+            encoded.columns.as_ref(),
+            &encoded.contents,
+        );
+        let committed = self
+            .journals
+            .commit(client, step.scope.id(), &step.journal, then, true)
+            .await
+            .map_err(step_err)?;
+        Ok(match committed {
+            Committed::Ok(outcomes) => StepCommitOutcome::Committed(outcomes),
+            Committed::Conflict { op, current } => StepCommitOutcome::Conflict { op, current },
+        })
+    }
+}
