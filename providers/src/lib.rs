@@ -53,7 +53,7 @@ pub mod messenger;
 )]
 pub mod meta;
 #[cfg(network_channel)]
-mod settings;
+pub mod settings;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]
 pub mod telegram;

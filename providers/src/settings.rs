@@ -1,6 +1,24 @@
-//! The checks the network channels' settings share: an API or public base URL, a webhook
-//! route, a value read from the environment. Each returns why a value is refused; the
-//! channel's own config error names the setting.
+//! What the network channels' settings share: [`ConfigError`], the error of a channel's
+//! configuration (each channel names it, e.g. `TelegramConfigError`), and the checks of an API
+//! or public base URL, a webhook route and a value read from the environment, each returning
+//! why a value is refused for the error to name the setting with.
+
+/// A channel's configuration error; names the setting or environment variable, never its
+/// value (it may be a secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A required environment variable is not set.
+    #[error("{0} is not set")]
+    MissingEnv(&'static str),
+    /// A setting has an invalid value.
+    #[error("{setting} is invalid: {reason}")]
+    Invalid {
+        /// The setting or environment variable.
+        setting: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
 
 /// A base URL: `http` or `https`, kept without its trailing `/`.
 pub(crate) fn http_url(value: &str) -> Result<String, String> {

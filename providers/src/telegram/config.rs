@@ -14,21 +14,8 @@ use std::time::Duration;
 
 use crate::http::GuardedClient;
 
-/// A configuration error; names the setting or environment variable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TelegramConfigError {
-    /// A required environment variable is not set.
-    #[error("{0} is not set")]
-    MissingEnv(&'static str),
-    /// A setting has an invalid value (the value is not repeated: it may be a secret).
-    #[error("{setting} is invalid: {reason}")]
-    Invalid {
-        /// The setting or environment variable.
-        setting: &'static str,
-        /// Why.
-        reason: String,
-    },
-}
+/// The Telegram provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
+pub type TelegramConfigError = crate::settings::ConfigError;
 
 /// How updates arrive.
 #[derive(Clone, PartialEq, Eq)]

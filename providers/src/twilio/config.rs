@@ -19,21 +19,8 @@ use std::time::Duration;
 
 use crate::http::GuardedClient;
 
-/// A configuration error; names the setting or environment variable, never its value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TwilioConfigError {
-    /// A required environment variable is not set.
-    #[error("{0} is not set")]
-    MissingEnv(&'static str),
-    /// A setting has an invalid value.
-    #[error("{setting} is invalid: {reason}")]
-    Invalid {
-        /// The setting or environment variable.
-        setting: &'static str,
-        /// Why.
-        reason: String,
-    },
-}
+/// The Twilio provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
+pub type TwilioConfigError = crate::settings::ConfigError;
 
 /// Who sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
