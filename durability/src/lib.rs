@@ -58,6 +58,7 @@ pub mod operating;
 pub mod outbox;
 pub mod retention;
 pub mod retries;
+pub mod schedule;
 mod step_journal;
 pub mod store;
 #[cfg(feature = "testing")]

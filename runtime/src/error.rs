@@ -67,6 +67,9 @@ pub enum BotError {
     /// leader of a leader-only transport (`NotLeader`).
     #[error(transparent)]
     Coordination(#[from] botmesh_durability::coordination::CoordinationError),
+    /// A scheduled job's record could not be read or written, or its id is invalid.
+    #[error(transparent)]
+    Schedule(#[from] botmesh_durability::schedule::ScheduleError),
     /// A send was dead-lettered (final error, or out of retries); an operator can retry it.
     #[error("send {key} is dead-lettered: {error}")]
     SendDead {

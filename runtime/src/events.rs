@@ -94,6 +94,23 @@ pub enum BotEvent {
         /// What happened.
         what: String,
     },
+    /// A scheduled job's occurrence: `what` is `ran`, `failed` (with the task's `error`) or
+    /// `missed` (`missed` occurrences passed over by the job's missed-run policy, the first
+    /// of them at `occurrence_ms`).
+    Job {
+        /// The job's id.
+        id: String,
+        /// The job's chat, for a per-chat job.
+        chat: Option<ChatId>,
+        /// The occurrence (Unix ms).
+        occurrence_ms: i64,
+        /// `ran`, `failed` or `missed`.
+        what: String,
+        /// How many occurrences were missed (`missed`), 0 otherwise.
+        missed: u64,
+        /// The task's error (`failed`).
+        error: Option<String>,
+    },
     /// A durability event (`durability:dead`, `durability:ambiguous`): match on the
     /// [`DurabilityEvent`](botmesh_durability::DurabilityEvent) it carries, or log it whole
     /// (it displays as `durability:<name> …`). Serialized as

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod operating;
 mod outbound;
 pub mod provider;
+pub mod schedule;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

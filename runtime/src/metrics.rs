@@ -82,6 +82,12 @@ metrics! {
     flow_steps,
     /// Checkpoints written.
     checkpoints_written,
+    /// Scheduled job occurrences run (successfully or not).
+    jobs_run,
+    /// Scheduled job occurrences whose task returned an error or panicked.
+    jobs_failed,
+    /// Scheduled job occurrences not run because of their missed-run policy.
+    jobs_missed,
 }
 
 impl Counters {

@@ -29,6 +29,7 @@ use crate::kernel::{Kernel, RunState};
 use crate::message::{ChatId, Message, UserId};
 use crate::metrics::Counters;
 use crate::provider::{Provider, TransportStatus};
+use crate::schedule::{Scheduler, SchedulerOptions, SchedulerStep};
 
 /// Builds a [`Bot`].
 ///
@@ -53,6 +54,7 @@ pub struct BotBuilder {
     steps: Vec<Arc<dyn LifecycleStep>>,
     durability: Option<DurabilityOptions>,
     coordination: Option<crate::coordination::Coordination>,
+    scheduler: SchedulerOptions,
 }
 
 impl BotBuilder {
@@ -66,7 +68,15 @@ impl BotBuilder {
             steps: Vec::new(),
             durability: None,
             coordination: None,
+            scheduler: SchedulerOptions::default(),
         }
+    }
+
+    /// How the durable scheduler polls, leases and judges a late occurrence (see
+    /// [`crate::schedule`]). Jobs need durable journals; the defaults suit most bots.
+    pub fn scheduler(mut self, options: SchedulerOptions) -> Self {
+        self.scheduler = options;
+        self
     }
 
     /// Runs the bot as one of several replicas on a shared durable backend: chat turns, the
@@ -195,6 +205,7 @@ impl BotBuilder {
     /// Validates the configuration and builds the bot. No I/O happens until `start()`.
     pub fn build(self) -> Result<Bot, BotError> {
         self.config.validate()?;
+        self.scheduler.validate()?;
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let capabilities = self.provider.capabilities();
         if capabilities.text_limit == 0 {
@@ -245,6 +256,10 @@ impl BotBuilder {
         } else {
             steps.push(Arc::new(TransportStep));
         }
+        if durable.is_some() {
+            // After the transport, as the guide's start order: jobs may send at once.
+            steps.push(Arc::new(SchedulerStep));
+        }
         let kernel = Kernel {
             dedupe: Dedupe::new(self.config.dedupe_capacity),
             gates: Gates::new(self.config.access.clone()),
@@ -269,6 +284,7 @@ impl BotBuilder {
             custom_steps: Mutex::new(self.steps),
             started_steps: Mutex::new(Vec::new()),
             flow_state: Box::new(crate::flow::FlowRuntime::default()),
+            scheduler_state: Box::new(Scheduler::new(self.scheduler)),
             durable,
             coordination,
             journals_off,

@@ -10,48 +10,22 @@ use std::sync::Arc;
 
 use crate::events::{BotEvent, DropReason};
 use crate::kernel::context::Ctx;
+use crate::kernel::isolated::run_isolated;
 use crate::kernel::routes::{Handler, HookFlow};
 use crate::metrics::Counters;
 use crate::outbound::interaction_ack;
 use tracing::Instrument;
-
-/// Aborts the handler's task when the job running it is dropped (`stop()` aborting a chat's
-/// worker): the handler must not go on sending after the bot stopped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Runs a handler in its own task; reports errors and panics. The task is aborted if this
 /// future is dropped before it ends.
 pub(crate) async fn run_handler(ctx: &Ctx, handler: Arc<dyn Handler>, context: &'static str) {
     let k = ctx.0.bot.kernel.clone();
     let span = crate::telemetry::handler_span(ctx.chat().as_str(), context);
-    let fut = handler.call(ctx.clone()).instrument(span);
-    let task = tokio::spawn(fut);
-    let _abort = AbortOnDrop(task.abort_handle());
-    let result = task.await;
-    let err = match result {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e.to_string(),
-        Err(join) if join.is_panic() => format!("panicked: {}", panic_text(join.into_panic())),
-        Err(_) => "cancelled".to_owned(),
+    let Err(err) = run_isolated(handler.call(ctx.clone()).instrument(span)).await else {
+        return;
     };
     Counters::inc(&k.counters.handler_errors);
     k.events.error(context, Some(ctx.chat()), err);
-}
-
-fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-string panic".to_owned()
-    }
 }
 
 /// Routes a context through the stages; see the module docs.

@@ -13,6 +13,7 @@
 //! | `journals` | the state of the durable journals, the inbound lease slots |
 //! | `waiting` | the leases of queued jobs, kept renewed |
 //! | `gates`, `dedupe`, `lang` | access lists, the in-memory dedupe, `ctx.lang` |
+//! | `isolated` | user code run in a task of its own (panics reported, aborted with its caller) |
 //!
 //! The layers, bottom to top (a folder imports only from the folders below it; the
 //! `architecture` test checks it):
@@ -24,11 +25,13 @@
 //! | outbound path: hooks, pacing, ledger, durable outbox, presence | `outbound/` |
 //! | durable inbound: journaling, replay, sweeper | `durable/` |
 //! | flows | `flow/` |
+//! | the durable scheduler: jobs, their runner | `schedule/` |
 //! | the bot: builder, lifecycle, inbound pipeline, dispatcher | `bot/` |
 
 pub(crate) mod context;
 pub(crate) mod dedupe;
 pub(crate) mod gates;
+pub(crate) mod isolated;
 pub(crate) mod journals;
 pub(crate) mod lang;
 pub(crate) mod lifecycle;
@@ -98,6 +101,9 @@ pub(crate) struct Kernel {
     /// The flows' state (`flow::FlowRuntime`): the flow layer is above the kernel, so the
     /// kernel keeps it without naming its type.
     pub(crate) flow_state: Box<dyn Any + Send + Sync>,
+    /// The scheduler's state (`schedule::Scheduler`), kept without naming its type as
+    /// `flow_state` is.
+    pub(crate) scheduler_state: Box<dyn Any + Send + Sync>,
     pub(crate) durable: Option<Durable>,
     /// The `coordination` opt-in (several replicas), when on.
     pub(crate) coordination: Option<Arc<crate::coordination::Coord>>,

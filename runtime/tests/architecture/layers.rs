@@ -9,6 +9,7 @@
 //! | `outbound/` | sends and edits: hooks, pacing, parts, ledger, the durable outbox |
 //! | `durable/` | the durable inbound path: journaling, replay, the sweeper, the options |
 //! | `flow/` | flows: the executor, checkpoints, a step's commit |
+//! | `schedule/` | the durable scheduler: jobs, tasks, the runner |
 //! | `bot/` | the `Bot` facade: builder, lifecycle, inbound pipeline, dispatcher |
 //! | `operating/` | the operator surface: `/metrics`, the HTTP endpoint, the `botmesh` CLI |
 //! | `testing/` | test helpers over the whole bot |
@@ -34,6 +35,7 @@ pub(crate) const LAYERS: &[&str] = &[
     "outbound",
     "durable",
     "flow",
+    "schedule",
     "bot",
     "operating",
     "testing",

@@ -1,0 +1,279 @@
+//! The durable scheduler in one process, on the memory backend, with tokio's paused time and a
+//! manual wall clock: jobs run at their occurrences and send through the outbox under keys
+//! derived from the job and the occurrence; a job survives a restart on the same backend and
+//! each missed-run policy plans the downtime's occurrences; two bots sharing a backend run an
+//! occurrence once; reminders, failures, listing and cancelling.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh::clock::ManualClock;
+use botmesh::durability::{DurableKv, MemoryKv};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::schedule::{Job, JobCtx, JobState, MissedRuns, SchedulerOptions};
+use botmesh::testing::MockProvider;
+
+/// 2026-01-01T00:00:00Z.
+const T0: i64 = 1_767_225_600_000;
+
+struct Replica {
+    bot: Bot,
+    mock: MockProvider,
+    events: Arc<Mutex<Vec<BotEvent>>>,
+}
+
+fn replica(kv: &Arc<MemoryKv>, clock: &ManualClock, instance: &str) -> Replica {
+    let mock = MockProvider::new();
+    let kv: Arc<dyn DurableKv> = kv.clone();
+    let bot = Bot::builder(mock.clone())
+        .clock(clock.clone())
+        .durability(DurabilityOptions::shared(kv).instance_id(instance))
+        .scheduler(SchedulerOptions {
+            poll: Duration::from_millis(100),
+            lease: Duration::from_secs(5),
+            grace: Duration::from_secs(2),
+        })
+        .build()
+        .unwrap();
+    // The task sends one message per run, to the ops chat, naming the occurrence.
+    bot.task("tick", |job: JobCtx| async move {
+        job.send("ops", format!("tick {}", (job.occurrence_ms() - T0) / 1000))
+            .await?;
+        Ok(())
+    });
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    bot.on_event(move |e| seen.lock().unwrap().push(e.clone()));
+    Replica { bot, mock, events }
+}
+
+/// Moves the wall clock and tokio's (paused) clock together.
+async fn pass(clock: &ManualClock, by: Duration) {
+    let step = Duration::from_millis(100);
+    let mut left = by;
+    while !left.is_zero() {
+        let d = step.min(left);
+        clock.advance(d);
+        tokio::time::sleep(d).await;
+        left -= d;
+    }
+}
+
+fn sent_keys(events: &Mutex<Vec<BotEvent>>) -> Vec<String> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            BotEvent::Sent { key, .. } => key.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_runs_at_each_occurrence_and_sends_under_its_occurrence_key() {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let r = replica(&kv, &clock, "a");
+    r.bot.start().await.unwrap();
+    let job = r
+        .bot
+        .schedule(Job::every("tick", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert_eq!(job.next_ms, Some(T0 + 10_000));
+    pass(&clock, Duration::from_millis(20_500)).await;
+    assert_eq!(r.mock.texts("ops"), ["tick 10", "tick 20"]);
+    let t10 = format!("job:tick@{}:1", T0 + 10_000);
+    let t20 = format!("job:tick@{}:1", T0 + 20_000);
+    assert_eq!(sent_keys(&r.events), [t10, t20]);
+    let m = r.bot.metrics();
+    assert_eq!((m.jobs_run, m.jobs_failed, m.jobs_missed), (2, 0, 0));
+    let listed = r.bot.jobs(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].runs, listed[0].next_ms, listed[0].state()),
+        (2, Some(T0 + 30_000), JobState::Scheduled)
+    );
+    r.bot.stop().await.unwrap();
+}
+
+/// Scheduled, stopped before its first occurrence, started again 35 s later on the same
+/// backend (occurrences 10, 20 and 30 missed, the latest 5 s late with a grace of 2 s).
+async fn after_downtime(policy: MissedRuns) -> (Vec<String>, u64) {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let first = replica(&kv, &clock, "a");
+    first.bot.start().await.unwrap();
+    first
+        .bot
+        .schedule(Job::every("tick", Duration::from_secs(10)).missed(policy))
+        .await
+        .unwrap();
+    first.bot.stop().await.unwrap();
+    clock.advance(Duration::from_secs(35));
+    let second = replica(&kv, &clock, "a");
+    // The code schedules its jobs at every start: the same definition keeps the job.
+    second
+        .bot
+        .schedule(Job::every("tick", Duration::from_secs(10)).missed(policy))
+        .await
+        .unwrap();
+    second.bot.start().await.unwrap();
+    pass(&clock, Duration::from_millis(1_000)).await;
+    let texts = second.mock.texts("ops");
+    let missed = second.bot.metrics().jobs_missed;
+    // The next occurrence runs on time under every policy.
+    pass(&clock, Duration::from_secs(5)).await;
+    assert_eq!(
+        second.mock.texts("ops").last().map(String::as_str),
+        Some("tick 40")
+    );
+    second.bot.stop().await.unwrap();
+    (texts, missed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_missed_run_policy_plans_the_downtime() {
+    assert_eq!(after_downtime(MissedRuns::Skip).await, (vec![], 3));
+    assert_eq!(
+        after_downtime(MissedRuns::RunOnce).await,
+        (vec!["tick 30".to_owned()], 2)
+    );
+    assert_eq!(
+        after_downtime(MissedRuns::RunAll).await,
+        (
+            vec![
+                "tick 10".to_owned(),
+                "tick 20".to_owned(),
+                "tick 30".to_owned()
+            ],
+            0
+        )
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_bots_sharing_a_backend_run_an_occurrence_once() {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let (a, b) = (replica(&kv, &clock, "a"), replica(&kv, &clock, "b"));
+    a.bot.start().await.unwrap();
+    b.bot.start().await.unwrap();
+    for r in [&a, &b] {
+        r.bot
+            .schedule(Job::every("tick", Duration::from_secs(1)))
+            .await
+            .unwrap();
+    }
+    pass(&clock, Duration::from_millis(10_500)).await;
+    let mut all: Vec<String> = a.mock.texts("ops");
+    all.extend(b.mock.texts("ops"));
+    all.sort_by_key(|t| t[5..].parse::<u32>().unwrap());
+    let expected: Vec<String> = (1..=10).map(|i| format!("tick {i}")).collect();
+    assert_eq!(all, expected, "each occurrence ran once, on one of the two");
+    assert_eq!(a.bot.metrics().jobs_run + b.bot.metrics().jobs_run, 10);
+    a.bot.stop().await.unwrap();
+    b.bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reminder_reaches_its_chat_once_even_when_scheduled_again() {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let r = replica(&kv, &clock, "a");
+    r.bot.start().await.unwrap();
+    let remind = || {
+        Job::after("remind:alice:1", Duration::from_secs(60))
+            .chat("alice")
+            .remind("Time to stand up")
+    };
+    r.bot.schedule(remind()).await.unwrap();
+    pass(&clock, Duration::from_secs(30)).await;
+    // A replayed handler schedules it again: the first time stands.
+    let again = r.bot.schedule(remind()).await.unwrap();
+    assert_eq!(again.next_ms, Some(T0 + 60_000));
+    pass(&clock, Duration::from_secs(31)).await;
+    assert_eq!(r.mock.texts("alice"), ["Time to stand up"]);
+    let done = r.bot.jobs(10).await.unwrap();
+    assert_eq!(done[0].state(), JobState::Done);
+    // Done, it stays done: scheduled again, it does not run twice.
+    r.bot.schedule(remind()).await.unwrap();
+    pass(&clock, Duration::from_secs(120)).await;
+    assert_eq!(r.mock.texts("alice").len(), 1);
+    r.bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_task_is_counted_reported_and_the_job_goes_on() {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let r = replica(&kv, &clock, "a");
+    r.bot.task("broken", |_job: JobCtx| async move {
+        Err(HandlerError::from("the report service is down"))
+    });
+    r.bot.start().await.unwrap();
+    r.bot
+        .schedule(Job::every("broken", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    pass(&clock, Duration::from_millis(10_500)).await;
+    assert_eq!(r.bot.metrics().jobs_failed, 1);
+    let failed = r.events.lock().unwrap().iter().any(|e| {
+        matches!(e, BotEvent::Job { what, error: Some(err), .. } if what == "failed" && err.contains("report service"))
+    });
+    assert!(failed, "a `failed` job event names the error");
+    let job = &r.bot.jobs(10).await.unwrap()[0];
+    assert_eq!(job.next_ms, Some(T0 + 20_000));
+    assert!(
+        job.last_error
+            .as_deref()
+            .unwrap()
+            .contains("report service")
+    );
+    r.bot.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_job_runs_no_more_and_bad_jobs_are_refused() {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let r = replica(&kv, &clock, "a");
+    r.bot.start().await.unwrap();
+    r.bot
+        .schedule(Job::every("tick", Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(r.bot.cancel_job("tick").await.unwrap());
+    assert!(!r.bot.cancel_job("tick").await.unwrap());
+    pass(&clock, Duration::from_secs(25)).await;
+    assert!(r.mock.texts("ops").is_empty());
+    let err = r
+        .bot
+        .schedule(Job::cron("bad", "61 * * * *"))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("invalid cron expression `61 * * * *`"),
+        "{err}"
+    );
+    let err = r
+        .bot
+        .schedule(Job::every("", Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("job id ``"), "{err}");
+    r.bot.stop().await.unwrap();
+    // Without durable journals there is nowhere to keep a job.
+    let plain = Bot::builder(MockProvider::new()).build().unwrap();
+    let err = plain
+        .schedule(Job::every("x", Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("durable"), "{err}");
+}
