@@ -15,6 +15,7 @@ use botmesh::durability::{PostgresStore, SqliteStore, Store};
 use botmesh::operating::cli::{CliError, run_from};
 use botmesh::prelude::*;
 use botmesh::provider::ProviderError;
+use botmesh::schedule::{Job, JobCtx, MissedRuns};
 use botmesh::testing::MockProvider;
 use serde_json::Value;
 
@@ -38,7 +39,19 @@ async fn seed(store: Arc<dyn Store>) -> (String, String) {
         ctx.reply("hello").await?;
         Ok(())
     });
+    bot.task("digest", |_job: JobCtx| async move { Ok(()) });
     bot.start().await.unwrap();
+    // Two scheduled jobs: a daily digest and a reminder for alice in an hour.
+    bot.schedule(Job::cron("digest", "0 9 * * *").missed(MissedRuns::Skip))
+        .await
+        .unwrap();
+    bot.schedule(
+        Job::after("remind:alice", Duration::from_secs(3600))
+            .chat("alice")
+            .remind("Your order is waiting"),
+    )
+    .await
+    .unwrap();
     mock.say("alice", "m1", "/order").await.unwrap();
     assert_eq!(mock.wait_for_sends(1, Duration::from_secs(10)).await, 1);
     bot.idle().await;
@@ -137,6 +150,29 @@ async fn every_command(base: &[&str], dead_key: &str, dead_id: &str) {
     assert_eq!(m["outbound"]["sent"], 1, "alice's question went out: {m:#}");
     assert_eq!(m["conversations"]["waiting"], 1, "{m:#}");
 
+    // Scheduled jobs: the digest next at 09:00 UTC, alice's reminder in an hour.
+    let jobs = json(base, &["jobs", "list"]).await;
+    let rows = jobs.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{jobs:#}");
+    let digest = rows.iter().find(|r| r["id"] == "digest").unwrap();
+    assert_eq!(digest["schedule"], "cron 0 9 * * *");
+    assert_eq!(digest["state"], "scheduled");
+    assert_eq!(digest["missed_runs"], "skip");
+    assert_eq!(
+        digest["next_ms"].as_i64().unwrap() % 86_400_000,
+        9 * 3_600_000
+    );
+    let remind = rows.iter().find(|r| r["id"] == "remind:alice").unwrap();
+    assert_eq!(remind["chat"], "alice");
+    assert_eq!(remind["task"], "botmesh.remind");
+    assert_eq!(remind["data"]["text"], "Your order is waiting");
+    let out = cli(base, &["jobs", "cancel", "remind:alice"])
+        .await
+        .unwrap();
+    assert_eq!(out.trim(), "job remind:alice cancelled");
+    let left = json(base, &["jobs", "list"]).await;
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left:#}");
+
     // Acting on them.
     let replayed = json(base, &["dead", "replay", dead_id]).await;
     assert_eq!(replayed["state"], "pending");
@@ -171,6 +207,8 @@ async fn every_command(base: &[&str], dead_key: &str, dead_id: &str) {
         &["conversations", "show", "alice"],
         &["conversations", "cancel", "nobody"],
         &["quarantine", "discard", "inbound", "nope"],
+        &["jobs", "cancel", "remind:alice"],
+        &["jobs", "cancel", "nope"],
     ] {
         let err = cli(base, args).await.unwrap_err();
         assert!(matches!(err, CliError::NotFound { .. }), "{args:?}: {err}");
@@ -271,6 +309,27 @@ async fn the_binary_lists_and_fails_with_exit_codes() {
         lines
             .iter()
             .any(|l| l.starts_with(&format!("outbound\t{key}\tbob\tdead\t")))
+    );
+
+    let out = run(&["--store", store, "jobs", "list"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "ID\tSTATE\tSCHEDULE\tTASK\tCHAT\tNEXT_MS\tRUNS\tFAILURES\tMISSES\tLAST_ERROR"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("digest\tscheduled\tcron 0 9 * * *\tdigest\t-\t")),
+        "{text}"
+    );
+    let out = run(&["--store", store, "jobs", "cancel", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap().trim(),
+        "botmesh: no job with id `nope`"
     );
 
     let out = run(&["--store", store, "--json", "conversations", "list"]);

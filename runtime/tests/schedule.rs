@@ -26,8 +26,12 @@ struct Replica {
 }
 
 fn replica(kv: &Arc<MemoryKv>, clock: &ManualClock, instance: &str) -> Replica {
-    let mock = MockProvider::new();
     let kv: Arc<dyn DurableKv> = kv.clone();
+    replica_on(kv, clock, instance)
+}
+
+fn replica_on(kv: Arc<dyn DurableKv>, clock: &ManualClock, instance: &str) -> Replica {
+    let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
         .clock(clock.clone())
         .durability(DurabilityOptions::shared(kv).instance_id(instance))
@@ -181,6 +185,86 @@ async fn two_bots_sharing_a_backend_run_an_occurrence_once() {
     b.bot.stop().await.unwrap();
 }
 
+/// Two replicas of one bot on a shared server backend, each polling every 50 ms: every
+/// occurrence of a job due every second of the (manual) wall clock runs once, on one of them.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
+    let clock = ManualClock::new(T0);
+    let (a, b) = (
+        replica_on(kv.clone(), &clock, "a"),
+        replica_on(kv, &clock, "b"),
+    );
+    a.bot.start().await.unwrap();
+    b.bot.start().await.unwrap();
+    for r in [&a, &b] {
+        r.bot
+            .schedule(Job::every("tick", Duration::from_secs(1)))
+            .await
+            .unwrap();
+    }
+    let mut runs = 0;
+    for second in 1..=8 {
+        clock.advance(Duration::from_secs(1));
+        // Real time for the polls of both replicas and the server round trips.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while runs < second && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            runs = a.bot.metrics().jobs_run + b.bot.metrics().jobs_run;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut all: Vec<String> = a.mock.texts("ops");
+    all.extend(b.mock.texts("ops"));
+    all.sort_by_key(|t| t[5..].parse::<u32>().unwrap());
+    let expected: Vec<String> = (1..=8).map(|i| format!("tick {i}")).collect();
+    assert_eq!(all, expected, "each occurrence ran once, on one of the two");
+    a.bot.stop().await.unwrap();
+    b.bot.stop().await.unwrap();
+}
+
+/// The server's URL from `var`; `None` (the test is skipped, and says so) without it, but
+/// under `CI=true`, where the server must be there.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+fn server(var: &str) -> Option<String> {
+    let url = std::env::var(var).ok().filter(|u| !u.is_empty());
+    if url.is_none() {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "CI needs {var}");
+        #[allow(clippy::print_stderr)] // the skip must be visible in `cargo test` output
+        {
+            eprintln!("SKIPPED: {var} is not set");
+        }
+    }
+    url
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_postgres_run_an_occurrence_once() {
+    use botmesh::durability::backends::postgres::PostgresConfig;
+    let Some(url) = server("BOTMESH_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let prefix = format!("sched_{:08x}_", fastrand::u32(..));
+    let kv =
+        botmesh::durability::PostgresKv::new_with(&url, PostgresConfig::new().table_prefix(prefix))
+            .unwrap();
+    one_occurrence_once_on(Arc::new(kv)).await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_redis_run_an_occurrence_once() {
+    use botmesh::durability::backends::redis::RedisConfig;
+    let Some(url) = server("BOTMESH_TEST_REDIS_URL") else {
+        return;
+    };
+    let prefix = format!("sched-{:08x}:", fastrand::u32(..));
+    let kv = botmesh::durability::RedisKv::open_with(&url, RedisConfig::new().prefix(prefix))
+        .await
+        .unwrap();
+    one_occurrence_once_on(Arc::new(kv)).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reminder_reaches_its_chat_once_even_when_scheduled_again() {
     let kv = Arc::new(MemoryKv::new());
@@ -276,4 +360,53 @@ async fn a_cancelled_job_runs_no_more_and_bad_jobs_are_refused() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("durable"), "{err}");
+}
+
+/// Waits for an answer for a minute.
+#[flow(start = command("confirm"))]
+#[persistent]
+async fn confirm(cx: &mut FlowCx) -> FlowResult {
+    match cx.ask("Confirm?").idle(Duration::from_secs(60)).await {
+        Ok(_) => cx.send("Confirmed.").await?,
+        Err(Interrupt::Timeout) => cx.send("No answer: cancelled.").await?,
+        Err(Interrupt::Cancelled) => return cx.cancel(),
+    }
+    Ok(())
+}
+
+/// An ask that times out while the bot is down, with no new message, times out once the bot
+/// is back (its deadline is kept with the conversation's checkpoint in the store).
+#[tokio::test(start_paused = true)]
+async fn a_durable_ask_times_out_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bot.db");
+    let clock = ManualClock::new(T0);
+    let build = |mock: &MockProvider| {
+        let bot = Bot::builder(mock.clone())
+            .clock(clock.clone())
+            .store(botmesh::durability::SqliteStore::open(&path))
+            .build()
+            .unwrap();
+        bot.flow(confirm);
+        bot
+    };
+    let first_mock = MockProvider::new();
+    let first = build(&first_mock);
+    first.start().await.unwrap();
+    first_mock.say("alice", "m1", "/confirm").await.unwrap();
+    first.idle().await;
+    assert_eq!(first_mock.texts("alice"), ["Confirm?"]);
+    first.stop().await.unwrap();
+    drop(first);
+
+    // Down for two minutes: the deadline passed while nobody ran the flow.
+    clock.advance(Duration::from_secs(120));
+    let mock = MockProvider::new();
+    let second = build(&mock);
+    second.start().await.unwrap();
+    pass(&clock, Duration::from_secs(2)).await;
+    second.idle().await;
+    assert_eq!(mock.texts("alice"), ["No answer: cancelled."]);
+    assert!(second.store().checkpoint("alice").await.unwrap().is_none());
+    second.stop().await.unwrap();
 }

@@ -44,6 +44,20 @@ pub use flaky_store::{FlakyStore, away};
 
 use serde_json::Value;
 
+/// Sends the logs of a test binary (`crashbot`, `schedbot`) to stderr, filtered by `RUST_LOG`
+/// (`warn` without it): stdout is their channel.
+pub fn log_to_stderr() {
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .finish(),
+    );
+}
+
 /// The URL of a test server from `var`: `None` (the suite says it skipped) when unset, a
 /// panic under `CI=true`, where a missing server must fail the run.
 pub fn server_url(var: &str) -> Option<String> {

@@ -172,6 +172,29 @@ impl JobState {
 }
 
 impl JobRecord {
+    /// A job never run, created at `created_ms` with its first occurrence at `next_ms`.
+    pub fn new(
+        id: impl Into<String>,
+        def: JobDefinition,
+        next_ms: Option<i64>,
+        created_ms: i64,
+    ) -> Self {
+        JobRecord {
+            id: id.into(),
+            def,
+            next_ms,
+            created_ms,
+            fence: 0,
+            lease: None,
+            running_ms: None,
+            runs: 0,
+            failures: 0,
+            misses: 0,
+            last_run_ms: None,
+            last_error: None,
+        }
+    }
+
     /// Where the job stands.
     pub fn state(&self) -> JobState {
         if self.lease.is_some() {
@@ -468,20 +491,7 @@ impl<K: DurableKv + ?Sized> Jobs<'_, K> {
                 Ok(Step::Write(Box::new(r.clone()), (r, Scheduled::Replaced)))
             }
             None => {
-                let r = JobRecord {
-                    id: id.to_owned(),
-                    next_ms: first(&def, now),
-                    def: def.clone(),
-                    created_ms: now,
-                    fence: 0,
-                    lease: None,
-                    running_ms: None,
-                    runs: 0,
-                    failures: 0,
-                    misses: 0,
-                    last_run_ms: None,
-                    last_error: None,
-                };
+                let r = JobRecord::new(id, def.clone(), first(&def, now), now);
                 Ok(Step::Write(Box::new(r.clone()), (r, Scheduled::Created)))
             }
         })

@@ -149,26 +149,18 @@ mod tests {
     use super::*;
 
     fn record(schedule: JobSchedule, missed: MissedRuns, next_ms: i64) -> JobRecord {
-        JobRecord {
-            id: "j".into(),
-            def: JobDefinition {
+        JobRecord::new(
+            "j",
+            JobDefinition {
                 schedule,
                 task: "t".into(),
                 chat: None,
                 data: serde_json::Value::Null,
                 missed,
             },
-            next_ms: Some(next_ms),
-            created_ms: 0,
-            fence: 0,
-            lease: None,
-            running_ms: None,
-            runs: 0,
-            failures: 0,
-            misses: 0,
-            last_run_ms: None,
-            last_error: None,
-        }
+            Some(next_ms),
+            0,
+        )
     }
 
     const EVERY_10: JobSchedule = JobSchedule::Every {

@@ -173,7 +173,7 @@ async fn run(args: Args) -> Result<(), BotError> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber_init();
+    botmesh_tests::log_to_stderr();
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
@@ -200,17 +200,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn tracing_subscriber_init() {
-    // Logs go to stderr only; stdout is the channel.
-    let _ = tracing::subscriber::set_global_default(
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .finish(),
-    );
 }

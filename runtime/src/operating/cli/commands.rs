@@ -7,10 +7,10 @@ use botmesh_durability::inbox::InboxState;
 use botmesh_durability::operating::RecordKind;
 use botmesh_durability::outbox::OutboxState;
 
-use crate::operating::cli::output::{self, Conversation, DeadLetter, Quarantined, emit};
+use crate::operating::cli::output::{self, Conversation, DeadLetter, JobRow, Quarantined, emit};
 use crate::operating::cli::target::Target;
 use crate::operating::cli::{
-    Cli, CliError, Command, ConversationCommand, DeadCommand, Kind, QuarantineCommand,
+    Cli, CliError, Command, ConversationCommand, DeadCommand, JobCommand, Kind, QuarantineCommand,
 };
 
 /// How many records `metrics` counts per state before it says "at least".
@@ -26,8 +26,45 @@ pub(crate) async fn run(
         Command::Dead(c) => dead(t, c, json, out).await,
         Command::Quarantine(c) => quarantine(t, c, json, out).await,
         Command::Conversations(c) => conversations(t, c, json, out).await,
+        Command::Jobs(c) => jobs(t, c, json, out).await,
         Command::Metrics => metrics(t, json, out).await,
     }
+}
+
+async fn jobs(
+    t: &Target,
+    c: &JobCommand,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    match c {
+        JobCommand::List { limit } => {
+            let rows: Vec<JobRow> = t
+                .journals
+                .jobs()
+                .list(*limit)
+                .await?
+                .iter()
+                .map(JobRow::of)
+                .collect();
+            emit(out, json, &rows, |o| output::jobs(o, &rows))?;
+        }
+        JobCommand::Cancel { id } => {
+            let row = t
+                .journals
+                .jobs()
+                .get(id)
+                .await?
+                .map(|j| JobRow::of(&j))
+                .ok_or_else(|| not_found("job", id))?;
+            if !t.journals.jobs().cancel(id).await? {
+                return Err(not_found("job", id));
+            }
+            tracing::info!(job = %id, "job cancelled by operator");
+            emit(out, json, &row, |o| writeln!(o, "job {id} cancelled"))?;
+        }
+    }
+    Ok(())
 }
 
 fn kinds(kind: Option<Kind>) -> Vec<RecordKind> {

@@ -11,6 +11,7 @@
 //! | `dead discard ID` | forgets a dead letter |
 //! | `quarantine list` / `show KIND ID` / `discard KIND ID` | records that cannot be decoded |
 //! | `conversations list` / `show CHAT` / `cancel CHAT` | persistent flows waiting for an answer, the ask each waits at |
+//! | `jobs list` / `jobs cancel ID` | the scheduled jobs (next occurrence, runs, last error); cancelling deletes one |
 //! | `metrics` | what the store holds, per journal and state |
 //!
 //! `--json` prints any listing or record as JSON. The process counters of a running bot
@@ -90,8 +91,28 @@ pub enum Command {
     /// Persistent conversations waiting for an answer.
     #[command(subcommand, alias = "conv")]
     Conversations(ConversationCommand),
+    /// Scheduled jobs (`bot.schedule(…)`).
+    #[command(subcommand)]
+    Jobs(JobCommand),
     /// What the store holds, per journal and state.
     Metrics,
+}
+
+/// `botmesh jobs …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum JobCommand {
+    /// Lists the jobs: running, then scheduled by next occurrence, then done.
+    List {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Cancels (deletes) a job: it runs no more. A job the bot's code schedules at every
+    /// start comes back at its next start.
+    Cancel {
+        /// The job id.
+        id: String,
+    },
 }
 
 /// `botmesh dead …`.
@@ -244,6 +265,9 @@ pub enum CliError {
     /// The store refused the operation.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A scheduled job could not be read or changed.
+    #[error(transparent)]
+    Schedule(#[from] botmesh_durability::schedule::ScheduleError),
     /// The output could not be written.
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),

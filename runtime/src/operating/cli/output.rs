@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use botmesh_durability::schedule::{JobRecord, JobSchedule};
 use serde::Serialize;
 
 pub(crate) use crate::operating::views::{Conversation, DeadLetter};
@@ -20,6 +21,74 @@ pub(crate) fn emit<T: Serialize>(
     } else {
         text(out)
     }
+}
+
+/// One scheduled job.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct JobRow {
+    pub(crate) id: String,
+    pub(crate) state: &'static str,
+    /// `cron 0 9 * * *`, `every 60000ms`, `at <ms>`.
+    pub(crate) schedule: String,
+    pub(crate) task: String,
+    pub(crate) chat: Option<String>,
+    pub(crate) next_ms: Option<i64>,
+    pub(crate) missed_runs: &'static str,
+    pub(crate) runs: u64,
+    pub(crate) failures: u64,
+    pub(crate) misses: u64,
+    pub(crate) last_run_ms: Option<i64>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) data: serde_json::Value,
+}
+
+impl JobRow {
+    pub(crate) fn of(j: &JobRecord) -> Self {
+        let schedule = match &j.def.schedule {
+            JobSchedule::Cron { expr } => format!("cron {expr}"),
+            JobSchedule::Every { every_ms, .. } => format!("every {every_ms}ms"),
+            JobSchedule::At { at_ms } => format!("at {at_ms}"),
+        };
+        JobRow {
+            id: j.id.clone(),
+            state: j.state().as_str(),
+            schedule,
+            task: j.def.task.clone(),
+            chat: j.def.chat.clone(),
+            next_ms: j.next_ms,
+            missed_runs: j.def.missed.as_str(),
+            runs: j.runs,
+            failures: j.failures,
+            misses: j.misses,
+            last_run_ms: j.last_run_ms,
+            last_error: j.last_error.clone(),
+            data: j.def.data.clone(),
+        }
+    }
+}
+
+pub(crate) fn jobs(out: &mut (dyn Write + Send), rows: &[JobRow]) -> io::Result<()> {
+    writeln!(
+        out,
+        "ID\tSTATE\tSCHEDULE\tTASK\tCHAT\tNEXT_MS\tRUNS\tFAILURES\tMISSES\tLAST_ERROR"
+    )?;
+    for r in rows {
+        let next = r.next_ms.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{}\t{}\t{next}\t{}\t{}\t{}\t{}",
+            r.id,
+            r.state,
+            r.schedule,
+            r.task,
+            r.chat.as_deref().unwrap_or("-"),
+            r.runs,
+            r.failures,
+            r.misses,
+            one_line(r.last_error.as_deref().unwrap_or("-"))
+        )?;
+    }
+    Ok(())
 }
 
 pub(crate) fn dead_letters(out: &mut (dyn Write + Send), rows: &[DeadLetter]) -> io::Result<()> {
