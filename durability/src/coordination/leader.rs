@@ -107,6 +107,10 @@ impl Coordinator {
         fence: Option<&Fence>,
     ) -> Result<(), CoordinationError> {
         let Some(fence) = fence else {
+            self.inner
+                .counters
+                .not_leader_refusals
+                .fetch_add(1, Ordering::Relaxed);
             let leader = self.leader(name).await?.map(|f| f.owner.to_string());
             return Err(CoordinationError::NotLeader {
                 name: name.to_owned(),

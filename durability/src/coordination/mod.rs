@@ -26,6 +26,7 @@
 //! | `turn_steals` | a turn whose holder let its lease expire is taken over |
 //! | `fenced_refusals` | a stale holder is refused (a check, a renewal or a release) |
 //! | `leader_changes` | this replica becomes the leader of a lease, or loses it |
+//! | `not_leader_refusals` | a standby was refused the use of an exclusive transport ([`CoordinationError::NotLeader`]) |
 //!
 //! Each is also a [`CoordinationEvent`] on [`Coordinator::subscribe`]. This module does not
 //! run anything on its own: the runtime's coordination opt-in takes, renews and releases.
@@ -199,6 +200,8 @@ pub struct CoordinationMetrics {
     pub fenced_refusals: u64,
     /// Leader changes seen by this replica.
     pub leader_changes: u64,
+    /// Calls to an exclusive transport refused because this replica does not lead.
+    pub not_leader_refusals: u64,
 }
 
 #[derive(Default)]
@@ -208,6 +211,7 @@ struct Counters {
     turn_steals: AtomicU64,
     fenced_refusals: AtomicU64,
     leader_changes: AtomicU64,
+    not_leader_refusals: AtomicU64,
 }
 
 struct Inner {
@@ -284,6 +288,7 @@ impl Coordinator {
             turn_steals: get(&c.turn_steals),
             fenced_refusals: get(&c.fenced_refusals),
             leader_changes: get(&c.leader_changes),
+            not_leader_refusals: get(&c.not_leader_refusals),
         }
     }
 

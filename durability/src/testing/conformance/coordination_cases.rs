@@ -226,6 +226,11 @@ pub(super) async fn one_leader_and_a_takeover_within_the_lease(kv: Arc<dyn Durab
         matches!(&refused, Err(CoordinationError::NotLeader { leader: Some(l), .. }) if l == "a"),
         "a standby is refused with NotLeader naming the leader, got {refused:?}"
     );
+    ensure!(
+        b.metrics().not_leader_refusals == 1,
+        "the standby counts its NotLeader refusal: {:?}",
+        b.metrics()
+    );
     a.check_leader("telegram", Some(&lead))
         .await
         .ctx("the leader's check")?;
