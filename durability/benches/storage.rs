@@ -7,7 +7,7 @@
 //! | rusqlite, 1 row per commit | `INSERT` + `COMMIT`, WAL, `synchronous = FULL`: fsync'd commits/s |
 //! | rusqlite, 64 rows per commit | the same with 64 rows per transaction: commits/s and rows/s |
 //! | file append + fdatasync | 100-byte append then `sync_data`: the raw fsync ceiling |
-//! | DurableKv cas, 200 writers | 200 tokio tasks each creating keys by `cas` on memory, file (append log, fsync on), SQLite |
+//! | DurableKv cas, 200 writers | 200 tokio tasks each creating keys by `cas` on memory, file (append log, fsync on; also a `FileEventJournal`'s storage), SQLite, and a `SharedFileEventJournal`'s storage (append log, then snapshot mode: every write under the cross-process mutex, rereading the file) |
 //!
 //! Files live under cargo's target temp folder (the real disk, not a tmpfs). Set
 //! `BOTMESH_BENCH_SECS` to change the time per row (default 2 s). The bot-level benchmark
@@ -20,9 +20,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use botmesh_durability::events::SharedFileKv;
 use botmesh_durability::kv::{Entry, Scope};
 use botmesh_durability::store::rusqlite::{self, Connection};
-use botmesh_durability::{DurableKv, FileDurability, FileOptions, MemoryKv, SqliteStore};
+use botmesh_durability::{
+    DurableKv, FileDurability, FileOptions, MemoryKv, SharedFileOptions, SqliteStore,
+};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -198,6 +201,29 @@ fn main() -> Result<(), BoxError> {
             ),
         });
         botmesh_durability::Store::close(&store).await?;
+
+        for (name, options, file) in [
+            (
+                "DurableKv cas ×200 writers: shared events, log",
+                SharedFileOptions::new().append_log(true),
+                "shared-log.json",
+            ),
+            (
+                "DurableKv cas ×200 writers: shared events, snapshot",
+                SharedFileOptions::new(),
+                "shared-snapshot.json",
+            ),
+        ] {
+            let shared = SharedFileKv::open(dir.join(file), options).await?;
+            let (ops, per_sec) = cas_load(Arc::new(shared.clone())).await?;
+            rows.push(Row {
+                name,
+                ops,
+                per_sec,
+                note: "one mutex, one reread and one fsync'd write per op".into(),
+            });
+            shared.close().await;
+        }
         Ok::<(), BoxError>(())
     })?;
 
