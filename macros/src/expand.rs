@@ -1,7 +1,12 @@
 //! Expand: turns a parsed, validated and lowered flow into Rust: the flow's unit (or tuple)
-//! struct named like the function, its state enum (serde-derived when `#[persistent]`), the
-//! step function (one `match` arm per state), the layout hash, the Mermaid graph, the send,
-//! effect and ask site ids, and the `::botmesh::flow::Flow` impl.
+//! struct named like the function and its constructor, then, in a block of their own
+//! (`const _: () = { use ::botmesh::flow::__gen::*; … };`, which imports the runtime's
+//! `__`-prefixed names and the state's variants): the state enum (generic over the kept
+//! locals' types, serde-derived when `#[persistent]`: see `codec`), and the
+//! `::botmesh::flow::Flow` impl (what the flow declares: name, layout fingerprint, start,
+//! version policy, Mermaid graph, states; its codec; the step function, one `match` arm per
+//! state). What every flow would write alike (encoding, decoding, `fresh`, the start of a
+//! flow without parameters) is the `Flow` trait's default methods.
 //!
 //! When a check fails, every collected error is emitted as `compile_error!` next to a
 //! best-effort item (the struct and a stub impl), so the rest of the crate still type-checks.
@@ -101,46 +106,39 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
         return quote!(#errs #stub);
     }
 
-    // State enum: variants `__Start`, `__S1`, … in Rust (the step function imports them, so
-    // they are named so as not to shadow the author's names); in checkpoints each suspension's state
-    // is named after its identity.
-    let mut variants = Vec::new();
-    let mut state_names: Vec<(syn::Ident, String)> =
-        vec![(format_ident!("__Start"), "Start".to_owned())];
-    // (variant, field, type) of every state field, for the codecs.
-    let mut codec_fields: Vec<codec::CodecField> = Vec::new();
-    {
-        let fields: Vec<TokenStream> = params
-            .iter()
-            .map(|p| {
-                let (n, t) = (&p.name, &p.ty);
-                quote!(#n: #t)
-            })
-            .collect();
-        for p in &params {
-            codec_fields.push((format_ident!("__Start"), p.name.clone(), p.ty.clone()));
-        }
-        variants.push(quote!(__Start { #(#fields),* }));
-    }
+    // State enum: variants `__Start`, `__S1`, … in Rust (the expansion's block imports them,
+    // so they are named so as not to shadow the author's names), each renamed after its
+    // state's name (`Start`, or the identity of the ask it waits at) in checkpoints; generic
+    // over the kept locals' types (see `codec`).
+    let mut states: Vec<(syn::Ident, String)> = vec![(format_ident!("__Start"), "Start".into())];
+    // (variant, field, type) of every state field.
+    let mut fields: Vec<codec::CodecField> = params
+        .iter()
+        .map(|p| (format_ident!("__Start"), p.name.clone(), p.ty.clone()))
+        .collect();
     for (s, l) in suspensions.iter().zip(&lowered) {
         let v = format_ident!("__S{}", s.id);
-        state_names.push((v.clone(), s.ident.clone()));
-        let mut fields = Vec::new();
         for b in &l.live {
-            let (n, t) = (&b.name, b.ty.as_ref());
-            fields.push(quote!(#n: #t));
-            if let Some(t) = t {
-                codec_fields.push((v.clone(), n.clone(), t.clone()));
+            if let Some(t) = &b.ty {
+                fields.push((v.clone(), b.name.clone(), t.clone()));
             }
         }
-        variants.push(quote!(#v { #(#fields),* }));
+        states.push((v, s.ident.clone()));
     }
+    let kept = codec::Kept::new(&fields);
+    let variants = states.iter().map(|(v, name)| {
+        let fields = fields.iter().filter(|(fv, _, _)| fv == v).map(|(_, n, t)| {
+            let p = kept.param(n, t);
+            quote!(#n: #p)
+        });
+        let rename = persistent.then(|| quote!(#[serde(rename = #name)]));
+        quote!(#rename #v { #(#fields),* })
+    });
     let layout_hash = Literal::u64_suffixed(model.fingerprint());
 
     let susp_by_id: BTreeMap<usize, &Suspension> = suspensions.iter().map(|s| (s.id, s)).collect();
     let step = Step {
         cx: &cx,
-        state_ty: &state_ty,
         flow_name: &flow_name,
         body: &body.stmts,
         suspensions: &suspensions,
@@ -179,37 +177,33 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     }
     let step_body = step.body();
     let mermaid = graph::mermaid(&flow_name, &nodes);
-    let state_infos = std::iter::once(quote!(::botmesh::flow::StateInfo {
+    let state_infos = std::iter::once(quote!(__StateInfo {
         name: "Start",
         answer: 0
     }))
     .chain(model.states.iter().map(|s| {
         let n = &s.ident;
         let a = Literal::u64_suffixed(s.answer_fingerprint());
-        quote!(::botmesh::flow::StateInfo { name: #n, answer: #a })
+        quote!(__StateInfo { name: #n, answer: #a })
     }));
 
-    let (codec_items, encode, decode) = codec::codecs(
-        &name,
-        &state_ty,
-        &flow_name,
-        persistent,
-        &state_names,
-        &codec_fields,
-    );
+    let (codec_fn, codec_method) = if persistent {
+        kept.codec(&state_ty)
+    } else {
+        (quote!(), quote!())
+    };
+    let derive = persistent.then(|| kept.derive());
     let start = start_tokens(&args.start);
     let policy = match &args.policy {
-        Policy::Restart(None) => quote!(::botmesh::flow::VersionPolicy::Restart {
-            notice: ::core::option::Option::Some(::botmesh::flow::DEFAULT_RESTART_NOTICE)
+        Policy::Restart(None) => quote!(__VersionPolicy::default()),
+        Policy::Restart(Some(None)) => quote!(__VersionPolicy::Restart {
+            notice: __Option::None
         }),
-        Policy::Restart(Some(None)) => quote!(::botmesh::flow::VersionPolicy::Restart {
-            notice: ::core::option::Option::None
-        }),
-        Policy::Restart(Some(Some(n))) => quote!(::botmesh::flow::VersionPolicy::Restart {
-            notice: ::core::option::Option::Some(#n)
-        }),
-        Policy::Abandon => quote!(::botmesh::flow::VersionPolicy::Abandon),
-        Policy::Migrate(p) => quote!(::botmesh::flow::VersionPolicy::Migrate(#p)),
+        Policy::Restart(Some(Some(n))) => {
+            quote!(__VersionPolicy::Restart { notice: __Some(#n) })
+        }
+        Policy::Abandon => quote!(__VersionPolicy::Abandon),
+        Policy::Migrate(p) => quote!(__VersionPolicy::Migrate(#p)),
     };
     let mut callees: Vec<syn::Path> = Vec::new();
     for s in &suspensions {
@@ -222,8 +216,8 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
     // What a start trigger starts: the flow, its arguments built by `args = …`.
     let from_trigger = if params.is_empty() {
         quote!(
-            fn from_trigger(_ctx: &::botmesh::Ctx) -> ::core::option::Option<Self> {
-                ::core::option::Option::Some(Self())
+            fn without_args() -> __Option<Self> {
+                __Some(Self())
             }
         )
     } else if let Some(build) = &args.args {
@@ -234,14 +228,21 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             quote!((#(#names),*))
         };
         quote! {
-            fn from_trigger(ctx: &::botmesh::Ctx) -> ::core::option::Option<Self> {
+            fn from_trigger(ctx: &__Ctx) -> __Option<Self> {
                 let #pat = #build(ctx);
-                ::core::option::Option::Some(Self(#(#names),*))
+                __Some(Self(#(#names),*))
             }
         }
     } else {
         quote!()
     };
+    let register_callees = (!callees.is_empty()).then(|| {
+        quote! {
+            fn register_callees(reg: &mut dyn ::core::ops::FnMut(__Erased)) {
+                #( reg(__erase_fn(#callees)); )*
+            }
+        }
+    });
     let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
     // The author's lint levels apply to the body, which `step` holds.
     let lints = attrs.iter().filter(|a| {
@@ -249,61 +250,56 @@ pub(crate) fn expand(def: FlowDef, errors: &Errors) -> TokenStream {
             .iter()
             .any(|l| a.path().is_ident(l))
     });
-    let (strukt, into_start, fresh) = struct_tokens(&vis, &name, &docs, &params, &state_ty);
+    let (strukt, into_start) = struct_tokens(&vis, &name, &docs, &params);
     let flow_ty = flow_type(&name);
-    let state_doc = format!("The states of flow `{flow_name}` (generated by `#[flow]`).");
+    let generics = kept.params();
+    let state_args = kept.args();
+    // The state enum and the `Flow` impl live in a block of their own, which imports what
+    // they name from the runtime (`__`-prefixed names only) and the state's variants.
     quote! {
         #strukt
 
-        #[doc = #state_doc]
-        #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, missing_docs)]
-        #vis enum #state_ty { #(#variants),* }
+        const _: () = {
+            use ::botmesh::flow::__gen::*;
 
-        #codec_items
+            #derive
+            #[allow(non_camel_case_types, dead_code)]
+            pub enum #state_ty #generics { #(#variants),* }
 
-        impl #flow_ty {
-            /// The state graph `#[flow]` built for this flow, as a Mermaid diagram.
-            #[allow(dead_code)]
-            pub const MERMAID: &'static str = #mermaid;
-        }
+            use #state_ty::*;
 
-        impl ::botmesh::flow::Flow for #flow_ty {
-            type State = #state_ty;
-            type Output = #out_ty;
+            #codec_fn
 
-            fn info() -> ::botmesh::flow::FlowInfo {
-                ::botmesh::flow::FlowInfo {
-                    name: #flow_name,
-                    layout_hash: #layout_hash,
-                    persistent: #persistent,
-                    start: #start,
-                    on_version_mismatch: #policy,
-                    mermaid: Self::MERMAID,
-                    states: &[#(#state_infos),*],
+            impl __Flow for #flow_ty {
+                type State = #state_ty #state_args;
+                type Output = #out_ty;
+
+                fn info() -> __FlowInfo {
+                    __FlowInfo {
+                        name: #flow_name,
+                        layout_hash: #layout_hash,
+                        persistent: #persistent,
+                        start: #start,
+                        on_version_mismatch: #policy,
+                        mermaid: #mermaid,
+                        states: &[#(#state_infos),*],
+                    }
+                }
+
+                fn into_start(self) -> Self::State { #into_start }
+
+                #from_trigger
+
+                #codec_method
+
+                #register_callees
+
+                #(#lints)*
+                async fn step(#cx: &mut __FlowCx, __botmesh_state: Self::State) -> __StepResult<Self> {
+                    #step_body
                 }
             }
-
-            fn into_start(self) -> Self::State { #into_start }
-
-            #fresh
-
-            #from_trigger
-
-            #(#lints)*
-            async fn step(#cx: &mut ::botmesh::flow::FlowCx, __botmesh_state: Self::State) -> ::botmesh::flow::__StepResult<Self> {
-                #step_body
-            }
-
-            fn encode(state: &Self::State) -> ::core::result::Result<::botmesh::flow::__private::serde_json::Value, ::botmesh::flow::FlowError> { #encode }
-
-            fn decode(value: ::botmesh::flow::__private::serde_json::Value) -> ::core::result::Result<Self::State, ::botmesh::flow::FlowError> { #decode }
-
-            fn register_callees(reg: &mut dyn ::core::ops::FnMut(::botmesh::flow::Erased)) {
-                let _ = &reg;
-                #( reg(::botmesh::flow::__erase_fn(#callees)); )*
-            }
-        }
+        };
     }
 }
 
@@ -370,11 +366,20 @@ mod size {
         let src = shop_flow();
         let out = super::flow(quote::quote!(start = none), src.clone(), true);
         let file: syn::File = syn::parse2(out.clone()).expect("an expansion");
+        // The `Flow` impl is in the expansion's `const _: () = { … };` block.
         let step = file
             .items
             .iter()
             .filter_map(|i| match i {
-                syn::Item::Impl(i) => Some(i),
+                syn::Item::Const(c) => match &*c.expr {
+                    syn::Expr::Block(b) => Some(&b.block.stmts),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|s| match s {
+                syn::Stmt::Item(syn::Item::Impl(i)) => Some(i),
                 _ => None,
             })
             .flat_map(|i| &i.items)
@@ -383,13 +388,18 @@ mod size {
                 _ => None,
             })
             .expect("a step function");
-        let (src_n, step_n, all_n) = (count(src.clone()), count(step.clone()), count(out));
+        let (src_n, step_n, all_n) = (count(src.clone()), count(step.clone()), count(out.clone()));
         // The flow's code is written once: the step function is at most twice its source.
         assert!(
             step_n <= 2 * src_n,
             "the step function has {step_n} tokens, the flow {src_n}"
         );
-        // Every send and effect site is written once.
+        // Every ask is written once, those at a loop's head too (not again for the loop's
+        // next iteration), and so is every send and effect site.
+        assert_eq!(
+            count_ident(step.clone(), "__ask_at"),
+            count_ident(src.clone(), "ask")
+        );
         let sends = count_ident(src.clone(), "send");
         assert!(sends >= 2);
         assert_eq!(count_ident(step.clone(), "__send_at"), sends);
@@ -397,9 +407,10 @@ mod size {
             count_ident(step, "__effect_at"),
             count_ident(src.clone(), "effect")
         );
-        // Everything else (the state enum, the codecs, the `Flow` impl) stays small.
+        // Everything else (the state enum and its serde derive, the codec, the `Flow` impl)
+        // stays small: what every flow expands alike is generic code in the runtime.
         assert!(
-            all_n <= 6 * src_n,
+            all_n * 10 <= 26 * src_n,
             "the expansion has {all_n} tokens, the flow {src_n}"
         );
     }

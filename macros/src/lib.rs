@@ -9,9 +9,9 @@
 //! fingerprints computed from it) → `lower` (the rest of the program after a suspension,
 //! forward code up to the next one; `diverge` says where code cannot complete) → `step` (the
 //! body cut into segments, each written once) → `expand` (state enum, `step` function, `Flow`
-//! impl) with `codec` (persistent states) and `items` (flow struct, constructor, stub), plus
-//! `errors` (collected, spanned errors) and `graph` (the Mermaid state graph). Entry points
-//! stay thin: everything below works on `proc_macro2` types and is unit-tested with
+//! impl) with `codec` (the state enum's parameters, a persistent flow's codec) and `items`
+//! (flow struct, constructor, stub), plus `errors` (collected, spanned errors) and `graph`
+//! (the Mermaid state graph). Entry points stay thin: everything below works on `proc_macro2` types and is unit-tested with
 //! `parse_quote!`. To read an expansion, use `cargo expand` (the macro prints nothing
 //! itself). The generated code carries no blanket `allow`: the author's lints apply to the
 //! flow's body (a lint attribute on the flow function applies to it too).

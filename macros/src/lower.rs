@@ -119,6 +119,9 @@ pub(crate) fn desugar_while(body: &mut Block) {
 pub(crate) struct Flags {
     /// Loops rebuilt so far (their labels are numbered).
     n: usize,
+    /// What the suspension's marker becomes: the answer (or the sub-flow's output) read by
+    /// the code that resumes there.
+    take: Option<Expr>,
     /// Leave out a loop's re-entry after a resumed iteration that always leaves it (the
     /// code that runs). Liveness keeps it, so that what a state holds does not depend on it.
     prune: bool,
@@ -126,7 +129,18 @@ pub(crate) struct Flags {
 
 impl Flags {
     pub(crate) fn new(prune: bool) -> Self {
-        Self { n: 0, prune }
+        Self {
+            n: 0,
+            take: None,
+            prune,
+        }
+    }
+
+    /// Resume code in which the marker becomes `take` (by default the slot the step
+    /// function's arm filled: `__botmesh_resumed.__take()`).
+    pub(crate) fn taking(mut self, take: Expr) -> Self {
+        self.take = Some(take);
+        self
     }
 }
 
@@ -166,7 +180,10 @@ fn block_expr(stmts: Vec<Stmt>) -> Expr {
 
 fn resume_expr(e: &Expr, k: usize, flags: &mut Flags) -> Expr {
     if marker_id(e) == Some(k) {
-        return syn::parse_quote!(__botmesh_resumed.__take());
+        return match &flags.take {
+            Some(take) => take.clone(),
+            None => syn::parse_quote!(__botmesh_resumed.__take()),
+        };
     }
     let mut e = e.clone();
     match &mut e {
@@ -376,12 +393,29 @@ pub(crate) fn direct_marker(e: &Expr) -> Option<usize> {
     }
 }
 
-fn direct_marker_stmt(s: &Stmt) -> Option<usize> {
+pub(crate) fn direct_marker_stmt(s: &Stmt) -> Option<usize> {
     match s {
         Stmt::Local(l) => l.init.as_ref().and_then(|i| direct_marker(&i.expr)),
         Stmt::Expr(e, _) => direct_marker(e),
         _ => None,
     }
+}
+
+/// `s` with the marker of suspension `k` replaced by `with`.
+pub(crate) fn replace_marker(mut s: Stmt, k: usize, with: &Expr) -> Stmt {
+    struct Replace<'a>(usize, &'a Expr);
+    impl VisitMut for Replace<'_> {
+        fn visit_expr_mut(&mut self, e: &mut Expr) {
+            if marker_id(e) == Some(self.0) {
+                *e = self.1.clone();
+            } else {
+                visit_mut::visit_expr_mut(self, e);
+            }
+        }
+        fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+    }
+    Replace(k, with).visit_stmt_mut(&mut s);
+    s
 }
 
 /// Replaces suspensions by `suspend(k)` (a diverging block) and drops what follows them.
@@ -438,7 +472,9 @@ pub(crate) fn unbind_diverging(s: Stmt) -> Stmt {
     }
 }
 
-fn allow_unused_mut(stmts: &mut [Stmt]) {
+/// `#[allow(unused_mut)]` on the `mut` locals of `stmts`: code after them, which another
+/// state's code may hold, mutates them.
+pub(crate) fn allow_unused_mut(stmts: &mut [Stmt]) {
     for prev in stmts {
         if let Stmt::Local(l) = prev {
             let mut bs = Vec::new();

@@ -8,13 +8,11 @@
 //! the next segment, which follows the `match` that dispatches on the state:
 //!
 //! ```text
-//! use ::botmesh::flow::{self as __botmesh, __done, __later, __wait, __Some};
-//! use __order_State::*;                           // the variants: `__Start`, `__S1`, …
-//! __done({
-//!     let (item,) = match state {                 // segment 0: `let item = loop { ask }`
+//! __done({                                        // (the variants `__Start`, `__S1`, … are
+//!     let (item,) = match state {                 //  imported by the expansion's block)
 //!         __Start {} => { …forward code…; (item,) }
 //!         __S1 {} => {
-//!             let __Some(mut __botmesh_resumed) = cx.__answer("order/item").await? else {
+//!             let __Some(mut __botmesh_resumed) = cx.__resume_ask("order/qty", …).await? else {
 //!                 return __wait(__S1 {});         // the answer failed validation: wait again
 //!             };
 //!             …the rest of the statement…; (item,)
@@ -26,12 +24,20 @@
 //! ```
 //!
 //! with one more `match` level per segment (a state of a later segment skips the earlier
-//! ones). Forward code stops at the next suspension (an early `return` carrying the live
-//! locals). Which locals a state keeps is `liveness`'s (computed on the whole rest of the
-//! program, so that it does not depend on this layout); the tuple carries only what the next
-//! segment uses. The helpers (`botmesh::flow`'s `__answer`, `__wait`, `__done`, …) keep what
-//! every state repeats out of the expansion: the shop's order flow expands to a step function
-//! at most twice the size of its source (pinned by `expand`'s size test).
+//! ones). A plain ask (no `parse`/`validate`) cannot fail validation: its arm has no slot,
+//! the answer is read where the ask stood (`cx.__answer_now()`). A segment that ends in a
+//! loop opening with its only suspension, a plain ask (`let item = loop { let a =
+//! cx.ask(…).await?; … }`), is written differently, so that the ask is not written again
+//! for the loop's next iteration: the state's arm only gives back the locals it kept, the
+//! other way in runs the statements before the loop, and both meet at the loop, written
+//! once, whose ask reads the answer when the step resumed there (`cx.__answered()`) and
+//! suspends otherwise. Forward code stops at the next suspension (an early `return`
+//! carrying the live locals). Which locals a state keeps is `liveness`'s (computed on the
+//! whole rest of the program, so that it does not depend on this layout); the tuple carries
+//! only what the next segment uses. The helpers (`botmesh::flow`'s `__answered`, `__wait`,
+//! `__done`, …) keep what every state repeats out of the expansion: the shop's order flow
+//! expands to a step function at most twice the size of its source (pinned by `expand`'s
+//! size test).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -124,10 +130,17 @@ fn scope_after(stmts: &[Stmt], i: usize, params: &[Binding]) -> Vec<Binding> {
     out
 }
 
+/// The bindings in scope at the top level before statement `i`.
+fn scope_before(stmts: &[Stmt], i: usize, params: &[Binding]) -> Vec<Binding> {
+    match i {
+        0 => params.to_vec(),
+        _ => scope_after(stmts, i - 1, params),
+    }
+}
+
 /// What `step` needs to know about a flow.
 pub(crate) struct Step<'a> {
     pub(crate) cx: &'a Ident,
-    pub(crate) state_ty: &'a Ident,
     pub(crate) flow_name: &'a str,
     /// The validated body's statements.
     pub(crate) body: &'a [Stmt],
@@ -193,18 +206,15 @@ impl Step<'_> {
     pub(crate) fn body(&self) -> TokenStream {
         let segs = segments(self.body, self.params, &self.uses());
         let stage = self.stage(&segs, segs.len() - 1, quote!(__botmesh_state));
-        let state_ty = self.state_ty;
-        quote! {
-            #[allow(unused_imports)]
-            use ::botmesh::flow::{self as __botmesh, __done, __later, __wait, __Some};
-            use #state_ty::*;
-            __done(#stage)
-        }
+        quote!(__done(#stage))
     }
 
     /// Segment `j` as an expression over the state `scrut`: its value is what it carries
     /// (or the flow's result for the last one).
     fn stage(&self, segs: &[Segment], j: usize, scrut: TokenStream) -> TokenStream {
+        if let Some(code) = self.loop_head_stage(segs, j, &scrut) {
+            return code;
+        }
         let seg = &segs[j];
         let mut arms = Vec::new();
         for &k in &seg.states {
@@ -231,6 +241,89 @@ impl Step<'_> {
             arms.push(quote!(#s => { #take #code }));
         }
         quote!(match #scrut { #(#arms)* })
+    }
+
+    /// Segment `j` when its last statement is a loop (or `let … = loop …`) that opens with its
+    /// only suspension, a plain ask: the loop is written once, its ask reading the answer
+    /// when the step resumed there (`cx.__answered()`, taken by the first ask that reads it)
+    /// and suspending otherwise. The state's arm only gives back the locals it kept, the
+    /// other way in runs the statements before the loop, and both meet at the loop, so the
+    /// ask is not written a second time for the loop's next iteration. `None` for any other
+    /// segment.
+    fn loop_head_stage(
+        &self,
+        segs: &[Segment],
+        j: usize,
+        scrut: &TokenStream,
+    ) -> Option<TokenStream> {
+        let seg = &segs[j];
+        let [k] = seg.states[..] else {
+            return None;
+        };
+        let (s, l) = self.susp(k)?;
+        match &s.kind {
+            Kind::Ask { answer_side, .. } if answer_side.is_empty() => {}
+            _ => return None,
+        }
+        let held_at = seg.stmts.end - 1;
+        let held = &self.body[held_at];
+        let lp = match held {
+            Stmt::Expr(Expr::Loop(lp), _) => lp,
+            Stmt::Local(syn::Local {
+                init: Some(init), ..
+            }) if init.diverge.is_none() => match &*init.expr {
+                Expr::Loop(lp) => lp,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if lp.body.stmts.first().and_then(lower::direct_marker_stmt) != Some(k) {
+            return None;
+        }
+        // What the loop and the code after it use, in scope before it: the state keeps
+        // exactly these (nothing is bound between the loop's start and its ask).
+        let used = liveness::free_vars(&self.body[held_at..], &self.uses());
+        let carried: Vec<Binding> = scope_before(self.body, held_at, self.params)
+            .into_iter()
+            .filter(|b| used.contains(&b.name.to_string()))
+            .collect();
+        let kept: BTreeSet<String> = l.live.iter().map(|b| b.name.to_string()).collect();
+        if kept != carried.iter().map(|b| b.name.to_string()).collect() {
+            return None;
+        }
+        let ids = tuple(names(&carried));
+        let rebind = rebind_mut(carried.iter().filter(|b| b.mutable).map(|b| &b.name));
+        let mut before: Vec<Stmt> = self.body[seg.stmts.start..held_at].to_vec();
+        lower::allow_unused_mut(&mut before);
+        let hand = (!diverge::stmts_end(&before)).then(|| ids.clone());
+        let v = format_ident!("__S{}", k);
+        let fields = names(&l.live);
+        let mut arms = vec![quote!(#v { #(#fields),* } => #ids,)];
+        if j == 0 {
+            let params = names(self.params);
+            let rebind = rebind_mut(self.params.iter().filter(|b| b.mutable).map(|b| &b.name));
+            arms.push(quote!(__Start { #(#params),* } => { #rebind #(#before)* #hand }));
+            if segs.iter().skip(1).any(|s| !s.states.is_empty()) {
+                arms.push(quote!(_ => __later(),));
+            }
+        } else {
+            let s = format_ident!("__botmesh_s{}", j);
+            let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, quote!(#s)));
+            arms.push(quote!(#s => { #take #(#before)* #hand }));
+        }
+        let cx = self.cx;
+        let suspend = self.suspend(k);
+        let ask: Expr = syn::parse_quote!(match #cx.__answered() {
+            __Some(__botmesh_answer) => __botmesh_answer,
+            _ => #suspend,
+        });
+        let code = self.then_hand_on(vec![lower::replace_marker(held.clone(), k, &ask)], seg);
+        let bind = if carried.is_empty() {
+            quote!(match #scrut { #(#arms)* })
+        } else {
+            quote!(let #ids = match #scrut { #(#arms)* }; #rebind)
+        };
+        Some(quote!({ #bind #code }))
     }
 
     /// `let (a, b) = <before>;` (with `mut` rebinds), or the statement alone.
@@ -275,26 +368,33 @@ impl Step<'_> {
         let v = format_ident!("__S{}", k);
         let fields = names(&l.live);
         let resume = match &s.kind {
+            // A plain ask cannot fail validation: its answer is read where the ask stood.
+            Kind::Ask { answer_side, .. } if answer_side.is_empty() => None,
             Kind::Ask { answer_side, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
-                if answer_side.is_empty() {
-                    quote!(#cx.__answer(#site).await?)
-                } else {
-                    quote!(#cx.__resume_ask(#site, __botmesh::Ask::__resumed() #(#answer_side)*).await?)
-                }
+                Some(quote!(#cx.__resume_ask(#site, __Ask::__resumed() #(#answer_side)*).await?))
             }
             Kind::Call { callee, .. } => {
-                quote!(#cx.__resume_call(__botmesh::__output_of(#callee)).await?)
+                Some(quote!(#cx.__resume_call(__output_of(#callee)).await?))
             }
         };
-        let rest = lower::unbind_diverging(lower::resume_stmt(held, k, &mut Flags::new(true)));
+        let flags = match resume {
+            Some(_) => Flags::new(true),
+            None => Flags::new(true).taking(syn::parse_quote!(#cx.__answer_now())),
+        };
+        let rest = lower::unbind_diverging(lower::resume_stmt(held, k, &mut { flags }));
         let code = self.then_hand_on(self.forward(vec![rest]), seg);
         let rebind = rebind_mut(l.live.iter().filter(|b| b.mutable).map(|b| &b.name));
-        quote! {
-            #v { #(#fields),* } => {
+        let take = resume.map(|resume| {
+            quote! {
                 let __Some(mut __botmesh_resumed) = #resume else {
                     return __wait(#v { #(#fields),* });
                 };
+            }
+        });
+        quote! {
+            #v { #(#fields),* } => {
+                #take
                 #rebind
                 #code
             }
@@ -358,10 +458,8 @@ mod tests {
         let def = crate::parse::parse_fn(item, args, true, &e).expect("a function");
         let a = crate::analyze::analyze(&def.name, &def.cx, &def.params, None, def.body, &e);
         assert!(e.is_empty(), "{:?}", e.messages());
-        let state_ty = format_ident!("S");
         let step = Step {
             cx: &def.cx,
-            state_ty: &state_ty,
             flow_name: "f",
             body: &a.body.stmts,
             suspensions: &a.suspensions,

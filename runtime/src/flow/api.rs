@@ -162,15 +162,40 @@ pub trait Flow: Send + Sync + Sized + 'static {
         state: Self::State,
     ) -> impl Future<Output = Result<Step<Self::State, Self::Output>, HandlerError>> + Send + '_;
 
+    /// How a state is saved in a checkpoint: `Some` for a `#[persistent]` flow (`#[flow]`
+    /// derives serde on its state enum), `None` for a flow whose state lives in memory only.
+    fn codec() -> Option<__Codec<Self::State>> {
+        None
+    }
+
     /// Serializes a state (persistent flows; others answer [`FlowError::NotPersistent`]).
-    fn encode(state: &Self::State) -> Result<serde_json::Value, FlowError>;
+    fn encode(state: &Self::State) -> Result<serde_json::Value, FlowError> {
+        let flow = Self::info().name;
+        let (encode, _) = Self::codec().ok_or(FlowError::NotPersistent { flow })?;
+        encode(state).map_err(|reason| FlowError::Encode { flow, reason })
+    }
 
     /// Deserializes a state written by the same layout.
-    fn decode(value: serde_json::Value) -> Result<Self::State, FlowError>;
+    fn decode(value: serde_json::Value) -> Result<Self::State, FlowError> {
+        let flow = Self::info().name;
+        let (_, decode) = Self::codec().ok_or(FlowError::NotPersistent { flow })?;
+        decode(value).map_err(|reason| FlowError::Decode {
+            flow: flow.to_owned(),
+            reason,
+        })
+    }
+
+    /// The flow of a flow without parameters (`None` for a flow with some): what [`fresh`]
+    /// and a start trigger start, unless they are overridden.
+    ///
+    /// [`fresh`]: Flow::fresh
+    fn without_args() -> Option<Self> {
+        None
+    }
 
     /// The start state of a flow without arguments (for the `Restart` version policy).
     fn fresh() -> Option<Self::State> {
-        None
+        Self::without_args().map(Self::into_start)
     }
 
     /// The flow a start trigger starts for the message `ctx` (its arguments built from the
@@ -178,7 +203,7 @@ pub trait Flow: Send + Sync + Sized + 'static {
     /// cannot start it.
     fn from_trigger(ctx: &Ctx) -> Option<Self> {
         let _ = ctx;
-        None
+        Self::without_args()
     }
 
     /// The sub-flows this flow calls, registered with it (so a checkpoint that holds one can
@@ -632,52 +657,7 @@ pub fn __later<T>() -> T {
 #[doc(hidden)]
 pub use ::core::option::Option::Some as __Some;
 
-/// A state's variant name and fields (generated `decode`).
-#[doc(hidden)]
-pub fn __split_state(
-    value: serde_json::Value,
-    flow: &'static str,
-) -> Result<(String, serde_json::Map<String, serde_json::Value>), FlowError> {
-    let bad = |reason: &str| FlowError::Decode {
-        flow: flow.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let serde_json::Value::Object(m) = value else {
-        return Err(bad("a state is a one-key object"));
-    };
-    let mut it = m.into_iter();
-    match (it.next(), it.next()) {
-        (Some((name, serde_json::Value::Object(fields))), None) => Ok((name, fields)),
-        _ => Err(bad("a state is a one-key object of fields")),
-    }
-}
-
-/// Takes one field of a state (generated `decode`).
-#[doc(hidden)]
-pub fn __field(
-    fields: &mut serde_json::Map<String, serde_json::Value>,
-    name: &str,
-    flow: &'static str,
-) -> Result<serde_json::Value, FlowError> {
-    fields.remove(name).ok_or_else(|| FlowError::Decode {
-        flow: flow.to_owned(),
-        reason: format!("missing field `{name}`"),
-    })
-}
-
-/// Encodes one field (generated code).
-#[doc(hidden)]
-pub fn __enc<T: Checkpointable>(v: &T) -> Result<serde_json::Value, String> {
-    serde_json::to_value(v).map_err(|e| e.to_string())
-}
-
-/// Decodes one field (generated code).
-#[doc(hidden)]
-pub fn __dec<T: Checkpointable>(v: serde_json::Value) -> Result<T, String> {
-    serde_json::from_value(v).map_err(|e| e.to_string())
-}
-
-/// The codec of one state field (generated code).
+/// How a state is saved (generated code): to JSON, from JSON.
 #[doc(hidden)]
 pub type __Codec<T> = (
     fn(&T) -> Result<serde_json::Value, String>,
@@ -694,50 +674,16 @@ pub fn __wait<S, O>(state: S) -> Result<Step<S, O>, HandlerError> {
     Ok(Step::Suspend(state))
 }
 
-/// The codec of a kept local, checked where its type is written (generated code).
+/// The codec of a persistent flow's state (generated code): `#[flow]` derives serde on the
+/// state enum, generic over the kept locals' types, and calls this in a function whose
+/// bounds name each type where the flow writes it, so that a type that cannot be saved is
+/// reported once, at that local.
 #[doc(hidden)]
 pub fn __codec<T: Checkpointable>() -> __Codec<T> {
-    (__enc::<T>, __dec::<T>)
-}
-
-/// A state as a checkpoint holds it, `{"<state>": {"<local>": …}}` (generated `encode`).
-#[doc(hidden)]
-pub fn __encode<const N: usize>(
-    flow: &'static str,
-    state: &str,
-    fields: [(&str, Result<serde_json::Value, String>); N],
-) -> Result<serde_json::Value, FlowError> {
-    let mut map = serde_json::Map::new();
-    for (name, value) in fields {
-        let value = value.map_err(|reason| FlowError::Encode { flow, reason })?;
-        map.insert(name.to_owned(), value);
-    }
-    let mut out = serde_json::Map::new();
-    out.insert(state.to_owned(), serde_json::Value::Object(map));
-    Ok(serde_json::Value::Object(out))
-}
-
-/// Decodes one field of a state (generated `decode`).
-#[doc(hidden)]
-pub fn __decode<T>(
-    fields: &mut serde_json::Map<String, serde_json::Value>,
-    name: &str,
-    flow: &'static str,
-    decode: fn(serde_json::Value) -> Result<T, String>,
-) -> Result<T, FlowError> {
-    decode(__field(fields, name, flow)?).map_err(|reason| FlowError::Decode {
-        flow: flow.to_owned(),
-        reason,
-    })
-}
-
-/// A checkpoint names a state this build does not have (generated `decode`).
-#[doc(hidden)]
-pub fn __unknown_state<S>(flow: &'static str, state: &str) -> Result<S, FlowError> {
-    Err(FlowError::Decode {
-        flow: flow.to_owned(),
-        reason: format!("unknown state `{state}`"),
-    })
+    (
+        |v| serde_json::to_value(v).map_err(|e| e.to_string()),
+        |v| serde_json::from_value(v).map_err(|e| e.to_string()),
+    )
 }
 
 /// The items a flow's `for` loop has not reached yet. `#[flow]` runs a `for` loop that holds

@@ -88,14 +88,34 @@ impl FlowCx {
         Ok(Step::Suspend(state))
     }
 
-    /// The answer of the plain ask (no `parse`/`validate`) this flow waited at. Generated
+    /// The answer this step was fed, taken by the first plain ask (no `parse`/`validate`)
+    /// that reads it; `None` when the step was not fed an answer (it started, or an earlier
+    /// ask or sub-flow call of this step took its input), and the ask suspends. Generated
+    /// code: an ask at the head of a loop is written once, and reads its answer this way
+    /// whether the step resumed there or arrived there.
+    #[doc(hidden)]
+    pub fn __answered(&self) -> Option<Result<Answer, Interrupt>> {
+        let mut input = lock(&self.input);
+        match input.take() {
+            Some(Input::Answer(a)) => Some(Ok(a)),
+            Some(Input::Timeout) => Some(Err(Interrupt::Timeout)),
+            Some(Input::Cancelled) => Some(Err(Interrupt::Cancelled)),
+            None | Some(Input::Start) => None,
+            Some(Input::Returned(_)) => {
+                tracing::warn!(
+                    flow = self.flow,
+                    "an ask resumed with an input meant for another wait"
+                );
+                Some(Err(Interrupt::Cancelled))
+            }
+        }
+    }
+
+    /// The answer of the plain ask (no `parse`/`validate`) this step resumed at. Generated
     /// code.
     #[doc(hidden)]
-    pub async fn __answer(
-        &mut self,
-        site: &'static str,
-    ) -> Result<Option<__Resumed<Result<Answer, Interrupt>>>, BotError> {
-        self.__resume_ask(site, Ask::__resumed()).await
+    pub fn __answer_now(&self) -> Result<Answer, Interrupt> {
+        self.__answered().unwrap_or(Err(Interrupt::Cancelled))
     }
 
     /// The answer of the ask this flow waited at; `None` when it failed validation (the

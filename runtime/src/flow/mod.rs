@@ -64,10 +64,9 @@ mod sends;
 mod stack;
 
 pub use api::{
-    __Codec, __Resumed, __Some, __StepResult, __codec, __dec, __decode, __done, __enc, __encode,
-    __erase_fn, __field, __later, __output_of, __split_state, __unknown_state, __wait,
-    ByConstructor, ByValue, Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx,
-    FlowError, FlowFn, FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger,
+    __Codec, __Resumed, __Some, __StepResult, __codec, __done, __erase_fn, __later, __output_of,
+    __wait, ByConstructor, ByValue, Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow,
+    FlowCx, FlowError, FlowFn, FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger,
     StateInfo, Step, VersionPolicy, erase, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
@@ -84,6 +83,24 @@ use crate::message::ChatId;
 pub mod __private {
     pub use serde;
     pub use serde_json;
+}
+
+/// What `#[flow]`'s expansion imports (`use ::botmesh::flow::__gen::*;` in the block that
+/// holds a flow's state enum and `Flow` impl): every name starts with `__`, so that the flow's
+/// own code, which the step function holds, sees no name of its own shadowed.
+#[doc(hidden)]
+pub mod __gen {
+    pub use super::{
+        __Codec, __Some, __StepResult, __codec, __done, __erase_fn, __later, __output_of, __wait,
+    };
+    pub use super::{
+        Ask as __Ask, Checkpointable as __Checkpointable, Erased as __Erased, Flow as __Flow,
+        FlowCx as __FlowCx, FlowInfo as __FlowInfo, StartTrigger as __StartTrigger,
+        StateInfo as __StateInfo, VersionPolicy as __VersionPolicy,
+    };
+    pub use crate::kernel::context::Ctx as __Ctx;
+    pub use core::option::Option as __Option;
+    pub use serde::{Deserialize as __Deserialize, Serialize as __Serialize};
 }
 
 /// The "active conversation" stage: a flow waiting in this chat takes the message as its answer.

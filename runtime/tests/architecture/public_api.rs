@@ -676,10 +676,10 @@ impl Crate {
         for (target, mut all) in by_target {
             // The deepest public path outside the prelude (its home module, e.g.
             // `botmesh::bot::Bot` rather than the root's `botmesh::Bot`), whichever private
-            // module defines it.
+            // module defines it, and outside the `__` names generated code imports.
             all.sort_by_key(|p| {
                 (
-                    p.contains("::prelude::"),
+                    p.contains("::prelude::") || p.contains("::__"),
                     std::cmp::Reverse(p.matches("::").count()),
                     p.clone(),
                 )
