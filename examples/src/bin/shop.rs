@@ -295,6 +295,11 @@ async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn Durable
         }
         return Ok((Arc::new(SqliteStore::open(&cli.db)), None));
     };
+    // Unused when the shop is built with neither server backend.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "redis")),
+        allow(unused_variables)
+    )]
     let failed = |e: &dyn std::fmt::Display| ShopError::Store {
         url: url.clone(),
         reason: e.to_string(),
