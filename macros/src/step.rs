@@ -295,7 +295,8 @@ impl Step<'_> {
         let rebind = rebind_mut(carried.iter().filter(|b| b.mutable).map(|b| &b.name));
         let mut before: Vec<Stmt> = self.body[seg.stmts.start..held_at].to_vec();
         lower::allow_unused_mut(&mut before);
-        let hand = (!diverge::stmts_end(&before)).then(|| ids.clone());
+        // With nothing carried the match is a statement: its arms hand on no `()`.
+        let hand = (!carried.is_empty() && !diverge::stmts_end(&before)).then(|| ids.clone());
         let v = format_ident!("__S{}", k);
         let fields = names(&l.live);
         let mut arms = vec![quote!(#v { #(#fields),* } => #ids,)];
