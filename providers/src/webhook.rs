@@ -1,7 +1,9 @@
 //! The webhook skeleton the HTTP-webhook channels share: [`WebhookServer`] (one axum server
 //! that several providers mount their routes on) and [`WebhookChannel`] with [`route`] (one
 //! route's request handling), so that a channel writes only what is its own: how a request's
-//! signature is checked, how its body becomes events, and (elsewhere) how it sends.
+//! signature is checked, how its body becomes events, and how it sends. [`WebhookProvider`]
+//! (with a channel's network feature) is the provider around a channel's [`WebhookApi`]: it
+//! keeps the sink its routes deliver to, starts and stops, and journals media refs.
 //!
 //! A channel that pushes updates (Telegram webhooks, WhatsApp Cloud, Twilio) redelivers what
 //! was not acknowledged. So a route answers 2xx only once the pipeline *accepted* every event
@@ -35,9 +37,10 @@
 //! # server.shutdown().await; Ok(()) }
 //! ```
 //!
-//! A minimal channel: a shared secret in a header, a JSON body `{"id", "chat", "text"}`. Its
-//! provider keeps a [`SinkSlot`] (`slot.start(sink)` in `Provider::start`, `slot.set(None)` in
-//! `stop`) and hands `route(Arc::new(channel), "/hook")` to the server:
+//! A minimal channel: a shared secret in a header, a JSON body `{"id", "chat", "text"}`. On a
+//! [`WebhookProvider`] the route gets the provider's [`SinkSlot`] in [`WebhookApi::routes`]; a
+//! provider of its own keeps one (`slot.start(sink)` in `Provider::start`, `slot.set(None)` in
+//! `stop`). Either hands `route(Arc::new(channel), "/hook")` to the server:
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -82,6 +85,9 @@
 //! # server.shutdown().await; Ok(()) }
 //! ```
 
+#[cfg(network_channel)]
+mod provider;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
@@ -95,6 +101,9 @@ use botmesh::provider::{EventSink, ProviderEvent, Rejected};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+#[cfg(network_channel)]
+pub use provider::{WebhookApi, WebhookProvider};
 
 /// A failure to run the webhook server.
 #[derive(Debug, thiserror::Error)]

@@ -15,22 +15,9 @@ pub const DEFAULT_API_BASE: &str = "https://graph.facebook.com";
 /// The default Graph version.
 pub const DEFAULT_API_VERSION: &str = "v21.0";
 
-/// A Meta channel's configuration error; names the setting or environment variable, never its
-/// value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MetaConfigError {
-    /// A required environment variable is not set.
-    #[error("{0} is not set")]
-    MissingEnv(&'static str),
-    /// A setting has an invalid value.
-    #[error("{setting} is invalid: {reason}")]
-    Invalid {
-        /// The setting or environment variable.
-        setting: &'static str,
-        /// Why.
-        reason: String,
-    },
-}
+/// A Meta channel's configuration error: the shared [`ConfigError`](crate::settings::ConfigError)
+/// (names the setting or environment variable, never its value).
+pub type MetaConfigError = crate::settings::ConfigError;
 
 /// The environment variables of a channel's shared settings.
 pub(crate) struct EnvNames {

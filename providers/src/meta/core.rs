@@ -1,5 +1,6 @@
-//! [`MetaCore`]: what every Meta provider holds (its config, Graph client, sink slot and
-//! session window) and how it builds them and its webhook route.
+//! [`MetaCore`]: what every Meta channel holds (its config, Graph client and session window)
+//! and how it builds them and its webhook route (the sink slot is the
+//! [`WebhookProvider`](crate::webhook::WebhookProvider)'s).
 
 use std::sync::Arc;
 
@@ -19,7 +20,6 @@ pub(crate) trait MetaConfig {
 pub(crate) struct MetaCore<Cfg> {
     pub(crate) config: Cfg,
     pub(crate) graph: GraphClient,
-    pub(crate) slot: SinkSlot,
     pub(crate) window: Arc<SessionWindow>,
 }
 
@@ -36,13 +36,12 @@ impl<Cfg: MetaConfig> MetaCore<Cfg> {
         Ok(Self {
             config,
             graph,
-            slot: SinkSlot::default(),
             window: Arc::default(),
         })
     }
 
-    /// The webhook route, parsing with `inbound`.
-    pub(crate) fn route<I: MetaInbound>(&self, inbound: I) -> axum::Router {
-        MetaWebhook::route(self.config.graph(), &self.slot, &self.window, inbound)
+    /// The webhook route, parsing with `inbound` and delivering to the sink in `slot`.
+    pub(crate) fn route<I: MetaInbound>(&self, slot: &SinkSlot, inbound: I) -> axum::Router {
+        MetaWebhook::route(self.config.graph(), slot, &self.window, inbound)
     }
 }

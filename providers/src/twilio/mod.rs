@@ -59,14 +59,14 @@ use axum::Router;
 use botmesh::message::{
     Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 
 pub use config::{DEFAULT_API_BASE, TwilioConfig, TwilioConfigError, TwilioSender};
 pub use signature::{signature, verify};
 
 use crate::http::{Auth, GuardedClient};
-use crate::webhook::SinkSlot;
+use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "twilio";
@@ -98,8 +98,11 @@ const TWIML_EMPTY: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>
 /// server.shutdown().await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct TwilioProvider {
+pub type TwilioProvider = WebhookProvider<Twilio>;
+
+/// The Twilio channel: its config, HTTP clients, and the numbered options last sent to each
+/// chat.
+pub struct Twilio {
     inner: Arc<Inner>,
 }
 
@@ -107,11 +110,10 @@ struct Inner {
     config: TwilioConfig,
     http: reqwest::Client,
     media: GuardedClient,
-    slot: SinkSlot,
     options: Mutex<HashMap<ChatId, Vec<Button>>>,
 }
 
-impl std::fmt::Debug for TwilioProvider {
+impl std::fmt::Debug for Twilio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TwilioProvider")
             .field("config", &self.inner.config)
@@ -166,7 +168,7 @@ fn unsupported(what: impl Into<String>) -> ProviderError {
     }
 }
 
-impl TwilioProvider {
+impl WebhookProvider<Twilio> {
     /// A provider with these settings.
     pub fn new(config: TwilioConfig) -> Result<Self, ProviderError> {
         // An empty auth token would accept any request signed with the empty key: the
@@ -182,33 +184,17 @@ impl TwilioProvider {
         let (http, media) =
             crate::http::channel_clients(config.request_timeout, config.media_client.as_ref())
                 .map_err(|e| api_error(None, None, e, false))?;
-        Ok(Self {
-            inner: Arc::new(Inner {
-                config,
-                http,
-                media,
-                slot: SinkSlot::default(),
-                options: Mutex::new(HashMap::new()),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            config,
+            http,
+            media,
+            options: Mutex::new(HashMap::new()),
+        });
+        Ok(Self::with_api(Twilio { inner }))
     }
+}
 
-    /// The inbound message and status callback routes to mount on a
-    /// [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        let route = |kind, path: &str| {
-            crate::webhook::route(
-                Arc::new(webhook::Channel {
-                    inner: self.inner.clone(),
-                    kind,
-                }),
-                path,
-            )
-        };
-        route(webhook::Kind::Inbound, &self.inner.config.path)
-            .merge(route(webhook::Kind::Status, &self.inner.config.status_path))
-    }
-
+impl Twilio {
     /// Whether a media URL may be journaled and downloaded with the account's credentials:
     /// on the API origin, or an `https` URL on a `twilio.com` host.
     fn media_url_allowed(&self, url: &str) -> bool {
@@ -281,10 +267,9 @@ impl TwilioProvider {
 }
 
 #[async_trait]
-impl Provider for TwilioProvider {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl WebhookApi for Twilio {
+    const NAME: &'static str = NAME;
+    const MEDIA_FIELD: &'static str = "url";
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -297,14 +282,18 @@ impl Provider for TwilioProvider {
         }
     }
 
-    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        self.inner.slot.start(sink);
-        Ok(())
-    }
-
-    async fn stop(&self) -> Result<(), ProviderError> {
-        self.inner.slot.set(None);
-        Ok(())
+    /// The inbound message and status callback routes.
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        let route = |kind, path: &str| {
+            let channel = webhook::Channel {
+                inner: self.inner.clone(),
+                slot: slot.clone(),
+                kind,
+            };
+            crate::webhook::route(Arc::new(channel), path)
+        };
+        route(webhook::Kind::Inbound, &self.inner.config.path)
+            .merge(route(webhook::Kind::Status, &self.inner.config.status_path))
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
@@ -396,8 +385,11 @@ impl Provider for TwilioProvider {
         Ok(SentMessage { message_id })
     }
 
+    fn media_token_ok(&self, token: &str) -> bool {
+        self.media_url_allowed(token)
+    }
+
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, NAME)?;
         if !self.media_url_allowed(&media.token) {
             return Err(api_error(
                 None,
@@ -417,13 +409,5 @@ impl Provider for TwilioProvider {
             .await
             .map(|d| d.bytes)
             .map_err(|e| crate::media::download_error(e, NAME))
-    }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, NAME, "url", |url| self.media_url_allowed(url))
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, NAME, "url", |url| self.media_url_allowed(url))
     }
 }

@@ -24,6 +24,7 @@ pub(super) enum Kind {
 /// A Twilio webhook route's channel.
 pub(super) struct Channel {
     pub(super) inner: Arc<Inner>,
+    pub(super) slot: SinkSlot,
     pub(super) kind: Kind,
 }
 
@@ -50,7 +51,7 @@ fn form(body: &[u8]) -> Result<Form, Refused> {
 
 impl WebhookChannel for Channel {
     fn slot(&self) -> &SinkSlot {
-        &self.inner.slot
+        &self.slot
     }
 
     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {

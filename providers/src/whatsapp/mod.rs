@@ -38,14 +38,12 @@ mod config;
 mod inbound;
 mod outbound;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{
     ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -53,6 +51,7 @@ pub use crate::meta::{DEFAULT_API_BASE, DEFAULT_API_VERSION, SESSION_WINDOW_MS, 
 pub use config::{WhatsAppConfig, WhatsAppConfigError, WindowTemplate};
 
 use crate::meta::MetaCore;
+use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 use outbound::MediaField;
 
 /// The provider's name, as media refs carry it.
@@ -71,7 +70,8 @@ pub fn media_url_allowed(api_base: &str, url: &str) -> bool {
     crate::meta::url_allowed(api_base, url, &META_MEDIA_HOSTS)
 }
 
-/// A WhatsApp Cloud API phone number. Cheap to clone.
+/// A WhatsApp Cloud API phone number ([`WhatsApp`] on the shared webhook provider). Cheap to
+/// clone.
 ///
 /// ```no_run
 /// use botmesh::prelude::*;
@@ -85,12 +85,14 @@ pub fn media_url_allowed(api_base: &str, url: &str) -> bool {
 /// server.shutdown().await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct WhatsAppProvider {
-    inner: Arc<MetaCore<WhatsAppConfig>>,
+pub type WhatsAppProvider = WebhookProvider<WhatsApp>;
+
+/// The WhatsApp Cloud API channel: its config, Graph client and session window.
+pub struct WhatsApp {
+    inner: MetaCore<WhatsAppConfig>,
 }
 
-impl std::fmt::Debug for WhatsAppProvider {
+impl std::fmt::Debug for WhatsApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WhatsAppProvider")
             .field("config", &self.inner.config)
@@ -98,21 +100,20 @@ impl std::fmt::Debug for WhatsAppProvider {
     }
 }
 
-impl WhatsAppProvider {
+impl WebhookProvider<WhatsApp> {
     /// A provider with these settings.
     pub fn new(config: WhatsAppConfig) -> Result<Self, ProviderError> {
-        let core = MetaCore::new(NAME, config, outbound::table, MEDIA_LIMIT)?;
-        Ok(Self {
-            inner: Arc::new(core),
-        })
+        let inner = MetaCore::new(NAME, config, outbound::table, MEDIA_LIMIT)?;
+        Ok(Self::with_api(WhatsApp { inner }))
     }
 
-    /// The GET (verification) and POST (notifications) routes to mount on a
-    /// [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        self.inner.route(inbound::Inbound)
+    /// Records that `chat` wrote at `at_ms` (the webhook does it; tests and restores may too).
+    pub fn note_inbound(&self, chat: &ChatId, at_ms: i64) {
+        self.api().inner.window.note(chat, at_ms);
     }
+}
 
+impl WhatsApp {
     /// POSTs `body` to `/messages`; `acts`: it sends a message (not a read mark).
     async fn post_message(
         &self,
@@ -172,11 +173,6 @@ impl WhatsAppProvider {
             chat: chat.to_string(),
         })
     }
-
-    /// Records that `chat` wrote at `at_ms` (the webhook does it; tests and restores may too).
-    pub fn note_inbound(&self, chat: &ChatId, at_ms: i64) {
-        self.inner.window.note(chat, at_ms);
-    }
 }
 
 fn default_mime(kind: botmesh::message::MediaKind) -> &'static str {
@@ -205,10 +201,9 @@ fn plausible_media_id(id: &str) -> bool {
 }
 
 #[async_trait]
-impl Provider for WhatsAppProvider {
-    fn name(&self) -> &str {
-        NAME
-    }
+impl WebhookApi for WhatsApp {
+    const NAME: &'static str = NAME;
+    const MEDIA_FIELD: &'static str = "media_id";
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -221,14 +216,8 @@ impl Provider for WhatsAppProvider {
         }
     }
 
-    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        self.inner.slot.start(sink);
-        Ok(())
-    }
-
-    async fn stop(&self) -> Result<(), ProviderError> {
-        self.inner.slot.set(None);
-        Ok(())
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        self.inner.route(slot, inbound::Inbound)
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
@@ -251,8 +240,11 @@ impl Provider for WhatsAppProvider {
         self.post_message(chat, &body, false).await.map(|_| ())
     }
 
+    fn media_token_ok(&self, token: &str) -> bool {
+        plausible_media_id(token)
+    }
+
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, NAME)?;
         if !plausible_media_id(&media.token) {
             return Err(self.inner.graph.error("not a WhatsApp media id", false));
         }
@@ -292,17 +284,9 @@ impl Provider for WhatsAppProvider {
         }
         Ok(bytes)
     }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, NAME, "media_id", plausible_media_id)
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, NAME, "media_id", plausible_media_id)
-    }
 }
 
-impl WhatsAppProvider {
+impl WhatsApp {
     /// Sends `outgoing` as it is (inside the window, as far as the provider knows).
     async fn send_free_form(
         &self,
@@ -321,27 +305,8 @@ impl WhatsAppProvider {
                 let field = match source {
                     MediaSource::Url { url } => MediaField::Link(url.clone()),
                     MediaSource::Token { token } => MediaField::Id(token.clone()),
-                    MediaSource::Bytes {
-                        data,
-                        file_name: name,
-                    } => {
-                        file_name = name.clone();
-                        self.upload_checked(
-                            *media_kind,
-                            data.clone(),
-                            name.clone(),
-                            mime.as_deref(),
-                        )
-                        .await?
-                    }
-                    MediaSource::Path { path } => {
-                        let data = tokio::fs::read(path).await.map_err(|e| {
-                            ProviderError::UnsupportedContent {
-                                provider: NAME.to_owned(),
-                                what: format!("cannot read {}: {e}", path.display()),
-                            }
-                        })?;
-                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                    local => {
+                        let (data, name) = crate::media::read(local, NAME).await?;
                         file_name = name.clone();
                         self.upload_checked(*media_kind, data, name, mime.as_deref())
                             .await?

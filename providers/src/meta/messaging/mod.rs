@@ -38,20 +38,19 @@ mod config;
 mod inbound;
 mod outbound;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{
     ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
-use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 
 pub use config::{DEFAULT_MEDIA_HOSTS, MessageTag, MessagingConfig};
 pub use outbound::TextLimit;
 
 use crate::meta::MetaCore;
+use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 
 /// The largest attachment the provider downloads or uploads (25 MB).
 pub const MEDIA_LIMIT: u64 = 25 * 1024 * 1024;
@@ -80,21 +79,16 @@ pub trait Channel: sealed::Sealed + Send + Sync + 'static {
     const TEXT_LIMIT: TextLimit;
 }
 
-/// A Messenger Page or Instagram account (`MessengerProvider`, `InstagramProvider`). Cheap
-/// to clone.
-pub struct MessagingProvider<C> {
-    inner: Arc<MetaCore<MessagingConfig<C>>>,
+/// A Messenger Page or Instagram account (`MessengerProvider`, `InstagramProvider`):
+/// [`Messaging`] on the shared webhook provider. Cheap to clone.
+pub type MessagingProvider<C> = WebhookProvider<Messaging<C>>;
+
+/// The Send API channel `C`: its config, Graph client and session window.
+pub struct Messaging<C> {
+    inner: MetaCore<MessagingConfig<C>>,
 }
 
-impl<C> Clone for MessagingProvider<C> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<C: Channel> std::fmt::Debug for MessagingProvider<C> {
+impl<C: Channel> std::fmt::Debug for Messaging<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MessagingProvider")
             .field("config", &self.inner.config)
@@ -111,30 +105,16 @@ enum Mode {
     Tag(MessageTag),
 }
 
-impl<C: Channel> MessagingProvider<C> {
+impl<C: Channel> WebhookProvider<Messaging<C>> {
     /// A provider with these settings.
     pub fn new(config: MessagingConfig<C>) -> Result<Self, ProviderError> {
-        let core = MetaCore::new(C::NAME, config, outbound::table, MEDIA_LIMIT)?;
-        Ok(Self {
-            inner: Arc::new(core),
-        })
-    }
-
-    /// The GET (verification) and POST (events) routes to mount on a
-    /// [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        let config = &self.inner.config;
-        let inbound = inbound::Inbound {
-            name: C::NAME,
-            object: C::OBJECT,
-            account_id: config.account_id.clone(),
-        };
-        self.inner.route(inbound)
+        let inner = MetaCore::new(C::NAME, config, outbound::table, MEDIA_LIMIT)?;
+        Ok(Self::with_api(Messaging { inner }))
     }
 
     /// Records that `chat` wrote at `at_ms` (the webhook does it; tests and restores may too).
     pub fn note_inbound(&self, chat: &ChatId, at_ms: i64) {
-        self.inner.window.note(chat, at_ms);
+        self.api().inner.window.note(chat, at_ms);
     }
 
     /// Sends `outgoing` with `tag` (`messaging_type: MESSAGE_TAG`), whatever the window: a
@@ -148,18 +128,21 @@ impl<C: Channel> MessagingProvider<C> {
         outgoing: &Outgoing,
         tag: MessageTag,
     ) -> Result<SentMessage, ProviderError> {
+        let api = self.api();
         if !C::TAGS.contains(&tag) {
             return Err(outbound::unsupported(
                 C::NAME,
                 format!("the message tag {}", tag.as_str()),
             ));
         }
-        if !self.reaches(chat, tag) {
-            return Err(self.outside(chat));
+        if !api.reaches(chat, tag) {
+            return Err(api.outside(chat));
         }
-        self.send_as(chat, outgoing, Mode::Tag(tag)).await
+        api.send_as(chat, outgoing, Mode::Tag(tag)).await
     }
+}
 
+impl<C: Channel> Messaging<C> {
     fn outside(&self, chat: &ChatId) -> ProviderError {
         ProviderError::OutsideSessionWindow {
             provider: C::NAME.to_owned(),
@@ -234,20 +217,9 @@ impl<C: Channel> MessagingProvider<C> {
                 let payload = match source {
                     MediaSource::Url { url } => json!({ "url": url, "is_reusable": true }),
                     MediaSource::Token { token } => json!({ "attachment_id": token }),
-                    MediaSource::Bytes { data, file_name } => {
-                        let name = file_name.clone().unwrap_or_else(|| kind.to_owned());
-                        json!({ "attachment_id": self.upload(kind, data.clone(), name, mime.as_deref()).await? })
-                    }
-                    MediaSource::Path { path } => {
-                        let data = tokio::fs::read(path).await.map_err(|e| {
-                            outbound::unsupported(
-                                C::NAME,
-                                format!("cannot read {}: {e}", path.display()),
-                            )
-                        })?;
-                        let name = path
-                            .file_name()
-                            .map_or_else(|| kind.to_owned(), |n| n.to_string_lossy().into_owned());
+                    local => {
+                        let (data, name) = crate::media::read(local, C::NAME).await?;
+                        let name = name.unwrap_or_else(|| kind.to_owned());
                         json!({ "attachment_id": self.upload(kind, data, name, mime.as_deref()).await? })
                     }
                 };
@@ -318,10 +290,9 @@ impl<C: Channel> MessagingProvider<C> {
 }
 
 #[async_trait]
-impl<C: Channel> Provider for MessagingProvider<C> {
-    fn name(&self) -> &str {
-        C::NAME
-    }
+impl<C: Channel> WebhookApi for Messaging<C> {
+    const NAME: &'static str = C::NAME;
+    const MEDIA_FIELD: &'static str = "url";
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -334,14 +305,14 @@ impl<C: Channel> Provider for MessagingProvider<C> {
         }
     }
 
-    async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        self.inner.slot.start(sink);
-        Ok(())
-    }
-
-    async fn stop(&self) -> Result<(), ProviderError> {
-        self.inner.slot.set(None);
-        Ok(())
+    /// The GET (verification) and POST (events) routes.
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        let inbound = inbound::Inbound {
+            name: C::NAME,
+            object: C::OBJECT,
+            account_id: self.inner.config.account_id.clone(),
+        };
+        self.inner.route(slot, inbound)
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
@@ -371,8 +342,11 @@ impl<C: Channel> Provider for MessagingProvider<C> {
         self.sender_action(chat, "mark_seen").await
     }
 
+    fn media_token_ok(&self, token: &str) -> bool {
+        self.hosted(token)
+    }
+
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, C::NAME)?;
         if !self.hosted(&media.token) {
             return Err(self.inner.graph.error(
                 "the attachment URL is not on a Meta CDN host: not downloaded",
@@ -383,13 +357,5 @@ impl<C: Channel> Provider for MessagingProvider<C> {
             .graph
             .download(&media.token, false, MEDIA_LIMIT)
             .await
-    }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, C::NAME, "url", |u| self.hosted(u))
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, C::NAME, "url", |u| self.hosted(u))
     }
 }
