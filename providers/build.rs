@@ -1,9 +1,10 @@
 //! Names for the feature sets the sources are gated on, so that each list is written once:
-//! `meta_channel` (any of the Meta channels: the `meta` module) and `network_channel` (any
-//! network channel: the media, settings and API-call helpers they share).
+//! `meta_channel` (any of the Meta channels: the `meta` module), `gateway_channel` (any of the
+//! HTTP-gateway channels: the `gateway` module) and `network_channel` (any network channel:
+//! the media, settings and API-call helpers they share).
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(meta_channel, network_channel)");
+    println!("cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, network_channel)");
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
         std::env::var_os(var).is_some()
@@ -14,7 +15,11 @@ fn main() {
     if meta {
         println!("cargo::rustc-cfg=meta_channel");
     }
-    if meta || on("telegram") || on("twilio") {
+    let gateway = ["gupshup", "evolution", "wppconnect"].into_iter().any(on);
+    if gateway {
+        println!("cargo::rustc-cfg=gateway_channel");
+    }
+    if meta || gateway || on("telegram") || on("twilio") {
         println!("cargo::rustc-cfg=network_channel");
     }
 }

@@ -1,5 +1,5 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
-//! Cloud, Messenger, Instagram, Twilio) against a local fake of the channel's API, as a user
+//! Cloud, Messenger, Instagram, Twilio, Gupshup, Evolution API, WPPConnect) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
@@ -8,7 +8,10 @@
     feature = "whatsapp-cloud",
     feature = "messenger",
     feature = "instagram",
-    feature = "twilio"
+    feature = "twilio",
+    feature = "gupshup",
+    feature = "evolution",
+    feature = "wppconnect"
 ))]
 #![allow(clippy::expect_used)]
 
@@ -430,4 +433,210 @@ mod twilio {
     async fn twilio_shop_retries_5xx_and_429_bursts() {
         retries_faults(Twilio::start().await).await;
     }
+}
+
+/// The HTTP gateways (Gupshup, Evolution API, WPPConnect): webhooks POSTed to the shop with
+/// the shared secret in the path, until accepted (WPPConnect itself never retries a webhook;
+/// the harness does, for every channel, to test the bot rather than the gateway). One
+/// [`Channel`] serves them all; each gateway only says how it is reached.
+#[cfg(any(feature = "gupshup", feature = "evolution", feature = "wppconnect"))]
+mod gateways {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    type Shared<F> = Box<dyn Fn(F) + Send + Sync>;
+
+    /// A gateway's fake and how a user writes through it.
+    pub(crate) struct Gateway {
+        name: &'static str,
+        env: Vec<(&'static str, String)>,
+        /// User `n`'s chat id.
+        chat: fn(u32) -> String,
+        /// Message `id` with a text from a chat: (its id, the webhook path, the body).
+        hook: fn(&str, u64, &str) -> (String, String, Value),
+        /// The texts a chat received.
+        delivered: Box<dyn Fn(&str) -> Vec<String> + Send + Sync>,
+        calls: Box<dyn Fn() -> usize + Send + Sync>,
+        fail: Shared<Fault>,
+        check: Box<dyn Fn() + Send + Sync>,
+    }
+
+    impl Channel for Gateway {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            self.env.clone()
+        }
+
+        fn chat(&self, user: u32) -> String {
+            (self.chat)(user)
+        }
+
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &Listen,
+        ) -> Option<tokio::task::JoinHandle<()>> {
+            let (what, path, body) = (self.hook)(&self.chat(user), id, text);
+            let body = serde_json::to_vec(&body).expect("a JSON body");
+            let listen = listen.clone();
+            Some(post_until_accepted(what, move |client| {
+                client
+                    .post(format!("http://{}{path}", listen.pick()))
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+            }))
+        }
+
+        fn check_fake(&self) {
+            (self.check)();
+        }
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            (self.delivered)(&self.chat(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            (self.calls)()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            (self.fail)(fault);
+        }
+    }
+
+    /// The status and `Retry-After` a fault is answered with.
+    fn fault_status(fault: Fault) -> (u16, Option<u64>) {
+        match fault {
+            Fault::ServerError => (503, None),
+            Fault::RateLimited => (429, Some(1)),
+        }
+    }
+
+    #[cfg(feature = "gupshup")]
+    pub(crate) async fn gupshup() -> Gateway {
+        use crate::fakes::gupshup::{FakeGupshup, hooks};
+        const SECRET: &str = "crash-callback-secret-0001";
+        let fake = FakeGupshup::start("crash-gupshup-key").await;
+        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
+        Gateway {
+            name: "gupshup",
+            env: vec![
+                ("GUPSHUP_API_KEY", "crash-gupshup-key".to_owned()),
+                ("GUPSHUP_APP_NAME", "CrashShop".to_owned()),
+                ("GUPSHUP_SOURCE", "917834811114".to_owned()),
+                ("GUPSHUP_WEBHOOK_SECRET", SECRET.to_owned()),
+                ("GUPSHUP_API_BASE", fake.base_url()),
+            ],
+            chat: |user| format!("9198765{user:05}"),
+            hook: |chat, id, text| {
+                let message_id = format!("ABEGkYaYVSEEAhAL{id:08}");
+                let body = hooks::text_from("CrashShop", chat, &message_id, text);
+                (message_id, format!("/gupshup/{SECRET}"), body)
+            },
+            delivered: Box::new(move |chat| f1.delivered_to(chat)),
+            calls: Box::new(move || f2.sent().len()),
+            fail: Box::new(move |fault| {
+                let (status, retry_after) = fault_status(fault);
+                f3.fail_next(status, "Service Unavailable", retry_after);
+            }),
+            check: Box::new(move || f4.check()),
+        }
+    }
+
+    #[cfg(feature = "evolution")]
+    pub(crate) async fn evolution() -> Gateway {
+        use crate::fakes::evolution::{FakeEvolution, hooks};
+        const SECRET: &str = "crash-evolution-secret-01";
+        let fake = FakeEvolution::start("crash-evolution-key", "crash-shop").await;
+        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
+        Gateway {
+            name: "evolution",
+            env: vec![
+                ("EVOLUTION_API_URL", fake.base_url()),
+                ("EVOLUTION_API_KEY", "crash-evolution-key".to_owned()),
+                ("EVOLUTION_INSTANCE", "crash-shop".to_owned()),
+                ("EVOLUTION_WEBHOOK_SECRET", SECRET.to_owned()),
+            ],
+            chat: |user| format!("5511999{user:05}@s.whatsapp.net"),
+            hook: |chat, id, text| {
+                let key_id = format!("3EB0{id:016X}");
+                let body =
+                    hooks::text_from("crash-shop", "crash-evolution-key", chat, &key_id, text);
+                (key_id, format!("/evolution/{SECRET}"), body)
+            },
+            delivered: Box::new(move |chat| f1.delivered_to(chat)),
+            calls: Box::new(move || f2.sent().len()),
+            fail: Box::new(move |fault| {
+                let (status, retry_after) = fault_status(fault);
+                f3.fail_next(status, json!(["Service Unavailable"]), retry_after);
+            }),
+            check: Box::new(move || f4.check()),
+        }
+    }
+
+    #[cfg(feature = "wppconnect")]
+    pub(crate) async fn wppconnect() -> Gateway {
+        use crate::fakes::wppconnect::{FakeWppConnect, hooks};
+        const SECRET: &str = "crash-wppconnect-secret-01";
+        let fake = FakeWppConnect::start("crash-wppconnect-token", "crash-shop").await;
+        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
+        Gateway {
+            name: "wppconnect",
+            env: vec![
+                ("WPPCONNECT_API_URL", fake.base_url()),
+                ("WPPCONNECT_SESSION", "crash-shop".to_owned()),
+                ("WPPCONNECT_TOKEN", "crash-wppconnect-token".to_owned()),
+                ("WPPCONNECT_WEBHOOK_SECRET", SECRET.to_owned()),
+            ],
+            chat: |user| format!("5521999{user:05}@c.us"),
+            hook: |chat, id, text| {
+                let body = hooks::text_from("crash-shop", chat, &format!("3EB0{id:016X}"), text);
+                let what = body["id"].as_str().unwrap_or_default().to_owned();
+                (what, format!("/wppconnect/{SECRET}"), body)
+            },
+            // The fake records the `phone` of a send: the chat id without its domain.
+            delivered: Box::new(move |chat| {
+                f1.delivered_to(chat.split('@').next().unwrap_or(chat))
+            }),
+            calls: Box::new(move || f2.sent().len()),
+            fail: Box::new(move |fault| {
+                let (status, retry_after) = fault_status(fault);
+                let body = json!({"status": "error", "message": "Error on send message"});
+                f3.fail_next(status, body, retry_after);
+            }),
+            check: Box::new(move || f4.check()),
+        }
+    }
+
+    /// The kill -9 and fault runs of each gateway: `feature module constructor`.
+    macro_rules! shop_tests {
+        ($($feature:literal $module:ident $start:ident),*) => {$(
+            #[cfg(feature = $feature)]
+            mod $module {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn shop_survives_sigkills() {
+                    survives_sigkills($start, seeds(SEEDS)).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn shop_retries_5xx_and_429_bursts() {
+                    retries_faults($start().await).await;
+                }
+            }
+        )*};
+    }
+
+    shop_tests!(
+        "gupshup" gupshup gupshup,
+        "evolution" evolution evolution,
+        "wppconnect" wppconnect wppconnect
+    );
 }

@@ -9,10 +9,16 @@
 //! | `messenger` | `messenger` | the Messenger Platform (Facebook Pages), webhooks |
 //! | `instagram` | `instagram` | Instagram Messaging (via a Page or Instagram Login), webhooks |
 //! | `twilio` | `twilio` | Twilio Programmable Messaging: SMS, MMS, WhatsApp, webhooks |
+//! | `gupshup` | `gupshup` | Gupshup's WhatsApp API (both callback formats), webhooks |
+//! | `evolution` | `evolution` | an Evolution API v2 server (a WhatsApp-Web gateway), webhooks |
+//! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
-//! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`), the shared webhook server
+//! | any HTTP-gateway channel | `gateway` (private) | the unsigned webhooks' shared secret, the gateways' REST error classes |
+//!
+//! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`,
+//! `gupshup`, `evolution`, `wppconnect`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
 //! default. A provider turns its channel's wire protocol into
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
@@ -31,6 +37,14 @@ pub use console::ConsoleProvider;
 #[cfg(feature = "jsonl")]
 pub use jsonl::JsonlProvider;
 
+#[cfg(feature = "evolution")]
+#[cfg_attr(docsrs, doc(cfg(feature = "evolution")))]
+pub mod evolution;
+#[cfg(gateway_channel)]
+mod gateway;
+#[cfg(feature = "gupshup")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gupshup")))]
+pub mod gupshup;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
@@ -66,3 +80,6 @@ pub mod webhook;
 #[cfg(feature = "whatsapp-cloud")]
 #[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-cloud")))]
 pub mod whatsapp;
+#[cfg(feature = "wppconnect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wppconnect")))]
+pub mod wppconnect;

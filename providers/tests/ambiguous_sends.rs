@@ -10,13 +10,9 @@
 
 mod fakes;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh::durability::{
-    DurabilityConfig, DurabilityEvent, MemoryKv, MemoryStore, OnAmbiguous, OutboxState,
-};
-use botmesh::durable::DurabilityOptions;
+use botmesh::durability::{DurabilityEvent, OnAmbiguous, OutboxState};
 use botmesh::prelude::*;
 use botmesh::provider::{ErrorClass, ProviderError};
 
@@ -97,18 +93,7 @@ async fn assert_sends_ambiguous_or_not_sent<P: Provider>(
 
 /// A durable bot on `provider` (memory journals, short backoff).
 async fn durable_bot(provider: impl Provider) -> Bot {
-    let mut config = DurabilityConfig::default();
-    config.outbox.backoff.base = Duration::from_millis(10);
-    config.outbox.backoff.cap = Duration::from_millis(20);
-    let bot = Bot::builder(provider)
-        .store(MemoryStore::new())
-        .durability(
-            DurabilityOptions::shared(Arc::new(MemoryKv::new()))
-                .instance_id("i1")
-                .config(config),
-        )
-        .build()
-        .expect("bot");
+    let bot = fakes::durable_bot(provider);
     bot.start().await.expect("start");
     bot
 }

@@ -22,8 +22,8 @@ pub mod process;
 struct Readme;
 
 /// The code blocks of the book in `docs/` (not the channel pages `telegram.md`,
-/// `whatsapp-cloud.md`, `messenger.md`, `instagram.md` and `twilio.md`, whose code needs
-/// their channel's feature).
+/// `whatsapp-cloud.md`, `messenger.md`, `instagram.md`, `twilio.md`, `gupshup.md`,
+/// `evolution.md` and `wppconnect.md`, whose code needs their channel's feature).
 #[cfg(doctest)]
 mod book {
     #[doc = include_str!("../../docs/getting-started.md")]

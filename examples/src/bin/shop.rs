@@ -1,5 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
-//! WhatsApp Cloud, Messenger, Instagram or Twilio (`--channel`), with its data and its journals
+//! WhatsApp Cloud, Messenger, Instagram, Twilio, Gupshup, Evolution API or WPPConnect
+//! (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -8,7 +9,7 @@
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
 //! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`,
-//! `twilio`) and read their
+//! `twilio`, `gupshup`, `evolution`, `wppconnect`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -59,6 +60,18 @@ Channels and their environment variables:
              TWILIO_MESSAGING_SERVICE_SID (one required), TWILIO_WEBHOOK_BASE_URL,
              TWILIO_WEBHOOK_PATH [/twilio], TWILIO_STATUS_PATH [/twilio/status],
              TWILIO_STATUS_CALLBACK_URL, TWILIO_API_BASE; a webhook on --listen
+  gupshup    [feature `gupshup`] GUPSHUP_API_KEY, GUPSHUP_APP_NAME, GUPSHUP_SOURCE,
+             GUPSHUP_WEBHOOK_SECRET (required; the callback URL is <public>/gupshup/<secret>),
+             GUPSHUP_APP_ID, GUPSHUP_WEBHOOK_PATH [/gupshup], GUPSHUP_API_BASE; a webhook on
+             --listen
+  evolution  [feature `evolution`] EVOLUTION_API_URL, EVOLUTION_API_KEY, EVOLUTION_INSTANCE,
+             EVOLUTION_WEBHOOK_SECRET (required; header X-Webhook-Secret or the webhook URL
+             <public>/evolution/<secret>), EVOLUTION_WEBHOOK_PATH [/evolution],
+             EVOLUTION_HISTORY_SECS [1800]; a webhook on --listen
+  wppconnect [feature `wppconnect`] WPPCONNECT_API_URL, WPPCONNECT_SESSION, WPPCONNECT_TOKEN,
+             WPPCONNECT_WEBHOOK_SECRET (required; the webhook URL <public>/wppconnect/<secret>),
+             WPPCONNECT_WEBHOOK_PATH [/wppconnect], WPPCONNECT_HISTORY_SECS [1800]; a webhook
+             on --listen
 
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
@@ -132,6 +145,12 @@ enum Channel {
     Instagram,
     /// Twilio Messaging, SMS or WhatsApp (a webhook).
     Twilio,
+    /// WhatsApp through Gupshup (a webhook).
+    Gupshup,
+    /// WhatsApp Web through an Evolution API server (a webhook).
+    Evolution,
+    /// WhatsApp Web through a WPPConnect Server (a webhook).
+    Wppconnect,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -177,7 +196,10 @@ enum ShopError {
         feature = "whatsapp-cloud",
         feature = "messenger",
         feature = "instagram",
-        feature = "twilio"
+        feature = "twilio",
+        feature = "gupshup",
+        feature = "evolution",
+        feature = "wppconnect"
     ))]
     #[error("{0}")]
     Channel(String),
@@ -418,7 +440,10 @@ async fn on_network(
         feature = "whatsapp-cloud",
         feature = "messenger",
         feature = "instagram",
-        feature = "twilio"
+        feature = "twilio",
+        feature = "gupshup",
+        feature = "evolution",
+        feature = "wppconnect"
     ))]
     {
         let (provider, routes) = match channel {
@@ -436,6 +461,12 @@ async fn on_network(
             }
             #[cfg(feature = "twilio")]
             Channel::Twilio => network::twilio()?,
+            #[cfg(feature = "gupshup")]
+            Channel::Gupshup => network::gupshup()?,
+            #[cfg(feature = "evolution")]
+            Channel::Evolution => network::evolution()?,
+            #[cfg(feature = "wppconnect")]
+            Channel::Wppconnect => network::wppconnect()?,
             _ => return Err(not_built_in(channel)),
         };
         let server = match routes {
@@ -464,7 +495,10 @@ async fn on_network(
         feature = "whatsapp-cloud",
         feature = "messenger",
         feature = "instagram",
-        feature = "twilio"
+        feature = "twilio",
+        feature = "gupshup",
+        feature = "evolution",
+        feature = "wppconnect"
     )))]
     {
         let _ = (builder, listen);
@@ -479,6 +513,9 @@ fn not_built_in(channel: Channel) -> ShopError {
         Channel::Messenger => ("messenger", "messenger"),
         Channel::Instagram => ("instagram", "instagram"),
         Channel::Twilio => ("twilio", "twilio"),
+        Channel::Gupshup => ("gupshup", "gupshup"),
+        Channel::Evolution => ("evolution", "evolution"),
+        Channel::Wppconnect => ("wppconnect", "wppconnect"),
         _ => ("telegram", "telegram"),
     };
     ShopError::NotBuiltIn { feature, channel }
@@ -491,7 +528,10 @@ fn not_built_in(channel: Channel) -> ShopError {
     feature = "whatsapp-cloud",
     feature = "messenger",
     feature = "instagram",
-    feature = "twilio"
+    feature = "twilio",
+    feature = "gupshup",
+    feature = "evolution",
+    feature = "wppconnect"
 ))]
 mod network {
     use std::sync::Arc;
@@ -543,6 +583,30 @@ mod network {
         let server = WebhookServer::new().mount(p.webhook_routes());
         Ok((Arc::new(p), Some(server)))
     }
+
+    #[cfg(feature = "gupshup")]
+    pub(super) fn gupshup() -> Result<Channel, ShopError> {
+        use botmesh_providers::gupshup::{GupshupConfig as Config, GupshupProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
+    }
+
+    #[cfg(feature = "evolution")]
+    pub(super) fn evolution() -> Result<Channel, ShopError> {
+        use botmesh_providers::evolution::{EvolutionConfig as Config, EvolutionProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
+    }
+
+    #[cfg(feature = "wppconnect")]
+    pub(super) fn wppconnect() -> Result<Channel, ShopError> {
+        use botmesh_providers::wppconnect::{WppConnectConfig as Config, WppConnectProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
+    }
 }
 
 #[cfg(test)]
@@ -566,6 +630,9 @@ mod tests {
         for (name, channel) in [
             ("messenger", Channel::Messenger),
             ("instagram", Channel::Instagram),
+            ("gupshup", Channel::Gupshup),
+            ("evolution", Channel::Evolution),
+            ("wppconnect", Channel::Wppconnect),
         ] {
             let cli =
                 Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));

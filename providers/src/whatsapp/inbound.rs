@@ -17,6 +17,10 @@
 //!
 //! Chats and senders are the `wa_id` (digits, no `+`); the profile name comes from
 //! `value.contacts`. A `value` of another `field` (`account_update`, …) is skipped.
+//!
+//! Gupshup's Meta-format callbacks are this shape too ([`parse_cloud`]): their media carry a
+//! hosted `url` (the token there instead of the `id`), and their statuses a `gs_id` (Gupshup's
+//! id of the sent message, the status's message id when present).
 
 use botmesh::message::{
     ChatId, ContactCard, Content, InboundMedia, Interaction, Location, MediaKind, MediaRef,
@@ -74,6 +78,9 @@ struct Profile {
 #[derive(Debug, Deserialize)]
 struct Status {
     id: String,
+    /// Gupshup's id of the sent message (Gupshup's Meta format only).
+    #[serde(default)]
+    gs_id: Option<String>,
     status: String,
     recipient_id: String,
     #[serde(default)]
@@ -114,12 +121,23 @@ pub(crate) struct Inbound;
 
 impl crate::meta::MetaInbound for Inbound {
     fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, String> {
-        parse(body).map_err(|e| e.to_string())
+        parse_cloud(body, NAME, "id")
     }
 }
 
+/// The events of a Cloud-API webhook body, their media refs `provider`'s with the media
+/// object's `media_field` as the token (`id`; Gupshup's hosted `url`); `Err` says why the body
+/// is not one.
+pub(crate) fn parse_cloud(
+    body: &[u8],
+    provider: &str,
+    media_field: &str,
+) -> Result<Vec<ProviderEvent>, String> {
+    parse(body, provider, media_field).map_err(|e| e.to_string())
+}
+
 /// The events of a webhook body.
-fn parse(body: &[u8]) -> Result<Vec<ProviderEvent>, Malformed> {
+fn parse(body: &[u8], provider: &str, media_field: &str) -> Result<Vec<ProviderEvent>, Malformed> {
     let envelope: Envelope = serde_json::from_slice(body).map_err(|e| Malformed(e.to_string()))?;
     if envelope.object != "whatsapp_business_account" {
         return Err(Malformed(format!(
@@ -134,7 +152,7 @@ fn parse(body: &[u8]) -> Result<Vec<ProviderEvent>, Malformed> {
         }
         let value = change.value;
         for raw in value.messages {
-            events.push(message_event(raw, &value.contacts)?);
+            events.push(message_event(raw, &value.contacts, provider, media_field)?);
         }
         for s in value.statuses {
             let error = s.errors.first().map(|e| match &e.title {
@@ -143,7 +161,7 @@ fn parse(body: &[u8]) -> Result<Vec<ProviderEvent>, Malformed> {
             });
             events.push(ProviderEvent::Status(DeliveryStatus {
                 chat: ChatId(s.recipient_id),
-                message_id: MessageId(s.id),
+                message_id: MessageId(s.gs_id.unwrap_or(s.id)),
                 status: s.status,
                 error,
             }));
@@ -160,7 +178,12 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     cur.as_str()
 }
 
-fn message_event(raw: Value, contacts: &[Contact]) -> Result<ProviderEvent, Malformed> {
+fn message_event(
+    raw: Value,
+    contacts: &[Contact],
+    provider: &str,
+    media_field: &str,
+) -> Result<ProviderEvent, Malformed> {
     let m: WaMessage = serde_json::from_value(raw.clone()).map_err(|e| Malformed(e.to_string()))?;
     let timestamp_ms = m
         .timestamp
@@ -238,8 +261,8 @@ fn message_event(raw: Value, contacts: &[Contact]) -> Result<ProviderEvent, Malf
             Content::Media(InboundMedia {
                 kind: media_kind,
                 media_ref: MediaRef {
-                    provider: NAME.to_owned(),
-                    token: need(&[kind, "id"])?,
+                    provider: provider.to_owned(),
+                    token: need(&[kind, media_field])?,
                 },
                 mime: str_at(&raw, &[kind, "mime_type"]).map(str::to_owned),
                 caption: str_at(&raw, &[kind, "caption"]).map(str::to_owned),

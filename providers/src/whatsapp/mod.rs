@@ -35,7 +35,7 @@
 //! several phone numbers (run one provider per number, on distinct paths).
 
 mod config;
-mod inbound;
+pub(crate) mod inbound;
 mod outbound;
 
 use async_trait::async_trait;

@@ -7,6 +7,12 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod contents;
+#[cfg(feature = "evolution")]
+pub mod evolution;
+#[cfg(any(feature = "gupshup", feature = "evolution", feature = "wppconnect"))]
+pub mod gateway;
+#[cfg(feature = "gupshup")]
+pub mod gupshup;
 #[cfg(any(
     feature = "whatsapp-cloud",
     feature = "messenger",
@@ -23,6 +29,8 @@ pub mod telegram;
 pub mod twilio;
 #[cfg(feature = "whatsapp-cloud")]
 pub mod whatsapp;
+#[cfg(feature = "wppconnect")]
+pub mod wppconnect;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -225,6 +233,83 @@ pub fn pong_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude:
         Ok(())
     });
     bot
+}
+
+/// A bot on `provider` with the durable journals (in memory, a backoff of 10 to 20 ms): its
+/// sends go through the outbox, which retries 5xx and 429 answers. Not started, no handlers.
+pub fn durable_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude::Bot {
+    use botmesh::durability::{DurabilityConfig, MemoryKv, MemoryStore};
+    use botmesh::durable::DurabilityOptions;
+    let mut config = DurabilityConfig::default();
+    config.outbox.backoff.base = Duration::from_millis(10);
+    config.outbox.backoff.cap = Duration::from_millis(20);
+    botmesh::prelude::Bot::builder(provider)
+        .store(MemoryStore::new())
+        .durability(
+            DurabilityOptions::shared(Arc::new(MemoryKv::new()))
+                .instance_id("i1")
+                .config(config),
+        )
+        .build()
+        .expect("bot")
+}
+
+/// A [`durable_bot`] that answers each message `pong: <text>`.
+pub fn durable_pong_bot(provider: impl botmesh::provider::Provider) -> botmesh::prelude::Bot {
+    use botmesh::prelude::*;
+    let bot = durable_bot(provider);
+    bot.on_message(|ctx: Ctx| async move {
+        ctx.reply(format!("pong: {}", ctx.text())).await?;
+        Ok(())
+    });
+    bot
+}
+
+/// POSTs the JSON `body` to `url`, with the header `X-Webhook-Secret: <secret>` when given
+/// (a gateway's webhook); the status and the answer (0 when no answer came).
+pub async fn post_json(url: &str, secret: Option<&str>, body: &serde_json::Value) -> (u16, String) {
+    let mut req = client().post(url).json(body);
+    if let Some(s) = secret {
+        req = req.header("X-Webhook-Secret", s);
+    }
+    match req.send().await {
+        Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// A [`durable_pong_bot`] on `provider` gets the webhook `body` twice on `path` of `routes`
+/// (a redelivery), while the fake answers the failures the caller queued (5xx, 429): once
+/// the outbox retried them, `delivered()` is the one reply.
+pub async fn retried_and_answered_once<P: botmesh::provider::Provider>(
+    provider: P,
+    routes: axum::Router,
+    path: &str,
+    body: &serde_json::Value,
+    delivered: impl Fn() -> Vec<String>,
+) {
+    let (server, local) = mount(routes).await;
+    let bot = durable_pong_bot(provider);
+    bot.start().await.expect("start");
+    for attempt in ["the webhook", "its redelivery"] {
+        assert_eq!(
+            post_json(&format!("{local}{path}"), None, body).await.0,
+            200,
+            "{attempt}"
+        );
+    }
+    eventually(|| !delivered().is_empty()).await;
+    bot.stop_with(drained()).await.expect("stop");
+    server.shutdown().await;
+    assert_eq!(delivered(), ["pong: ping"]);
+}
+
+/// Waits (20 s at most) until `done` holds, checking every 50 ms.
+pub async fn eventually(done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The crash before the 200, on a webhook channel: process A receives the channel's request

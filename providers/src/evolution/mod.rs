@@ -1,0 +1,207 @@
+//! [`EvolutionProvider`]: WhatsApp through an Evolution API v2 server (a self-hosted
+//! WhatsApp-Web gateway): its REST routes (`/<group>/<action>/<instance>`, header `apikey`)
+//! and its webhooks (`inbound` has the table of events).
+//!
+//! **Evolution signs no webhook** (its optional JWT is not used here), so the route takes a
+//! request only with the shared secret: put `"headers": {"x-webhook-secret": "<secret>"}` in
+//! the instance's `webhook` settings, or set its URL to `https://<bot>/evolution/<secret>`
+//! (with `byEvents`, Evolution appends the event's name after it, which is accepted). The
+//! webhook body carries the instance's API key: it is never logged and never journaled.
+//!
+//! | request on the webhook route | answer |
+//! | --- | --- |
+//! | no secret in the header or the path | 401, nothing delivered |
+//! | a wrong secret | 403, nothing delivered |
+//! | a webhook of another instance | 403, nothing delivered |
+//! | a body that is not a webhook | 400, nothing delivered |
+//! | an event the bot does not handle, the bot's own messages, history | 200 |
+//! | accepted by the pipeline | 200 |
+//! | otherwise (not started, rejected) | 503: Evolution retries (10 times, up to 5 minutes apart, in memory), and the runtime dedupes by the message key |
+//!
+//! Evolution itself drops repeats of a message key only for 5 minutes; the runtime's journal
+//! dedupes for as long as it keeps the chat's inbox.
+//!
+//! | content | route |
+//! | --- | --- |
+//! | text (up to 4096 characters) | `sendText` |
+//! | text with 1 to 3 buttons | `sendButtons` (`reply` buttons, the button id as `id`) |
+//! | text with more buttons, list | `sendList` |
+//! | media by URL, bytes or a local file | `sendMedia` (`media`: the URL, or the bytes as base64), voice `sendWhatsAppAudio`, sticker `sendSticker` |
+//! | location, contacts, reaction | `sendLocation`, `sendContact`, `sendReaction` |
+//! | template | `UnsupportedContent` |
+//! | a quoted reply | `quoted.key.id` |
+//!
+//! Buttons and lists over the Baileys engine are not shown by every phone (WhatsApp restricts
+//! them): a bot that must work everywhere also accepts the answer typed as text (the shop
+//! does). Edits of texts go to `/chat/updateMessage`.
+//!
+//! | Evolution answer | class |
+//! | --- | --- |
+//! | 2xx | sent; the message id is `key.id` |
+//! | 400 naming a number with `exists: false` | `RecipientUnreachable` |
+//! | 429, 5xx, no connection, a lost answer | as every gateway ([`crate::gateway`]): rate limited, retryable, retryable, `Ambiguous` |
+//! | other 4xx (401 key, 404 instance, 400 body) | final `Api` (dead-lettered) |
+//!
+//! Media: the journaled reference is `{"key_id": …}` (v1), the message key's id; a download
+//! asks the server for the media (`POST /chat/getBase64FromMediaMessage/<instance>`), so it
+//! works as long as the server keeps the message. An embedded `base64` is never journaled.
+//!
+//! It does not create or pair instances (QR codes are Evolution's), set the webhook, or use
+//! Evolution's integrations (Chatwoot, Typebot).
+
+mod config;
+mod inbound;
+mod outbound;
+
+use std::sync::Arc;
+
+use axum::Router;
+use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
+use botmesh::provider::{ProviderError, ProviderEvent, StoredMediaRef};
+use serde_json::{Value, json};
+
+pub use config::{EvolutionConfig, EvolutionConfigError};
+
+use crate::gateway::web::plausible_message_id;
+use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
+use crate::webhook::Refused;
+
+/// The provider's name, as media refs carry it.
+pub const NAME: &str = "evolution";
+
+/// The longest text one message carries.
+pub const TEXT_LIMIT: usize = 4096;
+
+/// The most buttons sent as buttons (more become a list).
+pub const BUTTONS: usize = 3;
+
+/// The largest local file or in-memory media sent (base64 in a JSON body).
+pub const MEDIA_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// An Evolution API instance (one WhatsApp number). Cheap to clone.
+///
+/// ```no_run
+/// use botmesh::prelude::*;
+/// use botmesh_providers::evolution::{EvolutionConfig, EvolutionProvider};
+/// use botmesh_providers::webhook::WebhookServer;
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let evolution = EvolutionProvider::new(EvolutionConfig::from_env()?)?;
+/// let server = WebhookServer::new().mount(evolution.webhook_routes()).bind("0.0.0.0:8080").await?;
+/// Bot::builder(evolution).build()?.run().await?;
+/// server.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct EvolutionProvider {
+    inner: Arc<Gateway<EvolutionConfig>>,
+}
+
+impl GatewayConfig for EvolutionConfig {
+    fn settings(&self) -> &GatewaySettings {
+        &self.gateway
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
+        inbound::parse(body, &self.instance, self.history_horizon)
+    }
+}
+
+impl EvolutionProvider {
+    /// A provider with these settings.
+    pub fn new(config: EvolutionConfig) -> Result<Self, ProviderError> {
+        Ok(Self {
+            inner: Gateway::new(NAME, config)?,
+        })
+    }
+
+    /// The webhook routes (`/evolution` with the secret in the header,
+    /// `/evolution/<secret>[/<event>]`) to mount on a [`crate::webhook::WebhookServer`].
+    pub fn webhook_routes(&self) -> Router {
+        self.inner.routes()
+    }
+
+    /// POSTs `body` to `/<group>/<action>/<instance>`.
+    async fn post(
+        &self,
+        route: &str,
+        body: &Value,
+        what: &str,
+        acts: bool,
+        chat: &str,
+    ) -> Result<Value, ProviderError> {
+        let c = &self.inner.config;
+        let request = self
+            .inner
+            .http
+            .post(self.inner.url(&format!("/{route}/{}", c.instance)))
+            .header("apikey", &c.gateway.api_key)
+            .json(body);
+        crate::gateway::call(NAME, what, acts, request, |status, body| {
+            outbound::specific(status, body, chat)
+        })
+        .await
+    }
+}
+
+crate::gateway::gateway_provider!(EvolutionProvider, text_limit: TEXT_LIMIT, buttons_text_limit: None, edits: true, {
+    async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
+        let bytes = match &outgoing.content {
+            OutgoingContent::Media { source, .. } => {
+                crate::gateway::web::outgoing_bytes(NAME, source, MEDIA_LIMIT).await?
+            }
+            _ => None,
+        };
+        let (route, body) = outbound::request(chat.as_str(), outgoing, bytes.as_deref())?;
+        let answer = self
+            .post(
+                &format!("message/{route}"),
+                &body,
+                "send",
+                true,
+                chat.as_str(),
+            )
+            .await?;
+        Ok(SentMessage {
+            message_id: answer["key"]["id"]
+                .as_str()
+                .map(|id| MessageId(id.to_owned())),
+        })
+    }
+
+    async fn edit(
+        &self,
+        chat: &ChatId,
+        message_id: &MessageId,
+        content: &OutgoingContent,
+    ) -> Result<(), ProviderError> {
+        let text = crate::gateway::edit_text(NAME, content)?;
+        let body = json!({"number": chat.as_str(), "text": text,
+            "key": {"remoteJid": chat.as_str(), "fromMe": true, "id": message_id.as_str()}});
+        self.post("chat/updateMessage", &body, "edit", false, chat.as_str())
+            .await
+            .map(drop)
+    }
+
+    async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
+        crate::media::own(media, NAME)?;
+        let body = json!({"message": {"key": {"id": media.token}}, "convertToMp4": false});
+        let answer = self
+            .post(
+                "chat/getBase64FromMediaMessage",
+                &body,
+                "media download",
+                false,
+                "",
+            )
+            .await?;
+        crate::gateway::web::media_bytes(NAME, &answer)
+    }
+
+    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
+        crate::media::store(media, NAME, "key_id", plausible_message_id)
+    }
+
+    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
+        crate::media::rehydrate(stored, NAME, "key_id", plausible_message_id)
+    }
+});

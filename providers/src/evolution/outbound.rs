@@ -1,0 +1,156 @@
+//! Outgoing content → Evolution's send routes and bodies (the table is in the parent module).
+
+use botmesh::message::{Button, MediaKind, MediaSource, Outgoing, OutgoingContent};
+use botmesh::provider::ProviderError;
+use serde_json::{Value, json};
+
+use super::{BUTTONS, NAME, TEXT_LIMIT};
+use crate::gateway::outbound::checked_text;
+use crate::gateway::unsupported;
+
+fn refuse(what: impl Into<String>) -> ProviderError {
+    unsupported(NAME, what)
+}
+
+/// The `number` of a chat: the JID as it is (Evolution takes digits or a full JID).
+fn number(chat: &str) -> Value {
+    json!(chat)
+}
+
+fn media_type(kind: MediaKind) -> &'static str {
+    match kind {
+        MediaKind::Image | MediaKind::Sticker => "image",
+        MediaKind::Video => "video",
+        MediaKind::Audio | MediaKind::Voice => "audio",
+        MediaKind::Document => "document",
+    }
+}
+
+fn rows(buttons: &[Button]) -> Vec<Value> {
+    buttons
+        .iter()
+        .map(|b| json!({"title": b.title, "description": "", "rowId": b.id}))
+        .collect()
+}
+
+/// The route (`sendText`, …) and the body of `outgoing` to `chat`; `media` is the bytes of
+/// a local file or of in-memory media, read by the caller.
+pub(super) fn request(
+    chat: &str,
+    outgoing: &Outgoing,
+    bytes: Option<&[u8]>,
+) -> Result<(&'static str, Value), ProviderError> {
+    let (route, mut body) = match &outgoing.content {
+        OutgoingContent::Text { text, buttons } if buttons.is_empty() => (
+            "sendText",
+            json!({"number": number(chat), "text": checked_text(NAME, "a text", text, TEXT_LIMIT)?}),
+        ),
+        OutgoingContent::Text { text, buttons } if buttons.len() <= BUTTONS => (
+            "sendButtons",
+            json!({"number": number(chat), "title": "", "description": text, "footer": "",
+                "buttons": buttons.iter().map(|b| json!({"type": "reply", "displayText": b.title, "id": b.id})).collect::<Vec<_>>()}),
+        ),
+        OutgoingContent::Text { text, buttons } => (
+            "sendList",
+            json!({"number": number(chat), "title": "", "description": text, "buttonText": "Options",
+                "footerText": "", "sections": [{"title": "", "rows": rows(buttons)}]}),
+        ),
+        OutgoingContent::List {
+            text,
+            button,
+            sections,
+        } => (
+            "sendList",
+            json!({"number": number(chat), "title": "", "description": text, "buttonText": button,
+                "footerText": "", "sections": sections.iter().map(|s| json!({"title": s.title, "rows": rows(&s.rows)})).collect::<Vec<_>>()}),
+        ),
+        OutgoingContent::Media {
+            media_kind,
+            source,
+            caption,
+            mime,
+        } => {
+            let (media, file_name) = match (source, bytes) {
+                (MediaSource::Url { url }, _) => (
+                    url.clone(),
+                    url.rsplit('/').next().unwrap_or("file").to_owned(),
+                ),
+                (MediaSource::Bytes { file_name, .. }, Some(b)) => (
+                    botmesh::codec::encode_base64(b),
+                    file_name.clone().unwrap_or_else(|| "file".to_owned()),
+                ),
+                (MediaSource::Path { path }, Some(b)) => (
+                    botmesh::codec::encode_base64(b),
+                    path.file_name()
+                        .map_or("file".to_owned(), |n| n.to_string_lossy().into_owned()),
+                ),
+                _ => return Err(refuse("a media token (send a URL, a path or bytes)")),
+            };
+            if *media_kind == MediaKind::Sticker {
+                (
+                    "sendSticker",
+                    json!({"number": number(chat), "sticker": media}),
+                )
+            } else if *media_kind == MediaKind::Voice {
+                (
+                    "sendWhatsAppAudio",
+                    json!({"number": number(chat), "audio": media}),
+                )
+            } else {
+                let mut body = json!({"number": number(chat), "mediatype": media_type(*media_kind),
+                    "caption": caption.clone().unwrap_or_default(), "fileName": file_name, "media": media});
+                if let Some(m) = mime {
+                    body["mimetype"] = json!(m);
+                }
+                ("sendMedia", body)
+            }
+        }
+        OutgoingContent::Location(l) => (
+            "sendLocation",
+            json!({"number": number(chat), "latitude": l.latitude, "longitude": l.longitude,
+                "name": l.name.clone().unwrap_or_default(), "address": l.address.clone().unwrap_or_default()}),
+        ),
+        OutgoingContent::Contacts(cards) => {
+            if cards.is_empty() {
+                return Err(refuse("an empty list of contacts"));
+            }
+            let contact: Vec<Value> = cards
+                .iter()
+                .map(|c| {
+                    let phone = c.phones.first().cloned().unwrap_or_default();
+                    let wuid: String = phone.chars().filter(char::is_ascii_digit).collect();
+                    json!({"fullName": c.name, "wuid": wuid, "phoneNumber": phone})
+                })
+                .collect();
+            (
+                "sendContact",
+                json!({"number": number(chat), "contact": contact}),
+            )
+        }
+        OutgoingContent::Reaction(r) => (
+            "sendReaction",
+            json!({"key": {"remoteJid": chat, "fromMe": false, "id": r.message_id.as_str()}, "reaction": r.emoji}),
+        ),
+        OutgoingContent::Template { .. } => {
+            return Err(refuse("templates (a WhatsApp Web session has none)"));
+        }
+    };
+    if let Some(quoted) = &outgoing.reply_to
+        && route != "sendReaction"
+    {
+        body["quoted"] = json!({"key": {"id": quoted.as_str()}});
+    }
+    Ok((route, body))
+}
+
+/// Evolution's own failures: a number that is not on WhatsApp (`exists: false`) is
+/// `RecipientUnreachable`.
+pub(super) fn specific(status: u16, body: &Value, chat: &str) -> Option<ProviderError> {
+    let listed = body["response"]["message"].as_array()?;
+    let missing = status == 400 && listed.iter().any(|m| m["exists"].as_bool() == Some(false));
+    missing.then(|| ProviderError::RecipientUnreachable {
+        provider: NAME.to_owned(),
+        chat: chat.to_owned(),
+        reason: "the number is not on WhatsApp".to_owned(),
+    })
+}

@@ -1,0 +1,89 @@
+//! What the gateways' webhook parsers share: reading a JSON field, and [`Envelope`], the
+//! parts every inbound message has, from which its event is made.
+
+use botmesh::message::{
+    ChatId, Content, InboundMedia, Interaction, MediaKind, MediaRef, Message, MessageId, UserId,
+};
+use botmesh::provider::ProviderEvent;
+use serde_json::Value;
+
+/// A non-empty string field of `v`.
+pub(crate) fn text_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The parts every inbound message has.
+pub(crate) struct Envelope {
+    /// The channel's message id (the dedupe key).
+    pub(crate) id: String,
+    pub(crate) chat: ChatId,
+    pub(crate) sender: UserId,
+    pub(crate) sender_name: Option<String>,
+    pub(crate) is_group: bool,
+    pub(crate) timestamp_ms: i64,
+    /// The message it answers.
+    pub(crate) reply_to: Option<MessageId>,
+}
+
+/// A media attachment's fields.
+pub(crate) struct Attachment<'a> {
+    pub(crate) kind: MediaKind,
+    /// The media ref's provider and token.
+    pub(crate) media_ref: (&'a str, &'a str),
+    pub(crate) mime: Option<&'a str>,
+    pub(crate) caption: Option<&'a str>,
+    pub(crate) file_name: Option<&'a str>,
+    pub(crate) size: Option<u64>,
+}
+
+impl From<Attachment<'_>> for Content {
+    fn from(a: Attachment<'_>) -> Self {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        Content::Media(InboundMedia {
+            kind: a.kind,
+            media_ref: MediaRef {
+                provider: a.media_ref.0.to_owned(),
+                token: a.media_ref.1.to_owned(),
+            },
+            mime: owned(a.mime),
+            caption: owned(a.caption),
+            file_name: owned(a.file_name),
+            size: a.size,
+        })
+    }
+}
+
+impl Envelope {
+    /// The message with `content`.
+    pub(crate) fn message(self, content: Content) -> ProviderEvent {
+        ProviderEvent::Message(Message {
+            id: MessageId(self.id),
+            chat: self.chat,
+            sender: self.sender,
+            sender_name: self.sender_name,
+            is_group: self.is_group,
+            mentions_bot: false,
+            timestamp_ms: self.timestamp_ms,
+            content,
+            reply_to: self.reply_to,
+            lang_hint: None,
+        })
+    }
+
+    /// A press of the button (or list row) `data`, titled `title`.
+    pub(crate) fn interaction(self, data: &str, title: Option<&str>) -> ProviderEvent {
+        ProviderEvent::Interaction(Interaction {
+            id: self.id,
+            chat: self.chat,
+            sender: self.sender,
+            sender_name: self.sender_name,
+            data: data.to_owned(),
+            title: title.map(str::to_owned),
+            message_id: self.reply_to,
+            is_group: self.is_group,
+            timestamp_ms: self.timestamp_ms,
+            respond_by_ms: None,
+            from_text: false,
+        })
+    }
+}

@@ -1,0 +1,160 @@
+//! Outgoing content → WPPConnect's send routes and bodies (the table is in the parent module).
+
+use botmesh::message::{Button, MediaKind, MediaSource, Outgoing, OutgoingContent};
+use botmesh::provider::ProviderError;
+use serde_json::{Value, json};
+
+use super::{NAME, TEXT_LIMIT};
+use crate::gateway::outbound::{checked_text, contacts_text};
+use crate::gateway::unsupported;
+
+fn refuse(what: impl Into<String>) -> ProviderError {
+    unsupported(NAME, what)
+}
+
+/// The `phone`, `isGroup` and `isLid` of a chat id (`5521…@c.us`, `…@g.us`, `…@lid`).
+pub(super) fn recipient(chat: &str) -> Value {
+    let (phone, domain) = chat.split_once('@').unwrap_or((chat, "c.us"));
+    json!({"phone": phone, "isGroup": domain == "g.us", "isLid": domain == "lid"})
+}
+
+fn rows(buttons: &[Button]) -> Vec<Value> {
+    buttons
+        .iter()
+        .map(|b| json!({"rowId": b.id, "title": b.title, "description": ""}))
+        .collect()
+}
+
+/// Merges `extra` into the recipient's fields.
+fn with(chat: &str, extra: Value) -> Value {
+    let mut body = recipient(chat);
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
+        b.extend(e);
+    }
+    body
+}
+
+/// The route (`send-message`, …) and the body of `outgoing` to `chat`; `bytes` is the
+/// content of a local file or of in-memory media, read by the caller.
+pub(super) fn request(
+    chat: &str,
+    outgoing: &Outgoing,
+    bytes: Option<&[u8]>,
+) -> Result<(&'static str, Value), ProviderError> {
+    let list = |text: &str, button: &str, sections: Vec<Value>| {
+        (
+            "send-list-message",
+            with(
+                chat,
+                json!({"description": text, "buttonText": button, "sections": sections}),
+            ),
+        )
+    };
+    let (route, mut body) = match &outgoing.content {
+        OutgoingContent::Text { text, buttons } if buttons.is_empty() => (
+            "send-message",
+            with(
+                chat,
+                json!({"message": checked_text(NAME, "a text", text, TEXT_LIMIT)?}),
+            ),
+        ),
+        OutgoingContent::Text { text, buttons } => list(
+            text,
+            "Options",
+            vec![json!({"title": "", "rows": rows(buttons)})],
+        ),
+        OutgoingContent::List {
+            text,
+            button,
+            sections,
+        } => list(
+            text,
+            button,
+            sections
+                .iter()
+                .map(|s| json!({"title": s.title, "rows": rows(&s.rows)}))
+                .collect(),
+        ),
+        OutgoingContent::Media {
+            media_kind,
+            source,
+            caption,
+            mime,
+        } => {
+            let (field, value, file_name) = match (source, bytes) {
+                (MediaSource::Url { url }, _) => (
+                    "path",
+                    url.clone(),
+                    url.rsplit('/').next().unwrap_or("file").to_owned(),
+                ),
+                (MediaSource::Bytes { file_name, .. }, Some(b)) => (
+                    "base64",
+                    format!(
+                        "data:{};base64,{}",
+                        mime.as_deref().unwrap_or("application/octet-stream"),
+                        botmesh::codec::encode_base64(b)
+                    ),
+                    file_name.clone().unwrap_or_else(|| "file".to_owned()),
+                ),
+                (MediaSource::Path { path }, Some(b)) => (
+                    "base64",
+                    format!(
+                        "data:{};base64,{}",
+                        mime.as_deref().unwrap_or("application/octet-stream"),
+                        botmesh::codec::encode_base64(b)
+                    ),
+                    path.file_name()
+                        .map_or("file".to_owned(), |n| n.to_string_lossy().into_owned()),
+                ),
+                _ => return Err(refuse("a media token (send a URL, a path or bytes)")),
+            };
+            let route = match media_kind {
+                MediaKind::Image => "send-image",
+                MediaKind::Sticker => "send-sticker",
+                MediaKind::Voice => "send-voice",
+                _ => "send-file",
+            };
+            let mut extra =
+                json!({"filename": file_name, "caption": caption.clone().unwrap_or_default()});
+            extra[field] = json!(value);
+            (route, with(chat, extra))
+        }
+        OutgoingContent::Location(l) => (
+            "send-location",
+            with(
+                chat,
+                json!({"lat": l.latitude.to_string(), "lng": l.longitude.to_string(),
+                "title": l.name.clone().unwrap_or_default(), "address": l.address.clone().unwrap_or_default()}),
+            ),
+        ),
+        OutgoingContent::Contacts(cards) => (
+            "send-message",
+            with(chat, json!({"message": contacts_text(NAME, cards)?})),
+        ),
+        OutgoingContent::Reaction(r) => (
+            "react-message",
+            json!({"msgId": r.message_id.as_str(), "reaction": r.emoji}),
+        ),
+        OutgoingContent::Template { .. } => {
+            return Err(refuse("templates (a WhatsApp Web session has none)"));
+        }
+    };
+    if let Some(quoted) = &outgoing.reply_to
+        && route == "send-message"
+    {
+        body["options"] = json!({"quotedMsg": quoted.as_str()});
+    }
+    Ok((route, body))
+}
+
+/// WPPConnect's own failures: a session that is not connected (`status: "Disconnected"`,
+/// 404) is `NotConnected` (retryable: nothing was sent, the session comes back).
+pub(super) fn specific(status: u16, body: &Value) -> Option<ProviderError> {
+    let disconnected = matches!(
+        body["status"].as_str(),
+        Some("Disconnected" | "CLOSED" | "disconnected")
+    );
+    (status == 404 && disconnected).then(|| ProviderError::NotConnected {
+        provider: NAME.to_owned(),
+    })
+}

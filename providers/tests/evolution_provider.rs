@@ -1,0 +1,399 @@
+//! The Evolution API provider against the fake Evolution server: the webhook secret (header,
+//! path, path with the event name) and the instance refused when wrong, the apikey a webhook
+//! carries never echoed, message kinds, the bot's own messages and history not answered,
+//! statuses, every content kind sent, edits, error classes (5xx and 429 retried by the
+//! outbox, final errors dead-lettered), media refs round-tripping through the server's media
+//! route, and duplicates and a crash before the 200 answered once.
+#![cfg(feature = "evolution")]
+
+mod fakes;
+
+use botmesh::message::{
+    ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
+};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
+use fakes::contents;
+use fakes::evolution::{FakeEvolution, hooks};
+use serde_json::{Value, json};
+
+const KEY: &str = "evo-instance-key-123";
+const INSTANCE: &str = "shop1";
+const SECRET: &str = "evo-webhook-secret-0123";
+const USER: &str = "5511999999999@s.whatsapp.net";
+
+fn config(fake: &FakeEvolution) -> EvolutionConfig {
+    EvolutionConfig::new(&fake.base_url(), KEY, INSTANCE, SECRET).expect("config")
+}
+
+/// POSTs `body` to `url` (with the secret header when given); the status and the answer.
+async fn post(url: &str, header: Option<&str>, body: &Value) -> (u16, String) {
+    fakes::post_json(url, header, body).await
+}
+
+#[tokio::test]
+async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&evo, evo.webhook_routes()).await;
+    let hi = hooks::text_from(INSTANCE, KEY, USER, "3EB0C431C26A1916B5F2", "hi");
+    let broken = json!({"event": "messages.upsert", "instance": INSTANCE, "data": {"key": {"remoteJid": USER}}, "apikey": KEY});
+    let refused = [
+        (
+            hooks::text_from("other", KEY, USER, "3EB0C431C26A1916B5F3", "hi"),
+            403,
+        ),
+        (broken.clone(), 400),
+    ];
+    let route = format!("{local}/evolution");
+    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    let (_, answer) = post(&format!("{route}/{SECRET}"), None, &broken).await;
+    assert!(!answer.contains(KEY), "{answer}");
+    // `byEvents`: Evolution appends the event's name to the URL.
+    let by_event = format!("{route}/{SECRET}/messages-upsert");
+    assert_eq!(post(&by_event, None, &hi).await.0, 200);
+    let events = rec.wait_for(3).await;
+    assert!(!format!("{events:?}").contains(KEY));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&evo, evo.webhook_routes()).await;
+    let url = format!("{local}/evolution/{SECRET}");
+    let mut old = hooks::data(
+        USER,
+        "3EB0OLD000000001",
+        json!({"conversation": "from last week"}),
+    );
+    old["messageTimestamp"] = json!(1_718_000_000);
+    let mut own = hooks::data(
+        USER,
+        "BAE5OWN000000001",
+        json!({"conversation": "our reply"}),
+    );
+    own["key"]["fromMe"] = json!(true);
+    let mut lid = hooks::data(
+        "98765@lid",
+        "3EB0LID000000001",
+        json!({"conversation": "via lid"}),
+    );
+    lid["key"]["remoteJidAlt"] = json!(USER);
+    let bodies = [
+        hooks::text_from(INSTANCE, KEY, USER, "3EB0TXT000000001", "hello"),
+        hooks::upsert(
+            INSTANCE,
+            KEY,
+            hooks::data(
+                USER,
+                "3EB0IMG000000001",
+                json!({
+            "imageMessage": {"mimetype": "image/jpeg", "caption": "look", "fileLength": "1234"}, "base64": "aGVsbG8="}),
+            ),
+        ),
+        hooks::upsert(
+            INSTANCE,
+            KEY,
+            hooks::data(
+                USER,
+                "3EB0BTN000000001",
+                json!({
+            "buttonsResponseMessage": {"selectedButtonId": "yes", "selectedDisplayText": "Yes"}}),
+            ),
+        ),
+        hooks::upsert(
+            INSTANCE,
+            KEY,
+            hooks::data(
+                USER,
+                "3EB0LST000000001",
+                json!({
+            "listResponseMessage": {"title": "Tea", "singleSelectReply": {"selectedRowId": "tea"}}}),
+            ),
+        ),
+        hooks::upsert(INSTANCE, KEY, lid),
+        hooks::upsert(INSTANCE, KEY, old),
+        hooks::upsert(INSTANCE, KEY, own),
+        json!({"event": "send.message", "instance": INSTANCE, "data": {}, "apikey": KEY}),
+        json!({"event": "connection.update", "instance": INSTANCE, "data": {"state": "open"}, "apikey": KEY}),
+        json!({"event": "messages.update", "instance": INSTANCE, "apikey": KEY, "data": {
+            "keyId": "BAE5000000000001", "remoteJid": USER, "fromMe": true, "status": "READ"}}),
+    ];
+    for body in &bodies {
+        assert_eq!(post(&url, None, body).await.0, 200, "{body}");
+    }
+    let events = rec.wait_for(6).await;
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            ProviderEvent::Message(m) => match &m.content {
+                Content::Text(t) => format!("text {t} {}", m.chat.as_str()),
+                Content::Media(media) => format!(
+                    "media {:?} {} {:?}",
+                    media.kind, media.media_ref.token, media.caption
+                ),
+                other => format!("{other:?}"),
+            },
+            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
+            ProviderEvent::Status(s) => format!("status {} {}", s.status, s.message_id.as_str()),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            format!("text hello {USER}"),
+            "media Image 3EB0IMG000000001 Some(\"look\")".to_owned(),
+            "press yes Some(\"Yes\")".to_owned(),
+            "press tea Some(\"Tea\")".to_owned(),
+            format!("text via lid {USER}"),
+            "status read BAE5000000000001".to_owned(),
+        ]
+    );
+    assert!(
+        !format!("{events:?}").contains("aGVsbG8="),
+        "the embedded base64 is not kept"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind_and_edits() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let mut quoted = Outgoing::from("a reply");
+    quoted.reply_to = Some("3EB0TXT000000001".into());
+    let bytes = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Document,
+        source: MediaSource::Bytes {
+            data: b"%PDF".to_vec(),
+            file_name: Some("a.pdf".into()),
+        },
+        caption: Some("the invoice".into()),
+        mime: Some("application/pdf".into()),
+    });
+    let url = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Url {
+            url: "https://example.com/a.png".into(),
+        },
+        caption: None,
+        mime: None,
+    });
+    let sends = [
+        Outgoing::from("hello"),
+        Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No")]),
+        Outgoing::buttons("Pick", [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")]),
+        fakes::menu_list(),
+        bytes,
+        url,
+        contents::location(-23.5, -46.6, Some("Shop")),
+        contents::contact("Ana", "+55 11 99999"),
+        contents::reaction("3EB0TXT000000001", "👍"),
+        quoted,
+    ];
+    let mut ids = Vec::new();
+    for o in &sends {
+        ids.push(
+            evo.send(&c, o)
+                .await
+                .expect("sent")
+                .message_id
+                .expect("key.id"),
+        );
+    }
+    let sent = fake.sent();
+    let actions: Vec<&str> = sent.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "sendText",
+            "sendButtons",
+            "sendList",
+            "sendList",
+            "sendMedia",
+            "sendMedia",
+            "sendLocation",
+            "sendContact",
+            "sendReaction",
+            "sendText"
+        ]
+    );
+    let body = |n: usize| sent[n].1.clone();
+    assert_eq!(body(0), json!({"number": USER, "text": "hello"}));
+    assert_eq!(
+        body(1)["buttons"][1],
+        json!({"type": "reply", "displayText": "No", "id": "no"})
+    );
+    assert_eq!(body(2)["sections"][0]["rows"][3]["rowId"], "d");
+    assert_eq!(body(3)["buttonText"], "Options");
+    assert_eq!(
+        (body(4)["media"].as_str(), body(4)["mediatype"].as_str()),
+        (Some("JVBERg=="), Some("document"))
+    );
+    assert_eq!(body(5)["media"], "https://example.com/a.png");
+    assert_eq!(body(7)["contact"][0]["wuid"], "551199999");
+    assert_eq!(body(8)["key"]["id"], "3EB0TXT000000001");
+    assert_eq!(body(9)["quoted"]["key"]["id"], "3EB0TXT000000001");
+
+    evo.edit(&c, &ids[0], &OutgoingContent::from("hello again"))
+        .await
+        .expect("edited");
+    assert_eq!(fake.sent()[10].0, "updateMessage");
+    assert_eq!(fake.sent()[10].1["key"]["id"], ids[0].as_str());
+    let template = Outgoing::from(OutgoingContent::Template {
+        name: "t".into(),
+        language: "en".into(),
+        params: vec![],
+    });
+    assert!(matches!(
+        evo.send(&c, &template).await,
+        Err(ProviderError::UnsupportedContent { .. })
+    ));
+    assert!(evo.capabilities().edits);
+}
+
+type Expected = dyn Fn(&ProviderError) -> bool;
+
+#[tokio::test]
+async fn maps_evolution_errors_onto_classes() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let hi = Outgoing::from("hi");
+    let rate_limited = |e: &ProviderError| {
+        e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(4)))
+    };
+    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
+    let final_ = |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(KEY);
+    let cases: [(u16, Value, Option<u64>, &Expected); 5] = [
+        (429, json!("Too many requests"), Some(4), &rate_limited),
+        (500, json!(["Connection Closed"]), None, &retryable),
+        (
+            400,
+            json!([{"jid": USER, "exists": false, "number": "5511999999999"}]),
+            None,
+            &|e| matches!(e, ProviderError::RecipientUnreachable { .. }),
+        ),
+        (401, json!("Unauthorized"), None, &final_),
+        (
+            404,
+            json!(["The \"shop1\" instance does not exist"]),
+            None,
+            &final_,
+        ),
+    ];
+    for (status, message, retry_after, expected) in cases {
+        fake.fail_next(status, message, retry_after);
+        let e = evo.send(&c, &hi).await.expect_err("refused");
+        assert!(expected(&e), "{status}: {e:?}");
+    }
+    fake.drop_next();
+    assert!(matches!(
+        evo.send(&c, &hi).await,
+        Err(ProviderError::Ambiguous { .. })
+    ));
+    let wrong_key = EvolutionProvider::new(
+        EvolutionConfig::new(&fake.base_url(), "wrong", INSTANCE, SECRET).expect("config"),
+    )
+    .expect("provider");
+    let e = wrong_key.send(&c, &hi).await.expect_err("refused");
+    assert_eq!(
+        (e.class(), e.to_string().contains("Unauthorized")),
+        (ErrorClass::Final, true),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn the_outbox_retries_5xx_and_429_and_answers_once() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    fake.fail_next(503, json!(["Service Unavailable"]), None);
+    fake.fail_next(429, json!("Too many requests"), Some(0));
+    let ping = hooks::text_from(INSTANCE, KEY, USER, "3EB0PING00000001", "ping");
+    let routes = evo.webhook_routes();
+    let path = format!("/evolution/{SECRET}");
+    fakes::retried_and_answered_once(evo, routes, &path, &ping, || fake.delivered_to(USER)).await;
+    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_through_the_servers_media_route() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    fake.add_media("3EB0IMG000000001", b"jpeg bytes");
+    let media = MediaRef {
+        provider: "evolution".into(),
+        token: "3EB0IMG000000001".into(),
+    };
+    let stored = evo.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, json!({"key_id": "3EB0IMG000000001"}));
+    let back = evo.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(
+        evo.download_media(&back).await.expect("download"),
+        b"jpeg bytes"
+    );
+    let gone = MediaRef {
+        provider: "evolution".into(),
+        token: "3EB0GONE00000001".into(),
+    };
+    assert_eq!(
+        evo.download_media(&gone).await.map_err(|e| e.class()).err(),
+        Some(ErrorClass::Final)
+    );
+    let good = StoredMediaRef {
+        provider: "evolution".into(),
+        v: 1,
+        data: json!({"key_id": "3EB0IMG000000001"}),
+    };
+    fakes::assert_refuses_foreign_refs(
+        &evo,
+        &good,
+        "wppconnect",
+        2,
+        &[json!({"key_id": "../x"}), json!({"id": "3EB0IMG000000001"})],
+    );
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    let body = hooks::text_from(INSTANCE, KEY, USER, "3EB0CRASH0000001", "ping");
+    let provider = || EvolutionProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, EvolutionProvider::webhook_routes);
+    fakes::gateway::crash_before_the_200(channel, &format!("/evolution/{SECRET}"), &body).await;
+    assert_eq!(fake.delivered_to(USER), ["pong: ping"]);
+}
+
+const ENV: &[(&str, &str)] = &[
+    ("EVOLUTION_API_URL", "http://evo:8080"),
+    ("EVOLUTION_API_KEY", "k"),
+    ("EVOLUTION_INSTANCE", "shop1"),
+    ("EVOLUTION_WEBHOOK_SECRET", SECRET),
+];
+
+#[test]
+fn config_names_the_variable() {
+    let lookup = fakes::env;
+    assert_eq!(
+        EvolutionConfig::from_lookup(lookup(&[("EVOLUTION_API_KEY", "k")])).expect_err("url"),
+        EvolutionConfigError::MissingEnv("EVOLUTION_API_URL")
+    );
+    assert!(matches!(
+        EvolutionConfig::from_lookup(|k| match k {
+            "EVOLUTION_HISTORY_SECS" => Some("soon".to_owned()),
+            k => lookup(ENV)(k),
+        }),
+        Err(EvolutionConfigError::Invalid {
+            setting: "EVOLUTION_HISTORY_SECS",
+            ..
+        })
+    ));
+    let ok = EvolutionConfig::from_lookup(lookup(ENV)).expect("config");
+    assert!(!format!("{ok:?}").contains(SECRET) && !format!("{ok:?}").contains("\"k\""));
+    assert!(EvolutionConfig::new("ftp://evo", "k", "shop1", SECRET).is_err());
+}

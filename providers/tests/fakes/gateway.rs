@@ -1,0 +1,137 @@
+//! What the gateway fakes (Gupshup, Evolution API, WPPConnect) share: the log of calls, the
+//! failures queued for the next calls, the answers to drop, and the media they keep.
+
+use std::collections::VecDeque;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde_json::Value;
+
+use super::json_resp;
+
+/// A gateway fake's log: every call `C`, what was delivered, and what the next calls do.
+pub struct Log<C> {
+    /// Every call, in order (failures too).
+    pub sent: Vec<C>,
+    /// (recipient, text) of every message accepted, in order.
+    pub delivered: Vec<(String, String)>,
+    /// The media kept, by id.
+    pub media: Vec<(String, Vec<u8>)>,
+    /// How many messages were accepted.
+    pub next: u64,
+    /// How many of the next accepted answers drop their connection.
+    pub drops: usize,
+    failures: VecDeque<(u16, Value, Option<u64>)>,
+}
+
+impl<C> Default for Log<C> {
+    fn default() -> Self {
+        Self {
+            sent: Vec::new(),
+            delivered: Vec::new(),
+            media: Vec::new(),
+            next: 0,
+            drops: 0,
+            failures: VecDeque::new(),
+        }
+    }
+}
+
+impl<C> Log<C> {
+    /// The next call is answered `status` with `body` (and `Retry-After`).
+    pub fn fail_next(&mut self, status: u16, body: Value, retry_after: Option<u64>) {
+        self.failures.push_back((status, body, retry_after));
+    }
+
+    /// The answer of the next queued failure, if any.
+    pub fn failure(&mut self) -> Option<Response> {
+        let (status, body, retry_after) = self.failures.pop_front()?;
+        let mut resp = json_resp(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+            body,
+        );
+        if let Some(r) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(r));
+        }
+        Some(resp)
+    }
+
+    /// Records a message accepted for `to`; the count of accepted messages.
+    pub fn deliver(&mut self, to: &str, text: &str) -> u64 {
+        self.delivered.push((to.to_owned(), text.to_owned()));
+        self.next += 1;
+        self.next
+    }
+
+    /// `answer`, or a dropped connection when one is due.
+    pub fn answer(&mut self, answer: Response) -> Response {
+        super::server::answer_or_drop(&mut self.drops, answer)
+    }
+
+    /// The media kept as `id`.
+    pub fn media_of(&self, id: &str) -> Option<Vec<u8>> {
+        self.media
+            .iter()
+            .find(|(m, _)| m == id)
+            .map(|(_, b)| b.clone())
+    }
+}
+
+/// Checks a gateway's webhook `route` (`{base}/gupshup`) with the shared `secret`, on a
+/// provider started on `rec`: without the secret 401, with a wrong one (in the path or the
+/// header) 403, each of `refused` (posted with the secret) its status, and nothing delivered;
+/// then `good` is taken with the secret in the path and in the header.
+pub async fn assert_guarded(
+    route: &str,
+    secret: &str,
+    good: &Value,
+    refused: &[(Value, u16)],
+    rec: &super::Recorder,
+) {
+    let post = async |url: String, header: Option<&str>, body: &Value| {
+        super::post_json(&url, header, body).await.0
+    };
+    assert_eq!(post(route.to_owned(), None, good).await, 401, "no secret");
+    let wrong = format!("{route}/not-the-secret-0123456789");
+    assert_eq!(post(wrong, None, good).await, 403, "a wrong path secret");
+    assert_eq!(
+        post(route.to_owned(), Some("nope"), good).await,
+        403,
+        "a wrong header"
+    );
+    for (body, status) in refused {
+        assert_eq!(
+            post(format!("{route}/{secret}"), None, body).await,
+            *status,
+            "{body}"
+        );
+    }
+    assert!(rec.events().is_empty(), "{:?}", rec.events());
+    assert_eq!(
+        post(format!("{route}/{secret}"), None, good).await,
+        200,
+        "the path secret"
+    );
+    assert_eq!(
+        post(route.to_owned(), Some(secret), good).await,
+        200,
+        "the header"
+    );
+    assert_eq!(rec.wait_for(2).await.len(), 2);
+}
+
+/// [`super::crash_before_the_200`] for a gateway: the JSON webhook `body` posted on `path`
+/// (which carries the secret).
+pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
+    channel: (impl Fn() -> P, impl Fn(&P) -> axum::Router),
+    path: &str,
+    body: &Value,
+) {
+    let body = serde_json::to_vec(body).expect("a JSON body");
+    super::crash_before_the_200(channel, path, |req| {
+        req.header("content-type", "application/json")
+            .body(body.clone())
+    })
+    .await;
+}

@@ -1,0 +1,381 @@
+//! The Gupshup provider against the fake Gupshup API: the callback secret (path or header)
+//! and app refused when wrong, both callback formats, `message-event` statuses under the
+//! Gupshup id a send returned (`gsId`), every content kind sent, error classes (5xx and 429
+//! retried by the outbox, final errors dead-lettered), media refs round-tripping, and
+//! duplicates and a crash before the 200 answered once.
+#![cfg(feature = "gupshup")]
+
+mod fakes;
+
+use std::time::Duration;
+
+use botmesh::message::{
+    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
+};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
+use botmesh_providers::http::GuardedClient;
+use fakes::contents;
+use fakes::gupshup::{FakeGupshup, hooks};
+use serde_json::{Value, json};
+
+const KEY: &str = "gupshup-api-key";
+const APP: &str = "DemoApp";
+const SECRET: &str = "gs-callback-secret-0123";
+const USER: &str = "918x98xx21x4";
+
+fn config(fake: &FakeGupshup) -> GupshupConfig {
+    GupshupConfig::new(KEY, APP, "917834811114", SECRET)
+        .expect("config")
+        .api_base(&fake.base_url())
+        .expect("base")
+        .media_client(GuardedClient::allowing_localhost().expect("client"))
+}
+
+/// POSTs `body` to `url` (with the secret header when given); the status.
+async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
+    fakes::post_json(url, header, body).await.0
+}
+
+#[tokio::test]
+async fn the_callback_secret_and_the_app_are_checked() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&gs, gs.webhook_routes()).await;
+    let hi = hooks::text_from(APP, USER, "ABEG1", "Hi");
+    let refused = [
+        (hooks::text_from("OtherApp", USER, "ABEG2", "Hi"), 403),
+        (json!({"app": APP}), 400),
+    ];
+    let route = format!("{local}/gupshup");
+    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    rec.set_mode(fakes::Mode::Reject);
+    assert_eq!(post(&format!("{route}/{SECRET}"), None, &hi).await, 503);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn reads_both_formats_and_keys_statuses_by_the_gupshup_id() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake).app_id("app-1")).expect("provider");
+    let (rec, server, local) = fakes::started(&gs, gs.webhook_routes()).await;
+    let url = format!("{local}/gupshup/{SECRET}");
+    let sent = gs
+        .send(&ChatId::from(USER), &Outgoing::from("hi"))
+        .await
+        .expect("send");
+    let gs_id = sent.message_id.expect("the Gupshup id").to_string();
+    let bodies = [
+        hooks::text_from(APP, USER, "ABEG1", "Hi"),
+        hooks::inbound(
+            APP,
+            USER,
+            "ABEG2",
+            "image",
+            json!({"url": "https://filemanager.gupshup.io/fm/wamedia/a.jpg", "caption": "look", "contentType": "image/jpeg"}),
+        ),
+        hooks::inbound(
+            APP,
+            USER,
+            "ABEG3",
+            "location",
+            json!({"latitude": "28.6", "longitude": 77.2}),
+        ),
+        hooks::inbound(
+            APP,
+            USER,
+            "ABEG4",
+            "button_reply",
+            json!({"title": "Yes", "id": "1", "reply": "Yes 1", "postbackText": "yes"}),
+        ),
+        hooks::v2(
+            APP,
+            "message-event",
+            json!({"id": "gBEGkYaY", "gsId": gs_id, "type": "delivered", "destination": USER, "payload": {"ts": 1}}),
+        ),
+        hooks::v2(
+            APP,
+            "user-event",
+            json!({"phone": USER, "type": "opted-in"}),
+        ),
+        json!({"object": "whatsapp_business_account", "gs_app_id": "app-1", "entry": [{"id": "1", "changes": [{"field": "messages", "value": {
+            "messaging_product": "whatsapp", "metadata": {"display_phone_number": "917834811114", "phone_number_id": "1"},
+            "contacts": [{"profile": {"name": "Andy"}, "wa_id": USER}],
+            "messages": [{"from": USER, "id": "wamid.M1", "timestamp": "1718000000", "type": "image",
+                "image": {"id": "1234", "mime_type": "image/jpeg", "url": "https://filemanager.gupshup.io/fm/wamedia/b.jpg"}}],
+            "statuses": [{"id": "wamid.S1", "gs_id": gs_id, "status": "read", "timestamp": "1718000001", "recipient_id": USER}]}}]}]}),
+    ];
+    for body in &bodies {
+        assert_eq!(post(&url, None, body).await, 200, "{body}");
+    }
+    let events = rec.wait_for(7).await;
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            ProviderEvent::Message(m) => match &m.content {
+                Content::Text(t) => format!("text {t} {}", m.id.as_str()),
+                Content::Media(media) => format!(
+                    "media {:?} {} {:?}",
+                    media.kind, media.media_ref.token, media.caption
+                ),
+                Content::Location(l) => format!("location {} {}", l.latitude, l.longitude),
+                other => format!("{other:?}"),
+            },
+            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
+            ProviderEvent::Status(s) => {
+                format!("status {} {}", s.status, s.message_id.as_str() == gs_id)
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "text Hi ABEG1",
+            "media Image https://filemanager.gupshup.io/fm/wamedia/a.jpg Some(\"look\")",
+            "location 28.6 77.2",
+            "press yes Some(\"Yes\")",
+            "status delivered true",
+            "media Image https://filemanager.gupshup.io/fm/wamedia/b.jpg None",
+            "status read true",
+        ]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let three = Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No"), ("later", "Later")]);
+    let four = Outgoing::buttons("Pick", [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")]);
+    let image = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Url {
+            url: "https://example.com/a.png".into(),
+        },
+        caption: Some("an image".into()),
+        mime: None,
+    });
+    let sends = [
+        Outgoing::from("hello"),
+        three,
+        four,
+        fakes::menu_list(),
+        image,
+        contents::location(28.6, 77.2, Some("Office")),
+        contents::contact("Ana", "+5511999"),
+        contents::reaction("gBEG1", "👍"),
+        Outgoing::from(OutgoingContent::Template {
+            name: "tpl-1".into(),
+            language: "en".into(),
+            params: vec!["Ana".into()],
+        }),
+    ];
+    for o in &sends {
+        assert!(gs.send(&c, o).await.expect("sent").message_id.is_some());
+    }
+    let m = |n| fake.message(n);
+    assert_eq!(m(0), json!({"type": "text", "text": "hello"}));
+    assert_eq!(m(1)["type"], "quick_reply");
+    assert_eq!(
+        m(1)["options"][2],
+        json!({"type": "text", "title": "Later", "postbackText": "later"})
+    );
+    assert_eq!(m(2)["type"], "list");
+    assert_eq!(
+        m(2)["items"][0]["options"].as_array().map(Vec::len),
+        Some(4)
+    );
+    assert_eq!(m(3)["globalButtons"][0]["title"], "Options");
+    assert_eq!(m(3)["items"][0]["options"][0]["postbackText"], "row1");
+    assert_eq!(
+        (m(4)["type"].as_str(), m(4)["originalUrl"].as_str()),
+        (Some("image"), Some("https://example.com/a.png"))
+    );
+    assert_eq!(
+        (m(5)["type"].as_str(), m(5)["name"].as_str()),
+        (Some("location"), Some("Office"))
+    );
+    assert_eq!(m(6)["text"], "Ana: +5511999");
+    assert_eq!(
+        m(7),
+        json!({"type": "reaction", "msgId": "gBEG1", "emoji": "👍"})
+    );
+    assert_eq!(m(8), json!({"id": "tpl-1", "params": ["Ana"]}));
+    assert_eq!(fake.sent()[8].0, "/wa/api/v1/template/msg");
+
+    let bytes = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Bytes {
+            data: vec![1],
+            file_name: None,
+        },
+        caption: None,
+        mime: None,
+    });
+    let eleven: Vec<Button> = (0..11)
+        .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
+        .collect();
+    for refused in [
+        bytes,
+        Outgoing::buttons("Pick", eleven),
+        Outgoing::from(" "),
+    ] {
+        assert!(matches!(
+            gs.send(&c, &refused).await,
+            Err(ProviderError::UnsupportedContent { .. })
+        ));
+    }
+    assert_eq!(fake.sent().len(), 9, "refused before any call");
+    assert_eq!(gs.capabilities().text_limit, 4096);
+    assert!(!gs.capabilities().edits);
+}
+
+type Expected = dyn Fn(&ProviderError) -> bool;
+
+#[tokio::test]
+async fn maps_gupshup_errors_onto_classes() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let hi = Outgoing::from("hi");
+    let rate_limited =
+        |e: &ProviderError| e.class() == ErrorClass::RateLimited(Some(Duration::from_secs(2)));
+    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
+    let unreachable = |e: &ProviderError| matches!(e, ProviderError::RecipientUnreachable { .. });
+    let final_ = |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(KEY);
+    let cases: [(u16, &str, Option<u64>, &Expected); 5] = [
+        (429, "Too Many Requests", Some(2), &rate_limited),
+        (503, "Service Unavailable", None, &retryable),
+        (400, "Invalid Destination", None, &unreachable),
+        (401, "Authentication Failed", None, &final_),
+        (400, "Invalid Message Type", None, &final_),
+    ];
+    for (status, message, retry_after, expected) in cases {
+        fake.fail_next(status, message, retry_after);
+        let e = gs.send(&c, &hi).await.expect_err("refused");
+        assert!(expected(&e), "{status} {message}: {e:?}");
+    }
+    fake.drop_next();
+    assert!(matches!(
+        gs.send(&c, &hi).await,
+        Err(ProviderError::Ambiguous { .. })
+    ));
+    let gone = GupshupProvider::new(
+        GupshupConfig::new(KEY, APP, "1", SECRET)
+            .expect("config")
+            .api_base("http://127.0.0.1:9")
+            .expect("base"),
+    )
+    .expect("provider");
+    assert!(matches!(
+        gone.send(&c, &hi).await,
+        Err(ProviderError::Network { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_outbox_retries_5xx_and_429_and_answers_once() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    fake.fail_next(503, "Service Unavailable", None);
+    fake.fail_next(429, "Too Many Requests", Some(0));
+    let ping = hooks::text_from(APP, USER, "ABEG9", "ping");
+    let routes = gs.webhook_routes();
+    let path = format!("/gupshup/{SECRET}");
+    fakes::retried_and_answered_once(gs, routes, &path, &ping, || fake.delivered_to(USER)).await;
+    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_and_download_without_credentials() {
+    let fake = FakeGupshup::start(KEY).await;
+    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let url = fake.add_media("a.jpg", b"jpeg bytes");
+    let media = MediaRef {
+        provider: "gupshup".into(),
+        token: url.clone(),
+    };
+    let stored = gs.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, json!({"url": url}));
+    let back = gs.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(back, media);
+    assert_eq!(
+        gs.download_media(&back).await.expect("download"),
+        b"jpeg bytes"
+    );
+    assert!(
+        gs.serialize_media_ref(&MediaRef {
+            provider: "gupshup".into(),
+            token: "file:///etc/passwd".into()
+        })
+        .is_none()
+    );
+    let good = StoredMediaRef {
+        provider: "gupshup".into(),
+        v: 1,
+        data: json!({"url": url}),
+    };
+    fakes::assert_refuses_foreign_refs(
+        &gs,
+        &good,
+        "twilio",
+        2,
+        &[json!({"url": "ftp://x/y"}), json!({"href": "x"})],
+    );
+    let blocked = GupshupProvider::new(
+        GupshupConfig::new(KEY, APP, "1", SECRET)
+            .expect("config")
+            .api_base(&fake.base_url())
+            .expect("base"),
+    )
+    .expect("provider");
+    assert!(
+        blocked.download_media(&back).await.is_err(),
+        "the guard refuses 127.0.0.1 by default"
+    );
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeGupshup::start(KEY).await;
+    let body = hooks::text_from(APP, USER, "ABEG77", "ping");
+    let provider = || GupshupProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, GupshupProvider::webhook_routes);
+    fakes::gateway::crash_before_the_200(channel, &format!("/gupshup/{SECRET}"), &body).await;
+    assert_eq!(fake.delivered_to(USER), ["pong: ping"]);
+}
+
+#[test]
+fn config_names_the_variable_and_refuses_weak_secrets() {
+    let lookup = fakes::env;
+    assert_eq!(
+        GupshupConfig::from_lookup(lookup(&[("GUPSHUP_API_KEY", "k")])).expect_err("app"),
+        GupshupConfigError::MissingEnv("GUPSHUP_APP_NAME")
+    );
+    let weak = GupshupConfig::from_lookup(lookup(&[
+        ("GUPSHUP_API_KEY", "k"),
+        ("GUPSHUP_APP_NAME", "a"),
+        ("GUPSHUP_SOURCE", "1"),
+        ("GUPSHUP_WEBHOOK_SECRET", "short"),
+    ]));
+    assert!(matches!(
+        weak,
+        Err(GupshupConfigError::Invalid {
+            setting: "GUPSHUP_WEBHOOK_SECRET",
+            ..
+        })
+    ));
+    assert!(GupshupConfig::new(KEY, APP, "1", "has/slash-0123456789").is_err());
+    let ok = GupshupConfig::from_lookup(lookup(&[
+        ("GUPSHUP_API_KEY", "k"),
+        ("GUPSHUP_APP_NAME", "a"),
+        ("GUPSHUP_SOURCE", "1"),
+        ("GUPSHUP_WEBHOOK_SECRET", SECRET),
+        ("GUPSHUP_WEBHOOK_PATH", "/gs"),
+    ]))
+    .expect("config");
+    assert!(!format!("{ok:?}").contains(SECRET));
+}

@@ -1,0 +1,369 @@
+//! The WPPConnect provider against the fake WPPConnect Server: the webhook secret and the
+//! session refused when wrong, message kinds, the bot's own messages and history not
+//! answered, acks, every content kind sent, edits, error classes (5xx, 429 and a
+//! disconnected session retried by the outbox, final errors dead-lettered), media refs
+//! round-tripping through the server's media route, and duplicates and a crash before the
+//! 200 answered once.
+#![cfg(feature = "wppconnect")]
+
+mod fakes;
+
+use botmesh::message::{
+    ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
+};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
+use fakes::contents;
+use fakes::wppconnect::{FakeWppConnect, hooks};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "$2b$10$fakebcrypttokenvalue";
+const SESSION: &str = "s1";
+const SECRET: &str = "wpp-webhook-secret-0123";
+const USER: &str = "5521999999999@c.us";
+const PHONE: &str = "5521999999999";
+
+fn config(fake: &FakeWppConnect) -> WppConnectConfig {
+    WppConnectConfig::new(&fake.base_url(), SESSION, TOKEN, SECRET).expect("config")
+}
+
+async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
+    fakes::post_json(url, header, body).await.0
+}
+
+#[tokio::test]
+async fn the_secret_and_the_session_are_checked() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&wpp, wpp.webhook_routes()).await;
+    let hi = hooks::text_from(SESSION, USER, "3EB0A1B2C3D4E5F6", "hi");
+    let refused = [
+        (hooks::text_from("s2", USER, "3EB0A1B2C3D4E5F7", "hi"), 403),
+        (json!({"session": SESSION}), 400),
+    ];
+    let route = format!("{local}/wppconnect");
+    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&wpp, wpp.webhook_routes()).await;
+    let url = format!("{local}/wppconnect/{SECRET}");
+    let bodies = [
+        hooks::text_from(SESSION, USER, "3EB0TXT1", "hello"),
+        hooks::message(
+            SESSION,
+            USER,
+            "3EB0IMG1",
+            "image",
+            json!({"body": "/9j/4AAQSkZJRgABAQ", "caption": "look", "mimetype": "image/jpeg"}),
+        ),
+        hooks::message(
+            SESSION,
+            USER,
+            "3EB0LST1",
+            "list_response",
+            json!({"body": "Tea", "listResponse": {"singleSelectReply": {"selectedRowId": "tea"}}}),
+        ),
+        hooks::message(
+            SESSION,
+            USER,
+            "3EB0LOC1",
+            "location",
+            json!({"lat": -22.9, "lng": "-43.2", "loc": "Rio"}),
+        ),
+        hooks::message(
+            SESSION,
+            USER,
+            "3EB0OLD1",
+            "chat",
+            json!({"body": "old", "t": 1_718_000_000}),
+        ),
+        hooks::message(
+            SESSION,
+            USER,
+            "3EB0OWN1",
+            "chat",
+            json!({"body": "ours", "fromMe": true}),
+        ),
+        json!({"event": "unreadmessages", "session": SESSION, "data": []}),
+        json!({"event": "onack", "session": SESSION, "ack": 3, "id": {"fromMe": true, "remote": USER, "id": "3EB0SENT", "_serialized": format!("true_{USER}_3EB0SENT")}}),
+    ];
+    for body in &bodies {
+        assert_eq!(post(&url, None, body).await, 200, "{body}");
+    }
+    let events = rec.wait_for(5).await;
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            ProviderEvent::Message(m) => match &m.content {
+                Content::Text(t) => format!("text {t} {}", m.id.as_str()),
+                Content::Media(media) => format!(
+                    "media {:?} {} {:?}",
+                    media.kind, media.media_ref.token, media.caption
+                ),
+                Content::Location(l) => {
+                    format!("location {} {} {:?}", l.latitude, l.longitude, l.name)
+                }
+                other => format!("{other:?}"),
+            },
+            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
+            ProviderEvent::Status(s) => format!("status {} {}", s.status, s.message_id.as_str()),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            format!("text hello false_{USER}_3EB0TXT1"),
+            format!("media Image false_{USER}_3EB0IMG1 Some(\"look\")"),
+            "press tea Some(\"Tea\")".to_owned(),
+            "location -22.9 -43.2 Some(\"Rio\")".to_owned(),
+            format!("status read true_{USER}_3EB0SENT"),
+        ]
+    );
+    assert!(
+        !format!("{events:?}").contains("/9j/4AAQ"),
+        "the embedded base64 is not kept"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind_and_edits() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let mut quoted = Outgoing::from("a reply");
+    quoted.reply_to = Some(format!("false_{USER}_3EB0TXT1").into());
+    let bytes = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Bytes {
+            data: b"\x89PNG".to_vec(),
+            file_name: Some("a.png".into()),
+        },
+        caption: Some("an image".into()),
+        mime: Some("image/png".into()),
+    });
+    let doc = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Document,
+        source: MediaSource::Url {
+            url: "https://example.com/a.pdf".into(),
+        },
+        caption: None,
+        mime: None,
+    });
+    let sends = [
+        Outgoing::from("hello"),
+        Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No")]),
+        fakes::menu_list(),
+        bytes,
+        doc,
+        contents::location(-22.9, -43.2, Some("Rio")),
+        contents::contact("Ana", "+55 21 99999"),
+        quoted,
+    ];
+    let mut ids = Vec::new();
+    for o in &sends {
+        ids.push(wpp.send(&c, o).await.expect("sent").message_id.expect("id"));
+    }
+    assert!(ids[0].as_str().starts_with(&format!("true_{USER}_")));
+    let sent = fake.sent();
+    let routes: Vec<&str> = sent.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        routes,
+        [
+            "send-message",
+            "send-list-message",
+            "send-list-message",
+            "send-image",
+            "send-file",
+            "send-location",
+            "send-message",
+            "send-message"
+        ]
+    );
+    let body = |n: usize| sent[n].1.clone();
+    assert_eq!(
+        body(0),
+        json!({"phone": PHONE, "isGroup": false, "isLid": false, "message": "hello"})
+    );
+    assert_eq!(body(1)["sections"][0]["rows"][1]["rowId"], "no");
+    assert_eq!(body(2)["buttonText"], "Options");
+    assert_eq!(body(3)["base64"], "data:image/png;base64,iVBORw==");
+    assert_eq!(body(4)["path"], "https://example.com/a.pdf");
+    assert_eq!(body(5)["lat"], "-22.9");
+    assert_eq!(body(6)["message"], "Ana: +55 21 99999");
+    assert_eq!(
+        body(7)["options"]["quotedMsg"],
+        format!("false_{USER}_3EB0TXT1")
+    );
+    let group = wpp
+        .send(
+            &ChatId::from("120363012345@g.us"),
+            &Outgoing::from("hi all"),
+        )
+        .await
+        .expect("sent");
+    assert!(group.message_id.is_some());
+    assert_eq!(fake.sent()[8].1["isGroup"], true);
+
+    wpp.edit(&c, &ids[0], &OutgoingContent::from("hello again"))
+        .await
+        .expect("edited");
+    assert_eq!(
+        fake.sent()[9],
+        (
+            "edit-message".to_owned(),
+            json!({"id": ids[0].as_str(), "newText": "hello again"})
+        )
+    );
+    wpp.send(&c, &contents::reaction("false_x_3EB0", "👍"))
+        .await
+        .expect("reacted");
+    assert_eq!(fake.sent()[10].0, "react-message");
+    let template = Outgoing::from(OutgoingContent::Template {
+        name: "t".into(),
+        language: "en".into(),
+        params: vec![],
+    });
+    assert!(matches!(
+        wpp.send(&c, &template).await,
+        Err(ProviderError::UnsupportedContent { .. })
+    ));
+}
+
+type Expected = dyn Fn(&ProviderError) -> bool;
+
+#[tokio::test]
+async fn maps_wppconnect_errors_onto_classes() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let c = ChatId::from(USER);
+    let hi = Outgoing::from("hi");
+    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
+    let final_ =
+        |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(TOKEN);
+    let cases: [(u16, Value, Option<u64>, &Expected); 5] = [
+        (
+            429,
+            json!({"message": "Too many requests"}),
+            Some(1),
+            &|e| e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(1))),
+        ),
+        (
+            500,
+            json!({"status": "error", "message": "Error on send message"}),
+            None,
+            &retryable,
+        ),
+        (
+            404,
+            json!({"response": null, "status": "Disconnected", "message": "A sessão do WhatsApp não está ativa."}),
+            None,
+            &|e| matches!(e, ProviderError::NotConnected { .. }),
+        ),
+        (401, json!({"message": "Unauthorized"}), None, &final_),
+        (
+            400,
+            json!({"status": "error", "message": "Invalid phone"}),
+            None,
+            &final_,
+        ),
+    ];
+    for (status, body, retry_after, expected) in cases {
+        fake.fail_next(status, body, retry_after);
+        let e = wpp.send(&c, &hi).await.expect_err("refused");
+        assert!(expected(&e), "{status}: {e:?}");
+    }
+    fake.drop_next();
+    assert!(matches!(
+        wpp.send(&c, &hi).await,
+        Err(ProviderError::Ambiguous { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_outbox_retries_5xx_and_429_and_answers_once() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    fake.fail_next(
+        500,
+        json!({"status": "error", "message": "Error on send message"}),
+        None,
+    );
+    fake.fail_next(429, json!({"message": "Too many requests"}), Some(0));
+    let ping = hooks::text_from(SESSION, USER, "3EB0PING", "ping");
+    let routes = wpp.webhook_routes();
+    let path = format!("/wppconnect/{SECRET}");
+    fakes::retried_and_answered_once(wpp, routes, &path, &ping, || fake.delivered_to(PHONE)).await;
+    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_through_the_servers_media_route() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let id = format!("false_{USER}_3EB0IMG1");
+    fake.add_media(&id, b"jpeg bytes");
+    let media = MediaRef {
+        provider: "wppconnect".into(),
+        token: id.clone(),
+    };
+    let stored = wpp.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, json!({"message_id": id}));
+    let back = wpp.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(
+        wpp.download_media(&back).await.expect("download"),
+        b"jpeg bytes"
+    );
+    let good = StoredMediaRef {
+        provider: "wppconnect".into(),
+        v: 1,
+        data: json!({"message_id": id}),
+    };
+    fakes::assert_refuses_foreign_refs(
+        &wpp,
+        &good,
+        "evolution",
+        2,
+        &[json!({"message_id": "../../etc"}), json!({"id": "x"})],
+    );
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    let body =
+        serde_json::to_vec(&hooks::text_from(SESSION, USER, "3EB0CRASH", "ping")).expect("json");
+    let provider = || WppConnectProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, WppConnectProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, &format!("/wppconnect/{SECRET}"), |req| {
+        req.header("content-type", "application/json")
+            .body(body.clone())
+    })
+    .await;
+    assert_eq!(fake.delivered_to(PHONE), ["pong: ping"]);
+}
+
+#[test]
+fn config_names_the_variable() {
+    let lookup = fakes::env;
+    assert_eq!(
+        WppConnectConfig::from_lookup(lookup(&[("WPPCONNECT_API_URL", "http://wpp:21465")]))
+            .expect_err("session"),
+        WppConnectConfigError::MissingEnv("WPPCONNECT_SESSION")
+    );
+    let ok = WppConnectConfig::from_lookup(lookup(&[
+        ("WPPCONNECT_API_URL", "http://wpp:21465"),
+        ("WPPCONNECT_SESSION", "s1"),
+        ("WPPCONNECT_TOKEN", TOKEN),
+        ("WPPCONNECT_WEBHOOK_SECRET", SECRET),
+    ]))
+    .expect("config");
+    assert!(!format!("{ok:?}").contains(SECRET) && !format!("{ok:?}").contains(TOKEN));
+    assert!(WppConnectConfig::new("http://wpp", "s1", TOKEN, "short").is_err());
+}
