@@ -9,13 +9,12 @@
 //! | `messenger` | `messenger` | the Messenger Platform (Facebook Pages), webhooks |
 //! | `instagram` | `instagram` | Instagram Messaging (via a Page or Instagram Login), webhooks |
 //! | `twilio` | `twilio` | Twilio Programmable Messaging: SMS, MMS, WhatsApp, webhooks |
-//! | `gupshup` | `gupshup` | Gupshup's WhatsApp API (both callback formats), webhooks |
+//! | `gupshup` (pulls in `whatsapp-cloud`, whose parser reads Gupshup's Meta format) | `gupshup` | Gupshup's WhatsApp API (both callback formats), webhooks |
 //! | `evolution` | `evolution` | an Evolution API v2 server (a WhatsApp-Web gateway), webhooks |
 //! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
-//! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
-//!
 //! | any HTTP-gateway channel | `gateway` (private) | the unsigned webhooks' shared secret, the gateways' REST error classes |
+//! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
 //! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`,
 //! `gupshup`, `evolution`, `wppconnect`), the shared webhook server

@@ -8,10 +8,8 @@
 
 mod fakes;
 
-use botmesh::message::{
-    ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
-};
-use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::message::{ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
 use fakes::contents;
 use fakes::evolution::{FakeEvolution, hooks};
@@ -125,24 +123,8 @@ async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
         assert_eq!(post(&url, None, body).await.0, 200, "{body}");
     }
     let events = rec.wait_for(6).await;
-    let kinds: Vec<String> = events
-        .iter()
-        .map(|e| match e {
-            ProviderEvent::Message(m) => match &m.content {
-                Content::Text(t) => format!("text {t} {}", m.chat.as_str()),
-                Content::Media(media) => format!(
-                    "media {:?} {} {:?}",
-                    media.kind, media.media_ref.token, media.caption
-                ),
-                other => format!("{other:?}"),
-            },
-            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
-            ProviderEvent::Status(s) => format!("status {} {}", s.status, s.message_id.as_str()),
-            other => format!("{other:?}"),
-        })
-        .collect();
     assert_eq!(
-        kinds,
+        fakes::gateway::summary(&events),
         [
             format!("text hello {USER}"),
             "media Image 3EB0IMG000000001 Some(\"look\")".to_owned(),

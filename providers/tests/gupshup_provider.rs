@@ -10,9 +10,9 @@ mod fakes;
 use std::time::Duration;
 
 use botmesh::message::{
-    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
+    Button, ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
 };
-use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
 use fakes::contents;
@@ -109,35 +109,16 @@ async fn reads_both_formats_and_keys_statuses_by_the_gupshup_id() {
         assert_eq!(post(&url, None, body).await, 200, "{body}");
     }
     let events = rec.wait_for(7).await;
-    let kinds: Vec<String> = events
-        .iter()
-        .map(|e| match e {
-            ProviderEvent::Message(m) => match &m.content {
-                Content::Text(t) => format!("text {t} {}", m.id.as_str()),
-                Content::Media(media) => format!(
-                    "media {:?} {} {:?}",
-                    media.kind, media.media_ref.token, media.caption
-                ),
-                Content::Location(l) => format!("location {} {}", l.latitude, l.longitude),
-                other => format!("{other:?}"),
-            },
-            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
-            ProviderEvent::Status(s) => {
-                format!("status {} {}", s.status, s.message_id.as_str() == gs_id)
-            }
-            other => format!("{other:?}"),
-        })
-        .collect();
     assert_eq!(
-        kinds,
+        fakes::gateway::summary(&events),
         [
-            "text Hi ABEG1",
-            "media Image https://filemanager.gupshup.io/fm/wamedia/a.jpg Some(\"look\")",
-            "location 28.6 77.2",
-            "press yes Some(\"Yes\")",
-            "status delivered true",
-            "media Image https://filemanager.gupshup.io/fm/wamedia/b.jpg None",
-            "status read true",
+            format!("text Hi {USER}"),
+            "media Image https://filemanager.gupshup.io/fm/wamedia/a.jpg Some(\"look\")".to_owned(),
+            "location 28.6 77.2 None".to_owned(),
+            "press yes Some(\"Yes\")".to_owned(),
+            format!("status delivered {gs_id}"),
+            "media Image https://filemanager.gupshup.io/fm/wamedia/b.jpg None".to_owned(),
+            format!("status read {gs_id}"),
         ]
     );
     server.shutdown().await;

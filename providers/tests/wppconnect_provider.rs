@@ -8,10 +8,8 @@
 
 mod fakes;
 
-use botmesh::message::{
-    ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
-};
-use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::message::{ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
 use fakes::contents;
 use fakes::wppconnect::{FakeWppConnect, hooks};
@@ -96,29 +94,10 @@ async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
         assert_eq!(post(&url, None, body).await, 200, "{body}");
     }
     let events = rec.wait_for(5).await;
-    let kinds: Vec<String> = events
-        .iter()
-        .map(|e| match e {
-            ProviderEvent::Message(m) => match &m.content {
-                Content::Text(t) => format!("text {t} {}", m.id.as_str()),
-                Content::Media(media) => format!(
-                    "media {:?} {} {:?}",
-                    media.kind, media.media_ref.token, media.caption
-                ),
-                Content::Location(l) => {
-                    format!("location {} {} {:?}", l.latitude, l.longitude, l.name)
-                }
-                other => format!("{other:?}"),
-            },
-            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
-            ProviderEvent::Status(s) => format!("status {} {}", s.status, s.message_id.as_str()),
-            other => format!("{other:?}"),
-        })
-        .collect();
     assert_eq!(
-        kinds,
+        fakes::gateway::summary(&events),
         [
-            format!("text hello false_{USER}_3EB0TXT1"),
+            format!("text hello {USER}"),
             format!("media Image false_{USER}_3EB0IMG1 Some(\"look\")"),
             "press tea Some(\"Tea\")".to_owned(),
             "location -22.9 -43.2 Some(\"Rio\")".to_owned(),

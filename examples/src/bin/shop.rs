@@ -557,14 +557,6 @@ mod network {
         Ok((Arc::new(telegram), routes))
     }
 
-    #[cfg(feature = "whatsapp-cloud")]
-    pub(super) fn whatsapp() -> Result<Channel, ShopError> {
-        use botmesh_providers::whatsapp::{WhatsAppConfig as Config, WhatsAppProvider as P};
-        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        let server = WebhookServer::new().mount(p.webhook_routes());
-        Ok((Arc::new(p), Some(server)))
-    }
-
     /// Messenger or Instagram (`C`), from the channel's variables.
     #[cfg(any(feature = "messenger", feature = "instagram"))]
     pub(super) fn meta_messaging<C: botmesh_providers::meta::messaging::Channel>()
@@ -576,36 +568,29 @@ mod network {
         Ok((Arc::new(p), Some(server)))
     }
 
-    #[cfg(feature = "twilio")]
-    pub(super) fn twilio() -> Result<Channel, ShopError> {
-        use botmesh_providers::twilio::{TwilioConfig as Config, TwilioProvider as P};
-        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        let server = WebhookServer::new().mount(p.webhook_routes());
-        Ok((Arc::new(p), Some(server)))
+    /// A webhook channel: `$provider` built from `$config::from_env()`, its routes mounted.
+    macro_rules! webhook_channel {
+        ($($feature:literal $name:ident $config:ty, $provider:ty;)*) => {$(
+            #[cfg(feature = $feature)]
+            pub(super) fn $name() -> Result<Channel, ShopError> {
+                let p = <$provider>::new(<$config>::from_env().map_err(failed)?).map_err(failed)?;
+                let server = WebhookServer::new().mount(p.webhook_routes());
+                Ok((Arc::new(p), Some(server)))
+            }
+        )*};
     }
 
-    #[cfg(feature = "gupshup")]
-    pub(super) fn gupshup() -> Result<Channel, ShopError> {
-        use botmesh_providers::gupshup::{GupshupConfig as Config, GupshupProvider as P};
-        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        let server = WebhookServer::new().mount(p.webhook_routes());
-        Ok((Arc::new(p), Some(server)))
-    }
-
-    #[cfg(feature = "evolution")]
-    pub(super) fn evolution() -> Result<Channel, ShopError> {
-        use botmesh_providers::evolution::{EvolutionConfig as Config, EvolutionProvider as P};
-        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        let server = WebhookServer::new().mount(p.webhook_routes());
-        Ok((Arc::new(p), Some(server)))
-    }
-
-    #[cfg(feature = "wppconnect")]
-    pub(super) fn wppconnect() -> Result<Channel, ShopError> {
-        use botmesh_providers::wppconnect::{WppConnectConfig as Config, WppConnectProvider as P};
-        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
-        let server = WebhookServer::new().mount(p.webhook_routes());
-        Ok((Arc::new(p), Some(server)))
+    webhook_channel! {
+        "whatsapp-cloud" whatsapp
+            botmesh_providers::whatsapp::WhatsAppConfig, botmesh_providers::whatsapp::WhatsAppProvider;
+        "twilio" twilio
+            botmesh_providers::twilio::TwilioConfig, botmesh_providers::twilio::TwilioProvider;
+        "gupshup" gupshup
+            botmesh_providers::gupshup::GupshupConfig, botmesh_providers::gupshup::GupshupProvider;
+        "evolution" evolution
+            botmesh_providers::evolution::EvolutionConfig, botmesh_providers::evolution::EvolutionProvider;
+        "wppconnect" wppconnect
+            botmesh_providers::wppconnect::WppConnectConfig, botmesh_providers::wppconnect::WppConnectProvider;
     }
 }
 

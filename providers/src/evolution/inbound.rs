@@ -24,14 +24,12 @@
 
 use std::time::Duration;
 
-use botmesh::message::{
-    ChatId, ContactCard, Content, Location, MediaKind, MessageId, Reaction, UserId,
-};
+use botmesh::message::{ChatId, Content, MediaKind, MessageId, Reaction, UserId};
 use botmesh::provider::{DeliveryStatus, ProviderEvent};
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at};
+use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -196,26 +194,17 @@ fn message_event(d: &Value, horizon: Duration) -> Result<Option<ProviderEvent>, 
                 },
             }));
         }
-        "locationMessage" | "liveLocationMessage" => {
-            let (Some(latitude), Some(longitude)) = (
-                inner["degreesLatitude"].as_f64(),
-                inner["degreesLongitude"].as_f64(),
-            ) else {
-                return Err(malformed("a location without coordinates"));
-            };
-            Content::Location(Location {
-                latitude,
-                longitude,
-                name: text_at(inner, "name").map(str::to_owned),
-                address: text_at(inner, "address").map(str::to_owned),
-            })
-        }
-        "contactMessage" => Content::Contacts(vec![ContactCard {
-            name: text_at(inner, "displayName").unwrap_or_default().to_owned(),
-            phones: text_at(inner, "vcard")
-                .map(crate::gateway::web::vcard_phones)
-                .unwrap_or_default(),
-        }]),
+        "locationMessage" | "liveLocationMessage" => location(
+            inner,
+            ("degreesLatitude", "degreesLongitude"),
+            text_at(inner, "name"),
+            text_at(inner, "address"),
+        )
+        .ok_or_else(|| malformed("a location without coordinates"))?,
+        "contactMessage" => crate::gateway::web::vcard_contact(
+            text_at(inner, "displayName"),
+            text_at(inner, "vcard"),
+        ),
         k => match media_kind(k, inner) {
             Some(media_kind) => {
                 // `documentWithCaptionMessage` wraps the document.

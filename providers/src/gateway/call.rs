@@ -21,12 +21,7 @@ pub(crate) async fn call(
         .await
         .map_err(|e| crate::http::call_error(provider, what, e, acts))?;
     let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = crate::http::retry_after(&resp);
     let text = resp
         .text()
         .await

@@ -2,7 +2,8 @@
 //! parts every inbound message has, from which its event is made.
 
 use botmesh::message::{
-    ChatId, Content, InboundMedia, Interaction, MediaKind, MediaRef, Message, MessageId, UserId,
+    ChatId, Content, InboundMedia, Interaction, Location, MediaKind, MediaRef, Message, MessageId,
+    UserId,
 };
 use botmesh::provider::ProviderEvent;
 use serde_json::Value;
@@ -10,6 +11,31 @@ use serde_json::Value;
 /// A non-empty string field of `v`.
 pub(crate) fn text_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// A number a gateway gives as a JSON number or a string.
+pub(crate) fn number_at(v: &Value, key: &str) -> Option<f64> {
+    match v.get(key)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A location from the `lat` and `lng` fields of `v` (numbers or strings) and its name and
+/// address; `None` without both coordinates.
+pub(crate) fn location(
+    v: &Value,
+    (lat, lng): (&str, &str),
+    name: Option<&str>,
+    address: Option<&str>,
+) -> Option<Content> {
+    Some(Content::Location(Location {
+        latitude: number_at(v, lat)?,
+        longitude: number_at(v, lng)?,
+        name: name.map(str::to_owned),
+        address: address.map(str::to_owned),
+    }))
 }
 
 /// The parts every inbound message has.

@@ -88,8 +88,16 @@ pub(crate) fn horizon_from(
     }
 }
 
+/// A contact card named `name`, with the phone numbers of `vcard`.
+pub(crate) fn vcard_contact(name: Option<&str>, vcard: Option<&str>) -> botmesh::message::Content {
+    botmesh::message::Content::Contacts(vec![botmesh::message::ContactCard {
+        name: name.unwrap_or_default().to_owned(),
+        phones: vcard.map(vcard_phones).unwrap_or_default(),
+    }])
+}
+
 /// The phone numbers of a vCard's `TEL` lines.
-pub(crate) fn vcard_phones(vcard: &str) -> Vec<String> {
+fn vcard_phones(vcard: &str) -> Vec<String> {
     vcard
         .lines()
         .filter(|l| l.to_ascii_uppercase().starts_with("TEL") || l.contains(".TEL"))

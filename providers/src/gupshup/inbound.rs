@@ -19,12 +19,12 @@
 //!
 //! A reply's `context` names the message it answers by its Gupshup id (`gsId`) when given.
 
-use botmesh::message::{ChatId, ContactCard, Content, Location, MediaKind, MessageId, UserId};
+use botmesh::message::{ChatId, Content, MediaKind, MessageId, UserId};
 use botmesh::provider::{DeliveryStatus, ProviderEvent};
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at};
+use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
 use crate::webhook::Refused;
 
 /// What a callback must match: the app's name, and its id when configured.
@@ -35,15 +35,6 @@ pub(crate) struct App<'a> {
 
 fn malformed(what: impl Into<String>) -> Refused {
     Refused::Malformed(format!("not a Gupshup callback: {}", what.into()))
-}
-
-/// A number that Gupshup may give as a JSON number or a string.
-fn number_at(v: &Value, key: &str) -> Option<f64> {
-    match v.get(key)? {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
 }
 
 /// The events of a callback body.
@@ -115,37 +106,14 @@ fn message_event(p: &Value, timestamp_ms: Option<i64>) -> Result<ProviderEvent, 
             }
             .into()
         }
-        "location" => {
-            let (Some(latitude), Some(longitude)) =
-                (number_at(inner, "latitude"), number_at(inner, "longitude"))
-            else {
-                return Err(malformed("a location without coordinates"));
-            };
-            Content::Location(Location {
-                latitude,
-                longitude,
-                name: text_at(inner, "name").map(str::to_owned),
-                address: text_at(inner, "address").map(str::to_owned),
-            })
-        }
-        "contact" => Content::Contacts(
-            inner["contacts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| ContactCard {
-                    name: text_at(&c["name"], "formatted_name")
-                        .unwrap_or_default()
-                        .to_owned(),
-                    phones: c["phones"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| text_at(p, "phone").map(str::to_owned))
-                        .collect(),
-                })
-                .collect(),
-        ),
+        "location" => location(
+            inner,
+            ("latitude", "longitude"),
+            text_at(inner, "name"),
+            text_at(inner, "address"),
+        )
+        .ok_or_else(|| malformed("a location without coordinates"))?,
+        "contact" => Content::Contacts(crate::whatsapp::inbound::contact_cards(&inner["contacts"])),
         "button_reply" | "list_reply" | "quick_reply" => {
             let data = ["postbackText", "id", "payload", "text", "title"]
                 .into_iter()

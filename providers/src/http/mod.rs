@@ -307,6 +307,16 @@ pub(crate) fn channel_clients(
     Ok((api, media))
 }
 
+/// The `Retry-After` of an answer, in seconds (the HTTP-date form is not read).
+#[cfg(network_channel)]
+pub(crate) fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
+    resp.headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
 /// How long a connection may take to open: a request whose connection never opened never
 /// reached the channel, so its failure is a [`ProviderError::Network`], safe to retry (a
 /// connection still opening when the whole request's timeout fires would be taken for a

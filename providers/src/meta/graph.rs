@@ -139,12 +139,7 @@ impl GraphClient {
             .await
             .map_err(|e| crate::http::call_error(self.provider, what, e, acts))?;
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = crate::http::retry_after(&resp);
         let answer: Value = resp.json().await.unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(answer);

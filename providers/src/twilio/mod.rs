@@ -52,7 +52,6 @@ mod webhook;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -242,12 +241,7 @@ impl Twilio {
             .await
             .map_err(|e| crate::http::call_error(NAME, "send", e, true))?;
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = crate::http::retry_after(&resp);
         let body: Value = resp.json().await.unwrap_or(Value::Null);
         if (200..300).contains(&status) {
             return Ok(body["sid"].as_str().map(|s| MessageId(s.to_owned())));

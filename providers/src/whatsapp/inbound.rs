@@ -178,6 +178,26 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     cur.as_str()
 }
 
+/// The cards of a Cloud-API `contacts` array (Gupshup's `contact` payload has the same shape).
+pub(crate) fn contact_cards(contacts: &Value) -> Vec<ContactCard> {
+    contacts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| ContactCard {
+            name: str_at(c, &["name", "formatted_name"])
+                .unwrap_or_default()
+                .to_owned(),
+            phones: c["phones"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["phone"].as_str().map(str::to_owned))
+                .collect(),
+        })
+        .collect()
+}
+
 fn message_event(
     raw: Value,
     contacts: &[Contact],
@@ -283,24 +303,7 @@ fn message_event(
                 address: str_at(&raw, &["location", "address"]).map(str::to_owned),
             })
         }
-        "contacts" => Content::Contacts(
-            raw["contacts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| ContactCard {
-                    name: str_at(c, &["name", "formatted_name"])
-                        .unwrap_or_default()
-                        .to_owned(),
-                    phones: c["phones"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| p["phone"].as_str().map(str::to_owned))
-                        .collect(),
-                })
-                .collect(),
-        ),
+        "contacts" => Content::Contacts(contact_cards(&raw["contacts"])),
         _ => Content::Other(raw.clone()),
     };
     Ok(ProviderEvent::Message(Message {

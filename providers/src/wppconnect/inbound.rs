@@ -22,12 +22,12 @@
 
 use std::time::Duration;
 
-use botmesh::message::{ChatId, ContactCard, Content, Location, MediaKind, MessageId, UserId};
+use botmesh::message::{ChatId, Content, MediaKind, MessageId, UserId};
 use botmesh::provider::{DeliveryStatus, ProviderEvent};
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at};
+use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -142,29 +142,11 @@ fn message_event(v: &Value, horizon: Duration) -> Result<Option<ProviderEvent>, 
     }
     let content = match kind {
         "chat" => Content::Text(v["body"].as_str().unwrap_or_default().to_owned()),
-        "location" => {
-            let coordinate = |k: &str| {
-                v[k].as_f64()
-                    .or_else(|| v[k].as_str().and_then(|s| s.parse().ok()))
-            };
-            let (Some(latitude), Some(longitude)) = (coordinate("lat"), coordinate("lng")) else {
-                return Err(malformed("a location without coordinates"));
-            };
-            Content::Location(Location {
-                latitude,
-                longitude,
-                name: text_at(v, "loc").map(str::to_owned),
-                address: None,
-            })
+        "location" => location(v, ("lat", "lng"), text_at(v, "loc"), None)
+            .ok_or_else(|| malformed("a location without coordinates"))?,
+        "vcard" => {
+            crate::gateway::web::vcard_contact(text_at(v, "vcardFormattedName"), text_at(v, "body"))
         }
-        "vcard" => Content::Contacts(vec![ContactCard {
-            name: text_at(v, "vcardFormattedName")
-                .unwrap_or_default()
-                .to_owned(),
-            phones: text_at(v, "body")
-                .map(crate::gateway::web::vcard_phones)
-                .unwrap_or_default(),
-        }]),
         k => match media_kind(k) {
             Some(media_kind) => Attachment {
                 kind: media_kind,

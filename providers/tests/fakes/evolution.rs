@@ -34,9 +34,7 @@ impl FakeEvolution {
             instance: instance.to_owned(),
             ..S::default()
         };
-        let router = Router::new()
-            .route("/message/{action}/{instance}", post(message))
-            .route("/chat/{action}/{instance}", post(chat));
+        let router = Router::new().route("/{group}/{action}/{instance}", post(api));
         Self::serve_state("Evolution", state, router).await
     }
 
@@ -103,9 +101,11 @@ fn admit(
     s.log.failure()
 }
 
-async fn message(
+/// Every route: the key and the instance checked, the call logged, a queued failure
+/// answered; then the route's own answer.
+async fn api(
     State(state): State<Arc<Mutex<S>>>,
-    Path((action, instance)): Path<(String, String)>,
+    Path((group, action, instance)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -116,7 +116,15 @@ async fn message(
     if let Some(refused) = admit(&mut s, &headers, &instance, &action, &body) {
         return refused;
     }
-    let text = match action.as_str() {
+    match group.as_str() {
+        "message" => message(&mut s, &action, &body),
+        "chat" => chat(&mut s, &action, &body),
+        _ => error(StatusCode::NOT_FOUND, json!(["Cannot POST"])),
+    }
+}
+
+fn message(s: &mut S, action: &str, body: &Value) -> Response {
+    let text = match action {
         "sendText" => body["text"].as_str(),
         "sendButtons" | "sendList" => body["description"].as_str(),
         "sendMedia" => body["caption"].as_str(),
@@ -162,20 +170,8 @@ async fn message(
     s.log.answer(answer)
 }
 
-async fn chat(
-    State(state): State<Arc<Mutex<S>>>,
-    Path((action, instance)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return error(StatusCode::BAD_REQUEST, json!(["Invalid JSON"]));
-    };
-    let mut s = state.lock().expect("lock");
-    if let Some(refused) = admit(&mut s, &headers, &instance, &action, &body) {
-        return refused;
-    }
-    match action.as_str() {
+fn chat(s: &mut S, action: &str, body: &Value) -> Response {
+    match action {
         "getBase64FromMediaMessage" => {
             let id = body["message"]["key"]["id"].as_str().unwrap_or_default();
             match s.log.media_of(id) {

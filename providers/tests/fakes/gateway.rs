@@ -135,3 +135,30 @@ pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
     })
     .await;
 }
+
+/// One line per event, to compare with what a webhook should have delivered: `text <text>
+/// <chat>`, `media <kind> <token> <caption>`, `location <lat> <lng> <name>`, `press <data>
+/// <title>`, `status <status> <message id>`.
+pub fn summary(events: &[botmesh::provider::ProviderEvent]) -> Vec<String> {
+    use botmesh::message::Content;
+    use botmesh::provider::ProviderEvent;
+    events
+        .iter()
+        .map(|e| match e {
+            ProviderEvent::Message(m) => match &m.content {
+                Content::Text(t) => format!("text {t} {}", m.chat.as_str()),
+                Content::Media(media) => format!(
+                    "media {:?} {} {:?}",
+                    media.kind, media.media_ref.token, media.caption
+                ),
+                Content::Location(l) => {
+                    format!("location {} {} {:?}", l.latitude, l.longitude, l.name)
+                }
+                other => format!("{other:?}"),
+            },
+            ProviderEvent::Interaction(i) => format!("press {} {:?}", i.data, i.title),
+            ProviderEvent::Status(s) => format!("status {} {}", s.status, s.message_id.as_str()),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
