@@ -445,7 +445,8 @@ mod gateways {
 
     use super::*;
 
-    type Shared<F> = Box<dyn Fn(F) + Send + Sync>;
+    /// A call on the gateway's fake.
+    type OnFake<A, R> = Box<dyn Fn(A) -> R + Send + Sync>;
 
     /// A gateway's fake and how a user writes through it.
     pub(crate) struct Gateway {
@@ -456,10 +457,10 @@ mod gateways {
         /// Message `id` with a text from a chat: (its id, the webhook path, the body).
         hook: fn(&str, u64, &str) -> (String, String, Value),
         /// The texts a chat received.
-        delivered: Box<dyn Fn(&str) -> Vec<String> + Send + Sync>,
-        calls: Box<dyn Fn() -> usize + Send + Sync>,
-        fail: Shared<Fault>,
-        check: Box<dyn Fn() + Send + Sync>,
+        delivered: OnFake<String, Vec<String>>,
+        calls: OnFake<(), usize>,
+        fail: OnFake<Fault, ()>,
+        check: OnFake<(), ()>,
     }
 
     impl Channel for Gateway {
@@ -494,15 +495,15 @@ mod gateways {
         }
 
         fn check_fake(&self) {
-            (self.check)();
+            (self.check)(());
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {
-            (self.delivered)(&self.chat(user))
+            (self.delivered)(self.chat(user))
         }
 
         fn send_calls(&self) -> usize {
-            (self.calls)()
+            (self.calls)(())
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -539,13 +540,13 @@ mod gateways {
                 let body = hooks::text_from("CrashShop", chat, &message_id, text);
                 (message_id, format!("/gupshup/{SECRET}"), body)
             },
-            delivered: Box::new(move |chat| f1.delivered_to(chat)),
-            calls: Box::new(move || f2.sent().len()),
+            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
+            calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
                 let (status, retry_after) = fault_status(fault);
                 f3.fail_next(status, "Service Unavailable", retry_after);
             }),
-            check: Box::new(move || f4.check()),
+            check: Box::new(move |()| f4.check()),
         }
     }
 
@@ -570,13 +571,13 @@ mod gateways {
                     hooks::text_from("crash-shop", "crash-evolution-key", chat, &key_id, text);
                 (key_id, format!("/evolution/{SECRET}"), body)
             },
-            delivered: Box::new(move |chat| f1.delivered_to(chat)),
-            calls: Box::new(move || f2.sent().len()),
+            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
+            calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
                 let (status, retry_after) = fault_status(fault);
                 f3.fail_next(status, json!(["Service Unavailable"]), retry_after);
             }),
-            check: Box::new(move || f4.check()),
+            check: Box::new(move |()| f4.check()),
         }
     }
 
@@ -602,15 +603,15 @@ mod gateways {
             },
             // The fake records the `phone` of a send: the chat id without its domain.
             delivered: Box::new(move |chat| {
-                f1.delivered_to(chat.split('@').next().unwrap_or(chat))
+                f1.delivered_to(chat.split('@').next().unwrap_or(&chat))
             }),
-            calls: Box::new(move || f2.sent().len()),
+            calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
                 let (status, retry_after) = fault_status(fault);
                 let body = json!({"status": "error", "message": "Error on send message"});
                 f3.fail_next(status, body, retry_after);
             }),
-            check: Box::new(move || f4.check()),
+            check: Box::new(move |()| f4.check()),
         }
     }
 

@@ -102,6 +102,15 @@ pub(crate) async fn read(
 
 /// A failed download as `provider`'s error: over the limit, retryable (network, 5xx, 429), or
 /// final with the status.
+#[cfg_attr(
+    not(any(
+        meta_channel,
+        feature = "telegram",
+        feature = "twilio",
+        feature = "gupshup"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn download_error(e: HttpError, provider: &str) -> ProviderError {
     match e {
         HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {

@@ -39,7 +39,7 @@
 //! | --- | --- |
 //! | 2xx | sent; the message id is `key.id` |
 //! | 400 naming a number with `exists: false` | `RecipientUnreachable` |
-//! | 429, 5xx, no connection, a lost answer | as every gateway ([`crate::gateway`]): rate limited, retryable, retryable, `Ambiguous` |
+//! | 429, 5xx, no connection, a lost answer | `RateLimited` (with `Retry-After`), retryable `Api`, `Network`, `Ambiguous` |
 //! | other 4xx (401 key, 404 instance, 400 body) | final `Api` (dead-lettered) |
 //!
 //! Media: the journaled reference is `{"key_id": …}` (v1), the message key's id; a download
@@ -55,16 +55,17 @@ mod outbound;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
-use botmesh::provider::{ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError, ProviderEvent};
 use serde_json::{Value, json};
 
 pub use config::{EvolutionConfig, EvolutionConfigError};
 
 use crate::gateway::web::plausible_message_id;
 use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
-use crate::webhook::Refused;
+use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "evolution";
@@ -91,8 +92,11 @@ pub const MEDIA_LIMIT: u64 = 16 * 1024 * 1024;
 /// server.shutdown().await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
-pub struct EvolutionProvider {
+pub type EvolutionProvider = WebhookProvider<Evolution>;
+
+/// The Evolution API channel of a [`EvolutionProvider`]: its settings and HTTP clients.
+#[derive(Debug)]
+pub struct Evolution {
     inner: Arc<Gateway<EvolutionConfig>>,
 }
 
@@ -106,20 +110,16 @@ impl GatewayConfig for EvolutionConfig {
     }
 }
 
-impl EvolutionProvider {
+impl WebhookProvider<Evolution> {
     /// A provider with these settings.
     pub fn new(config: EvolutionConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
+        Ok(Self::with_api(Evolution {
             inner: Gateway::new(NAME, config)?,
-        })
+        }))
     }
+}
 
-    /// The webhook routes (`/evolution` with the secret in the header,
-    /// `/evolution/<secret>[/<event>]`) to mount on a [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        self.inner.routes()
-    }
-
+impl Evolution {
     /// POSTs `body` to `/<group>/<action>/<instance>`.
     async fn post(
         &self,
@@ -143,7 +143,23 @@ impl EvolutionProvider {
     }
 }
 
-crate::gateway::gateway_provider!(EvolutionProvider, text_limit: TEXT_LIMIT, buttons_text_limit: None, edits: true, {
+#[async_trait]
+impl WebhookApi for Evolution {
+    const NAME: &'static str = NAME;
+    const MEDIA_FIELD: &'static str = "key_id";
+
+    fn capabilities(&self) -> Capabilities {
+        Gateway::<EvolutionConfig>::capabilities(TEXT_LIMIT, None, true)
+    }
+
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        self.inner.routes(slot)
+    }
+
+    fn media_token_ok(&self, token: &str) -> bool {
+        plausible_message_id(token)
+    }
+
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
         let bytes = match &outgoing.content {
             OutgoingContent::Media { source, .. } => {
@@ -183,7 +199,6 @@ crate::gateway::gateway_provider!(EvolutionProvider, text_limit: TEXT_LIMIT, but
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, NAME)?;
         let body = json!({"message": {"key": {"id": media.token}}, "convertToMp4": false});
         let answer = self
             .post(
@@ -196,12 +211,4 @@ crate::gateway::gateway_provider!(EvolutionProvider, text_limit: TEXT_LIMIT, but
             .await?;
         crate::gateway::web::media_bytes(NAME, &answer)
     }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, NAME, "key_id", plausible_message_id)
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, NAME, "key_id", plausible_message_id)
-    }
-});
+}

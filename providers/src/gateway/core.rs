@@ -1,11 +1,12 @@
-//! [`Gateway`]: what each gateway provider holds (its settings, its API and media clients,
-//! the sink its webhook route delivers to) and the webhook route itself, checked with the
-//! shared secret and parsed by the channel ([`GatewayConfig::parse`]).
+//! [`Gateway`]: what each gateway channel holds (its settings, its API and media clients) and
+//! its webhook route, checked with the shared secret and parsed by the channel
+//! ([`GatewayConfig::parse`]), delivering to the slot of its
+//! [`WebhookProvider`](crate::webhook::WebhookProvider).
 
 use std::sync::Arc;
 
 use axum::Router;
-use botmesh::provider::{ProviderError, ProviderEvent};
+use botmesh::provider::{Capabilities, ProviderError, ProviderEvent};
 
 use super::{GatewaySettings, Secret};
 use crate::http::GuardedClient;
@@ -20,12 +21,20 @@ pub(crate) trait GatewayConfig: std::fmt::Debug + Send + Sync + 'static {
     fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused>;
 }
 
-/// A gateway provider's state, shared by its clones and its webhook route.
+/// A gateway channel's state, shared by its provider's clones and its webhook route.
 pub(crate) struct Gateway<C> {
     pub(crate) config: C,
     pub(crate) http: reqwest::Client,
+    /// Media downloads from hosted URLs (Gupshup's; the WhatsApp-Web gateways serve media
+    /// through their API).
+    #[cfg_attr(not(feature = "gupshup"), allow(dead_code))]
     pub(crate) media: GuardedClient,
-    pub(crate) slot: SinkSlot,
+}
+
+/// A gateway's webhook route: the gateway and the slot it delivers to.
+struct Route<C> {
+    gateway: Arc<Gateway<C>>,
+    slot: SinkSlot,
 }
 
 impl<C: GatewayConfig> Gateway<C> {
@@ -36,14 +45,34 @@ impl<C: GatewayConfig> Gateway<C> {
             config,
             http,
             media,
-            slot: SinkSlot::default(),
         }))
     }
 
-    /// The webhook routes: the route (the secret in the header) and the paths under it (the
-    /// secret as their first segment).
-    pub(crate) fn routes(self: &Arc<Self>) -> Router {
-        super::routes(self.clone(), &self.config.settings().path)
+    /// The webhook routes, delivering to `slot`: the route (the secret in the header) and
+    /// the paths under it (the secret as their first segment).
+    pub(crate) fn routes(self: &Arc<Self>, slot: &SinkSlot) -> Router {
+        let route = Route {
+            gateway: self.clone(),
+            slot: slot.clone(),
+        };
+        super::routes(Arc::new(route), &self.config.settings().path)
+    }
+
+    /// The capabilities of a gateway channel: its text limits and whether it edits; no
+    /// typing, read marks or acknowledgements.
+    pub(crate) fn capabilities(
+        text_limit: usize,
+        buttons_text_limit: Option<usize>,
+        edits: bool,
+    ) -> Capabilities {
+        Capabilities {
+            text_limit,
+            buttons_text_limit,
+            interactions_require_ack: false,
+            edits,
+            typing: false,
+            mark_read: false,
+        }
     }
 
     /// The API base URL followed by `tail`.
@@ -63,13 +92,13 @@ where
     }
 }
 
-impl<C: GatewayConfig> WebhookChannel for Gateway<C> {
+impl<C: GatewayConfig> WebhookChannel for Route<C> {
     fn slot(&self) -> &SinkSlot {
         &self.slot
     }
 
     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
-        let s = self.config.settings();
+        let s = self.gateway.config.settings();
         Secret {
             value: &s.secret,
             path: &s.path,
@@ -78,11 +107,12 @@ impl<C: GatewayConfig> WebhookChannel for Gateway<C> {
     }
 
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        self.config.parse(&request.body)
+        self.gateway.config.parse(&request.body)
     }
 }
 
 /// The text of an edit: gateways edit texts only, without buttons.
+#[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) fn edit_text<'a>(
     provider: &str,
     content: &'a botmesh::message::OutgoingContent,
@@ -95,45 +125,3 @@ pub(crate) fn edit_text<'a>(
         )),
     }
 }
-
-/// `impl Provider` for a gateway provider whose state is `self.inner` (an
-/// `Arc<Gateway<_>>`): its name (`NAME` where it is used), its capabilities (the text limits
-/// and edits given; no typing, read marks or acknowledgements), `start` and `stop` (the
-/// webhook route's sink), and the channel's own items.
-macro_rules! gateway_provider {
-    ($provider:ty, text_limit: $text:expr, buttons_text_limit: $buttons:expr, edits: $edits:expr, { $($items:tt)* }) => {
-        #[async_trait::async_trait]
-        impl botmesh::provider::Provider for $provider {
-            fn name(&self) -> &str {
-                NAME
-            }
-
-            fn capabilities(&self) -> botmesh::provider::Capabilities {
-                botmesh::provider::Capabilities {
-                    text_limit: $text,
-                    buttons_text_limit: $buttons,
-                    interactions_require_ack: false,
-                    edits: $edits,
-                    typing: false,
-                    mark_read: false,
-                }
-            }
-
-            async fn start(
-                &self,
-                sink: botmesh::provider::EventSink,
-            ) -> Result<(), botmesh::provider::ProviderError> {
-                self.inner.slot.start(sink);
-                Ok(())
-            }
-
-            async fn stop(&self) -> Result<(), botmesh::provider::ProviderError> {
-                self.inner.slot.set(None);
-                Ok(())
-            }
-
-            $($items)*
-        }
-    };
-}
-pub(crate) use gateway_provider;

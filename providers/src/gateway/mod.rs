@@ -7,7 +7,7 @@
 //! | [`GatewaySettings`] | the API base URL and credential, the webhook route and its secret, the timeout and media client, read from the environment under each channel's names ([`GatewayEnv`]) |
 //! | `secret` | the webhook's shared secret: the header `X-Webhook-Secret`, or the first path segment after the route (`/gupshup/<secret>`); missing 401, wrong 403 (constant time) |
 //! | `call` | one REST call and the class of its failure (below) |
-//! | [`Gateway`] | a provider's state (settings, clients, sink) and its webhook route: the secret checked, the body parsed by the channel's [`GatewayConfig`] |
+//! | [`Gateway`] | a channel's state (settings, clients) and its webhook route: the secret checked, the body parsed by the channel's [`GatewayConfig`], delivered to its [`WebhookProvider`](crate::webhook::WebhookProvider)'s slot |
 //!
 //! | gateway answer | class |
 //! | --- | --- |
@@ -30,7 +30,11 @@ mod settings;
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) mod web;
 
-pub(crate) use call::{call, message_of, unsupported};
-pub(crate) use core::{Gateway, GatewayConfig, edit_text, gateway_provider};
+#[cfg(feature = "gupshup")]
+pub(crate) use call::message_of;
+pub(crate) use call::{call, unsupported};
+#[cfg(any(feature = "evolution", feature = "wppconnect"))]
+pub(crate) use core::edit_text;
+pub(crate) use core::{Gateway, GatewayConfig};
 pub(crate) use secret::{Secret, routes};
 pub(crate) use settings::{GatewayEnv, GatewaySettings};

@@ -1,6 +1,5 @@
 //! What the gateways' send builders share: the checks of a text, contacts as a readable text.
 
-use botmesh::message::ContactCard;
 use botmesh::provider::ProviderError;
 
 use super::unsupported;
@@ -26,9 +25,10 @@ pub(crate) fn checked_text<'a>(
 }
 
 /// Contact cards as lines `name: phone, phone`; refused when there are none.
+#[cfg(any(feature = "gupshup", feature = "wppconnect"))]
 pub(crate) fn contacts_text(
     provider: &str,
-    cards: &[ContactCard],
+    cards: &[botmesh::message::ContactCard],
 ) -> Result<String, ProviderError> {
     if cards.is_empty() {
         return Err(unsupported(provider, "an empty list of contacts"));

@@ -66,6 +66,7 @@ pub(crate) async fn outgoing_bytes(
 
 /// A WhatsApp message id as the gateways give it (`3EB0C431C26A1916B5F2`, Baileys' `BAE5…`):
 /// letters and digits, 8 to 64 of them.
+#[cfg(feature = "evolution")]
 pub(crate) fn plausible_message_id(id: &str) -> bool {
     (8..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric())
 }

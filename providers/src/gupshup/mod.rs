@@ -37,11 +37,11 @@
 //! | 2xx with `status: "submitted"` | sent |
 //! | 2xx with `status: "error"` | final `Api` |
 //! | 4xx naming an invalid destination or an opted-out user | `RecipientUnreachable` |
-//! | 429, 5xx, no connection, a lost answer | as every gateway ([`crate::gateway`]): rate limited, retryable, retryable, `Ambiguous` |
+//! | 429, 5xx, no connection, a lost answer | `RateLimited` (with `Retry-After`), retryable `Api`, `Network`, `Ambiguous` |
 //! | other 4xx (401 key, 400 parameters) | final `Api` (dead-lettered) |
 //!
 //! Media: the journaled reference is `{"url": …}` (v1), a hosted `http(s)` URL; the download
-//! sends no credential and goes through the SSRF-guarded [`GuardedClient`]. Gupshup's media
+//! sends no credential and goes through the SSRF-guarded [`GuardedClient`](crate::http::GuardedClient). Gupshup's media
 //! URLs expire, so a late replay fails to download.
 //!
 //! It does not edit messages (WhatsApp through Gupshup cannot), show typing, manage templates
@@ -54,15 +54,16 @@ mod outbound;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, SentMessage};
-use botmesh::provider::{ProviderError, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::Value;
 
 pub use config::{DEFAULT_API_BASE, GupshupConfig, GupshupConfigError};
 
 use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
-use crate::webhook::Refused;
+use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "gupshup";
@@ -98,8 +99,11 @@ pub const MEDIA_LIMIT: u64 = 100 * 1024 * 1024;
 /// server.shutdown().await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
-pub struct GupshupProvider {
+pub type GupshupProvider = WebhookProvider<Gupshup>;
+
+/// The Gupshup channel of a [`GupshupProvider`]: its settings and HTTP clients.
+#[derive(Debug)]
+pub struct Gupshup {
     inner: Arc<Gateway<GupshupConfig>>,
 }
 
@@ -123,20 +127,16 @@ fn plausible_url(url: &str) -> bool {
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
 }
 
-impl GupshupProvider {
+impl WebhookProvider<Gupshup> {
     /// A provider with these settings.
     pub fn new(config: GupshupConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
+        Ok(Self::with_api(Gupshup {
             inner: Gateway::new(NAME, config)?,
-        })
+        }))
     }
+}
 
-    /// The callback routes (`/gupshup` with the secret in the header, `/gupshup/<secret>`) to
-    /// mount on a [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        self.inner.routes()
-    }
-
+impl Gupshup {
     /// POSTs a send form to `tail`; the Gupshup id of the message.
     async fn post(
         &self,
@@ -179,7 +179,23 @@ impl GupshupProvider {
     }
 }
 
-crate::gateway::gateway_provider!(GupshupProvider, text_limit: TEXT_LIMIT, buttons_text_limit: Some(BUTTONS_TEXT_LIMIT), edits: false, {
+#[async_trait]
+impl WebhookApi for Gupshup {
+    const NAME: &'static str = NAME;
+    const MEDIA_FIELD: &'static str = "url";
+
+    fn capabilities(&self) -> Capabilities {
+        Gateway::<GupshupConfig>::capabilities(TEXT_LIMIT, Some(BUTTONS_TEXT_LIMIT), false)
+    }
+
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        self.inner.routes(slot)
+    }
+
+    fn media_token_ok(&self, token: &str) -> bool {
+        plausible_url(token)
+    }
+
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
         match outbound::request(&outgoing.content)? {
             outbound::Request::Message(m) => {
@@ -193,7 +209,6 @@ crate::gateway::gateway_provider!(GupshupProvider, text_limit: TEXT_LIMIT, butto
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, NAME)?;
         if !plausible_url(&media.token) {
             return Err(crate::gateway::unsupported(
                 NAME,
@@ -207,12 +222,4 @@ crate::gateway::gateway_provider!(GupshupProvider, text_limit: TEXT_LIMIT, butto
             .map(|d| d.bytes)
             .map_err(|e| crate::media::download_error(e, NAME))
     }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, NAME, "url", plausible_url)
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, NAME, "url", plausible_url)
-    }
-});
+}

@@ -8,18 +8,18 @@
 //! | --- | --- |
 //! | `start` | reports the transport ready and puts the sink in the slot: the routes deliver |
 //! | `stop` | empties the slot: the routes answer 503 and the channel redelivers later |
-//! | `send`, `typing`, `mark_read` | the channel's ([`WebhookApi`]) |
+//! | `send`, `edit`, `typing`, `mark_read` | the channel's ([`WebhookApi`]; `edit` is `Unsupported` unless the channel edits) |
 //! | `download_media` | refuses another provider's ref, then the channel's download |
 //! | `serialize_media_ref`, `rehydrate_media_ref` | `{"<MEDIA_FIELD>": token}` in version 1, only for tokens the channel finds plausible ([`WebhookApi::media_token_ok`]) |
 //!
-//! It does not edit messages or acknowledge interactions (the webhook channels cannot), poll,
-//! hold connections, or retry (the runtime does).
+//! It does not acknowledge interactions (the webhook channels need not), poll, hold
+//! connections, or retry (the runtime does).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
-use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, SentMessage};
+use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
 use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, StoredMediaRef};
 
 use super::SinkSlot;
@@ -43,6 +43,20 @@ pub trait WebhookApi: Send + Sync + 'static {
 
     /// Sends a message ([`Provider::send`]).
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError>;
+
+    /// Edits a sent message ([`Provider::edit`]); `Unsupported` by default (most webhook
+    /// channels cannot).
+    async fn edit(
+        &self,
+        _chat: &ChatId,
+        _message_id: &MessageId,
+        _content: &OutgoingContent,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Unsupported {
+            provider: Self::NAME.to_owned(),
+            operation: "edit",
+        })
+    }
 
     /// Shows a typing indicator; nothing by default.
     async fn typing(&self, _chat: &ChatId) -> Result<(), ProviderError> {
@@ -126,6 +140,15 @@ impl<A: WebhookApi> Provider for WebhookProvider<A> {
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
         self.api.send(chat, outgoing).await
+    }
+
+    async fn edit(
+        &self,
+        chat: &ChatId,
+        message_id: &MessageId,
+        content: &OutgoingContent,
+    ) -> Result<(), ProviderError> {
+        self.api.edit(chat, message_id, content).await
     }
 
     async fn typing(&self, chat: &ChatId) -> Result<(), ProviderError> {

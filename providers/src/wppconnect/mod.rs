@@ -36,7 +36,7 @@
 //! | --- | --- |
 //! | 2xx | sent; the message id is the serialized `id` (`true_<chat>_<id>`) |
 //! | 404 with `status: "Disconnected"` (the session is not connected) | `NotConnected` (retryable) |
-//! | 429, 5xx, no connection, a lost answer | as every gateway ([`crate::gateway`]): rate limited, retryable, retryable, `Ambiguous` |
+//! | 429, 5xx, no connection, a lost answer | `RateLimited` (with `Retry-After`), retryable `Api`, `Network`, `Ambiguous` |
 //! | other 4xx (401 token, 400 body) | final `Api` (dead-lettered) |
 //!
 //! Media: the journaled reference is `{"message_id": …}` (v1), the serialized message id; a
@@ -51,15 +51,16 @@ mod outbound;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
-use botmesh::provider::{ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::provider::{Capabilities, ProviderError, ProviderEvent};
 use serde_json::{Value, json};
 
 pub use config::{WppConnectConfig, WppConnectConfigError};
 
 use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
-use crate::webhook::Refused;
+use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "wppconnect";
@@ -93,8 +94,11 @@ fn plausible_message_id(id: &str) -> bool {
 /// server.shutdown().await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
-pub struct WppConnectProvider {
+pub type WppConnectProvider = WebhookProvider<WppConnect>;
+
+/// The WPPConnect channel of a [`WppConnectProvider`]: its settings and HTTP clients.
+#[derive(Debug)]
+pub struct WppConnect {
     inner: Arc<Gateway<WppConnectConfig>>,
 }
 
@@ -108,20 +112,16 @@ impl GatewayConfig for WppConnectConfig {
     }
 }
 
-impl WppConnectProvider {
+impl WebhookProvider<WppConnect> {
     /// A provider with these settings.
     pub fn new(config: WppConnectConfig) -> Result<Self, ProviderError> {
-        Ok(Self {
+        Ok(Self::with_api(WppConnect {
             inner: Gateway::new(NAME, config)?,
-        })
+        }))
     }
+}
 
-    /// The webhook routes (`/wppconnect` with the secret in the header,
-    /// `/wppconnect/<secret>`) to mount on a [`crate::webhook::WebhookServer`].
-    pub fn webhook_routes(&self) -> Router {
-        self.inner.routes()
-    }
-
+impl WppConnect {
     /// Calls `/api/<session>/<route>` (a POST with `body`, or a GET).
     async fn call(
         &self,
@@ -151,7 +151,23 @@ fn sent_id(answer: &Value) -> Option<MessageId> {
         .map(|id| MessageId(id.to_owned()))
 }
 
-crate::gateway::gateway_provider!(WppConnectProvider, text_limit: TEXT_LIMIT, buttons_text_limit: None, edits: true, {
+#[async_trait]
+impl WebhookApi for WppConnect {
+    const NAME: &'static str = NAME;
+    const MEDIA_FIELD: &'static str = "message_id";
+
+    fn capabilities(&self) -> Capabilities {
+        Gateway::<WppConnectConfig>::capabilities(TEXT_LIMIT, None, true)
+    }
+
+    fn routes(&self, slot: &SinkSlot) -> Router {
+        self.inner.routes(slot)
+    }
+
+    fn media_token_ok(&self, token: &str) -> bool {
+        plausible_message_id(token)
+    }
+
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
         let bytes = match &outgoing.content {
             OutgoingContent::Media { source, .. } => {
@@ -180,7 +196,6 @@ crate::gateway::gateway_provider!(WppConnectProvider, text_limit: TEXT_LIMIT, bu
     }
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
-        crate::media::own(media, NAME)?;
         if !plausible_message_id(&media.token) {
             return Err(crate::gateway::unsupported(
                 NAME,
@@ -191,12 +206,4 @@ crate::gateway::gateway_provider!(WppConnectProvider, text_limit: TEXT_LIMIT, bu
         let answer = self.call(&route, None, "media download", false).await?;
         crate::gateway::web::media_bytes(NAME, &answer)
     }
-
-    fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {
-        crate::media::store(media, NAME, "message_id", plausible_message_id)
-    }
-
-    fn rehydrate_media_ref(&self, stored: &StoredMediaRef) -> Result<MediaRef, ProviderError> {
-        crate::media::rehydrate(stored, NAME, "message_id", plausible_message_id)
-    }
-});
+}
