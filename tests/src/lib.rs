@@ -12,6 +12,7 @@
 //! tests are the code blocks of the README and of the user's book in `docs/`: each block
 //! compiles (and runs, unless marked `no_run`) as a user's program would.
 
+pub mod bins;
 mod flaky_store;
 pub mod flows;
 pub mod process;

@@ -19,9 +19,6 @@
 //! the same id reclaims the killed process's leases at once; replicas with their own ids claim
 //! them once the leases (`--lease-ms`) expired.
 
-#![allow(clippy::print_stderr)] // usage errors of a command-line tool
-
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,81 +27,29 @@ use botmesh::durability::{DurabilityConfig, FileDurability, FileOptions, SqliteS
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh_providers::jsonl::JsonlProvider;
+use botmesh_tests::bins::StoreArgs;
 use botmesh_tests::flows::order;
 
+/// A durable bot on JSON lines, for crash tests.
+#[derive(Debug, clap::Parser)]
 struct Args {
-    db: PathBuf,
-    backend: String,
-    url: Option<String>,
-    bot_id: String,
-    instance: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The leases of the inbox and outbox, in ms (the default's otherwise).
+    #[arg(long)]
     lease_ms: Option<u64>,
+    /// The "work" between a message's two replies, in ms.
+    #[arg(long, default_value_t = 20)]
     work_ms: u64,
+    /// Builds the bot with nothing but its SQLite store (the default journals and options).
+    #[arg(long)]
     defaults: bool,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = std::env::args().skip(1);
-    let mut db = None;
-    let mut backend = "sqlite".to_owned();
-    let mut work_ms = 20;
-    let mut url = None;
-    let mut bot_id = "crashbot".to_owned();
-    let mut instance = "crashbot".to_owned();
-    let mut lease_ms = None;
-    let mut defaults = false;
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--db" => db = args.next().map(PathBuf::from),
-            "--backend" => backend = args.next().ok_or("--backend needs a value")?,
-            "--url" => url = Some(args.next().ok_or("--url needs a value")?),
-            "--bot-id" => bot_id = args.next().ok_or("--bot-id needs a value")?,
-            "--instance" => instance = args.next().ok_or("--instance needs a value")?,
-            "--lease-ms" => {
-                lease_ms = Some(
-                    args.next()
-                        .and_then(|v| v.parse().ok())
-                        .ok_or("--lease-ms needs a number")?,
-                )
-            }
-            "--work-ms" => {
-                work_ms = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .ok_or("--work-ms needs a number")?
-            }
-            "--defaults" => defaults = true,
-            other => return Err(format!("unknown argument `{other}`")),
-        }
-    }
-    Ok(Args {
-        db: db.ok_or("--db PATH is required")?,
-        backend,
-        url,
-        bot_id,
-        instance,
-        lease_ms,
-        work_ms,
-        defaults,
-    })
-}
-
-/// The `--url` of a server backend (required).
-fn server_url(args: &Args) -> Result<&str, BotError> {
-    args.url
-        .as_deref()
-        .ok_or_else(|| BotError::config("--url", "required"))
-}
-
-/// A server backend that the `--url` did not open.
-fn url_error(e: impl std::fmt::Display) -> BotError {
-    BotError::config("--url", e.to_string())
-}
-
 async fn run(args: Args) -> Result<(), BotError> {
-    let store = SqliteStore::open(&args.db);
+    let store = SqliteStore::open(&args.store.db);
     let mut config = DurabilityConfig::default();
-    config.instance_id = Some(args.instance.clone());
+    config.instance_id = Some(args.store.instance.as_deref().unwrap_or(NAME).to_owned());
     if let Some(ms) = args.lease_ms {
         config.inbox.lease = Duration::from_millis(ms);
         config.outbox.lease = Duration::from_millis(ms);
@@ -112,11 +57,14 @@ async fn run(args: Args) -> Result<(), BotError> {
     config.poll = Duration::from_millis(50);
     config.outbox.backoff = Backoff::fixed(Duration::from_millis(20), Duration::from_millis(20));
     config.inbox.backoff = Backoff::fixed(Duration::from_millis(20), Duration::from_millis(20));
-    let durability = match args.backend.as_str() {
-        "sqlite" => DurabilityOptions::backend(store.durability_kv()),
+    let durability = match (
+        args.store.backend(&store).await?,
+        args.store.backend.as_str(),
+    ) {
+        (Some(server_or_sqlite), _) => server_or_sqlite,
         // The append log, or (`file-snapshot`) the default: a snapshot replaced at each write.
-        mode @ ("file" | "file-snapshot") => {
-            let path = args.db.with_extension("journal");
+        (None, mode @ ("file" | "file-snapshot")) => {
+            let path = args.store.db.with_extension("journal");
             let options = FileOptions::new().append_log(mode == "file");
             let file = FileDurability::open(&path, options)
                 .await
@@ -124,35 +72,22 @@ async fn run(args: Args) -> Result<(), BotError> {
             DurabilityOptions::backend(file)
         }
         // The app's events journal shared by processes: a kill may leave its mutex behind.
-        "events-shared" => {
+        (None, "events-shared") => {
             use botmesh::durability::events::{
                 SharedFileEventJournal, SharedFileOptions, events_durability,
             };
-            let path = args.db.with_extension("events");
+            let path = args.store.db.with_extension("events");
             let options = SharedFileOptions::new().append_log(true).compact_every(7);
             let journal = SharedFileEventJournal::open(&path, options)
                 .await
                 .map_err(|e| BotError::config("--backend", e.to_string()))?;
             DurabilityOptions::backend(events_durability(&journal))
         }
-        "postgres" => {
-            let kv = botmesh::durability::PostgresKv::connect(server_url(&args)?).await;
-            DurabilityOptions::backend(kv.map_err(url_error)?)
-        }
-        "redis" => {
-            let kv = botmesh::durability::RedisKv::open(server_url(&args)?).await;
-            DurabilityOptions::backend(kv.map_err(url_error)?)
-        }
-        other => {
-            return Err(BotError::config(
-                "--backend",
-                format!("unknown backend `{other}`"),
-            ));
-        }
+        (None, _) => return Err(args.store.unknown_backend()),
     };
     let provider = JsonlProvider::stdio();
     let builder = Bot::builder(provider.clone())
-        .bot_id(args.bot_id.clone())
+        .bot_id(args.store.bot_id.as_deref().unwrap_or(NAME))
         .store(store);
     let bot = if args.defaults {
         builder.build()?
@@ -172,32 +107,11 @@ async fn run(args: Args) -> Result<(), BotError> {
     bot.run().await
 }
 
+const NAME: &str = "crashbot";
+
 fn main() -> ExitCode {
-    botmesh_tests::log_to_stderr();
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!(
-                "crashbot: {e}\nusage: crashbot --db PATH [--backend sqlite|file|file-snapshot|postgres|redis] [--url URL] [--bot-id ID] [--instance ID] [--lease-ms N] [--work-ms N] [--defaults]"
-            );
-            return ExitCode::from(2);
-        }
-    };
     // As the shop demo: the SQLite store's writer thread gets a core of its own (see
     // `SqliteStore::worker_threads_beside_writer`).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(SqliteStore::worker_threads_beside_writer())
-        .enable_all()
-        .build();
-    let result = match runtime {
-        Ok(rt) => rt.block_on(run(args)).map_err(|e| e.to_string()),
-        Err(e) => Err(format!("tokio runtime: {e}")),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("crashbot: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    let workers = SqliteStore::worker_threads_beside_writer();
+    botmesh_tests::bins::main(NAME, Some(workers), run)
 }

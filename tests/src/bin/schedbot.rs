@@ -15,104 +15,61 @@
 //! `--db`; the journals (and the job) in its file (`sqlite`) or on a server (`postgres`,
 //! `redis`, with `--url`).
 
-#![allow(clippy::print_stderr)] // usage errors of a command-line tool
-
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use botmesh::clock::{Clock, SystemClock};
 use botmesh::durability::{DurabilityConfig, SqliteStore};
-use botmesh::durable::DurabilityOptions;
 use botmesh::message::Outgoing;
 use botmesh::prelude::*;
 use botmesh::schedule::{Job, JobCtx, MissedRuns, SchedulerOptions};
 use botmesh_providers::jsonl::JsonlProvider;
+use botmesh_tests::bins::StoreArgs;
 
+/// A durable bot with one scheduled job, on JSON lines, for crash tests.
+#[derive(Debug, clap::Parser)]
 struct Args {
-    db: PathBuf,
-    backend: String,
-    url: Option<String>,
-    bot_id: String,
-    instance: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The job's period, in ms.
+    #[arg(long, default_value_t = 4000)]
     every_ms: u64,
+    /// The missed-run policy: skip, run-once or run-all.
+    #[arg(long, default_value = "run-once", value_parser = missed_runs)]
     missed: MissedRuns,
+    /// The scheduler's grace, in ms.
+    #[arg(long, default_value_t = 1000)]
     grace_ms: u64,
+    /// Moves the bot's wall clock by this many ms.
+    #[arg(
+        long = "clock-offset-ms",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
     offset_ms: i64,
 }
 
-fn number<T: std::str::FromStr>(v: Option<String>, name: &str) -> Result<T, String> {
-    v.and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{name} needs a number"))
-}
-
-fn parse() -> Result<Args, String> {
-    let mut args = std::env::args().skip(1);
-    let mut out = Args {
-        db: PathBuf::new(),
-        backend: "sqlite".to_owned(),
-        url: None,
-        bot_id: "schedbot".to_owned(),
-        instance: "schedbot".to_owned(),
-        every_ms: 4000,
-        missed: MissedRuns::RunOnce,
-        grace_ms: 1000,
-        offset_ms: 0,
-    };
-    let mut db = None;
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--db" => db = args.next().map(PathBuf::from),
-            "--backend" => out.backend = args.next().ok_or("--backend needs a value")?,
-            "--url" => out.url = Some(args.next().ok_or("--url needs a value")?),
-            "--bot-id" => out.bot_id = args.next().ok_or("--bot-id needs a value")?,
-            "--instance" => out.instance = args.next().ok_or("--instance needs a value")?,
-            "--every-ms" => out.every_ms = number(args.next(), "--every-ms")?,
-            "--grace-ms" => out.grace_ms = number(args.next(), "--grace-ms")?,
-            "--clock-offset-ms" => out.offset_ms = number(args.next(), "--clock-offset-ms")?,
-            "--missed" => {
-                out.missed = match args.next().as_deref() {
-                    Some("skip") => MissedRuns::Skip,
-                    Some("run-once") => MissedRuns::RunOnce,
-                    Some("run-all") => MissedRuns::RunAll,
-                    _ => return Err("--missed takes skip, run-once or run-all".into()),
-                }
-            }
-            other => return Err(format!("unknown argument `{other}`")),
-        }
+fn missed_runs(v: &str) -> Result<MissedRuns, String> {
+    match v {
+        "skip" => Ok(MissedRuns::Skip),
+        "run-once" => Ok(MissedRuns::RunOnce),
+        "run-all" => Ok(MissedRuns::RunAll),
+        _ => Err("takes skip, run-once or run-all".to_owned()),
     }
-    out.db = db.ok_or("--db PATH is required")?;
-    Ok(out)
 }
 
 async fn run(args: Args) -> Result<(), BotError> {
-    let store = SqliteStore::open(&args.db);
+    let store = SqliteStore::open(&args.store.db);
     let mut config = DurabilityConfig::default();
-    config.instance_id = Some(args.instance.clone());
+    config.instance_id = Some(args.store.instance.as_deref().unwrap_or(NAME).to_owned());
     config.poll = Duration::from_millis(50);
-    let durability = match (args.backend.as_str(), args.url.as_deref()) {
-        ("sqlite", _) => DurabilityOptions::backend(store.durability_kv()),
-        ("postgres", Some(url)) => DurabilityOptions::backend(
-            botmesh::durability::PostgresKv::connect(url)
-                .await
-                .map_err(|e| BotError::config("--url", e.to_string()))?,
-        ),
-        ("redis", Some(url)) => DurabilityOptions::backend(
-            botmesh::durability::RedisKv::open(url)
-                .await
-                .map_err(|e| BotError::config("--url", e.to_string()))?,
-        ),
-        (other, _) => {
-            return Err(BotError::config(
-                "--backend",
-                format!("`{other}` (a server backend needs --url)"),
-            ));
-        }
+    let Some(durability) = args.store.backend(&store).await? else {
+        return Err(args.store.unknown_backend());
     };
     let offset = args.offset_ms;
     let provider = JsonlProvider::stdio();
     let bot = Bot::builder(provider.clone())
-        .bot_id(args.bot_id.clone())
+        .bot_id(args.store.bot_id.as_deref().unwrap_or(NAME))
         .store(store)
         .clock(move || SystemClock.now_ms() + offset)
         .durability(durability.config(config))
@@ -139,27 +96,8 @@ async fn run(args: Args) -> Result<(), BotError> {
     bot.stop().await
 }
 
+const NAME: &str = "schedbot";
+
 fn main() -> ExitCode {
-    botmesh_tests::log_to_stderr();
-    let args = match parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("schedbot: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build();
-    let result = match runtime {
-        Ok(rt) => rt.block_on(run(args)).map_err(|e| e.to_string()),
-        Err(e) => Err(format!("tokio runtime: {e}")),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("schedbot: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    botmesh_tests::bins::main(NAME, None, run)
 }
