@@ -22,6 +22,7 @@ use botmesh_providers::meta::MetaConfigError;
 use botmesh_providers::meta::messaging::{
     Channel, MessageTag, MessagingConfig, MessagingProvider, TextLimit,
 };
+use fakes::contents;
 use fakes::meta::{handshake, sign};
 use fakes::meta_messaging::{FakeSendApi, hooks};
 use serde_json::{Value, json};
@@ -188,10 +189,7 @@ async fn inbound_events<C: Channel>() {
     assert_eq!(post::<C>(&base, items).await, 200);
     let ev = rec.events();
     assert_eq!(ev.len(), 10, "{ev:#?}");
-    let msg = |i: usize| match &ev[i] {
-        ProviderEvent::Message(m) => m.clone(),
-        other => panic!("event {i} is not a message: {other:?}"),
-    };
+    let msg = |i: usize| fakes::message_at(&ev, i);
     let t = msg(0);
     assert_eq!(
         (t.id.as_str(), t.chat.as_str(), t.content.clone()),
@@ -248,32 +246,18 @@ async fn sends_each_content<C: Channel>() {
         json!({"recipient": {"id": hooks::USER}, "messaging_type": "RESPONSE", "message": {"text": "Hello"}})
     );
 
-    p.send(
-        &c,
-        &Outgoing::buttons(
-            "Pick",
-            [("yes", "Yes"), ("no", "A title longer than twenty")],
-        ),
-    )
-    .await
-    .expect("button template");
+    p.send(&c, &contents::two_buttons())
+        .await
+        .expect("button template");
     let payload = &fake.sent()[1]["message"]["attachment"]["payload"];
     assert_eq!(payload["template_type"], "button");
     assert_eq!(
         payload["buttons"][0],
         json!({"type": "postback", "title": "Yes", "payload": "yes"})
     );
-    assert_eq!(
-        payload["buttons"][1]["title"]
-            .as_str()
-            .map(|t| t.chars().count()),
-        Some(20)
-    );
+    assert_eq!(contents::chars(&payload["buttons"][1]["title"]), Some(20));
 
-    let five: Vec<Button> = (1..=5)
-        .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
-        .collect();
-    p.send(&c, &Outgoing::buttons("Many", five))
+    p.send(&c, &contents::many_buttons(5))
         .await
         .expect("quick replies");
     let m = &fake.sent()[2]["message"];
@@ -473,17 +457,9 @@ async fn graph_errors_are_classified<C: Channel>() {
     let e = p.send(&c, &hi).await.expect_err("dropped");
     assert_eq!(e.class(), ErrorClass::Ambiguous, "{e}");
     // No connection at all: retryable, and the token is in no message.
-    let gone = MessagingProvider::<C>::new(
-        MessagingConfig::new(TOKEN, SECRET, VERIFY)
-            .api_base("http://127.0.0.1:9")
-            .expect("base"),
-    )
-    .expect("provider");
-    let e = gone.send(&c, &hi).await.expect_err("network");
-    assert!(
-        matches!(e, ProviderError::Network { .. }) && !e.to_string().contains(TOKEN),
-        "{e}"
-    );
+    let config = MessagingConfig::new(TOKEN, SECRET, VERIFY).api_base("http://127.0.0.1:9");
+    let gone = MessagingProvider::<C>::new(config.expect("base")).expect("provider");
+    fakes::assert_network_error(&gone, &c, TOKEN).await;
     fake.check();
 }
 

@@ -7,7 +7,7 @@
 mod fakes;
 
 use botmesh::message::{
-    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
+    ChatId, Content, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
 };
 use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
@@ -227,10 +227,7 @@ async fn receives_every_message_kind_and_status() {
 
     let ev = rec.events();
     assert_eq!(ev.len(), 13, "{ev:#?}");
-    let msg = |i: usize| match &ev[i] {
-        ProviderEvent::Message(m) => m.clone(),
-        other => panic!("event {i} is not a message: {other:?}"),
-    };
+    let msg = |i: usize| fakes::message_at(&ev, i);
     let t = msg(0);
     assert_eq!(
         (t.id.as_str(), t.chat.as_str(), t.sender_name.as_deref()),
@@ -288,15 +285,9 @@ async fn sends_every_content_kind() {
     assert_eq!(b["text"]["body"], "Hello");
     assert_eq!(b["context"]["message_id"], "wamid.IN");
 
-    wa.send(
-        &c,
-        &Outgoing::buttons(
-            "Pick",
-            [("yes", "Yes"), ("no", "A title longer than twenty")],
-        ),
-    )
-    .await
-    .expect("buttons");
+    wa.send(&c, &contents::two_buttons())
+        .await
+        .expect("buttons");
     let b = &fake.sent()[1]["interactive"];
     assert_eq!(b["type"], "button");
     assert_eq!(
@@ -304,16 +295,11 @@ async fn sends_every_content_kind() {
         json!({"type": "reply", "reply": {"id": "yes", "title": "Yes"}})
     );
     assert_eq!(
-        b["action"]["buttons"][1]["reply"]["title"]
-            .as_str()
-            .map(|t| t.chars().count()),
+        contents::chars(&b["action"]["buttons"][1]["reply"]["title"]),
         Some(20)
     );
 
-    let five: Vec<Button> = (1..=5)
-        .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
-        .collect();
-    wa.send(&c, &Outgoing::buttons("Many", five))
+    wa.send(&c, &contents::many_buttons(5))
         .await
         .expect("buttons as list");
     assert_eq!(fake.sent()[2]["interactive"]["type"], "list");
@@ -519,17 +505,9 @@ async fn maps_graph_errors_and_the_session_window() {
     wa.send(&c, &hi).await.expect("inside the window again");
 
     // Unreachable Graph: a retryable network error.
-    let gone = WhatsAppProvider::new(
-        WhatsAppConfig::new(TOKEN, "1", SECRET, VERIFY)
-            .api_base("http://127.0.0.1:9")
-            .expect("base"),
-    )
-    .expect("provider");
-    let e = gone.send(&c, &hi).await.expect_err("network");
-    assert!(
-        matches!(e, ProviderError::Network { .. }) && !e.to_string().contains(TOKEN),
-        "{e}"
-    );
+    let config = WhatsAppConfig::new(TOKEN, "1", SECRET, VERIFY).api_base("http://127.0.0.1:9");
+    let gone = WhatsAppProvider::new(config.expect("base")).expect("provider");
+    fakes::assert_network_error(&gone, &c, TOKEN).await;
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! The rich messages the channel tests send, built once: each test sends the same kinds to
 //! its channel and checks what reached the fake server.
 
-use botmesh::message::{ContactCard, Location, Outgoing, OutgoingContent, Reaction};
+use botmesh::message::{Button, ContactCard, Location, Outgoing, OutgoingContent, Reaction};
+use serde_json::Value;
 
 /// A location at `latitude`, `longitude`, with an optional place name.
 pub fn location(latitude: f64, longitude: f64, name: Option<&str>) -> Outgoing {
@@ -27,4 +28,25 @@ pub fn reaction(message_id: &str, emoji: &str) -> Outgoing {
         message_id: message_id.into(),
         emoji: emoji.to_owned(),
     }))
+}
+
+/// "Pick" with a short button and one whose title is over twenty characters.
+pub fn two_buttons() -> Outgoing {
+    Outgoing::buttons(
+        "Pick",
+        [("yes", "Yes"), ("no", "A title longer than twenty")],
+    )
+}
+
+/// "Many" with `n` buttons `b1`… titled `B1`….
+pub fn many_buttons(n: usize) -> Outgoing {
+    let buttons: Vec<Button> = (1..=n)
+        .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
+        .collect();
+    Outgoing::buttons("Many", buttons)
+}
+
+/// The length in characters of a JSON string.
+pub fn chars(v: &Value) -> Option<usize> {
+    v.as_str().map(|t| t.chars().count())
 }

@@ -43,6 +43,32 @@ use tokio::sync::Notify;
 
 pub use server::{DROP_CONNECTION, Panics, Served};
 
+/// Checks that a send through `provider` (configured with an API base nothing listens on)
+/// fails as a retryable network error whose text does not show `token`.
+pub async fn assert_network_error<P: botmesh::provider::Provider>(
+    provider: &P,
+    chat: &botmesh::message::ChatId,
+    token: &str,
+) {
+    let e = provider
+        .send(chat, &botmesh::message::Outgoing::from("hi"))
+        .await
+        .expect_err("network");
+    assert!(
+        matches!(e, botmesh::provider::ProviderError::Network { .. })
+            && !e.to_string().contains(token),
+        "{e}"
+    );
+}
+
+/// Event `i` of `events`, which must be a message.
+pub fn message_at(events: &[ProviderEvent], i: usize) -> botmesh::message::Message {
+    match &events[i] {
+        ProviderEvent::Message(m) => m.clone(),
+        other => panic!("event {i} is not a message: {other:?}"),
+    }
+}
+
 /// What the recording pipeline does with the next events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
