@@ -10,6 +10,11 @@
 //! | `one_leader_polls_and_a_standby_takes_over` | only the leader runs the transport; when it stops, a standby starts it within the leader lease |
 #![allow(clippy::unwrap_used)]
 
+// The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
+// full lane runs this file, once the servers are up).
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod servers;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -166,31 +171,17 @@ async fn chats_spread_over_replicas_on_memory() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chats_spread_over_replicas_on_postgres() {
-    use botmesh::durability::backends::postgres::PostgresConfig;
-    let Ok(url) = std::env::var("BOTMESH_TEST_POSTGRES_URL") else {
-        eprintln!("SKIPPED: BOTMESH_TEST_POSTGRES_URL is not set");
-        return;
-    };
-    let prefix = format!("replicas_{:08x}_", fastrand::u32(..));
-    let kv =
-        botmesh::durability::PostgresKv::new_with(&url, PostgresConfig::new().table_prefix(prefix))
-            .unwrap();
-    chats_spread_over_replicas(Arc::new(kv)).await;
+    if let Some(kv) = servers::postgres_kv("replicas") {
+        chats_spread_over_replicas(kv).await;
+    }
 }
 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chats_spread_over_replicas_on_redis() {
-    use botmesh::durability::backends::redis::RedisConfig;
-    let Ok(url) = std::env::var("BOTMESH_TEST_REDIS_URL") else {
-        eprintln!("SKIPPED: BOTMESH_TEST_REDIS_URL is not set");
-        return;
-    };
-    let prefix = format!("replicas-{:08x}:", fastrand::u32(..));
-    let kv = botmesh::durability::RedisKv::open_with(&url, RedisConfig::new().prefix(prefix))
-        .await
-        .unwrap();
-    chats_spread_over_replicas(Arc::new(kv)).await;
+    if let Some(kv) = servers::redis_kv("replicas").await {
+        chats_spread_over_replicas(kv).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+// The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
+// full lane runs this file, once the servers are up).
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod servers;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -222,47 +227,20 @@ async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
     b.bot.stop().await.unwrap();
 }
 
-/// The server's URL from `var`; `None` (the test is skipped, and says so) without it, but
-/// under `CI=true`, where the server must be there.
-#[cfg(any(feature = "postgres", feature = "redis"))]
-fn server(var: &str) -> Option<String> {
-    let url = std::env::var(var).ok().filter(|u| !u.is_empty());
-    if url.is_none() {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "CI needs {var}");
-        #[allow(clippy::print_stderr)] // the skip must be visible in `cargo test` output
-        {
-            eprintln!("SKIPPED: {var} is not set");
-        }
-    }
-    url
-}
-
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_postgres_run_an_occurrence_once() {
-    use botmesh::durability::backends::postgres::PostgresConfig;
-    let Some(url) = server("BOTMESH_TEST_POSTGRES_URL") else {
-        return;
-    };
-    let prefix = format!("sched_{:08x}_", fastrand::u32(..));
-    let kv =
-        botmesh::durability::PostgresKv::new_with(&url, PostgresConfig::new().table_prefix(prefix))
-            .unwrap();
-    one_occurrence_once_on(Arc::new(kv)).await;
+    if let Some(kv) = servers::postgres_kv("sched") {
+        one_occurrence_once_on(kv).await;
+    }
 }
 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_redis_run_an_occurrence_once() {
-    use botmesh::durability::backends::redis::RedisConfig;
-    let Some(url) = server("BOTMESH_TEST_REDIS_URL") else {
-        return;
-    };
-    let prefix = format!("sched-{:08x}:", fastrand::u32(..));
-    let kv = botmesh::durability::RedisKv::open_with(&url, RedisConfig::new().prefix(prefix))
-        .await
-        .unwrap();
-    one_occurrence_once_on(Arc::new(kv)).await;
+    if let Some(kv) = servers::redis_kv("sched").await {
+        one_occurrence_once_on(kv).await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
