@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
-use crate::journal::attempts::{AttemptFields, AttemptState, Attempted};
+use crate::journal::attempts::attempted_record;
 use crate::journal::{JournalRecord, KvDurability, index};
 use crate::keys;
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
@@ -153,38 +153,14 @@ impl JournalRecord for InboundRecord {
     }
 }
 
-impl Attempted for InboundRecord {
-    fn fields(&mut self) -> AttemptFields<'_> {
-        AttemptFields {
-            fence: &mut self.fence,
-            attempts: &mut self.attempts,
-            lease: &mut self.lease,
-            next_attempt_ms: &mut self.next_attempt_ms,
-            last_error: &mut self.last_error,
-            updated_ms: &mut self.updated_ms,
-        }
+attempted_record!(
+    InboundRecord,
+    InboxState {
+        leased: Processing,
+        retrying: Pending,
+        dead: Dead
     }
-
-    fn is_leased(&self) -> bool {
-        self.state == InboxState::Processing
-    }
-
-    fn lease(&self) -> Option<&LeaseRecord> {
-        self.lease.as_ref()
-    }
-
-    fn fence(&self) -> u64 {
-        self.fence
-    }
-
-    fn set_state(&mut self, state: AttemptState) {
-        self.state = match state {
-            AttemptState::Leased => InboxState::Processing,
-            AttemptState::Retrying => InboxState::Pending,
-            AttemptState::Dead => InboxState::Dead,
-        };
-    }
-}
+);
 
 /// An inbound event to journal.
 #[derive(Debug, Clone, PartialEq)]

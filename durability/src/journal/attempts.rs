@@ -57,6 +57,49 @@ pub(crate) trait Attempted: JournalRecord {
     fn set_state(&mut self, state: AttemptState);
 }
 
+/// Implements [`Attempted`] for a journal record that keeps the attempt fields under their
+/// names (`fence`, `attempts`, `lease`, `next_attempt_ms`, `last_error`, `updated_ms`) and a
+/// `state` of the enum `$state`: `$leased` while leased, `$retrying` when due again, `$dead`
+/// when dead-lettered.
+macro_rules! attempted_record {
+    ($record:ty, $state:ident { leased: $leased:ident, retrying: $retrying:ident, dead: $dead:ident }) => {
+        impl $crate::journal::attempts::Attempted for $record {
+            fn fields(&mut self) -> $crate::journal::attempts::AttemptFields<'_> {
+                $crate::journal::attempts::AttemptFields {
+                    fence: &mut self.fence,
+                    attempts: &mut self.attempts,
+                    lease: &mut self.lease,
+                    next_attempt_ms: &mut self.next_attempt_ms,
+                    last_error: &mut self.last_error,
+                    updated_ms: &mut self.updated_ms,
+                }
+            }
+
+            fn is_leased(&self) -> bool {
+                self.state == $state::$leased
+            }
+
+            fn lease(&self) -> Option<&$crate::leases::LeaseRecord> {
+                self.lease.as_ref()
+            }
+
+            fn fence(&self) -> u64 {
+                self.fence
+            }
+
+            fn set_state(&mut self, state: $crate::journal::attempts::AttemptState) {
+                use $crate::journal::attempts::AttemptState;
+                self.state = match state {
+                    AttemptState::Leased => $state::$leased,
+                    AttemptState::Retrying => $state::$retrying,
+                    AttemptState::Dead => $state::$dead,
+                };
+            }
+        }
+    };
+}
+pub(crate) use attempted_record;
+
 /// Leases `r` to incarnation `me` for its next attempt, from `now` for `lease_ms`: a new
 /// fencing token, the attempt charged. Returns the lease written on the record.
 pub(crate) fn take_lease<R: Attempted>(

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{OnAmbiguous, OnDiverged};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
-use crate::journal::attempts::{AttemptFields, AttemptState, Attempted};
+use crate::journal::attempts::attempted_record;
 use crate::journal::{JournalRecord, KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
@@ -202,38 +202,14 @@ impl JournalRecord for OutboxRecord {
     }
 }
 
-impl Attempted for OutboxRecord {
-    fn fields(&mut self) -> AttemptFields<'_> {
-        AttemptFields {
-            fence: &mut self.fence,
-            attempts: &mut self.attempts,
-            lease: &mut self.lease,
-            next_attempt_ms: &mut self.next_attempt_ms,
-            last_error: &mut self.last_error,
-            updated_ms: &mut self.updated_ms,
-        }
+attempted_record!(
+    OutboxRecord,
+    OutboxState {
+        leased: Sending,
+        retrying: Failed,
+        dead: Dead
     }
-
-    fn is_leased(&self) -> bool {
-        self.state == OutboxState::Sending
-    }
-
-    fn lease(&self) -> Option<&LeaseRecord> {
-        self.lease.as_ref()
-    }
-
-    fn fence(&self) -> u64 {
-        self.fence
-    }
-
-    fn set_state(&mut self, state: AttemptState) {
-        self.state = match state {
-            AttemptState::Leased => OutboxState::Sending,
-            AttemptState::Retrying => OutboxState::Failed,
-            AttemptState::Dead => OutboxState::Dead,
-        };
-    }
-}
+);
 
 /// A send to journal.
 #[derive(Debug, Clone, PartialEq)]
