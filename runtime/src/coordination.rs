@@ -17,6 +17,7 @@
 //! | inbound | each chat's work runs under the chat's cross-replica turn (`bot/turns.rs`), taken in ingress order |
 //! | outbound | the send fence (`outbound/fence.rs`): a send from a replica that lost the chat's turn is refused before it is journaled or reaches the provider ([`CoordinationError::Fenced`] in [`BotError::Coordination`]); with a leader-only transport, a standby journals its sends for the leader and never calls the provider |
 //! | lifecycle | with [`Coordination::leader_only_transport`], the `transport` step becomes a leader election (`bot/leader.rs`): only the leader runs the provider's transport (Telegram long polling); a standby takes over within the leader lease when the leader dies |
+//! | flows | with [`Coordination::handover`], a persistent flow's checkpoint carries the answer of the step it is taking (`flow/handover.rs`): a step cut short on one replica is finished on the next one that gets the chat, before that chat's next message |
 //!
 //! The turns and leases themselves are [`botmesh_durability::coordination`]'s, kept in the
 //! bot's own journal scope. Without the opt-in nothing of this runs: a single process needs
@@ -46,6 +47,7 @@ pub(crate) const TRANSPORT_LEASE: &str = "transport";
 pub struct Coordination {
     config: CoordinationConfig,
     leader_only_transport: bool,
+    handover: bool,
 }
 
 impl Coordination {
@@ -79,6 +81,23 @@ impl Coordination {
     pub fn leader_only_transport(mut self) -> Self {
         self.leader_only_transport = true;
         self
+    }
+
+    /// Hand-over of conversation steps (`coordination.handover`): before a persistent flow
+    /// takes a message as its answer, the chat's checkpoint records that answer, so a step
+    /// cut short (its replica lost the chat's turn, stopped, or died mid-step) is finished by
+    /// whichever replica gets the chat next, with that answer, before the chat's next message
+    /// is taken as the answer to the following question ([`CoordinationEvent::HandedOver`],
+    /// `handovers`). It costs one more checkpoint write per answered step. See the module
+    /// documentation.
+    pub fn handover(mut self) -> Self {
+        self.handover = true;
+        self
+    }
+
+    /// Whether conversation steps are handed over (see [`handover`](Self::handover)).
+    pub fn is_handover(&self) -> bool {
+        self.handover
     }
 
     /// The lease configuration.

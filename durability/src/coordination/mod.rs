@@ -27,6 +27,8 @@
 //! | `fenced_refusals` | a stale holder is refused (a check, a renewal or a release) |
 //! | `leader_changes` | this replica becomes the leader of a lease, or loses it |
 //! | `not_leader_refusals` | a standby was refused the use of an exclusive transport ([`CoordinationError::NotLeader`]) |
+//! | `handovers` | this replica finished a conversation step another message's replica cut short ([`Coordinator::handed_over`]) |
+//! | `records_purged` | idle turn and leader records deleted ([`Coordinator::purge_idle`]) |
 //!
 //! Each is also a [`CoordinationEvent`] on [`Coordinator::subscribe`]. This module does not
 //! run anything on its own: the runtime's coordination opt-in takes, renews and releases.
@@ -176,6 +178,20 @@ pub enum CoordinationEvent {
         /// The refused token.
         token: u64,
     },
+    /// This replica finished a conversation step that was cut short (its replica lost the
+    /// chat's turn, stopped or died mid-step) with the answer the checkpoint carried, before
+    /// the chat's next message.
+    HandedOver {
+        /// The chat.
+        chat: String,
+        /// The flow.
+        flow: String,
+        /// The inbound record whose answer the cut step had taken.
+        answer_of: String,
+        /// The inbound record that found the cut step (`None` when nothing fed it, e.g. a
+        /// timeout).
+        found_by: Option<String>,
+    },
     /// This replica became the leader of `name` (`leader: Some(self)`), or lost it (`None`).
     LeaderChanged {
         /// The lease's name.
@@ -202,6 +218,10 @@ pub struct CoordinationMetrics {
     pub leader_changes: u64,
     /// Calls to an exclusive transport refused because this replica does not lead.
     pub not_leader_refusals: u64,
+    /// Conversation steps cut short elsewhere (or earlier) that this replica finished.
+    pub handovers: u64,
+    /// Idle turn and leader records deleted.
+    pub records_purged: u64,
 }
 
 #[derive(Default)]
@@ -212,6 +232,8 @@ struct Counters {
     fenced_refusals: AtomicU64,
     leader_changes: AtomicU64,
     not_leader_refusals: AtomicU64,
+    handovers: AtomicU64,
+    records_purged: AtomicU64,
 }
 
 struct Inner {
@@ -289,6 +311,8 @@ impl Coordinator {
             fenced_refusals: get(&c.fenced_refusals),
             leader_changes: get(&c.leader_changes),
             not_leader_refusals: get(&c.not_leader_refusals),
+            handovers: get(&c.handovers),
+            records_purged: get(&c.records_purged),
         }
     }
 
@@ -324,6 +348,51 @@ impl Coordinator {
     fn emit(&self, event: CoordinationEvent) {
         // Nobody listening is fine.
         let _ = self.inner.events.send(event);
+    }
+
+    /// Counts and emits a hand-over: this replica finished the cut step of `flow` in `chat`
+    /// fed by `answer_of`, found by the message `found_by`.
+    pub fn handed_over(&self, chat: &str, flow: &str, answer_of: &str, found_by: Option<&str>) {
+        self.inner
+            .counters
+            .handovers
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            chat,
+            flow,
+            answer_of,
+            found_by,
+            "a conversation step cut short is finished here"
+        );
+        self.emit(CoordinationEvent::HandedOver {
+            chat: chat.to_owned(),
+            flow: flow.to_owned(),
+            answer_of: answer_of.to_owned(),
+            found_by: found_by.map(str::to_owned),
+        });
+    }
+
+    /// Deletes up to `max` turn and leader records that nobody has held or waited for since
+    /// at least `idle_for` ago (the turns of chats that finished, see `record`); returns how
+    /// many. A token is never issued twice for a chat or lease afterwards: a record created
+    /// anew starts above every deleted token. The runtime calls it from its sweeper.
+    pub async fn purge_idle(
+        &self,
+        idle_for: Duration,
+        max: usize,
+    ) -> Result<usize, CoordinationError> {
+        let now = self.now_ms();
+        let cutoff = now.saturating_sub(duration_ms(idle_for));
+        let purged =
+            record::purge_idle(&*self.inner.kv, &self.inner.scope, now, cutoff, max).await?;
+        if purged > 0 {
+            self.inner
+                .counters
+                .records_purged
+                .fetch_add(purged as u64, Ordering::Relaxed);
+            tracing::debug!(purged, "idle turn and leader records purged");
+        }
+        Ok(purged)
     }
 
     /// `result`, counting, logging and emitting a refused stale holder.

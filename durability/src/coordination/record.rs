@@ -1,12 +1,20 @@
 //! The fenced lease record and the one machine that changes it, for chat turns and leader
 //! leases alike.
 //!
-//! A record is stored in the bot's own [`Scope`] of the [`DurableKv`] under `c/<kind>/<name>`,
-//! without index values (nothing lists it). It carries the newest fencing token ever issued,
-//! the lease of the holder (a [`LeaseRecord`], the very lease the inbox and outbox put on
-//! their records, decided by [`LeaseRecord::status`]) and the replicas waiting for it, each
-//! with the ticket it waits under. The record is never deleted, so a token is never issued
-//! twice: releasing clears the lease and keeps the token.
+//! A record is stored in the bot's own [`Scope`] of the [`DurableKv`] under `c/<kind>/<name>`.
+//! It carries the newest fencing token ever issued, the lease of the holder (a
+//! [`LeaseRecord`], the very lease the inbox and outbox put on their records, decided by
+//! [`LeaseRecord::status`]) and the replicas waiting for it, each with the ticket it waits
+//! under. Releasing clears the lease and keeps the token.
+//!
+//! Every write also sets the record's `idx1` to `c/idle/<16-digit ms>/<kind>/<name>`, the
+//! time from which nobody holds or waits for it unless it is written again (the latest of the
+//! lease's expiry, the waiters' expiries and the write itself). [`purge_idle`] deletes the
+//! records idle for long enough (the turns of chats that finished, the lease of a replica set
+//! that went away), so the records do not grow with every chat ever seen. A token is still
+//! never issued twice for a name: before deleting, the purge raises the scope's token floor
+//! (`c/floor`) to the deleted records' tokens, and a record created anew starts from the
+//! floor.
 //!
 //! | call | what it writes |
 //! | --- | --- |
@@ -14,6 +22,7 @@
 //! | [`renew`](Machine::renew) | the lease's expiry, if the caller's token still holds it |
 //! | [`release`](Machine::release) | the lease removed, if the caller's token still holds it |
 //! | [`check`](Machine::check) | nothing: refuses a token that no longer holds, or whose lease has less than the safety margin left |
+//! | [`purge_idle`] | the token floor raised, then the idle records deleted (each at the version it was read) |
 //!
 //! Every change is a compare-and-set on the record's version, re-read and re-decided on a
 //! conflict, the way the journals change their records. This module decides and writes; the
@@ -24,11 +33,22 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{CoordinationError, Fence, FenceKind};
-use crate::kv::{CasOutcome, DurableKv, Entry, Scope};
+use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, Scope};
 use crate::leases::{Incarnation, LeaseRecord, LeaseStatus};
 
 /// How many times a change re-reads the record after a conflict before giving up.
 const MAX_CAS_RETRIES: usize = 64;
+
+/// The key of the token floor: no record created anew issues a token at or below it.
+const FLOOR_KEY: &str = "c/floor";
+/// The `idx1` prefix of every lease record (see the module docs).
+const IDLE_PREFIX: &str = "c/idle/";
+
+/// The stored token floor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Floor {
+    fence: u64,
+}
 
 /// A replica waiting for a lease, under a ticket (a smaller ticket goes first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +136,15 @@ impl Machine<'_> {
         }
     }
 
+    fn backend(&self, operation: &'static str, source: crate::kv::KvError) -> CoordinationError {
+        CoordinationError::Backend {
+            kind: self.kind,
+            name: self.name.to_owned(),
+            operation,
+            source,
+        }
+    }
+
     /// Reads the record (a default one when there is none yet).
     pub(crate) async fn read(
         &self,
@@ -143,7 +172,21 @@ impl Machine<'_> {
         }
     }
 
-    /// Reads, decides with `f` and writes when `f` says so, until the write lands.
+    /// The `idx1` of `r` written at `now`: from when it is idle unless written again.
+    fn idle_index(&self, r: &FencedRecord, now: i64) -> String {
+        let lease = r.lease.as_ref().map_or(now, |l| l.expires_ms);
+        let waiters = r.waiting.iter().map(|w| w.expires_ms).max().unwrap_or(now);
+        let ms = now.max(lease).max(waiters);
+        format!(
+            "{IDLE_PREFIX}{:016}/{}/{}",
+            u64::try_from(ms).unwrap_or(0),
+            self.kind.key_tag(),
+            self.name
+        )
+    }
+
+    /// Reads, decides with `f` and writes when `f` says so, until the write lands. A record
+    /// created anew starts from the token floor.
     async fn modify<T>(
         &self,
         operation: &'static str,
@@ -153,7 +196,14 @@ impl Machine<'_> {
         let key = self.key();
         for _ in 0..MAX_CAS_RETRIES {
             let (version, mut record) = self.read(operation).await?;
-            let out = match f(&mut record, now())? {
+            if version.is_none() {
+                record.fence = read_floor(self.kv, self.scope)
+                    .await
+                    .map_err(|source| self.backend(operation, source))?
+                    .fence;
+            }
+            let at = now();
+            let out = match f(&mut record, at)? {
                 Step::Keep(out) => return Ok(out),
                 Step::Write(out) => out,
             };
@@ -164,20 +214,13 @@ impl Machine<'_> {
             })?;
             let entry = Entry {
                 value,
-                idx1: None,
+                idx1: Some(self.idle_index(&record, at)),
                 idx2: None,
             };
             match self.kv.cas(self.scope, &key, version, entry).await {
                 Ok(CasOutcome::Ok { .. }) => return Ok(out),
                 Ok(CasOutcome::Conflict { .. }) => {}
-                Err(source) => {
-                    return Err(CoordinationError::Backend {
-                        kind: self.kind,
-                        name: self.name.to_owned(),
-                        operation,
-                        source,
-                    });
-                }
+                Err(source) => return Err(self.backend(operation, source)),
             }
         }
         Err(CoordinationError::Contention {
@@ -366,4 +409,109 @@ impl Machine<'_> {
             .filter(|l| l.expires_ms > now)
             .map(|l| self.fence_of(&l)))
     }
+}
+
+/// The stored token floor (zero when none was written).
+async fn read_floor(kv: &dyn DurableKv, scope: &Scope) -> Result<Floor, crate::kv::KvError> {
+    Ok(kv
+        .get(scope, FLOOR_KEY)
+        .await?
+        .and_then(|e| serde_json::from_slice(&e.value).ok())
+        .unwrap_or_default())
+}
+
+/// Deletes up to `max` lease records idle since before `cutoff` (Unix ms) and still idle at
+/// `now` (no live lease, no live waiter), after raising the token floor to their tokens;
+/// returns how many it deleted. A record written meanwhile is left alone (the delete expects
+/// the version it read).
+pub(crate) async fn purge_idle(
+    kv: &dyn DurableKv,
+    scope: &Scope,
+    now: i64,
+    cutoff: i64,
+    max: usize,
+) -> Result<usize, CoordinationError> {
+    let failed = |operation: &'static str| {
+        move |source| CoordinationError::Backend {
+            kind: FenceKind::Turn,
+            name: "*".to_owned(),
+            operation,
+            source,
+        }
+    };
+    let to = format!(
+        "{IDLE_PREFIX}{:016}",
+        u64::try_from(cutoff.max(0)).unwrap_or(0)
+    );
+    let found = kv
+        .range(scope, Index::One, IDLE_PREFIX, &to, max)
+        .await
+        .map_err(failed("purge"))?;
+    let mut top = 0;
+    let mut ops = Vec::new();
+    for r in found {
+        let Ok(record) = serde_json::from_slice::<FencedRecord>(&r.entry.value) else {
+            continue;
+        };
+        let idle = record.lease.as_ref().is_none_or(|l| l.expires_ms <= now)
+            && record.waiting.iter().all(|w| w.expires_ms <= now);
+        if idle {
+            top = top.max(record.fence);
+            ops.push(KvOp::Delete {
+                key: r.key,
+                expected: r.entry.version,
+            });
+        }
+    }
+    if ops.is_empty() {
+        return Ok(0);
+    }
+    raise_floor(kv, scope, top).await?;
+    let outcomes = kv.batch(scope, ops).await.map_err(failed("purge"))?;
+    Ok(outcomes.iter().filter(|o| o.is_ok()).count())
+}
+
+/// Raises the token floor to at least `to`.
+async fn raise_floor(kv: &dyn DurableKv, scope: &Scope, to: u64) -> Result<(), CoordinationError> {
+    let failed = |source| CoordinationError::Backend {
+        kind: FenceKind::Turn,
+        name: "*".to_owned(),
+        operation: "raise the token floor",
+        source,
+    };
+    for _ in 0..MAX_CAS_RETRIES {
+        let found = kv.get(scope, FLOOR_KEY).await.map_err(failed)?;
+        let floor: Floor = found
+            .as_ref()
+            .and_then(|e| serde_json::from_slice(&e.value).ok())
+            .unwrap_or_default();
+        if floor.fence >= to {
+            return Ok(());
+        }
+        let value =
+            serde_json::to_vec(&Floor { fence: to }).map_err(|e| CoordinationError::Corrupt {
+                kind: FenceKind::Turn,
+                name: FLOOR_KEY.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let entry = Entry {
+            value,
+            idx1: None,
+            idx2: None,
+        };
+        let expected = found.map(|e| e.version);
+        if kv
+            .cas(scope, FLOOR_KEY, expected, entry)
+            .await
+            .map_err(failed)?
+            .is_ok()
+        {
+            return Ok(());
+        }
+    }
+    Err(CoordinationError::Contention {
+        kind: FenceKind::Turn,
+        name: FLOOR_KEY.to_owned(),
+        operation: "raise the token floor",
+    })
 }

@@ -263,7 +263,9 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
     let (store, journals) = open_store(&cli).await?;
     let drain = cli.drain_timeout;
     let coordination = cli.replica.is_some().then(|| {
+        // A step cut short on one replica is finished on the next one that gets the chat.
         Coordination::replicas()
+            .handover()
             .turn_lease(cli.turn_lease)
             .leader_lease(cli.leader_lease)
     });

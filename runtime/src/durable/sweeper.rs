@@ -8,7 +8,10 @@
 //! (retries, expired leases of another replica), delivers due sends in per-chat order, and
 //! purges `done`/`sent` records older than `retention`: at its first pass, then once a minute,
 //! each time until nothing older is left (in slices of [`PURGE_SLICE`], so a backlog is worked
-//! off over several passes without holding up replays and sends). A failing pass is reported as an
+//! off over several passes without holding up replays and sends). With coordination, the same
+//! purge deletes the turn records of chats nobody has held or waited for during a turn lease
+//! (and a leader lease gone idle as long), so the coordination records do not grow with every
+//! chat ever seen. A failing pass is reported as an
 //! `error` event and the next pass runs as usual: a bad record never stops the sweeper.
 
 use std::sync::{Arc, Weak};
@@ -51,7 +54,7 @@ impl PurgeSchedule {
 
 /// Purges records past retention for up to [`PURGE_SLICE`]; with a backlog left, the next
 /// pass goes on, else the next purge is [`PURGE_PERIOD`] away.
-async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotError> {
+async fn purge(k: &Kernel, dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotError> {
     if Instant::now() < schedule.next {
         return Ok(());
     }
@@ -73,6 +76,13 @@ async fn purge(dur: &Durable, schedule: &mut PurgeSchedule) -> Result<(), BotErr
     }
     if inbound + outbound > 0 {
         tracing::debug!(inbound, outbound, backlog, "retention purge");
+    }
+    if let Some(coord) = k.coordination.as_deref() {
+        let idle_for = coord.options.config().turn_lease;
+        let purged = coord.c.purge_idle(idle_for, PURGE_MAX).await?;
+        if purged >= PURGE_MAX {
+            schedule.next = Instant::now();
+        }
     }
     Ok(())
 }
@@ -206,7 +216,7 @@ async fn pass(
         }
         outbound::deliver_due(k, dur, record).await;
     }
-    purge(dur, schedule).await
+    purge(k, dur, schedule).await
 }
 
 /// Runs passes every `poll` until the bot is gone or stopping.

@@ -25,7 +25,7 @@ use botmesh_durability::store::FlowCheckpoint;
 use serde::{Deserialize, Serialize};
 
 use crate::flow::api::{AnyBox, Erased, FlowError, VersionPolicy};
-use crate::flow::stack::{Frame, Stack, Wait};
+use crate::flow::stack::{Cut, Frame, Handover, Stack, Wait};
 use crate::telemetry::TraceContext;
 
 #[derive(Serialize, Deserialize)]
@@ -52,6 +52,13 @@ struct SavedStack {
     /// first turn that resumes it links to it. Absent from older checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     trace: Option<TraceContext>,
+    /// The answer of a step under way (hand-over): the checkpoint's `inbound_id` is its
+    /// inbound record, and the step is still to be finished with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Cut>,
+    /// Inbound records whose cut step another message finished (see `Stack::handed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    handed: Vec<String>,
 }
 
 /// The state variant's name in an encoded state (`{"S1": {…}}` → `S1`).
@@ -100,6 +107,8 @@ pub(crate) fn encode(
         frames,
         start: stack.start.clone(),
         trace,
+        cut: stack.cut().cloned(),
+        handed: stack.handed().to_vec(),
     };
     let state = serde_json::to_value(&saved).map_err(|e| FlowError::Encode {
         flow: root.map_or("", |i| i.name),
@@ -115,6 +124,27 @@ pub(crate) fn encode(
         updated_ms: now_ms,
     };
     Ok(Encoded { checkpoint, top })
+}
+
+/// [`Stack::fed`] of a stored checkpoint, read without decoding its frames.
+pub(crate) fn fed(cp: &FlowCheckpoint, inbound: Option<&str>) -> bool {
+    let Some(id) = inbound else {
+        return false;
+    };
+    let cut = cp
+        .state
+        .get("cut")
+        .and_then(|c| c.get("inbound"))
+        .and_then(|i| i.as_str());
+    if cut == Some(id) {
+        return false;
+    }
+    let handed = cp
+        .state
+        .get("handed")
+        .and_then(|h| h.as_array())
+        .is_some_and(|h| h.iter().any(|v| v.as_str() == Some(id)));
+    cp.inbound_id.as_deref() == Some(id) || handed
 }
 
 /// What a stored checkpoint turned into.
@@ -321,6 +351,7 @@ fn decode_into(
         start: saved.start,
         noted: false,
         trace: saved.trace,
+        handover: Handover::of(saved.cut, saved.handed),
     };
     if resave {
         match encode(&stack, &chat, (cp.inbound_id, stack.trace.clone()), now_ms) {

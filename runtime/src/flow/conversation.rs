@@ -11,9 +11,10 @@ use crate::error::BotError;
 use crate::events::BotEvent;
 use crate::flow::api::{AnyBox, Erased, FlowError, Input};
 use crate::flow::ask::Answer;
-use crate::flow::checkpoint::Loaded;
+use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit;
 use crate::flow::executor::{drive, top_name};
+use crate::flow::handover::{self, Finished};
 use crate::flow::lost;
 use crate::flow::resume::{self, ended_leftover, load};
 use crate::flow::stack::{Frame, Stack};
@@ -142,6 +143,7 @@ pub(crate) async fn start_in_with(
         start,
         noted: false,
         trace: None,
+        handover: None,
     };
     drive(ctx, stack, Input::Start, owns_message).await;
     Ok(())
@@ -155,24 +157,41 @@ fn answer_of(ctx: &Ctx) -> Answer {
     }
 }
 
-/// Whether this context's inbound record already fed the step that wrote `fed_by`'s state: a
-/// replay after a crash between the checkpoint and the inbound's completion, or a redelivery.
-/// Its replies went out with that step (a replay answers them from the outbox); it must not
-/// be taken as the answer to the next question.
-fn already_fed(ctx: &Ctx, fed_by: Option<&str>) -> bool {
-    matches!((ctx.inbound_id(), fed_by), (Some(a), Some(b)) if a == b)
-}
-
 /// The "active conversation" stage.
 pub(crate) async fn active(ctx: &Ctx) -> bool {
     let k = ctx.0.bot.kernel.clone();
     let Some(stack) = resume::current(&k, ctx.chat()).await else {
         return false;
     };
-    if already_fed(ctx, stack.fed_by.as_deref()) {
+    answer(ctx, stack).await
+}
+
+/// Takes the context's message as the answer `stack` waits for; `false` when the message
+/// goes on as a fresh one (the flow ended with a cut step finished first).
+///
+/// A message that already fed the step that wrote the stack's state (a replay after a crash
+/// between the checkpoint and the inbound's completion, or a redelivery) is not taken as the
+/// answer to the next question: its replies went out with that step. A step cut short with
+/// another message's answer (hand-over) is finished first (see `handover`).
+async fn answer(ctx: &Ctx, mut stack: Stack) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    if stack.fed(ctx.inbound_id()) {
         tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
         k.flows().put(ctx.chat(), stack);
         return true;
+    }
+    if let Some(cut) = stack.take_cut() {
+        if Some(cut.inbound.as_str()) != ctx.inbound_id() {
+            match handover::finish(ctx, stack, cut).await {
+                Finished::Failed => return true,
+                Finished::Ended => return false,
+                Finished::Waits(next) if next.fed(ctx.inbound_id()) => {
+                    k.flows().put(ctx.chat(), next);
+                    return true;
+                }
+                Finished::Waits(next) => stack = next,
+            }
+        }
     }
     drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
     true
@@ -192,15 +211,14 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
             return false;
         }
     };
-    if already_fed(ctx, cp.inbound_id.as_deref()) {
+    if checkpoint::fed(&cp, ctx.inbound_id()) {
         tracing::debug!(chat = %ctx.chat(), inbound = ?ctx.inbound_id(), "message already fed this flow's step");
         return true;
     }
     match load(&k, cp).await {
         Loaded::Ready(stack) => {
             emit(&k, ctx.chat(), stack.top_name().unwrap_or(""), "resumed");
-            drive(ctx, stack, Input::Answer(answer_of(ctx)), true).await;
-            true
+            answer(ctx, stack).await
         }
         Loaded::Restart {
             flow,
@@ -253,7 +271,7 @@ async fn restart(
 /// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
 pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
     let k = ctx.0.bot.kernel.clone();
-    let stack = match resume::current(&k, ctx.chat()).await {
+    let mut stack = match resume::current(&k, ctx.chat()).await {
         Some(s) => s,
         None if ended_leftover(&k, ctx.chat()).await => return false,
         None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
@@ -264,6 +282,14 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
             None => return false,
         },
     };
+    if let Some(cut) = stack.take_cut() {
+        // The step under way when it was cut is finished first; the flow has moved on, so the
+        // interrupt no longer applies.
+        if let Finished::Waits(next) = handover::finish(ctx, stack, cut).await {
+            k.flows().put(ctx.chat(), next);
+        }
+        return true;
+    }
     drive(ctx, stack, input, false).await;
     true
 }

@@ -30,7 +30,7 @@ use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit::{self, CheckpointChange, FlowCommit, LostNote, Written};
 use crate::flow::resume;
 use crate::flow::sends::StepBuffer;
-use crate::flow::stack::{Frame, Stack, Wait};
+use crate::flow::stack::{Cut, Frame, Stack, Wait};
 use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
 use crate::message::ChatId;
@@ -58,26 +58,61 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
 /// links to the turn that wrote it.
 pub(crate) fn drive(
     ctx: &Ctx,
+    stack: Stack,
+    input: Input,
+    owns_message: bool,
+) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    drive_fed(ctx, stack, input, owns_message, None)
+}
+
+/// [`drive`], with the step fed by the inbound record `handed` instead of the context's
+/// message: the answer of a step cut short, finished on another message's behalf (hand-over).
+/// The step's sends and checkpoint then carry that record, as they did when it was cut.
+pub(crate) fn drive_fed(
+    ctx: &Ctx,
     mut stack: Stack,
     input: Input,
     owns_message: bool,
+    handed: Option<String>,
 ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
     let span = telemetry::turn_span(ctx.chat().as_str(), top_name(&stack), stack.step + 1);
     if let Some(written_by) = stack.trace.take() {
         telemetry::link(&span, &written_by);
     }
-    Box::pin(drive_steps(ctx, stack, input, owns_message).instrument(span))
+    Box::pin(drive_steps(ctx, stack, input, owns_message, handed).instrument(span))
 }
 
 /// The body of [`drive`].
-async fn drive_steps(ctx: &Ctx, mut stack: Stack, input: Input, owns_message: bool) {
+async fn drive_steps(
+    ctx: &Ctx,
+    mut stack: Stack,
+    input: Input,
+    owns_message: bool,
+    handed: Option<String>,
+) {
     let k = &ctx.0.bot.kernel;
     let generation = k.flows().generation(ctx.chat());
+    let finishing = handed.is_some();
+    let fed = handed.or_else(|| ctx.inbound_id().map(str::to_owned));
+    let cut = match (&input, &fed) {
+        (Input::Answer(answer), Some(inbound)) if !finishing && hands_over(k, &stack) => {
+            Some(Cut {
+                inbound: inbound.clone(),
+                answer: answer.clone(),
+            })
+        }
+        _ => None,
+    };
+    if let Some(cut) = cut {
+        if !record_cut(ctx, &mut stack, cut).await {
+            return;
+        }
+    }
     stack.step += 1;
     // A persistent stack on a store that shares its transactions with the journals commits
     // each step in one transaction (see `commit`): its sends are collected until then.
     let sends = (stack.is_persistent() && commit::atomic(k)).then(Arc::default);
-    let Ran { end, effects } = run(ctx, &mut stack, input, sends.clone()).await;
+    let Ran { end, effects } = run(ctx, &mut stack, input, sends.clone(), fed.as_deref()).await;
     if k.flows().generation(ctx.chat()) != generation {
         tracing::debug!(chat = %ctx.chat(), "the chat's flows ended during the step: dropping its outcome");
         return;
@@ -94,10 +129,62 @@ async fn drive_steps(ctx: &Ctx, mut stack: Stack, input: Input, owns_message: bo
         emit(k, ctx.chat(), cut.flow, "interrupted:journal");
         return;
     }
-    let commit = commit_of(ctx, &mut stack, end.is_some(), effects, sends, owns_message);
+    let commit = commit_of(
+        ctx,
+        &mut stack,
+        end.is_some(),
+        effects,
+        sends,
+        owns_message,
+        fed,
+    );
     let change = Checkpointed::of(&commit.checkpoint);
     let written = commit::write(ctx, commit).await;
     settle(ctx, stack, end, change, written).await;
+}
+
+/// Whether `stack`'s answered steps are recorded before they run (hand-over): coordination
+/// with `handover()`, and a persistent stack.
+fn hands_over(k: &Kernel, stack: &Stack) -> bool {
+    k.coordination
+        .as_deref()
+        .is_some_and(|c| c.options.is_handover())
+        && stack.is_persistent()
+}
+
+/// Hand-over (`Coordination::handover`): before a persistent stack takes a message as its
+/// answer, its checkpoint records that answer, `cut` (the stack as it waits, plus the answer,
+/// under the message's inbound record). If the step is then cut short (this replica loses the
+/// chat's turn, stops, or dies), whichever replica gets the chat next finishes it with that
+/// answer (`handover`) instead of taking its own message as the answer to the question the
+/// cut step was answering. Returns `false` when the record could not be written (the turn is
+/// lost, the store failed): the step does not run and the message is replayed.
+async fn record_cut(ctx: &Ctx, stack: &mut Stack, cut: Cut) -> bool {
+    let k = &ctx.0.bot.kernel;
+    let inbound = cut.inbound.clone();
+    stack.set_cut(Some(cut));
+    let written_by = (Some(inbound.clone()), telemetry::current_context());
+    let chat = ctx.chat().as_str();
+    let written = match checkpoint::encode(stack, chat, written_by, k.clock.now_ms()) {
+        Ok(encoded) => commit::save_checkpoint(k, encoded.checkpoint).await,
+        Err(e) => Err(e),
+    };
+    match written {
+        Ok(()) => {
+            stack.checkpointed = true;
+            stack.fed_by = Some(inbound);
+            true
+        }
+        Err(e) => {
+            stack.set_cut(None);
+            tracing::warn!(chat = %ctx.chat(), error = %e, "the answer could not be recorded: the message is replayed");
+            emit(k, ctx.chat(), top_name(stack), "interrupted:handover");
+            ctx.0
+                .journal_failed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            false
+        }
+    }
 }
 
 /// How a step ended its stack's root flow.
@@ -129,6 +216,7 @@ async fn run(
     stack: &mut Stack,
     mut input: Input,
     sends: Option<Arc<StepBuffer>>,
+    fed: Option<&str>,
 ) -> Ran {
     let k = &ctx.0.bot.kernel;
     let occurrences = Occurrences::default();
@@ -152,6 +240,9 @@ async fn run(
             stack.step,
             input,
         );
+        if let Some(fed) = fed {
+            fed.clone_into(&mut cx.inbound);
+        }
         cx.buffer = sends.clone();
         cx.occurrences = occurrences.clone();
         let result = flow.0.step(&mut cx, state).await;
@@ -294,12 +385,15 @@ fn commit_of(
     effects: Vec<(String, String)>,
     sends: Option<Arc<StepBuffer>>,
     owns_message: bool,
+    fed: Option<String>,
 ) -> FlowCommit {
     let k = &ctx.0.bot.kernel;
+    // The step is done: its answer is no longer to be handed over.
+    stack.set_cut(None);
     let checkpoint = if ended {
         CheckpointChange::End
     } else {
-        stack.fed_by = ctx.inbound_id().map(str::to_owned);
+        stack.fed_by = fed;
         if stack.is_persistent() {
             let chat = ctx.chat().as_str();
             let written_by = (stack.fed_by.clone(), crate::telemetry::current_context());

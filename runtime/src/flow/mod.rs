@@ -38,8 +38,9 @@
 //! | `runtime` | the flows' in-memory state in a bot | `api`, `stack` |
 //! | `resume` | a chat's stack: in memory reconciled with the store, or loaded from its checkpoint | `checkpoint`, `commit`, `stack` |
 //! | `executor` | one step of a stack: run, hand its commit to `commit`, settle | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack` |
+//! | `handover` | a step cut short, finished with the answer its checkpoint carries (`Coordination::handover`) | `api`, `executor`, `resume`, `stack` |
 //! | `lost` | a non-persistent flow a restart lost: `lost:restart` at start, from the notes `commit` writes | `commit` |
-//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `lost`, `resume`, `stack` |
+//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `handover`, `lost`, `resume`, `stack` |
 //! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `conversation` |
 //!
 //! No module names one that names it back (`tests/architecture.rs` checks it).
@@ -56,6 +57,7 @@ mod conversation;
 mod cx;
 mod effect;
 mod executor;
+mod handover;
 mod lost;
 mod registry;
 pub(crate) mod resume;

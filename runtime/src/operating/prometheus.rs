@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | `botmesh_<counter>_total` | each pipeline counter of [`BotMetrics`] (`botmesh_received_total`, `botmesh_sent_total`, …) |
 //! | `botmesh_durability_<counter>_total` | each of the 13 durability counters of [`DurabilityMetrics`] (`botmesh_durability_outbox_dead_total`, …), only when the bot runs the journals |
+//! | `botmesh_coordination_<counter>_total` | each counter of [`CoordinationMetrics`] (`botmesh_coordination_turn_steals_total`, `…_handovers_total`, …), only when the bot runs as one of several replicas (`coordination`) |
 //!
 //! Counters are per process, like the snapshots they come from: a restart starts them from
 //! zero, which Prometheus' `rate()` and `increase()` account for.
@@ -23,6 +24,7 @@
 //! assert!(text.ends_with("# EOF\n"));
 //! ```
 
+use botmesh_durability::coordination::CoordinationMetrics;
 use botmesh_durability::operating::DurabilityMetrics;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -42,11 +44,21 @@ pub const PREFIX: &str = "botmesh";
 /// OpenMetrics text ending in `# EOF`.
 pub fn render(bot: &Bot) -> String {
     let durability = bot.durability().map(|d| d.metrics());
-    render_snapshots(&bot.metrics(), durability.as_ref())
+    let coordination = bot.coordination_metrics();
+    render_with(&bot.metrics(), durability.as_ref(), coordination.as_ref())
 }
 
 /// [`render`] of snapshots taken elsewhere (another process's, a test's).
 pub fn render_snapshots(pipeline: &BotMetrics, durability: Option<&DurabilityMetrics>) -> String {
+    render_with(pipeline, durability, None)
+}
+
+/// [`render`] of snapshots, with a replica's coordination counters.
+fn render_with(
+    pipeline: &BotMetrics,
+    durability: Option<&DurabilityMetrics>,
+    coordination: Option<&CoordinationMetrics>,
+) -> String {
     let mut registry = Registry::with_prefix(PREFIX);
     registry.register_collector(Box::new(Snapshot {
         counters: pipeline.counters(),
@@ -58,12 +70,61 @@ pub fn render_snapshots(pipeline: &BotMetrics, durability: Option<&DurabilityMet
                 counters: durability_counters(d).to_vec(),
             }));
     }
+    if let Some(c) = coordination {
+        registry
+            .sub_registry_with_prefix("coordination")
+            .register_collector(Box::new(Snapshot {
+                counters: coordination_counters(c).to_vec(),
+            }));
+    }
     let mut text = String::new();
     // Writing to a `String` cannot fail, and every name and help text here is static.
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
         tracing::error!(error = %e, "cannot encode the metrics");
     }
     text
+}
+
+/// A replica's coordination counters as `(name, description, value)`.
+pub fn coordination_counters(m: &CoordinationMetrics) -> [(&'static str, &'static str, u64); 8] {
+    [
+        ("turns_taken", "Chat turns taken.", m.turns_taken),
+        (
+            "turn_waits",
+            "Waits for a chat's turn held elsewhere.",
+            m.turn_waits,
+        ),
+        (
+            "turn_steals",
+            "Chat turns taken over from a holder whose lease expired.",
+            m.turn_steals,
+        ),
+        (
+            "fenced_refusals",
+            "Writes of a stale turn or lease holder refused.",
+            m.fenced_refusals,
+        ),
+        (
+            "leader_changes",
+            "Times this replica became or stopped being the leader.",
+            m.leader_changes,
+        ),
+        (
+            "not_leader_refusals",
+            "Calls to an exclusive transport refused on a standby.",
+            m.not_leader_refusals,
+        ),
+        (
+            "handovers",
+            "Conversation steps cut short elsewhere and finished here.",
+            m.handovers,
+        ),
+        (
+            "records_purged",
+            "Idle turn and leader records deleted.",
+            m.records_purged,
+        ),
+    ]
 }
 
 /// The 13 durability counters of the guide as `(name, description, value)`.

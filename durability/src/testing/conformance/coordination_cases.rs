@@ -283,3 +283,80 @@ pub(super) async fn one_leader_and_a_takeover_within_the_lease(kv: Arc<dyn Durab
     );
     Ok(())
 }
+
+pub(super) async fn idle_records_are_purged_and_tokens_keep_growing(
+    kv: Arc<dyn DurableKv>,
+) -> Case {
+    let clock = ManualClock::new(T0);
+    let a = coordinator(&kv, "a", &clock)?;
+    let b = coordinator(&kv, "b", &clock)?;
+    let lease = a.config().turn_lease;
+    // A chat that finished, a holder that died, a waiter that died, a leader that went away.
+    let finished = taken(&a, "finished", Some(1)).await?;
+    a.release_turn(&finished).await.ctx("release")?;
+    let died = taken(&b, "died", Some(2)).await?;
+    let waited = taken(&a, "waited", Some(3)).await?;
+    waits(&b, "waited", Some(4)).await?;
+    a.release_turn(&waited).await.ctx("release")?;
+    let led = a.campaign("transport", None).await.ctx("campaign")?;
+    let Leadership::Leader(led) = led else {
+        return Err(format!("a lone replica should lead, got {led:?}"));
+    };
+    let purged = a.purge_idle(lease, 100).await.ctx("purge_idle")?;
+    ensure!(
+        purged == 0,
+        "records idle for less than {lease:?} were purged: {purged}"
+    );
+    clock.advance(lease * 2 + Duration::from_millis(1));
+    // A chat in progress is never purged.
+    let busy = taken(&b, "busy", Some(5)).await?;
+    let purged = a.purge_idle(lease, 100).await.ctx("purge_idle")?;
+    ensure!(
+        purged == 4,
+        "4 idle records (3 turns, 1 leader lease) should go, {purged} did"
+    );
+    ensure!(
+        a.metrics().records_purged == 4,
+        "records_purged counts them: {:?}",
+        a.metrics()
+    );
+    for key in ["c/t/finished", "c/t/died", "c/t/waited", "c/l/transport"] {
+        let left = kv.get(&scope(), key).await.ctx("get")?;
+        ensure!(left.is_none(), "{key} is still stored after the purge");
+    }
+    ensure!(
+        kv.get(&scope(), "c/t/busy").await.ctx("get")?.is_some(),
+        "the turn in progress was purged"
+    );
+    b.check_turn(&busy).await.ctx("the busy holder's check")?;
+    ensure!(
+        a.purge_idle(lease, 100).await.ctx("purge_idle")? == 0,
+        "a second purge finds nothing"
+    );
+    // Stale holders stay fenced, and new holders get higher tokens than any deleted one.
+    ensure!(
+        is_fenced(&b.check_turn(&died).await, "died", died.token),
+        "the dead holder passed its check after its record was purged"
+    );
+    for (chat, old) in [
+        ("finished", &finished),
+        ("died", &died),
+        ("waited", &waited),
+    ] {
+        let new = taken(&a, chat, Some(9)).await?;
+        ensure!(
+            new.token > old.token && new.token > led.token,
+            "a turn taken after the purge needs a token above every deleted one ({new} after {old} and {led})"
+        );
+        ensure!(
+            is_fenced(&b.check_turn(old).await, chat, old.token),
+            "an old token passed its check after the purge"
+        );
+    }
+    let again = a.campaign("transport", None).await.ctx("campaign")?;
+    ensure!(
+        again.fence().is_some_and(|f| f.token > led.token),
+        "a leader after the purge needs a higher token than {led}: {again:?}"
+    );
+    Ok(())
+}

@@ -169,6 +169,10 @@ where
         "coordination",
         coordination_cases::one_leader_and_a_takeover_within_the_lease
     );
+    case!(
+        "coordination",
+        coordination_cases::idle_records_are_purged_and_tokens_keep_growing
+    );
     report
 }
 

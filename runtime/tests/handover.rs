@@ -1,0 +1,273 @@
+//! Hand-over of a conversation step cut short (`Coordination::handover`), with two replicas of
+//! one bot on one shared backend (memory here; Postgres and Redis when their variables are
+//! set, with the `postgres` / `redis` features). Replica A runs in a Tokio runtime of its own,
+//! which the test shuts down in the middle of a flow's step: its tasks stop at their next
+//! await, as a SIGKILLed process would (nothing is released, the turn and leases expire).
+//!
+//! | test | what it proves |
+//! | --- | --- |
+//! | `a_cut_step_is_finished_by_the_next_replica_*` | a step killed after its first send (made, or collected for the step's commit on a store that commits steps atomically), on replica A, is finished by replica B with the answer the checkpoint carries when the chat's next message reaches B; that message then answers the question the finished step asked; the send made before the cut is not repeated; the cut message's later replay is not taken as an answer; the hand-over is counted and emitted |
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use botmesh::coordination::{Coordination, CoordinationEvent};
+use botmesh::durability::{DurabilityConfig, DurableKv, MemoryKv, MemoryStore, Store};
+use botmesh::durable::DurabilityOptions;
+use botmesh::prelude::*;
+use botmesh::testing::MockProvider;
+
+/// The chats whose `greet` step stalls after its greeting (replica A's, until it is killed).
+static STALLED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+fn stall(chat: &str, on: bool) {
+    let mut set = STALLED.lock().unwrap();
+    let set = set.get_or_insert_with(HashSet::new);
+    if on {
+        set.insert(chat.to_owned());
+    } else {
+        set.remove(chat);
+    }
+}
+
+/// The chats whose `greet` step reached its stall.
+static REACHED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+fn stalls(chat: &str) -> bool {
+    let stalls = STALLED
+        .lock()
+        .unwrap()
+        .as_ref()
+        .is_some_and(|s| s.contains(chat));
+    if stalls {
+        REACHED
+            .lock()
+            .unwrap()
+            .get_or_insert_with(HashSet::new)
+            .insert(chat.to_owned());
+    }
+    stalls
+}
+
+fn reached(chat: &str) -> bool {
+    REACHED
+        .lock()
+        .unwrap()
+        .as_ref()
+        .is_some_and(|s| s.contains(chat))
+}
+
+/// Two questions, with a greeting between them.
+#[flow(start = command("hi"))]
+#[persistent]
+async fn greet(cx: &mut FlowCx) -> FlowResult {
+    let name: String = cx
+        .ask("What is your name?")
+        .id("name")
+        .await?
+        .text()
+        .to_owned();
+    cx.send(format!("Hello {name}")).await?;
+    if stalls(cx.chat().as_str()) {
+        // Killed here: the greeting went out (or, when the store commits a step with its
+        // sends in one transaction, was collected), the next question did not.
+        std::future::pending::<()>().await;
+    }
+    let age: u32 = cx
+        .ask("How old are you?")
+        .id("age")
+        .parse::<u32>("A number, please.")
+        .await?;
+    cx.send(format!("{name} is {age}")).await?;
+    Ok(())
+}
+
+/// The shared store and journals of the replicas.
+type Shared = (Arc<dyn Store>, Arc<dyn DurableKv>);
+
+/// A replica on `store` and `kv` under instance id `name`, with short leases.
+async fn replica((store, kv): Shared, name: &str) -> (Bot, MockProvider) {
+    let mut config = DurabilityConfig::default();
+    config.instance_id = Some(name.to_owned());
+    config.inbox.lease = Duration::from_millis(1500);
+    config.poll = Duration::from_millis(100);
+    let channel = MockProvider::new();
+    let bot = Bot::builder(channel.clone())
+        .bot_id("handover")
+        .store_arc(store)
+        .durability(DurabilityOptions::shared(kv).config(config))
+        .coordination(
+            Coordination::replicas()
+                .handover()
+                .turn_lease(Duration::from_millis(1000))
+                .safety_margin(Duration::from_millis(200)),
+        )
+        .build()
+        .unwrap();
+    bot.flow(greet);
+    bot.start().await.unwrap();
+    (bot, channel)
+}
+
+/// Waits (real time: the replicas work on their own) until `chat`'s texts on `channel`
+/// contain `text`.
+async fn wait_for(channel: &MockProvider, chat: &str, text: &str) {
+    for _ in 0..1500 {
+        if channel.texts(chat).iter().any(|t| t == text) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{text:?} never reached {chat}: {:?}", channel.texts(chat));
+}
+
+/// The scenario of the module table; `kv` opens the shared store and journals (called once
+/// per replica, A's in A's own runtime).
+async fn a_cut_step_is_finished_by_the_next_replica<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let killable = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let kv_a = kv();
+    let (bot_a, chan_a) = killable
+        .spawn(async move { replica(kv_a.await, "a").await })
+        .await
+        .unwrap();
+    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    let mut events = bot_b.subscribe_coordination().unwrap();
+    let say = |channel: &MockProvider, id: &'static str, text: &'static str| {
+        let (channel, chat) = (channel.clone(), chat.to_owned());
+        async move { channel.say(&chat, id, text).await.is_ok() }
+    };
+    assert!(killable.spawn(say(&chan_a, "m1", "/hi")).await.unwrap());
+    wait_for(&chan_a, chat, "What is your name?").await;
+    stall(chat, true);
+    assert!(killable.spawn(say(&chan_a, "m2", "Alice")).await.unwrap());
+    for _ in 0..1500 {
+        if reached(chat) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(reached(chat), "A's step never reached its stall");
+    // Let the greeting's outcome be recorded, then kill A in the middle of the step.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    killable.shutdown_background();
+    std::mem::forget(bot_a);
+    stall(chat, false);
+    // The user writes again, and the load balancer picks B: B waits for A's turn to expire,
+    // finishes the cut step with "Alice", and takes "42" as the age.
+    assert!(say(&chan_b, "m3", "42").await);
+    wait_for(&chan_b, chat, "Alice is 42").await;
+    let texts = || [chan_a.texts(chat), chan_b.texts(chat)].concat();
+    let want = [
+        "What is your name?",
+        "Hello Alice",
+        "How old are you?",
+        "Alice is 42",
+    ];
+    assert_eq!(
+        texts(),
+        want,
+        "B finished the cut step (a greeting A sent is not sent again) and then took 42 as the age"
+    );
+    let metrics = bot_b.coordination_metrics().unwrap();
+    assert_eq!(metrics.handovers, 1, "{metrics:?}");
+    let scraped = botmesh::operating::prometheus::render(&bot_b);
+    assert!(
+        scraped.contains("\nbotmesh_coordination_handovers_total 1\n"),
+        "{scraped}"
+    );
+    let mut handed = None;
+    while let Ok(event) = events.try_recv() {
+        if let CoordinationEvent::HandedOver { chat: c, flow, .. } = event {
+            handed = Some((c, flow));
+        }
+    }
+    let (c, flow) = handed.expect("a HandedOver event");
+    assert_eq!(c, chat);
+    assert!(flow.ends_with("greet"), "{flow}");
+    // A's lease on "Alice" expires and B replays it: it already fed the finished step.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert_eq!(
+        texts(),
+        want,
+        "the replay of the cut message was not taken as an answer"
+    );
+    bot_b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_step_is_finished_by_the_next_replica_on_memory() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    a_cut_step_is_finished_by_the_next_replica(
+        move || {
+            let shared = (Arc::clone(&store), Arc::clone(&kv));
+            async move { shared }
+        },
+        "memory-chat",
+    )
+    .await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_step_is_finished_by_the_next_replica_on_postgres() {
+    use botmesh::durability::PostgresStore;
+    use botmesh::durability::backends::postgres::PostgresConfig;
+    let Ok(url) = std::env::var("BOTMESH_TEST_POSTGRES_URL") else {
+        eprintln!("SKIPPED: BOTMESH_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let prefix = format!("handover_{:08x}_", fastrand::u32(..));
+    a_cut_step_is_finished_by_the_next_replica(
+        move || {
+            let (url, prefix) = (url.clone(), prefix.clone());
+            async move {
+                let store =
+                    PostgresStore::connect_with(&url, PostgresConfig::new().table_prefix(prefix))
+                        .await
+                        .unwrap();
+                let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
+                (Arc::new(store) as Arc<dyn Store>, kv)
+            }
+        },
+        "postgres-chat",
+    )
+    .await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_step_is_finished_by_the_next_replica_on_redis() {
+    use botmesh::durability::backends::redis::RedisConfig;
+    use botmesh::durability::{RedisKv, RedisStore};
+    let Ok(url) = std::env::var("BOTMESH_TEST_REDIS_URL") else {
+        eprintln!("SKIPPED: BOTMESH_TEST_REDIS_URL is not set");
+        return;
+    };
+    let prefix = format!("handover-{:08x}:", fastrand::u32(..));
+    a_cut_step_is_finished_by_the_next_replica(
+        move || {
+            let (url, prefix) = (url.clone(), prefix.clone());
+            async move {
+                let config = RedisConfig::new().prefix(prefix);
+                let kv: Arc<dyn DurableKv> =
+                    Arc::new(RedisKv::open_with(&url, config.clone()).await.unwrap());
+                let store = RedisStore::open_with(&url, config).await.unwrap();
+                (Arc::new(store) as Arc<dyn Store>, kv)
+            }
+        },
+        "redis-chat",
+    )
+    .await;
+}
