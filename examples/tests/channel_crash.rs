@@ -1,11 +1,13 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
-//! Cloud, Messenger, Instagram, Twilio, Gupshup, Evolution API, WPPConnect) against a local fake of the channel's API, as a user
+//! Cloud, WhatsApp Web over its fake session, Messenger, Instagram, Twilio, Gupshup, Evolution
+//! API, WPPConnect) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
 #![cfg(any(
     feature = "telegram",
     feature = "whatsapp-cloud",
+    feature = "whatsapp-web",
     feature = "messenger",
     feature = "instagram",
     feature = "twilio",
@@ -198,6 +200,96 @@ mod whatsapp {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn whatsapp_shop_retries_5xx_and_429_bursts() {
         retries_faults(WhatsApp::start().await).await;
+    }
+}
+
+#[cfg(feature = "whatsapp-web")]
+mod whatsapp_web {
+    use super::*;
+    use botmesh_providers::whatsapp_web::{FakeFault, FakeSession};
+
+    /// WhatsApp Web: the shop runs its provider over the fake session of a directory
+    /// (`WHATSAPP_WEB_REPLAY_DIR`), which replays every message from the start at each
+    /// (re)start, as the server delivers pending messages again. Odd users write by LID
+    /// with their phone number beside it, even users by phone number: each is one chat.
+    pub(crate) struct WhatsAppWeb {
+        _dir: tempfile::TempDir,
+        fake: FakeSession,
+    }
+
+    impl WhatsAppWeb {
+        pub(crate) async fn start() -> Self {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let fake = FakeSession::new(dir.path().join("session")).expect("the fake session");
+            Self { _dir: dir, fake }
+        }
+    }
+
+    impl Channel for WhatsAppWeb {
+        fn name(&self) -> &'static str {
+            "whatsapp-web"
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            vec![
+                (
+                    "WHATSAPP_WEB_REPLAY_DIR",
+                    self.fake.dir().display().to_string(),
+                ),
+                // A restarted shop takes the dead one's session within a second.
+                ("WHATSAPP_WEB_SESSION_LEASE", "1s".to_owned()),
+            ]
+        }
+
+        fn chat(&self, user: u32) -> String {
+            format!("1555000{user:04}@s.whatsapp.net")
+        }
+
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            _listen: &Listen,
+        ) -> Option<tokio::task::JoinHandle<()>> {
+            let pn = self.chat(user);
+            let lid = format!("9000000{user:04}@lid");
+            let event = if user % 2 == 1 {
+                FakeSession::text(&format!("3EB0IN{id:014}"), &lid, Some(&pn), text)
+            } else {
+                FakeSession::text(&format!("3EB0IN{id:014}"), &pn, Some(&lid), text)
+            };
+            self.fake.push(&event).expect("a message for the shop");
+            None
+        }
+
+        fn check_fake(&self) {}
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.fake.delivered_to(&self.chat(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.fake.sent().len() + self.fake.faults_taken()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            let fault = match fault {
+                Fault::ServerError => FakeFault::ServerError,
+                Fault::RateLimited => FakeFault::RateLimited,
+            };
+            self.fake.fail_next(fault).expect("a fault");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whatsapp_web_shop_survives_sigkills() {
+        survives_sigkills(WhatsAppWeb::start, seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn whatsapp_web_shop_retries_5xx_and_429_bursts() {
+        retries_faults(WhatsAppWeb::start().await).await;
     }
 }
 

@@ -12,6 +12,7 @@
 //! | `gupshup` (pulls in `whatsapp-cloud`, whose parser reads Gupshup's Meta format) | `gupshup` | Gupshup's WhatsApp API (both callback formats), webhooks |
 //! | `evolution` | `evolution` | an Evolution API v2 server (a WhatsApp-Web gateway), webhooks |
 //! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
+//! | `whatsapp-web` | `whatsapp_web` | WhatsApp Web as a linked device (the `whatsapp-rust` client): QR or pair code, the session in the bot's durable store, one process per session |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
 //! | any HTTP-gateway channel | `gateway` (private) | the unsigned webhooks' shared secret, the gateways' REST error classes |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
@@ -44,6 +45,8 @@ mod gateway;
 #[cfg(feature = "gupshup")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gupshup")))]
 pub mod gupshup;
+#[cfg(any(meta_channel, feature = "whatsapp-web"))]
+mod files;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
@@ -82,3 +85,6 @@ pub mod whatsapp;
 #[cfg(feature = "wppconnect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wppconnect")))]
 pub mod wppconnect;
+#[cfg(feature = "whatsapp-web")]
+#[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-web")))]
+pub mod whatsapp_web;

@@ -7,8 +7,6 @@
 //! id of its shape, a URL its credentials may go to).
 
 use botmesh::message::MediaRef;
-#[cfg(meta_channel)]
-use botmesh::message::MediaSource;
 use botmesh::provider::{MediaUnavailableReason, ProviderError, StoredMediaRef};
 use serde_json::json;
 
@@ -73,32 +71,6 @@ pub(crate) fn rehydrate(
     }
 }
 
-/// The bytes and file name of media a channel uploads itself: a `Bytes` source as given, a
-/// `Path` source read now. A URL or a channel token is sent by reference, not read:
-/// `UnsupportedContent`.
-#[cfg(meta_channel)]
-pub(crate) async fn read(
-    source: &MediaSource,
-    provider: &str,
-) -> Result<(Vec<u8>, Option<String>), ProviderError> {
-    let unsupported = |what: String| ProviderError::UnsupportedContent {
-        provider: provider.to_owned(),
-        what,
-    };
-    match source {
-        MediaSource::Bytes { data, file_name } => Ok((data.clone(), file_name.clone())),
-        MediaSource::Path { path } => {
-            let data = tokio::fs::read(path)
-                .await
-                .map_err(|e| unsupported(format!("cannot read {}: {e}", path.display())))?;
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            Ok((data, name))
-        }
-        MediaSource::Url { .. } | MediaSource::Token { .. } => {
-            Err(unsupported("a URL or token read as local media".to_owned()))
-        }
-    }
-}
 
 /// A failed download as `provider`'s error: over the limit, retryable (network, 5xx, 429), or
 /// final with the status.

@@ -1,6 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
-//! WhatsApp Cloud, Messenger, Instagram, Twilio, Gupshup, Evolution API or WPPConnect
-//! (`--channel`), with its data and its journals
+//! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API or
+//! WPPConnect (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -8,8 +8,8 @@
 //!
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
-//! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`,
-//! `twilio`, `gupshup`, `evolution`, `wppconnect`) and read their
+//! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `whatsapp-web`,
+//! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -47,6 +47,13 @@ Channels and their environment variables:
              WHATSAPP_API_VERSION, WHATSAPP_WEBHOOK_PATH [/whatsapp],
              WHATSAPP_WINDOW_TEMPLATE (sent outside the 24-hour window, the text as {{1}}),
              WHATSAPP_WINDOW_TEMPLATE_LANGUAGE [en_US]; a webhook on --listen
+  whatsapp-web
+             [feature `whatsapp-web`] WhatsApp Web as a linked device: a QR code on stderr
+             (and a pair code with WHATSAPP_WEB_PAIR_PHONE), the session in the shop's store
+             (no pairing after a restart); WHATSAPP_WEB_SESSION [default],
+             WHATSAPP_WEB_SESSION_LEASE [15s] (one process per session),
+             WHATSAPP_WEB_REPLAY_DIR (a fake session replaying recorded events from that
+             directory instead of WhatsApp: tests and demos)
   messenger  [feature `messenger`] MESSENGER_ACCESS_TOKEN (the Page token), MESSENGER_APP_SECRET,
              MESSENGER_VERIFY_TOKEN (required), MESSENGER_PAGE_ID, MESSENGER_API_BASE,
              MESSENGER_API_VERSION, MESSENGER_WEBHOOK_PATH [/messenger], MESSENGER_WINDOW_TAG
@@ -139,6 +146,8 @@ enum Channel {
     Telegram,
     /// The WhatsApp Cloud API (a webhook).
     Whatsapp,
+    /// WhatsApp Web as a linked device (one process per session).
+    WhatsappWeb,
     /// The Messenger Platform, a Facebook Page (a webhook).
     Messenger,
     /// Instagram Messaging (a webhook).
@@ -194,6 +203,7 @@ enum ShopError {
     #[cfg(any(
         feature = "telegram",
         feature = "whatsapp-cloud",
+        feature = "whatsapp-web",
         feature = "messenger",
         feature = "instagram",
         feature = "twilio",
@@ -260,7 +270,7 @@ fn init_logs(default: &str) {
 }
 
 async fn run(cli: Cli) -> Result<(), ShopError> {
-    let (store, journals) = open_store(&cli).await?;
+    let (store, journals, session_kv) = open_store(&cli).await?;
     let drain = cli.drain_timeout;
     let coordination = cli.replica.is_some().then(|| {
         // A step cut short on one replica is finished on the next one that gets the chat.
@@ -302,14 +312,15 @@ async fn run(cli: Cli) -> Result<(), ShopError> {
                 .banner("botmesh shop: type /start for the menu, Ctrl-D to quit.");
             on_lines(provider, |p| builder(p, false)).await
         }
-        network => on_network(network, builder, &cli.listen).await,
+        network => on_network(network, builder, &cli.listen, session_kv).await,
     }
 }
 
-/// The shop's store, and the journals when they live apart from it: the SQLite file of
-/// `--db` (its directory created; the journals in the same file, durable by default), or the
-/// shared Postgres / Redis of `--store-url` (data and journals under `--store-prefix`).
-async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn DurableKv>>), ShopError> {
+/// The shop's store, the journals when they live apart from it, and the durable backend a
+/// channel keeps its session in (WhatsApp Web): the SQLite file of `--db` (its directory
+/// created; the journals in the same file, durable by default), or the shared Postgres /
+/// Redis of `--store-url` (data and journals under `--store-prefix`).
+async fn open_store(cli: &Cli) -> Result<Stores, ShopError> {
     let Some(url) = &cli.store_url else {
         if let Some(dir) = cli.db.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| ShopError::DataDir {
@@ -317,7 +328,9 @@ async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn Durable
                 source,
             })?;
         }
-        return Ok((Arc::new(SqliteStore::open(&cli.db)), None));
+        let sqlite = SqliteStore::open(&cli.db);
+        let kv: Arc<dyn DurableKv> = Arc::new(sqlite.durability_kv());
+        return Ok((Arc::new(sqlite), None, kv));
     };
     // Unused when the shop is built with neither server backend.
     #[cfg_attr(
@@ -342,7 +355,7 @@ async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn Durable
                 .await
                 .map_err(|e| failed(&e))?;
             let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
-            return Ok((Arc::new(store), Some(kv)));
+            return Ok((Arc::new(store), Some(Arc::clone(&kv)), kv));
         }
         #[cfg(not(feature = "postgres"))]
         return Err(ShopError::StoreNotBuiltIn {
@@ -364,7 +377,8 @@ async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn Durable
             let store = RedisStore::open_with(url, config)
                 .await
                 .map_err(|e| failed(&e))?;
-            return Ok((Arc::new(store), Some(Arc::new(kv))));
+            let kv: Arc<dyn DurableKv> = Arc::new(kv);
+            return Ok((Arc::new(store), Some(Arc::clone(&kv)), kv));
         }
         #[cfg(not(feature = "redis"))]
         return Err(ShopError::StoreNotBuiltIn { feature: "redis" });
@@ -372,6 +386,14 @@ async fn open_store(cli: &Cli) -> Result<(Arc<dyn Store>, Option<Arc<dyn Durable
     let _ = prefix;
     Err(ShopError::StoreScheme { url: url.clone() })
 }
+
+/// The shop's store, its journals when apart from it, and the durable backend of a
+/// channel's session.
+type Stores = (
+    Arc<dyn Store>,
+    Option<Arc<dyn DurableKv>>,
+    Arc<dyn DurableKv>,
+);
 
 /// The console and jsonl providers: they print the bot's replies, and the output may close
 /// under them.
@@ -436,10 +458,12 @@ async fn on_network(
     channel: Channel,
     builder: impl Fn(Arc<dyn Provider>, bool) -> BotBuilder,
     listen: &str,
+    session_kv: Arc<dyn DurableKv>,
 ) -> Result<(), ShopError> {
     #[cfg(any(
         feature = "telegram",
         feature = "whatsapp-cloud",
+        feature = "whatsapp-web",
         feature = "messenger",
         feature = "instagram",
         feature = "twilio",
@@ -448,11 +472,15 @@ async fn on_network(
         feature = "wppconnect"
     ))]
     {
+        #[cfg(not(feature = "whatsapp-web"))]
+        let _ = session_kv;
         let (provider, routes) = match channel {
             #[cfg(feature = "telegram")]
             Channel::Telegram => network::telegram()?,
             #[cfg(feature = "whatsapp-cloud")]
             Channel::Whatsapp => network::whatsapp()?,
+            #[cfg(feature = "whatsapp-web")]
+            Channel::WhatsappWeb => network::whatsapp_web(Arc::clone(&session_kv))?,
             #[cfg(feature = "messenger")]
             Channel::Messenger => {
                 network::meta_messaging::<botmesh_providers::messenger::Messenger>()?
@@ -495,6 +523,7 @@ async fn on_network(
     #[cfg(not(any(
         feature = "telegram",
         feature = "whatsapp-cloud",
+        feature = "whatsapp-web",
         feature = "messenger",
         feature = "instagram",
         feature = "twilio",
@@ -503,7 +532,7 @@ async fn on_network(
         feature = "wppconnect"
     )))]
     {
-        let _ = (builder, listen);
+        let _ = (builder, listen, session_kv);
         Err(not_built_in(channel))
     }
 }
@@ -512,6 +541,7 @@ async fn on_network(
 fn not_built_in(channel: Channel) -> ShopError {
     let (channel, feature) = match channel {
         Channel::Whatsapp => ("whatsapp", "whatsapp-cloud"),
+        Channel::WhatsappWeb => ("whatsapp-web", "whatsapp-web"),
         Channel::Messenger => ("messenger", "messenger"),
         Channel::Instagram => ("instagram", "instagram"),
         Channel::Twilio => ("twilio", "twilio"),
@@ -528,6 +558,7 @@ fn not_built_in(channel: Channel) -> ShopError {
 #[cfg(any(
     feature = "telegram",
     feature = "whatsapp-cloud",
+    feature = "whatsapp-web",
     feature = "messenger",
     feature = "instagram",
     feature = "twilio",
@@ -568,6 +599,24 @@ mod network {
         let p = MessagingProvider::new(config).map_err(failed)?;
         let server = WebhookServer::new().mount(p.webhook_routes());
         Ok((Arc::new(p), Some(server)))
+    }
+
+    /// WhatsApp Web: the session in the shop's store; a fake session replaying
+    /// `WHATSAPP_WEB_REPLAY_DIR` when set. No webhook: one process holds the session.
+    #[cfg(feature = "whatsapp-web")]
+    pub(super) fn whatsapp_web(
+        kv: Arc<dyn botmesh::durability::DurableKv>,
+    ) -> Result<Channel, ShopError> {
+        use botmesh_providers::whatsapp_web::{
+            FakeSession, WhatsAppWebConfig as Config, WhatsAppWebProvider as P,
+        };
+        let config = Config::from_env(kv).map_err(failed)?;
+        let p = match std::env::var_os("WHATSAPP_WEB_REPLAY_DIR") {
+            Some(dir) => P::new(config, Arc::new(FakeSession::new(dir).map_err(failed)?)),
+            None => P::connect(config),
+        }
+        .map_err(failed)?;
+        Ok((Arc::new(p), None))
     }
 
     /// A webhook channel: `$provider` built from `$config::from_env()`, its routes mounted.
@@ -620,6 +669,7 @@ mod tests {
             ("gupshup", Channel::Gupshup),
             ("evolution", Channel::Evolution),
             ("wppconnect", Channel::Wppconnect),
+            ("whatsapp-web", Channel::WhatsappWeb),
         ] {
             let cli =
                 Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));

@@ -306,7 +306,7 @@ impl WhatsApp {
                     MediaSource::Url { url } => MediaField::Link(url.clone()),
                     MediaSource::Token { token } => MediaField::Id(token.clone()),
                     local => {
-                        let (data, name) = crate::media::read(local, NAME).await?;
+                        let (data, name) = crate::files::read(local, NAME).await?;
                         file_name = name.clone();
                         self.upload_checked(*media_kind, data, name, mime.as_deref())
                             .await?

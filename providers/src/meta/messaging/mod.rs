@@ -218,7 +218,7 @@ impl<C: Channel> Messaging<C> {
                     MediaSource::Url { url } => json!({ "url": url, "is_reusable": true }),
                     MediaSource::Token { token } => json!({ "attachment_id": token }),
                     local => {
-                        let (data, name) = crate::media::read(local, C::NAME).await?;
+                        let (data, name) = crate::files::read(local, C::NAME).await?;
                         let name = name.unwrap_or_else(|| kind.to_owned());
                         json!({ "attachment_id": self.upload(kind, data, name, mime.as_deref()).await? })
                     }

@@ -1,0 +1,424 @@
+//! The WhatsApp Web provider through its seam, over the fake session (recorded event shapes
+//! in a directory): pairing once and restoring the session from the store, one sender for a
+//! LID and its phone number, duplicates and replays after a reconnect answered once, sends
+//! retried under the same message id, error classes, media refs round-tripping and expired
+//! media uploaded again by the phone, and a second process on the same session refused.
+#![cfg(feature = "whatsapp-web")]
+#![allow(clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botmesh::durability::{DurableKv, MemoryKv};
+use botmesh::durable::DurabilityOptions;
+use botmesh::message::{ChatId, Content, MediaKind, Outgoing};
+use botmesh::prelude::*;
+use botmesh::provider::{
+    Accepted, ErrorClass, EventSink, InboundPipeline, MediaUnavailableReason, Provider,
+    ProviderError, ProviderEvent, Rejected, TransportStatus,
+};
+use botmesh_providers::whatsapp_web::{
+    FakeFault, FakeSession, PairingPrompt, WaContent, WaMedia, WhatsAppWebConfig, WhatsAppWebError,
+    WhatsAppWebProvider, message_id_for,
+};
+
+const PN: &str = "15551234567@s.whatsapp.net";
+const LID: &str = "100000012345678@lid";
+
+/// Records what the provider delivered.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<ProviderEvent>>,
+    statuses: Mutex<Vec<TransportStatus>>,
+}
+
+#[async_trait]
+impl InboundPipeline for Recorder {
+    async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
+        self.events.lock().expect("lock").push(event);
+        Ok(Accepted::Queued)
+    }
+
+    fn transport_status(&self, status: TransportStatus) {
+        self.statuses.lock().expect("lock").push(status);
+    }
+
+    fn end_of_input(&self) {}
+}
+
+impl Recorder {
+    fn events(&self) -> Vec<ProviderEvent> {
+        self.events.lock().expect("lock").clone()
+    }
+}
+
+fn kv() -> Arc<dyn DurableKv> {
+    Arc::new(MemoryKv::new())
+}
+
+fn fake() -> (tempfile::TempDir, FakeSession) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let fake = FakeSession::new(dir.path().join("wa")).expect("fake session");
+    (dir, fake)
+}
+
+fn provider(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> WhatsAppWebProvider {
+    let config = WhatsAppWebConfig::new(Arc::clone(kv))
+        .session_lease(Duration::from_millis(600))
+        .on_pairing(|_| {});
+    WhatsAppWebProvider::new(config, Arc::new(fake.clone())).expect("provider")
+}
+
+/// Waits (real time: the fake follows its file every 10 ms) until `done`, at most 10 s.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test]
+async fn pairs_once_and_a_restart_restores_the_session_from_the_store() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    let prompts = Arc::new(Mutex::new(Vec::new()));
+    let seen = prompts.clone();
+    let config = WhatsAppWebConfig::new(Arc::clone(&kv))
+        .pair_phone("+1 555 000 0000")
+        .on_pairing(move |p| seen.lock().expect("lock").push(p.clone()));
+    let first = WhatsAppWebProvider::new(config, Arc::new(fake.clone())).expect("provider");
+    let rec = Arc::new(Recorder::default());
+    first.open(EventSink::new(rec.clone())).await.expect("open");
+    eventually("connected", || first.is_connected()).await;
+    let shown = prompts.lock().expect("lock").clone();
+    assert!(
+        matches!(shown[0], PairingPrompt::QrCode { .. }),
+        "{shown:?}"
+    );
+    assert!(
+        matches!(&shown[1], PairingPrompt::PairCode { code, .. } if code.len() == 8),
+        "{shown:?}"
+    );
+    assert!(
+        matches!(shown[2], PairingPrompt::Paired { .. }),
+        "{shown:?}"
+    );
+    assert_eq!(fake.pairings(), 1);
+    first.close().await;
+
+    // A new process on the same store: no pairing.
+    let fresh = FakeSession::new(fake.dir()).expect("fake");
+    let second = provider(&kv, &fresh);
+    second
+        .open(EventSink::new(rec.clone()))
+        .await
+        .expect("open");
+    eventually("connected again", || second.is_connected()).await;
+    assert_eq!(fresh.pairings(), 0, "the session came back from the store");
+    assert_eq!(prompts.lock().expect("lock").len(), 3);
+    assert!(
+        rec.statuses
+            .lock()
+            .expect("lock")
+            .contains(&TransportStatus::Ready)
+    );
+    second.close().await;
+}
+
+#[tokio::test]
+async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delivered() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    fake.push(&FakeSession::text("A1", PN, Some(LID), "hello"))
+        .expect("push");
+    fake.push(&FakeSession::text("A2", LID, None, "again, by LID"))
+        .expect("push");
+    let mut own = FakeSession::text("A3", PN, None, "from the phone");
+    if let botmesh_providers::whatsapp_web::WaEvent::Message { info, .. } = &mut own {
+        info.source.is_from_me = true;
+    }
+    fake.push(&own).expect("push");
+    fake.push(&FakeSession::text(
+        "A4",
+        "status@broadcast",
+        None,
+        "a status",
+    ))
+    .expect("push");
+    let p = provider(&kv, &fake);
+    let rec = Arc::new(Recorder::default());
+    p.open(EventSink::new(rec.clone())).await.expect("open");
+    eventually("two messages", || rec.events().len() >= 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let events = rec.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    for e in &events {
+        assert_eq!(e.chat(), &ChatId::from(PN), "{e:?}");
+    }
+    // The phone number refused (a contact moved to its LID): the same message to the LID.
+    fake.fail_next(FakeFault::Unreachable).expect("fault");
+    let sent = p
+        .send(&ChatId::from(PN), &Outgoing::from("hi"))
+        .await
+        .expect("sent to the LID");
+    let id = sent.message_id.expect("an id").0;
+    assert_eq!(fake.delivered_to(LID), ["hi"]);
+    assert_eq!(fake.sent()[0].id, id);
+    p.close().await;
+}
+
+/// A bot that answers every text with `echo <text>`, durable on `kv`.
+async fn echo_bot(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> Bot {
+    let bot = Bot::builder(provider(kv, fake))
+        .durability(DurabilityOptions::shared(Arc::clone(kv)))
+        .build()
+        .expect("bot");
+    bot.on_message(|ctx: Ctx| async move {
+        let text = ctx.text().to_owned();
+        ctx.reply(format!("echo {text}")).await?;
+        Ok(())
+    });
+    bot.start().await.expect("start");
+    bot
+}
+
+#[tokio::test]
+async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    // The server delivers m1 twice (a retry), then m2 by LID.
+    fake.push(&FakeSession::text("M1", PN, Some(LID), "one"))
+        .expect("push");
+    fake.push(&FakeSession::text("M1", PN, Some(LID), "one"))
+        .expect("push");
+    fake.push(&FakeSession::text("M2", LID, None, "two"))
+        .expect("push");
+    let bot = echo_bot(&kv, &fake).await;
+    eventually("two answers", || fake.delivered_to(PN).len() >= 2).await;
+    bot.stop().await.expect("stop");
+
+    // A restart: the fake replays every message from the start (offline delivery), and one
+    // new message comes.
+    fake.push(&FakeSession::text("M3", PN, None, "three"))
+        .expect("push");
+    let again = FakeSession::new(fake.dir()).expect("fake");
+    let bot = echo_bot(&kv, &again).await;
+    eventually("three answers", || fake.delivered_to(PN).len() >= 3).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bot.stop().await.expect("stop");
+    assert_eq!(
+        fake.delivered_to(PN),
+        ["echo one", "echo two", "echo three"]
+    );
+    assert_eq!(fake.sent().len(), 3, "no send was made twice");
+}
+
+#[tokio::test]
+async fn a_send_is_retried_under_the_same_message_id() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    // The first attempt reaches the server and its answer is lost; the second meets a
+    // server error; the third goes through.
+    fake.fail_next(FakeFault::Timeout).expect("fault");
+    fake.fail_next(FakeFault::ServerError).expect("fault");
+    fake.push(&FakeSession::text("R1", PN, None, "retry me"))
+        .expect("push");
+    let bot = echo_bot(&kv, &fake).await;
+    eventually("two sends reached the server", || fake.sent().len() >= 2).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bot.stop().await.expect("stop");
+    let sent = fake.sent();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0].id, sent[1].id, "the resend carries the same id");
+    assert!(sent[0].id.starts_with("3EB0") && sent[0].id.len() == 20);
+    assert_eq!(
+        fake.delivered_to(PN),
+        ["echo retry me"],
+        "the phone shows it once"
+    );
+}
+
+#[tokio::test]
+async fn send_errors_carry_their_retry_classes() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    let p = provider(&kv, &fake);
+    let chat = ChatId::from(PN);
+    let text = Outgoing::from("hi");
+    let before = p.send(&chat, &text).await.expect_err("not connected yet");
+    assert_eq!(before.class(), ErrorClass::Retryable, "{before}");
+    p.open(EventSink::new(Arc::new(Recorder::default())))
+        .await
+        .expect("open");
+    for (fault, class) in [
+        (FakeFault::Timeout, ErrorClass::Retryable),
+        (FakeFault::ServerError, ErrorClass::Retryable),
+        (FakeFault::NotConnected, ErrorClass::Retryable),
+        (
+            FakeFault::RateLimited,
+            ErrorClass::RateLimited(Some(Duration::from_secs(1))),
+        ),
+        (FakeFault::Unreachable, ErrorClass::Final),
+    ] {
+        fake.fail_next(fault).expect("fault");
+        let e = p.send(&chat, &text).await.expect_err("fails");
+        assert_eq!(e.class(), class, "{fault:?}: {e}");
+    }
+    let sent = p.send(&chat, &text).await.expect("sent");
+    assert!(sent.message_id.is_some());
+    let url = Outgoing::from(botmesh::message::OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: botmesh::message::MediaSource::Url {
+            url: "https://example.com/a.png".into(),
+        },
+        caption: None,
+        mime: None,
+    });
+    assert!(matches!(
+        p.send(&chat, &url).await,
+        Err(ProviderError::UnsupportedContent { .. })
+    ));
+    assert_eq!(message_id_for(Some("k1")), message_id_for(Some("k1")));
+    assert_ne!(message_id_for(Some("k1")), message_id_for(Some("k2")));
+    assert_eq!(p.capabilities().text_limit, 65_536);
+    p.close().await;
+}
+
+fn image(path: &str) -> WaMedia {
+    WaMedia {
+        kind: MediaKind::Image,
+        direct_path: path.to_owned(),
+        media_key: vec![7; 32],
+        file_sha256: vec![1; 32],
+        file_enc_sha256: vec![2; 32],
+        file_length: 5,
+        mimetype: Some("image/jpeg".into()),
+        caption: Some("a photo".into()),
+        file_name: None,
+    }
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_and_expired_media_is_uploaded_again() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    let path = "/v/t62.7118-24/old.enc";
+    fake.put_media(path, b"JPEG!").expect("media");
+    fake.push(&FakeSession::message(
+        "P1",
+        PN,
+        None,
+        WaContent::Media(image(path)),
+    ))
+    .expect("push");
+    let p = provider(&kv, &fake);
+    let rec = Arc::new(Recorder::default());
+    p.open(EventSink::new(rec.clone())).await.expect("open");
+    eventually("the photo", || !rec.events().is_empty()).await;
+    let ProviderEvent::Message(m) = &rec.events()[0] else {
+        panic!("not a message");
+    };
+    let Content::Media(media) = &m.content else {
+        panic!("not media: {m:?}");
+    };
+    assert_eq!((media.kind, media.size), (MediaKind::Image, Some(5)));
+    assert_eq!(media.caption.as_deref(), Some("a photo"));
+
+    // Journaled and read back (after a restart: a new provider).
+    let stored = p.serialize_media_ref(&media.media_ref).expect("durable");
+    let json = serde_json::to_string(&stored).expect("json");
+    assert!(!json.contains("http"), "no URL journaled: {json}");
+    let back: botmesh::provider::StoredMediaRef = serde_json::from_str(&json).expect("json");
+    let again = provider(&kv, &fake);
+    let rehydrated = again.rehydrate_media_ref(&back).expect("rehydrated");
+    assert_eq!(rehydrated, media.media_ref);
+    assert_eq!(
+        p.download_media(&rehydrated).await.expect("download"),
+        b"JPEG!"
+    );
+
+    // The CDN copy expired: the phone uploads it again.
+    fake.expire_media(path, Some("/v/t62.7118-24/new.enc"))
+        .expect("expire");
+    assert_eq!(
+        p.download_media(&rehydrated).await.expect("re-upload"),
+        b"JPEG!"
+    );
+    // The phone no longer has it either.
+    fake.expire_media(path, None).expect("expire");
+    assert!(matches!(
+        p.download_media(&rehydrated).await,
+        Err(ProviderError::MediaUnavailable {
+            reason: MediaUnavailableReason::Expired,
+            ..
+        })
+    ));
+
+    // Tampered with, or another provider's.
+    let mut bad = back.clone();
+    bad.data["media"]["media_key"] = serde_json::json!("AAAA");
+    assert!(matches!(
+        again.rehydrate_media_ref(&bad),
+        Err(ProviderError::MediaUnavailable {
+            reason: MediaUnavailableReason::RehydrateFailed,
+            ..
+        })
+    ));
+    let mut other = back;
+    other.provider = "telegram".into();
+    assert!(matches!(
+        again.rehydrate_media_ref(&other),
+        Err(ProviderError::MediaUnavailable {
+            reason: MediaUnavailableReason::ProviderMismatch,
+            ..
+        })
+    ));
+    p.close().await;
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_session_is_refused() {
+    let kv = kv();
+    let (_dir, fake) = fake();
+    let first = provider(&kv, &fake);
+    first
+        .open(EventSink::new(Arc::new(Recorder::default())))
+        .await
+        .expect("open");
+    let config = WhatsAppWebConfig::new(Arc::clone(&kv))
+        .session_lease(Duration::from_millis(600))
+        .session_wait(Duration::from_millis(700))
+        .on_pairing(|_| {});
+    let other = FakeSession::new(fake.dir()).expect("fake");
+    let second = WhatsAppWebProvider::new(config, Arc::new(other.clone())).expect("provider");
+    // The first renews its lock while it runs: the second waits past a lease, then gives up.
+    let refused = second
+        .open(EventSink::new(Arc::new(Recorder::default())))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&refused, WhatsAppWebError::SessionHeld { session, holder: Some(_) } if session == "default"),
+        "{refused}"
+    );
+    let as_provider = second
+        .start(EventSink::new(Arc::new(Recorder::default())))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&as_provider, ProviderError::Api { code: Some(c), retryable: false, .. } if c == "session-held"),
+        "{as_provider}"
+    );
+    assert_eq!(other.connects(), 0, "the refused process never connected");
+    // Once the first stops (its lock given back), the second takes the session at once.
+    first.close().await;
+    second
+        .open(EventSink::new(Arc::new(Recorder::default())))
+        .await
+        .expect("open after the first stopped");
+    assert_eq!(other.connects(), 1);
+    second.close().await;
+}
