@@ -17,8 +17,9 @@
 ))]
 #![allow(clippy::expect_used)]
 
-// The fakes' helpers behind the providers crate's `webhook` feature are not used here.
-#[allow(unexpected_cfgs)]
+// The fakes' helpers behind the providers crate's `webhook` feature are not used here, nor
+// (with `whatsapp-web` alone, whose fake is a session, not a server) their server's.
+#[allow(unexpected_cfgs, unused_imports)]
 #[path = "../../providers/tests/fakes/mod.rs"]
 mod fakes;
 
