@@ -138,8 +138,8 @@ async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delive
     fake.push(&FakeSession::text("A2", LID, None, "again, by LID"))
         .expect("push");
     let mut own = FakeSession::text("A3", PN, None, "from the phone");
-    if let botmesh_providers::whatsapp_web::WaEvent::Message { info, .. } = &mut own {
-        info.source.is_from_me = true;
+    if let botmesh_providers::whatsapp_web::WaEvent::Message(m) = &mut own {
+        m.info.source.is_from_me = true;
     }
     fake.push(&own).expect("push");
     fake.push(&FakeSession::text(

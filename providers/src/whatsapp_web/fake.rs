@@ -29,8 +29,8 @@ use tokio::task::JoinHandle;
 
 use super::CLIENT_PREFIX;
 use super::session::{
-    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessageInfo, WaOutgoing,
-    WaSend, WaSession, WaSource,
+    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessage, WaMessageInfo,
+    WaOutgoing, WaSend, WaSession, WaSource,
 };
 use super::store::SessionStore;
 
@@ -150,7 +150,7 @@ impl FakeSession {
         sender_alt: Option<&str>,
         content: WaContent,
     ) -> WaEvent {
-        WaEvent::Message {
+        WaEvent::Message(Box::new(WaMessage {
             info: WaMessageInfo {
                 id: id.to_owned(),
                 source: WaSource {
@@ -165,7 +165,7 @@ impl FakeSession {
                 is_offline: false,
             },
             content,
-        }
+        }))
     }
 
     /// Every send the server accepted, resends included, in order.

@@ -43,8 +43,8 @@ mod store;
 pub use error::WhatsAppWebError;
 pub use fake::{FakeFault, FakeSession};
 pub use session::{
-    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessageInfo, WaOutgoing,
-    WaSend, WaSession, WaSource,
+    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessage, WaMessageInfo,
+    WaOutgoing, WaSend, WaSession, WaSource,
 };
 pub use store::SessionStore;
 
@@ -487,13 +487,16 @@ async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
             inner.connected.store(false, Ordering::Relaxed);
             sink.transport_status(TransportStatus::Disconnected);
         }
-        WaEvent::Message { info, content } => match to_event(inner, &info, content).await {
-            Ok(Some(event)) => deliver(sink, event).await,
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(%session, id = %info.id, error = %e, "a WhatsApp Web message could not be read")
+        WaEvent::Message(message) => {
+            let WaMessage { info, content } = *message;
+            match to_event(inner, &info, content).await {
+                Ok(Some(event)) => deliver(sink, event).await,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(%session, id = %info.id, error = %e, "a WhatsApp Web message could not be read")
+                }
             }
-        },
+        }
         WaEvent::HistorySync { messages } => {
             tracing::debug!(%session, messages, "history sync: old messages are not answered");
         }

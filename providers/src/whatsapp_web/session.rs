@@ -113,6 +113,15 @@ pub enum WaContent {
     },
 }
 
+/// An incoming message: its envelope and content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaMessage {
+    /// The envelope.
+    pub info: WaMessageInfo,
+    /// The content.
+    pub content: WaContent,
+}
+
 /// Something the session reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -141,12 +150,7 @@ pub enum WaEvent {
     /// The socket dropped; the session reconnects on its own (backoff).
     Disconnected,
     /// A message.
-    Message {
-        /// The envelope.
-        info: WaMessageInfo,
-        /// The content.
-        content: WaContent,
-    },
+    Message(Box<WaMessage>),
     /// Old messages of a history sync (already seen on the phone): never answered.
     HistorySync {
         /// How many messages it carried.
