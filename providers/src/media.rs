@@ -71,7 +71,6 @@ pub(crate) fn rehydrate(
     }
 }
 
-
 /// A failed download as `provider`'s error: over the limit, retryable (network, 5xx, 429), or
 /// final with the status.
 #[cfg_attr(
