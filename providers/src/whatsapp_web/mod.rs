@@ -145,7 +145,7 @@ impl WhatsAppWebConfig {
     }
 
     /// The settings from the environment: `WHATSAPP_WEB_SESSION` (the session's name
-    /// [default]), `WHATSAPP_WEB_PAIR_PHONE` (a pair code for this number as well as the QR
+    /// `default`), `WHATSAPP_WEB_PAIR_PHONE` (a pair code for this number as well as the QR
     /// code), `WHATSAPP_WEB_SESSION_LEASE` (`15s`).
     pub fn from_env(store: Arc<dyn DurableKv>) -> Result<Self, WhatsAppWebError> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -188,7 +188,7 @@ impl WhatsAppWebConfig {
     }
 
     /// How long a start waits for another holder's lock to run out before failing with
-    /// [`WhatsAppWebError::SessionHeld`] [default: the lease and a fifth].
+    /// [`WhatsAppWebError::SessionHeld`] (default: the lease and a fifth).
     pub fn session_wait(mut self, wait: Duration) -> Self {
         self.wait = Some(wait);
         self
