@@ -40,13 +40,13 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "evolution")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evolution")))]
 pub mod evolution;
+#[cfg(any(meta_channel, feature = "whatsapp-web"))]
+mod files;
 #[cfg(gateway_channel)]
 mod gateway;
 #[cfg(feature = "gupshup")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gupshup")))]
 pub mod gupshup;
-#[cfg(any(meta_channel, feature = "whatsapp-web"))]
-mod files;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod http;
@@ -82,9 +82,9 @@ pub mod webhook;
 #[cfg(feature = "whatsapp-cloud")]
 #[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-cloud")))]
 pub mod whatsapp;
-#[cfg(feature = "wppconnect")]
-#[cfg_attr(docsrs, doc(cfg(feature = "wppconnect")))]
-pub mod wppconnect;
 #[cfg(feature = "whatsapp-web")]
 #[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-web")))]
 pub mod whatsapp_web;
+#[cfg(feature = "wppconnect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wppconnect")))]
+pub mod wppconnect;
