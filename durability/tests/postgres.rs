@@ -19,6 +19,7 @@
 //! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
 //! | `racing_pools_have_one_winner_per_version` | 4 pools racing `cas` on one key |
+//! | `group_writers_run_on_the_runtime_that_opened_the_store` | a first write from a helper runtime that is not driven afterwards leaves no later write waiting for it; after `close()` and `open()` writes are answered again |
 //! | `concurrent_steps_are_answered_as_if_each_ran_alone` | group commit: 40 concurrent steps, one conflicting and one with a refused ledger row; those two get their conflict and their error and write nothing, the others commit |
 #![cfg(all(feature = "postgres", feature = "testing"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
@@ -535,4 +536,51 @@ async fn concurrent_steps_are_answered_as_if_each_ran_alone() {
             }
         }
     }
+}
+
+/// The group commit's writer tasks run on the runtime that opened the store, not on the one
+/// of the first write: a first write made in a `block_on` of a helper runtime, which is not
+/// driven afterwards, leaves no later write of the opening runtime waiting for writers parked
+/// there. `close()` ends the writers; after `open()` writes are answered again.
+#[test]
+fn group_writers_run_on_the_runtime_that_opened_the_store() {
+    let _shared = SERVER.blocking_read();
+    let Some(pg) = Pg::new() else { return };
+    let main = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let helper = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = PostgresConfig::new().table_prefix(pg.prefix());
+    let store = main
+        .block_on(PostgresStore::connect_with(&pg.url, config))
+        .unwrap();
+    let value = serde_json::json!({ "n": 1 });
+    helper
+        .block_on(store.set_value("s", "first", &value))
+        .unwrap();
+    // `helper` is not driven from here on.
+    let wait = std::time::Duration::from_secs(10);
+    let later = main.block_on(tokio::time::timeout(
+        wait,
+        store.set_value("s", "later", &value),
+    ));
+    assert!(
+        matches!(later, Ok(Ok(()))),
+        "a write after the helper runtime's first one was not answered: {later:?}"
+    );
+    main.block_on(async {
+        store.close().await.unwrap();
+        store.open().await.unwrap();
+        tokio::time::timeout(wait, store.set_value("s", "reopened", &value))
+            .await
+            .expect("a write after close() and open() was not answered")
+            .unwrap();
+        assert_eq!(store.values("s").await.unwrap().len(), 3);
+    });
+    drop(helper);
 }

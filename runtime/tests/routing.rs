@@ -315,7 +315,7 @@ async fn lang_resolution_and_storage() {
         Ok(())
     });
     bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply(ctx.lang()).await?;
+        ctx.reply(ctx.lang().await).await?;
         Ok(())
     });
     bot.start().await.unwrap();

@@ -404,8 +404,7 @@ fn queue_dispatch(
                     source,
                     Some(inbound_id),
                     extras,
-                )
-                .await;
+                );
                 if is_interaction {
                     crate::outbound::interaction_ack::arm_deadline(&ctx);
                 }

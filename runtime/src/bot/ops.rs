@@ -77,8 +77,7 @@ pub(crate) async fn trigger(
                     sender: user,
                 },
                 None,
-            )
-            .await;
+            );
             dispatcher::run_handler(&ctx, handler, "handler:trigger").await;
             let _ = tx.send(Ok(()));
         }),

@@ -105,15 +105,21 @@ pub(crate) async fn start_in_with(
 ) -> Result<(), FlowError> {
     let k = ctx.0.bot.kernel.clone();
     let chat = ctx.chat().clone();
+    // The dormant stage of this dispatch read the checkpoint and found none: nothing to
+    // remove, no second read.
+    let absent = ctx
+        .0
+        .checkpoint_absent
+        .swap(false, std::sync::atomic::Ordering::SeqCst);
     if let Some(old) = k.flows().take(&chat) {
         end_stack(&k, &chat, old, "replaced").await;
-    } else if k
-        .store
-        .checkpoint_head(chat.as_str())
-        .await
-        .ok()
-        .flatten()
-        .is_some()
+    } else if !absent
+        && k.store
+            .checkpoint_head(chat.as_str())
+            .await
+            .ok()
+            .flatten()
+            .is_some()
     {
         commit::remove_checkpoint(&k, chat.as_str()).await;
     }
@@ -205,7 +211,12 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
     }
     let cp = match k.store.checkpoint(ctx.chat().as_str()).await {
         Ok(Some(cp)) => cp,
-        Ok(None) => return false,
+        Ok(None) => {
+            ctx.0
+                .checkpoint_absent
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            return false;
+        }
         Err(e) => {
             k.events.error("flow:checkpoint", Some(ctx.chat()), e);
             return false;
@@ -326,8 +337,7 @@ where
                 &kernel,
                 CtxSource::Trigger { chat, sender: user },
                 None,
-            )
-            .await;
+            );
             job(ctx).await;
         }),
     );
@@ -354,8 +364,7 @@ pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
                         sender: user,
                     },
                     None,
-                )
-                .await;
+                );
                 let still = kernel.flows().step_of(&chat) == Some(step)
                     && !kernel.gates.is_handed_off(&chat)
                     && kernel

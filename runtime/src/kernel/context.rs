@@ -2,8 +2,9 @@
 //! `bot.trigger()`.
 //!
 //! A `Ctx` knows its chat, sender, the message or interaction, the inbound record id (the base
-//! of derived send keys: `<record id>:<n>`, the n-th send made for that message), its language,
-//! and the interaction-ack state. Cheap to clone. Its sends (`ctx.reply`, `ctx.edit`, …) are
+//! of derived send keys: `<record id>:<n>`, the n-th send made for that message), its language
+//! (resolved on the handler's first `ctx.lang()`, not before: a message whose handlers never ask
+//! costs no read of the chat), and the interaction-ack state. Cheap to clone. Its sends (`ctx.reply`, `ctx.edit`, …) are
 //! written in the outbound layer (`outbound::context`); `Ctx` only supplies the key rule,
 //! pacing and the inline rate-limit retry.
 
@@ -25,8 +26,13 @@ pub(crate) struct CtxInner {
     pub(crate) interaction: Option<Interaction>,
     pub(crate) inbound_id: Option<String>,
     pub(crate) sends: AtomicU32,
-    pub(crate) lang: Mutex<String>,
+    /// The chat's language once resolved (the first `lang()`) or set (`set_lang`).
+    pub(crate) lang: Mutex<Option<String>>,
     pub(crate) acked: AtomicBool,
+    /// This dispatch read the chat's checkpoint and found none (the dormant stage, in the
+    /// chat's turn): a flow started next in it has no leftover checkpoint to remove and does
+    /// not ask the store again. Taken (reset) by the first start.
+    pub(crate) checkpoint_absent: AtomicBool,
     pub(crate) command: Option<(String, String)>,
     pub(crate) stale: bool,
     pub(crate) replay: bool,
@@ -78,7 +84,6 @@ impl Ctx {
         bot: Bot,
         source: CtxSource,
         inbound_id: Option<String>,
-        lang: String,
         extras: CtxExtras,
     ) -> Self {
         let prefixes = bot.kernel.config.command_prefixes.clone();
@@ -114,8 +119,9 @@ impl Ctx {
             interaction,
             inbound_id,
             sends: AtomicU32::new(0),
-            lang: Mutex::new(lang),
+            lang: Mutex::new(None),
             acked: AtomicBool::new(false),
+            checkpoint_absent: AtomicBool::new(false),
             command,
             stale: extras.stale,
             replay: extras.replay,
@@ -183,8 +189,42 @@ impl Ctx {
         self.0.inbound_id.as_deref()
     }
 
-    /// The chat's language (`ctx.lang`).
-    pub fn lang(&self) -> String {
+    /// The chat's language (`ctx.lang`): the one stored for the chat (see
+    /// [`set_lang`](Self::set_lang)), else the bot's `lang_resolver`'s answer for the message,
+    /// else the message's language hint, else the bot's `default_lang`; normalized.
+    ///
+    /// Resolved on the first call of this context (the chat's stored language is read then,
+    /// once), so a message whose handlers never ask costs no read. A store that cannot be read
+    /// is reported as a `persistence:chat` error and the language is resolved without it.
+    pub async fn lang(&self) -> String {
+        if let Some(lang) = self.known_lang() {
+            return lang;
+        }
+        let k = &self.0.bot.kernel;
+        let stored = match k.store.chat(self.0.chat.as_str()).await {
+            Ok(c) => c.and_then(|c| c.lang),
+            Err(e) => {
+                k.events.error("persistence:chat", Some(&self.0.chat), e);
+                None
+            }
+        };
+        let resolved = lang::resolve(
+            stored.as_deref(),
+            k.lang_resolver.as_ref(),
+            self.0.message.as_deref(),
+            &k.config.default_lang,
+        );
+        // A `set_lang` made while the chat was read wins.
+        self.0
+            .lang
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(resolved)
+            .clone()
+    }
+
+    /// The language resolved or set so far in this context.
+    fn known_lang(&self) -> Option<String> {
         self.0
             .lang
             .lock()
@@ -211,51 +251,19 @@ impl Ctx {
     }
 }
 
-/// The context factory: resolves the language and builds the `Ctx`.
-pub(crate) async fn make_ctx(
-    k: &Arc<Kernel>,
-    source: CtxSource,
-    inbound_id: Option<String>,
-) -> Ctx {
-    make_ctx_with(k, source, inbound_id, CtxExtras::default()).await
+/// The context factory: builds the `Ctx` (its language is resolved on first use).
+pub(crate) fn make_ctx(k: &Arc<Kernel>, source: CtxSource, inbound_id: Option<String>) -> Ctx {
+    make_ctx_with(k, source, inbound_id, CtxExtras::default())
 }
 
 /// The context factory, with what the inbound path knows (replay, stale, media issue).
-pub(crate) async fn make_ctx_with(
+pub(crate) fn make_ctx_with(
     k: &Arc<Kernel>,
     source: CtxSource,
     inbound_id: Option<String>,
     extras: CtxExtras,
 ) -> Ctx {
-    let chat = match &source {
-        CtxSource::Message(m) => m.chat.clone(),
-        CtxSource::Interaction(i) => i.chat.clone(),
-        CtxSource::Trigger { chat, .. } => chat.clone(),
-    };
-    let stored = match k.store.chat(chat.as_str()).await {
-        Ok(c) => c.and_then(|c| c.lang),
-        Err(e) => {
-            k.events.error("persistence:chat", Some(&chat), e);
-            None
-        }
-    };
-    let message = match &source {
-        CtxSource::Message(m) => Some(&**m),
-        _ => None,
-    };
-    let lang = lang::resolve(
-        stored.as_deref(),
-        k.lang_resolver.as_ref(),
-        message,
-        &k.config.default_lang,
-    );
-    Ctx::new(
-        Bot::from_kernel(k.clone()),
-        source,
-        inbound_id,
-        lang,
-        extras,
-    )
+    Ctx::new(Bot::from_kernel(k.clone()), source, inbound_id, extras)
 }
 
 /// Splits `/name args` (or `/name@botname args`) into `(name, args)`.

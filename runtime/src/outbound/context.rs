@@ -14,7 +14,7 @@ impl Ctx {
     /// Sets and stores the chat's language.
     pub async fn set_lang(&self, lang: &str) -> Result<(), BotError> {
         let lang = crate::kernel::lang::normalize(lang);
-        *self.0.lang.lock().unwrap_or_else(|e| e.into_inner()) = lang.clone();
+        *self.0.lang.lock().unwrap_or_else(|e| e.into_inner()) = Some(lang.clone());
         persistence::save_lang(&self.0.bot.kernel, &self.0.chat, &lang).await?;
         Ok(())
     }

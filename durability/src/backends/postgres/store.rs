@@ -151,7 +151,7 @@ impl PostgresStore {
     /// still answers `true` only when `kv`'s pool reaches this store's database.
     pub fn with_journals(mut self, kv: &PostgresKv) -> Self {
         self.journals = Arc::new(kv.durable_table().for_another_pool());
-        self.groups = Arc::default();
+        self.groups = Arc::new(self.groups.successor());
         self
     }
 
@@ -263,12 +263,14 @@ fn open_err(e: PostgresError) -> StoreError {
 impl Store for PostgresStore {
     async fn open(&self) -> Result<(), StoreError> {
         self.create_schema().await.map_err(open_err)?;
+        self.groups.open();
         self.closed.store(false, Ordering::Release);
         Ok(())
     }
 
     async fn close(&self) -> Result<(), StoreError> {
         self.closed.store(true, Ordering::Release);
+        self.groups.close();
         if self.pool.owned {
             // Idle connections are dropped; a later `open()` makes new ones.
             let _ = self.pool.pool.retain(|_, _| false);

@@ -18,14 +18,19 @@
 //! statement, so the answers are those of the writes run one by one, in queue order. A write
 //! whose caller stopped waiting is committed all the same.
 //!
-//! The writer tasks start with the first step, on the runtime that commits it, and end when
-//! every clone of the store is dropped; a runtime that ended takes them with it, and the next
-//! step starts new ones.
+//! The writer tasks run on the runtime that opened the store (`open()`, which the bot's
+//! `start()` calls: the bot's runtime), not on the runtime of whichever task wrote first: a
+//! write made from a runtime that is not driven afterwards (a `block_on` of a helper runtime)
+//! cannot leave the writers of every later write stalled there. They start with the first
+//! write after `open()` and end after `close()` (once what was queued is committed) or when
+//! every clone of the store is dropped. When the opening runtime has shut down, the next write
+//! starts them on its own runtime.
 //!
 //! [`Store::commit_step`]: crate::Store::commit_step
 
 use std::sync::{Arc, Mutex};
 
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
 use super::PgPool;
@@ -91,6 +96,8 @@ pub(super) struct Committer {
 #[derive(Default)]
 pub(super) struct GroupCommit {
     queue: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    /// The runtime the writer tasks start on: the one that opened the store.
+    runtime: Mutex<Option<Handle>>,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -100,6 +107,26 @@ impl std::fmt::Debug for GroupCommit {
 }
 
 impl GroupCommit {
+    /// The store opened: writer tasks start on the runtime calling this from now on.
+    pub(super) fn open(&self) {
+        *lock(&self.runtime) = Handle::try_current().ok();
+    }
+
+    /// The store closed: the writer tasks commit what is queued, then end (the next write
+    /// after an `open()` starts new ones).
+    pub(super) fn close(&self) {
+        lock(&self.queue).take();
+    }
+
+    /// A group commit with no writers yet, on the runtime this one starts them on (for a
+    /// store that commits into another journal table).
+    pub(super) fn successor(&self) -> Self {
+        GroupCommit {
+            queue: Mutex::default(),
+            runtime: Mutex::new(lock(&self.runtime).clone()),
+        }
+    }
+
     /// Commits `write` with whatever other writes are queued with it; `committer` is built
     /// when the writer tasks start.
     pub(super) async fn commit(
@@ -115,9 +142,14 @@ impl GroupCommit {
         };
         let (reply, answer) = oneshot::channel();
         let mut job = Job { write, reply };
-        // A second try when the writers ended with the runtime that ran them.
-        for _ in 0..2 {
-            let queue = self.queue(&committer, writers);
+        // A second try, on the caller's runtime, when the writers ended with the runtime that
+        // ran them.
+        for attempt in 0..2 {
+            let runtime = match lock(&self.runtime).clone() {
+                Some(opener) if attempt == 0 => opener,
+                _ => Handle::current(),
+            };
+            let queue = self.queue(&committer, writers, &runtime);
             match queue.send(job) {
                 Ok(()) => {
                     return answer.await.unwrap_or_else(|_| {
@@ -138,13 +170,14 @@ impl GroupCommit {
         ))
     }
 
-    /// The queue, with its writer tasks started on the current runtime if there are none.
+    /// The queue, with its writer tasks started on `runtime` if there are none.
     fn queue(
         &self,
         committer: &impl Fn() -> Committer,
         writers: usize,
+        runtime: &Handle,
     ) -> mpsc::UnboundedSender<Job> {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = lock(&self.queue);
         if let Some(sender) = queue.as_ref().filter(|s| !s.is_closed()) {
             return sender.clone();
         }
@@ -152,7 +185,7 @@ impl GroupCommit {
         let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
         let committer = Arc::new(committer());
         for _ in 0..writers.max(1) {
-            tokio::spawn(write_groups(Arc::clone(&committer), Arc::clone(&receiver)));
+            runtime.spawn(write_groups(Arc::clone(&committer), Arc::clone(&receiver)));
         }
         *queue = Some(sender.clone());
         sender
@@ -160,11 +193,16 @@ impl GroupCommit {
 
     /// Drops `dead` (its writers ended), unless another queue replaced it already.
     fn forget(&self, dead: &mpsc::UnboundedSender<Job>) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = lock(&self.queue);
         if queue.as_ref().is_some_and(|q| q.same_channel(dead)) {
             *queue = None;
         }
     }
+}
+
+/// `mutex`'s guard, also after a panic of another holder.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A writer task: takes the first queued step and every step queued behind it (up to
