@@ -565,10 +565,9 @@ fn group_writers_run_on_the_runtime_that_opened_the_store() {
         .unwrap();
     // `helper` is not driven from here on.
     let wait = std::time::Duration::from_secs(10);
-    let later = main.block_on(tokio::time::timeout(
-        wait,
-        store.set_value("s", "later", &value),
-    ));
+    let later = main.block_on(async {
+        tokio::time::timeout(wait, store.set_value("s", "later", &value)).await
+    });
     assert!(
         matches!(later, Ok(Ok(()))),
         "a write after the helper runtime's first one was not answered: {later:?}"
