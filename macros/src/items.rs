@@ -11,11 +11,11 @@ use crate::parse::{self, Start};
 
 pub(crate) fn start_tokens(s: &Start) -> TokenStream {
     match s {
-        Start::None => quote!(__StartTrigger::None),
-        Start::Command(l) => quote!(__StartTrigger::Command(#l)),
-        Start::Keyword(l) => quote!(__StartTrigger::Keyword(#l)),
-        Start::Regex(l) => quote!(__StartTrigger::Regex(#l)),
-        Start::Matcher(p) => quote!(__StartTrigger::Matcher(#p)),
+        Start::None => quote!(__NoStart),
+        Start::Command(l) => quote!(__Command(#l)),
+        Start::Keyword(l) => quote!(__Keyword(#l)),
+        Start::Regex(l) => quote!(__Regex(#l)),
+        Start::Matcher(p) => quote!(__Matcher(#p)),
     }
 }
 
@@ -32,6 +32,7 @@ pub(crate) fn struct_tokens(
     name: &Ident,
     docs: &[&syn::Attribute],
     params: &[parse::Param],
+    start: &Ident,
 ) -> (TokenStream, TokenStream) {
     let flow_ty = flow_type(name);
     let tys: Vec<_> = params.iter().map(|p| &p.ty).collect();
@@ -41,16 +42,11 @@ pub(crate) fn struct_tokens(
         let idx = syn::Index::from(i);
         quote!(#n: self.#idx)
     });
-    // A flow without parameters is a plain value.
-    let derive = params
-        .is_empty()
-        .then(|| quote!(#[derive(Debug, Clone, Copy, Default)]));
     // Hidden, so it needs no doc of its own: the constructor carries the flow's.
     (
         quote! {
             #[doc(hidden)]
             #[allow(non_camel_case_types)]
-            #derive
             #vis struct #flow_ty(#(#tys),*);
 
             #(#docs)*
@@ -59,7 +55,7 @@ pub(crate) fn struct_tokens(
                 #flow_ty(#(#names),*)
             }
         },
-        quote!(__Start { #(#inits),* }),
+        quote!(#start { #(#inits),* }),
     )
 }
 
@@ -74,7 +70,7 @@ pub(crate) fn stub(
 ) -> TokenStream {
     let docs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
     let flow_name = name.to_string();
-    let (strukt, _) = struct_tokens(vis, name, &docs, params);
+    let (strukt, _) = struct_tokens(vis, name, &docs, params, &format_ident!("__Start"));
     let flow_ty = flow_type(name);
     quote! {
         #strukt
@@ -86,7 +82,7 @@ pub(crate) fn stub(
                     name: #flow_name,
                     layout_hash: 0,
                     persistent: #persistent,
-                    start: __StartTrigger::None,
+                    start: ::botmesh::flow::StartTrigger::None,
                     on_version_mismatch: ::botmesh::flow::VersionPolicy::Abandon,
                     mermaid: "",
                     states: &[],

@@ -8,12 +8,12 @@
 //! the next segment, which follows the `match` that dispatches on the state:
 //!
 //! ```text
-//! __done({                                        // (the variants `__Start`, `__S1`, … are
-//!     let (item,) = match state {                 //  imported by the expansion's block)
+//! __done({                                        // (the state's variants are imported by
+//!     let (item,) = match state {                 //  the expansion's block; see `codec`)
 //!         __Start {} => { …forward code…; (item,) }
-//!         __S1 {} => {
+//!         qty {} => {
 //!             let __Some(mut __botmesh_resumed) = cx.__resume_ask("order/qty", …).await? else {
-//!                 return __wait(__S1 {});         // the answer failed validation: wait again
+//!                 return __wait(qty {});          // the answer failed validation: wait again
 //!             };
 //!             …the rest of the statement…; (item,)
 //!         }
@@ -29,15 +29,17 @@
 //! loop opening with its only suspension, a plain ask (`let item = loop { let a =
 //! cx.ask(…).await?; … }`), is written differently, so that the ask is not written again
 //! for the loop's next iteration: the state's arm only gives back the locals it kept, the
-//! other way in runs the statements before the loop, and both meet at the loop, written
-//! once, whose ask reads the answer when the step resumed there (`cx.__answered()`) and
-//! suspends otherwise. Forward code stops at the next suspension (an early `return`
-//! carrying the live locals). Which locals a state keeps is `liveness`'s (computed on the
-//! whole rest of the program, so that it does not depend on this layout); the tuple carries
-//! only what the next segment uses. The helpers (`botmesh::flow`'s `__answered`, `__wait`,
-//! `__done`, …) keep what every state repeats out of the expansion: the shop's order flow
-//! expands to a step function at most twice the size of its source (pinned by `expand`'s
-//! size test).
+//! other way in runs the statements before the loop (when there are none, the previous
+//! segment's arms are this `match`'s own), and both meet at the loop, written once, whose
+//! ask reads the answer when the step resumed there (`cx.__answered()`) and suspends
+//! otherwise; such a segment's statements bind exactly what it hands on, so the next
+//! segment runs them in its own block instead of taking a tuple from them. Forward code
+//! stops at the next suspension (an early `return` carrying the live locals). Which locals
+//! a state keeps is `liveness`'s (computed on the whole rest of the program, so that it
+//! does not depend on this layout); the tuple carries only what the next segment uses. The
+//! helpers (`botmesh::flow`'s `__answered`, `__wait`, `__done`, …) keep what every state
+//! repeats out of the expansion: the shop's order flow expands to a step function of 1.4
+//! times its source's tokens (pinned by `expand`'s size test).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -147,9 +149,20 @@ pub(crate) struct Step<'a> {
     pub(crate) suspensions: &'a [Suspension],
     pub(crate) lowered: &'a [Lowered],
     pub(crate) params: &'a [Binding],
+    /// The state enum's variant of each suspension (see `codec::variant`).
+    pub(crate) variants: &'a BTreeMap<usize, Ident>,
+    /// The start state's variant.
+    pub(crate) start: &'a Ident,
 }
 
 impl Step<'_> {
+    fn variant(&self, k: usize) -> Ident {
+        self.variants
+            .get(&k)
+            .cloned()
+            .unwrap_or_else(|| format_ident!("__S{}", k))
+    }
+
     fn susp(&self, k: usize) -> Option<(&Suspension, &Lowered)> {
         self.suspensions
             .iter()
@@ -183,7 +196,7 @@ impl Step<'_> {
             return syn::parse_quote!({});
         };
         let cx = self.cx;
-        let v = format_ident!("__S{}", k);
+        let v = self.variant(k);
         let live = names(&l.live);
         match &s.kind {
             Kind::Ask { chain, .. } => {
@@ -205,13 +218,15 @@ impl Step<'_> {
     /// The body of the `step` function's `async` block.
     pub(crate) fn body(&self) -> TokenStream {
         let segs = segments(self.body, self.params, &self.uses());
-        let stage = self.stage(&segs, segs.len() - 1, quote!(__botmesh_state));
+        let stage = self
+            .stage(&segs, segs.len() - 1, quote!(__botmesh_state))
+            .expr();
         quote!(__done(#stage))
     }
 
-    /// Segment `j` as an expression over the state `scrut`: its value is what it carries
-    /// (or the flow's result for the last one).
-    fn stage(&self, segs: &[Segment], j: usize, scrut: TokenStream) -> TokenStream {
+    /// Segment `j` over the state `scrut`: its value is what it carries (or the flow's result
+    /// for the last one).
+    fn stage(&self, segs: &[Segment], j: usize, scrut: TokenStream) -> Staged {
         if let Some(code) = self.loop_head_stage(segs, j, &scrut) {
             return code;
         }
@@ -225,7 +240,8 @@ impl Step<'_> {
             let fields = names(self.params);
             let code = self.then_hand_on(self.forward(entered), seg);
             let rebind = rebind_mut(self.params.iter().filter(|b| b.mutable).map(|b| &b.name));
-            arms.push(quote!(__Start { #(#fields),* } => { #rebind #code }));
+            let start = self.start;
+            arms.push(quote!(#start { #(#fields),* } => { #rebind #code }));
             if segs.iter().skip(1).any(|s| !s.states.is_empty()) {
                 // A later state is resumed in its own segment.
                 arms.push(quote!(_ => __later(),));
@@ -234,13 +250,13 @@ impl Step<'_> {
             let code = self.then_hand_on(self.forward(entered), seg);
             if seg.states.is_empty() {
                 let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, scrut));
-                return quote!({ #take #code });
+                return Staged::Expr(quote!({ #take #code }));
             }
             let s = format_ident!("__botmesh_s{}", j);
             let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, quote!(#s)));
             arms.push(quote!(#s => { #take #code }));
         }
-        quote!(match #scrut { #(#arms)* })
+        Staged::Match { scrut, arms }
     }
 
     /// Segment `j` when its last statement is a loop (or `let … = loop …`) that opens with its
@@ -250,12 +266,7 @@ impl Step<'_> {
     /// other way in runs the statements before the loop, and both meet at the loop, so the
     /// ask is not written a second time for the loop's next iteration. `None` for any other
     /// segment.
-    fn loop_head_stage(
-        &self,
-        segs: &[Segment],
-        j: usize,
-        scrut: &TokenStream,
-    ) -> Option<TokenStream> {
+    fn loop_head_stage(&self, segs: &[Segment], j: usize, scrut: &TokenStream) -> Option<Staged> {
         let seg = &segs[j];
         let [k] = seg.states[..] else {
             return None;
@@ -297,38 +308,86 @@ impl Step<'_> {
         lower::allow_unused_mut(&mut before);
         // With nothing carried the match is a statement: its arms hand on no `()`.
         let hand = (!carried.is_empty() && !diverge::stmts_end(&before)).then(|| ids.clone());
-        let v = format_ident!("__S{}", k);
+        let v = self.variant(k);
         let fields = names(&l.live);
         let mut arms = vec![quote!(#v { #(#fields),* } => #ids,)];
+        // Whether the state only says where the step starts: nothing to take from it.
+        let nothing_kept =
+            j == 0 && carried.is_empty() && before.is_empty() && self.params.is_empty();
         if j == 0 {
             let params = names(self.params);
             let rebind = rebind_mut(self.params.iter().filter(|b| b.mutable).map(|b| &b.name));
-            arms.push(quote!(__Start { #(#params),* } => { #rebind #(#before)* #hand }));
+            let start = self.start;
+            arms.push(quote!(#start { #(#params),* } => { #rebind #(#before)* #hand }));
             if segs.iter().skip(1).any(|s| !s.states.is_empty()) {
                 arms.push(quote!(_ => __later(),));
             }
         } else {
             let s = format_ident!("__botmesh_s{}", j);
-            let take = self.take_carried(&segs[j - 1], self.stage(segs, j - 1, quote!(#s)));
-            arms.push(quote!(#s => { #take #(#before)* #hand }));
+            if before.is_empty() {
+                // The previous segment hands on what the loop takes (the same locals, in
+                // scope at the same point): its arms are this match's, or it is one arm.
+                match self.stage(segs, j - 1, scrut.clone()) {
+                    Staged::Match { arms: prev, .. } => arms.extend(prev),
+                    _ => {
+                        let prev = self.stage(segs, j - 1, quote!(#s)).expr();
+                        arms.push(quote!(#s => #prev,));
+                    }
+                }
+            } else {
+                let prev = self.stage(segs, j - 1, quote!(#s));
+                let take = self.take_carried(&segs[j - 1], prev);
+                arms.push(quote!(#s => { #take #(#before)* #hand }));
+            }
         }
         let cx = self.cx;
         let suspend = self.suspend(k);
-        let ask: Expr = syn::parse_quote!(match #cx.__answered() {
-            __Some(__botmesh_answer) => __botmesh_answer,
-            _ => #suspend,
-        });
-        let code = self.then_hand_on(vec![lower::replace_marker(held.clone(), k, &ask)], seg);
-        let bind = if carried.is_empty() {
+        let ask: Expr = syn::parse_quote!(
+            if let __Some(__botmesh_answer) = #cx.__answered() {
+                __botmesh_answer
+            } else {
+                #suspend
+            }
+        );
+        let looped = lower::replace_marker(held.clone(), k, &ask);
+        let bind = if nothing_kept {
+            // Started or resumed at the loop, the step runs the loop: no state to look at.
+            quote!()
+        } else if carried.is_empty() {
             quote!(match #scrut { #(#arms)* })
         } else {
             quote!(let #ids = match #scrut { #(#arms)* }; #rebind)
         };
-        Some(quote!({ #bind #code }))
+        // The locals bound here, besides the loop's: those the state kept.
+        let mut bound: Vec<String> = carried.iter().map(|b| b.name.to_string()).collect();
+        if let Stmt::Local(local) = &looped {
+            let mut out = Vec::new();
+            liveness::pat_bindings(&local.pat, None, &mut out);
+            bound.extend(out.iter().map(|b| b.name.to_string()));
+        }
+        match &seg.carries {
+            Some(hands)
+                if !diverge::stmt_ends(&looped) && bound.iter().all(|b| hands.contains(b)) =>
+            {
+                Some(Staged::Flat {
+                    stmts: quote!(#bind #looped),
+                    hands: hands.clone(),
+                })
+            }
+            _ => {
+                let code = self.then_hand_on(vec![looped], seg);
+                Some(Staged::Expr(quote!({ #bind #code })))
+            }
+        }
     }
 
-    /// `let (a, b) = <before>;` (with `mut` rebinds), or the statement alone.
-    fn take_carried(&self, prev: &Segment, before: TokenStream) -> TokenStream {
+    /// `let (a, b) = <before>;` (with `mut` rebinds), or the statement alone; or, when
+    /// `before` binds exactly what it hands on, its statements themselves.
+    fn take_carried(&self, prev: &Segment, before: Staged) -> TokenStream {
+        let before = match before {
+            Staged::Flat { stmts, .. } => return stmts,
+            other => other.expr(),
+        };
         let carried = prev.carries.as_deref().unwrap_or_default();
         if carried.is_empty() {
             return quote!(#before;);
@@ -366,14 +425,14 @@ impl Step<'_> {
             return quote!();
         };
         let cx = self.cx;
-        let v = format_ident!("__S{}", k);
+        let v = self.variant(k);
         let fields = names(&l.live);
         let resume = match &s.kind {
             // A plain ask cannot fail validation: its answer is read where the ask stood.
             Kind::Ask { answer_side, .. } if answer_side.is_empty() => None,
             Kind::Ask { answer_side, .. } => {
                 let site = format!("{}/{}", self.flow_name, s.ident);
-                Some(quote!(#cx.__resume_ask(#site, __Ask::__resumed() #(#answer_side)*).await?))
+                Some(quote!(#cx.__resume_ask(#site, __resumed() #(#answer_side)*).await?))
             }
             Kind::Call { callee, .. } => {
                 Some(quote!(#cx.__resume_call(__output_of(#callee)).await?))
@@ -398,6 +457,39 @@ impl Step<'_> {
                 #take
                 #rebind
                 #code
+            }
+        }
+    }
+}
+
+/// A segment's code, as `Step::stage` builds it.
+enum Staged {
+    /// An expression: its value is what the segment hands on.
+    Expr(TokenStream),
+    /// A `match` over the state `scrut` (whose arms a loop's stage may take as its own).
+    Match {
+        scrut: TokenStream,
+        arms: Vec<TokenStream>,
+    },
+    /// Statements after which the locals the segment hands on (`hands`) are bound, and no
+    /// other local of theirs: the segment that takes them runs the statements in its own
+    /// block rather than binding a tuple they hand on.
+    Flat {
+        stmts: TokenStream,
+        hands: Vec<String>,
+    },
+}
+
+impl Staged {
+    /// As an expression: `{ stmts (hands) }` for statements.
+    fn expr(self) -> TokenStream {
+        match self {
+            Staged::Expr(e) => e,
+            Staged::Match { scrut, arms } => quote!(match #scrut { #(#arms)* }),
+            Staged::Flat { stmts, hands } if hands.is_empty() => quote!({ #stmts }),
+            Staged::Flat { stmts, hands } => {
+                let ids = tuple(hands.iter().map(|n| format_ident!("{}", n)));
+                quote!({ #stmts #ids })
             }
         }
     }
@@ -466,6 +558,8 @@ mod tests {
             suspensions: &a.suspensions,
             lowered: &a.lowered,
             params: &a.param_bindings,
+            variants: &BTreeMap::new(),
+            start: &format_ident!("__Start"),
         };
         segments(&a.body.stmts, &a.param_bindings, &step.uses())
             .into_iter()

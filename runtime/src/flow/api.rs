@@ -97,9 +97,7 @@ pub enum VersionPolicy {
 
 impl Default for VersionPolicy {
     fn default() -> Self {
-        VersionPolicy::Restart {
-            notice: Some(DEFAULT_RESTART_NOTICE),
-        }
+        __RESTART
     }
 }
 
@@ -663,6 +661,54 @@ pub type __Codec<T> = (
     fn(&T) -> Result<serde_json::Value, String>,
     fn(serde_json::Value) -> Result<T, String>,
 );
+
+/// What `Flow::codec` returns (generated code).
+#[doc(hidden)]
+pub type __MaybeCodec<F> = Option<__Codec<<F as Flow>::State>>;
+
+/// A flow's [`FlowInfo`], its fields in order (generated code, which names no field).
+#[doc(hidden)]
+pub const fn __info(
+    name: &'static str,
+    layout_hash: u64,
+    persistent: bool,
+    start: StartTrigger,
+    on_version_mismatch: VersionPolicy,
+    mermaid: &'static str,
+    states: &'static [StateInfo],
+) -> FlowInfo {
+    FlowInfo {
+        name,
+        layout_hash,
+        persistent,
+        start,
+        on_version_mismatch,
+        mermaid,
+        states,
+    }
+}
+
+/// A state's [`StateInfo`] (generated code).
+#[doc(hidden)]
+pub const fn __state(name: &'static str, answer: u64) -> StateInfo {
+    StateInfo { name, answer }
+}
+
+/// The start state's [`StateInfo`] (generated code).
+#[doc(hidden)]
+pub const __START: StateInfo = __state("Start", 0);
+
+/// The default [`VersionPolicy`] (generated code).
+#[doc(hidden)]
+pub const __RESTART: VersionPolicy = VersionPolicy::Restart {
+    notice: Some(DEFAULT_RESTART_NOTICE),
+};
+
+/// The answer side of an ask, rebuilt when the flow resumes (generated code).
+#[doc(hidden)]
+pub fn __resumed() -> crate::flow::Ask<Answer> {
+    crate::flow::Ask::__resumed()
+}
 
 /// What a flow's step returns (generated code).
 #[doc(hidden)]

@@ -66,10 +66,11 @@ mod sends;
 mod stack;
 
 pub use api::{
-    __Codec, __Resumed, __Some, __StepResult, __codec, __done, __erase_fn, __later, __output_of,
-    __wait, ByConstructor, ByValue, Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow,
-    FlowCx, FlowError, FlowFn, FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger,
-    StateInfo, Step, VersionPolicy, erase, info, mermaid,
+    __Codec, __MaybeCodec, __RESTART, __Resumed, __START, __Some, __StepResult, __codec, __done,
+    __erase_fn, __info, __later, __output_of, __resumed, __state, __wait, ByConstructor, ByValue,
+    Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx, FlowError, FlowFn,
+    FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger, StateInfo, Step,
+    VersionPolicy, erase, info, mermaid,
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::FlowSend;
@@ -92,8 +93,13 @@ pub mod __private {
 /// own code, which the step function holds, sees no name of its own shadowed.
 #[doc(hidden)]
 pub mod __gen {
+    pub use super::StartTrigger::{
+        Command as __Command, Keyword as __Keyword, Matcher as __Matcher, None as __NoStart,
+        Regex as __Regex,
+    };
     pub use super::{
-        __Codec, __Some, __StepResult, __codec, __done, __erase_fn, __later, __output_of, __wait,
+        __Codec, __MaybeCodec, __RESTART, __START, __Some, __StepResult, __codec, __done,
+        __erase_fn, __info, __later, __output_of, __resumed, __state, __wait,
     };
     pub use super::{
         Ask as __Ask, Checkpointable as __Checkpointable, Erased as __Erased, Flow as __Flow,
