@@ -1,7 +1,8 @@
 //! The admin page (feature `http`): over plain HTTP, a request without the token gets the
-//! login form, a read-only page has no buttons, and a form not from the page is refused; in a
-//! real headless Chromium driven over WebDriver, an operator opens the page with the token,
-//! sees a dead letter with its error, retries it, and the reply goes out. The browser test
+//! login form, a read-only page has no buttons, a form not from the page is refused, and the
+//! scheduled jobs are listed and cancelled; in a real headless Chromium driven over WebDriver,
+//! an operator opens the page with the token, sees a dead letter with its error, retries it,
+//! and the reply goes out, then cancels a scheduled job. The browser test
 //! saves screenshots (the path is printed) and needs `chromedriver` (Debian's
 //! `chromium-driver`; or `BOTMESH_CHROMEDRIVER`): without it the test says it skipped, and
 //! fails under `CI=true`.
@@ -18,6 +19,7 @@ use botmesh::operating::admin::AdminOptions;
 use botmesh::operating::http::MetricsServer;
 use botmesh::prelude::*;
 use botmesh::provider::ProviderError;
+use botmesh::schedule::{Job, JobCtx};
 use botmesh::testing::MockProvider;
 use common::order;
 use fantoccini::{ClientBuilder, Locator};
@@ -46,7 +48,11 @@ async fn seeded(actions: bool) -> (Bot, MockProvider, MetricsServer, String) {
         ctx.reply("hello").await?;
         Ok(())
     });
+    bot.task("digest", |_job: JobCtx| async move { Ok(()) });
     bot.start().await.unwrap();
+    bot.schedule(Job::cron("digest", "0 9 * * MON-FRI"))
+        .await
+        .unwrap();
     mock.say("alice", "m1", "/order").await.unwrap();
     bot.idle().await;
     mock.fail_next_send(ProviderError::UnsupportedContent {
@@ -132,6 +138,11 @@ async fn the_page_asks_for_the_token_and_read_only_has_no_buttons() {
     );
     assert!(body.contains("<svg id=\"sends-chart\""), "the chart");
     assert!(
+        body.contains("tr class=\"job\" data-id=\"digest\"")
+            && body.contains("cron 0 9 * * MON-FRI"),
+        "the scheduled job is listed"
+    );
+    assert!(
         body.contains("Read-only") && !body.contains("<button"),
         "no buttons"
     );
@@ -141,6 +152,53 @@ async fn the_page_asks_for_the_token_and_read_only_has_no_buttons() {
     let form_headers = format!("{bearer}Content-Type: application/x-www-form-urlencoded\r\n");
     let (code, _, _) = request(addr, "POST", "/admin/dead/retry", &form_headers, &form).await;
     assert_eq!(code, 403, "actions are disabled");
+    let form = "id=digest&csrf=x";
+    let (code, _, _) = request(addr, "POST", "/admin/jobs/cancel", &form_headers, form).await;
+    assert_eq!(code, 403, "actions are disabled");
+    assert_eq!(bot.jobs(10).await.unwrap().len(), 1, "still scheduled");
+    bot.stop().await.unwrap();
+}
+
+/// The page's form token (each form carries it).
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_operator_cancels_a_scheduled_job() {
+    let (bot, _mock, server, _key) = seeded(true).await;
+    let addr = server.local_addr().unwrap();
+    let bearer = format!("Authorization: Bearer {TOKEN}\r\n");
+    let (code, _, page) = request(addr, "GET", "/admin", &bearer, "").await;
+    assert_eq!(code, 200);
+    let row = page
+        .split("<tr class=\"job\" data-id=\"digest\">")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap();
+    assert!(
+        row.contains("scheduled") && row.contains("cron 0 9 * * MON-FRI"),
+        "{row}"
+    );
+    assert!(
+        row.contains("value=\"cancel\">Cancel</button>"),
+        "a cancel button: {row}"
+    );
+    let form_headers = format!("{bearer}Content-Type: application/x-www-form-urlencoded\r\n");
+    let form = format!("id=digest&csrf={}", csrf_of(&page));
+    let (code, headers, _) =
+        request(addr, "POST", "/admin/jobs/cancel", &form_headers, &form).await;
+    assert_eq!(code, 303, "back to the page");
+    assert!(
+        headers.contains("job%20digest%20cancelled") || headers.contains("job+digest+cancelled"),
+        "{headers}"
+    );
+    assert!(bot.jobs(10).await.unwrap().is_empty(), "the job is gone");
+    let (_, _, page) = request(addr, "GET", "/admin", &bearer, "").await;
+    assert!(!page.contains("data-id=\"digest\""), "no longer listed");
+    let (code, _, _) = request(addr, "POST", "/admin/jobs/cancel", &form_headers, &form).await;
+    assert_eq!(code, 303, "a job already gone is said so");
     bot.stop().await.unwrap();
 }
 
@@ -216,6 +274,23 @@ async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) -> b
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     check().await
+}
+
+/// Clicks the button `css` names and reads what the page it leads to says it did.
+async fn press(browser: &fantoccini::Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let flash = browser
+        .wait()
+        .for_element(Locator::Id("flash"))
+        .await
+        .unwrap();
+    flash.text().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,19 +378,8 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
     .unwrap();
 
     // Retry it: the page says so, and the bot's sweeper sends bob his reply.
-    browser
-        .find(Locator::Css(&format!("{row} button[value=retry]")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let flash = browser
-        .wait()
-        .for_element(Locator::Id("flash"))
-        .await
-        .unwrap();
-    assert!(flash.text().await.unwrap().contains("pending again"));
+    let flash = press(&browser, &format!("{row} button[value=retry]")).await;
+    assert!(flash.contains("pending again"), "{flash}");
     let sent = eventually(Duration::from_secs(20), async || {
         mock.texts("bob").contains(&"hello".to_owned())
     })
@@ -342,6 +406,20 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
         browser.screenshot().await.unwrap(),
     )
     .unwrap();
+
+    // The scheduled job, cancelled from its row.
+    let job = "tr.job[data-id=\"digest\"]";
+    let text = browser
+        .find(Locator::Css(job))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("cron 0 9 * * MON-FRI"), "{text}");
+    let flash = press(&browser, &format!("{job} button[value=cancel]")).await;
+    assert!(flash.contains("job digest cancelled"), "{flash}");
+    assert!(bot.jobs(10).await.unwrap().is_empty(), "the job is gone");
     eprintln!("admin page screenshots in {}", shots.display());
 
     browser.close().await.unwrap();

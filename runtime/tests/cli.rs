@@ -19,11 +19,16 @@ use botmesh::schedule::{Job, JobCtx, MissedRuns};
 use botmesh::testing::MockProvider;
 use serde_json::Value;
 
-/// Takes an order in one question.
+/// Takes an order in one question, waiting a day for the answer.
 #[flow(start = command("order"))]
 #[persistent]
 async fn order(cx: &mut FlowCx) -> FlowResult {
-    let item: String = cx.ask("What would you like?").await?.text().to_owned();
+    let item: String = cx
+        .ask("What would you like?")
+        .idle(Duration::from_secs(86_400))
+        .await?
+        .text()
+        .to_owned();
     cx.send(format!("Ordered {item}")).await?;
     Ok(())
 }
@@ -150,10 +155,18 @@ async fn every_command(base: &[&str], dead_key: &str, dead_id: &str) {
     assert_eq!(m["outbound"]["sent"], 1, "alice's question went out: {m:#}");
     assert_eq!(m["conversations"]["waiting"], 1, "{m:#}");
 
-    // Scheduled jobs: the digest next at 09:00 UTC, alice's reminder in an hour.
+    // Scheduled jobs: the digest next at 09:00 UTC, alice's reminder in an hour, and the
+    // timeout of alice's ask.
     let jobs = json(base, &["jobs", "list"]).await;
     let rows = jobs.as_array().unwrap();
-    assert_eq!(rows.len(), 2, "{jobs:#}");
+    assert_eq!(rows.len(), 3, "{jobs:#}");
+    let timeout = rows
+        .iter()
+        .find(|r| r["id"] == "botmesh.ask-timeout:alice")
+        .unwrap();
+    assert_eq!(timeout["task"], "botmesh.ask-timeout");
+    assert_eq!(timeout["chat"], "alice");
+    assert_eq!(timeout["data"]["flow"], "order");
     let digest = rows.iter().find(|r| r["id"] == "digest").unwrap();
     assert_eq!(digest["schedule"], "cron 0 9 * * *");
     assert_eq!(digest["state"], "scheduled");
@@ -171,7 +184,7 @@ async fn every_command(base: &[&str], dead_key: &str, dead_id: &str) {
         .unwrap();
     assert_eq!(out.trim(), "job remind:alice cancelled");
     let left = json(base, &["jobs", "list"]).await;
-    assert_eq!(left.as_array().unwrap().len(), 1, "{left:#}");
+    assert_eq!(left.as_array().unwrap().len(), 2, "{left:#}");
 
     // Acting on them.
     let replayed = json(base, &["dead", "replay", dead_id]).await;
@@ -188,6 +201,18 @@ async fn every_command(base: &[&str], dead_key: &str, dead_id: &str) {
     assert_eq!(
         json(base, &["conversations", "list"]).await,
         serde_json::json!([])
+    );
+    let left = json(base, &["jobs", "list"]).await;
+    let ids: Vec<&str> = left
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["digest"],
+        "the cancelled conversation's timeout went with it"
     );
     let m = json(base, &["metrics"]).await;
     assert_eq!(m["inbound"]["pending"], 1, "{m:#}");

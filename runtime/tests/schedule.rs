@@ -353,7 +353,7 @@ async fn confirm(cx: &mut FlowCx) -> FlowResult {
 }
 
 /// An ask that times out while the bot is down, with no new message, times out once the bot
-/// is back (its deadline is kept with the conversation's checkpoint in the store).
+/// is back: its timeout is a job of the scheduler, in the SQLite file's journals.
 #[tokio::test(start_paused = true)]
 async fn a_durable_ask_times_out_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -382,9 +382,26 @@ async fn a_durable_ask_times_out_after_a_restart() {
     let mock = MockProvider::new();
     let second = build(&mock);
     second.start().await.unwrap();
-    pass(&clock, Duration::from_secs(2)).await;
-    second.idle().await;
+    // The restored conversation's timeout is armed again (the same job, kept as it was).
+    let jobs = second.jobs(10).await.unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].id, "botmesh.ask-timeout:alice");
+    assert_eq!(jobs[0].next_ms, Some(T0 + 60_000), "at the ask's deadline");
+    // Polls of the scheduler now (its runner polls too: one of them claims it), until the
+    // flow's step is done: SQLite answers in real time, the test's clock is paused.
+    for _ in 0..500 {
+        second.fire_flow_timeouts().await.unwrap();
+        second.idle().await;
+        if !mock.texts("alice").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(mock.texts("alice"), ["No answer: cancelled."]);
     assert!(second.store().checkpoint("alice").await.unwrap().is_none());
+    assert!(
+        second.jobs(10).await.unwrap().is_empty(),
+        "the flow ended: its timeout job is gone"
+    );
     second.stop().await.unwrap();
 }

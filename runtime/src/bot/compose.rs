@@ -20,6 +20,7 @@ use crate::error::BotError;
 use crate::events::EventOutlet;
 use crate::kernel::dedupe::Dedupe;
 use crate::kernel::gates::Gates;
+use crate::kernel::jobs::JobsHandle;
 use crate::kernel::journals::Durable;
 use crate::kernel::lang::LangResolver;
 use crate::kernel::lifecycle::LifecycleStep;
@@ -256,10 +257,11 @@ impl BotBuilder {
         } else {
             steps.push(Arc::new(TransportStep));
         }
-        if durable.is_some() {
-            // After the transport, as the guide's start order: jobs may send at once.
-            steps.push(Arc::new(SchedulerStep));
-        }
+        // After the transport, as the guide's start order: jobs may send at once. A bot without
+        // durable journals runs it too, on an in-memory journal (its flows' ask timeouts).
+        steps.push(Arc::new(SchedulerStep));
+        let jobs = JobsHandle::new(durable.is_some(), &self.config, self.clock.clone())
+            .map_err(|e| BotError::config("scheduler", e.to_string()))?;
         let kernel = Kernel {
             dedupe: Dedupe::new(self.config.dedupe_capacity),
             gates: Gates::new(self.config.access.clone()),
@@ -285,6 +287,7 @@ impl BotBuilder {
             started_steps: Mutex::new(Vec::new()),
             flow_state: Box::new(crate::flow::FlowRuntime::default()),
             scheduler_state: Box::new(Scheduler::new(self.scheduler)),
+            jobs,
             durable,
             coordination,
             journals_off,

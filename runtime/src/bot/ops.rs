@@ -179,5 +179,8 @@ pub(crate) async fn handoff(
 pub(crate) async fn release(bot: &Bot, chat: &ChatId) -> Result<bool, BotError> {
     let k = &bot.kernel;
     persistence::clear_handoff(k, chat).await?;
-    Ok(k.gates.clear_handoff(chat))
+    let released = k.gates.clear_handoff(chat);
+    // An ask's timeout that passed during the handoff fires now.
+    crate::flow::timeout::after_handoff(k, chat).await;
+    Ok(released)
 }

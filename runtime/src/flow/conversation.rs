@@ -2,10 +2,9 @@
 //! version policy's restart), the chat's next message (the flow in memory, or a dormant one
 //! resumed from its checkpoint), an idle timeout or a cancel (through the chat's queue); a
 //! flow replaced, or all of a chat's flows ended; the conversations restored on `start()`.
-//! Each step is run by the executor.
+//! Each step is run by the executor; the idle timeouts are the scheduler's jobs (`timeout`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::BotError;
 use crate::events::BotEvent;
@@ -18,8 +17,9 @@ use crate::flow::handover::{self, Finished};
 use crate::flow::lost;
 use crate::flow::resume::{self, ended_leftover, load};
 use crate::flow::stack::{Frame, Stack};
+use crate::flow::timeout;
+use crate::kernel::Kernel;
 use crate::kernel::context::{Ctx, CtxSource};
-use crate::kernel::{Kernel, RunState};
 use crate::message::{ChatId, Outgoing, UserId};
 use crate::outbound::KeyRule;
 
@@ -31,34 +31,10 @@ fn emit(k: &Kernel, chat: &ChatId, flow: &str, what: impl Into<String>) {
     });
 }
 
-/// Remembers the kernel and starts the idle-timeout ticker (once per bot).
-pub(crate) fn bind(k: &Arc<Kernel>) {
-    k.flows().bind(k);
-    start_ticker(k);
-}
-
-/// Starts the task that fires due idle timeouts every second, unless it runs already.
-fn start_ticker(k: &Kernel) {
-    let Some(weak) = k.flows().claim_ticker() else {
-        return;
-    };
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
-            let Some(k) = weak.upgrade() else { return };
-            if k.run_state() == RunState::Running {
-                fire_due(&k);
-            }
-        }
-    });
-}
-
-/// Restores persistent conversations on `start()`, and reports the non-persistent ones a
-/// restart lost (`lost:restart`, see `lost`).
+/// Restores persistent conversations on `start()` (their asks' timeouts armed again: the
+/// same ask keeps its job), and reports the non-persistent ones a restart lost
+/// (`lost:restart`, see `lost`).
 pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
-    start_ticker(k);
     lost::report(k).await;
     for cp in k.store.checkpoints().await? {
         let chat = ChatId::from(cp.chat.as_str());
@@ -66,7 +42,11 @@ pub(crate) async fn restore(k: &Kernel) -> Result<(), BotError> {
             continue;
         }
         match load(k, cp).await {
-            Loaded::Ready(stack) => k.flows().put(&chat, stack),
+            Loaded::Ready(stack) => {
+                let timer = timeout::Timer::after_step(&chat, Some(&stack), false);
+                k.flows().put(&chat, stack);
+                timer.apply(k, &chat).await;
+            }
             Loaded::Gone => {}
             // Restarted by the chat's next message (with the notice), which then starts the
             // flow instead of answering its first question.
@@ -84,6 +64,7 @@ pub(crate) async fn end_chat(k: &Kernel, chat: &ChatId, reason: &str) {
         None => {
             if let Ok(Some(cp)) = k.store.checkpoint(chat.as_str()).await {
                 commit::remove_checkpoint(k, chat.as_str()).await;
+                timeout::disarm(k, chat).await;
                 emit(k, chat, &cp.flow, format!("ended:{reason}"));
             }
         }
@@ -279,29 +260,74 @@ async fn restart(
     true
 }
 
-/// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
-pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
-    let k = ctx.0.bot.kernel.clone();
-    let mut stack = match resume::current(&k, ctx.chat()).await {
-        Some(s) => s,
-        None if ended_leftover(&k, ctx.chat()).await => return false,
-        None => match k.store.checkpoint(ctx.chat().as_str()).await.ok().flatten() {
-            Some(cp) => match load(&k, cp).await {
-                Loaded::Ready(s) => s,
-                _ => return false,
+/// The chat's waiting stack, not fed by a message: the one in memory (reconciled with the
+/// store), or one loaded from its checkpoint.
+async fn waiting(k: &Arc<Kernel>, chat: &ChatId) -> Option<Stack> {
+    match resume::current(k, chat).await {
+        Some(s) => Some(s),
+        None if ended_leftover(k, chat).await => None,
+        None => match k.store.checkpoint(chat.as_str()).await.ok().flatten() {
+            Some(cp) => match load(k, cp).await {
+                Loaded::Ready(s) => Some(s),
+                _ => None,
             },
-            None => return false,
+            None => None,
         },
+    }
+}
+
+/// The chat's waiting stack, not fed by a message (see `waiting`), unless a step of it was cut
+/// short (`handover`): that step is finished first, the flow has moved on, and the interrupt
+/// or timeout no longer applies.
+async fn waiting_uncut(ctx: &Ctx, k: &Arc<Kernel>) -> Result<Stack, Finishing> {
+    let Some(mut stack) = waiting(k, ctx.chat()).await else {
+        return Err(Finishing::Nothing);
     };
     if let Some(cut) = stack.take_cut() {
-        // The step under way when it was cut is finished first; the flow has moved on, so the
-        // interrupt no longer applies.
         if let Finished::Waits(next) = handover::finish(ctx, stack, cut).await {
             k.flows().put(ctx.chat(), next);
         }
-        return true;
+        return Err(Finishing::Finished);
     }
+    Ok(stack)
+}
+
+/// Why [`waiting_uncut`] gives no stack.
+enum Finishing {
+    /// None waits.
+    Nothing,
+    /// A step cut short was finished instead.
+    Finished,
+}
+
+/// Resumes the chat's flow with a timeout or a cancel; `false` when none waits.
+pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let stack = match waiting_uncut(ctx, &k).await {
+        Ok(stack) => stack,
+        Err(Finishing::Nothing) => return false,
+        Err(Finishing::Finished) => return true,
+    };
     drive(ctx, stack, input, false).await;
+    true
+}
+
+/// Resumes the chat's flow with its ask's timeout, when it still waits at step `step` of run
+/// `run` and the ask's deadline passed by the bot's clock; `false` (the stack left as it is)
+/// otherwise: the ask was answered, or the flow moved on, ended or was replaced.
+pub(crate) async fn time_out(ctx: &Ctx, run: &str, step: u64) -> bool {
+    let k = ctx.0.bot.kernel.clone();
+    let Ok(stack) = waiting_uncut(ctx, &k).await else {
+        return false;
+    };
+    let due = stack.run == run
+        && stack.step == step
+        && stack.deadline().is_some_and(|d| d <= k.clock.now_ms());
+    if !due {
+        k.flows().put(ctx.chat(), stack);
+        return false;
+    }
+    drive(ctx, stack, Input::Timeout, false).await;
     true
 }
 
@@ -312,6 +338,9 @@ pub(crate) async fn end_stack(k: &Kernel, chat: &ChatId, stack: Stack, reason: &
     }
     if !commit::remove_checkpoint(k, chat.as_str()).await {
         k.flows().mark_ended(chat);
+    }
+    if stack.deadline().is_some() {
+        timeout::disarm(k, chat).await;
     }
     emit(k, chat, top_name(&stack), format!("ended:{reason}"));
 }
@@ -344,40 +373,33 @@ where
     Ok(())
 }
 
-/// Queues a timeout for every stack whose idle deadline passed; returns how many. A chat
-/// handed off to a human is left alone: its timeout fires once the handoff ends.
-pub(crate) fn fire_due(k: &Arc<Kernel>) -> usize {
-    let now = k.clock.now_ms();
-    let due = k.flows().due(now, |chat| k.gates.is_handed_off(chat));
-    for (chat, step) in &due {
-        let kernel = k.clone();
-        let chat = chat.clone();
-        let step = *step;
-        k.queues.push(
-            &chat.clone(),
-            Box::pin(async move {
-                let user = UserId(chat.0.clone());
-                let ctx = crate::kernel::context::make_ctx(
-                    &kernel,
-                    CtxSource::Trigger {
-                        chat: chat.clone(),
-                        sender: user,
-                    },
-                    None,
-                );
-                let still = kernel.flows().step_of(&chat) == Some(step)
-                    && !kernel.gates.is_handed_off(&chat)
-                    && kernel
-                        .flows()
-                        .deadline_of(&chat)
-                        .is_some_and(|d| d <= kernel.clock.now_ms());
-                if still {
-                    interrupt(&ctx, Input::Timeout).await;
-                } else {
-                    kernel.flows().clear_firing(&chat);
-                }
-            }),
-        );
+/// The task of an ask timeout's occurrence (the scheduler runs it in the chat's queue):
+/// resumes the chat's flow with the timeout, if it still waits at the ask the job was armed
+/// for (see `timeout`). A chat handed off to a human is left alone: its timeout is armed
+/// again at the release.
+pub(crate) async fn fire_timeout(
+    k: &Arc<Kernel>,
+    chat: Option<ChatId>,
+    data: &serde_json::Value,
+) -> crate::error::HandlerResult {
+    let chat = chat.ok_or(timeout::FireError::NoChat)?;
+    let (run, step) = timeout::armed_ask(&chat, data)?;
+    if k.gates.is_handed_off(&chat) {
+        tracing::debug!(chat = %chat, "ask timeout during a handoff: fired at its release");
+        return Ok(());
     }
-    due.len()
+    let ctx = crate::kernel::context::make_ctx(
+        k,
+        CtxSource::Trigger {
+            chat: chat.clone(),
+            sender: UserId(chat.0.clone()),
+        },
+        None,
+    );
+    if time_out(&ctx, &run, step).await {
+        timeout::retry_unwritten(k, &chat, &run, step).await;
+    } else {
+        tracing::debug!(chat = %chat, %run, step, "ask timeout of an ask no longer waiting");
+    }
+    Ok(())
 }

@@ -31,6 +31,7 @@ use crate::flow::commit::{self, CheckpointChange, FlowCommit, LostNote, Written}
 use crate::flow::resume;
 use crate::flow::sends::StepBuffer;
 use crate::flow::stack::{Cut, Frame, Stack, Wait};
+use crate::flow::timeout::Timer;
 use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
 use crate::message::ChatId;
@@ -108,6 +109,8 @@ async fn drive_steps(
             return;
         }
     }
+    // Whether a timeout job may be stored for the ask this step resumes from (`timeout`).
+    let timed = stack.deadline().is_some();
     stack.step += 1;
     // A persistent stack on a store that shares its transactions with the journals commits
     // each step in one transaction (see `commit`): its sends are collected until then.
@@ -140,7 +143,7 @@ async fn drive_steps(
     );
     let change = Checkpointed::of(&commit.checkpoint);
     let written = commit::write(ctx, commit).await;
-    settle(ctx, stack, end, change, written).await;
+    settle(ctx, stack, end, change, written, timed).await;
 }
 
 /// Whether `stack`'s answered steps are recorded before they run (hand-over): coordination
@@ -448,13 +451,15 @@ impl Checkpointed {
     }
 }
 
-/// After the commit: the stack kept in memory (or not), the events, the sends delivered.
+/// After the commit: the stack kept in memory (or not), the events, the sends delivered, then
+/// the ask's timeout armed (or disarmed: `timed` tells that the stack waited with one).
 async fn settle(
     ctx: &Ctx,
     mut stack: Stack,
     end: Option<End>,
     change: Checkpointed,
     written: Written,
+    timed: bool,
 ) {
     let k = &ctx.0.bot.kernel;
     let chat = ctx.chat();
@@ -500,6 +505,7 @@ async fn settle(
             Some(committed)
         }
     };
+    let timer = Timer::after_step(chat, end.is_none().then_some(&stack), timed);
     match end {
         None => {
             emit(k, chat, top, "suspended");
@@ -521,6 +527,8 @@ async fn settle(
         // Boxed: the sends' future is most of this one's size (see `drive`).
         Box::pin(commit::deliver(k, committed)).await;
     }
+    // After the sends: a crash before it is armed is made good by the restore at start.
+    timer.apply(k, chat).await;
 }
 
 pub(crate) fn top_name(stack: &Stack) -> &'static str {

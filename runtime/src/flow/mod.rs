@@ -37,10 +37,11 @@
 //! | `commit` | a step's outcome as one value (`FlowCommit`) and the one writer of the store's flow data | `api`, `checkpoint`, `sends` |
 //! | `runtime` | the flows' in-memory state in a bot | `api`, `stack` |
 //! | `resume` | a chat's stack: in memory reconciled with the store, or loaded from its checkpoint | `checkpoint`, `commit`, `stack` |
-//! | `executor` | one step of a stack: run, hand its commit to `commit`, settle | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack` |
+//! | `timeout` | an ask's idle timeout as a one-off job of the durable scheduler: armed, disarmed, its identity | `stack` |
+//! | `executor` | one step of a stack: run, hand its commit to `commit`, settle (its timeout armed or disarmed) | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack`, `timeout` |
 //! | `handover` | a step cut short, finished with the answer its checkpoint carries (`Coordination::handover`) | `api`, `executor`, `resume`, `stack` |
 //! | `lost` | a non-persistent flow a restart lost: `lost:restart` at start, from the notes `commit` writes | `commit` |
-//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `handover`, `lost`, `resume`, `stack` |
+//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `handover`, `lost`, `resume`, `stack`, `timeout` |
 //! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `conversation` |
 //!
 //! No module names one that names it back (`tests/architecture.rs` checks it).
@@ -53,7 +54,7 @@ mod api;
 mod ask;
 pub(crate) mod checkpoint;
 mod commit;
-mod conversation;
+pub(crate) mod conversation;
 mod cx;
 mod effect;
 mod executor;
@@ -64,6 +65,7 @@ pub(crate) mod resume;
 mod runtime;
 mod sends;
 mod stack;
+pub(crate) mod timeout;
 
 pub use api::{
     __Codec, __MaybeCodec, __RESTART, __Resumed, __START, __Some, __StepResult, __codec, __done,

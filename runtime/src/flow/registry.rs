@@ -82,7 +82,6 @@ impl Bot {
     /// modules): checkpoints name their flow by its function name, so a restart could resume
     /// the wrong one. Rename one of them.
     fn register_erased(&self, flow: Erased) {
-        conversation::bind(&self.kernel);
         if let Err(e) = self.kernel.flows().register(flow) {
             panic!("{e}");
         }
@@ -102,7 +101,6 @@ impl Bot {
         if self.kernel.gates.is_handed_off(&chat) {
             return Err(BotError::HandedOff { chat: chat.0 });
         }
-        conversation::bind(&self.kernel);
         self.kernel
             .flows()
             .register(erase::<I::Flow>())
@@ -158,11 +156,5 @@ impl Bot {
     /// What `#[flow]` built for a registered flow (its graph as Mermaid included).
     pub fn flow_info(&self, name: &str) -> Option<FlowInfo> {
         self.kernel.flows().lookup(name).map(|e| e.0.info())
-    }
-
-    /// Fires the idle timeouts that are due by the bot's clock (a background task does this
-    /// every second; tests with a `ManualClock` call it after moving the clock).
-    pub fn fire_flow_timeouts(&self) -> usize {
-        conversation::fire_due(&self.kernel)
     }
 }

@@ -1,11 +1,10 @@
 //! The flows' state inside a bot: the registered flows (by name), each chat's active stack,
 //! the chats' generations (a step that started before its chat's flows ended drops its
-//! outcome), the timeouts being fired and the chats whose ended flow left a checkpoint behind.
-//! Memory only: what is stored is the checkpoints (see `commit`).
+//! outcome) and the chats whose ended flow left a checkpoint behind. Memory only: what is
+//! stored is the checkpoints (see `commit`) and the asks' timeouts (see `timeout`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Mutex, RwLock};
 
 use crate::flow::api::Erased;
 use crate::flow::stack::Stack;
@@ -18,7 +17,6 @@ pub(crate) struct FlowRuntime {
     registry: RwLock<HashMap<&'static str, Erased>>,
     active: Mutex<HashMap<ChatId, Stack>>,
     generations: Mutex<HashMap<ChatId, u64>>,
-    firing: Mutex<HashSet<ChatId>>,
     /// Chats whose flow ended while its checkpoint could not be deleted (and no message will
     /// be replayed to end it again): the leftover checkpoint must not bring the flow back. The
     /// delete is tried again before the chat's next flow stage; a new checkpoint clears it.
@@ -26,8 +24,6 @@ pub(crate) struct FlowRuntime {
     ended: Mutex<HashSet<ChatId>>,
     /// The last millisecond a run started from code took, and how many took it.
     code_runs: Mutex<(i64, u32)>,
-    kernel: OnceLock<Weak<Kernel>>,
-    ticker: AtomicBool,
 }
 
 impl std::fmt::Debug for FlowRuntime {
@@ -52,23 +48,6 @@ impl Kernel {
 impl FlowRuntime {
     fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, HashMap<&'static str, Erased>> {
         self.registry.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Remembers the kernel (for the timeout ticker).
-    pub(crate) fn bind(&self, k: &Arc<Kernel>) {
-        let _ = self.kernel.set(Arc::downgrade(k));
-    }
-
-    /// The kernel the timeout ticker serves, the first time it is asked from inside a tokio
-    /// runtime once the kernel is bound (so one ticker runs per bot).
-    pub(crate) fn claim_ticker(&self) -> Option<Weak<Kernel>> {
-        let weak = self.kernel.get().cloned()?;
-        if tokio::runtime::Handle::try_current().is_err()
-            || self.ticker.swap(true, Ordering::SeqCst)
-        {
-            return None;
-        }
-        Some(weak)
     }
 
     /// Registers `flow` and the sub-flows it calls; registering one again does nothing. Refuses
@@ -97,7 +76,6 @@ impl FlowRuntime {
     }
 
     pub(crate) fn take(&self, chat: &ChatId) -> Option<Stack> {
-        lock(&self.firing).remove(chat);
         lock(&self.active).remove(chat)
     }
 
@@ -118,12 +96,9 @@ impl FlowRuntime {
         lock(&self.active).get(chat).and_then(Stack::top_name)
     }
 
-    pub(crate) fn step_of(&self, chat: &ChatId) -> Option<u64> {
-        lock(&self.active).get(chat).map(|s| s.step)
-    }
-
-    pub(crate) fn deadline_of(&self, chat: &ChatId) -> Option<i64> {
-        lock(&self.active).get(chat).and_then(Stack::deadline)
+    /// `f` of the chat's stack in memory, if it has one.
+    pub(crate) fn with_stack<R>(&self, chat: &ChatId, f: impl FnOnce(&Stack) -> R) -> Option<R> {
+        lock(&self.active).get(chat).map(f)
     }
 
     /// The id of a run started from code at `now_ms`: the millisecond, then `-2`, `-3`, … for
@@ -160,29 +135,6 @@ impl FlowRuntime {
         for c in &chats {
             self.bump(c);
         }
-        lock(&self.firing).clear();
-    }
-
-    pub(crate) fn clear_firing(&self, chat: &ChatId) {
-        lock(&self.firing).remove(chat);
-    }
-
-    /// Chats whose deadline passed, that are not already queued for a timeout and not `held`.
-    pub(crate) fn due(&self, now: i64, held: impl Fn(&ChatId) -> bool) -> Vec<(ChatId, u64)> {
-        let active = lock(&self.active);
-        let mut firing = lock(&self.firing);
-        let mut out: Vec<(ChatId, u64)> = active
-            .iter()
-            .filter(|(c, s)| {
-                s.deadline().is_some_and(|d| d <= now) && !firing.contains(*c) && !held(c)
-            })
-            .map(|(c, s)| (c.clone(), s.step))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        for (c, _) in &out {
-            firing.insert(c.clone());
-        }
-        out
     }
 }
 

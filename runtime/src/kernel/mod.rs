@@ -11,6 +11,7 @@
 //! | `queue` | the per-chat FIFO queue and the in-flight work tracker |
 //! | `lifecycle` | the [`LifecycleStep`](crate::LifecycleStep) trait |
 //! | `journals` | the state of the durable journals, the inbound lease slots |
+//! | `jobs` | where the scheduler's jobs are stored, the runner's wake-up |
 //! | `waiting` | the leases of queued jobs, kept renewed |
 //! | `gates`, `dedupe`, `lang` | access lists, the in-memory dedupe, `ctx.lang` |
 //! | `isolated` | user code run in a task of its own (panics reported, aborted with its caller) |
@@ -32,6 +33,7 @@ pub(crate) mod context;
 pub(crate) mod dedupe;
 pub(crate) mod gates;
 pub(crate) mod isolated;
+pub(crate) mod jobs;
 pub(crate) mod journals;
 pub(crate) mod lang;
 pub(crate) mod lifecycle;
@@ -104,6 +106,8 @@ pub(crate) struct Kernel {
     /// The scheduler's state (`schedule::Scheduler`), kept without naming its type as
     /// `flow_state` is.
     pub(crate) scheduler_state: Box<dyn Any + Send + Sync>,
+    /// Where the scheduler's jobs are stored (the flows' timeouts among them).
+    pub(crate) jobs: crate::kernel::jobs::JobsHandle,
     pub(crate) durable: Option<Durable>,
     /// The `coordination` opt-in (several replicas), when on.
     pub(crate) coordination: Option<Arc<crate::coordination::Coord>>,

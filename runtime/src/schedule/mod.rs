@@ -27,19 +27,22 @@
 //! | sends | `JobCtx::send` / `reply` go through the outbox under `job:<id>@<occurrence ms>:<n>`: an occurrence run again after a crash sends nothing twice |
 //! | missed runs | after downtime (or more than [`SchedulerOptions::grace`] late): [`MissedRuns::Skip`], [`RunOnce`](MissedRuns::RunOnce) (the default) or [`RunAll`](MissedRuns::RunAll) (see `when`) |
 //! | a task's error | counted (`jobs_failed`), reported (`job` event `failed`), kept on the job (`last_error`); the job goes on at its next occurrence: a run is not retried, like a handler |
-//! | operating | `bot.jobs()`, `bot.cancel_job(id)`, and the `botmesh jobs list` / `jobs cancel` commands on the store |
+//! | operating | `bot.jobs()`, `bot.cancel_job(id)`, the `botmesh jobs list` / `jobs cancel` commands on the store, the admin page's job list |
+//! | asks' idle timeouts | each one a one-off job `botmesh.ask-timeout:<chat>` of the built-in task `botmesh.ask-timeout`, armed by the flows (`flow::timeout`): it resumes the chat's flow with the timeout when it still waits at that ask |
 //!
 //! Counters: `jobs_run`, `jobs_failed`, `jobs_missed` ([`BotMetrics`](crate::BotMetrics)).
 //! Events: [`BotEvent::Job`] with `what` = `ran`, `failed` or `missed`. Each run is a root
-//! `bot.task` tracing span ([`crate::telemetry::task_span`]). A bot without durable journals refuses `schedule` with a
-//! configuration error: a job kept in memory would not survive the restart it is meant to.
+//! `bot.task` tracing span ([`crate::telemetry::task_span`]). A bot without durable journals
+//! refuses `schedule` with a configuration error (a job kept in memory would not survive the
+//! restart it is meant to); its flows' ask timeouts run on the same scheduler over an
+//! in-memory journal of its own (`kernel::jobs`).
 
 mod runner;
 pub(crate) mod when;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -48,7 +51,7 @@ pub use botmesh_durability::schedule::{
     JobRecord, JobSchedule, JobState, MissedRuns, ScheduleError, Scheduled,
 };
 use serde::de::DeserializeOwned;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub(crate) use runner::SchedulerStep;
@@ -56,6 +59,7 @@ pub(crate) use runner::SchedulerStep;
 use crate::error::{BotError, HandlerResult};
 #[cfg(doc)]
 use crate::events::BotEvent;
+use crate::flow::{conversation, timeout};
 use crate::kernel::Bot;
 use crate::kernel::routes::BoxFuture;
 use crate::message::{ChatId, Outgoing};
@@ -247,15 +251,12 @@ impl Job {
 /// A task: the code that runs a job's occurrence.
 pub(crate) type TaskFn = Arc<dyn Fn(JobCtx) -> BoxFuture<HandlerResult> + Send + Sync>;
 
-/// The scheduler's state in the kernel: the tasks, the options, the runner.
+/// The scheduler's state in the kernel: the tasks, the options, the runner. Where the jobs are
+/// stored, and the runner's wake-up, are the kernel's (`kernel::jobs`): the flows arm their
+/// asks' idle timeouts there.
 pub(crate) struct Scheduler {
     pub(crate) options: SchedulerOptions,
     tasks: RwLock<HashMap<String, TaskFn>>,
-    /// Set once there is something to poll for (a task registered, a job scheduled or found
-    /// at start): a bot that never uses the scheduler never polls its backend.
-    active: AtomicBool,
-    /// Wakes the runner before its next poll (a job due now).
-    pub(crate) wake: Arc<Notify>,
     stop: watch::Sender<bool>,
     runner: Mutex<Option<JoinHandle<()>>>,
 }
@@ -284,11 +285,20 @@ impl Scheduler {
                 Ok(())
             })
         });
+        // The flows' ask timeouts (`flow::timeout`): the job's chat and data name the ask.
+        let timeout: TaskFn = Arc::new(|job: JobCtx| {
+            Box::pin(async move {
+                let k = Arc::clone(&job.bot().kernel);
+                let chat = job.chat();
+                conversation::fire_timeout(&k, chat, job.data_json()).await
+            })
+        });
         Scheduler {
             options,
-            tasks: RwLock::new(HashMap::from([(REMIND_TASK.to_owned(), remind)])),
-            active: AtomicBool::new(false),
-            wake: Arc::new(Notify::new()),
+            tasks: RwLock::new(HashMap::from([
+                (REMIND_TASK.to_owned(), remind),
+                (timeout::TIMEOUT_TASK.to_owned(), timeout),
+            ])),
             stop: watch::channel(false).0,
             runner: Mutex::new(None),
         }
@@ -300,16 +310,6 @@ impl Scheduler {
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
             .cloned()
-    }
-
-    pub(crate) fn activate(&self) {
-        if !self.active.swap(true, Ordering::SeqCst) {
-            self.wake.notify_one();
-        }
-    }
-
-    pub(crate) fn is_active(&self) -> bool {
-        self.active.load(Ordering::SeqCst)
     }
 }
 
@@ -445,22 +445,24 @@ impl Bot {
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
         let task: TaskFn = Arc::new(move |job| Box::pin(task(job)) as BoxFuture<HandlerResult>);
-        let s = self.kernel.scheduler();
-        s.tasks
+        self.kernel
+            .scheduler()
+            .tasks
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.into(), task);
-        s.activate();
+        self.kernel.jobs.activate();
         self
     }
 
     fn journals(&self) -> Result<&botmesh_durability::KvDurability, BotError> {
-        self.durability().ok_or_else(|| {
-            BotError::config(
+        match &self.kernel.durable {
+            Some(dur) => Ok(&dur.d),
+            None => Err(BotError::config(
                 "schedule",
                 "the scheduler keeps its jobs in the durable journals: build the bot with a durable store or DurabilityOptions",
-            )
-        })
+            )),
+        }
     }
 
     /// Stores `job` (see [`Job`]): created when its id is new; kept as it is when it exists
@@ -477,20 +479,31 @@ impl Bot {
             .schedule(&job.id, def, replace, when::first)
             .await?;
         tracing::debug!(job = %record.id, ?what, next_ms = ?record.next_ms, "job scheduled");
-        self.kernel.scheduler().activate();
-        self.kernel.scheduler().wake.notify_one();
+        self.kernel.jobs.activate();
+        self.kernel.jobs.wake.notify_one();
         Ok(record)
     }
 
     /// The stored jobs: running, then scheduled by next occurrence, then done; at most `limit`.
+    /// The flows' ask timeouts are among them (task `botmesh.ask-timeout`, id
+    /// `botmesh.ask-timeout:<chat>`); on a bot without durable journals, only those, in memory.
     pub async fn jobs(&self, limit: usize) -> Result<Vec<JobRecord>, BotError> {
-        Ok(self.journals()?.jobs().list(limit).await?)
+        Ok(self.kernel.jobs_store().jobs().list(limit).await?)
     }
 
     /// Cancels (deletes) the job `id`; `false` when there is none. An occurrence running now
-    /// ends, and its completion is refused. A job the code schedules at every start comes
-    /// back at the next start: remove it from the code too.
+    /// goes on, and its completion is dropped. A job the code schedules at every start comes
+    /// back at the next start: remove it from the code too. Cancelling a chat's ask timeout
+    /// leaves its ask waiting without one.
     pub async fn cancel_job(&self, id: &str) -> Result<bool, BotError> {
-        Ok(self.journals()?.jobs().cancel(id).await?)
+        Ok(self.kernel.jobs_store().jobs().cancel(id).await?)
+    }
+
+    /// Runs one poll of the scheduler now, by the bot's clock: starts every due occurrence
+    /// (the asks' idle timeouts among them) in its chat's queue, and returns how many it
+    /// started. The runner polls on its own every [`SchedulerOptions::poll`]; tests with a
+    /// `ManualClock` call this after moving the clock, then `bot.idle()`.
+    pub async fn fire_flow_timeouts(&self) -> Result<usize, BotError> {
+        runner::poll_now(&self.kernel).await
     }
 }

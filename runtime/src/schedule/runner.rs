@@ -19,7 +19,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use botmesh_durability::schedule::{Claimed, JobClaim, JobRecord};
+use botmesh_durability::schedule::{Claimed, JobClaim, JobRecord, ScheduleError};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -54,12 +54,11 @@ impl LifecycleStep for SchedulerStep {
 
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
-        let Some(dur) = &k.durable else { return Ok(()) };
         let s = k.scheduler();
-        // Jobs stored by an earlier run (reminders) need polling even when no task of this
-        // run is registered yet.
-        if !s.is_active() && !dur.d.jobs().list(1).await?.is_empty() {
-            s.activate();
+        // Jobs stored by an earlier run (reminders, ask timeouts) need polling even when no
+        // task of this run is registered yet.
+        if !k.jobs.is_active() && !k.jobs_store().jobs().list(1).await?.is_empty() {
+            k.jobs.activate();
         }
         let _ = s.stop.send_replace(false);
         let handle = tokio::spawn(run(Arc::downgrade(k), s.stop.subscribe()));
@@ -89,13 +88,13 @@ async fn run(weak: Weak<Kernel>, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let Some(k) = weak.upgrade() else { return };
         let poll = k.scheduler().options.poll;
-        if k.scheduler().is_active() && k.run_state() == RunState::Running {
+        if k.jobs.is_active() && k.run_state() == RunState::Running {
             if let Err(e) = poll_once(&k, &mut unknown).await {
                 tracing::warn!(error = %e, "scheduler poll failed");
                 k.events.error("scheduler", None, e);
             }
         }
-        let wake = Arc::clone(&k.scheduler().wake);
+        let wake = Arc::clone(&k.jobs.wake);
         drop(k);
         let wake = wake.notified();
         tokio::select! {
@@ -106,12 +105,19 @@ async fn run(weak: Weak<Kernel>, mut stop: tokio::sync::watch::Receiver<bool>) {
     }
 }
 
-/// Claims and starts every due occurrence found now.
-async fn poll_once(k: &Arc<Kernel>, unknown: &mut HashSet<String>) -> Result<(), BotError> {
-    let Some(dur) = &k.durable else { return Ok(()) };
+/// One poll now, outside the runner's loop (`Bot::fire_flow_timeouts`): how many occurrences
+/// it started.
+pub(crate) async fn poll_now(k: &Arc<Kernel>) -> Result<usize, BotError> {
+    poll_once(k, &mut HashSet::new()).await
+}
+
+/// Claims and starts every due occurrence found now; returns how many it started.
+async fn poll_once(k: &Arc<Kernel>, unknown: &mut HashSet<String>) -> Result<usize, BotError> {
+    let jobs = k.jobs_store().jobs();
     let opts = k.scheduler().options;
     let now = k.clock.now_ms();
-    for job in dur.d.jobs().due(now, BATCH).await? {
+    let mut started = 0;
+    for job in jobs.due(now, BATCH).await? {
         if k.scheduler().task(&job.def.task).is_none() {
             if unknown.insert(job.id.clone()) {
                 tracing::warn!(job = %job.id, task = %job.def.task, "no task registered under this name: the job waits");
@@ -119,9 +125,7 @@ async fn poll_once(k: &Arc<Kernel>, unknown: &mut HashSet<String>) -> Result<(),
             continue;
         }
         let grace = ms(opts.grace);
-        let claimed = dur
-            .d
-            .jobs()
+        let claimed = jobs
             .claim(&job.id, ms(opts.lease), |r, now| when::plan(r, now, grace))
             .await?;
         match claimed {
@@ -135,10 +139,11 @@ async fn poll_once(k: &Arc<Kernel>, unknown: &mut HashSet<String>) -> Result<(),
                     missed_runs(k, &claim.job, job.next_ms.unwrap_or(now), missed);
                 }
                 start(k, claim);
+                started += 1;
             }
         }
     }
-    Ok(())
+    Ok(started)
 }
 
 fn missed_runs(k: &Kernel, job: &JobRecord, from_ms: i64, missed: u64) {
@@ -182,8 +187,7 @@ fn start(k: &Arc<Kernel>, claim: JobClaim) {
             tokio::select! {
                 r = &mut done_rx => break r,
                 () = tokio::time::sleep(renew_every) => {
-                    let Some(dur) = &kernel.durable else { return };
-                    if let Err(e) = dur.d.jobs().renew(&claim, ms(lease)).await {
+                    if let Err(e) = kernel.jobs_store().jobs().renew(&claim, ms(lease)).await {
                         tracing::warn!(job = %claim.job.id, error = %e, "cannot renew the job's lease");
                     }
                 }
@@ -217,7 +221,6 @@ async fn run_task(k: &Arc<Kernel>, claim: &JobClaim) -> Option<String> {
 
 /// Records the run and moves the job to its next occurrence.
 async fn finish(k: &Arc<Kernel>, claim: &JobClaim, error: Option<String>) {
-    let Some(dur) = &k.durable else { return };
     let job = &claim.job;
     let chat = job.def.chat.as_deref().map(ChatId::from);
     Counters::inc(&k.counters.jobs_run);
@@ -233,8 +236,8 @@ async fn finish(k: &Arc<Kernel>, claim: &JobClaim, error: Option<String>) {
         missed: 0,
         error: error.clone(),
     });
-    match dur
-        .d
+    match k
+        .jobs_store()
         .jobs()
         .finish(claim, error, |r, occurrence| {
             when::next_after(&r.def, occurrence)
@@ -244,8 +247,13 @@ async fn finish(k: &Arc<Kernel>, claim: &JobClaim, error: Option<String>) {
         Ok(after) => {
             if after.next_ms.is_some_and(|n| n <= k.clock.now_ms()) {
                 // Missed occurrences run one after the other, without waiting for the poll.
-                k.scheduler().wake.notify_one();
+                k.jobs.wake.notify_one();
             }
+        }
+        // Cancelled while it ran (by an operator, or an ask timeout's flow that ended): there
+        // is nothing left to record.
+        Err(ScheduleError::Stale { current: None, .. }) => {
+            tracing::debug!(job = %job.id, "the job was cancelled while it ran");
         }
         Err(e) => {
             tracing::warn!(job = %job.id, error = %e, "the job's run could not be recorded");

@@ -328,7 +328,9 @@ impl Transcript {
             &self.lines,
             format!("· clock +{}", humantime::format_duration(by)),
         );
-        self.bot.fire_flow_timeouts();
+        if let Err(e) = self.bot.fire_flow_timeouts().await {
+            push(&self.lines, format!("· timeouts not fired: {e}"));
+        }
         self.bot.idle().await;
     }
 

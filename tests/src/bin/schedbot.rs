@@ -11,7 +11,11 @@
 //! policy `--missed`, then sends `scheduled` to chat `ops` under the key `scheduled` (once:
 //! a restart's send is answered from the outbox). Each occurrence `n` (counted from the job's
 //! creation) sends `tick <n>` to `ops`. `--clock-offset-ms` moves the bot's wall clock
-//! forward: a restart "later" without waiting for it. Data lives in the SQLite store at
+//! forward: a restart "later" without waiting for it.
+//!
+//! It also runs a persistent flow on `/confirm`: it asks `Confirm?` with an idle timeout of
+//! 10 s, then sends `Confirmed.` on an answer or `No answer: cancelled.` on the timeout (the
+//! durable ask timeout, a job of the scheduler). Data lives in the SQLite store at
 //! `--db`; the journals (and the job) in its file (`sqlite`) or on a server (`postgres`,
 //! `redis`, with `--url`).
 
@@ -58,6 +62,19 @@ fn missed_runs(v: &str) -> Result<MissedRuns, String> {
     }
 }
 
+/// Asks for a confirmation, waiting 10 s for it.
+#[flow(start = command("confirm"))]
+#[persistent]
+async fn confirm(cx: &mut FlowCx) -> FlowResult {
+    let said = match cx.ask("Confirm?").idle(Duration::from_secs(10)).await {
+        Ok(_) => "Confirmed.",
+        Err(Interrupt::Timeout) => "No answer: cancelled.",
+        Err(Interrupt::Cancelled) => return cx.cancel(),
+    };
+    cx.send(said).await?;
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), BotError> {
     let store = SqliteStore::open(&args.store.db);
     let mut config = DurabilityConfig::default();
@@ -80,6 +97,7 @@ async fn run(args: Args) -> Result<(), BotError> {
         })
         .build()?;
     provider.attach(&bot);
+    bot.flow(confirm);
     let every = i64::try_from(args.every_ms).unwrap_or(i64::MAX).max(1);
     bot.task("tick", move |job: JobCtx| async move {
         let n = (job.occurrence_ms() - job.job().created_ms) / every;

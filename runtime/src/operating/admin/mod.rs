@@ -1,9 +1,11 @@
 //! The admin page: a small web page served by the bot (feature `http`) that shows what it
 //! is doing and lets a person act on what it could not do. Server-rendered HTML, no script:
 //! the counters, a chart of sends and failed sends per minute over the last hour (SVG), the
-//! dead letters of both journals with their error and payload, and the conversations waiting
-//! with their state. With actions enabled, each dead letter has buttons: retry (a send) or
-//! replay (an inbound record), and discard; the bot's sweeper picks up what was retried.
+//! dead letters of both journals with their error and payload, the conversations waiting
+//! with their state, and the scheduled jobs (schedule, next run, last run and its outcome; the
+//! asks' idle timeouts among them). With actions enabled, each dead letter has buttons: retry
+//! (a send) or replay (an inbound record), and discard; the bot's sweeper picks up what was
+//! retried; each job has a cancel button.
 //!
 //! [`admin_router`] mounts it under `/admin` on the webhook server (like
 //! [`metrics_router`](crate::operating::http::metrics_router)), or
@@ -30,6 +32,7 @@
 //! | `GET /admin?token=…` with the right token | sets the cookie (`HttpOnly`, `SameSite=Strict`), redirects to `/admin` |
 //! | anything without the token | 401 and a form that asks for it |
 //! | `POST /admin/dead/{retry,replay,discard}` (form `kind`, `id`, `csrf`) | acts, redirects to the page with what it did; 403 when actions are disabled or the form is not the page's |
+//! | `POST /admin/jobs/cancel` (form `id`, `csrf`) | cancels the job (as `bot.cancel_job`), redirects to the page; 403 as above |
 //!
 //! An empty token refuses every request. The page does not terminate TLS: serve it on an
 //! internal interface or behind a proxy.
@@ -48,7 +51,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use crate::kernel::Bot;
-use crate::operating::views::{Conversation, DeadLetter};
+use crate::operating::views::{Conversation, DeadLetter, JobRow};
 use botmesh_durability::inbox::InboxState;
 use botmesh_durability::outbox::OutboxState;
 
@@ -125,6 +128,7 @@ pub fn admin_router(bot: &Bot, options: AdminOptions) -> Router {
     Router::new()
         .route(ADMIN_PATH, get(show))
         .route(&format!("{ADMIN_PATH}/dead/{{action}}"), post(act))
+        .route(&format!("{ADMIN_PATH}/jobs/cancel"), post(cancel_job))
         .with_state(state)
 }
 
@@ -252,12 +256,20 @@ async fn render(state: &AdminState, flash: Option<&str>) -> Result<String, Strin
         .map(Conversation::of)
         .collect();
     conversations.sort_by(|a, b| a.chat.cmp(&b.chat));
+    let jobs: Vec<JobRow> = bot
+        .jobs(LIST_LIMIT)
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(JobRow::of)
+        .collect();
     let chart = chart::svg(&state.history.minutes(bot.kernel.clock.now_ms()));
     let metrics = bot.metrics();
     Ok(page::render(&page::View {
         metrics: &metrics,
         dead: dead.as_deref(),
         conversations: &conversations,
+        jobs: &jobs,
         chart: &chart,
         actions: state.options.actions,
         csrf: &state.csrf,
@@ -273,24 +285,73 @@ struct ActForm {
     csrf: String,
 }
 
+/// Why a posted form may not act: no token, actions disabled, or not the page's form.
+fn refused(state: &AdminState, headers: &HeaderMap, csrf: &str) -> Option<Response> {
+    if !authorized(state, headers) {
+        return Some(unauthorized(false));
+    }
+    if !state.options.actions {
+        return Some((StatusCode::FORBIDDEN, "admin actions are disabled").into_response());
+    }
+    if !same(csrf, &state.csrf) {
+        return Some(
+            (
+                StatusCode::FORBIDDEN,
+                "this form is not from this admin page",
+            )
+                .into_response(),
+        );
+    }
+    None
+}
+
+/// Back to the page, telling what was done.
+fn done_redirect(done: &str) -> Response {
+    let query = serde_urlencoded::to_string([("done", done)]).unwrap_or_default();
+    Redirect::to(&format!("{ADMIN_PATH}?{query}")).into_response()
+}
+
+#[derive(Deserialize)]
+struct JobForm {
+    id: String,
+    csrf: String,
+}
+
+async fn cancel_job(
+    State(state): State<Arc<AdminState>>,
+    headers: HeaderMap,
+    Form(form): Form<JobForm>,
+) -> Response {
+    if let Some(refused) = refused(&state, &headers, &form.csrf) {
+        return refused;
+    }
+    let id = form.id.as_str();
+    match state.bot.cancel_job(id).await {
+        Ok(found) => {
+            let done = if found {
+                format!("job {id} cancelled")
+            } else {
+                format!("job {id} was already gone")
+            };
+            tracing::info!(id = %id, "admin page: {done}");
+            done_redirect(&done)
+        }
+        Err(e) => (
+            StatusCode::CONFLICT,
+            format!("cancel of job {id} failed: {e}"),
+        )
+            .into_response(),
+    }
+}
+
 async fn act(
     State(state): State<Arc<AdminState>>,
     Path(action): Path<String>,
     headers: HeaderMap,
     Form(form): Form<ActForm>,
 ) -> Response {
-    if !authorized(&state, &headers) {
-        return unauthorized(false);
-    }
-    if !state.options.actions {
-        return (StatusCode::FORBIDDEN, "admin actions are disabled").into_response();
-    }
-    if !same(&form.csrf, &state.csrf) {
-        return (
-            StatusCode::FORBIDDEN,
-            "this form is not from this admin page",
-        )
-            .into_response();
+    if let Some(refused) = refused(&state, &headers, &form.csrf) {
+        return refused;
     }
     let Some(journals) = state.bot.durability() else {
         return (
@@ -329,8 +390,7 @@ async fn act(
     match done {
         Ok(done) => {
             tracing::info!(action = %action, kind = %form.kind, id = %id, "admin page: {done}");
-            let query = serde_urlencoded::to_string([("done", done.as_str())]).unwrap_or_default();
-            Redirect::to(&format!("{ADMIN_PATH}?{query}")).into_response()
+            done_redirect(&done)
         }
         Err(e) => (
             StatusCode::CONFLICT,

@@ -1,12 +1,13 @@
 //! The admin page's HTML, rendered on the server: the counters, the sends chart, the dead
 //! letters (error and payload, with retry, replay and discard buttons when actions are
-//! enabled) and the waiting conversations. Every value from a record is escaped; the page has
+//! enabled), the waiting conversations and the scheduled jobs (with a cancel button when
+//! actions are enabled). Every value from a record is escaped; the page has
 //! no script and loads nothing else.
 
 use std::fmt::Write as _;
 
 use crate::metrics::BotMetrics;
-use crate::operating::views::{Conversation, DeadLetter};
+use crate::operating::views::{Conversation, DeadLetter, JobRow};
 
 /// `s` with `& < > " '` escaped, for text and attribute values.
 pub(crate) fn escape(s: &str) -> String {
@@ -43,6 +44,7 @@ pub(crate) struct View<'a> {
     /// `None` when the bot runs without durable journals.
     pub(crate) dead: Option<&'a [DeadLetter]>,
     pub(crate) conversations: &'a [Conversation],
+    pub(crate) jobs: &'a [JobRow],
     pub(crate) chart: &'a str,
     pub(crate) actions: bool,
     pub(crate) csrf: &'a str,
@@ -77,6 +79,7 @@ pub(crate) fn render(v: &View<'_>) -> String {
     );
     dead_letters(&mut out, v);
     conversations(&mut out, v);
+    jobs(&mut out, v);
     out.push_str("</main></body></html>");
     out
 }
@@ -184,6 +187,69 @@ fn conversations(out: &mut String, v: &View<'_>) {
     out.push_str("</tbody></table></section>");
 }
 
+/// A Unix time in ms as UTC, to the second (`2026-01-01T09:00:00Z`); `-` for none.
+fn time(ms: Option<i64>) -> String {
+    let Some(ms) = ms.and_then(|ms| u64::try_from(ms).ok()) else {
+        return "-".to_owned();
+    };
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
+fn jobs(out: &mut String, v: &View<'_>) {
+    out.push_str("<section id=\"jobs\"><h2>Scheduled jobs</h2>");
+    if !v.actions {
+        out.push_str(
+            "<p class=\"readonly\">Read-only: cancel is disabled (<code>AdminOptions::actions</code>).</p>",
+        );
+    }
+    if v.jobs.is_empty() {
+        out.push_str("<p>None.</p></section>");
+        return;
+    }
+    out.push_str(
+        "<table><thead><tr><th>id</th><th>state</th><th>schedule</th><th>chat</th><th>next run</th>\
+                  <th>last run</th><th>outcome</th><th>runs</th>",
+    );
+    if v.actions {
+        out.push_str("<th></th>");
+    }
+    out.push_str("</tr></thead><tbody>");
+    for j in v.jobs {
+        let outcome = match (&j.last_error, j.last_run_ms) {
+            (Some(e), _) => format!("<span class=\"error\">failed: {}</span>", escape(e)),
+            (None, Some(_)) => "ok".to_owned(),
+            (None, None) => "-".to_owned(),
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"job\" data-id=\"{id}\"><td><code>{id}</code></td><td>{}</td><td><code>{}</code></td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{outcome}</td><td>{} ({} failed, {} missed)</td>",
+            j.state,
+            escape(&j.schedule),
+            escape(j.chat.as_deref().unwrap_or("-")),
+            time(j.next_ms),
+            time(j.last_run_ms),
+            j.runs,
+            j.failures,
+            j.misses,
+            id = escape(&j.id),
+        );
+        if v.actions {
+            let _ = write!(
+                out,
+                "<td><form method=\"post\" action=\"{}/jobs/cancel\"><input type=\"hidden\" name=\"id\" value=\"{}\">\
+                 <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" name=\"do\" value=\"cancel\">Cancel</button></form></td>",
+                v.base,
+                escape(&j.id),
+                escape(v.csrf),
+            );
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></section>");
+}
+
 /// The page a request without a valid token gets: a form that asks for it.
 pub(crate) fn login(base: &str, wrong: bool) -> String {
     format!(
@@ -202,6 +268,12 @@ pub(crate) fn login(base: &str, wrong: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_utc_to_the_second() {
+        assert_eq!(time(Some(1_767_258_000_123)), "2026-01-01T09:00:00Z");
+        assert_eq!(time(None), "-");
+    }
 
     #[test]
     fn escapes_markup_and_quotes() {

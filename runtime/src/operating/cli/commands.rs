@@ -261,6 +261,10 @@ async fn conversations(
         ConversationCommand::Cancel { chat } => {
             let row = conversation(t, chat).await?;
             t.store.delete_checkpoint(chat).await?;
+            // Its ask's timeout goes with it (it would find nothing to time out).
+            let timeout =
+                crate::flow::timeout::job_id(&crate::message::ChatId::from(chat.as_str()));
+            t.journals.jobs().cancel(&timeout).await?;
             tracing::info!(chat = %chat, flow = %row.flow, "conversation cancelled by operator");
             emit(out, json, &row, |o| {
                 writeln!(

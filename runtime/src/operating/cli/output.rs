@@ -3,10 +3,9 @@
 
 use std::io::{self, Write};
 
-use botmesh_durability::schedule::{JobRecord, JobSchedule};
 use serde::Serialize;
 
-pub(crate) use crate::operating::views::{Conversation, DeadLetter};
+pub(crate) use crate::operating::views::{Conversation, DeadLetter, JobRow};
 
 /// Writes `value` as pretty JSON when `json`, else with `text`.
 pub(crate) fn emit<T: Serialize>(
@@ -20,50 +19,6 @@ pub(crate) fn emit<T: Serialize>(
         writeln!(out)
     } else {
         text(out)
-    }
-}
-
-/// One scheduled job.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct JobRow {
-    pub(crate) id: String,
-    pub(crate) state: &'static str,
-    /// `cron 0 9 * * *`, `every 60000ms`, `at <ms>`.
-    pub(crate) schedule: String,
-    pub(crate) task: String,
-    pub(crate) chat: Option<String>,
-    pub(crate) next_ms: Option<i64>,
-    pub(crate) missed_runs: &'static str,
-    pub(crate) runs: u64,
-    pub(crate) failures: u64,
-    pub(crate) misses: u64,
-    pub(crate) last_run_ms: Option<i64>,
-    pub(crate) last_error: Option<String>,
-    pub(crate) data: serde_json::Value,
-}
-
-impl JobRow {
-    pub(crate) fn of(j: &JobRecord) -> Self {
-        let schedule = match &j.def.schedule {
-            JobSchedule::Cron { expr } => format!("cron {expr}"),
-            JobSchedule::Every { every_ms, .. } => format!("every {every_ms}ms"),
-            JobSchedule::At { at_ms } => format!("at {at_ms}"),
-        };
-        JobRow {
-            id: j.id.clone(),
-            state: j.state().as_str(),
-            schedule,
-            task: j.def.task.clone(),
-            chat: j.def.chat.clone(),
-            next_ms: j.next_ms,
-            missed_runs: j.def.missed.as_str(),
-            runs: j.runs,
-            failures: j.failures,
-            misses: j.misses,
-            last_run_ms: j.last_run_ms,
-            last_error: j.last_error.clone(),
-            data: j.def.data.clone(),
-        }
     }
 }
 
