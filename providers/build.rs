@@ -19,7 +19,7 @@ fn main() {
     if gateway {
         println!("cargo::rustc-cfg=gateway_channel");
     }
-    if meta || gateway || on("telegram") || on("twilio") {
+    if meta || gateway || on("telegram") || on("twilio") || on("discord") {
         println!("cargo::rustc-cfg=network_channel");
     }
 }

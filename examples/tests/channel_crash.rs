@@ -1,6 +1,6 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
 //! Cloud, WhatsApp Web over its fake session, Messenger, Instagram, Twilio, Gupshup, Evolution
-//! API, WPPConnect) against a local fake of the channel's API, as a user
+//! API, WPPConnect, Discord) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
@@ -13,7 +13,8 @@
     feature = "twilio",
     feature = "gupshup",
     feature = "evolution",
-    feature = "wppconnect"
+    feature = "wppconnect",
+    feature = "discord"
 ))]
 #![allow(clippy::expect_used)]
 
@@ -420,6 +421,24 @@ mod meta_messaging {
         "messenger" messenger botmesh_providers::messenger::Messenger,
         "instagram" instagram botmesh_providers::instagram::Instagram
     );
+}
+
+#[cfg(feature = "discord")]
+mod discord {
+    use super::*;
+    use crate::channels::discord::Discord;
+
+    /// Through two SIGKILLs: 0 replies twice and every chat confirmed, ambiguous sends or
+    /// not (nonces), and what users wrote while the shop was down is replayed by the resume.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn discord_shop_survives_sigkills() {
+        survives_sigkills(Discord::start, seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn discord_shop_retries_5xx_and_429_bursts() {
+        retries_faults(Discord::start().await).await;
+    }
 }
 
 #[cfg(feature = "twilio")]

@@ -13,12 +13,13 @@
 //! | `evolution` | `evolution` | an Evolution API v2 server (a WhatsApp-Web gateway), webhooks |
 //! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
 //! | `whatsapp-web` | `whatsapp_web` | WhatsApp Web as a linked device (the `whatsapp-rust` client): QR or pair code, the session in the bot's durable store, one process per session |
+//! | `discord` | `discord` | Discord: the gateway (messages) and the interactions endpoint (slash commands, components) |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
 //! | any HTTP-gateway channel | `gateway` (private) | the unsigned webhooks' shared secret, the gateways' REST error classes |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
 //! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`,
-//! `gupshup`, `evolution`, `wppconnect`), the shared webhook server
+//! `gupshup`, `evolution`, `wppconnect`, `discord`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
 //! default. A provider turns its channel's wire protocol into
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
@@ -37,6 +38,11 @@ pub use console::ConsoleProvider;
 #[cfg(feature = "jsonl")]
 pub use jsonl::JsonlProvider;
 
+#[cfg(feature = "discord")]
+#[cfg_attr(docsrs, doc(cfg(feature = "discord")))]
+pub mod discord;
+#[cfg(network_channel)]
+mod errors;
 #[cfg(feature = "evolution")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evolution")))]
 pub mod evolution;

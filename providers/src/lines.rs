@@ -131,6 +131,7 @@ pub(crate) const CAPABILITIES: botmesh::provider::Capabilities = botmesh::provid
     edits: true,
     typing: true,
     mark_read: false,
+    resends_deduplicated: false,
 };
 
 /// Writes whole lines, in the order given, from one task.

@@ -40,6 +40,19 @@ pub fn current_send_key() -> Option<String> {
     SEND_KEY.try_with(Clone::clone).ok().flatten()
 }
 
+/// A nonce for the send being made: 25 hex characters of a digest of its outbox key, the same
+/// on every attempt of that send (after a retry, a timeout, a restart) and different for
+/// every other send (each part of a split text has its own). For a channel that drops a
+/// second message carrying a nonce it already saw (Discord's `nonce` + `enforce_nonce`);
+/// such a provider says so with [`Capabilities::resends_deduplicated`]. The digest does not
+/// reveal the key. `None` outside a send, or for a send without a key (no durability).
+pub fn current_send_nonce() -> Option<String> {
+    current_send_key().map(|key| {
+        let digest = botmesh_durability::keys::Fingerprint::of_content("send-nonce", &key);
+        digest.as_str().chars().take(25).collect()
+    })
+}
+
 /// Runs a provider call with [`current_send_key`] set.
 pub(crate) async fn with_send_key<F: std::future::Future>(key: Option<String>, f: F) -> F::Output {
     SEND_KEY.scope(key, f).await
@@ -64,6 +77,13 @@ pub struct Capabilities {
     pub typing: bool,
     /// Read marks are supported.
     pub mark_read: bool,
+    /// The channel drops a resend of a message it already created: the provider sends
+    /// [`current_send_nonce`] and the channel answers a second send carrying it with the
+    /// first message (Discord's `enforce_nonce`, within its window of a few minutes). A send
+    /// whose outcome is unknown (a timeout, a crash mid-send) is then sent again (journaled
+    /// with `on_ambiguous` resend) unless the send names its own policy: never lost, and not
+    /// twice while the retry comes inside the channel's window.
+    pub resends_deduplicated: bool,
 }
 
 impl Default for Capabilities {
@@ -75,6 +95,7 @@ impl Default for Capabilities {
             edits: true,
             typing: true,
             mark_read: true,
+            resends_deduplicated: false,
         }
     }
 }

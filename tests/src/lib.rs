@@ -24,8 +24,8 @@ struct Readme;
 
 /// The code blocks of the book in `docs/` (not the channel pages `telegram.md`,
 /// `whatsapp-cloud.md`, `messenger.md`, `instagram.md`, `twilio.md`, `gupshup.md`,
-/// `evolution.md`, `wppconnect.md` and `whatsapp-web.md`, whose code needs their channel's
-/// feature).
+/// `evolution.md`, `wppconnect.md`, `whatsapp-web.md` and `discord.md`, whose code needs their
+/// channel's feature).
 #[cfg(doctest)]
 mod book {
     #[doc = include_str!("../../docs/getting-started.md")]

@@ -1,6 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
-//! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API or
-//! WPPConnect (`--channel`), with its data and its journals
+//! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API,
+//! WPPConnect or Discord (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -9,7 +9,7 @@
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
 //! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `whatsapp-web`,
-//! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`) and read their
+//! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`, `discord`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -79,6 +79,10 @@ Channels and their environment variables:
              WPPCONNECT_WEBHOOK_SECRET (required; the webhook URL <public>/wppconnect/<secret>),
              WPPCONNECT_WEBHOOK_PATH [/wppconnect], WPPCONNECT_HISTORY_SECS [1800]; a webhook
              on --listen
+  discord    [feature `discord`] DISCORD_BOT_TOKEN (required), DISCORD_PUBLIC_KEY (turns on the
+             interactions endpoint on --listen at DISCORD_INTERACTIONS_PATH
+             [/discord/interactions]), DISCORD_API_BASE, DISCORD_GATEWAY_URL, DISCORD_INTENTS
+             [37377], DISCORD_GATEWAY [on]; messages over the gateway
 
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
@@ -160,6 +164,8 @@ enum Channel {
     Evolution,
     /// WhatsApp Web through a WPPConnect Server (a webhook).
     Wppconnect,
+    /// Discord: the gateway, and the interactions endpoint (a webhook).
+    Discord,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -209,7 +215,8 @@ enum ShopError {
         feature = "twilio",
         feature = "gupshup",
         feature = "evolution",
-        feature = "wppconnect"
+        feature = "wppconnect",
+        feature = "discord"
     ))]
     #[error("{0}")]
     Channel(String),
@@ -469,7 +476,8 @@ async fn on_network(
         feature = "twilio",
         feature = "gupshup",
         feature = "evolution",
-        feature = "wppconnect"
+        feature = "wppconnect",
+        feature = "discord"
     ))]
     {
         #[cfg(not(feature = "whatsapp-web"))]
@@ -497,6 +505,8 @@ async fn on_network(
             Channel::Evolution => network::evolution()?,
             #[cfg(feature = "wppconnect")]
             Channel::Wppconnect => network::wppconnect()?,
+            #[cfg(feature = "discord")]
+            Channel::Discord => network::discord()?,
             _ => return Err(not_built_in(channel)),
         };
         let server = match routes {
@@ -510,8 +520,9 @@ async fn on_network(
             }
             None => None,
         };
-        // Without a webhook, the channel is polled (Telegram): one process at a time.
-        let exclusive = server.is_none();
+        // Without a webhook, the channel is polled (Telegram): one process at a time; so is
+        // Discord's gateway (every connection of a bot gets every message).
+        let exclusive = server.is_none() || channel == Channel::Discord;
         let bot = shop::shop_bot(builder(provider, exclusive))?;
         tracing::info!(?channel, "shop running; Ctrl-C or SIGTERM stops it");
         let result = bot.run().await;
@@ -529,7 +540,8 @@ async fn on_network(
         feature = "twilio",
         feature = "gupshup",
         feature = "evolution",
-        feature = "wppconnect"
+        feature = "wppconnect",
+        feature = "discord"
     )))]
     {
         let _ = (builder, listen, session_kv);
@@ -548,6 +560,7 @@ fn not_built_in(channel: Channel) -> ShopError {
         Channel::Gupshup => ("gupshup", "gupshup"),
         Channel::Evolution => ("evolution", "evolution"),
         Channel::Wppconnect => ("wppconnect", "wppconnect"),
+        Channel::Discord => ("discord", "discord"),
         _ => ("telegram", "telegram"),
     };
     ShopError::NotBuiltIn { feature, channel }
@@ -564,7 +577,8 @@ fn not_built_in(channel: Channel) -> ShopError {
     feature = "twilio",
     feature = "gupshup",
     feature = "evolution",
-    feature = "wppconnect"
+    feature = "wppconnect",
+    feature = "discord"
 ))]
 mod network {
     use std::sync::Arc;
@@ -642,6 +656,15 @@ mod network {
             botmesh_providers::evolution::EvolutionConfig, botmesh_providers::evolution::EvolutionProvider;
         "wppconnect" wppconnect
             botmesh_providers::wppconnect::WppConnectConfig, botmesh_providers::wppconnect::WppConnectProvider;
+    }
+
+    /// Discord: the gateway, and the interactions endpoint when a public key is set.
+    #[cfg(feature = "discord")]
+    pub(super) fn discord() -> Result<Channel, ShopError> {
+        use botmesh_providers::discord::{DiscordConfig as Config, DiscordProvider as P};
+        let p = P::new(Config::from_env().map_err(failed)?).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.interactions_routes());
+        Ok((Arc::new(p), Some(server)))
     }
 }
 

@@ -72,6 +72,7 @@ impl<C: GatewayConfig> Gateway<C> {
             edits,
             typing: false,
             mark_read: false,
+            resends_deduplicated: false,
         }
     }
 

@@ -38,6 +38,7 @@ use serde_json::json;
 
 pub use config::{DEFAULT_API_BASE, TelegramConfig, TelegramConfigError, TelegramMode};
 
+use crate::errors::with_chat;
 use crate::http::GuardedClient;
 use crate::webhook::SinkSlot;
 use api::{Api, CallError, Size};
@@ -85,13 +86,7 @@ impl std::fmt::Debug for TelegramProvider {
 }
 
 fn config_error(message: String) -> ProviderError {
-    ProviderError::Api {
-        provider: NAME.to_owned(),
-        status: None,
-        code: None,
-        message,
-        retryable: false,
-    }
+    crate::errors::local(NAME, message)
 }
 
 impl TelegramProvider {
@@ -197,20 +192,6 @@ impl TelegramProvider {
     }
 }
 
-/// Fills the chat into a `RecipientUnreachable` the API layer could not name.
-fn with_chat(err: ProviderError, chat: &ChatId) -> ProviderError {
-    match err {
-        ProviderError::RecipientUnreachable {
-            provider, reason, ..
-        } => ProviderError::RecipientUnreachable {
-            provider,
-            chat: chat.to_string(),
-            reason,
-        },
-        other => other,
-    }
-}
-
 fn message_id_of(result: &serde_json::Value) -> Option<MessageId> {
     result
         .get("message_id")
@@ -240,6 +221,7 @@ impl Provider for TelegramProvider {
             edits: true,
             typing: true,
             mark_read: false,
+            resends_deduplicated: false,
         }
     }
 

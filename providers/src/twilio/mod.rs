@@ -273,6 +273,7 @@ impl WebhookApi for Twilio {
             edits: false,
             typing: false,
             mark_read: false,
+            resends_deduplicated: false,
         }
     }
 

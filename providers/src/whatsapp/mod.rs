@@ -213,6 +213,7 @@ impl WebhookApi for WhatsApp {
             edits: false,
             typing: false,
             mark_read: true,
+            resends_deduplicated: false,
         }
     }
 

@@ -7,6 +7,8 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 pub mod contents;
+#[cfg(feature = "discord")]
+pub mod discord;
 #[cfg(feature = "evolution")]
 pub mod evolution;
 #[cfg(any(feature = "gupshup", feature = "evolution", feature = "wppconnect"))]

@@ -67,6 +67,7 @@ pub(crate) async fn collect(
     let k = &ctx.0.bot.kernel;
     let key = rule.key();
     outgoing.idempotency_key = None;
+    outbound::resend_where_deduplicated(k, &mut outgoing);
     let chat = ctx.chat().clone();
     let fingerprint = crate::outbound::outbox::fingerprint(&chat, &outgoing);
     let draft = SendDraft {

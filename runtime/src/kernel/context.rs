@@ -106,9 +106,13 @@ impl Ctx {
             ),
             CtxSource::Trigger { chat, sender } => (chat, sender, None, false, None, None),
         };
-        let command = message
-            .as_ref()
-            .and_then(|m| parse_command(m.text_content(), &prefixes));
+        // A message's text, or an interaction's data (a Discord slash command arrives as
+        // `/name options…`), may be a command.
+        let command = match (&message, &interaction) {
+            (Some(m), _) => parse_command(m.text_content(), &prefixes),
+            (None, Some(i)) => parse_command(&i.data, &prefixes),
+            (None, None) => None,
+        };
         Ctx(Arc::new(CtxInner {
             bot,
             chat,
@@ -174,7 +178,8 @@ impl Ctx {
         self.0.interaction.as_ref().map_or("", |i| i.data.as_str())
     }
 
-    /// The command name when the message is a command (`/order 2` → `"order"`).
+    /// The command name when the message (or the interaction's data: a slash command) is a
+    /// command (`/order 2` → `"order"`).
     pub fn command(&self) -> Option<&str> {
         self.0.command.as_ref().map(|(c, _)| c.as_str())
     }

@@ -147,6 +147,17 @@ async fn run_after_send(k: &Kernel, info: SentInfo) {
 }
 
 /// Sends one message through the whole outbound path.
+/// On a channel that drops resends ([`Capabilities::resends_deduplicated`](crate::provider::Capabilities::resends_deduplicated)),
+/// a send without its own ambiguity policy is journaled with `resend`: sending it again
+/// cannot post it twice there, and skipping it could lose it.
+pub(crate) fn resend_where_deduplicated(k: &Kernel, outgoing: &mut Outgoing) {
+    if k.capabilities.resends_deduplicated {
+        outgoing
+            .on_ambiguous
+            .get_or_insert(botmesh_durability::OnAmbiguous::Resend);
+    }
+}
+
 pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcome, BotError> {
     let SendRequest {
         chat,
@@ -159,6 +170,7 @@ pub(crate) async fn send(k: &Arc<Kernel>, req: SendRequest) -> Result<SendOutcom
     crate::outbound::fence::chat_write(k, chat.as_str()).await?;
     let key = rule.key();
     outgoing.idempotency_key = None;
+    resend_where_deduplicated(k, &mut outgoing);
 
     if paced && outgoing.content.is_text() {
         if let Some(p) = &k.config.pacing {

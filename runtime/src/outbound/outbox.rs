@@ -955,6 +955,7 @@ impl Bot {
         };
         let chat = chat.into();
         let mut outgoing = outgoing.into();
+        crate::outbound::resend_where_deduplicated(k, &mut outgoing);
         let rule = match outgoing.idempotency_key.take() {
             Some(key) => KeyRule::Explicit(key),
             None => KeyRule::Random,

@@ -302,6 +302,7 @@ impl<C: Channel> WebhookApi for Messaging<C> {
             edits: false,
             typing: true,
             mark_read: true,
+            resends_deduplicated: false,
         }
     }
 

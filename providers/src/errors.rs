@@ -1,0 +1,32 @@
+//! The provider errors the network channels build alike: a final error of their own setup
+//! ([`local`]), and the chat filled into a `RecipientUnreachable` their API layer could not
+//! name ([`with_chat`]). Each channel classifies its API's answers itself.
+
+use botmesh::message::ChatId;
+use botmesh::provider::ProviderError;
+
+/// A final error of `provider`'s own making (a client that cannot be built, an answer
+/// without a field it needs), with no status or code.
+pub(crate) fn local(provider: &str, message: String) -> ProviderError {
+    ProviderError::Api {
+        provider: provider.to_owned(),
+        status: None,
+        code: None,
+        message,
+        retryable: false,
+    }
+}
+
+/// Fills `chat` into a `RecipientUnreachable` the API layer could not name.
+pub(crate) fn with_chat(err: ProviderError, chat: &ChatId) -> ProviderError {
+    match err {
+        ProviderError::RecipientUnreachable {
+            provider, reason, ..
+        } => ProviderError::RecipientUnreachable {
+            provider,
+            chat: chat.to_string(),
+            reason,
+        },
+        other => other,
+    }
+}
