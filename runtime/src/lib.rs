@@ -52,6 +52,9 @@ pub use botmesh_macros::{flow, persistent};
 pub use config::{BotConfig, GroupMode, Pacing, RateLimitRetry};
 pub use error::{BotError, HandlerError, HandlerResult};
 pub use events::{BotEvent, DropReason};
+/// What `#[flow]`'s expansion imports: `use ::botmesh::__gen::*;` (see `flow::__gen`).
+#[doc(hidden)]
+pub use flow::__gen;
 pub use metrics::BotMetrics;
 
 /// What a bot author needs, in one import.

@@ -151,8 +151,22 @@ pub trait Flow: Send + Sync + Sized + 'static {
     /// What the macro knows about the flow.
     fn info() -> FlowInfo;
 
-    /// The start state (carries the flow's arguments).
-    fn into_start(self) -> Self::State;
+    /// The start state (carries the flow's arguments). A flow without arguments need not
+    /// implement it: its start state is [`fresh`](Flow::fresh)'s.
+    ///
+    /// # Panics
+    ///
+    /// When neither this nor `fresh` is implemented (`#[flow]` implements one of them for
+    /// every flow).
+    fn into_start(self) -> Self::State {
+        match Self::fresh() {
+            Some(start) => start,
+            None => panic!(
+                "flow `{}` implements neither `into_start` nor `fresh`",
+                Self::info().name
+            ),
+        }
+    }
 
     /// Runs one step: from `state` to the next suspension or the end.
     fn step(
@@ -183,25 +197,20 @@ pub trait Flow: Send + Sync + Sized + 'static {
         })
     }
 
-    /// The flow of a flow without parameters (`None` for a flow with some): what [`fresh`]
-    /// and a start trigger start, unless they are overridden.
-    ///
-    /// [`fresh`]: Flow::fresh
-    fn without_args() -> Option<Self> {
-        None
-    }
-
-    /// The start state of a flow without arguments (for the `Restart` version policy).
+    /// The start state of a flow without arguments (`None` for a flow with some): what a
+    /// start trigger starts, and the `Restart` version policy. `#[flow]` implements it for
+    /// a flow without parameters.
     fn fresh() -> Option<Self::State> {
-        Self::without_args().map(Self::into_start)
+        None
     }
 
     /// The flow a start trigger starts for the message `ctx` (its arguments built from the
     /// message or the bot's state: `#[flow(start = …, args = build)]`); `None` when a trigger
-    /// cannot start it.
+    /// cannot start it this way (a trigger starts a flow without arguments from
+    /// [`fresh`](Flow::fresh)).
     fn from_trigger(ctx: &Ctx) -> Option<Self> {
         let _ = ctx;
-        Self::without_args()
+        None
     }
 
     /// The sub-flows this flow calls, registered with it (so a checkpoint that holds one can
@@ -665,6 +674,10 @@ pub type __Codec<T> = (
 /// What `Flow::codec` returns (generated code).
 #[doc(hidden)]
 pub type __MaybeCodec<F> = Option<__Codec<<F as Flow>::State>>;
+
+/// What `Flow::fresh` returns (generated code).
+#[doc(hidden)]
+pub type __Fresh<F> = Option<<F as Flow>::State>;
 
 /// A flow's [`FlowInfo`], its fields in order (generated code, which names no field).
 #[doc(hidden)]

@@ -68,9 +68,9 @@ mod stack;
 pub(crate) mod timeout;
 
 pub use api::{
-    __Codec, __MaybeCodec, __RESTART, __Resumed, __START, __Some, __StepResult, __codec, __done,
-    __erase_fn, __info, __later, __output_of, __resumed, __state, __wait, ByConstructor, ByValue,
-    Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx, FlowError, FlowFn,
+    __Codec, __Fresh, __MaybeCodec, __RESTART, __Resumed, __START, __Some, __StepResult, __codec,
+    __done, __erase_fn, __info, __later, __output_of, __resumed, __state, __wait, ByConstructor,
+    ByValue, Call, Checkpointable, DEFAULT_RESTART_NOTICE, Erased, Flow, FlowCx, FlowError, FlowFn,
     FlowInfo, FlowResult, IntoFlow, MigrateFn, Remaining, StartTrigger, StateInfo, Step,
     VersionPolicy, erase, info, mermaid,
 };
@@ -90,7 +90,7 @@ pub mod __private {
     pub use serde_json;
 }
 
-/// What `#[flow]`'s expansion imports (`use ::botmesh::flow::__gen::*;` in the block that
+/// What `#[flow]`'s expansion imports (`use ::botmesh::__gen::*;` in the block that
 /// holds a flow's state enum and `Flow` impl): every name starts with `__`, so that the flow's
 /// own code, which the step function holds, sees no name of its own shadowed.
 #[doc(hidden)]
@@ -100,7 +100,7 @@ pub mod __gen {
         Regex as __Regex,
     };
     pub use super::{
-        __Codec, __MaybeCodec, __RESTART, __START, __Some, __StepResult, __codec, __done,
+        __Codec, __Fresh, __MaybeCodec, __RESTART, __START, __Some, __StepResult, __codec, __done,
         __erase_fn, __info, __later, __output_of, __resumed, __state, __wait,
     };
     pub use super::{

@@ -24,21 +24,19 @@ impl Bot {
         self.register_flow(flow);
         let info = T::<F, A>::info();
         let start = move |ctx: Ctx| {
-            let flow = T::<F, A>::from_trigger(&ctx);
+            // A flow with arguments builds them from the message; one without starts fresh.
+            let start = T::<F, A>::from_trigger(&ctx)
+                .map(Flow::into_start)
+                .or_else(T::<F, A>::fresh);
             async move {
-                let Some(flow) = flow else {
+                let Some(start) = start else {
                     return Ok(());
                 };
                 // The trigger's handler does nothing else: the first step may complete the
                 // message in its transaction.
-                conversation::start_in_with(
-                    &ctx,
-                    erase::<T<F, A>>(),
-                    Box::new(flow.into_start()),
-                    true,
-                )
-                .await
-                .map_err(|e| Box::new(e) as HandlerError)
+                conversation::start_in_with(&ctx, erase::<T<F, A>>(), Box::new(start), true)
+                    .await
+                    .map_err(|e| Box::new(e) as HandlerError)
             }
         };
         match info.start {
