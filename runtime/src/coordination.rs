@@ -18,6 +18,7 @@
 //! | outbound | the send fence (`outbound/fence.rs`): a send from a replica that lost the chat's turn is refused before it is journaled or reaches the provider ([`CoordinationError::Fenced`] in [`BotError::Coordination`]); with a leader-only transport, a standby journals its sends for the leader and never calls the provider |
 //! | lifecycle | with [`Coordination::leader_only_transport`], the `transport` step becomes a leader election (`bot/leader.rs`): only the leader runs the provider's transport (Telegram long polling); a standby takes over within the leader lease when the leader dies |
 //! | flows | with [`Coordination::handover`], a persistent flow's checkpoint carries the answer of the step it is taking (`flow/handover.rs`): a step cut short on one replica is finished on the next one that gets the chat, before that chat's next message |
+//! | flows (in memory) | with [`Coordination::handover`], a non-persistent flow's note names the replica holding it, each replica keeps a lease of its own, and a message of the chat reaching another replica is forwarded to the holder through the holder's forward queue in the store (`flow/forward.rs`, [`CoordinationEvent::Forwarded`], `forwards`); when the holder died, the flow is reported lost (`lost:replica`) |
 //!
 //! The turns and leases themselves are [`botmesh_durability::coordination`]'s, kept in the
 //! bot's own journal scope. Without the opt-in nothing of this runs: a single process needs
@@ -88,8 +89,14 @@ impl Coordination {
     /// cut short (its replica lost the chat's turn, stopped, or died mid-step) is finished by
     /// whichever replica gets the chat next, with that answer, before the chat's next message
     /// is taken as the answer to the following question ([`CoordinationEvent::HandedOver`],
-    /// `handovers`). It costs one more checkpoint write per answered step. See the module
-    /// documentation.
+    /// `handovers`). It costs one more checkpoint write per answered step.
+    ///
+    /// Non-persistent flows are forwarded: a message of a chat whose flow another live
+    /// replica holds in memory is handed to that replica, which takes it as the flow's answer
+    /// ([`CoordinationEvent::Forwarded`], `forwards`); a dead holder's flow is reported lost
+    /// (the flow event `lost:replica`) and the message routed as a fresh one. It costs a
+    /// lease renewal per leader-lease third and a read of the replica's forward queue per
+    /// `poll`. See the module documentation.
     pub fn handover(mut self) -> Self {
         self.handover = true;
         self

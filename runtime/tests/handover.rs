@@ -6,8 +6,13 @@
 //!
 //! | test | what it proves |
 //! | --- | --- |
+//! | `a_non_persistent_flow_is_forwarded_to_its_replica_*` | a non-persistent flow started on replica A, whose next message reaches replica B while A lives, goes on on A: B forwards the message (counted, emitted, on `/metrics`), A takes it as the answer and replies exactly once; B replies nothing |
+//! | `a_non_persistent_flow_of_a_dead_replica_is_lost_*` | with A killed (its replica lease expired), the message reaching B takes the lost-flow path: `lost:replica`, no forward, the message routed as a fresh one |
 //! | `a_cut_step_is_finished_by_the_next_replica_*` | a step killed after its first send (made, or collected for the step's commit on a store that commits steps atomically), on replica A, is finished by replica B with the answer the checkpoint carries when the chat's next message reaches B; that message then answers the question the finished step asked; the send made before the cut is not repeated; the cut message's later replay is not taken as an answer; the hand-over is counted and emitted |
 #![allow(clippy::unwrap_used)]
+
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod servers;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -85,6 +90,14 @@ async fn greet(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
+/// One question, in memory.
+#[flow(start = command("color"))]
+async fn color(cx: &mut FlowCx) -> FlowResult {
+    let color: String = cx.ask("Which color?").id("color").await?.text().to_owned();
+    cx.send(format!("You like {color}")).await?;
+    Ok(())
+}
+
 /// The shared store and journals of the replicas.
 type Shared = (Arc<dyn Store>, Arc<dyn DurableKv>);
 
@@ -103,11 +116,13 @@ async fn replica((store, kv): Shared, name: &str) -> (Bot, MockProvider) {
             Coordination::replicas()
                 .handover()
                 .turn_lease(Duration::from_millis(1000))
+                .leader_lease(Duration::from_millis(900))
                 .safety_margin(Duration::from_millis(200)),
         )
         .build()
         .unwrap();
     bot.flow(greet);
+    bot.flow(color);
     bot.start().await.unwrap();
     (bot, channel)
 }
@@ -207,67 +222,181 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_step_is_finished_by_the_next_replica_on_memory() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    a_cut_step_is_finished_by_the_next_replica(
-        move || {
-            let shared = (Arc::clone(&store), Arc::clone(&kv));
-            async move { shared }
-        },
-        "memory-chat",
-    )
-    .await;
+    a_cut_step_is_finished_by_the_next_replica(memory(), "memory-chat").await;
 }
 
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_step_is_finished_by_the_next_replica_on_postgres() {
-    use botmesh::durability::PostgresStore;
-    use botmesh::durability::backends::postgres::PostgresConfig;
-    let Ok(url) = std::env::var("BOTMESH_TEST_POSTGRES_URL") else {
-        eprintln!("SKIPPED: BOTMESH_TEST_POSTGRES_URL is not set");
+    let Some(open) = servers::postgres_shared("handover") else {
         return;
     };
-    let prefix = format!("handover_{:08x}_", fastrand::u32(..));
-    a_cut_step_is_finished_by_the_next_replica(
-        move || {
-            let (url, prefix) = (url.clone(), prefix.clone());
-            async move {
-                let store =
-                    PostgresStore::connect_with(&url, PostgresConfig::new().table_prefix(prefix))
-                        .await
-                        .unwrap();
-                let kv: Arc<dyn DurableKv> = Arc::new(store.durability_kv());
-                (Arc::new(store) as Arc<dyn Store>, kv)
-            }
-        },
-        "postgres-chat",
-    )
-    .await;
+    a_cut_step_is_finished_by_the_next_replica(open, "postgres-chat").await;
 }
 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_step_is_finished_by_the_next_replica_on_redis() {
-    use botmesh::durability::backends::redis::RedisConfig;
-    use botmesh::durability::{RedisKv, RedisStore};
-    let Ok(url) = std::env::var("BOTMESH_TEST_REDIS_URL") else {
-        eprintln!("SKIPPED: BOTMESH_TEST_REDIS_URL is not set");
+    let Some(open) = servers::redis_shared("handover") else {
         return;
     };
-    let prefix = format!("handover-{:08x}:", fastrand::u32(..));
-    a_cut_step_is_finished_by_the_next_replica(
-        move || {
-            let (url, prefix) = (url.clone(), prefix.clone());
-            async move {
-                let config = RedisConfig::new().prefix(prefix);
-                let kv: Arc<dyn DurableKv> =
-                    Arc::new(RedisKv::open_with(&url, config.clone()).await.unwrap());
-                let store = RedisStore::open_with(&url, config).await.unwrap();
-                (Arc::new(store) as Arc<dyn Store>, kv)
-            }
-        },
-        "redis-chat",
-    )
-    .await;
+    a_cut_step_is_finished_by_the_next_replica(open, "redis-chat").await;
+}
+
+/// The shared store and journals in memory, as an opener.
+fn memory() -> impl Fn() -> std::future::Ready<Shared> {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
+    move || std::future::ready((Arc::clone(&store), Arc::clone(&kv)))
+}
+
+/// Whether `events` saw the flow event `what` in `chat`.
+fn saw_flow_event(
+    events: &mut tokio::sync::broadcast::Receiver<BotEvent>,
+    chat: &str,
+    what: &str,
+) -> bool {
+    let mut seen = false;
+    while let Ok(event) = events.try_recv() {
+        if let BotEvent::Flow {
+            chat: c, what: w, ..
+        } = event
+        {
+            seen |= c.as_str() == chat && w == what;
+        }
+    }
+    seen
+}
+
+/// Forwarding: A asks, the answer reaches B, A answers (once).
+async fn a_non_persistent_flow_is_forwarded_to_its_replica<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let (bot_a, chan_a) = replica(kv().await, "a").await;
+    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    let mut coord_events = bot_b.subscribe_coordination().unwrap();
+    let mut events = bot_b.subscribe();
+    assert!(chan_a.say(chat, "c1", "/color").await.is_ok());
+    wait_for(&chan_a, chat, "Which color?").await;
+    assert!(chan_b.say(chat, "c2", "blue").await.is_ok());
+    wait_for(&chan_a, chat, "You like blue").await;
+    // Time for a second answer, were the message dispatched twice or also on B.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(chan_a.texts(chat), ["Which color?", "You like blue"]);
+    assert!(chan_b.texts(chat).is_empty(), "{:?}", chan_b.texts(chat));
+    let metrics = bot_b.coordination_metrics().unwrap();
+    assert_eq!(metrics.forwards, 1, "{metrics:?}");
+    let scraped = botmesh::operating::prometheus::render(&bot_b);
+    assert!(
+        scraped.contains("\nbotmesh_coordination_forwards_total 1\n"),
+        "{scraped}"
+    );
+    let mut forwarded = None;
+    while let Ok(event) = coord_events.try_recv() {
+        if let CoordinationEvent::Forwarded { chat: c, to } = event {
+            forwarded = Some((c, to));
+        }
+    }
+    assert_eq!(forwarded, Some((chat.to_owned(), "a".to_owned())));
+    assert!(saw_flow_event(&mut events, chat, "forwarded"));
+    bot_b.stop().await.unwrap();
+    bot_a.stop().await.unwrap();
+}
+
+/// A dead holder: the lost-flow path on B.
+async fn a_non_persistent_flow_of_a_dead_replica_is_lost<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let killable = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let kv_a = kv();
+    let (bot_a, chan_a) = killable
+        .spawn(async move { replica(kv_a.await, "a").await })
+        .await
+        .unwrap();
+    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    let mut events = bot_b.subscribe();
+    let (chan, c) = (chan_a.clone(), chat.to_owned());
+    assert!(
+        killable
+            .spawn(async move { chan.say(&c, "d1", "/color").await.is_ok() })
+            .await
+            .unwrap()
+    );
+    wait_for(&chan_a, chat, "Which color?").await;
+    killable.shutdown_background();
+    std::mem::forget(bot_a);
+    // A's replica lease (900 ms) expires.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(chan_b.say(chat, "d2", "blue").await.is_ok());
+    let mut lost = false;
+    for _ in 0..500 {
+        lost = saw_flow_event(&mut events, chat, "lost:replica");
+        if lost {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(lost, "B reported A's flow as lost");
+    assert!(!chan_b.texts(chat).iter().any(|t| t == "You like blue"));
+    let metrics = bot_b.coordination_metrics().unwrap();
+    assert_eq!(metrics.forwards, 0, "{metrics:?}");
+    // The note is gone: the chat's next message is fresh, and starts the flow on B.
+    assert!(chan_b.say(chat, "d3", "/color").await.is_ok());
+    wait_for(&chan_b, chat, "Which color?").await;
+    assert!(!chan_b.texts(chat).iter().any(|t| t == "You like blue"));
+    bot_b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_memory() {
+    a_non_persistent_flow_is_forwarded_to_its_replica(memory(), "memory-fwd").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_memory() {
+    a_non_persistent_flow_of_a_dead_replica_is_lost(memory(), "memory-lost").await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_postgres() {
+    let Some(open) = servers::postgres_shared("forward") else {
+        return;
+    };
+    a_non_persistent_flow_is_forwarded_to_its_replica(open, "postgres-fwd").await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_postgres() {
+    let Some(open) = servers::postgres_shared("forward_lost") else {
+        return;
+    };
+    a_non_persistent_flow_of_a_dead_replica_is_lost(open, "postgres-lost").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_redis() {
+    let Some(open) = servers::redis_shared("forward") else {
+        return;
+    };
+    a_non_persistent_flow_is_forwarded_to_its_replica(open, "redis-fwd").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_redis() {
+    let Some(open) = servers::redis_shared("forward-lost") else {
+        return;
+    };
+    a_non_persistent_flow_of_a_dead_replica_is_lost(open, "redis-lost").await;
 }

@@ -29,6 +29,7 @@
 //! | `not_leader_refusals` | a standby was refused the use of an exclusive transport ([`CoordinationError::NotLeader`]) |
 //! | `handovers` | this replica finished a conversation step another message's replica cut short ([`Coordinator::handed_over`]) |
 //! | `records_purged` | idle turn and leader records deleted ([`Coordinator::purge_idle`]) |
+//! | `forwards` | this replica handed a message to the live replica holding the chat's non-persistent flow ([`Coordinator::forwarded`]; liveness: [`Coordinator::keep_alive`], see `replica`) |
 //!
 //! Each is also a [`CoordinationEvent`] on [`Coordinator::subscribe`]. This module does not
 //! run anything on its own: the runtime's coordination opt-in takes, renews and releases.
@@ -36,6 +37,7 @@
 mod error;
 mod leader;
 mod record;
+mod replica;
 mod turns;
 
 pub use error::CoordinationError;
@@ -192,6 +194,14 @@ pub enum CoordinationEvent {
         /// timeout).
         found_by: Option<String>,
     },
+    /// This replica handed a message of `chat` to replica `to`, which holds the chat's
+    /// non-persistent flow in memory.
+    Forwarded {
+        /// The chat.
+        chat: String,
+        /// The instance id of the replica holding the flow.
+        to: String,
+    },
     /// This replica became the leader of `name` (`leader: Some(self)`), or lost it (`None`).
     LeaderChanged {
         /// The lease's name.
@@ -222,6 +232,8 @@ pub struct CoordinationMetrics {
     pub handovers: u64,
     /// Idle turn and leader records deleted.
     pub records_purged: u64,
+    /// Messages handed to the replica holding their chat's non-persistent flow.
+    pub forwards: u64,
 }
 
 #[derive(Default)]
@@ -234,6 +246,7 @@ struct Counters {
     not_leader_refusals: AtomicU64,
     handovers: AtomicU64,
     records_purged: AtomicU64,
+    forwards: AtomicU64,
 }
 
 struct Inner {
@@ -313,6 +326,7 @@ impl Coordinator {
             not_leader_refusals: get(&c.not_leader_refusals),
             handovers: get(&c.handovers),
             records_purged: get(&c.records_purged),
+            forwards: get(&c.forwards),
         }
     }
 

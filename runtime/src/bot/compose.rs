@@ -250,6 +250,14 @@ impl BotBuilder {
         }
         if coordination
             .as_ref()
+            .is_some_and(|c| c.options.is_handover())
+        {
+            // This replica's lease and forward queue (non-persistent flows): up before the
+            // transport brings messages, and a producer of work, stopped before the drain.
+            steps.push(Arc::new(crate::bot::forwards::ForwardStep::default()));
+        }
+        if coordination
+            .as_ref()
             .is_some_and(|c| c.options.is_leader_only_transport())
         {
             // Only the elected leader runs the transport.

@@ -389,7 +389,7 @@ fn queue_dispatch(
     mut extras: CtxExtras,
 ) -> Accepted {
     let is_interaction = matches!(source, CtxSource::Interaction(_));
-    let ticket = crate::bot::turns::ticket(k, extras.admitted_ms);
+    let ticket = k.ticket(extras.admitted_ms);
     // A child of the event's `bot.inbound`, though it runs later, in the chat's queue.
     let span = telemetry::dispatch_span(&tracing::Span::current(), chat.as_str());
     queue_job(k, &chat.clone(), lease, move |waiting| {

@@ -11,6 +11,7 @@
 //! | `plugin_host` | `plug` / `unplug` |
 //! | `ops` | trigger, send, broadcast, handoffs |
 //! | `signals` | the signals that stop the bot with a drain |
+//! | `forwards` | with hand-over: this replica's lease and the draining of its forward queue (non-persistent flows) |
 //!
 //! Below: the kernel (`Kernel`, `Ctx`, routes, queues, gates), the outbound path (sends and
 //! edits through hooks, pacing, ledger, parts and the durable outbox; presence; the
@@ -21,6 +22,7 @@
 
 pub(crate) mod compose;
 pub(crate) mod dispatcher;
+pub(crate) mod forwards;
 pub(crate) mod inbound;
 pub(crate) mod leader;
 pub(crate) mod lifecycle;

@@ -89,18 +89,3 @@ async fn take(coord: &Coord, chat: &ChatId, ticket: u64) -> Fence {
         wait = (wait * 2).min(MAX_WAIT);
     }
 }
-
-/// The ticket of work admitted at `admitted_ms` (now when unknown): its admission time in
-/// microseconds, plus one per call within this process so two events never share one.
-pub(crate) fn ticket(k: &Kernel, admitted_ms: Option<i64>) -> u64 {
-    use std::sync::atomic::AtomicU64;
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let ms = admitted_ms.unwrap_or_else(|| k.clock.now_ms());
-    let floor = u64::try_from(ms.max(0)).unwrap_or(0).saturating_mul(1000);
-    let prev = LAST
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
-            Some(floor.max(last.saturating_add(1)))
-        })
-        .unwrap_or(floor);
-    floor.max(prev.saturating_add(1))
-}

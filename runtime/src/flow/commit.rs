@@ -64,7 +64,8 @@ pub(crate) enum CheckpointChange {
 }
 
 /// The store scope of the notes that a chat's non-persistent flow waits in memory (`key` =
-/// chat, `value` = `{"flow": "<name>"}`; see `lost`).
+/// chat, `value` = `{"flow": "<name>"}`, plus `"replica": "<instance id>"` with hand-over;
+/// see `lost` and `forward`).
 pub(crate) const LOST_SCOPE: &str = "botmesh:flows-in-memory";
 
 /// What becomes of the note that the chat's non-persistent flow waits in memory (see `lost`).
@@ -141,7 +142,15 @@ async fn write_lost(k: &Kernel, chat: &ChatId, lost: LostNote) {
     match lost {
         LostNote::Keep => {}
         LostNote::Write(flow) => {
-            let value = serde_json::json!({ "flow": flow });
+            // With hand-over, the holding replica too (forwarding, see `forward`).
+            let value = match k
+                .coordination
+                .as_deref()
+                .filter(|c| c.options.is_handover())
+            {
+                Some(c) => serde_json::json!({ "flow": flow, "replica": c.c.instance_id() }),
+                None => serde_json::json!({ "flow": flow }),
+            };
             if let Err(e) = k.store.set_value(LOST_SCOPE, chat.as_str(), &value).await {
                 k.events.error("flow:in-memory-note", Some(chat), e);
             }

@@ -13,6 +13,7 @@ use crate::flow::ask::Answer;
 use crate::flow::checkpoint::{self, Loaded};
 use crate::flow::commit;
 use crate::flow::executor::{drive, top_name};
+use crate::flow::forward;
 use crate::flow::handover::{self, Finished};
 use crate::flow::lost;
 use crate::flow::resume::{self, ended_leftover, load};
@@ -196,7 +197,8 @@ pub(crate) async fn dormant(ctx: &Ctx) -> bool {
             ctx.0
                 .checkpoint_absent
                 .store(true, std::sync::atomic::Ordering::SeqCst);
-            return false;
+            // A non-persistent flow of another replica (`forward`).
+            return forward::held_elsewhere(ctx).await;
         }
         Err(e) => {
             k.events.error("flow:checkpoint", Some(ctx.chat()), e);

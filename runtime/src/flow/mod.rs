@@ -41,7 +41,8 @@
 //! | `executor` | one step of a stack: run, hand its commit to `commit`, settle (its timeout armed or disarmed) | `api`, `ask`, `checkpoint`, `commit`, `resume`, `sends`, `stack`, `timeout` |
 //! | `handover` | a step cut short, finished with the answer its checkpoint carries (`Coordination::handover`) | `api`, `executor`, `resume`, `stack` |
 //! | `lost` | a non-persistent flow a restart lost: `lost:restart` at start, from the notes `commit` writes | `commit` |
-//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `handover`, `lost`, `resume`, `stack`, `timeout` |
+//! | `forward` | a message of a non-persistent flow another live replica holds, forwarded to it; `lost:replica` when it died (`Coordination::handover`) | `commit`, `lost` |
+//! | `conversation` | when a stack steps (start, answer, resume, restart, timeout, cancel) and ends | `api`, `ask`, `checkpoint`, `commit`, `executor`, `forward`, `handover`, `lost`, `resume`, `stack`, `timeout` |
 //! | `registry` | `bot.flow` / `register_flow` / `start_flow` / `cancel_flow` | `api`, `conversation` |
 //!
 //! No module names one that names it back (`tests/architecture.rs` checks it).
@@ -58,6 +59,7 @@ pub(crate) mod conversation;
 mod cx;
 mod effect;
 mod executor;
+mod forward;
 mod handover;
 mod lost;
 mod registry;
@@ -76,6 +78,7 @@ pub use api::{
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::FlowSend;
+pub(crate) use forward::queue_scope as forward_queue;
 pub(crate) use runtime::FlowRuntime;
 
 use crate::error::BotError;

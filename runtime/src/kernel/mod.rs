@@ -143,6 +143,23 @@ impl Bot {
 }
 
 impl Kernel {
+    /// The ticket of work admitted at `admitted_ms` (now when unknown): its admission time in
+    /// microseconds, plus one per call within this process so two events never share one.
+    /// Chat turns are taken in ticket order (`bot/turns.rs`), forwarded messages queued in it
+    /// (`flow/forward.rs`).
+    pub(crate) fn ticket(&self, admitted_ms: Option<i64>) -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static LAST: AtomicU64 = AtomicU64::new(0);
+        let ms = admitted_ms.unwrap_or_else(|| self.clock.now_ms());
+        let floor = u64::try_from(ms.max(0)).unwrap_or(0).saturating_mul(1000);
+        let prev = LAST
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+                Some(floor.max(last.saturating_add(1)))
+            })
+            .unwrap_or(floor);
+        floor.max(prev.saturating_add(1))
+    }
+
     pub(crate) fn run_state(&self) -> RunState {
         *self.run_state.lock().unwrap_or_else(|e| e.into_inner())
     }

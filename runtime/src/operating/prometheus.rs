@@ -86,7 +86,7 @@ fn render_with(
 }
 
 /// A replica's coordination counters as `(name, description, value)`.
-pub fn coordination_counters(m: &CoordinationMetrics) -> [(&'static str, &'static str, u64); 8] {
+pub fn coordination_counters(m: &CoordinationMetrics) -> [(&'static str, &'static str, u64); 9] {
     [
         ("turns_taken", "Chat turns taken.", m.turns_taken),
         (
@@ -123,6 +123,11 @@ pub fn coordination_counters(m: &CoordinationMetrics) -> [(&'static str, &'stati
             "records_purged",
             "Idle turn and leader records deleted.",
             m.records_purged,
+        ),
+        (
+            "forwards",
+            "Messages handed to the replica holding their chat's non-persistent flow.",
+            m.forwards,
         ),
     ]
 }

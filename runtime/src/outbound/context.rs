@@ -85,6 +85,11 @@ impl Ctx {
         self.0.journal_failed.load(Ordering::SeqCst)
     }
 
+    /// Marks this context's inbound record for a retry instead of its completion.
+    pub(crate) fn fail_journal(&self) {
+        self.0.journal_failed.store(true, Ordering::SeqCst);
+    }
+
     fn note_journal_failure<T>(&self, result: &Result<T, BotError>) {
         if matches!(result, Err(BotError::Durability(_))) {
             self.0.journal_failed.store(true, Ordering::SeqCst);
