@@ -331,13 +331,15 @@ where
             .unwrap()
     );
     wait_for(&chan_a, chat, "Which color?").await;
+    // Let the step's commit (the note naming A, written after its sends) land, then kill A.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     killable.shutdown_background();
     std::mem::forget(bot_a);
     // A's replica lease (900 ms) expires.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(chan_b.say(chat, "d2", "blue").await.is_ok());
     let mut lost = false;
-    for _ in 0..500 {
+    for _ in 0..1500 {
         lost = saw_flow_event(&mut events, chat, "lost:replica");
         if lost {
             break;
