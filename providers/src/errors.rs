@@ -1,5 +1,5 @@
 //! The provider errors the network channels build alike: a final error of their own setup
-//! ([`local`]), and the chat filled into a `RecipientUnreachable` their API layer could not
+//! ([`local`]), an operation the channel cannot do ([`unsupported`]), and the chat filled into a `RecipientUnreachable` their API layer could not
 //! name ([`with_chat`]). Each channel classifies its API's answers itself.
 
 use botmesh::message::ChatId;
@@ -14,6 +14,14 @@ pub(crate) fn local(provider: &str, message: String) -> ProviderError {
         code: None,
         message,
         retryable: false,
+    }
+}
+
+/// `provider` cannot do `operation` (an edit, an edit of media): final.
+pub(crate) fn unsupported(provider: &str, operation: &'static str) -> ProviderError {
+    ProviderError::Unsupported {
+        provider: provider.to_owned(),
+        operation,
     }
 }
 

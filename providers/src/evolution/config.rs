@@ -12,36 +12,27 @@
 
 use std::time::Duration;
 
-use crate::gateway::web::DEFAULT_HISTORY_HORIZON;
-use crate::gateway::{GatewayEnv, GatewaySettings};
+use crate::gateway::GatewayEnv;
+use crate::gateway::web::{WebEnv, WebSettings};
 
 /// The Evolution provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type EvolutionConfigError = crate::settings::ConfigError;
 
-const ENV: GatewayEnv = GatewayEnv {
-    key: "EVOLUTION_API_KEY",
-    secret: "EVOLUTION_WEBHOOK_SECRET",
-    api_base: "EVOLUTION_API_URL",
-    path: "EVOLUTION_WEBHOOK_PATH",
+const ENV: WebEnv = WebEnv {
+    gateway: GatewayEnv {
+        key: "EVOLUTION_API_KEY",
+        secret: "EVOLUTION_WEBHOOK_SECRET",
+        api_base: "EVOLUTION_API_URL",
+        path: "EVOLUTION_WEBHOOK_PATH",
+    },
+    scope: "EVOLUTION_INSTANCE",
+    history: "EVOLUTION_HISTORY_SECS",
+    default_path: "/evolution",
 };
 
 /// The Evolution API provider's settings.
-#[derive(Clone)]
-pub struct EvolutionConfig {
-    pub(crate) gateway: GatewaySettings,
-    pub(crate) instance: String,
-    pub(crate) history_horizon: Duration,
-}
-
-impl std::fmt::Debug for EvolutionConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EvolutionConfig")
-            .field("instance", &self.instance)
-            .field("history_horizon", &self.history_horizon)
-            .field("gateway", &self.gateway)
-            .finish_non_exhaustive()
-    }
-}
+#[derive(Clone, Debug)]
+pub struct EvolutionConfig(pub(crate) WebSettings);
 
 impl EvolutionConfig {
     /// Settings with the server, the key, the instance and the webhook secret, and the
@@ -52,15 +43,8 @@ impl EvolutionConfig {
         instance: impl Into<String>,
         webhook_secret: impl Into<String>,
     ) -> Result<Self, EvolutionConfigError> {
-        let mut gateway =
-            GatewaySettings::new(api_url, api_key.into(), webhook_secret.into(), "/evolution");
-        gateway.set_api_base(api_url, "api_url")?;
-        gateway.check_secret("webhook_secret")?;
-        Ok(Self {
-            gateway,
-            instance: instance.into(),
-            history_horizon: DEFAULT_HISTORY_HORIZON,
-        })
+        let (key, scope) = (api_key.into(), instance.into());
+        WebSettings::new(api_url, key, scope, webhook_secret.into(), "/evolution").map(Self)
     }
 
     /// Reads the settings from the environment (see the module table).
@@ -70,28 +54,17 @@ impl EvolutionConfig {
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, EvolutionConfigError> {
-        let get = crate::settings::trimmed(get);
-        let need = |k: &'static str| get(k).ok_or(EvolutionConfigError::MissingEnv(k));
-        need(ENV.api_base)?;
-        let instance = need("EVOLUTION_INSTANCE")?;
-        let gateway = GatewaySettings::from_lookup(&get, &ENV, "http://localhost", "/evolution")?;
-        let history_horizon = crate::gateway::web::horizon_from(&get, "EVOLUTION_HISTORY_SECS")?;
-        Ok(Self {
-            gateway,
-            instance,
-            history_horizon,
-        })
+        WebSettings::from_lookup(get, &ENV).map(Self)
     }
 
     /// The webhook route (`/evolution`); a path secret is the segment after it.
-    pub fn webhook_path(mut self, path: &str) -> Result<Self, EvolutionConfigError> {
-        self.gateway.set_path(path.to_owned(), "webhook_path")?;
-        Ok(self)
+    pub fn webhook_path(self, path: &str) -> Result<Self, EvolutionConfigError> {
+        self.0.with_path(path).map(Self)
     }
 
     /// How old a message may be and still be answered (30 minutes by default).
     pub fn history_horizon(mut self, horizon: Duration) -> Self {
-        self.history_horizon = horizon;
+        self.0.history_horizon = horizon;
         self
     }
 }

@@ -102,11 +102,11 @@ pub struct Evolution {
 
 impl GatewayConfig for EvolutionConfig {
     fn settings(&self) -> &GatewaySettings {
-        &self.gateway
+        &self.0.gateway
     }
 
     fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(body, &self.instance, self.history_horizon)
+        inbound::parse(body, &self.0.scope, self.0.history_horizon)
     }
 }
 
@@ -129,11 +129,11 @@ impl Evolution {
         acts: bool,
         chat: &str,
     ) -> Result<Value, ProviderError> {
-        let c = &self.inner.config;
+        let c = &self.inner.config.0;
         let request = self
             .inner
             .http
-            .post(self.inner.url(&format!("/{route}/{}", c.instance)))
+            .post(self.inner.url(&format!("/{route}/{}", c.scope)))
             .header("apikey", &c.gateway.api_key)
             .json(body);
         crate::gateway::call(NAME, what, acts, request, |status, body| {
@@ -161,13 +161,7 @@ impl WebhookApi for Evolution {
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
-        let bytes = match &outgoing.content {
-            OutgoingContent::Media { source, .. } => {
-                crate::gateway::web::outgoing_bytes(NAME, source, MEDIA_LIMIT).await?
-            }
-            _ => None,
-        };
-        let (route, body) = outbound::request(chat.as_str(), outgoing, bytes.as_deref())?;
+        let (route, body) = outbound::request(chat.as_str(), outgoing).await?;
         let answer = self
             .post(
                 &format!("message/{route}"),

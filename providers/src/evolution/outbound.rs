@@ -1,12 +1,13 @@
 //! Outgoing content → Evolution's send routes and bodies (the table is in the parent module).
 
-use botmesh::message::{Button, MediaKind, MediaSource, Outgoing, OutgoingContent};
+use botmesh::message::{Button, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
 
-use super::{BUTTONS, NAME, TEXT_LIMIT};
+use super::{BUTTONS, MEDIA_LIMIT, NAME, TEXT_LIMIT};
 use crate::gateway::outbound::checked_text;
 use crate::gateway::unsupported;
+use crate::gateway::web::OutgoingFile;
 
 fn refuse(what: impl Into<String>) -> ProviderError {
     unsupported(NAME, what)
@@ -33,12 +34,11 @@ fn rows(buttons: &[Button]) -> Vec<Value> {
         .collect()
 }
 
-/// The route (`sendText`, …) and the body of `outgoing` to `chat`; `media` is the bytes of
-/// a local file or of in-memory media, read by the caller.
-pub(super) fn request(
+/// The route (`sendText`, …) and the body of `outgoing` to `chat`; a local file or in-memory
+/// media is read here.
+pub(super) async fn request(
     chat: &str,
     outgoing: &Outgoing,
-    bytes: Option<&[u8]>,
 ) -> Result<(&'static str, Value), ProviderError> {
     let (route, mut body) = match &outgoing.content {
         OutgoingContent::Text { text, buttons } if buttons.is_empty() => (
@@ -70,22 +70,8 @@ pub(super) fn request(
             caption,
             mime,
         } => {
-            let (media, file_name) = match (source, bytes) {
-                (MediaSource::Url { url }, _) => (
-                    url.clone(),
-                    url.rsplit('/').next().unwrap_or("file").to_owned(),
-                ),
-                (MediaSource::Bytes { file_name, .. }, Some(b)) => (
-                    botmesh::codec::encode_base64(b),
-                    file_name.clone().unwrap_or_else(|| "file".to_owned()),
-                ),
-                (MediaSource::Path { path }, Some(b)) => (
-                    botmesh::codec::encode_base64(b),
-                    path.file_name()
-                        .map_or("file".to_owned(), |n| n.to_string_lossy().into_owned()),
-                ),
-                _ => return Err(refuse("a media token (send a URL, a path or bytes)")),
-            };
+            let file = OutgoingFile::of(NAME, source, MEDIA_LIMIT).await?;
+            let (media, file_name) = (file.payload.into_base64(), file.file_name);
             if *media_kind == MediaKind::Sticker {
                 (
                     "sendSticker",

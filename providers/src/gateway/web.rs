@@ -1,12 +1,146 @@
-//! What the two WhatsApp-Web gateways (Evolution API, WPPConnect) share: the history horizon
-//! (a message older than it is history the gateway replays after a reconnect or a sync, not
-//! answered), the media bytes they return as base64, and the inner WhatsApp message id.
+//! What the two WhatsApp-Web gateways (Evolution API, WPPConnect) share: their settings
+//! ([`WebSettings`]: the gateway's, the instance or session whose webhooks are taken, the
+//! history horizon), the history horizon itself (a message older than it is history the
+//! gateway replays after a reconnect or a sync, not answered), the media they send
+//! ([`OutgoingFile`]: a URL they fetch, or bytes they take as base64) and return as base64,
+//! and the inner WhatsApp message id.
 
 use std::time::Duration;
 
 use botmesh::message::MediaSource;
 use botmesh::provider::ProviderError;
 use serde_json::Value;
+
+use super::{GatewayEnv, GatewaySettings};
+use crate::settings::ConfigError;
+
+/// The environment variables of a WhatsApp-Web gateway's settings.
+pub(crate) struct WebEnv {
+    /// The shared settings' variables.
+    pub(crate) gateway: GatewayEnv,
+    /// The instance (Evolution) or session (WPPConnect) (required).
+    pub(crate) scope: &'static str,
+    /// The history horizon, in seconds.
+    pub(crate) history: &'static str,
+    /// The default webhook route (`/evolution`).
+    pub(crate) default_path: &'static str,
+}
+
+/// A WhatsApp-Web gateway channel's settings: the shared ones, the instance or session whose
+/// webhooks are taken (another's are refused), and the history horizon.
+#[derive(Clone, Debug)]
+pub(crate) struct WebSettings {
+    pub(crate) gateway: GatewaySettings,
+    pub(crate) scope: String,
+    pub(crate) history_horizon: Duration,
+}
+
+impl WebSettings {
+    /// Settings with the server, the credential, the scope and the webhook secret, and the
+    /// defaults; refuses a server URL that is not `http(s)` and a weak secret.
+    pub(crate) fn new(
+        api_url: &str,
+        api_key: String,
+        scope: String,
+        webhook_secret: String,
+        path: &str,
+    ) -> Result<Self, ConfigError> {
+        let mut gateway = GatewaySettings::new(api_url, api_key, webhook_secret, path);
+        gateway.set_api_base(api_url, "api_url")?;
+        gateway.check_secret("webhook_secret")?;
+        Ok(Self {
+            gateway,
+            scope,
+            history_horizon: DEFAULT_HISTORY_HORIZON,
+        })
+    }
+
+    /// Reads the settings from `get` under `env`'s names (the server URL is required).
+    pub(crate) fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        env: &WebEnv,
+    ) -> Result<Self, ConfigError> {
+        let get = crate::settings::trimmed(get);
+        let need = |k: &'static str| get(k).ok_or(ConfigError::MissingEnv(k));
+        need(env.gateway.api_base)?;
+        let scope = need(env.scope)?;
+        let gateway =
+            GatewaySettings::from_lookup(&get, &env.gateway, "http://localhost", env.default_path)?;
+        Ok(Self {
+            gateway,
+            scope,
+            history_horizon: horizon_from(&get, env.history)?,
+        })
+    }
+
+    /// Another webhook route.
+    pub(crate) fn with_path(mut self, path: &str) -> Result<Self, ConfigError> {
+        self.gateway.set_path(path.to_owned(), "webhook_path")?;
+        Ok(self)
+    }
+}
+
+/// What a WhatsApp-Web gateway sends as media: a URL it fetches, or bytes it takes as base64.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// A URL the gateway fetches.
+    Url(String),
+    /// A local file's or in-memory media's bytes.
+    Bytes(Vec<u8>),
+}
+
+impl Payload {
+    /// The URL, or the bytes as base64.
+    pub(crate) fn into_base64(self) -> String {
+        match self {
+            Payload::Url(url) => url,
+            Payload::Bytes(b) => botmesh::codec::encode_base64(&b),
+        }
+    }
+}
+
+/// Media to send, with the file name the recipient sees.
+#[derive(Debug)]
+pub(crate) struct OutgoingFile {
+    pub(crate) payload: Payload,
+    pub(crate) file_name: String,
+}
+
+impl OutgoingFile {
+    /// The media of `source`: a URL as it is (named by its last segment), or the bytes of
+    /// in-memory media or a local file (refused over `limit`); a channel token is refused.
+    pub(crate) async fn of(
+        provider: &str,
+        source: &MediaSource,
+        limit: u64,
+    ) -> Result<Self, ProviderError> {
+        let file_name = match source {
+            MediaSource::Url { url } => {
+                return Ok(Self {
+                    payload: Payload::Url(url.clone()),
+                    file_name: url.rsplit('/').next().unwrap_or("file").to_owned(),
+                });
+            }
+            MediaSource::Bytes { file_name, .. } => file_name.clone(),
+            MediaSource::Path { path } => {
+                path.file_name().map(|n| n.to_string_lossy().into_owned())
+            }
+            MediaSource::Token { .. } => {
+                return Err(crate::gateway::unsupported(
+                    provider,
+                    "a media token (send a URL, a path or bytes)",
+                ));
+            }
+        };
+        let bytes = outgoing_bytes(provider, source, limit)
+            .await?
+            .unwrap_or_default();
+        Ok(Self {
+            payload: Payload::Bytes(bytes),
+            file_name: file_name.unwrap_or_else(|| "file".to_owned()),
+        })
+    }
+}
 
 /// The default history horizon: longer than Evolution's webhook retries last (10 attempts
 /// backing off from 5 s to 300 s, about 25 minutes), so a message redelivered after the bot
@@ -42,7 +176,7 @@ pub(crate) fn media_bytes(provider: &str, body: &Value) -> Result<Vec<u8>, Provi
 
 /// The bytes of a local file or of in-memory media to send (`None` for a URL or a token),
 /// refused over `limit`.
-pub(crate) async fn outgoing_bytes(
+async fn outgoing_bytes(
     provider: &str,
     source: &MediaSource,
     limit: u64,
@@ -72,7 +206,7 @@ pub(crate) fn plausible_message_id(id: &str) -> bool {
 }
 
 /// The history horizon read from `setting` (seconds), or the default.
-pub(crate) fn horizon_from(
+fn horizon_from(
     get: &impl Fn(&str) -> Option<String>,
     setting: &'static str,
 ) -> Result<Duration, crate::settings::ConfigError> {

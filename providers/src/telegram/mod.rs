@@ -303,10 +303,7 @@ impl Provider for TelegramProvider {
         content: &OutgoingContent,
     ) -> Result<(), ProviderError> {
         let OutgoingContent::Text { text, buttons } = content else {
-            return Err(ProviderError::Unsupported {
-                provider: NAME.to_owned(),
-                operation: "edit of non-text content",
-            });
+            return Err(crate::errors::unsupported(NAME, "edit of non-text content"));
         };
         let id =
             message_id

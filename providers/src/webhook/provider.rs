@@ -52,10 +52,7 @@ pub trait WebhookApi: Send + Sync + 'static {
         _message_id: &MessageId,
         _content: &OutgoingContent,
     ) -> Result<(), ProviderError> {
-        Err(ProviderError::Unsupported {
-            provider: Self::NAME.to_owned(),
-            operation: "edit",
-        })
+        Err(crate::errors::unsupported(Self::NAME, "edit"))
     }
 
     /// Shows a typing indicator; nothing by default.

@@ -710,10 +710,7 @@ impl Provider for WhatsAppWebProvider {
         content: &OutgoingContent,
     ) -> Result<(), ProviderError> {
         let OutgoingContent::Text { text, .. } = content else {
-            return Err(ProviderError::Unsupported {
-                provider: NAME.to_owned(),
-                operation: "edit of media",
-            });
+            return Err(crate::errors::unsupported(NAME, "edit of media"));
         };
         self.call(
             self.inner

@@ -12,36 +12,27 @@
 
 use std::time::Duration;
 
-use crate::gateway::web::DEFAULT_HISTORY_HORIZON;
-use crate::gateway::{GatewayEnv, GatewaySettings};
+use crate::gateway::GatewayEnv;
+use crate::gateway::web::{WebEnv, WebSettings};
 
 /// The WPPConnect provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type WppConnectConfigError = crate::settings::ConfigError;
 
-const ENV: GatewayEnv = GatewayEnv {
-    key: "WPPCONNECT_TOKEN",
-    secret: "WPPCONNECT_WEBHOOK_SECRET",
-    api_base: "WPPCONNECT_API_URL",
-    path: "WPPCONNECT_WEBHOOK_PATH",
+const ENV: WebEnv = WebEnv {
+    gateway: GatewayEnv {
+        key: "WPPCONNECT_TOKEN",
+        secret: "WPPCONNECT_WEBHOOK_SECRET",
+        api_base: "WPPCONNECT_API_URL",
+        path: "WPPCONNECT_WEBHOOK_PATH",
+    },
+    scope: "WPPCONNECT_SESSION",
+    history: "WPPCONNECT_HISTORY_SECS",
+    default_path: "/wppconnect",
 };
 
 /// The WPPConnect provider's settings.
-#[derive(Clone)]
-pub struct WppConnectConfig {
-    pub(crate) gateway: GatewaySettings,
-    pub(crate) session: String,
-    pub(crate) history_horizon: Duration,
-}
-
-impl std::fmt::Debug for WppConnectConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WppConnectConfig")
-            .field("session", &self.session)
-            .field("history_horizon", &self.history_horizon)
-            .field("gateway", &self.gateway)
-            .finish_non_exhaustive()
-    }
-}
+#[derive(Clone, Debug)]
+pub struct WppConnectConfig(pub(crate) WebSettings);
 
 impl WppConnectConfig {
     /// Settings with the server, the session, its token and the webhook secret, and the
@@ -52,15 +43,8 @@ impl WppConnectConfig {
         token: impl Into<String>,
         webhook_secret: impl Into<String>,
     ) -> Result<Self, WppConnectConfigError> {
-        let mut gateway =
-            GatewaySettings::new(api_url, token.into(), webhook_secret.into(), "/wppconnect");
-        gateway.set_api_base(api_url, "api_url")?;
-        gateway.check_secret("webhook_secret")?;
-        Ok(Self {
-            gateway,
-            session: session.into(),
-            history_horizon: DEFAULT_HISTORY_HORIZON,
-        })
+        let (key, scope) = (token.into(), session.into());
+        WebSettings::new(api_url, key, scope, webhook_secret.into(), "/wppconnect").map(Self)
     }
 
     /// Reads the settings from the environment (see the module table).
@@ -72,28 +56,17 @@ impl WppConnectConfig {
     pub fn from_lookup(
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, WppConnectConfigError> {
-        let get = crate::settings::trimmed(get);
-        let need = |k: &'static str| get(k).ok_or(WppConnectConfigError::MissingEnv(k));
-        need(ENV.api_base)?;
-        let session = need("WPPCONNECT_SESSION")?;
-        let gateway = GatewaySettings::from_lookup(&get, &ENV, "http://localhost", "/wppconnect")?;
-        let history_horizon = crate::gateway::web::horizon_from(&get, "WPPCONNECT_HISTORY_SECS")?;
-        Ok(Self {
-            gateway,
-            session,
-            history_horizon,
-        })
+        WebSettings::from_lookup(get, &ENV).map(Self)
     }
 
     /// The webhook route (`/wppconnect`); the path secret is the segment after it.
-    pub fn webhook_path(mut self, path: &str) -> Result<Self, WppConnectConfigError> {
-        self.gateway.set_path(path.to_owned(), "webhook_path")?;
-        Ok(self)
+    pub fn webhook_path(self, path: &str) -> Result<Self, WppConnectConfigError> {
+        self.0.with_path(path).map(Self)
     }
 
     /// How old a message may be and still be answered (30 minutes by default).
     pub fn history_horizon(mut self, horizon: Duration) -> Self {
-        self.history_horizon = horizon;
+        self.0.history_horizon = horizon;
         self
     }
 }

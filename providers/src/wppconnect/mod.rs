@@ -104,11 +104,11 @@ pub struct WppConnect {
 
 impl GatewayConfig for WppConnectConfig {
     fn settings(&self) -> &GatewaySettings {
-        &self.gateway
+        &self.0.gateway
     }
 
     fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(body, &self.session, self.history_horizon)
+        inbound::parse(body, &self.0.scope, self.0.history_horizon)
     }
 }
 
@@ -130,8 +130,8 @@ impl WppConnect {
         what: &str,
         acts: bool,
     ) -> Result<Value, ProviderError> {
-        let c = &self.inner.config;
-        let url = self.inner.url(&format!("/api/{}/{route}", c.session));
+        let c = &self.inner.config.0;
+        let url = self.inner.url(&format!("/api/{}/{route}", c.scope));
         let request = match body {
             Some(b) => self.inner.http.post(url).json(b),
             None => self.inner.http.get(url),
@@ -169,13 +169,7 @@ impl WebhookApi for WppConnect {
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
-        let bytes = match &outgoing.content {
-            OutgoingContent::Media { source, .. } => {
-                crate::gateway::web::outgoing_bytes(NAME, source, MEDIA_LIMIT).await?
-            }
-            _ => None,
-        };
-        let (route, body) = outbound::request(chat.as_str(), outgoing, bytes.as_deref())?;
+        let (route, body) = outbound::request(chat.as_str(), outgoing).await?;
         let answer = self.call(route, Some(&body), "send", true).await?;
         Ok(SentMessage {
             message_id: sent_id(&answer),

@@ -1,12 +1,13 @@
 //! Outgoing content → WPPConnect's send routes and bodies (the table is in the parent module).
 
-use botmesh::message::{Button, MediaKind, MediaSource, Outgoing, OutgoingContent};
+use botmesh::message::{Button, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
 
-use super::{NAME, TEXT_LIMIT};
+use super::{MEDIA_LIMIT, NAME, TEXT_LIMIT};
 use crate::gateway::outbound::{checked_text, contacts_text};
 use crate::gateway::unsupported;
+use crate::gateway::web::{OutgoingFile, Payload};
 
 fn refuse(what: impl Into<String>) -> ProviderError {
     unsupported(NAME, what)
@@ -34,12 +35,11 @@ fn with(chat: &str, extra: Value) -> Value {
     body
 }
 
-/// The route (`send-message`, …) and the body of `outgoing` to `chat`; `bytes` is the
-/// content of a local file or of in-memory media, read by the caller.
-pub(super) fn request(
+/// The route (`send-message`, …) and the body of `outgoing` to `chat`; a local file or in-memory
+/// media is read here.
+pub(super) async fn request(
     chat: &str,
     outgoing: &Outgoing,
-    bytes: Option<&[u8]>,
 ) -> Result<(&'static str, Value), ProviderError> {
     let list = |text: &str, button: &str, sections: Vec<Value>| {
         (
@@ -81,32 +81,18 @@ pub(super) fn request(
             caption,
             mime,
         } => {
-            let (field, value, file_name) = match (source, bytes) {
-                (MediaSource::Url { url }, _) => (
-                    "path",
-                    url.clone(),
-                    url.rsplit('/').next().unwrap_or("file").to_owned(),
-                ),
-                (MediaSource::Bytes { file_name, .. }, Some(b)) => (
+            let OutgoingFile { payload, file_name } =
+                OutgoingFile::of(NAME, source, MEDIA_LIMIT).await?;
+            let (field, value) = match payload {
+                Payload::Url(url) => ("path", url),
+                Payload::Bytes(b) => (
                     "base64",
                     format!(
                         "data:{};base64,{}",
                         mime.as_deref().unwrap_or("application/octet-stream"),
-                        botmesh::codec::encode_base64(b)
+                        botmesh::codec::encode_base64(&b)
                     ),
-                    file_name.clone().unwrap_or_else(|| "file".to_owned()),
                 ),
-                (MediaSource::Path { path }, Some(b)) => (
-                    "base64",
-                    format!(
-                        "data:{};base64,{}",
-                        mime.as_deref().unwrap_or("application/octet-stream"),
-                        botmesh::codec::encode_base64(b)
-                    ),
-                    path.file_name()
-                        .map_or("file".to_owned(), |n| n.to_string_lossy().into_owned()),
-                ),
-                _ => return Err(refuse("a media token (send a URL, a path or bytes)")),
             };
             let route = match media_kind {
                 MediaKind::Image => "send-image",
