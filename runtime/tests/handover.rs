@@ -8,6 +8,8 @@
 //! | --- | --- |
 //! | `a_non_persistent_flow_is_forwarded_to_its_replica_*` | a non-persistent flow started on replica A, whose next message reaches replica B while A lives, goes on on A: B forwards the message (counted, emitted, on `/metrics`), A takes it as the answer and replies exactly once; B replies nothing |
 //! | `a_non_persistent_flow_of_a_dead_replica_is_lost_*` | with A killed (its replica lease expired), the message reaching B takes the lost-flow path: `lost:replica`, no forward, the message routed as a fresh one |
+//! | `a_message_forwarded_twice_is_answered_once_*` | the same message put twice on A's forward queue (its receiver replayed and forwarded it again) is journaled on A once and answered once; both entries leave the queue |
+//! | `a_timeout_claimed_by_another_replica_fires_on_the_holder_*` | the ask timeout of a non-persistent flow held by A, claimed by B's scheduler, is forwarded to A and fires there once |
 //! | `a_cut_step_is_finished_by_the_next_replica_*` | a step killed after its first send (made, or collected for the step's commit on a store that commits steps atomically), on replica A, is finished by replica B with the answer the checkpoint carries when the chat's next message reaches B; that message then answers the question the finished step asked; the send made before the cut is not repeated; the cut message's later replay is not taken as an answer; the hand-over is counted and emitted |
 #![allow(clippy::unwrap_used)]
 
@@ -23,6 +25,7 @@ use botmesh::coordination::{Coordination, CoordinationEvent};
 use botmesh::durability::{DurabilityConfig, DurableKv, MemoryKv, MemoryStore, Store};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
+use botmesh::schedule::SchedulerOptions;
 use botmesh::testing::MockProvider;
 
 /// The chats whose `greet` step stalls after its greeting (replica A's, until it is killed).
@@ -98,11 +101,32 @@ async fn color(cx: &mut FlowCx) -> FlowResult {
     Ok(())
 }
 
+/// One question, in memory, that gives up after a second of silence.
+#[flow(start = command("nap"))]
+async fn nap(cx: &mut FlowCx) -> FlowResult {
+    match cx
+        .ask("Still there?")
+        .id("nap")
+        .idle(Duration::from_secs(1))
+        .await
+    {
+        Ok(answer) => cx.send(format!("Yes: {}", answer.text())).await?,
+        Err(Interrupt::Timeout) => cx.send("Nobody there.").await?,
+        Err(Interrupt::Cancelled) => return cx.cancel(),
+    }
+    Ok(())
+}
+
 /// The shared store and journals of the replicas.
 type Shared = (Arc<dyn Store>, Arc<dyn DurableKv>);
 
 /// A replica on `store` and `kv` under instance id `name`, with short leases.
-async fn replica((store, kv): Shared, name: &str) -> (Bot, MockProvider) {
+async fn replica(shared: Shared, name: &str) -> (Bot, MockProvider) {
+    replica_polling(shared, name, Duration::from_millis(100)).await
+}
+
+/// A replica whose scheduler looks for due jobs every `poll`.
+async fn replica_polling((store, kv): Shared, name: &str, poll: Duration) -> (Bot, MockProvider) {
     let mut config = DurabilityConfig::default();
     config.instance_id = Some(name.to_owned());
     config.inbox.lease = Duration::from_millis(1500);
@@ -119,10 +143,15 @@ async fn replica((store, kv): Shared, name: &str) -> (Bot, MockProvider) {
                 .leader_lease(Duration::from_millis(900))
                 .safety_margin(Duration::from_millis(200)),
         )
+        .scheduler(SchedulerOptions {
+            poll,
+            ..SchedulerOptions::default()
+        })
         .build()
         .unwrap();
     bot.flow(greet);
     bot.flow(color);
+    bot.flow(nap);
     bot.start().await.unwrap();
     (bot, channel)
 }
@@ -218,29 +247,6 @@ where
         "the replay of the cut message was not taken as an answer"
     );
     bot_b.stop().await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_step_is_finished_by_the_next_replica_on_memory() {
-    a_cut_step_is_finished_by_the_next_replica(memory(), "memory-chat").await;
-}
-
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_step_is_finished_by_the_next_replica_on_postgres() {
-    let Some(open) = servers::postgres_shared("handover") else {
-        return;
-    };
-    a_cut_step_is_finished_by_the_next_replica(open, "postgres-chat").await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cut_step_is_finished_by_the_next_replica_on_redis() {
-    let Some(open) = servers::redis_shared("handover") else {
-        return;
-    };
-    a_cut_step_is_finished_by_the_next_replica(open, "redis-chat").await;
 }
 
 /// The shared store and journals in memory, as an opener.
@@ -357,48 +363,108 @@ where
     bot_b.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_memory() {
-    a_non_persistent_flow_is_forwarded_to_its_replica(memory(), "memory-fwd").await;
+/// Forwarding twice: the same message on A's forward queue twice (B forwarded it, and
+/// forwarded it again when its own record was replayed) is A's answer once.
+async fn a_message_forwarded_twice_is_answered_once<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let shared = kv().await;
+    let store = Arc::clone(&shared.0);
+    let (bot_a, chan_a) = replica(shared, "a").await;
+    assert!(chan_a.say(chat, "t1", "/color").await.is_ok());
+    wait_for(&chan_a, chat, "Which color?").await;
+    let message = Message::text("t2", chat, "green");
+    let entry = serde_json::json!({
+        "event": ProviderEvent::Message(message),
+        "admitted_ms": 0,
+    });
+    for key in ["00000000000000000001", "00000000000000000002"] {
+        store
+            .set_value("botmesh:forwards:a", key, &entry)
+            .await
+            .unwrap();
+    }
+    wait_for(&chan_a, chat, "You like green").await;
+    // Time for a second answer, were the second entry dispatched too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(chan_a.texts(chat), ["Which color?", "You like green"]);
+    assert!(
+        store.values("botmesh:forwards:a").await.unwrap().is_empty(),
+        "both entries were taken off the queue"
+    );
+    bot_a.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_memory() {
-    a_non_persistent_flow_of_a_dead_replica_is_lost(memory(), "memory-lost").await;
+/// A timeout claimed by the replica that does not hold the flow: A (whose scheduler polls
+/// once an hour) holds `nap`; B's scheduler claims the due timeout and forwards it to A,
+/// where it fires once.
+async fn a_timeout_claimed_by_another_replica_fires_on_the_holder<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let (bot_a, chan_a) = replica_polling(kv().await, "a", Duration::from_secs(3600)).await;
+    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    assert!(chan_a.say(chat, "n1", "/nap").await.is_ok());
+    wait_for(&chan_a, chat, "Nobody there.").await;
+    assert_eq!(chan_a.texts(chat), ["Still there?", "Nobody there."]);
+    assert!(chan_b.texts(chat).is_empty(), "{:?}", chan_b.texts(chat));
+    let metrics = bot_b.coordination_metrics().unwrap();
+    assert_eq!(metrics.forwards, 1, "B forwarded the timeout: {metrics:?}");
+    bot_b.stop().await.unwrap();
+    bot_a.stop().await.unwrap();
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_postgres() {
-    let Some(open) = servers::postgres_shared("forward") else {
-        return;
-    };
-    a_non_persistent_flow_is_forwarded_to_its_replica(open, "postgres-fwd").await;
+/// The scenarios above on each shared backend: in memory, and on Postgres and Redis when
+/// their features are on (skipped, and saying so, without their server variables).
+macro_rules! on_each_backend {
+    ($($scenario:ident: $memory:ident, $postgres:ident, $redis:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            $scenario(memory(), stringify!($memory)).await;
+        }
+
+        #[cfg(feature = "postgres")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(open) = servers::postgres_shared("handover") else {
+                return;
+            };
+            $scenario(open, stringify!($postgres)).await;
+        }
+
+        #[cfg(feature = "redis")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            let Some(open) = servers::redis_shared("handover") else {
+                return;
+            };
+            $scenario(open, stringify!($redis)).await;
+        }
+    )*};
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_postgres() {
-    let Some(open) = servers::postgres_shared("forward_lost") else {
-        return;
-    };
-    a_non_persistent_flow_of_a_dead_replica_is_lost(open, "postgres-lost").await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_is_forwarded_to_its_replica_on_redis() {
-    let Some(open) = servers::redis_shared("forward") else {
-        return;
-    };
-    a_non_persistent_flow_is_forwarded_to_its_replica(open, "redis-fwd").await;
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_persistent_flow_of_a_dead_replica_is_lost_on_redis() {
-    let Some(open) = servers::redis_shared("forward-lost") else {
-        return;
-    };
-    a_non_persistent_flow_of_a_dead_replica_is_lost(open, "redis-lost").await;
+on_each_backend! {
+    a_cut_step_is_finished_by_the_next_replica:
+        a_cut_step_is_finished_by_the_next_replica_on_memory,
+        a_cut_step_is_finished_by_the_next_replica_on_postgres,
+        a_cut_step_is_finished_by_the_next_replica_on_redis;
+    a_non_persistent_flow_is_forwarded_to_its_replica:
+        a_non_persistent_flow_is_forwarded_to_its_replica_on_memory,
+        a_non_persistent_flow_is_forwarded_to_its_replica_on_postgres,
+        a_non_persistent_flow_is_forwarded_to_its_replica_on_redis;
+    a_non_persistent_flow_of_a_dead_replica_is_lost:
+        a_non_persistent_flow_of_a_dead_replica_is_lost_on_memory,
+        a_non_persistent_flow_of_a_dead_replica_is_lost_on_postgres,
+        a_non_persistent_flow_of_a_dead_replica_is_lost_on_redis;
+    a_message_forwarded_twice_is_answered_once:
+        a_message_forwarded_twice_is_answered_once_on_memory,
+        a_message_forwarded_twice_is_answered_once_on_postgres,
+        a_message_forwarded_twice_is_answered_once_on_redis;
+    a_timeout_claimed_by_another_replica_fires_on_the_holder:
+        a_timeout_claimed_by_another_replica_fires_on_the_holder_on_memory,
+        a_timeout_claimed_by_another_replica_fires_on_the_holder_on_postgres,
+        a_timeout_claimed_by_another_replica_fires_on_the_holder_on_redis;
 }

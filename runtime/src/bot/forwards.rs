@@ -1,10 +1,13 @@
 //! The forwarding step (`Coordination::handover`): keeps this replica's own lease
 //! (`replica:<instance id>`, renewed every third of the leader lease, given back on stop) and
 //! drains its forward queue every `poll` (the durability sweeper's period, at most that third),
-//! in key order (ingress order): each message is taken off the queue, then dispatched in its
-//! chat's queue and turn like a replayed one, where the non-persistent flow in memory takes it
-//! as its answer. A replica that died with messages on its queue finds them at its restart and
-//! routes them as fresh messages (its flows were lost and reported). This module does not
+//! in key order (ingress order): each message is journaled in the inbox as this replica's and
+//! taken off the queue (one transaction where the store shares the journal's), then
+//! dispatched under its inbox lease in its chat's queue and turn like a replayed one, where
+//! the non-persistent flow in memory takes it as its answer; a crash from there on leaves it
+//! to the inbox's replay, never lost. Each forwarded ask timeout fires in its chat's queue. A
+//! replica that died with messages on its queue finds them at its restart and routes them as
+//! fresh messages (its flows were lost and reported). This module does not
 //! decide what is forwarded (`flow/forward.rs` does).
 
 use std::sync::{Arc, Mutex};
@@ -16,14 +19,19 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::bot::inbound::{process_interaction, process_message};
+use crate::durable;
+use crate::durable::inbound::Journaled;
 use crate::error::BotError;
-use crate::flow::forward_queue;
+use crate::flow::conversation;
+use crate::flow::{Forwarded, forward_queue};
 use crate::kernel::context::CtxExtras;
 use crate::kernel::lifecycle::LifecycleStep;
 use crate::kernel::{Bot, Kernel};
+use crate::message::ChatId;
 use crate::provider::ProviderEvent;
 
-/// Takes the messages off this replica's forward queue, in ingress order, and dispatches them.
+/// Takes the entries off this replica's forward queue, in ingress order: messages and
+/// interactions are journaled as this replica's and dispatched, timeouts fire.
 async fn drain(k: &Arc<Kernel>, instance: &str) {
     let scope = forward_queue(instance);
     let mut queued = match k.store.values(&scope).await {
@@ -35,32 +43,96 @@ async fn drain(k: &Arc<Kernel>, instance: &str) {
     };
     queued.sort_by(|a, b| a.0.cmp(&b.0));
     for (key, value) in queued {
-        // Off the queue first: a forwarded message is dispatched at most once.
-        if let Err(e) = k.store.delete_value(&scope, &key).await {
-            k.events.error("flow:forward", None, e);
+        let entry = serde_json::from_value::<Forwarded>(value);
+        let taken = match entry {
+            Ok(Forwarded::Event { event, admitted_ms }) => {
+                admit(k, *event, admitted_ms, (scope.clone(), key)).await
+            }
+            Ok(Forwarded::Timeout { chat, data, now_ms }) => {
+                fire(k, ChatId::from(chat.as_str()), data, now_ms);
+                remove(k, &scope, &key).await
+            }
+            Err(e) => {
+                let error = format!("forwarded entry {key} does not decode: {e}");
+                tracing::error!(%error, "undecodable forwarded entry dropped");
+                k.events.error("flow:forward", None, error);
+                remove(k, &scope, &key).await
+            }
+        };
+        if !taken {
+            // The store is away: the rest waits for the next drain, in order.
             return;
         }
-        let event = value
-            .get("event")
-            .cloned()
-            .map(serde_json::from_value::<ProviderEvent>);
-        let extras = CtxExtras {
-            admitted_ms: value.get("admitted_ms").and_then(Value::as_i64),
-            ..CtxExtras::default()
-        };
-        match event {
-            Some(Ok(ProviderEvent::Message(m))) => {
-                process_message(k, Arc::new(m), None, extras, true).await;
-            }
-            Some(Ok(ProviderEvent::Interaction(i))) => {
-                process_interaction(k, i, None, extras).await;
-            }
-            other => {
-                let error = format!("forwarded message {key} does not decode: {other:?}");
-                tracing::error!(%error, "undecodable forwarded message dropped");
-                k.events.error("flow:forward", None, error);
+    }
+}
+
+/// Removes a queue entry; `false` when the store refused.
+async fn remove(k: &Kernel, scope: &str, key: &str) -> bool {
+    match k.store.delete_value(scope, key).await {
+        Ok(_) => true,
+        Err(e) => {
+            k.events.error("flow:forward", None, e);
+            false
+        }
+    }
+}
+
+/// Journals a forwarded event as this replica's (taking it off the queue) and dispatches it
+/// under its lease, like a replayed one; `false` when it could not be journaled (it stays
+/// queued).
+async fn admit(
+    k: &Arc<Kernel>,
+    event: ProviderEvent,
+    admitted_ms: i64,
+    queued: (String, String),
+) -> bool {
+    let lease = match k.durable.as_ref() {
+        Some(dur) => {
+            match durable::inbound::journal_forwarded(k, dur, &event, queued.clone()).await {
+                Journaled::Claimed { lease, .. } => Some(lease),
+                // Journaled by an earlier drain, which the crash cut short: the inbox
+                // replays it.
+                Journaled::Duplicate => return remove(k, &queued.0, &queued.1).await,
+                Journaled::Unavailable(e) => {
+                    k.events.error("flow:forward", Some(event.chat()), e);
+                    return false;
+                }
             }
         }
+        None => {
+            if !remove(k, &queued.0, &queued.1).await {
+                return false;
+            }
+            None
+        }
+    };
+    let extras = CtxExtras {
+        admitted_ms: Some(admitted_ms),
+        ..CtxExtras::default()
+    };
+    match event {
+        ProviderEvent::Message(m) => {
+            process_message(k, Arc::new(m), lease, extras, true).await;
+        }
+        ProviderEvent::Interaction(i) => {
+            process_interaction(k, i, lease, extras).await;
+        }
+        _ => {}
+    }
+    true
+}
+
+/// Fires a forwarded ask timeout in the chat's queue, where the flow in memory waits.
+fn fire(k: &Arc<Kernel>, chat: ChatId, data: Value, now_ms: i64) {
+    let kernel = Arc::clone(k);
+    let queued = conversation::queue(k, chat.clone(), move |_| async move {
+        let fired = conversation::fire_timeout(&kernel, Some(chat.clone()), &data, now_ms);
+        if let Err(e) = fired.await {
+            kernel.events.error("flow:timeout", Some(&chat), e);
+        }
+    });
+    if let Err(e) = queued {
+        tracing::debug!(error = %e, "forwarded ask timeout not fired: the bot is stopping");
     }
 }
 

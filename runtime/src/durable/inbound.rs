@@ -149,6 +149,75 @@ async fn journal_with_rows(
     }
 }
 
+/// Journals an event another replica forwarded to this one (see `flow::forward`) as this
+/// replica's, leased to it, and takes it off the forward queue (`queued`: its scope and key).
+/// Where the store shares the journal's transactions, both are one transaction; otherwise
+/// the record is written first and the entry removed after (a crash between leaves the entry,
+/// which the next drain finds journaled: a duplicate, removed then). The record id is the
+/// event's own with `@forwarded`, so a message forwarded twice (the receiving replica
+/// replayed it) is journaled once. Its ledger row was written by the replica that received
+/// it: the message is not recorded again (on a replay either, where the record is written in
+/// the store's transaction).
+pub(crate) async fn journal_forwarded(
+    k: &Kernel,
+    dur: &Durable,
+    event: &ProviderEvent,
+    queued: (String, String),
+) -> Journaled {
+    let chat = event.chat();
+    let received_id = match event {
+        ProviderEvent::Message(m) => m.id.as_str().to_owned(),
+        ProviderEvent::Interaction(i) => i.dedupe_id(),
+        _ => return Journaled::Unavailable("only messages and interactions are forwarded".into()),
+    };
+    let id = format!(
+        "{}@forwarded",
+        Kernel::inbound_record_id(chat.as_str(), &received_id)
+    );
+    let payload = match Payload::encode(event) {
+        Ok(p) => p,
+        Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
+    };
+    let new = NewInbound {
+        id: id.clone(),
+        chat: chat.0.clone(),
+        payload,
+        media_ref: None,
+    };
+    if !crate::kernel::journals::atomic(k) {
+        let journaled = match dur.d.inbox().journal_and_lease(new).await {
+            Ok(InboxJournalLease::Leased(lease)) => Journaled::Claimed {
+                lease,
+                recorded: true,
+            },
+            Ok(InboxJournalLease::Duplicate) => Journaled::Duplicate,
+            Err(e) => return Journaled::Unavailable(e.to_string()),
+        };
+        if let Err(e) = k.store.delete_value(&queued.0, &queued.1).await {
+            k.events.error("flow:forward", Some(chat), e);
+        }
+        return journaled;
+    }
+    let mut journal = dur.d.step();
+    let lease = match journal.journal_inbound(new) {
+        Ok(lease) => lease,
+        Err(e) => return Journaled::Unavailable(e.to_string()),
+    };
+    let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
+    step.delete_values = vec![queued];
+    match journal
+        .commit(&*k.store, &mut step, MAX_JOURNAL_TRIES)
+        .await
+    {
+        Ok(StepCommitted::Written(_)) => Journaled::Claimed {
+            lease,
+            recorded: true,
+        },
+        Ok(StepCommitted::InboundDuplicate(_)) => Journaled::Duplicate,
+        Err(e) => Journaled::Unavailable(format!("inbound {id}: {e}")),
+    }
+}
+
 /// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
 /// completed, or, when `work` reports that the journal failed under it (a send could not be
 /// journaled), charged as a retryable failure so the sweeper replays the message (its sends

@@ -317,14 +317,13 @@ pub(crate) async fn interrupt(ctx: &Ctx, input: Input) -> bool {
 /// Resumes the chat's flow with its ask's timeout, when it still waits at step `step` of run
 /// `run` and the ask's deadline passed by the bot's clock; `false` (the stack left as it is)
 /// otherwise: the ask was answered, or the flow moved on, ended or was replaced.
-pub(crate) async fn time_out(ctx: &Ctx, run: &str, step: u64) -> bool {
+pub(crate) async fn time_out(ctx: &Ctx, run: &str, step: u64, now_ms: i64) -> bool {
     let k = ctx.0.bot.kernel.clone();
     let Ok(stack) = waiting_uncut(ctx, &k).await else {
         return false;
     };
-    let due = stack.run == run
-        && stack.step == step
-        && stack.deadline().is_some_and(|d| d <= k.clock.now_ms());
+    let due =
+        stack.run == run && stack.step == step && stack.deadline().is_some_and(|d| d <= now_ms);
     if !due {
         k.flows().put(ctx.chat(), stack);
         return false;
@@ -378,16 +377,27 @@ where
 /// The task of an ask timeout's occurrence (the scheduler runs it in the chat's queue):
 /// resumes the chat's flow with the timeout, if it still waits at the ask the job was armed
 /// for (see `timeout`). A chat handed off to a human is left alone: its timeout is armed
-/// again at the release.
+/// again at the release. A timeout of a non-persistent flow another live replica holds is
+/// forwarded to it (see `forward`). `now_ms`: the time the replica that claimed the
+/// occurrence judged it due by (its clock, carried along when forwarded).
 pub(crate) async fn fire_timeout(
     k: &Arc<Kernel>,
     chat: Option<ChatId>,
     data: &serde_json::Value,
+    now_ms: i64,
 ) -> crate::error::HandlerResult {
     let chat = chat.ok_or(timeout::FireError::NoChat)?;
     let (run, step) = timeout::armed_ask(&chat, data)?;
     if k.gates.is_handed_off(&chat) {
         tracing::debug!(chat = %chat, "ask timeout during a handoff: fired at its release");
+        return Ok(());
+    }
+    // Claimed here for a flow this replica does not hold in memory: a non-persistent flow
+    // another live replica holds gets it on its forward queue.
+    if k.flows().with_stack(&chat, |_| ()).is_none()
+        && forward::timeout_held_elsewhere(k, &chat, data, now_ms).await?
+    {
+        tracing::debug!(chat = %chat, "ask timeout forwarded to the replica holding the flow");
         return Ok(());
     }
     let ctx = crate::kernel::context::make_ctx(
@@ -398,7 +408,7 @@ pub(crate) async fn fire_timeout(
         },
         None,
     );
-    if time_out(&ctx, &run, step).await {
+    if time_out(&ctx, &run, step, now_ms).await {
         timeout::retry_unwritten(k, &chat, &run, step).await;
     } else {
         tracing::debug!(chat = %chat, %run, step, "ask timeout of an ask no longer waiting");

@@ -78,7 +78,7 @@ pub use api::{
 };
 pub use ask::{Answer, Ask, Interrupt};
 pub use cx::FlowSend;
-pub(crate) use forward::queue_scope as forward_queue;
+pub(crate) use forward::{Forwarded, queue_scope as forward_queue};
 pub(crate) use runtime::FlowRuntime;
 
 use crate::error::BotError;

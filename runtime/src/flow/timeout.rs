@@ -17,8 +17,9 @@
 //!
 //! Exactly one replica fires an occurrence (the scheduler's claim); a kill -9 before it is due
 //! or while it runs leaves it to the next start (missed-run policy `run_once`: one timeout,
-//! however late). A non-persistent flow lives in one process's memory: its timeout fires
-//! where it runs, and finds nothing after a restart. This module does not run or claim jobs
+//! however late). A non-persistent flow lives in one process's memory: a replica that claims
+//! its timeout without holding it forwards it to the live replica that does (`forward`), and
+//! after a restart the timeout finds nothing. This module does not run or claim jobs
 //! (the `schedule` layer does) and does not step flows (`conversation::fire_timeout` does, with
 //! the executor).
 

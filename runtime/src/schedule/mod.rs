@@ -290,7 +290,8 @@ impl Scheduler {
             Box::pin(async move {
                 let k = Arc::clone(&job.bot().kernel);
                 let chat = job.chat();
-                conversation::fire_timeout(&k, chat, job.data_json()).await
+                let now = k.clock.now_ms();
+                conversation::fire_timeout(&k, chat, job.data_json(), now).await
             })
         });
         Scheduler {

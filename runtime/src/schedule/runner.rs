@@ -56,8 +56,11 @@ impl LifecycleStep for SchedulerStep {
         let k = &bot.kernel;
         let s = k.scheduler();
         // Jobs stored by an earlier run (reminders, ask timeouts) need polling even when no
-        // task of this run is registered yet.
-        if !k.jobs.is_active() && !k.jobs_store().jobs().list(1).await?.is_empty() {
+        // task of this run is registered yet; so do the jobs other replicas store (an ask
+        // timeout armed on a replica that dies is fired by another).
+        if !k.jobs.is_active()
+            && (k.coordination.is_some() || !k.jobs_store().jobs().list(1).await?.is_empty())
+        {
             k.jobs.activate();
         }
         let _ = s.stop.send_replace(false);
