@@ -126,6 +126,23 @@ async fn journal_with_rows(
     new: NewInbound,
     rows: InboundRows,
 ) -> Journaled {
+    journal_in_step(k, dur, new, |step| {
+        step.ledger = vec![rows.entry];
+        step.chat = Some(rows.chat);
+        step.contact = Some(rows.contact);
+    })
+    .await
+}
+
+/// Journals `new`, leased to this process, in one transaction of the store with what `with`
+/// adds to the step (the store shares the journal's transactions). The record says its
+/// message is recorded: its rows are in that transaction, or were written before.
+async fn journal_in_step(
+    k: &Kernel,
+    dur: &Durable,
+    new: NewInbound,
+    with: impl FnOnce(&mut StepCommit),
+) -> Journaled {
     let id = new.id.clone();
     let mut journal = dur.d.step();
     let lease = match journal.journal_inbound(new) {
@@ -133,9 +150,7 @@ async fn journal_with_rows(
         Err(e) => return Journaled::Unavailable(e.to_string()),
     };
     let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
-    step.ledger = vec![rows.entry];
-    step.chat = Some(rows.chat);
-    step.contact = Some(rows.contact);
+    with(&mut step);
     match journal
         .commit(&*k.store, &mut step, MAX_JOURNAL_TRIES)
         .await
@@ -179,7 +194,7 @@ pub(crate) async fn journal_forwarded(
         Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
     };
     let new = NewInbound {
-        id: id.clone(),
+        id,
         chat: chat.0.clone(),
         payload,
         media_ref: None,
@@ -198,24 +213,7 @@ pub(crate) async fn journal_forwarded(
         }
         return journaled;
     }
-    let mut journal = dur.d.step();
-    let lease = match journal.journal_inbound(new) {
-        Ok(lease) => lease,
-        Err(e) => return Journaled::Unavailable(e.to_string()),
-    };
-    let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
-    step.delete_values = vec![queued];
-    match journal
-        .commit(&*k.store, &mut step, MAX_JOURNAL_TRIES)
-        .await
-    {
-        Ok(StepCommitted::Written(_)) => Journaled::Claimed {
-            lease,
-            recorded: true,
-        },
-        Ok(StepCommitted::InboundDuplicate(_)) => Journaled::Duplicate,
-        Err(e) => Journaled::Unavailable(format!("inbound {id}: {e}")),
-    }
+    journal_in_step(k, dur, new, |step| step.delete_values = vec![queued]).await
 }
 
 /// Runs `work` under the inbox lease (heartbeats while it runs), then settles the record:
