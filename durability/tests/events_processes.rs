@@ -222,7 +222,8 @@ async fn a_stalled_holders_mutex_is_broken_after_stale_lock() {
         let journal = journal.clone();
         tokio::spawn(async move { journal.append(NewEvent::new("waited", json!(1))).await })
     };
-    // Two stale-lock times of a live, heartbeating holder: the writer still waits.
+    // Two stale-lock times of a live, heartbeating holder: the writer still waits. Real time,
+    // on purpose: the holder is another process, heartbeating on the wall clock.
     tokio::time::sleep(stale * 2).await;
     assert!(!waiting.is_finished(), "a live holder's mutex was broken");
 

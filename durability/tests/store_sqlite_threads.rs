@@ -37,6 +37,7 @@ fn left_after_waiting() -> usize {
         if left == 0 || Instant::now() > deadline {
             return left;
         }
+        // A poll of the kernel's thread list, on purpose: no event tells when a thread is reaped.
         std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -140,7 +140,8 @@ async fn queued_writes_commit_in_one_transaction() {
         })
         .collect();
     let_tasks_queue().await;
-    // Held inside the first request at least this long.
+    // Held inside the first request at least this long. Real time, on purpose: the writer
+    // thread measures its statement time on the wall clock (checked below).
     std::thread::sleep(std::time::Duration::from_millis(20));
     release.send(()).unwrap();
     holder.await.unwrap();

@@ -44,6 +44,15 @@ fn harness(kv: Arc<dyn DurableKv>, store: MemoryStore, config: DurabilityConfig)
     harness_with(kv, store, config, MockProvider::new(), |b| b)
 }
 
+/// A harness whose wall clock follows tokio's (paused) clock: the journals take retry due
+/// times from the bot's clock, so retries come due as virtual time passes.
+fn harness_on_tokio_time(config: DurabilityConfig) -> Harness {
+    let start = tokio::time::Instant::now();
+    let clock = move || 1_767_225_600_000 + i64::try_from(start.elapsed().as_millis()).unwrap();
+    let (kv, store) = (Arc::new(MemoryKv::new()), MemoryStore::new());
+    harness_with(kv, store, config, MockProvider::new(), |b| b.clock(clock))
+}
+
 fn harness_with(
     kv: Arc<dyn DurableKv>,
     store: MemoryStore,
@@ -130,7 +139,7 @@ impl Harness {
 
 async fn settle(bot: &Bot) {
     bot.idle().await;
-    // Lets the sweeper pass a few times (virtual time, except in the wall-clock retry tests).
+    // Lets the sweeper pass a few times (virtual time: every test using it is paused).
     tokio::time::sleep(Duration::from_millis(80)).await;
     bot.idle().await;
 }
@@ -281,11 +290,9 @@ async fn the_payload_limit_holds_for_payloads_encoded_later() {
     );
 }
 
-// Real time: retry due times are taken from the wall clock, which a paused tokio clock
-// does not move.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retryable_failures_are_retried_with_backoff() {
-    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let h = harness_on_tokio_time(fast_config());
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
     for _ in 0..2 {
@@ -300,11 +307,9 @@ async fn retryable_failures_are_retried_with_backoff() {
     assert_eq!(h.bot.durability().unwrap().metrics().outbox_retried, 2);
 }
 
-// Real time: retry due times are taken from the wall clock, which a paused tokio clock
-// does not move.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_rate_limit_waits_at_least_its_retry_after() {
-    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
+    let h = harness_on_tokio_time(fast_config());
     let t = Arc::new(Mutex::new(None));
     let t2 = t.clone();
     h.bot.catch_all(move |ctx: Ctx| {
@@ -393,14 +398,12 @@ async fn final_errors_go_straight_to_the_dead_letter_queue() {
     assert_eq!(h.mock.texts("a"), ["unsendable"]);
 }
 
-// Real time: retry due times are taken from the wall clock, which a paused tokio clock
-// does not move.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn inline_retries_defer_after_inline_max_and_the_sweeper_delivers() {
     let mut config = fast_config();
     config.outbox.inline_max = Duration::from_millis(30);
     config.outbox.backoff = Backoff::fixed(Duration::from_millis(60), Duration::from_millis(60));
-    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), config);
+    let h = harness_on_tokio_time(config);
     let outcome = Arc::new(Mutex::new(None));
     let o = outcome.clone();
     h.bot.catch_all(move |ctx: Ctx| {

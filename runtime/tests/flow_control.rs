@@ -8,6 +8,9 @@ use botmesh::flow::Interrupt;
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
+#[path = "common/fresh.rs"]
+mod fresh;
+
 /// A survey: labelled loops, while, continue, break values, early return.
 #[flow(start = keyword("survey"))]
 #[persistent]
@@ -195,18 +198,9 @@ async fn non_persistent_flows_live_in_memory() {
 
 #[tokio::test]
 async fn a_non_persistent_flow_lost_on_restart_is_reported_and_the_message_is_fresh() {
-    let mut t = Transcript::new(|b| {
-        let bot = b.build()?;
-        bot.flow(memo);
-        bot.on_message(|ctx: Ctx| async move {
-            ctx.reply(format!("(a fresh message: {})", ctx.text()))
-                .await?;
-            Ok(())
-        });
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
+    let mut t = Transcript::new(|b| fresh::with_flow(b, memo))
+        .await
+        .expect("bot starts");
     t.says("bob", "/memo").await;
     t.restart().await.expect("restart");
     t.says("bob", "4").await;

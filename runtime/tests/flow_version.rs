@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use botmesh::durability::{MemoryStore, Store};
-use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
 mod v1 {
@@ -23,6 +22,9 @@ mod v1 {
         Ok(())
     }
 }
+
+#[path = "common/fresh.rs"]
+mod fresh;
 
 /// Sends and an ask added around "How many?": it still waits there.
 mod added_around {
@@ -133,18 +135,9 @@ where
 {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let before = written_by_v1(store.clone()).await;
-    let mut t = Transcript::with_store(store.clone(), move |b| {
-        let bot = b.build()?;
-        bot.flow(flow);
-        bot.on_message(|ctx: Ctx| async move {
-            ctx.reply(format!("(a fresh message: {})", ctx.text()))
-                .await?;
-            Ok(())
-        });
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
+    let mut t = Transcript::with_store(store.clone(), move |b| fresh::with_flow(b, flow))
+        .await
+        .expect("bot starts");
     t.bot().idle().await;
     t.says_id("ann", "m3", "2").await;
     t.says_id("ann", "m4", "5").await;

@@ -16,9 +16,11 @@
 mod servers;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use botmesh::coordination::Coordination;
 use botmesh::durability::{DurabilityConfig, DurableKv, MemoryKv};
@@ -38,12 +40,24 @@ fn config(instance: &str) -> DurabilityConfig {
     c
 }
 
+/// The answers of all replicas, (chat, text) in the order they were sent; a watch channel, so
+/// a test waits for the answer it expects instead of polling on the clock.
+type Answers = Arc<watch::Sender<Vec<(String, String)>>>;
+
+/// Waits up to 10 s until `done` holds of the answers; returns whether it does.
+async fn answered(answers: &Answers, done: impl FnMut(&Vec<(String, String)>) -> bool) -> bool {
+    let mut rx = answers.subscribe();
+    tokio::time::timeout(Duration::from_secs(10), rx.wait_for(done))
+        .await
+        .is_ok_and(|r| r.is_ok())
+}
+
 /// Starts replica `name` on `kv`; each answer is recorded as (chat, text) in `answers`.
 async fn replica(
     kv: Arc<dyn DurableKv>,
     name: &str,
     coordination: Coordination,
-    answers: Arc<Mutex<Vec<(String, String)>>>,
+    answers: Answers,
 ) -> Replica {
     let channel = MockProvider::new();
     let bot = Bot::builder(channel.clone())
@@ -57,10 +71,7 @@ async fn replica(
         async move {
             let text = format!("re: {}", ctx.text());
             ctx.reply(text.clone()).await?;
-            answers
-                .lock()
-                .unwrap()
-                .push((ctx.chat().as_str().to_owned(), text));
+            answers.send_modify(|a| a.push((ctx.chat().as_str().to_owned(), text)));
             Ok(())
         }
     });
@@ -71,7 +82,7 @@ async fn replica(
 /// Sends each chat's messages one by one (a user waits for the answer) to random replicas,
 /// stopping replica 0 halfway; then checks every answer, once, in order.
 async fn chats_spread_over_replicas(kv: Arc<dyn DurableKv>) {
-    let answers = Arc::new(Mutex::new(Vec::new()));
+    let answers: Answers = Arc::new(watch::Sender::new(Vec::new()));
     let mut replicas = Vec::new();
     for i in 0..3 {
         replicas.push(Arc::new(
@@ -115,27 +126,26 @@ async fn chats_spread_over_replicas(kv: Arc<dyn DurableKv>) {
                     }
                 }
                 let want = format!("re: {text}");
-                for _ in 0..2000 {
-                    if answers
-                        .lock()
-                        .unwrap()
-                        .iter()
-                        .any(|(ch, t)| ch == &chat && t == &want)
-                    {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
+                // Missing answers fail the checks below.
+                answered(&answers, |a| {
+                    a.iter().any(|(ch, t)| ch == &chat && t == &want)
+                })
+                .await;
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Halfway: replica 0 stops once half of the messages are answered.
+    let half = chats * per_chat / 2;
+    assert!(
+        answered(&answers, |a| a.len() >= half).await,
+        "half answered"
+    );
     stopped.store(true, Ordering::SeqCst);
     replicas[0].bot.stop().await.unwrap();
     for u in users {
         u.await.unwrap();
     }
-    let answers = answers.lock().unwrap().clone();
+    let answers = answers.borrow().clone();
     let mut by_chat: HashMap<String, Vec<String>> = HashMap::new();
     for (chat, text) in answers {
         by_chat.entry(chat).or_default().push(text);
@@ -189,7 +199,7 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let in_handler = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
-    let handled = Arc::new(AtomicUsize::new(0));
+    let handled = Arc::new(watch::Sender::new(0usize));
     let mut replicas = Vec::new();
     for i in 0..3 {
         let channel = MockProvider::new();
@@ -214,9 +224,11 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
                 if in_handler.fetch_add(1, Ordering::SeqCst) > 0 {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
+                // Real time, on purpose: the handler's work holds the chat's turn (a lease on
+                // the wall clock) while the other replicas' messages of the chat must wait.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 in_handler.fetch_sub(1, Ordering::SeqCst);
-                handled.fetch_add(1, Ordering::SeqCst);
+                handled.send_modify(|n| *n += 1);
                 Ok(())
             }
         });
@@ -230,13 +242,9 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
             .await
             .unwrap();
     }
-    for _ in 0..1000 {
-        if handled.load(Ordering::SeqCst) == 9 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(handled.load(Ordering::SeqCst), 9);
+    let mut all = handled.subscribe();
+    let _ = tokio::time::timeout(Duration::from_secs(10), all.wait_for(|n| *n == 9)).await;
+    assert_eq!(*handled.borrow(), 9);
     assert_eq!(
         overlaps.load(Ordering::SeqCst),
         0,
@@ -298,6 +306,7 @@ async fn one_leader_polls_and_a_standby_takes_over() {
             took_over = true;
             break;
         }
+        // A poll of a condition (the mock channel signals no start), not a fixed wait.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(took_over, "a standby took the transport over");

@@ -30,6 +30,22 @@ struct Replica {
     events: Arc<Mutex<Vec<BotEvent>>>,
 }
 
+/// One replica `a` on its own memory backend, started, and the wall clock it runs on.
+async fn one_started() -> (ManualClock, Replica) {
+    let kv = Arc::new(MemoryKv::new());
+    let clock = ManualClock::new(T0);
+    let r = replica(&kv, &clock, "a");
+    r.bot.start().await.unwrap();
+    (clock, r)
+}
+
+impl Replica {
+    /// Schedules `job` (it must be accepted); its record.
+    async fn schedule(&self, job: Job) -> botmesh::schedule::JobRecord {
+        self.bot.schedule(job).await.unwrap()
+    }
+}
+
 fn replica(kv: &Arc<MemoryKv>, clock: &ManualClock, instance: &str) -> Replica {
     let kv: Arc<dyn DurableKv> = kv.clone();
     replica_on(kv, clock, instance)
@@ -85,15 +101,10 @@ fn sent_keys(events: &Mutex<Vec<BotEvent>>) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_job_runs_at_each_occurrence_and_sends_under_its_occurrence_key() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = ManualClock::new(T0);
-    let r = replica(&kv, &clock, "a");
-    r.bot.start().await.unwrap();
+    let (clock, r) = one_started().await;
     let job = r
-        .bot
         .schedule(Job::every("tick", Duration::from_secs(10)))
-        .await
-        .unwrap();
+        .await;
     assert_eq!(job.next_ms, Some(T0 + 10_000));
     pass(&clock, Duration::from_millis(20_500)).await;
     assert_eq!(r.mock.texts("ops"), ["tick 10", "tick 20"]);
@@ -118,20 +129,13 @@ async fn after_downtime(policy: MissedRuns) -> (Vec<String>, u64) {
     let clock = ManualClock::new(T0);
     let first = replica(&kv, &clock, "a");
     first.bot.start().await.unwrap();
-    first
-        .bot
-        .schedule(Job::every("tick", Duration::from_secs(10)).missed(policy))
-        .await
-        .unwrap();
+    let tick = || Job::every("tick", Duration::from_secs(10)).missed(policy);
+    first.schedule(tick()).await;
     first.bot.stop().await.unwrap();
     clock.advance(Duration::from_secs(35));
     let second = replica(&kv, &clock, "a");
     // The code schedules its jobs at every start: the same definition keeps the job.
-    second
-        .bot
-        .schedule(Job::every("tick", Duration::from_secs(10)).missed(policy))
-        .await
-        .unwrap();
+    second.schedule(tick()).await;
     second.bot.start().await.unwrap();
     pass(&clock, Duration::from_millis(1_000)).await;
     let texts = second.mock.texts("ops");
@@ -174,10 +178,7 @@ async fn two_bots_sharing_a_backend_run_an_occurrence_once() {
     a.bot.start().await.unwrap();
     b.bot.start().await.unwrap();
     for r in [&a, &b] {
-        r.bot
-            .schedule(Job::every("tick", Duration::from_secs(1)))
-            .await
-            .unwrap();
+        r.schedule(Job::every("tick", Duration::from_secs(1))).await;
     }
     pass(&clock, Duration::from_millis(10_500)).await;
     let mut all: Vec<String> = a.mock.texts("ops");
@@ -202,10 +203,7 @@ async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
     a.bot.start().await.unwrap();
     b.bot.start().await.unwrap();
     for r in [&a, &b] {
-        r.bot
-            .schedule(Job::every("tick", Duration::from_secs(1)))
-            .await
-            .unwrap();
+        r.schedule(Job::every("tick", Duration::from_secs(1))).await;
     }
     let mut runs = 0;
     for second in 1..=8 {
@@ -213,10 +211,13 @@ async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
         // Real time for the polls of both replicas and the server round trips.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while runs < second && tokio::time::Instant::now() < deadline {
+            // A poll of a condition on a real server, not a fixed wait.
             tokio::time::sleep(Duration::from_millis(20)).await;
             runs = a.bot.metrics().jobs_run + b.bot.metrics().jobs_run;
         }
     }
+    // Real time, on purpose (a server's replicas): their polls get 300 ms to run an
+    // occurrence a second time, if they would.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut all: Vec<String> = a.mock.texts("ops");
     all.extend(b.mock.texts("ops"));
@@ -245,26 +246,23 @@ async fn two_replicas_on_redis_run_an_occurrence_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_reminder_reaches_its_chat_once_even_when_scheduled_again() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = ManualClock::new(T0);
-    let r = replica(&kv, &clock, "a");
-    r.bot.start().await.unwrap();
+    let (clock, r) = one_started().await;
     let remind = || {
         Job::after("remind:alice:1", Duration::from_secs(60))
             .chat("alice")
             .remind("Time to stand up")
     };
-    r.bot.schedule(remind()).await.unwrap();
+    r.schedule(remind()).await;
     pass(&clock, Duration::from_secs(30)).await;
     // A replayed handler schedules it again: the first time stands.
-    let again = r.bot.schedule(remind()).await.unwrap();
+    let again = r.schedule(remind()).await;
     assert_eq!(again.next_ms, Some(T0 + 60_000));
     pass(&clock, Duration::from_secs(31)).await;
     assert_eq!(r.mock.texts("alice"), ["Time to stand up"]);
     let done = r.bot.jobs(10).await.unwrap();
     assert_eq!(done[0].state(), JobState::Done);
     // Done, it stays done: scheduled again, it does not run twice.
-    r.bot.schedule(remind()).await.unwrap();
+    r.schedule(remind()).await;
     pass(&clock, Duration::from_secs(120)).await;
     assert_eq!(r.mock.texts("alice").len(), 1);
     r.bot.stop().await.unwrap();
@@ -279,10 +277,8 @@ async fn a_failing_task_is_counted_reported_and_the_job_goes_on() {
         Err(HandlerError::from("the report service is down"))
     });
     r.bot.start().await.unwrap();
-    r.bot
-        .schedule(Job::every("broken", Duration::from_secs(10)))
-        .await
-        .unwrap();
+    r.schedule(Job::every("broken", Duration::from_secs(10)))
+        .await;
     pass(&clock, Duration::from_millis(10_500)).await;
     assert_eq!(r.bot.metrics().jobs_failed, 1);
     let failed = r.events.lock().unwrap().iter().any(|e| {
@@ -302,14 +298,9 @@ async fn a_failing_task_is_counted_reported_and_the_job_goes_on() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_job_runs_no_more_and_bad_jobs_are_refused() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = ManualClock::new(T0);
-    let r = replica(&kv, &clock, "a");
-    r.bot.start().await.unwrap();
-    r.bot
-        .schedule(Job::every("tick", Duration::from_secs(10)))
-        .await
-        .unwrap();
+    let (clock, r) = one_started().await;
+    r.schedule(Job::every("tick", Duration::from_secs(10)))
+        .await;
     assert!(r.bot.cancel_job("tick").await.unwrap());
     assert!(!r.bot.cancel_job("tick").await.unwrap());
     pass(&clock, Duration::from_secs(25)).await;

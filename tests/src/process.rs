@@ -282,3 +282,34 @@ impl Drop for Crashbot {
         }
     }
 }
+
+/// A `schedbot` on SQLite file `db`, with its journals on `server` (`(backend, url)`) or in
+/// the file, as bot `bot_id`, its wall clock `offset_ms` ahead, and the `extra` arguments; its
+/// log goes to `<db>.log`.
+pub fn spawn_schedbot(
+    exe: &str,
+    db: &Path,
+    server: Option<(&str, &str)>,
+    bot_id: &str,
+    offset_ms: i64,
+    extra: &[&str],
+) -> Crashbot {
+    let mut args = match server {
+        Some((backend, url)) => on_server(db, backend, url),
+        None => vec!["--db".to_owned(), db.display().to_string()],
+    };
+    args.extend(["--bot-id".to_owned(), bot_id.to_owned()]);
+    args.extend(["--clock-offset-ms".to_owned(), offset_ms.to_string()]);
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    Crashbot::spawn(exe, args, Some(&db.with_extension("log")), "botmesh=debug")
+}
+
+/// A bot id unique to this test process and moment (`<prefix>-<pid>-<nanos>`): runs sharing a
+/// server never see each other's data.
+pub fn unique_bot_id(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() % 1_000_000_000)
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}

@@ -12,33 +12,19 @@
 use std::path::Path;
 use std::time::Duration;
 
-use botmesh_tests::process::{Crashbot, texts};
+use botmesh_tests::process::{Crashbot, spawn_schedbot, texts, unique_bot_id};
 use botmesh_tests::server_url;
 
 const TIMED_OUT: &str = "No answer: cancelled.";
 
 fn spawn(db: &Path, server: Option<(&str, &str)>, bot_id: &str, offset_ms: i64) -> Crashbot {
-    let mut args: Vec<String> = vec![
-        "--db".into(),
-        db.display().to_string(),
-        "--bot-id".into(),
-        bot_id.into(),
-        "--clock-offset-ms".into(),
-        offset_ms.to_string(),
-    ];
-    if let Some((backend, url)) = server {
-        args.extend([
-            "--backend".into(),
-            backend.into(),
-            "--url".into(),
-            url.into(),
-        ]);
-    }
-    Crashbot::spawn(
+    spawn_schedbot(
         env!("CARGO_BIN_EXE_schedbot"),
-        args,
-        Some(&db.with_extension("log")),
-        "botmesh=debug",
+        db,
+        server,
+        bot_id,
+        offset_ms,
+        &[],
     )
 }
 
@@ -61,7 +47,7 @@ fn run(server: Option<(&str, &str)>, answer: bool) {
     let name = server.map_or("sqlite", |(b, _)| b);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("bot.db");
-    let bot_id = format!("ask-{}-{answer}-{}", std::process::id(), nanos());
+    let bot_id = unique_bot_id(&format!("ask-{answer}"));
 
     let mut first = spawn(&db, server, &bot_id, 0);
     first.feed([says("alice", "m1", "/confirm")]);
@@ -104,13 +90,6 @@ fn run(server: Option<(&str, &str)>, answer: bool) {
         assert_eq!(after, [TIMED_OUT], "{name}: the timeout fired once");
     }
     println!("{name} answered={answer}: before {before:?}, after {after:?}");
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() % 1_000_000_000)
-        .unwrap_or(0)
 }
 
 #[test]

@@ -202,6 +202,7 @@ async fn a_timeout_step_whose_commit_fails_runs_again() {
         if t.render().contains("Still there?") {
             break;
         }
+        // A poll of a condition (the background end has no event to wait on), not a fixed wait.
         tokio::time::sleep(Duration::from_millis(10)).await;
         t.bot().fire_flow_timeouts().await.unwrap();
         t.bot().idle().await;

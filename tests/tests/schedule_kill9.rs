@@ -18,7 +18,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use botmesh_tests::process::{Crashbot, texts};
+use botmesh_tests::process::{Crashbot, spawn_schedbot, texts, unique_bot_id};
 use botmesh_tests::server_url;
 
 fn spawn(
@@ -28,30 +28,8 @@ fn spawn(
     policy: &str,
     offset_ms: i64,
 ) -> Crashbot {
-    let mut args: Vec<String> = vec![
-        "--db".into(),
-        db.display().to_string(),
-        "--bot-id".into(),
-        bot_id.into(),
-        "--missed".into(),
-        policy.into(),
-        "--clock-offset-ms".into(),
-        offset_ms.to_string(),
-    ];
-    if let Some((backend, url)) = server {
-        args.extend([
-            "--backend".into(),
-            backend.into(),
-            "--url".into(),
-            url.into(),
-        ]);
-    }
-    Crashbot::spawn(
-        env!("CARGO_BIN_EXE_schedbot"),
-        args,
-        Some(&db.with_extension("log")),
-        "botmesh=debug",
-    )
+    let exe = env!("CARGO_BIN_EXE_schedbot");
+    spawn_schedbot(exe, db, server, bot_id, offset_ms, &["--missed", policy])
 }
 
 fn sent(lines: &[serde_json::Value]) -> Vec<String> {
@@ -67,7 +45,7 @@ fn run(server: Option<(&str, &str)>) {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("bot.db");
-        let bot_id = format!("sched-{}-{policy}-{}", std::process::id(), fastrand_id());
+        let bot_id = unique_bot_id(&format!("sched-{policy}"));
 
         let first = spawn(&db, server, &bot_id, policy, 0);
         assert!(
@@ -90,13 +68,6 @@ fn run(server: Option<(&str, &str)>) {
         );
         println!("{name} {policy}: {after:?}");
     }
-}
-
-fn fastrand_id() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() % 1_000_000_000)
-        .unwrap_or(0)
 }
 
 #[test]

@@ -114,17 +114,6 @@ pub struct InboundRecord {
     pub rows_recorded: bool,
 }
 
-impl InboundRecord {
-    /// The ms of its `idx1` value (see [`index`]).
-    fn idx1_ms(&self) -> i64 {
-        match self.state {
-            InboxState::Pending => self.next_attempt_ms,
-            InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
-            InboxState::Done | InboxState::Dead => self.updated_ms,
-        }
-    }
-}
-
 impl JournalRecord for InboundRecord {
     const KIND: RecordKind = RecordKind::Inbound;
 
@@ -132,13 +121,16 @@ impl JournalRecord for InboundRecord {
         &self.id
     }
 
-    fn idx1(&self) -> String {
-        index::idx1(
-            RecordKind::Inbound,
-            self.state.as_str(),
-            self.idx1_ms(),
-            &self.id,
-        )
+    fn state_name(&self) -> &'static str {
+        self.state.as_str()
+    }
+
+    fn idx1_ms(&self) -> i64 {
+        match self.state {
+            InboxState::Pending => self.next_attempt_ms,
+            InboxState::Processing => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            InboxState::Done | InboxState::Dead => self.updated_ms,
+        }
     }
 
     /// None: an inbound record is found by its id and its state, never by its chat's range

@@ -392,8 +392,15 @@ pub(crate) trait JournalRecord:
     const KIND: RecordKind;
     /// Its inbound id or outbox key.
     fn id(&self) -> &str;
+    /// Its state's name, the first part of its `idx1` value.
+    fn state_name(&self) -> &'static str;
+    /// The ms of its `idx1` value: when an open record is due (its next attempt, or its
+    /// lease's end), when a settled one last changed.
+    fn idx1_ms(&self) -> i64;
     /// Its `idx1` value (see [`super::index`]).
-    fn idx1(&self) -> String;
+    fn idx1(&self) -> String {
+        super::index::idx1(Self::KIND, self.state_name(), self.idx1_ms(), self.id())
+    }
     /// Its `idx2` value, only while it is open (see [`super::index`]).
     fn idx2(&self) -> Option<String>;
     /// Its `idx1` and `idx2` values.

@@ -164,17 +164,6 @@ impl OutboxRecord {
     }
 }
 
-impl OutboxRecord {
-    /// The ms of its `idx1` value (see [`index`]).
-    fn idx1_ms(&self) -> i64 {
-        match self.state {
-            OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
-            OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
-            OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
-        }
-    }
-}
-
 impl JournalRecord for OutboxRecord {
     const KIND: RecordKind = RecordKind::Outbound;
 
@@ -182,13 +171,16 @@ impl JournalRecord for OutboxRecord {
         &self.key
     }
 
-    fn idx1(&self) -> String {
-        index::idx1(
-            RecordKind::Outbound,
-            self.state.as_str(),
-            self.idx1_ms(),
-            &self.key,
-        )
+    fn state_name(&self) -> &'static str {
+        self.state.as_str()
+    }
+
+    fn idx1_ms(&self) -> i64 {
+        match self.state {
+            OutboxState::Pending | OutboxState::Failed => self.next_attempt_ms,
+            OutboxState::Sending => self.lease.as_ref().map_or(0, |l| l.expires_ms),
+            OutboxState::Sent | OutboxState::Dead | OutboxState::Unknown => self.updated_ms,
+        }
     }
 
     fn idx2(&self) -> Option<String> {

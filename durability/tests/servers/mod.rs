@@ -40,7 +40,7 @@ type CleanFn = fn(Vec<String>, Vec<String>) -> Pin<Box<dyn Future<Output = ()>>>
 /// A test server: its nodes, and every prefix a test used (a name no other run uses,
 /// `bmt_<random>`), whose tables or keys are removed when it is dropped, on a thread of its
 /// own with its own runtime (so also after a panic, and never inside the test's runtime).
-pub(crate) struct Server {
+pub(crate) struct Server<B> {
     /// The URL (a cluster's first seed node).
     pub(crate) url: String,
     /// Every node (the one URL of a single server).
@@ -49,16 +49,19 @@ pub(crate) struct Server {
     /// What ends a prefix (`_` for table names).
     separator: &'static str,
     clean: CleanFn,
+    /// Which server it is ([`postgres::Postgres`], [`redis_server::Redis`]): its own methods.
+    backend: std::marker::PhantomData<B>,
 }
 
-impl Server {
-    fn new(nodes: Vec<String>, separator: &'static str, clean: CleanFn) -> Option<Server> {
+impl<B> Server<B> {
+    fn with_cleanup(nodes: Vec<String>, separator: &'static str, clean: CleanFn) -> Option<Self> {
         Some(Server {
             url: nodes.first()?.clone(),
             nodes,
             prefixes: Arc::default(),
             separator,
             clean,
+            backend: std::marker::PhantomData,
         })
     }
 
@@ -73,7 +76,7 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl<B> Drop for Server<B> {
     fn drop(&mut self) {
         let prefixes = std::mem::take(&mut *self.prefixes.lock().unwrap());
         if prefixes.is_empty() {
@@ -253,16 +256,11 @@ pub(crate) mod postgres {
         client
     }
 
+    /// The kind of a PostgreSQL [`Server`].
+    pub(crate) enum Postgres {}
+
     /// The server; drops the tables of every prefix used when dropped.
-    pub(crate) struct Pg(Server);
-
-    impl std::ops::Deref for Pg {
-        type Target = Server;
-
-        fn deref(&self) -> &Server {
-            &self.0
-        }
-    }
+    pub(crate) type Pg = Server<Postgres>;
 
     impl Pg {
         pub(crate) fn new() -> Option<Pg> {
@@ -271,7 +269,7 @@ pub(crate) mod postgres {
                 "PostgreSQL",
                 "postgres://postgres@127.0.0.1:5432/test",
             )?;
-            Server::new(vec![url], "_", |nodes, prefixes| {
+            Server::with_cleanup(vec![url], "_", |nodes, prefixes| {
                 Box::pin(async move {
                     let client = raw_client(&nodes[0]).await;
                     for prefix in prefixes {
@@ -285,7 +283,6 @@ pub(crate) mod postgres {
                     }
                 })
             })
-            .map(Pg)
         }
 
         pub(crate) async fn kv(&self, prefix: &str) -> PostgresKv {
@@ -338,16 +335,11 @@ pub(crate) mod redis_server {
         }
     }
 
+    /// The kind of a Redis [`Server`].
+    pub(crate) enum Redis {}
+
     /// The server (or cluster); deletes the keys of every prefix used when dropped.
-    pub(crate) struct Rd(Server);
-
-    impl std::ops::Deref for Rd {
-        type Target = Server;
-
-        fn deref(&self) -> &Server {
-            &self.0
-        }
-    }
+    pub(crate) type Rd = Server<Redis>;
 
     impl Rd {
         /// The single server.
@@ -373,7 +365,7 @@ pub(crate) mod redis_server {
         }
 
         fn on(nodes: Vec<String>) -> Option<Rd> {
-            Server::new(nodes, "", |nodes, prefixes| {
+            Server::with_cleanup(nodes, "", |nodes, prefixes| {
                 Box::pin(async move {
                     for node in &nodes {
                         for prefix in &prefixes {
@@ -382,7 +374,6 @@ pub(crate) mod redis_server {
                     }
                 })
             })
-            .map(Rd)
         }
 
         /// The nodes as `open_cluster` takes them.

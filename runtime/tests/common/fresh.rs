@@ -1,0 +1,21 @@
+//! A bot with one flow that answers every other message as fresh, to show which messages no
+//! flow took.
+
+use botmesh::prelude::*;
+
+/// Builds the bot with `flow` registered and every message no flow takes answered
+/// `(a fresh message: <text>)`.
+pub(crate) fn with_flow<F, T>(b: BotBuilder, flow: F) -> Result<Bot, BotError>
+where
+    F: Fn() -> T + Copy + Send + Sync + 'static,
+    T: botmesh::flow::Flow,
+{
+    let bot = b.build()?;
+    bot.flow(flow);
+    bot.on_message(|ctx: Ctx| async move {
+        ctx.reply(format!("(a fresh message: {})", ctx.text()))
+            .await?;
+        Ok(())
+    });
+    Ok(bot)
+}
