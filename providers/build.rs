@@ -1,10 +1,14 @@
 //! Names for the feature sets the sources are gated on, so that each list is written once:
 //! `meta_channel` (any of the Meta channels: the `meta` module), `gateway_channel` (any of the
-//! HTTP-gateway channels: the `gateway` module) and `network_channel` (any network channel:
-//! the media, settings and API-call helpers they share).
+//! HTTP-gateway channels: the `gateway` module's webhook secret and settings), `rest_channel`
+//! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
+//! the gateways and GoHighLevel) and `network_channel` (any network channel: the
+//! media, settings and API-call helpers they share).
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, network_channel)");
+    println!(
+        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel)"
+    );
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
         std::env::var_os(var).is_some()
@@ -19,7 +23,11 @@ fn main() {
     if gateway {
         println!("cargo::rustc-cfg=gateway_channel");
     }
-    if meta || gateway || on("telegram") || on("twilio") || on("discord") {
+    let rest = gateway || on("gohighlevel");
+    if rest {
+        println!("cargo::rustc-cfg=rest_channel");
+    }
+    if meta || rest || on("telegram") || on("twilio") || on("discord") {
         println!("cargo::rustc-cfg=network_channel");
     }
 }

@@ -1,6 +1,6 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
 //! Cloud, WhatsApp Web over its fake session, Messenger, Instagram, Twilio, Gupshup, Evolution
-//! API, WPPConnect, Discord) against a local fake of the channel's API, as a user
+//! API, WPPConnect, Discord, GoHighLevel) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
@@ -14,7 +14,8 @@
     feature = "gupshup",
     feature = "evolution",
     feature = "wppconnect",
-    feature = "discord"
+    feature = "discord",
+    feature = "gohighlevel"
 ))]
 #![allow(clippy::expect_used)]
 
@@ -547,13 +548,19 @@ mod twilio {
     }
 }
 
-/// The HTTP gateways (Gupshup, Evolution API, WPPConnect): webhooks POSTed to the shop with
-/// the shared secret in the path, until accepted (WPPConnect itself never retries a webhook;
-/// the harness does, for every channel, to test the bot rather than the gateway). One
-/// [`Channel`] serves them all; each gateway only says how it is reached.
-#[cfg(any(feature = "gupshup", feature = "evolution", feature = "wppconnect"))]
+/// The HTTP gateways (Gupshup, Evolution API, WPPConnect) and the REST channels with signed
+/// JSON webhooks (GoHighLevel): webhooks POSTed to the shop with the shared secret in the path
+/// or the channel's signature headers, until accepted (WPPConnect itself never retries a
+/// webhook; the harness does, for every channel, to test the bot rather than the gateway).
+/// One [`Channel`] serves them all; each only says how it is reached.
+#[cfg(any(
+    feature = "gupshup",
+    feature = "evolution",
+    feature = "wppconnect",
+    feature = "gohighlevel"
+))]
 mod gateways {
-    use serde_json::{Value, json};
+    use serde_json::Value;
 
     use super::*;
 
@@ -568,6 +575,9 @@ mod gateways {
         chat: fn(u32) -> String,
         /// Message `id` with a text from a chat: (its id, the webhook path, the body).
         hook: fn(&str, u64, &str) -> (String, String, Value),
+        /// The signature headers of a webhook body (none for the gateways: the secret is in
+        /// the path).
+        sign: OnFake<Vec<u8>, Vec<(&'static str, String)>>,
         /// The texts a chat received.
         delivered: OnFake<String, Vec<String>>,
         calls: OnFake<(), usize>,
@@ -597,12 +607,14 @@ mod gateways {
         ) -> Option<tokio::task::JoinHandle<()>> {
             let (what, path, body) = (self.hook)(&self.chat(user), id, text);
             let body = serde_json::to_vec(&body).expect("a JSON body");
+            let headers = (self.sign)(body.clone());
             let listen = listen.clone();
             Some(post_until_accepted(what, move |client| {
-                client
+                let request = client
                     .post(format!("http://{}{path}", listen.pick()))
-                    .header("content-type", "application/json")
-                    .body(body.clone())
+                    .header("content-type", "application/json");
+                let signed = headers.iter().fold(request, |r, (k, v)| r.header(*k, v));
+                signed.body(body.clone())
             }))
         }
 
@@ -652,6 +664,7 @@ mod gateways {
                 let body = hooks::text_from("CrashShop", chat, &message_id, text);
                 (message_id, format!("/gupshup/{SECRET}"), body)
             },
+            sign: Box::new(|_| Vec::new()),
             delivered: Box::new(move |chat| f1.delivered_to(&chat)),
             calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
@@ -683,11 +696,16 @@ mod gateways {
                     hooks::text_from("crash-shop", "crash-evolution-key", chat, &key_id, text);
                 (key_id, format!("/evolution/{SECRET}"), body)
             },
+            sign: Box::new(|_| Vec::new()),
             delivered: Box::new(move |chat| f1.delivered_to(&chat)),
             calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
                 let (status, retry_after) = fault_status(fault);
-                f3.fail_next(status, json!(["Service Unavailable"]), retry_after);
+                f3.fail_next(
+                    status,
+                    serde_json::json!(["Service Unavailable"]),
+                    retry_after,
+                );
             }),
             check: Box::new(move |()| f4.check()),
         }
@@ -714,14 +732,51 @@ mod gateways {
                 (what, format!("/wppconnect/{SECRET}"), body)
             },
             // The fake records the `phone` of a send: the chat id without its domain.
+            sign: Box::new(|_| Vec::new()),
             delivered: Box::new(move |chat| {
                 f1.delivered_to(chat.split('@').next().unwrap_or(&chat))
             }),
             calls: Box::new(move |()| f2.sent().len()),
             fail: Box::new(move |fault| {
                 let (status, retry_after) = fault_status(fault);
-                let body = json!({"status": "error", "message": "Error on send message"});
+                let body =
+                    serde_json::json!({"status": "error", "message": "Error on send message"});
                 f3.fail_next(status, body, retry_after);
+            }),
+            check: Box::new(move |()| f4.check()),
+        }
+    }
+
+    #[cfg(feature = "gohighlevel")]
+    pub(crate) async fn gohighlevel() -> Gateway {
+        use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
+        const LOCATION: &str = "crashLocation0000001";
+        let fake = FakeGhl::start("pit-crash-token").await;
+        let keys = Keys::new();
+        let env = vec![
+            ("GHL_ACCESS_TOKEN", "pit-crash-token".to_owned()),
+            ("GHL_LOCATION_ID", LOCATION.to_owned()),
+            ("GHL_WEBHOOK_PUBLIC_KEY", keys.ed25519_pem()),
+            ("GHL_API_BASE", fake.base_url()),
+        ];
+        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
+        Gateway {
+            name: "gohighlevel",
+            env,
+            chat: |user| format!("SMS:contact{user:05}"),
+            hook: |chat, id, text| {
+                let contact = chat.trim_start_matches("SMS:");
+                let message_id = format!("msg{id:016}");
+                let body = hooks::inbound(LOCATION, "SMS", contact, &message_id, text);
+                (message_id, "/gohighlevel".to_owned(), body)
+            },
+            // HighLevel signs with Ed25519; the shop answers 429 until it accepts a webhook.
+            sign: Box::new(move |body| vec![("X-GHL-Signature", keys.sign(&body))]),
+            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
+            calls: Box::new(move |()| f2.sent().len()),
+            fail: Box::new(move |fault| match fault {
+                Fault::ServerError => f3.fail_next(502, "Bad Gateway", None),
+                Fault::RateLimited => f3.fail_next(429, "Too Many Requests", Some(1)),
             }),
             check: Box::new(move |()| f4.check()),
         }
@@ -750,6 +805,7 @@ mod gateways {
     shop_tests!(
         "gupshup" gupshup gupshup,
         "evolution" evolution evolution,
-        "wppconnect" wppconnect wppconnect
+        "wppconnect" wppconnect wppconnect,
+        "gohighlevel" gohighlevel gohighlevel
     );
 }

@@ -14,12 +14,13 @@
 //! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
 //! | `whatsapp-web` | `whatsapp_web` | WhatsApp Web as a linked device (the `whatsapp-rust` client): QR or pair code, the session in the bot's durable store, one process per session |
 //! | `discord` | `discord` | Discord: the gateway (messages) and the interactions endpoint (slash commands, components) |
+//! | `gohighlevel` | `gohighlevel` | GoHighLevel (LeadConnector) Conversations: SMS, WhatsApp, Messenger, Instagram, live chat, email of a location, signed webhooks |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
-//! | any HTTP-gateway channel | `gateway` (private) | the unsigned webhooks' shared secret, the gateways' REST error classes |
+//! | any HTTP-gateway channel, `gohighlevel` | `gateway` (private) | the unsigned webhooks' shared secret, the REST error classes |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
 //! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`,
-//! `gupshup`, `evolution`, `wppconnect`, `discord`), the shared webhook server
+//! `gupshup`, `evolution`, `wppconnect`, `discord`, `gohighlevel`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
 //! default. A provider turns its channel's wire protocol into
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
@@ -48,8 +49,11 @@ mod errors;
 pub mod evolution;
 #[cfg(any(meta_channel, feature = "whatsapp-web"))]
 mod files;
-#[cfg(gateway_channel)]
+#[cfg(rest_channel)]
 mod gateway;
+#[cfg(feature = "gohighlevel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gohighlevel")))]
+pub mod gohighlevel;
 #[cfg(feature = "gupshup")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gupshup")))]
 pub mod gupshup;

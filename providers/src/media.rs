@@ -78,7 +78,8 @@ pub(crate) fn rehydrate(
         meta_channel,
         feature = "telegram",
         feature = "twilio",
-        feature = "gupshup"
+        feature = "gupshup",
+        feature = "gohighlevel"
     )),
     allow(dead_code)
 )]
@@ -104,4 +105,21 @@ pub(crate) fn download_error(e: HttpError, provider: &str) -> ProviderError {
             retryable: false,
         },
     }
+}
+
+/// Downloads `url` through `client` (at most `limit` bytes, with `auth`) as `provider`'s
+/// media: the bytes, or the error [`download_error`] classes.
+#[cfg(feature = "gohighlevel")]
+pub(crate) async fn fetch(
+    client: &crate::http::GuardedClient,
+    url: &str,
+    auth: Option<&crate::http::Auth>,
+    limit: u64,
+    provider: &str,
+) -> Result<Vec<u8>, ProviderError> {
+    client
+        .download_limited(url, auth, limit)
+        .await
+        .map(|d| d.bytes)
+        .map_err(|e| download_error(e, provider))
 }

@@ -21,8 +21,8 @@
 //! | [`verify`](WebhookChannel::verify) | signature header wrong | 403 | nothing |
 //! | [`parse`](WebhookChannel::parse) (checked whole, before anything is delivered) | body that does not parse | 400 | nothing |
 //! | deliver | nothing to deliver (an update the bot does not handle) | 200 | nothing |
-//! | deliver | provider not started (or stopped) | 503 | nothing |
-//! | deliver | pipeline rejected an event (not running, journal down) | 503 | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
+//! | deliver | provider not started (or stopped) | 503 ([`WebhookChannel::retry_status`]) | nothing |
+//! | deliver | pipeline rejected an event (not running, journal down) | 503 ([`WebhookChannel::retry_status`]) | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
 //! | deliver | every event accepted (queued, duplicate or handled) | 200, with [`WebhookChannel::accepted`] as body | all of them |
 //!
 //! Each refusal is logged at `warn` with the header or the reason; signatures are compared in
@@ -286,6 +286,13 @@ pub trait WebhookChannel: Send + Sync + 'static {
         let _ = request;
         None
     }
+
+    /// The status answering a request the pipeline did not accept (not started, rejected):
+    /// the one that makes the channel deliver it again. 503 by default; a channel that
+    /// redelivers on another status only says which (GoHighLevel retries a 429 only).
+    fn retry_status(&self) -> StatusCode {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
 }
 
 /// The route serving `channel` on `path`: `POST` carries the channel's notifications, `GET`
@@ -333,7 +340,7 @@ async fn notify<C: WebhookChannel>(
     }
     match deliver_all(channel.slot(), events).await {
         Ok(()) => Answer::Ok(channel.accepted()),
-        Err(answer) => answer,
+        Err(reason) => Answer::NotAccepted(reason, channel.retry_status()),
     }
 }
 
@@ -348,8 +355,9 @@ enum Answer {
     BadSignature(&'static str),
     /// 400: the body does not parse.
     Malformed(String),
-    /// 503: not started, or the pipeline did not accept an event.
-    NotAccepted(Option<Rejected>),
+    /// 503 (or the channel's [`WebhookChannel::retry_status`]): not started, or the pipeline
+    /// did not accept an event.
+    NotAccepted(Option<Rejected>, StatusCode),
 }
 
 impl From<Refused> for Answer {
@@ -384,24 +392,25 @@ impl IntoResponse for Answer {
                 tracing::warn!(%reason, "webhook refused: malformed body");
                 (StatusCode::BAD_REQUEST, reason).into_response()
             }
-            Answer::NotAccepted(reason) => {
+            Answer::NotAccepted(reason, status) => {
                 match &reason {
                     Some(r) => {
                         tracing::warn!(reason = %r, "webhook not acknowledged: the channel will redeliver")
                     }
                     None => tracing::warn!("webhook not acknowledged: the provider is not started"),
                 }
-                (StatusCode::SERVICE_UNAVAILABLE, "not accepted, retry later").into_response()
+                (status, "not accepted, retry later").into_response()
             }
         }
     }
 }
 
 /// Delivers `events` that arrived together ([`EventSink::deliver_batch`](botmesh::provider::EventSink::deliver_batch):
-/// chats concurrently, each chat's in order); `Ok` only when every one was accepted.
-async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Answer> {
+/// chats concurrently, each chat's in order); `Ok` only when every one was accepted, else why
+/// not (`None`: not started).
+async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Option<Rejected>> {
     let Some(sink) = slot.get() else {
-        return Err(Answer::NotAccepted(None));
+        return Err(None);
     };
     match sink
         .deliver_batch(events)
@@ -409,7 +418,7 @@ async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), 
         .into_iter()
         .find_map(Result::err)
     {
-        Some(rejected) => Err(Answer::NotAccepted(Some(rejected))),
+        Some(rejected) => Err(Some(rejected)),
         None => Ok(()),
     }
 }

@@ -1,6 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
 //! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API,
-//! WPPConnect or Discord (`--channel`), with its data and its journals
+//! WPPConnect, Discord or GoHighLevel (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -9,7 +9,8 @@
 //! This file only parses arguments (clap), sets up logging (stderr, `RUST_LOG`) and picks the
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
 //! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `whatsapp-web`,
-//! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`, `discord`) and read their
+//! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`, `discord`,
+//! `gohighlevel`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -83,6 +84,11 @@ Channels and their environment variables:
              interactions endpoint on --listen at DISCORD_INTERACTIONS_PATH
              [/discord/interactions]), DISCORD_API_BASE, DISCORD_GATEWAY_URL, DISCORD_INTENTS
              [37377], DISCORD_GATEWAY [on]; messages over the gateway
+  gohighlevel
+             [feature `gohighlevel`] GHL_ACCESS_TOKEN, GHL_LOCATION_ID, GHL_WEBHOOK_PUBLIC_KEY
+             (HighLevel's PEM key; required), GHL_WEBHOOK_LEGACY_PUBLIC_KEY, GHL_API_BASE,
+             GHL_API_VERSION [2021-04-15], GHL_WEBHOOK_PATH [/gohighlevel], GHL_MEDIA_HOSTS;
+             a webhook on --listen (the Marketplace app's InboundMessage events)
 
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
@@ -166,6 +172,8 @@ enum Channel {
     Wppconnect,
     /// Discord: the gateway, and the interactions endpoint (a webhook).
     Discord,
+    /// GoHighLevel conversations of a location: SMS, WhatsApp, Messenger, … (a webhook).
+    Gohighlevel,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -216,7 +224,8 @@ enum ShopError {
         feature = "gupshup",
         feature = "evolution",
         feature = "wppconnect",
-        feature = "discord"
+        feature = "discord",
+        feature = "gohighlevel"
     ))]
     #[error("{0}")]
     Channel(String),
@@ -477,7 +486,8 @@ async fn on_network(
         feature = "gupshup",
         feature = "evolution",
         feature = "wppconnect",
-        feature = "discord"
+        feature = "discord",
+        feature = "gohighlevel"
     ))]
     {
         #[cfg(not(feature = "whatsapp-web"))]
@@ -507,6 +517,8 @@ async fn on_network(
             Channel::Wppconnect => network::wppconnect()?,
             #[cfg(feature = "discord")]
             Channel::Discord => network::discord()?,
+            #[cfg(feature = "gohighlevel")]
+            Channel::Gohighlevel => network::gohighlevel()?,
             _ => return Err(not_built_in(channel)),
         };
         let server = match routes {
@@ -541,7 +553,8 @@ async fn on_network(
         feature = "gupshup",
         feature = "evolution",
         feature = "wppconnect",
-        feature = "discord"
+        feature = "discord",
+        feature = "gohighlevel"
     )))]
     {
         let _ = (builder, listen, session_kv);
@@ -561,6 +574,7 @@ fn not_built_in(channel: Channel) -> ShopError {
         Channel::Evolution => ("evolution", "evolution"),
         Channel::Wppconnect => ("wppconnect", "wppconnect"),
         Channel::Discord => ("discord", "discord"),
+        Channel::Gohighlevel => ("gohighlevel", "gohighlevel"),
         _ => ("telegram", "telegram"),
     };
     ShopError::NotBuiltIn { feature, channel }
@@ -578,7 +592,8 @@ fn not_built_in(channel: Channel) -> ShopError {
     feature = "gupshup",
     feature = "evolution",
     feature = "wppconnect",
-    feature = "discord"
+    feature = "discord",
+    feature = "gohighlevel"
 ))]
 mod network {
     use std::sync::Arc;
@@ -656,6 +671,8 @@ mod network {
             botmesh_providers::evolution::EvolutionConfig, botmesh_providers::evolution::EvolutionProvider;
         "wppconnect" wppconnect
             botmesh_providers::wppconnect::WppConnectConfig, botmesh_providers::wppconnect::WppConnectProvider;
+        "gohighlevel" gohighlevel
+            botmesh_providers::gohighlevel::GoHighLevelConfig, botmesh_providers::gohighlevel::GoHighLevelProvider;
     }
 
     /// Discord: the gateway, and the interactions endpoint when a public key is set.
@@ -693,6 +710,7 @@ mod tests {
             ("evolution", Channel::Evolution),
             ("wppconnect", Channel::Wppconnect),
             ("whatsapp-web", Channel::WhatsappWeb),
+            ("gohighlevel", Channel::Gohighlevel),
         ] {
             let cli =
                 Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));

@@ -58,22 +58,13 @@ impl<C: GatewayConfig> Gateway<C> {
         super::routes(Arc::new(route), &self.config.settings().path)
     }
 
-    /// The capabilities of a gateway channel: its text limits and whether it edits; no
-    /// typing, read marks or acknowledgements.
+    /// The capabilities of a gateway channel ([`super::outbound::capabilities`]).
     pub(crate) fn capabilities(
         text_limit: usize,
         buttons_text_limit: Option<usize>,
         edits: bool,
     ) -> Capabilities {
-        Capabilities {
-            text_limit,
-            buttons_text_limit,
-            interactions_require_ack: false,
-            edits,
-            typing: false,
-            mark_read: false,
-            resends_deduplicated: false,
-        }
+        super::outbound::capabilities(text_limit, buttons_text_limit, edits)
     }
 
     /// The API base URL followed by `tail`.

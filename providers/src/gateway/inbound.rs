@@ -14,6 +14,7 @@ pub(crate) fn text_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// A number a gateway gives as a JSON number or a string.
+#[cfg_attr(not(gateway_channel), allow(dead_code))]
 pub(crate) fn number_at(v: &Value, key: &str) -> Option<f64> {
     match v.get(key)? {
         Value::Number(n) => n.as_f64(),
@@ -24,6 +25,7 @@ pub(crate) fn number_at(v: &Value, key: &str) -> Option<f64> {
 
 /// A location from the `lat` and `lng` fields of `v` (numbers or strings) and its name and
 /// address; `None` without both coordinates.
+#[cfg_attr(not(gateway_channel), allow(dead_code))]
 pub(crate) fn location(
     v: &Value,
     (lat, lng): (&str, &str),
@@ -97,6 +99,7 @@ impl Envelope {
     }
 
     /// A press of the button (or list row) `data`, titled `title`.
+    #[cfg_attr(not(gateway_channel), allow(dead_code))]
     pub(crate) fn interaction(self, data: &str, title: Option<&str>) -> ProviderEvent {
         ProviderEvent::Interaction(Interaction {
             id: self.id,

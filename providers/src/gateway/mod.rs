@@ -18,23 +18,32 @@
 //! | a timeout or a connection lost after a send was written | `Ambiguous` (`crate::http::call_error`) |
 //! | any other status (401 key, 400 body, 404 instance) | final `Api` with the status (dead-lettered), unless the channel's own table says otherwise |
 //!
+//! GoHighLevel, whose webhooks are signed, uses only the REST call (`call`) and the
+//! webhook parsers' helpers (`inbound`, `outbound`).
+//!
 //! It does not sign anything, manage gateway sessions (QR pairing, instance creation), or
 //! retry (the runtime's outbox does).
 
 mod call;
+#[cfg(gateway_channel)]
 mod core;
 pub(crate) mod inbound;
 pub(crate) mod outbound;
+#[cfg(gateway_channel)]
 mod secret;
+#[cfg(gateway_channel)]
 mod settings;
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) mod web;
 
-#[cfg(feature = "gupshup")]
+#[cfg(any(feature = "gupshup", feature = "gohighlevel"))]
 pub(crate) use call::message_of;
 pub(crate) use call::{call, unsupported};
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) use core::edit_text;
+#[cfg(gateway_channel)]
 pub(crate) use core::{Gateway, GatewayConfig};
+#[cfg(gateway_channel)]
 pub(crate) use secret::{Secret, routes};
+#[cfg(gateway_channel)]
 pub(crate) use settings::{GatewayEnv, GatewaySettings};

@@ -1,6 +1,7 @@
-//! What the gateways' send builders share: the checks of a text, contacts as a readable text.
+//! What the REST channels' send builders share: their capabilities, the checks of a text,
+//! options as numbered lines, a location and contacts as a readable text.
 
-use botmesh::provider::ProviderError;
+use botmesh::provider::{Capabilities, ProviderError};
 
 use super::unsupported;
 
@@ -25,7 +26,7 @@ pub(crate) fn checked_text<'a>(
 }
 
 /// Contact cards as lines `name: phone, phone`; refused when there are none.
-#[cfg(any(feature = "gupshup", feature = "wppconnect"))]
+#[cfg(any(feature = "gupshup", feature = "wppconnect", feature = "gohighlevel"))]
 pub(crate) fn contacts_text(
     provider: &str,
     cards: &[botmesh::message::ContactCard],
@@ -38,4 +39,66 @@ pub(crate) fn contacts_text(
         .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
         .collect::<Vec<_>>()
         .join("\n"))
+}
+
+/// The capabilities of a REST channel: its text limits and whether it edits; no typing, read
+/// marks or acknowledgements.
+pub(crate) fn capabilities(
+    text_limit: usize,
+    buttons_text_limit: Option<usize>,
+    edits: bool,
+) -> Capabilities {
+    Capabilities {
+        text_limit,
+        buttons_text_limit,
+        interactions_require_ack: false,
+        edits,
+        typing: false,
+        mark_read: false,
+        resends_deduplicated: false,
+    }
+}
+
+/// `text` with `options` numbered under it (`1. Yes`), for a channel without buttons: the
+/// options may take `room` characters, the whole `limit`.
+#[cfg(feature = "gohighlevel")]
+pub(crate) fn numbered(
+    provider: &str,
+    text: &str,
+    options: &[botmesh::message::Button],
+    limit: usize,
+    room: usize,
+) -> Result<String, ProviderError> {
+    let lines: Vec<String> = (1..)
+        .zip(options)
+        .map(|(n, b)| format!("{n}. {}", b.title))
+        .collect();
+    let taken: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
+    if taken > room {
+        return Err(unsupported(
+            provider,
+            format!(
+                "{} options taking {taken} characters, over {room}",
+                options.len()
+            ),
+        ));
+    }
+    let message = if lines.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{text}\n\n{}", lines.join("\n"))
+    };
+    checked_text(provider, "a message", &message, limit).map(str::to_owned)
+}
+
+/// A location as lines: its name, its address, a map link.
+#[cfg(feature = "gohighlevel")]
+pub(crate) fn location_text(l: &botmesh::message::Location) -> String {
+    let place = [l.name.as_deref(), l.address.as_deref()];
+    let mut lines: Vec<String> = place.into_iter().flatten().map(str::to_owned).collect();
+    lines.push(format!(
+        "https://maps.google.com/?q={},{}",
+        l.latitude, l.longitude
+    ));
+    lines.join("\n")
 }

@@ -291,7 +291,7 @@ impl GuardedClientBuilder {
 /// A network channel's two clients: its API client (system proxies off, `timeout` per
 /// request) and the [`GuardedClient`] its media downloads go through (`media`, or one with
 /// the defaults). `Err` says what could not be built.
-#[cfg(any(meta_channel, gateway_channel, feature = "twilio"))]
+#[cfg(any(meta_channel, rest_channel, feature = "twilio"))]
 pub(crate) fn channel_clients(
     timeout: Duration,
     media: Option<&GuardedClient>,

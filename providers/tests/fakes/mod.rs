@@ -11,8 +11,15 @@ pub mod contents;
 pub mod discord;
 #[cfg(feature = "evolution")]
 pub mod evolution;
-#[cfg(any(feature = "gupshup", feature = "evolution", feature = "wppconnect"))]
+#[cfg(any(
+    feature = "gupshup",
+    feature = "evolution",
+    feature = "wppconnect",
+    feature = "gohighlevel"
+))]
 pub mod gateway;
+#[cfg(feature = "gohighlevel")]
+pub mod gohighlevel;
 #[cfg(feature = "gupshup")]
 pub mod gupshup;
 #[cfg(any(

@@ -1,0 +1,417 @@
+//! The GoHighLevel provider against the fake HighLevel API: signatures (a forged or missing
+//! one refused, the legacy RSA key taken when configured), the echoes of the bot's own sends
+//! and other locations' messages not delivered, a request not accepted answered 429 (the only
+//! status HighLevel redelivers on), every content kind sent, error classes (5xx and 429
+//! retried by the outbox, a refused token final and named), media refs round-tripping and
+//! restricted to HighLevel's hosts, and duplicates and a crash before the 200 answered once.
+#![cfg(feature = "gohighlevel")]
+
+mod fakes;
+
+use botmesh::message::{
+    Button, ChatId, ContactCard, Location, MediaKind, MediaRef, MessageId, Outgoing,
+    OutgoingContent,
+};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh_providers::gohighlevel::{
+    GoHighLevelConfig, GoHighLevelConfigError, GoHighLevelProvider,
+};
+use botmesh_providers::http::GuardedClient;
+use fakes::gohighlevel::{FakeGhl, Keys, hooks};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "pit-0000-test-token";
+const LOCATION: &str = "l1C08ntBrFjLS0elLIYU";
+const CONTACT: &str = "cI08i1Bls3iTB9bKgFJh";
+const CHAT: &str = "SMS:cI08i1Bls3iTB9bKgFJh";
+
+fn config(fake: &FakeGhl, keys: &Keys) -> GoHighLevelConfig {
+    GoHighLevelConfig::new(TOKEN, LOCATION, &keys.ed25519_pem())
+        .and_then(|c| c.api_base(&fake.base_url()))
+        .expect("config")
+        .clients(
+            GuardedClient::allowing_localhost().expect("client"),
+            std::time::Duration::from_secs(10),
+        )
+}
+
+/// POSTs `body` to `url` with the given signature headers; the status.
+async fn post(url: &str, headers: &[(&str, String)], body: &[u8]) -> u16 {
+    let mut req = fakes::client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_vec());
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    req.send().await.map_or(0, |r| r.status().as_u16())
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("json")
+}
+
+#[tokio::test]
+async fn forged_or_missing_signatures_are_refused_and_echoes_not_delivered() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (rec, server, local) = fakes::started(&ghl, ghl.webhook_routes()).await;
+    let url = format!("{local}/gohighlevel");
+    let hi = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "m1", "hi"));
+    let forger = Keys::new();
+    let mut tampered = hi.clone();
+    tampered.extend_from_slice(b" ");
+    let refused = [
+        (vec![], hi.clone(), 401),
+        (vec![("X-GHL-Signature", forger.sign(&hi))], hi.clone(), 403),
+        (vec![("X-GHL-Signature", keys.sign(&hi))], tampered, 403),
+        (
+            vec![("X-GHL-Signature", "bm90IGEgc2ln".to_owned())],
+            hi.clone(),
+            403,
+        ),
+        // The legacy header is not read without the legacy key.
+        (
+            vec![("X-WH-Signature", keys.sign_rsa(&hi))],
+            hi.clone(),
+            401,
+        ),
+    ];
+    for (headers, body, status) in refused {
+        assert_eq!(post(&url, &headers, &body).await, status, "{headers:?}");
+    }
+    assert!(rec.events().is_empty());
+    let not_ours = [
+        hooks::outbound(LOCATION, CONTACT, "m0", "pong: hi"),
+        hooks::inbound("another-location", "SMS", CONTACT, "m9", "hi"),
+        hooks::inbound(LOCATION, "Call", CONTACT, "m8", ""),
+    ];
+    for body in not_ours {
+        let body = bytes(&body);
+        let sig = vec![("X-GHL-Signature", keys.sign(&body))];
+        assert_eq!(post(&url, &sig, &body).await, 200);
+    }
+    assert_eq!(
+        post(&url, &[("X-GHL-Signature", keys.sign(&hi))], &hi).await,
+        200
+    );
+    let events = rec.wait_for(1).await;
+    assert_eq!(
+        fakes::gateway::summary(&events),
+        [format!("text hi {CHAT}")]
+    );
+    server.shutdown().await;
+
+    // With the legacy RSA key configured, `X-WH-Signature` is checked with it.
+    let legacy = config(&fake, &keys)
+        .legacy_key(&keys.rsa_pem())
+        .expect("an RSA key");
+    let ghl = GoHighLevelProvider::new(legacy).expect("provider");
+    let (rec, server, local) = fakes::started(&ghl, ghl.webhook_routes()).await;
+    let url = format!("{local}/gohighlevel");
+    let bad = vec![("X-WH-Signature", forger.sign_rsa(&hi))];
+    assert_eq!(post(&url, &bad, &hi).await, 403);
+    let good = vec![("X-WH-Signature", keys.sign_rsa(&hi))];
+    assert_eq!(post(&url, &good, &hi).await, 200);
+    assert_eq!(rec.wait_for(1).await.len(), 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_not_accepted_is_answered_429_for_highlevel_to_redeliver() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (server, local) = fakes::mount(ghl.webhook_routes()).await;
+    let hi = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "m1", "hi"));
+    let sig = vec![("X-GHL-Signature", keys.sign(&hi))];
+    assert_eq!(post(&format!("{local}/gohighlevel"), &sig, &hi).await, 429);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_every_content_kind_on_the_chats_channel() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let chat = ChatId::from("WhatsApp:c2");
+    let mut quoted = Outgoing::from("plain");
+    quoted.reply_to = Some(MessageId("m7".into()));
+    let sent = ghl.send(&chat, &quoted).await.expect("sent");
+    assert_eq!(
+        sent.message_id.as_ref().map(MessageId::as_str),
+        Some("msg00000001")
+    );
+    let kinds = [
+        Outgoing::from(OutgoingContent::Text {
+            text: "Pick one".into(),
+            buttons: vec![
+                Button::with_id("a", "Apples"),
+                Button::with_id("b", "Pears"),
+            ],
+        }),
+        fakes::menu_list(),
+        Outgoing::from(OutgoingContent::Media {
+            media_kind: MediaKind::Image,
+            source: botmesh::message::MediaSource::Url {
+                url: "https://example.com/a.jpg".into(),
+            },
+            caption: Some("a photo".into()),
+            mime: None,
+        }),
+        Outgoing::from(OutgoingContent::Location(Location {
+            latitude: 1.5,
+            longitude: 2.5,
+            name: Some("Shop".into()),
+            address: None,
+        })),
+        Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
+            name: "Ana".into(),
+            phones: vec!["+15550001".into()],
+        }])),
+    ];
+    for outgoing in &kinds {
+        ghl.send(&chat, outgoing).await.expect("sent");
+    }
+    let sent = fake.sent();
+    assert_eq!(
+        sent[0],
+        json!({"type": "WhatsApp", "contactId": "c2", "message": "plain", "replyMessageId": "m7"})
+    );
+    assert_eq!(sent[3]["attachments"], json!(["https://example.com/a.jpg"]));
+    assert_eq!(
+        fake.delivered_to("WhatsApp:c2"),
+        [
+            "plain",
+            "Pick one\n\n1. Apples\n2. Pears",
+            "Menu\n\n1. Row 1",
+            "a photo",
+            "Shop\nhttps://maps.google.com/?q=1.5,2.5",
+            "Ana: +15550001"
+        ]
+    );
+    for (chat, outgoing) in [
+        (
+            "SMS:c2",
+            Outgoing::from(OutgoingContent::Reaction(botmesh::message::Reaction {
+                message_id: MessageId("m1".into()),
+                emoji: "👍".into(),
+            })),
+        ),
+        ("c2", Outgoing::from("no channel")),
+        ("Fax:c2", Outgoing::from("no such channel")),
+    ] {
+        let e = ghl
+            .send(&ChatId::from(chat), &outgoing)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(e, ProviderError::UnsupportedContent { .. }),
+            "{e:?}"
+        );
+    }
+}
+
+type Expected = dyn Fn(&ProviderError) -> bool;
+
+#[tokio::test]
+async fn maps_highlevel_errors_onto_classes() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let chat = ChatId::from(CHAT);
+    let hi = Outgoing::from("hi");
+    let cases: [(u16, &str, Option<u64>, &Expected); 4] = [
+        (429, "Too many requests", Some(4), &|e| {
+            e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(4)))
+        }),
+        (502, "Bad Gateway", None, &|e| {
+            e.class() == ErrorClass::Retryable
+        }),
+        (422, "contactId should not be empty", None, &|e| {
+            e.class() == ErrorClass::Final
+        }),
+        (
+            403,
+            "The token is not authorized for this scope.",
+            None,
+            &|e| matches!(e, ProviderError::Api { code: Some(c), retryable: false, .. } if c == "forbidden"),
+        ),
+    ];
+    for (status, message, retry_after, expected) in cases {
+        fake.fail_next(status, message, retry_after);
+        let e = ghl.send(&chat, &hi).await.expect_err("refused");
+        assert!(expected(&e), "{status}: {e:?}");
+    }
+    fake.drop_next();
+    assert!(matches!(
+        ghl.send(&chat, &hi).await,
+        Err(ProviderError::Ambiguous { .. })
+    ));
+    let wrong = GoHighLevelConfig::new("expired", LOCATION, &keys.ed25519_pem())
+        .and_then(|c| c.api_base(&fake.base_url()))
+        .expect("config");
+    let e = GoHighLevelProvider::new(wrong)
+        .expect("provider")
+        .send(&chat, &hi)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&e, ProviderError::Api { status: Some(401), code: Some(c), retryable: false, .. } if c == "unauthorized")
+            && e.to_string().contains("access token was refused")
+            && !e.to_string().contains("expired\""),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    fake.fail_next(503, "Service Unavailable", None);
+    fake.fail_next(429, "Too many requests", Some(0));
+    let (server, local) = fakes::mount(ghl.webhook_routes()).await;
+    let bot = fakes::durable_pong_bot(ghl);
+    bot.start().await.expect("start");
+    let ping = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "mping", "ping"));
+    let sig = vec![("X-GHL-Signature", keys.sign(&ping))];
+    for attempt in ["the webhook", "its redelivery"] {
+        assert_eq!(
+            post(&format!("{local}/gohighlevel"), &sig, &ping).await,
+            200,
+            "{attempt}"
+        );
+    }
+    fakes::eventually(|| !fake.delivered_to(CHAT).is_empty()).await;
+    bot.stop_with(fakes::drained()).await.expect("stop");
+    server.shutdown().await;
+    assert_eq!(fake.delivered_to(CHAT), ["pong: ping"]);
+    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+    fake.check();
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_and_stay_on_highlevels_hosts() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let url = fake.add_media("photo.jpg", b"jpeg bytes");
+    let (rec, server, local) = fakes::started(&ghl, ghl.webhook_routes()).await;
+    let mut body = hooks::inbound(LOCATION, "SMS", CONTACT, "mimg", "look");
+    body["attachments"] = json!([url]);
+    let body = bytes(&body);
+    let sig = vec![("X-GHL-Signature", keys.sign(&body))];
+    assert_eq!(
+        post(&format!("{local}/gohighlevel"), &sig, &body).await,
+        200
+    );
+    let events = rec.wait_for(1).await;
+    assert_eq!(
+        fakes::gateway::summary(&events),
+        [format!("media Image {url} Some(\"look\")")]
+    );
+    let media = MediaRef {
+        provider: "gohighlevel".into(),
+        token: url.clone(),
+    };
+    let stored = ghl.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, json!({ "url": url }));
+    let back = ghl.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(
+        ghl.download_media(&back).await.expect("download"),
+        b"jpeg bytes"
+    );
+    let storage = "https://storage.googleapis.com/msgsndr/loc/media/a.png";
+    assert!(
+        ghl.serialize_media_ref(&MediaRef {
+            provider: "gohighlevel".into(),
+            token: storage.into(),
+        })
+        .is_some()
+    );
+    let elsewhere = MediaRef {
+        provider: "gohighlevel".into(),
+        token: "https://attacker.example/a.png".into(),
+    };
+    assert!(ghl.serialize_media_ref(&elsewhere).is_none());
+    assert_eq!(
+        ghl.download_media(&elsewhere)
+            .await
+            .map_err(|e| e.class())
+            .err(),
+        Some(ErrorClass::Final)
+    );
+    let good = StoredMediaRef {
+        provider: "gohighlevel".into(),
+        v: 1,
+        data: json!({ "url": storage }),
+    };
+    fakes::assert_refuses_foreign_refs(
+        &ghl,
+        &good,
+        "twilio",
+        2,
+        &[
+            json!({"url": "http://storage.googleapis.com/a.png"}),
+            json!({"url": "https://storage.googleapis.com.attacker.example/a.png"}),
+        ],
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let body = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "mcrash", "ping"));
+    let signature = keys.sign(&body);
+    let provider = || GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let channel = (provider, GoHighLevelProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, "/gohighlevel", |req| {
+        req.header("content-type", "application/json")
+            .header("X-GHL-Signature", &signature)
+            .body(body.clone())
+    })
+    .await;
+    assert_eq!(fake.delivered_to(CHAT), ["pong: ping"]);
+}
+
+#[test]
+fn config_names_the_variable() {
+    let keys = Keys::new();
+    let pem = keys.ed25519_pem().replace('\n', "\\n");
+    let env = |pairs: Vec<(&'static str, String)>| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+    };
+    let base = vec![
+        ("GHL_ACCESS_TOKEN", TOKEN.to_owned()),
+        ("GHL_LOCATION_ID", LOCATION.to_owned()),
+        ("GHL_WEBHOOK_PUBLIC_KEY", pem),
+    ];
+    let ok = GoHighLevelConfig::from_lookup(env(base.clone())).expect("config");
+    assert!(!format!("{ok:?}").contains(TOKEN));
+    assert_eq!(
+        GoHighLevelConfig::from_lookup(env(base[..2].to_vec())).expect_err("key"),
+        GoHighLevelConfigError::MissingEnv("GHL_WEBHOOK_PUBLIC_KEY")
+    );
+    let mut bad = base.clone();
+    bad[2].1 = "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----".into();
+    assert!(matches!(
+        GoHighLevelConfig::from_lookup(env(bad)),
+        Err(GoHighLevelConfigError::Invalid {
+            setting: "GHL_WEBHOOK_PUBLIC_KEY",
+            ..
+        })
+    ));
+    let mut bad = base;
+    bad.push(("GHL_API_BASE", "ftp://x".into()));
+    assert!(matches!(
+        GoHighLevelConfig::from_lookup(env(bad)),
+        Err(GoHighLevelConfigError::Invalid {
+            setting: "GHL_API_BASE",
+            ..
+        })
+    ));
+}
