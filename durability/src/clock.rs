@@ -2,8 +2,9 @@
 //!
 //! Every due time, lease expiry and retention cutoff is computed from the clock given to
 //! [`KvDurability`](crate::KvDurability), never from the backend: the [`DurableKv`](crate::DurableKv)
-//! SPI has no notion of time. Tests use [`ManualClock`] to move time without sleeping. The
-//! journals never sleep themselves; waiting is the runtime's job.
+//! SPI has no notion of time. Tests use [`ManualClock`] to move time without sleeping, or
+//! [`TokioClock`] to have it follow tokio's paused clock. The journals never sleep themselves;
+//! waiting is the runtime's job.
 
 use std::fmt;
 use std::sync::Arc;
@@ -64,6 +65,32 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// A wall clock that follows tokio's clock from `start_ms`: under a paused tokio clock
+/// (`#[tokio::test(start_paused = true)]`) it moves with virtual time, so lease expiries and
+/// retry due times come as the test's timers advance, without waiting in real time.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    start_ms: i64,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock standing at `start_ms` now, moving as tokio's clock does.
+    pub fn new(start_ms: i64) -> Self {
+        TokioClock {
+            start_ms,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.start_ms.saturating_add(elapsed)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Time as the bot sees it: a [`Clock`] that tests replace with a [`ManualClock`] that jumps.
+//! Time as the bot sees it: a [`Clock`] that tests replace with a [`ManualClock`] that jumps,
+//! or a [`TokioClock`] that follows tokio's paused clock.
 //!
 //! The clock types are the durability crate's, so the bot, its flows and its journals read
 //! one clock. Only wall-clock readings go through here (timestamps, idle timeouts, leases,
@@ -12,7 +13,7 @@
 //! assert_eq!(clock.now_ms(), 3_000);
 //! ```
 
-pub use botmesh_durability::clock::{Clock, ManualClock, SystemClock};
+pub use botmesh_durability::clock::{Clock, ManualClock, SystemClock, TokioClock};
 
 /// The current Unix time in milliseconds from the system clock.
 pub fn now_ms() -> i64 {

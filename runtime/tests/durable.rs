@@ -47,8 +47,7 @@ fn harness(kv: Arc<dyn DurableKv>, store: MemoryStore, config: DurabilityConfig)
 /// A harness whose wall clock follows tokio's (paused) clock: the journals take retry due
 /// times from the bot's clock, so retries come due as virtual time passes.
 fn harness_on_tokio_time(config: DurabilityConfig) -> Harness {
-    let start = tokio::time::Instant::now();
-    let clock = move || 1_767_225_600_000 + i64::try_from(start.elapsed().as_millis()).unwrap();
+    let clock = botmesh::clock::TokioClock::new(1_767_225_600_000);
     let (kv, store) = (Arc::new(MemoryKv::new()), MemoryStore::new());
     harness_with(kv, store, config, MockProvider::new(), |b| b.clock(clock))
 }

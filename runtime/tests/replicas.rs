@@ -8,6 +8,9 @@
 //! | `chats_spread_over_replicas_*` | each chat's messages go to random replicas; every message gets exactly one answer, per-chat order kept, a stopped replica's chats go on elsewhere |
 //! | `a_chat_is_handled_by_one_replica_at_a_time` | same-chat messages sent at once to different replicas never run concurrently |
 //! | `one_leader_polls_and_a_standby_takes_over` | only the leader runs the transport; when it stops, a standby starts it within the leader lease |
+//!
+//! The last two run on tokio's paused clock, with each replica's wall clock following it
+//! ([`TokioClock`]): turns, leader leases and the handlers' work pass in virtual time.
 #![allow(clippy::unwrap_used)]
 
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
@@ -22,6 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use botmesh::clock::TokioClock;
 use botmesh::coordination::Coordination;
 use botmesh::durability::{DurabilityConfig, DurableKv, MemoryKv};
 use botmesh::durable::DurabilityOptions;
@@ -29,6 +33,9 @@ use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 
 /// One replica: its bot and its end of the fake channel.
+/// 2026-01-01T00:00:00Z: where the paused tests' wall clocks ([`TokioClock`]) start.
+const T0: i64 = 1_767_225_600_000;
+
 struct Replica {
     bot: Bot,
     channel: MockProvider,
@@ -194,7 +201,7 @@ async fn chats_spread_over_replicas_on_redis() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_chat_is_handled_by_one_replica_at_a_time() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let in_handler = Arc::new(AtomicUsize::new(0));
@@ -205,6 +212,7 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
         let channel = MockProvider::new();
         let bot = Bot::builder(channel.clone())
             .bot_id("replicas")
+            .clock(TokioClock::new(T0))
             .durability(DurabilityOptions::shared(Arc::clone(&kv)).config(config(&format!("r{i}"))))
             .coordination(Coordination::replicas())
             .build()
@@ -224,8 +232,8 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
                 if in_handler.fetch_add(1, Ordering::SeqCst) > 0 {
                     overlaps.fetch_add(1, Ordering::SeqCst);
                 }
-                // Real time, on purpose: the handler's work holds the chat's turn (a lease on
-                // the wall clock) while the other replicas' messages of the chat must wait.
+                // The handler's work holds the chat's turn while the other replicas' messages
+                // of the chat must wait.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 in_handler.fetch_sub(1, Ordering::SeqCst);
                 handled.send_modify(|n| *n += 1);
@@ -260,7 +268,7 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn one_leader_polls_and_a_standby_takes_over() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
     let coordination = Coordination::replicas()
@@ -272,6 +280,7 @@ async fn one_leader_polls_and_a_standby_takes_over() {
         let channel = MockProvider::new();
         let bot = Bot::builder(channel.clone())
             .bot_id("replicas")
+            .clock(TokioClock::new(T0))
             .durability(DurabilityOptions::shared(Arc::clone(&kv)).config(config(&format!("p{i}"))))
             .coordination(coordination.clone())
             .build()
@@ -306,7 +315,6 @@ async fn one_leader_polls_and_a_standby_takes_over() {
             took_over = true;
             break;
         }
-        // A poll of a condition (the mock channel signals no start), not a fixed wait.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(took_over, "a standby took the transport over");

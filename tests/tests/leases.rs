@@ -3,6 +3,9 @@
 //! backend was away for a moment (inbox and outbox). Each case runs one handler and one send
 //! per message, and ends with every record done, no stale lease, no dead letter and no send
 //! of unknown outcome.
+//!
+//! The tests run on tokio's paused clock, and the bot's wall clock follows it
+//! ([`TokioClock`]): leases expire, heartbeats beat and slow handlers end in virtual time.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use botmesh::clock::TokioClock;
 use botmesh::durability::kv::WritePoint;
 use botmesh::durability::retries::Backoff;
 use botmesh::durability::{DurabilityConfig, InboxState, MemoryKv};
@@ -82,6 +86,7 @@ async fn run(
     let mock = MockProvider::new();
     mock.set_send_delay(send_delay);
     let bot = Bot::builder(mock.clone())
+        .clock(TokioClock::new(1_767_225_600_000))
         .durability(
             DurabilityOptions::backend(kv)
                 .config(config())
@@ -96,7 +101,6 @@ async fn run(
             let n = usize::from(ctx.text() != "slow");
             runs[n].fetch_add(1, Ordering::SeqCst);
             if ctx.text() == "slow" {
-                // Real time: the lease it outlives expires by the journals' wall clock.
                 tokio::time::sleep(slow).await;
             }
             ctx.reply(format!("{}:done", ctx.text())).await?;
@@ -113,8 +117,7 @@ async fn run(
             .await,
         texts.len()
     );
-    // A lease and more: long enough for an expired lease to be claimed again (real time: the
-    // journals take lease expiry from the wall clock, which a paused tokio clock does not move).
+    // A lease and more: long enough for an expired lease to be claimed again.
     tokio::time::sleep(Duration::from_millis(700)).await;
     bot.idle().await;
     let mut events = Vec::new();
@@ -128,7 +131,7 @@ async fn run(
     Outcome { bot, mock, events }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
     // Nothing armed: no failure, only the wait.
     let kv = crashable(Arc::new(MemoryKv::new()));
@@ -151,7 +154,7 @@ async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
     outcome.bot.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
     let kv = blip(WritePoint::InboxHeartbeat);
     let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
@@ -168,7 +171,7 @@ async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
     outcome.bot.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_outbox_heartbeat_that_fails_once_keeps_beating() {
     let kv = blip(WritePoint::OutboxHeartbeat);
     let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
