@@ -174,10 +174,7 @@ async fn the_gateway_identifies_once_and_resumes_with_the_last_seq_after_a_drop(
             .position(|s| *s == TransportStatus::Disconnected)
             .is_some_and(|away| statuses[away..].contains(&TransportStatus::Ready))
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !ready_again(&rec.statuses()) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    fakes::eventually(|| ready_again(&rec.statuses())).await;
     assert!(ready_again(&rec.statuses()), "{:?}", rec.statuses());
     discord.stop().await.expect("stop");
     fake.check();
@@ -311,6 +308,7 @@ async fn a_resend_after_a_crash_inside_the_nonce_window_creates_no_second_messag
         creates[0]["nonce"], creates[1]["nonce"],
         "the resend carries the same nonce"
     );
+    // Real time, on purpose: a third create, if any, would reach the fake server's socket.
     tokio::time::sleep(Duration::from_millis(200)).await;
     bot.stop().await.expect("stop");
     assert_eq!(

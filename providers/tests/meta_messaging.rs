@@ -6,8 +6,6 @@
 
 mod fakes;
 
-use std::time::Duration;
-
 use botmesh::message::{
     Button, ChatId, Content, ListSection, MediaKind, MediaRef, MediaSource, MessageId, Outgoing,
     OutgoingContent,
@@ -671,13 +669,10 @@ async fn the_shop_takes_an_order<C: Channel>() {
     bot.start().await.expect("start");
     // The n-th reply, once it went out (polled: the bot answers in its own tasks).
     let reply = async |n: usize| -> Value {
-        for _ in 0..500 {
-            if let Some(m) = fake.messages_to(hooks::USER).get(n - 1) {
-                return m.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("no reply {n}: {:#?}", fake.sent());
+        fakes::eventually(|| fake.messages_to(hooks::USER).len() >= n).await;
+        let replies = fake.messages_to(hooks::USER);
+        let reply = replies.get(n - 1).cloned();
+        reply.unwrap_or_else(|| panic!("no reply {n}: {:#?}", fake.sent()))
     };
     let text_of = |m: &Value| {
         m["text"]

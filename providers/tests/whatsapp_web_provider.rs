@@ -153,6 +153,8 @@ async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delive
     let rec = Arc::new(Recorder::default());
     p.open(EventSink::new(rec.clone())).await.expect("open");
     eventually("two messages", || rec.events().len() >= 2).await;
+    // Real time, on purpose: a third event, if any, would come from the fake's file (followed
+    // every 10 ms); 100 ms for it to show.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let events = rec.events();
     assert_eq!(events.len(), 2, "{events:?}");
@@ -208,6 +210,7 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
     let again = FakeSession::new(fake.dir()).expect("fake");
     let bot = echo_bot(&kv, &again).await;
     eventually("three answers", || fake.delivered_to(PN).len() >= 3).await;
+    // Real time, on purpose: a duplicate answer, if any, would reach the fake's file; 200 ms.
     tokio::time::sleep(Duration::from_millis(200)).await;
     bot.stop().await.expect("stop");
     assert_eq!(
@@ -229,6 +232,7 @@ async fn a_send_is_retried_under_the_same_message_id() {
         .expect("push");
     let bot = echo_bot(&kv, &fake).await;
     eventually("two sends reached the server", || fake.sent().len() >= 2).await;
+    // Real time, on purpose: a third send, if any, would reach the fake's file; 200 ms.
     tokio::time::sleep(Duration::from_millis(200)).await;
     bot.stop().await.expect("stop");
     let sent = fake.sent();
