@@ -43,12 +43,16 @@ struct Outcome {
     bot: Bot,
     mock: MockProvider,
     events: Vec<String>,
+    /// How often the handler ran for `slow` (0) and for any other text (1).
+    runs: Arc<[AtomicUsize; 2]>,
 }
 
 impl Outcome {
-    async fn assert_clean(&self, runs: &[(&str, &AtomicUsize)]) {
-        for (what, count) in runs {
-            assert_eq!(count.load(Ordering::SeqCst), 1, "{what} ran once");
+    /// Checks that each handler `expected` names (by its index in `runs`) ran once and that
+    /// the journals are clean.
+    async fn assert_clean(&self, expected: &[(&str, usize)]) {
+        for (what, i) in expected {
+            assert_eq!(self.runs[*i].load(Ordering::SeqCst), 1, "{what} ran once");
         }
         let d = self.bot.durability().unwrap();
         let metrics = d.metrics();
@@ -80,9 +84,9 @@ async fn run(
     kv: Crashable<MemoryKv>,
     slow: Duration,
     texts: &[&str],
-    runs: Arc<[AtomicUsize; 2]>,
     send_delay: Option<Duration>,
 ) -> Outcome {
+    let runs: Arc<[AtomicUsize; 2]> = Arc::default();
     let mock = MockProvider::new();
     mock.set_send_delay(send_delay);
     let bot = Bot::builder(mock.clone())
@@ -128,28 +132,22 @@ async fn run(
     }
     let expected: Vec<String> = texts.iter().map(|t| format!("{t}:done")).collect();
     assert_eq!(mock.texts("alice"), expected, "each reply once, in order");
-    Outcome { bot, mock, events }
+    Outcome {
+        bot,
+        mock,
+        events,
+        runs,
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
     // Nothing armed: no failure, only the wait.
     let kv = crashable(Arc::new(MemoryKv::new()));
-    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     // The second message waits 1.5 s, five leases, behind the first.
-    let outcome = run(
-        kv,
-        Duration::from_millis(1500),
-        &["slow", "fast"],
-        runs.clone(),
-        None,
-    )
-    .await;
+    let outcome = run(kv, Duration::from_millis(1500), &["slow", "fast"], None).await;
     outcome
-        .assert_clean(&[
-            ("the slow handler", &runs[0]),
-            ("the queued handler", &runs[1]),
-        ])
+        .assert_clean(&[("the slow handler", 0), ("the queued handler", 1)])
         .await;
     outcome.bot.stop().await.unwrap();
 }
@@ -157,35 +155,25 @@ async fn a_message_waiting_behind_a_slow_handler_keeps_its_lease() {
 #[tokio::test(start_paused = true)]
 async fn an_inbox_heartbeat_that_fails_once_keeps_beating() {
     let kv = blip(WritePoint::InboxHeartbeat);
-    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
-    let outcome = run(
-        kv.clone(),
-        Duration::from_millis(1200),
-        &["slow"],
-        runs.clone(),
-        None,
-    )
-    .await;
+    let outcome = run(kv.clone(), Duration::from_millis(1200), &["slow"], None).await;
     assert_eq!(kv.failed_once(), 1, "the heartbeat failed once");
-    outcome.assert_clean(&[("the handler", &runs[0])]).await;
+    outcome.assert_clean(&[("the handler", 0)]).await;
     outcome.bot.stop().await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_outbox_heartbeat_that_fails_once_keeps_beating() {
     let kv = blip(WritePoint::OutboxHeartbeat);
-    let runs: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     // A provider call of 1.2 s, four send leases.
     let outcome = run(
         kv.clone(),
         Duration::ZERO,
         &["fast"],
-        runs.clone(),
         Some(Duration::from_millis(1200)),
     )
     .await;
     assert_eq!(kv.failed_once(), 1, "the heartbeat failed once");
-    outcome.assert_clean(&[("the handler", &runs[1])]).await;
+    outcome.assert_clean(&[("the handler", 1)]).await;
     assert_eq!(outcome.mock.sent().len(), 1, "one provider call");
     outcome.bot.stop().await.unwrap();
 }
