@@ -2,7 +2,7 @@
 //! `meta_channel` (any of the Meta channels: the `meta` module), `gateway_channel` (any of the
 //! HTTP-gateway channels: the `gateway` module's webhook secret and settings), `rest_channel`
 //! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
-//! the gateways and GoHighLevel) and `network_channel` (any network channel: the
+//! the gateways, GoHighLevel and TikTok) and `network_channel` (any network channel: the
 //! media, settings and API-call helpers they share).
 
 fn main() {
@@ -23,7 +23,7 @@ fn main() {
     if gateway {
         println!("cargo::rustc-cfg=gateway_channel");
     }
-    let rest = gateway || on("gohighlevel");
+    let rest = gateway || on("gohighlevel") || on("tiktok");
     if rest {
         println!("cargo::rustc-cfg=rest_channel");
     }

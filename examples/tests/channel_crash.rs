@@ -1,6 +1,6 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
 //! Cloud, WhatsApp Web over its fake session, Messenger, Instagram, Twilio, Gupshup, Evolution
-//! API, WPPConnect, Discord, GoHighLevel) against a local fake of the channel's API, as a user
+//! API, WPPConnect, Discord, GoHighLevel, TikTok) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
@@ -15,7 +15,8 @@
     feature = "evolution",
     feature = "wppconnect",
     feature = "discord",
-    feature = "gohighlevel"
+    feature = "gohighlevel",
+    feature = "tiktok"
 ))]
 #![allow(clippy::expect_used)]
 
@@ -549,7 +550,7 @@ mod twilio {
 }
 
 /// The HTTP gateways (Gupshup, Evolution API, WPPConnect) and the REST channels with signed
-/// JSON webhooks (GoHighLevel): webhooks POSTed to the shop with the shared secret in the path
+/// JSON webhooks (GoHighLevel, TikTok): webhooks POSTed to the shop with the shared secret in the path
 /// or the channel's signature headers, until accepted (WPPConnect itself never retries a
 /// webhook; the harness does, for every channel, to test the bot rather than the gateway).
 /// One [`Channel`] serves them all; each only says how it is reached.
@@ -557,7 +558,8 @@ mod twilio {
     feature = "gupshup",
     feature = "evolution",
     feature = "wppconnect",
-    feature = "gohighlevel"
+    feature = "gohighlevel",
+    feature = "tiktok"
 ))]
 mod gateways {
     use serde_json::Value;
@@ -782,6 +784,42 @@ mod gateways {
         }
     }
 
+    #[cfg(feature = "tiktok")]
+    pub(crate) async fn tiktok() -> Gateway {
+        use crate::fakes::tiktok::{FakeTikTok, hooks};
+        const BUSINESS: &str = "crash-business-0001";
+        const SECRET: &str = "crash-tiktok-client-secret";
+        let fake = FakeTikTok::start("act.crash-token", BUSINESS).await;
+        let env = vec![
+            ("TIKTOK_ACCESS_TOKEN", "act.crash-token".to_owned()),
+            ("TIKTOK_BUSINESS_ID", BUSINESS.to_owned()),
+            ("TIKTOK_APP_SECRET", SECRET.to_owned()),
+            ("TIKTOK_API_BASE", fake.base_url()),
+        ];
+        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
+        Gateway {
+            name: "tiktok",
+            env,
+            // A conversation per user, as TikTok keys its chats.
+            chat: |user| format!("conv-{user:05}"),
+            hook: |chat, id, text| {
+                let message_id = format!("tt-{id:016}");
+                let user = chat.replace("conv-", "user-");
+                let body = hooks::text(BUSINESS, chat, &user, &message_id, text);
+                (message_id, "/tiktok".to_owned(), body)
+            },
+            // Signed once, when written: within the 5 minutes the shop takes a signature.
+            sign: Box::new(|body| vec![("TikTok-Signature", hooks::sign(SECRET, &body))]),
+            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
+            calls: Box::new(move |()| f2.sent().len()),
+            fail: Box::new(move |fault| match fault {
+                Fault::ServerError => f3.fail_next(500, None),
+                Fault::RateLimited => f3.fail_next_code(40100, "Too many requests."),
+            }),
+            check: Box::new(move |()| f4.check()),
+        }
+    }
+
     /// The kill -9 and fault runs of each gateway: `feature module constructor`.
     macro_rules! shop_tests {
         ($($feature:literal $module:ident $start:ident),*) => {$(
@@ -806,6 +844,7 @@ mod gateways {
         "gupshup" gupshup gupshup,
         "evolution" evolution evolution,
         "wppconnect" wppconnect wppconnect,
-        "gohighlevel" gohighlevel gohighlevel
+        "gohighlevel" gohighlevel gohighlevel,
+        "tiktok" tiktok tiktok
     );
 }

@@ -79,7 +79,8 @@ pub(crate) fn rehydrate(
         feature = "telegram",
         feature = "twilio",
         feature = "gupshup",
-        feature = "gohighlevel"
+        feature = "gohighlevel",
+        feature = "tiktok"
     )),
     allow(dead_code)
 )]
@@ -109,7 +110,7 @@ pub(crate) fn download_error(e: HttpError, provider: &str) -> ProviderError {
 
 /// Downloads `url` through `client` (at most `limit` bytes, with `auth`) as `provider`'s
 /// media: the bytes, or the error [`download_error`] classes.
-#[cfg(feature = "gohighlevel")]
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
 pub(crate) async fn fetch(
     client: &crate::http::GuardedClient,
     url: &str,

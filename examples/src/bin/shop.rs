@@ -1,6 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
 //! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API,
-//! WPPConnect, Discord or GoHighLevel (`--channel`), with its data and its journals
+//! WPPConnect, Discord, GoHighLevel or TikTok (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -10,7 +10,7 @@
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
 //! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `whatsapp-web`,
 //! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`, `discord`,
-//! `gohighlevel`) and read their
+//! `gohighlevel`, `tiktok`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -89,6 +89,9 @@ Channels and their environment variables:
              (HighLevel's PEM key; required), GHL_WEBHOOK_LEGACY_PUBLIC_KEY, GHL_API_BASE,
              GHL_API_VERSION [2021-04-15], GHL_WEBHOOK_PATH [/gohighlevel], GHL_MEDIA_HOSTS;
              a webhook on --listen (the Marketplace app's InboundMessage events)
+  tiktok     [feature `tiktok`] TIKTOK_ACCESS_TOKEN, TIKTOK_BUSINESS_ID, TIKTOK_APP_SECRET
+             (required), TIKTOK_API_BASE, TIKTOK_WEBHOOK_PATH [/tiktok],
+             TIKTOK_SIGNATURE_TOLERANCE_SECS [300]; a webhook on --listen
 
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
@@ -174,6 +177,8 @@ enum Channel {
     Discord,
     /// GoHighLevel conversations of a location: SMS, WhatsApp, Messenger, … (a webhook).
     Gohighlevel,
+    /// TikTok Business Messaging, direct messages (a webhook).
+    Tiktok,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -225,7 +230,8 @@ enum ShopError {
         feature = "evolution",
         feature = "wppconnect",
         feature = "discord",
-        feature = "gohighlevel"
+        feature = "gohighlevel",
+        feature = "tiktok"
     ))]
     #[error("{0}")]
     Channel(String),
@@ -487,7 +493,8 @@ async fn on_network(
         feature = "evolution",
         feature = "wppconnect",
         feature = "discord",
-        feature = "gohighlevel"
+        feature = "gohighlevel",
+        feature = "tiktok"
     ))]
     {
         #[cfg(not(feature = "whatsapp-web"))]
@@ -519,6 +526,8 @@ async fn on_network(
             Channel::Discord => network::discord()?,
             #[cfg(feature = "gohighlevel")]
             Channel::Gohighlevel => network::gohighlevel()?,
+            #[cfg(feature = "tiktok")]
+            Channel::Tiktok => network::tiktok()?,
             _ => return Err(not_built_in(channel)),
         };
         let server = match routes {
@@ -554,7 +563,8 @@ async fn on_network(
         feature = "evolution",
         feature = "wppconnect",
         feature = "discord",
-        feature = "gohighlevel"
+        feature = "gohighlevel",
+        feature = "tiktok"
     )))]
     {
         let _ = (builder, listen, session_kv);
@@ -575,6 +585,7 @@ fn not_built_in(channel: Channel) -> ShopError {
         Channel::Wppconnect => ("wppconnect", "wppconnect"),
         Channel::Discord => ("discord", "discord"),
         Channel::Gohighlevel => ("gohighlevel", "gohighlevel"),
+        Channel::Tiktok => ("tiktok", "tiktok"),
         _ => ("telegram", "telegram"),
     };
     ShopError::NotBuiltIn { feature, channel }
@@ -593,7 +604,8 @@ fn not_built_in(channel: Channel) -> ShopError {
     feature = "evolution",
     feature = "wppconnect",
     feature = "discord",
-    feature = "gohighlevel"
+    feature = "gohighlevel",
+    feature = "tiktok"
 ))]
 mod network {
     use std::sync::Arc;
@@ -673,6 +685,8 @@ mod network {
             botmesh_providers::wppconnect::WppConnectConfig, botmesh_providers::wppconnect::WppConnectProvider;
         "gohighlevel" gohighlevel
             botmesh_providers::gohighlevel::GoHighLevelConfig, botmesh_providers::gohighlevel::GoHighLevelProvider;
+        "tiktok" tiktok
+            botmesh_providers::tiktok::TikTokConfig, botmesh_providers::tiktok::TikTokProvider;
     }
 
     /// Discord: the gateway, and the interactions endpoint when a public key is set.
@@ -711,6 +725,7 @@ mod tests {
             ("wppconnect", Channel::Wppconnect),
             ("whatsapp-web", Channel::WhatsappWeb),
             ("gohighlevel", Channel::Gohighlevel),
+            ("tiktok", Channel::Tiktok),
         ] {
             let cli =
                 Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));

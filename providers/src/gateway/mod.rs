@@ -7,6 +7,7 @@
 //! | [`GatewaySettings`] | the API base URL and credential, the webhook route and its secret, the timeout and media client, read from the environment under each channel's names ([`GatewayEnv`]) |
 //! | `secret` | the webhook's shared secret: the header `X-Webhook-Secret`, or the first path segment after the route (`/gupshup/<secret>`); missing 401, wrong 403 (constant time) |
 //! | `call` | one REST call and the class of its failure (below) |
+//! | `Rest`, `Hook` | a REST channel with signed webhooks (GoHighLevel, TikTok): its settings and clients, its route's state |
 //! | [`Gateway`] | a channel's state (settings, clients) and its webhook route: the secret checked, the body parsed by the channel's [`GatewayConfig`], delivered to its [`WebhookProvider`](crate::webhook::WebhookProvider)'s slot |
 //!
 //! | gateway answer | class |
@@ -18,7 +19,7 @@
 //! | a timeout or a connection lost after a send was written | `Ambiguous` (`crate::http::call_error`) |
 //! | any other status (401 key, 400 body, 404 instance) | final `Api` with the status (dead-lettered), unless the channel's own table says otherwise |
 //!
-//! GoHighLevel, whose webhooks are signed, uses only the REST call (`call`) and the
+//! GoHighLevel and TikTok, whose webhooks are signed, use only the REST call (`call`) and the
 //! webhook parsers' helpers (`inbound`, `outbound`).
 //!
 //! It does not sign anything, manage gateway sessions (QR pairing, instance creation), or
@@ -29,6 +30,8 @@ mod call;
 mod core;
 pub(crate) mod inbound;
 pub(crate) mod outbound;
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
+mod rest;
 #[cfg(gateway_channel)]
 mod secret;
 #[cfg(gateway_channel)]
@@ -36,13 +39,15 @@ mod settings;
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) mod web;
 
-#[cfg(any(feature = "gupshup", feature = "gohighlevel"))]
+#[cfg(any(feature = "gupshup", feature = "gohighlevel", feature = "tiktok"))]
 pub(crate) use call::message_of;
 pub(crate) use call::{call, unsupported};
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) use core::edit_text;
 #[cfg(gateway_channel)]
 pub(crate) use core::{Gateway, GatewayConfig};
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
+pub(crate) use rest::{Hook, Rest};
 #[cfg(gateway_channel)]
 pub(crate) use secret::{Secret, routes};
 #[cfg(gateway_channel)]

@@ -26,7 +26,12 @@ pub(crate) fn checked_text<'a>(
 }
 
 /// Contact cards as lines `name: phone, phone`; refused when there are none.
-#[cfg(any(feature = "gupshup", feature = "wppconnect", feature = "gohighlevel"))]
+#[cfg(any(
+    feature = "gupshup",
+    feature = "wppconnect",
+    feature = "gohighlevel",
+    feature = "tiktok"
+))]
 pub(crate) fn contacts_text(
     provider: &str,
     cards: &[botmesh::message::ContactCard],
@@ -61,7 +66,7 @@ pub(crate) fn capabilities(
 
 /// `text` with `options` numbered under it (`1. Yes`), for a channel without buttons: the
 /// options may take `room` characters, the whole `limit`.
-#[cfg(feature = "gohighlevel")]
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
 pub(crate) fn numbered(
     provider: &str,
     text: &str,
@@ -92,7 +97,7 @@ pub(crate) fn numbered(
 }
 
 /// A location as lines: its name, its address, a map link.
-#[cfg(feature = "gohighlevel")]
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
 pub(crate) fn location_text(l: &botmesh::message::Location) -> String {
     let place = [l.name.as_deref(), l.address.as_deref()];
     let mut lines: Vec<String> = place.into_iter().flatten().map(str::to_owned).collect();

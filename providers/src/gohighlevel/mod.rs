@@ -35,7 +35,7 @@
 //! HighLevel's storage hosts (`storage.googleapis.com`, `firebasestorage.googleapis.com`,
 //! `*.leadconnectorhq.com`, `*.msgsndr.com`, `*.gohighlevel.com`), the hosts of
 //! `GHL_MEDIA_HOSTS`, or the API's origin; it is downloaded without credentials through the
-//! SSRF-guarded [`GuardedClient`].
+//! SSRF-guarded [`GuardedClient`](crate::http::GuardedClient).
 //!
 //! It does not renew OAuth tokens (use a Private Integration token, or renew it outside),
 //! install the app, subscribe the webhook events, or act as a custom conversation provider.
@@ -62,7 +62,6 @@ pub use signature::{ED25519_HEADER, RSA_HEADER, WebhookKey};
 
 use crate::gateway::outbound::{checked_text, location_text, numbered};
 use crate::gateway::{message_of, unsupported};
-use crate::http::GuardedClient;
 use crate::webhook::{
     Refused, SinkSlot, WebhookApi, WebhookChannel, WebhookProvider, WebhookRequest,
 };
@@ -110,46 +109,30 @@ pub struct GoHighLevel {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
-struct Inner {
-    config: GoHighLevelConfig,
-    http: reqwest::Client,
-    media: GuardedClient,
-}
+type Inner = crate::gateway::Rest<GoHighLevelConfig>;
 
 impl WebhookProvider<GoHighLevel> {
     /// A provider with these settings.
     pub fn new(config: GoHighLevelConfig) -> Result<Self, ProviderError> {
-        let (http, media) =
-            crate::http::channel_clients(config.request_timeout, config.media_client.as_ref())
-                .map_err(|m| crate::errors::local(NAME, m))?;
+        let timeout = config.request_timeout;
+        let media = config.media_client.clone();
         Ok(Self::with_api(GoHighLevel {
-            inner: Arc::new(Inner {
-                config,
-                http,
-                media,
-            }),
+            inner: Inner::new(NAME, config, timeout, media.as_ref())?,
         }))
     }
 }
 
-/// The webhook route: HighLevel's signature checked, the body parsed for the location.
-struct Route {
-    inner: Arc<Inner>,
-    slot: SinkSlot,
-}
-
-impl WebhookChannel for Route {
+impl WebhookChannel for crate::gateway::Hook<GoHighLevelConfig> {
     fn slot(&self) -> &SinkSlot {
         &self.slot
     }
 
     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
-        signature::check(&self.inner.config.keys, request)
+        signature::check(&self.rest.config.keys, request)
     }
 
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(&request.body, &self.inner.config.location_id)
+        inbound::parse(&request.body, &self.rest.config.location_id)
     }
 
     fn retry_status(&self) -> StatusCode {
@@ -246,11 +229,7 @@ impl WebhookApi for GoHighLevel {
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {
-        let route = Route {
-            inner: self.inner.clone(),
-            slot: slot.clone(),
-        };
-        crate::webhook::route(Arc::new(route), &self.inner.config.path)
+        crate::gateway::Hook::route(&self.inner, slot, &self.inner.config.path)
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {

@@ -15,7 +15,8 @@ pub mod evolution;
     feature = "gupshup",
     feature = "evolution",
     feature = "wppconnect",
-    feature = "gohighlevel"
+    feature = "gohighlevel",
+    feature = "tiktok"
 ))]
 pub mod gateway;
 #[cfg(feature = "gohighlevel")]
@@ -34,6 +35,8 @@ pub mod multipart;
 pub mod server;
 #[cfg(feature = "telegram")]
 pub mod telegram;
+#[cfg(feature = "tiktok")]
+pub mod tiktok;
 #[cfg(feature = "twilio")]
 pub mod twilio;
 #[cfg(feature = "whatsapp-cloud")]

@@ -1,0 +1,348 @@
+//! The TikTok provider against the fake TikTok Business Messaging API: the webhook signature
+//! (missing, forged, tampered and stale refused), the bot's own sends echoed and other
+//! accounts' messages not delivered, texts and images sent (an image uploaded first), TikTok's
+//! codes on HTTP 200 and HTTP failures mapped onto classes (5xx and 429 retried by the outbox,
+//! a refused token final and named), media refs round-tripping through the download route,
+//! and duplicates and a crash before the 200 answered once.
+#![cfg(feature = "tiktok")]
+
+mod fakes;
+
+use botmesh::message::{
+    Button, ChatId, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
+};
+use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh_providers::http::GuardedClient;
+use botmesh_providers::tiktok::{TikTokConfig, TikTokConfigError, TikTokProvider, signature};
+use fakes::tiktok::{FakeTikTok, hooks};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "act.tiktok-test-token";
+const BUSINESS: &str = "biz-open-id-0001";
+const SECRET: &str = "tiktok-client-secret";
+const CONV: &str = "conv-0001";
+const USER: &str = "user-open-id-0001";
+
+fn config(fake: &FakeTikTok) -> TikTokConfig {
+    TikTokConfig::new(TOKEN, BUSINESS, SECRET)
+        .and_then(|c| c.api_base(&fake.base_url()))
+        .expect("config")
+        .media_client(GuardedClient::allowing_localhost().expect("client"))
+}
+
+async fn post(url: &str, signature: Option<&str>, body: &[u8]) -> u16 {
+    let mut req = fakes::client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_vec());
+    if let Some(s) = signature {
+        req = req.header("TikTok-Signature", s);
+    }
+    req.send().await.map_or(0, |r| r.status().as_u16())
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("json")
+}
+
+#[tokio::test]
+async fn forged_tampered_or_stale_signatures_are_refused_and_echoes_not_delivered() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (rec, server, local) = fakes::started(&tiktok, tiktok.webhook_routes()).await;
+    let url = format!("{local}/tiktok");
+    let hi = bytes(&hooks::text(BUSINESS, CONV, USER, "m1", "hi"));
+    let now = botmesh::clock::now_ms() / 1000;
+    let stale = format!("t={},s={}", now - 3600, signature(SECRET, now - 3600, &hi));
+    let mut tampered = hi.clone();
+    tampered.push(b' ');
+    let refused = [
+        (None, hi.clone(), 401),
+        (Some(hooks::sign("not-the-secret", &hi)), hi.clone(), 403),
+        (Some(hooks::sign(SECRET, &hi)), tampered, 403),
+        (Some(stale), hi.clone(), 403),
+        (Some("s=00".to_owned()), hi.clone(), 403),
+    ];
+    for (sig, body, status) in refused {
+        assert_eq!(post(&url, sig.as_deref(), &body).await, status, "{sig:?}");
+    }
+    assert!(rec.events().is_empty());
+    let mut echo = hooks::text(BUSINESS, CONV, BUSINESS, "m0", "pong: hi");
+    echo["event"] = json!("im_send_msg");
+    for body in [
+        echo,
+        hooks::text("another-business", CONV, USER, "m9", "hi"),
+    ] {
+        let body = bytes(&body);
+        assert_eq!(
+            post(&url, Some(&hooks::sign(SECRET, &body)), &body).await,
+            200
+        );
+    }
+    assert_eq!(post(&url, Some(&hooks::sign(SECRET, &hi)), &hi).await, 200);
+    let events = rec.wait_for(1).await;
+    assert_eq!(
+        fakes::gateway::summary(&events),
+        [format!("text hi {CONV}")]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn sends_texts_options_and_images() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let chat = ChatId::from(CONV);
+    let mut quoted = Outgoing::from("plain");
+    quoted.reply_to = Some(MessageId("m7".into()));
+    let sent = tiktok.send(&chat, &quoted).await.expect("sent");
+    assert_eq!(
+        sent.message_id.as_ref().map(MessageId::as_str),
+        Some("tt-msg-00000001")
+    );
+    let buttons = Outgoing::from(OutgoingContent::Text {
+        text: "Pick one".into(),
+        buttons: vec![
+            Button::with_id("a", "Apples"),
+            Button::with_id("b", "Pears"),
+        ],
+    });
+    tiktok.send(&chat, &buttons).await.expect("sent");
+    let image = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Bytes {
+            data: b"png bytes".to_vec(),
+            file_name: Some("a.png".into()),
+        },
+        caption: Some("a photo".into()),
+        mime: None,
+    });
+    tiktok.send(&chat, &image).await.expect("sent");
+    assert_eq!(
+        fake.sent()[0],
+        json!({"business_id": BUSINESS, "recipient_type": "CONVERSATION", "recipient": CONV,
+            "message_type": "TEXT", "text": {"body": "plain"},
+            "referenced_message_info": {"referenced_message_id": "m7"}})
+    );
+    assert_eq!(
+        fake.delivered_to(CONV),
+        [
+            "plain",
+            "Pick one\n\n1. Apples\n2. Pears",
+            "[image v0upload0001]",
+            "a photo"
+        ]
+    );
+    let video = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Video,
+        source: MediaSource::Url {
+            url: "https://example.com/a.mp4".into(),
+        },
+        caption: None,
+        mime: None,
+    });
+    let big = Outgoing::from(OutgoingContent::Media {
+        media_kind: MediaKind::Image,
+        source: MediaSource::Bytes {
+            data: vec![0; 4 * 1024 * 1024],
+            file_name: None,
+        },
+        caption: None,
+        mime: None,
+    });
+    assert!(matches!(
+        tiktok.send(&chat, &video).await,
+        Err(ProviderError::UnsupportedContent { .. })
+    ));
+    assert!(matches!(
+        tiktok.send(&chat, &big).await,
+        Err(ProviderError::PayloadTooLarge { .. })
+    ));
+    assert_eq!(fake.uploads(), 1);
+}
+
+#[tokio::test]
+async fn maps_tiktok_codes_and_http_failures_onto_classes() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let chat = ChatId::from(CONV);
+    let hi = Outgoing::from("hi");
+    fake.fail_next(429, Some(3));
+    let e = tiktok.send(&chat, &hi).await.expect_err("429");
+    assert_eq!(
+        e.class(),
+        ErrorClass::RateLimited(Some(std::time::Duration::from_secs(3)))
+    );
+    fake.fail_next(503, None);
+    let e = tiktok.send(&chat, &hi).await.expect_err("503");
+    assert_eq!(e.class(), ErrorClass::Retryable);
+    let coded: [(i64, &str, ErrorClass); 4] = [
+        (40100, "Too many requests.", ErrorClass::RateLimited(None)),
+        (50000, "System error.", ErrorClass::Retryable),
+        (40002, "Invalid parameters.", ErrorClass::Final),
+        (40001, "No permission.", ErrorClass::Final),
+    ];
+    for (code, message, class) in coded {
+        fake.fail_next_code(code, message);
+        let e = tiktok.send(&chat, &hi).await.expect_err("coded");
+        assert_eq!(e.class(), class, "{code}: {e}");
+    }
+    fake.fail_next_code(40064, "You are sending messages too fast. Take a rest.");
+    assert!(matches!(
+        tiktok.send(&chat, &hi).await,
+        Err(ProviderError::OutsideSessionWindow { .. })
+    ));
+    fake.drop_next();
+    assert!(matches!(
+        tiktok.send(&chat, &hi).await,
+        Err(ProviderError::Ambiguous { .. })
+    ));
+    let wrong = TikTokConfig::new("revoked", BUSINESS, SECRET)
+        .and_then(|c| c.api_base(&fake.base_url()))
+        .expect("config");
+    let e = TikTokProvider::new(wrong)
+        .expect("provider")
+        .send(&chat, &hi)
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&e, ProviderError::Api { code: Some(c), retryable: false, .. } if c == "40105")
+            && e.to_string().contains("access token was refused"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    fake.fail_next(500, None);
+    fake.fail_next(429, Some(0));
+    fake.fail_next_code(40100, "Too many requests.");
+    let (server, local) = fakes::mount(tiktok.webhook_routes()).await;
+    let bot = fakes::durable_pong_bot(tiktok);
+    bot.start().await.expect("start");
+    let ping = bytes(&hooks::text(BUSINESS, CONV, USER, "mping", "ping"));
+    for attempt in ["the webhook", "its redelivery"] {
+        let sig = hooks::sign(SECRET, &ping);
+        assert_eq!(
+            post(&format!("{local}/tiktok"), Some(&sig), &ping).await,
+            200,
+            "{attempt}"
+        );
+    }
+    fakes::eventually(|| !fake.delivered_to(CONV).is_empty()).await;
+    bot.stop_with(fakes::drained()).await.expect("stop");
+    server.shutdown().await;
+    assert_eq!(fake.delivered_to(CONV), ["pong: ping"]);
+    assert_eq!(fake.sent().len(), 4, "three failures, then the send");
+    fake.check();
+}
+
+#[tokio::test]
+async fn media_refs_round_trip_through_the_download_route() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    fake.add_media("v0media01", b"png bytes");
+    let (rec, server, local) = fakes::started(&tiktok, tiktok.webhook_routes()).await;
+    let body = hooks::received(
+        BUSINESS,
+        CONV,
+        USER,
+        "mimg",
+        json!({"type": "image", "image": {"media_id": "v0media01"}}),
+    );
+    let body = bytes(&body);
+    assert_eq!(
+        post(
+            &format!("{local}/tiktok"),
+            Some(&hooks::sign(SECRET, &body)),
+            &body
+        )
+        .await,
+        200
+    );
+    let token = format!("{CONV}|mimg|v0media01");
+    assert_eq!(
+        fakes::gateway::summary(&rec.wait_for(1).await),
+        [format!("media Image {token} None")]
+    );
+    let media = MediaRef {
+        provider: "tiktok".into(),
+        token: token.clone(),
+    };
+    let stored = tiktok.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, json!({ "media": token }));
+    let back = tiktok.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(
+        tiktok.download_media(&back).await.expect("download"),
+        b"png bytes"
+    );
+    let gone = MediaRef {
+        provider: "tiktok".into(),
+        token: format!("{CONV}|mgone|v0gone"),
+    };
+    assert_eq!(
+        tiktok
+            .download_media(&gone)
+            .await
+            .map_err(|e| e.class())
+            .err(),
+        Some(ErrorClass::Final)
+    );
+    let good = StoredMediaRef {
+        provider: "tiktok".into(),
+        v: 1,
+        data: json!({ "media": token }),
+    };
+    fakes::assert_refuses_foreign_refs(
+        &tiktok,
+        &good,
+        "gohighlevel",
+        2,
+        &[json!({"media": "only|two"}), json!({"url": token})],
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    let body = bytes(&hooks::text(BUSINESS, CONV, USER, "mcrash", "ping"));
+    let sig = hooks::sign(SECRET, &body);
+    let provider = || TikTokProvider::new(config(&fake)).expect("provider");
+    let channel = (provider, TikTokProvider::webhook_routes);
+    fakes::crash_before_the_200(channel, "/tiktok", |req| {
+        req.header("content-type", "application/json")
+            .header("TikTok-Signature", &sig)
+            .body(body.clone())
+    })
+    .await;
+    assert_eq!(fake.delivered_to(CONV), ["pong: ping"]);
+}
+
+#[test]
+fn config_names_the_variable() {
+    let env = fakes::env;
+    const ENV: &[(&str, &str)] = &[
+        ("TIKTOK_ACCESS_TOKEN", TOKEN),
+        ("TIKTOK_BUSINESS_ID", BUSINESS),
+        ("TIKTOK_APP_SECRET", SECRET),
+    ];
+    let ok = TikTokConfig::from_lookup(env(ENV)).expect("config");
+    assert!(!format!("{ok:?}").contains(TOKEN) && !format!("{ok:?}").contains(SECRET));
+    assert_eq!(
+        TikTokConfig::from_lookup(env(&ENV[..2])).expect_err("secret"),
+        TikTokConfigError::MissingEnv("TIKTOK_APP_SECRET")
+    );
+    assert!(matches!(
+        TikTokConfig::from_lookup(|k| match k {
+            "TIKTOK_SIGNATURE_TOLERANCE_SECS" => Some("soon".to_owned()),
+            k => env(ENV)(k),
+        }),
+        Err(TikTokConfigError::Invalid {
+            setting: "TIKTOK_SIGNATURE_TOLERANCE_SECS",
+            ..
+        })
+    ));
+}
