@@ -16,6 +16,7 @@
 //! | conflict on… | meaning | [`resolve_conflict`](StepJournal::resolve_conflict) |
 //! | --- | --- | --- |
 //! | the inbound record | a heartbeat moved its version, or another replica took the lease over | re-read: same lease → try again; lost → `StaleLease` (the step is dropped, the new holder runs it) |
+//! | a leased send's guard | an earlier send of the chat is open (no record under the key) | the send is journaled `pending` behind it: try again |
 //! | a send's key | the key was journaled before (an older run wrote it outside a step commit) | the send is answered from the recorded one: try again without it; under a derived key with other content, `on_diverged` decides (`send`: try again with the send under a new key) |
 //! | an inbound being journaled | it was journaled before: a redelivery | `InboundDuplicate` with the record found (or, purged meanwhile, try again) |
 //!
@@ -36,7 +37,7 @@ use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
 use crate::journal::{KvDurability, Loaded, index};
 use crate::keys::{self, Fingerprint};
-use crate::kv::{CasOutcome, DurableKv, Entry, KvOp, WritePhase, WritePoint};
+use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
 use crate::metrics::{Counter, RecordKind};
 use crate::outbox::{NewSend, Outbox, OutboxRecord, OutboxState, Payload};
@@ -225,7 +226,11 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// only, when it goes out as soon as the step committed (not paced): a later send of the
     /// step waits for the ones before it. A chat with an earlier send still open (waiting, or
     /// failed and due again) gets the send journaled `pending`, as [`send`](Self::send) does,
-    /// behind it.
+    /// behind it: the leased record is written as a guarded create
+    /// ([`KvOp::CreateIfNoneIn`] over the chat's earlier open sends), so the commit itself
+    /// checks that, with no read before it; when it finds one,
+    /// [`resolve_conflict`](Self::resolve_conflict) turns the send `pending` and the step
+    /// commits again.
     ///
     /// A crash loses nothing to this: before the commit lands, nothing is recorded and the
     /// step runs again; once it has, the provider may be called, the ambiguous window that
@@ -240,7 +245,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             .items
             .iter()
             .any(|i| matches!(i, Item::Send { existing: None, .. }));
-        if queued || self.d.outbox().earlier_open(&record).await?.is_some() {
+        if queued {
             return self.push_send(vec![record], None);
         }
         let (now, lease_ms) = (
@@ -397,13 +402,29 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                 Item::Send {
                     records,
                     existing: None,
-                    ..
+                    lease,
                 } => {
                     for (record, entry) in records {
-                        ops.push(KvOp::Cas {
-                            key: index::storage_key(RecordKind::Outbound, &record.key),
-                            expected: None,
-                            entry: entry.clone(),
+                        let key = index::storage_key(RecordKind::Outbound, &record.key);
+                        let entry = entry.clone();
+                        // Leased only while no earlier send of the chat is open: checked by
+                        // the write itself.
+                        ops.push(match lease {
+                            Some(_) => {
+                                let (from, to) = Outbox::<K>::earlier_range(record);
+                                KvOp::CreateIfNoneIn {
+                                    key,
+                                    entry,
+                                    index: Index::Two,
+                                    from,
+                                    to,
+                                }
+                            }
+                            None => KvOp::Cas {
+                                key,
+                                expected: None,
+                                entry,
+                            },
                         });
                     }
                 }
@@ -545,7 +566,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             Item::Send { .. } => {
                 // Whatever the record found decides, this send is no longer written leased:
                 // the found one is answered from, or ours goes under a new key, `pending`.
-                self.unlease(i)?;
+                let was_leased = self.unlease(i)?;
                 let Item::Send { records, .. } = &self.items[i] else {
                     return Ok(StepConflict::Retry);
                 };
@@ -553,13 +574,19 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                     .first()
                     .map(|(r, _)| r.key.clone())
                     .unwrap_or_default();
-                let found = self.d.outbox().lookup(&key).await?.ok_or_else(|| {
-                    DurabilityError::Contention {
-                        kind: RecordKind::Outbound,
-                        id: key.clone(),
-                        operation: "commit_step",
+                let Some(found) = self.d.outbox().lookup(&key).await? else {
+                    if was_leased {
+                        // No record under the key: the guard found an earlier open send of
+                        // the chat. The send waits behind it, `pending`.
+                        tracing::debug!(%key, "step send journaled pending behind an earlier open send");
+                        return Ok(StepConflict::Retry);
                     }
-                })?;
+                    return Err(DurabilityError::Contention {
+                        kind: RecordKind::Outbound,
+                        id: key,
+                        operation: "commit_step",
+                    });
+                };
                 if let Item::Send { records, .. } = &self.items[i] {
                     if let Some(rekeyed) = self.diverged(records, &found)? {
                         // `on_diverged: send`: the new content goes out under a new key.
@@ -582,20 +609,18 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     }
 
     /// Turns send `i`, if it was to be written leased, back into a `pending` record (its
-    /// attempt and fencing token not taken).
-    fn unlease(&mut self, i: usize) -> Result<(), DurabilityError> {
+    /// attempt and fencing token not taken); whether it was.
+    fn unlease(&mut self, i: usize) -> Result<bool, DurabilityError> {
         if let Some(Item::Send { records, lease, .. }) = self.items.get_mut(i) {
             if lease.take().is_some() {
                 for (record, entry) in records.iter_mut() {
-                    record.state = OutboxState::Pending;
-                    record.lease = None;
-                    record.fence = record.fence.saturating_sub(1);
-                    record.attempts = record.attempts.saturating_sub(1);
+                    Outbox::<K>::unlease(record);
                     *entry = KvDurability::<K>::encode(record)?;
                 }
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// A send of the step whose derived key was recorded before with other content (`found`):

@@ -204,9 +204,62 @@ impl<'a> Pending<'a> {
         }
     }
 
+    /// Whether some entry of `scope` has a value of `index` in `from..to`, the group's
+    /// changes so far included.
+    fn listed(&self, scope: &str, index: Index, from: &str, to: &str) -> bool {
+        let in_range = |v: &Versioned| {
+            let value = match index {
+                Index::One => v.idx1.as_deref(),
+                Index::Two => v.idx2.as_deref(),
+            };
+            value.is_some_and(|v| v >= from && v < to)
+        };
+        let touched = |key: &str| {
+            self.touched
+                .contains_key(&(scope.to_owned(), key.to_owned()))
+        };
+        // A touched entry counts with its pending value; the stored ones only when untouched
+        // (one more than the touched keys is enough to find an untouched one).
+        self.touched
+            .iter()
+            .any(|((s, _), v)| s == scope && v.as_ref().is_some_and(in_range))
+            || self
+                .base
+                .range(scope, index, from, to, self.touched.len() + 1)
+                .iter()
+                .any(|r| !touched(&r.key))
+    }
+
     /// Evaluates one operation; the change to persist when it succeeds.
     pub(crate) fn eval(&mut self, scope: &str, op: KvOp) -> (CasOutcome, Option<Change>) {
         match op {
+            KvOp::CreateIfNoneIn {
+                key,
+                entry,
+                index,
+                from,
+                to,
+            } => {
+                if let Some(current) = self.current(scope, &key) {
+                    return (
+                        CasOutcome::Conflict {
+                            current: Some(current),
+                        },
+                        None,
+                    );
+                }
+                if self.listed(scope, index, &from, &to) {
+                    return (CasOutcome::Conflict { current: None }, None);
+                }
+                self.eval(
+                    scope,
+                    KvOp::Cas {
+                        key,
+                        expected: None,
+                        entry,
+                    },
+                )
+            }
             KvOp::Cas {
                 key,
                 expected,

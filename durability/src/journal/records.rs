@@ -21,7 +21,7 @@ use super::snapshots::Snapshot;
 use super::{KvDurability, MAX_CAS_RETRIES, index};
 use crate::error::DurabilityError;
 use crate::kv::{
-    CasOutcome, DurableKv, Entry, Index, KvError, KvRecord, Versioned, WritePhase, WritePoint,
+    CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Versioned, WritePhase, WritePoint,
 };
 use crate::metrics::{Counter, DurabilityEvent, RecordKind};
 
@@ -53,6 +53,27 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         let entry = Self::encode(record)?;
         let key = index::storage_key(R::KIND, record.id());
         self.cas_at_points(points, &key, expected, entry)
+            .await
+            .map_err(Self::backend_err(R::KIND, record.id(), operation))
+    }
+
+    /// Creates a record under the hooks of `points` only if no entry has an `idx2` value in
+    /// `from..to` (a [`KvOp::CreateIfNoneIn`]): `Conflict { current: None }` when one has.
+    pub(crate) async fn create_unless_idx2<R: JournalRecord>(
+        &self,
+        points: &[WritePoint],
+        operation: &'static str,
+        record: &R,
+        (from, to): (String, String),
+    ) -> Result<CasOutcome, DurabilityError> {
+        let op = KvOp::CreateIfNoneIn {
+            key: index::storage_key(R::KIND, record.id()),
+            entry: Self::encode(record)?,
+            index: Index::Two,
+            from,
+            to,
+        };
+        self.hooked(points, || self.backend().apply(&self.shared.scope, op))
             .await
             .map_err(Self::backend_err(R::KIND, record.id(), operation))
     }

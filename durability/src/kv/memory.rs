@@ -94,6 +94,19 @@ impl ScopeData {
         }
     }
 
+    /// Whether some entry has a value of `index` in `from..to`.
+    fn listed(&self, index: Index, from: &str, to: &str) -> bool {
+        from < to
+            && self
+                .index(index)
+                .range((
+                    Bound::Included((from.to_owned(), String::new())),
+                    Bound::Unbounded,
+                ))
+                .next()
+                .is_some_and(|(value, _)| value.as_str() < to)
+    }
+
     fn apply(&mut self, op: KvOp, last_version: &mut u64) -> CasOutcome {
         match op {
             KvOp::Cas {
@@ -102,6 +115,19 @@ impl ScopeData {
                 entry,
             } => self.cas(&key, expected, entry, last_version),
             KvOp::Delete { key, expected } => self.delete(&key, expected),
+            KvOp::CreateIfNoneIn {
+                key,
+                entry,
+                index,
+                from,
+                to,
+            } => match self.entries.get(&key) {
+                Some(found) => CasOutcome::Conflict {
+                    current: Some(found.version),
+                },
+                None if self.listed(index, &from, &to) => CasOutcome::Conflict { current: None },
+                None => self.cas(&key, None, entry, last_version),
+            },
         }
     }
 }
@@ -178,16 +204,7 @@ impl DurableKv for MemoryKv {
     }
 
     async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
-        Ok(match op {
-            KvOp::Cas {
-                key,
-                expected,
-                entry,
-            } => self.write(scope, |data, last| data.cas(&key, expected, entry, last)),
-            KvOp::Delete { key, expected } => {
-                self.write(scope, |data, _| data.delete(&key, expected))
-            }
-        })
+        Ok(self.write(scope, |data, last| data.apply(op, last)))
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {

@@ -20,7 +20,8 @@
 //! | versions | a new version is never one that key had before, also after delete + re-create |
 //! | `scan(RangeQuery { index, from, to, limit })` (`range`) | entries with `from <= value < to` (byte order), sorted by (value, key), at most `limit` |
 //! | scopes | nothing of one scope is visible, listed or changed through another |
-//! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own |
+//! | `apply(CreateIfNoneIn { key, index, from, to, .. })` | creates `key` only if it does not exist (else `Conflict { current: Some(v) }`) and no entry has an `index` value in `from..to` (else `Conflict { current: None }`) |
+//! | `batch(ops)` | one outcome per op, in order; each op succeeds or conflicts on its own, against the entries as the ops before it left them |
 //! | a returned `Ok` | the write is durable (for a backend that survives a crash) |
 //!
 //! It does not know what a record is, it has no clock and no TTL: expiry is decided by the
@@ -181,19 +182,69 @@ pub enum KvOp {
         /// The expected version.
         expected: u64,
     },
+    /// Creates `key` only if it does not exist and no entry has a value of `index` in
+    /// `from..to` (bytewise), the entries as the operations before it in the same batch left
+    /// them: a check and a write in one operation, with no read of its own (the outbox leases
+    /// a chat's new send only while no earlier send of the chat is open). A key found answers
+    /// `Conflict { current: Some(version) }`; an entry found in the range (and the key
+    /// absent) `Conflict { current: None }`, which no other create answers.
+    CreateIfNoneIn {
+        /// The key.
+        key: String,
+        /// What to store.
+        entry: Entry,
+        /// The index checked.
+        index: Index,
+        /// The first index value checked (included).
+        from: String,
+        /// The end of the range checked (excluded).
+        to: String,
+    },
 }
 
 impl KvOp {
     /// The key the operation writes.
     pub fn key(&self) -> &str {
         match self {
-            KvOp::Cas { key, .. } | KvOp::Delete { key, .. } => key,
+            KvOp::Cas { key, .. } | KvOp::Delete { key, .. } | KvOp::CreateIfNoneIn { key, .. } => {
+                key
+            }
         }
     }
 
-    /// Whether it creates its key (a compare-and-set expecting no entry).
+    /// Whether it creates its key (a compare-and-set expecting no entry, or a guarded create).
     pub fn creates(&self) -> bool {
-        matches!(self, KvOp::Cas { expected: None, .. })
+        matches!(
+            self,
+            KvOp::Cas { expected: None, .. } | KvOp::CreateIfNoneIn { .. }
+        )
+    }
+
+    /// The version it expects its key at (`None`: absent).
+    pub fn expected(&self) -> Option<u64> {
+        match self {
+            KvOp::Cas { expected, .. } => *expected,
+            KvOp::Delete { expected, .. } => Some(*expected),
+            KvOp::CreateIfNoneIn { .. } => None,
+        }
+    }
+
+    /// The entry it writes (`None` for a delete).
+    pub fn entry(&self) -> Option<&Entry> {
+        match self {
+            KvOp::Cas { entry, .. } | KvOp::CreateIfNoneIn { entry, .. } => Some(entry),
+            KvOp::Delete { .. } => None,
+        }
+    }
+
+    /// The range a guarded create checks (`index`, `from`, `to`), if it is one.
+    pub fn guard(&self) -> Option<(Index, &str, &str)> {
+        match self {
+            KvOp::CreateIfNoneIn {
+                index, from, to, ..
+            } => Some((*index, from, to)),
+            KvOp::Cas { .. } | KvOp::Delete { .. } => None,
+        }
     }
 }
 

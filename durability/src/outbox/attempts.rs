@@ -213,24 +213,30 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     /// called, which is the ambiguous window `begin_attempt` opens anyway. There is no moment
     /// between two writes where a crash would leave a `pending` record.
     ///
-    /// Leases only a new single record whose chat has no earlier open send (per-chat order);
-    /// anything else is [`JournalBegun::Journal`], written as `journal` writes it.
+    /// Leases only a new single record whose chat has no earlier open send (per-chat order):
+    /// the write is a guarded create ([`KvOp::CreateIfNoneIn`](crate::kv::KvOp::CreateIfNoneIn))
+    /// that checks that itself, with no read before it. Anything else is
+    /// [`JournalBegun::Journal`], written as `journal` writes it.
     pub async fn journal_and_begin(&self, new: NewSend) -> Result<JournalBegun, DurabilityError> {
         if let Some((size, limit)) = self.oversize(&new) {
             return Ok(JournalBegun::Journal(SendJournal::Bypassed { size, limit }));
         }
         let kind = new.key.kind();
         let mut record = self.record_of(new);
-        if self.earlier_open(&record).await?.is_some() {
-            // Waits behind the chat's earlier send: journaled pending, as `journal` does.
-            return Ok(JournalBegun::Journal(
-                Box::pin(self.journal_record(kind, record)).await?,
-            ));
-        }
         let (now, lease_ms) = (record.created_ms, duration_ms(self.d.config().outbox.lease));
         let lease = Self::take_lease(&mut record, self.d.incarnation(), now, lease_ms);
         let points = [WritePoint::OutboxJournal, WritePoint::OutboxBeginAttempt];
-        match self.create_at(&points, record).await? {
+        let created = match self.create_first_at(&points, record).await? {
+            Ok(created) => created,
+            Err(mut ours) => {
+                // Waits behind the chat's earlier send: journaled pending, as `journal` does.
+                Self::unlease(&mut ours);
+                return Ok(JournalBegun::Journal(
+                    Box::pin(self.journal_record(kind, *ours)).await?,
+                ));
+            }
+        };
+        match created {
             Created::New(record) => Ok(JournalBegun::Leased { lease, record }),
             Created::Existing { found, mut ours } => {
                 // Not written: the record found decides, as for `journal`.
@@ -271,16 +277,31 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         }
     }
 
+    /// Undoes [`take_lease`](Self::take_lease) on a record that was not written: `pending`,
+    /// its attempt and fencing token not taken.
+    pub(crate) fn unlease(r: &mut OutboxRecord) {
+        r.state = OutboxState::Pending;
+        r.lease = None;
+        r.fence = r.fence.saturating_sub(1);
+        r.attempts = r.attempts.saturating_sub(1);
+    }
+
+    /// The `idx2` range of the open sends of `r`'s chat journaled before it.
+    pub(crate) fn earlier_range(r: &OutboxRecord) -> (String, String) {
+        let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
+        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine).to_owned();
+        (from, mine)
+    }
+
     /// The key of the earliest open send of the same chat journaled before `r`, if any.
     pub(crate) async fn earlier_open(
         &self,
         r: &OutboxRecord,
     ) -> Result<Option<String>, DurabilityError> {
-        let mine = index::idx2(RecordKind::Outbound, &r.chat, r.seq, r.part);
-        let from = index::chat_prefix_of(RecordKind::Outbound, &r.chat, &mine);
+        let (from, mine) = Self::earlier_range(r);
         let found = self
             .d
-            .first_idx2_key(RecordKind::Outbound, from, &mine)
+            .first_idx2_key(RecordKind::Outbound, &from, &mine)
             .await?;
         Ok(found
             .and_then(|key| index::id_of(RecordKind::Outbound, &key).map(str::to_owned))

@@ -326,6 +326,19 @@ pub(crate) enum Created {
     },
 }
 
+/// The record a create found under its key.
+struct Found(OutboxRecord);
+
+impl Found {
+    /// The answer of a create of `ours` that found this record.
+    fn with(self, ours: OutboxRecord) -> Created {
+        Created::Existing {
+            found: self.0,
+            ours: Box::new(ours),
+        }
+    }
+}
+
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// The record under `key` (the idempotency lookup before the hooks run).
     pub async fn lookup(&self, key: &str) -> Result<Option<OutboxRecord>, DurabilityError> {
@@ -412,22 +425,58 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                     return Ok(Created::New(record));
                 }
                 CasOutcome::Conflict { .. } => {
-                    if let Some(Loaded { record: found, .. }) =
-                        Box::pin(self.d.load::<OutboxRecord>(&record.key, "journal")).await?
-                    {
-                        return Ok(Created::Existing {
-                            found,
-                            ours: Box::new(record),
-                        });
+                    if let Some(existing) = self.existing(record.key.as_str()).await? {
+                        return Ok(existing.with(record));
                     }
                 }
             }
         }
-        Err(DurabilityError::Contention {
+        Err(Self::create_contention(&record))
+    }
+
+    /// [`create_at`](Self::create_at) only while no earlier send of the record's chat is open,
+    /// checked by the write itself (a [`KvOp::CreateIfNoneIn`](crate::kv::KvOp::CreateIfNoneIn)):
+    /// `Err` with the record, not written, when one is.
+    pub(crate) async fn create_first_at(
+        &self,
+        points: &[WritePoint],
+        record: OutboxRecord,
+    ) -> Result<Result<Created, Box<OutboxRecord>>, DurabilityError> {
+        for _ in 0..8 {
+            let range = Self::earlier_range(&record);
+            match self
+                .d
+                .create_unless_idx2(points, "journal", &record, range)
+                .await?
+            {
+                CasOutcome::Ok { version } => {
+                    self.journaled(&record, version);
+                    return Ok(Ok(Created::New(record)));
+                }
+                CasOutcome::Conflict { current: None } => return Ok(Err(Box::new(record))),
+                CasOutcome::Conflict { .. } => {
+                    if let Some(existing) = self.existing(record.key.as_str()).await? {
+                        return Ok(Ok(existing.with(record)));
+                    }
+                }
+            }
+        }
+        Err(Self::create_contention(&record))
+    }
+
+    /// The record found under `key` after a create conflicted on it (`None`: removed since).
+    async fn existing(&self, key: &str) -> Result<Option<Found>, DurabilityError> {
+        Ok(Box::pin(self.d.load::<OutboxRecord>(key, "journal"))
+            .await?
+            .map(|Loaded { record, .. }| Found(record)))
+    }
+
+    fn create_contention(record: &OutboxRecord) -> DurabilityError {
+        DurabilityError::Contention {
             kind: RecordKind::Outbound,
             id: record.key.clone(),
             operation: "journal",
-        })
+        }
     }
 
     /// What follows the write of a new record at `version`: counted, logged, remembered.

@@ -152,6 +152,9 @@ pub struct Outcome {
     /// For Postgres: the transactions the server committed in the bench's database over the
     /// run (`pg_stat_database.xact_commit`; other clients of that database count too).
     pub server_commits: Option<u64>,
+    /// For Redis: the commands the server ran over the run, all of them and `EVALSHA` (the
+    /// scripts), from `INFO commandstats` (server-wide: other clients count too).
+    pub server_commands: Option<(u64, u64)>,
 }
 
 impl Outcome {
@@ -242,6 +245,7 @@ pub async fn run(
     let written_before = written_bytes();
     let writes_before = writes();
     let commits_before = server_commits(storage).await;
+    let commands_before = server_commands(storage).await;
     let driver = fake_rt.spawn(drive(fake, observed, webhook, run.chats, run.orders));
     let result = driver
         .await
@@ -271,6 +275,13 @@ pub async fn run(
         }
         None => None,
     };
+    let server_commands = match (commands_before, server_commands(storage).await) {
+        (Some((all, scripts)), Some((all_after, scripts_after))) => Some((
+            all_after.saturating_sub(all + 1),
+            scripts_after.saturating_sub(scripts),
+        )),
+        _ => None,
+    };
     let (elapsed, mut latencies) = result?;
     latencies.sort();
     Ok(Outcome {
@@ -282,7 +293,45 @@ pub async fn run(
         peak_rss,
         sqlite_writes,
         server_commits,
+        server_commands,
     })
+}
+
+/// For Redis: the commands the server ran so far (every command's `calls` in `INFO
+/// commandstats`, and `EVALSHA`'s), asked on a connection of its own; `None` for the other
+/// storages, or when the server cannot be asked (a line says why).
+async fn server_commands(storage: Storage) -> Option<(u64, u64)> {
+    if storage != Storage::Redis {
+        return None;
+    }
+    let url = server_url(storage).ok()?;
+    let asked = async {
+        let client = redis::Client::open(url.as_str())?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async::<String>(&mut conn)
+            .await
+    };
+    match asked.await {
+        Ok(info) => {
+            let calls = |line: &str| {
+                let (_, rest) = line.split_once("calls=")?;
+                rest.split(',').next()?.parse::<u64>().ok()
+            };
+            let lines = info.lines().filter(|l| l.starts_with("cmdstat_"));
+            let all = lines.clone().filter_map(calls).sum();
+            let scripts = lines
+                .filter(|l| l.starts_with("cmdstat_evalsha:"))
+                .filter_map(calls)
+                .sum();
+            Some((all, scripts))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read INFO commandstats: no command count");
+            None
+        }
+    }
 }
 
 /// For Postgres: the transactions committed so far in the database of the server's URL

@@ -124,6 +124,14 @@ fn main() {
                         commits as f64 / outcome.messages.max(1) as f64
                     );
                 }
+                if let Some((all, scripts)) = outcome.server_commands {
+                    let n = outcome.messages.max(1) as f64;
+                    println!(
+                        "    redis: {:.2} commands per message, {:.2} of them scripts (INFO commandstats, server-wide: other clients count too)",
+                        all as f64 / n,
+                        scripts as f64 / n
+                    );
+                }
                 rows.push((mode, storage, outcome));
             }
             Err(e) => {

@@ -4,6 +4,7 @@
 //! | --- | --- |
 //! | `get` | `SELECT … WHERE scope = $1 AND key = $2` |
 //! | `cas(key, None, e)` | `INSERT … ON CONFLICT (scope, key) DO NOTHING RETURNING version` |
+//! | `CreateIfNoneIn` | the create's `INSERT … SELECT … WHERE NOT EXISTS (SELECT 1 … WHERE scope = $1 AND idx2 >= $6 AND idx2 < $7)` |
 //! | `cas(key, Some(v), e)` | `UPDATE … SET version = nextval(…) … WHERE … AND version = $v RETURNING version` |
 //! | `delete(key, v)` | `DELETE … WHERE … AND version = $v RETURNING version` |
 //! | `range` | `… WHERE scope = $1 AND idx1 >= $2 AND idx1 < $3 ORDER BY idx1, key LIMIT $4` |
@@ -45,6 +46,9 @@ use crate::kv::{
 struct Sql {
     get: String,
     create: String,
+    /// A create unless `idx1` (then `idx2`) lists an entry in `$6..$7`.
+    create_unless1: String,
+    create_unless2: String,
     update: String,
     delete: String,
     range1: String,
@@ -65,7 +69,19 @@ impl Sql {
                  AND {idx} >= $2 AND {idx} < $3 ORDER BY {idx}, key LIMIT $4"
             )
         };
+        let create_unless = |idx: &str| {
+            format!(
+                "WITH w AS (INSERT INTO {t} (scope, key, version, value, idx1, idx2) \
+                 SELECT $1::text, $2::text, nextval('{seq}'), $3::bytea, $4::text, $5::text \
+                 WHERE NOT EXISTS (SELECT 1 FROM {t} WHERE scope = $1 AND {idx} >= $6::text \
+                 AND {idx} < $7::text) \
+                 ON CONFLICT (scope, key) DO NOTHING RETURNING version) {}",
+                current("w")
+            )
+        };
         Sql {
+            create_unless1: create_unless("idx1"),
+            create_unless2: create_unless("idx2"),
             get: format!(
                 "SELECT version, value, idx1, idx2 FROM {t} WHERE scope = $1 AND key = $2"
             ),
@@ -243,6 +259,21 @@ impl DurableTable {
                 ],
             ),
             KvOp::Delete { .. } => (&self.sql.delete, vec![scope, &args.key, &args.version]),
+            KvOp::CreateIfNoneIn { entry, index, .. } => (
+                match index {
+                    Index::One => &self.sql.create_unless1,
+                    Index::Two => &self.sql.create_unless2,
+                },
+                vec![
+                    scope,
+                    &args.key,
+                    &entry.value,
+                    &args.idx1,
+                    &args.idx2,
+                    &args.from,
+                    &args.to,
+                ],
+            ),
         };
         Statement {
             sql,
@@ -441,17 +472,22 @@ struct OpArgs<'a> {
     version: i64,
     idx1: Option<Cow<'a, str>>,
     idx2: Option<Cow<'a, str>>,
+    /// A guarded create's range, escaped as the index values are.
+    from: Cow<'a, str>,
+    to: Cow<'a, str>,
 }
 
 impl<'a> OpArgs<'a> {
     fn new(op: &'a KvOp) -> Self {
-        let (expected, entry) = match op {
-            KvOp::Cas {
-                expected, entry, ..
-            } => (*expected, Some(entry)),
-            KvOp::Delete { expected, .. } => (Some(*expected), None),
-        };
+        let (expected, entry) = (op.expected(), op.entry());
+        let (from, to) = op
+            .guard()
+            .map_or((Cow::Borrowed(""), Cow::Borrowed("")), |(_, from, to)| {
+                (order_escape(from), order_escape(to))
+            });
         OpArgs {
+            from,
+            to,
             op,
             key: order_escape(op.key()),
             // No stored version is beyond `i64` (nor negative): such an expectation matches

@@ -3,7 +3,7 @@
 //! | operation | Redis |
 //! | --- | --- |
 //! | `get` | `HMGET {tag}:r:<key> v d i1 i2` |
-//! | `cas`, `delete`, `batch` | the write script (one `EVALSHA`, atomic; a batch is one call) |
+//! | `cas`, `delete`, `CreateIfNoneIn`, `batch` | the write script (one `EVALSHA`, atomic; a batch is one call; a guarded create checks its range with `ZRANGEBYLEX … LIMIT 0 1` in it) |
 //! | `range` | the range script: `ZRANGEBYLEX` on `{tag}:i1`/`{tag}:i2`, then the entries |
 //!
 //! `{tag}` is `{prefix}:{durable:<scope>}` (the scope id with `%`, `{` and `}` percent-escaped),
@@ -58,8 +58,8 @@ impl std::fmt::Debug for RedisKv {
 pub(super) struct Prepared {
     /// The entry's key.
     pub(super) record: String,
-    /// The script's 8 arguments of the operation.
-    pub(super) args: [Vec<u8>; 8],
+    /// The script's 10 arguments of the operation.
+    pub(super) args: [Vec<u8>; 10],
 }
 
 impl RedisKv {
@@ -211,42 +211,47 @@ impl RedisKv {
             Some(v) => (v.clone().into_bytes(), Self::index_member(v, key)),
             None => (Vec::new(), Vec::new()),
         };
-        match op {
-            KvOp::Cas {
-                key,
-                expected,
-                entry,
-            } => {
-                let (i1, m1) = index(&entry.idx1, key);
-                let (i2, m2) = index(&entry.idx2, key);
-                let expected = expected.map(|v| v.to_string()).unwrap_or_default();
-                Prepared {
-                    record: self.record_key(scope, key),
-                    args: [
-                        b"c".to_vec(),
-                        expected.into_bytes(),
-                        nonce.into_bytes(),
-                        entry.value.clone(),
-                        i1,
-                        m1,
-                        i2,
-                        m2,
-                    ],
-                }
+        let key = op.key();
+        let expected = op.expected().map(|v| v.to_string()).unwrap_or_default();
+        // A guarded create names its index in its kind and its range as `ZRANGEBYLEX` takes
+        // it (`[from`, `(to`).
+        let (kind, min, max) = match op.guard() {
+            Some((guarded, from, to)) => {
+                let kind = match guarded {
+                    Index::One => b"g1".to_vec(),
+                    Index::Two => b"g2".to_vec(),
+                };
+                let mut min = b"[".to_vec();
+                min.extend_from_slice(order_escape(from).as_bytes());
+                let mut max = b"(".to_vec();
+                max.extend_from_slice(order_escape(to).as_bytes());
+                (kind, min, max)
             }
-            KvOp::Delete { key, expected } => Prepared {
-                record: self.record_key(scope, key),
-                args: [
-                    b"d".to_vec(),
-                    expected.to_string().into_bytes(),
-                    nonce.into_bytes(),
-                    Vec::new(),
-                    Vec::new(),
-                    Vec::new(),
-                    Vec::new(),
-                    Vec::new(),
-                ],
-            },
+            None if matches!(op, KvOp::Delete { .. }) => (b"d".to_vec(), Vec::new(), Vec::new()),
+            None => (b"c".to_vec(), Vec::new(), Vec::new()),
+        };
+        let (value, (i1, m1), (i2, m2)) = match op.entry() {
+            Some(entry) => (
+                entry.value.clone(),
+                index(&entry.idx1, key),
+                index(&entry.idx2, key),
+            ),
+            None => Default::default(),
+        };
+        Prepared {
+            record: self.record_key(scope, key),
+            args: [
+                kind,
+                expected.into_bytes(),
+                nonce.into_bytes(),
+                value,
+                i1,
+                m1,
+                i2,
+                m2,
+                min,
+                max,
+            ],
         }
     }
 

@@ -39,10 +39,12 @@ end
 /// Applies a list of compare-and-set and delete operations, in order.
 ///
 /// `KEYS[1]` the scope's version counter, `KEYS[2]`/`KEYS[3]` the idx1/idx2 sets,
-/// `KEYS[3 + n]` the record of op `n`. `ARGV`, 8 per op: kind (`c` or `d`), expected version
-/// (`''` = must not exist), nonce, value, idx1, idx1 member (`''` = none), idx2, idx2 member.
-/// Replies one `{status, version}` per op: `ok` with the new (or removed) version, `conflict`
-/// with the current version or `''`. A create/replace whose stored nonce is its own is the same
+/// `KEYS[3 + n]` the record of op `n`. `ARGV`, 10 per op: kind (`c`, `d`, or `g1`/`g2` for a
+/// create guarded by the idx1/idx2 set), expected version (`''` = must not exist), nonce,
+/// value, idx1, idx1 member (`''` = none), idx2, idx2 member, and a guarded create's range
+/// (`ZRANGEBYLEX` min and max). Replies one `{status, version}` per op: `ok` with the new (or
+/// removed) version, `conflict` with the current version or `''` (a guarded create whose range
+/// lists a member answers `''`). A create/replace whose stored nonce is its own is the same
 /// write retried after a lost reply, and answers `ok`.
 const WRITE: &str = concat!(
     store_entry_lua!(),
@@ -50,13 +52,20 @@ const WRITE: &str = concat!(
 local out = {}
 for n = 1, #KEYS - 3 do
   local rec = KEYS[3 + n]
-  local a = (n - 1) * 8
+  local a = (n - 1) * 10
   local kind, expected, nonce = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local cur = redis.call('HMGET', rec, 'v', 'w', 'm1', 'm2')
   local version = cur[1]
-  if kind == 'c' then
+  if kind ~= 'd' then
     local matches
     if expected == '' then matches = not version else matches = (version == expected) end
+    if matches and kind ~= 'c' then
+      local set = KEYS[3]
+      if kind == 'g1' then set = KEYS[2] end
+      if #redis.call('ZRANGEBYLEX', set, ARGV[a + 9], ARGV[a + 10], 'LIMIT', 0, 1) > 0 then
+        matches = false
+      end
+    end
     if matches then
       if cur[3] then redis.call('ZREM', KEYS[2], cur[3]) end
       if cur[4] then redis.call('ZREM', KEYS[3], cur[4]) end
@@ -106,11 +115,13 @@ return out
 /// Commits one flow step (see `RedisStore`'s `commit_step`): the journal operations all or
 /// none, then the store's writes.
 ///
-/// `KEYS[1..3]` and the first `8 n` arguments after `ARGV[1] = n` are the write script's (the
+/// `KEYS[1..3]` and the first `10 n` arguments after `ARGV[1] = n` are the write script's (the
 /// counter, the index sets, then op `i`'s record at `KEYS[3 + i]`). Every operation is checked
 /// first, against the versions the operations before it produce (the counter's next values),
 /// so a conflict anywhere writes nothing: it replies `{'conflict', i, current}` (`i` from 0,
-/// `current` `''` when the key does not exist). Then every operation is applied and each store
+/// `current` `''` when the key does not exist). A guarded create's range is checked against
+/// the set as the operations before it leave it: a member of a record they rewrite or delete
+/// does not count, a member they write does (compared byte by byte, as the set orders them). Then every operation is applied and each store
 /// write runs: 4 arguments each (`kind, a, b, c`) on the next key, `hset` (field `a`, value
 /// `b`), `hdel` (field `a`), `set` (`a`), `rpush` (`a`), or `chat` (`a` the new chat's JSON;
 /// an existing chat keeps its JSON with `is_group` set to `b` and `last_activity_ms` to `c`).
@@ -121,12 +132,42 @@ return out
 const STEP: &str = concat!(
     store_entry_lua!(),
     r#"
+-- Whether `x` sorts before `y` byte by byte (Lua's own `<` follows the server's locale).
+local function below(x, y)
+  for i = 1, math.min(#x, #y) do
+    local p, q = string.byte(x, i), string.byte(y, i)
+    if p ~= q then return p < q end
+  end
+  return #x < #y
+end
+-- Whether op `i`'s guarded range lists a member, the operations before it applied.
+local function listed(i)
+  local a = 1 + (i - 1) * 10
+  local set, field, off = KEYS[3], 'm2', 8
+  if ARGV[a + 1] == 'g1' then set, field, off = KEYS[2], 'm1', 6 end
+  local min, max = ARGV[a + 9], ARGV[a + 10]
+  local lo, hi = string.sub(min, 2), string.sub(max, 2)
+  local hidden = {}
+  for j = 1, i - 1 do
+    local m = redis.call('HGET', KEYS[3 + j], field)
+    if m then hidden[m] = true end
+    local b = 1 + (j - 1) * 10
+    local written = ARGV[b + off]
+    if ARGV[b + 1] ~= 'd' and written ~= '' and not below(written, lo) and below(written, hi) then
+      return true
+    end
+  end
+  for _, m in ipairs(redis.call('ZRANGEBYLEX', set, min, max, 'LIMIT', 0, i)) do
+    if not hidden[m] then return true end
+  end
+  return false
+end
 local n = tonumber(ARGV[1])
-if n > 0 and ARGV[2] == 'c' and redis.call('HGET', KEYS[4], 'w') == ARGV[4] then
+if n > 0 and ARGV[2] ~= 'd' and redis.call('HGET', KEYS[4], 'w') == ARGV[4] then
   local out = {'ok'}
   for i = 1, n do
-    local a = 1 + (i - 1) * 8
-    if ARGV[a + 1] == 'c' then
+    local a = 1 + (i - 1) * 10
+    if ARGV[a + 1] ~= 'd' then
       table.insert(out, redis.call('HGET', KEYS[3 + i], 'v') or '')
     else
       table.insert(out, ARGV[a + 2])
@@ -139,18 +180,19 @@ counter = counter and tonumber(counter) or 0
 local seen = {}
 for i = 1, n do
   local rec = KEYS[3 + i]
-  local a = 1 + (i - 1) * 8
-  local expected = ARGV[a + 2]
+  local a = 1 + (i - 1) * 10
+  local kind, expected = ARGV[a + 1], ARGV[a + 2]
   local version = seen[rec]
   if version == nil then version = redis.call('HGET', rec, 'v') end
   local matches
-  if ARGV[a + 1] == 'c' and expected == '' then
+  if kind ~= 'd' and expected == '' then
     matches = not version
   else
     matches = version and version == expected
   end
   if not matches then return {'conflict', tostring(i - 1), version or ''} end
-  if ARGV[a + 1] == 'c' then
+  if kind ~= 'c' and kind ~= 'd' and listed(i) then return {'conflict', tostring(i - 1), ''} end
+  if kind ~= 'd' then
     counter = counter + 1
     seen[rec] = string.format('%d', counter)
   else
@@ -160,12 +202,12 @@ end
 local out = {'ok'}
 for i = 1, n do
   local rec = KEYS[3 + i]
-  local a = 1 + (i - 1) * 8
+  local a = 1 + (i - 1) * 10
   local cur = redis.call('HMGET', rec, 'm1', 'm2')
   if cur[1] then redis.call('ZREM', KEYS[2], cur[1]) end
   if cur[2] then redis.call('ZREM', KEYS[3], cur[2]) end
   redis.call('DEL', rec)
-  if ARGV[a + 1] == 'c' then
+  if ARGV[a + 1] ~= 'd' then
     local v = string.format('%d', redis.call('INCR', KEYS[1]))
     store_entry(rec, v, ARGV[a + 3], a)
     table.insert(out, v)
@@ -174,7 +216,7 @@ for i = 1, n do
   end
 end
 local k = 3 + n
-local t = 1 + n * 8
+local t = 1 + n * 10
 while t + 4 <= #ARGV do
   k = k + 1
   local kind, x = ARGV[t + 1], ARGV[t + 2]

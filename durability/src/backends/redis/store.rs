@@ -425,7 +425,7 @@ impl Store for RedisStore {
         let retriable = step
             .journal
             .first()
-            .is_some_and(|op| matches!(op, KvOp::Cas { .. }));
+            .is_some_and(|op| matches!(op, KvOp::Cas { .. } | KvOp::CreateIfNoneIn { .. }));
         let mut conn = self.conn.clone();
         let reply: Vec<String> = match invocation.invoke_async(&mut conn).await {
             Ok(reply) => reply,

@@ -293,20 +293,52 @@ fn settled(
     }
 }
 
-/// The key an operation writes and the version it expects there (`None`: absent).
-fn expectation(op: &KvOp) -> (&str, Option<u64>) {
-    match op {
-        KvOp::Cas { key, expected, .. } => (key, *expected),
-        KvOp::Delete { key, expected } => (key, Some(*expected)),
+/// Whether some entry of `scope` has a value of `index` in `from..to`.
+fn listed(
+    tx: &Transaction<'_>,
+    scope: i64,
+    index: Index,
+    from: &str,
+    to: &str,
+) -> rusqlite::Result<bool> {
+    if from >= to {
+        return Ok(false);
+    }
+    let sql = match index {
+        Index::One => {
+            "SELECT 1 FROM durable WHERE scope_id = ?1 AND idx1 >= ?2 AND idx1 < ?3 LIMIT 1"
+        }
+        Index::Two => {
+            "SELECT 1 FROM durable WHERE scope_id = ?1 AND idx2 >= ?2 AND idx2 < ?3 LIMIT 1"
+        }
+    };
+    tx.prepare_cached(sql)?.exists(params![scope, from, to])
+}
+
+/// The conflict `op` meets in the table as it is (`None`: it would apply), read without
+/// writing: the version found under its key, or `Some(None)` for a guarded create whose
+/// range lists an entry.
+fn conflict_of(
+    tx: &Transaction<'_>,
+    scope: i64,
+    op: &KvOp,
+) -> rusqlite::Result<Option<Option<u64>>> {
+    let current = current_version(tx, scope, op.key())?;
+    if current != op.expected() {
+        return Ok(Some(current));
+    }
+    match op.guard() {
+        Some((index, from, to)) if listed(tx, scope, index, from, to)? => Ok(Some(None)),
+        _ => Ok(None),
     }
 }
 
-/// Whether no two of `ops` write the same key (each one's expectation can then be checked
-/// against the table before any of them writes).
-pub(super) fn distinct_keys(ops: &[KvOp]) -> bool {
+/// Whether `ops` can be checked against the table before any of them writes: no two write
+/// the same key, and a guarded create comes only first (the others' writes could change what
+/// its range lists).
+pub(super) fn checkable_up_front(ops: &[KvOp]) -> bool {
     ops.iter().enumerate().all(|(i, op)| {
-        let key = expectation(op).0;
-        ops[..i].iter().all(|earlier| expectation(earlier).0 != key)
+        (i == 0 || op.guard().is_none()) && ops[..i].iter().all(|earlier| earlier.key() != op.key())
     })
 }
 
@@ -325,9 +357,7 @@ pub(super) fn first_conflict(
     ops: &[KvOp],
 ) -> rusqlite::Result<Option<(usize, Option<u64>)>> {
     let conflict = |i: usize| -> rusqlite::Result<Option<(usize, Option<u64>)>> {
-        let (key, expected) = expectation(&ops[i]);
-        let current = current_version(tx, scope, key)?;
-        Ok((current != expected).then_some((i, current)))
+        Ok(conflict_of(tx, scope, &ops[i])?.map(|current| (i, current)))
     };
     for i in 1..ops.len() {
         if let Some(found) = conflict(i)? {
@@ -345,24 +375,11 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Re
             key,
             expected: None,
             entry,
-        } => {
-            let version = next_version(tx)?;
-            let Entry { value, idx1, idx2 } = entry;
-            let written = tx
-                .prepare_cached(
-                    "INSERT INTO durable (scope_id, key, version, value, idx1, idx2)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope_id, key) DO NOTHING",
-                )?
-                .execute(params![
-                    scope,
-                    key,
-                    i64::try_from(version).unwrap_or(i64::MAX),
-                    value,
-                    idx1,
-                    idx2
-                ])?;
-            settled(tx, scope, key, written, version)
-        }
+        } => create(tx, scope, key, entry),
+        KvOp::CreateIfNoneIn { key, entry, .. } => match conflict_of(tx, scope, op)? {
+            Some(current) => Ok(CasOutcome::Conflict { current }),
+            None => create(tx, scope, key, entry),
+        },
         KvOp::Cas {
             key,
             expected: Some(expected),
@@ -399,6 +416,31 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Re
             settled(tx, scope, key, removed, *expected)
         }
     }
+}
+
+/// Creates `key` with `entry` unless it exists.
+fn create(
+    tx: &Transaction<'_>,
+    scope: i64,
+    key: &str,
+    entry: &Entry,
+) -> rusqlite::Result<CasOutcome> {
+    let version = next_version(tx)?;
+    let Entry { value, idx1, idx2 } = entry;
+    let written = tx
+        .prepare_cached(
+            "INSERT INTO durable (scope_id, key, version, value, idx1, idx2)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope_id, key) DO NOTHING",
+        )?
+        .execute(params![
+            scope,
+            key,
+            i64::try_from(version).unwrap_or(i64::MAX),
+            value,
+            idx1,
+            idx2
+        ])?;
+    settled(tx, scope, key, written, version)
 }
 
 fn versioned(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Versioned> {

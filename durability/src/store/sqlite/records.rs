@@ -318,8 +318,10 @@ fn without_json(step: &StepCommit) -> StepCommit {
 /// savepoint of its own, and SQLite copies every page a savepoint's statements change into
 /// its statement journal (a fifth of the writer's work went to those copies). Should a
 /// statement fail after the check, the request fails, and the writer runs the group again
-/// with a savepoint per request. Operations on the same key twice (no step writes those, but
-/// nothing forbids them) cannot be checked up front: they run under a savepoint.
+/// with a savepoint per request. Operations on the same key twice, or a guarded create
+/// ([`KvOp::CreateIfNoneIn`](crate::kv::KvOp::CreateIfNoneIn)) after another operation (no
+/// step writes those, but nothing forbids them), cannot be checked up front: they run under
+/// a savepoint.
 fn commit_step_in(
     tx: &Transaction<'_>,
     step: &StepCommit,
@@ -327,7 +329,7 @@ fn commit_step_in(
     state: Option<&str>,
     contents: &[String],
 ) -> rusqlite::Result<StepCommitOutcome> {
-    let checked = durable::distinct_keys(&step.journal);
+    let checked = durable::checkable_up_front(&step.journal);
     if checked {
         if let Some((op, current)) = durable::first_conflict(tx, scope, &step.journal)? {
             return Ok(StepCommitOutcome::Conflict { op, current });

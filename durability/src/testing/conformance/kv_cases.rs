@@ -75,6 +75,135 @@ pub(super) async fn create_only_if_absent(kv: Arc<dyn DurableKv>) -> Case {
     Ok(())
 }
 
+fn guarded(key: &str, value: &str, idx2: &str, from: &str, to: &str) -> KvOp {
+    KvOp::CreateIfNoneIn {
+        key: key.into(),
+        entry: entry(value, None, Some(idx2)),
+        index: Index::Two,
+        from: from.into(),
+        to: to.into(),
+    }
+}
+
+/// A guarded create writes only when its key is absent and its range lists nothing: an entry
+/// in the range answers `Conflict { current: None }` and writes nothing, the range's ends are
+/// half-open, and the key found answers its version.
+pub(super) async fn guarded_create_checks_its_range(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let earlier = version(
+        kv.cas(&s, "a1", None, entry("1", None, Some("c/a/1")))
+            .await
+            .ctx("create a1")?,
+    )?;
+    kv.cas(&s, "b1", None, entry("1", None, Some("c/b/1")))
+        .await
+        .ctx("create b1")?;
+    let behind = kv
+        .apply(&s, guarded("a2", "2", "c/a/2", "c/a/", "c/a/2"))
+        .await
+        .ctx("guarded create behind a1")?;
+    ensure!(
+        behind == CasOutcome::Conflict { current: None },
+        "an entry in the range must answer Conflict {{ current: None }}, got {behind:?}"
+    );
+    ensure!(
+        kv.get(&s, "a2").await.ctx("get a2")?.is_none(),
+        "a guarded create whose range lists an entry must write nothing"
+    );
+    // The range is half-open: `c/a/1` is its end, not in it; another chat's entry is not in it.
+    let first = kv
+        .apply(&s, guarded("a0", "0", "c/a/0", "c/a/", "c/a/1"))
+        .await
+        .ctx("guarded create before a1")?;
+    ensure!(
+        first.is_ok(),
+        "a range listing nothing must let the create through, got {first:?}"
+    );
+    ensure!(
+        keys_in(&kv, &s, Index::Two, "c/a/", "c/a0").await? == ["a0", "a1"],
+        "the guarded create must be indexed"
+    );
+    let taken = kv
+        .apply(&s, guarded("a1", "x", "c/a/9", "c/z/", "c/z0"))
+        .await
+        .ctx("guarded create of a taken key")?;
+    ensure!(
+        taken
+            == CasOutcome::Conflict {
+                current: Some(earlier)
+            },
+        "a guarded create of a taken key must answer its version, got {taken:?}"
+    );
+    kv.delete(&s, "a1", earlier).await.ctx("delete a1")?;
+    kv.delete(&s, "a0", version(first)?)
+        .await
+        .ctx("delete a0")?;
+    let clear = kv
+        .apply(&s, guarded("a2", "2", "c/a/2", "c/a/", "c/a/2"))
+        .await
+        .ctx("guarded create, range emptied")?;
+    ensure!(
+        clear.is_ok(),
+        "once the range's entries are gone the create goes through, got {clear:?}"
+    );
+    Ok(())
+}
+
+/// In a batch a guarded create sees the operations before it: an entry they create in its
+/// range stops it, an entry they delete (or move out of it) no longer does.
+pub(super) async fn guarded_create_sees_its_batch(kv: Arc<dyn DurableKv>) -> Case {
+    let s = scope();
+    let old = version(
+        kv.cas(&s, "m1", None, entry("1", None, Some("c/m/1")))
+            .await
+            .ctx("create m1")?,
+    )?;
+    let moved = version(
+        kv.cas(&s, "n1", None, entry("1", None, Some("c/n/1")))
+            .await
+            .ctx("create n1")?,
+    )?;
+    let outcomes = kv
+        .batch(
+            &s,
+            vec![
+                KvOp::Delete {
+                    key: "m1".into(),
+                    expected: old,
+                },
+                guarded("m2", "2", "c/m/2", "c/m/", "c/m/2"),
+                KvOp::Cas {
+                    key: "n1".into(),
+                    expected: Some(moved),
+                    entry: entry("1", None, None),
+                },
+                guarded("n2", "2", "c/n/2", "c/n/", "c/n/2"),
+                KvOp::Cas {
+                    key: "p1".into(),
+                    expected: None,
+                    entry: entry("1", None, Some("c/p/1")),
+                },
+                guarded("p2", "2", "c/p/2", "c/p/", "c/p/2"),
+            ],
+        )
+        .await
+        .ctx("batch")?;
+    ensure!(outcomes.len() == 6, "one outcome per op expected");
+    ensure!(
+        outcomes[1].is_ok() && outcomes[3].is_ok(),
+        "an entry deleted or moved out by an earlier op of the batch must not stop a guarded create, got {outcomes:?}"
+    );
+    ensure!(
+        outcomes[5] == CasOutcome::Conflict { current: None },
+        "an entry created by an earlier op of the batch must stop a guarded create, got {outcomes:?}"
+    );
+    ensure!(
+        kv.get(&s, "p2").await.ctx("get p2")?.is_none(),
+        "the stopped create must write nothing"
+    );
+    Ok(())
+}
+
 pub(super) async fn replace_needs_current_version(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
     let v1 = version(

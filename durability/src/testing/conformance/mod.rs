@@ -18,7 +18,7 @@
 //! | group | what it proves |
 //! | --- | --- |
 //! | `atomicity` | a write changes value and both indexes together or not at all; batches report per op; concurrent creates have one winner |
-//! | `cas` | versions change on every write, are never reused after a delete, conflicts change nothing |
+//! | `cas` | versions change on every write, are never reused after a delete, conflicts change nothing; a guarded create writes only while its range lists nothing (the batch's earlier ops seen) |
 //! | `indexes` | ranges are half-open, bytewise sorted by (value, key), limited, and skip entries without a value |
 //! | `leases` | journals on this backend: expired leases are reclaimed under a new token, a stale holder cannot complete, a restart reclaims its own leases at once, two claimers never both win |
 //! | `poison` | opaque bytes round-trip; undecodable journal records are quarantined and reported, never crash a sweep |
@@ -120,6 +120,8 @@ where
     case!("atomicity", kv_cases::batch_reports_each_op);
     case!("atomicity", kv_cases::concurrent_creates_have_one_winner);
     case!("cas", kv_cases::create_only_if_absent);
+    case!("cas", kv_cases::guarded_create_checks_its_range);
+    case!("cas", kv_cases::guarded_create_sees_its_batch);
     case!("cas", kv_cases::replace_needs_current_version);
     case!("cas", kv_cases::delete_needs_current_version);
     case!("cas", kv_cases::versions_never_reused);
