@@ -232,34 +232,25 @@ impl<'a> Pending<'a> {
 
     /// Evaluates one operation; the change to persist when it succeeds.
     pub(crate) fn eval(&mut self, scope: &str, op: KvOp) -> (CasOutcome, Option<Change>) {
-        match op {
-            KvOp::CreateIfNoneIn {
-                key,
-                entry,
-                index,
-                from,
-                to,
-            } => {
-                if let Some(current) = self.current(scope, &key) {
-                    return (
-                        CasOutcome::Conflict {
-                            current: Some(current),
-                        },
-                        None,
-                    );
-                }
-                if self.listed(scope, index, &from, &to) {
-                    return (CasOutcome::Conflict { current: None }, None);
-                }
-                self.eval(
-                    scope,
-                    KvOp::Cas {
-                        key,
-                        expected: None,
-                        entry,
-                    },
-                )
+        if let Some((index, from, to)) = op.guard() {
+            if let Some(current) = self.current(scope, op.key()) {
+                let current = Some(current);
+                return (CasOutcome::Conflict { current }, None);
             }
+            if self.listed(scope, index, from, to) {
+                return (CasOutcome::Conflict { current: None }, None);
+            }
+        }
+        match op {
+            // Checked above: from here a create.
+            KvOp::CreateIfNoneIn { key, entry, .. } => self.eval(
+                scope,
+                KvOp::Cas {
+                    key,
+                    expected: None,
+                    entry,
+                },
+            ),
             KvOp::Cas {
                 key,
                 expected,

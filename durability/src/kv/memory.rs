@@ -108,26 +108,24 @@ impl ScopeData {
     }
 
     fn apply(&mut self, op: KvOp, last_version: &mut u64) -> CasOutcome {
+        if let Some((index, from, to)) = op.guard() {
+            if let Some(found) = self.entries.get(op.key()) {
+                let current = Some(found.version);
+                return CasOutcome::Conflict { current };
+            }
+            if self.listed(index, from, to) {
+                return CasOutcome::Conflict { current: None };
+            }
+        }
         match op {
             KvOp::Cas {
                 key,
                 expected,
                 entry,
             } => self.cas(&key, expected, entry, last_version),
+            // Its range checked above: a create.
+            KvOp::CreateIfNoneIn { key, entry, .. } => self.cas(&key, None, entry, last_version),
             KvOp::Delete { key, expected } => self.delete(&key, expected),
-            KvOp::CreateIfNoneIn {
-                key,
-                entry,
-                index,
-                from,
-                to,
-            } => match self.entries.get(&key) {
-                Some(found) => CasOutcome::Conflict {
-                    current: Some(found.version),
-                },
-                None if self.listed(index, &from, &to) => CasOutcome::Conflict { current: None },
-                None => self.cas(&key, None, entry, last_version),
-            },
         }
     }
 }
