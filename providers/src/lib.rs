@@ -12,7 +12,8 @@
 //! | `gupshup` (pulls in `whatsapp-cloud`, whose parser reads Gupshup's Meta format) | `gupshup` | Gupshup's WhatsApp API (both callback formats), webhooks |
 //! | `evolution` | `evolution` | an Evolution API v2 server (a WhatsApp-Web gateway), webhooks |
 //! | `wppconnect` | `wppconnect` | a WPPConnect Server (a WhatsApp-Web gateway), webhooks |
-//! | `whatsapp-web` | `whatsapp_web` | WhatsApp Web as a linked device (the `whatsapp-rust` client): QR or pair code, the session in the bot's durable store, one process per session |
+//! | `whatsapp-web` | `whatsapp_web` | WhatsApp Web as a linked device: QR or pair code, the session in the bot's durable store, one process per session (the provider, its session seam and a fake session) |
+//! | `whatsapp-web-native` (pulls in `whatsapp-web`; off by default, pulled by nothing else) | `whatsapp_web::native` | the real WhatsApp Web client over the `whatsapp-rust` crate, its keys in the bot's durable store |
 //! | `discord` | `discord` | Discord: the gateway (messages) and the interactions endpoint (slash commands, components) |
 //! | `gohighlevel` | `gohighlevel` | GoHighLevel (LeadConnector) Conversations: SMS, WhatsApp, Messenger, Instagram, live chat, email of a location, signed webhooks |
 //! | `tiktok` | `tiktok` | TikTok Business Messaging: direct messages to a TikTok Business Account, signed webhooks |

@@ -49,7 +49,8 @@ Channels and their environment variables:
              WHATSAPP_WINDOW_TEMPLATE (sent outside the 24-hour window, the text as {{1}}),
              WHATSAPP_WINDOW_TEMPLATE_LANGUAGE [en_US]; a webhook on --listen
   whatsapp-web
-             [feature `whatsapp-web`] WhatsApp Web as a linked device: a QR code on stderr
+             [feature `whatsapp-web`; the real client with `whatsapp-web-native`, without it
+             only the fake session] WhatsApp Web as a linked device: a QR code on stderr
              (and a pair code with WHATSAPP_WEB_PAIR_PHONE), the session in the shop's store
              (no pairing after a restart); WHATSAPP_WEB_SESSION [default],
              WHATSAPP_WEB_SESSION_LEASE [15s] (one process per session),
@@ -643,7 +644,9 @@ mod network {
     }
 
     /// WhatsApp Web: the session in the shop's store; a fake session replaying
-    /// `WHATSAPP_WEB_REPLAY_DIR` when set. No webhook: one process holds the session.
+    /// `WHATSAPP_WEB_REPLAY_DIR` when set, else the real client (feature
+    /// `whatsapp-web-native`; without it `connect` says it is missing). No webhook: one
+    /// process holds the session.
     #[cfg(feature = "whatsapp-web")]
     pub(super) fn whatsapp_web(
         kv: Arc<dyn botmesh::durability::DurableKv>,

@@ -30,13 +30,18 @@
 //!
 //! [`WaSession`] is the seam to the client. [`FakeSession`] replays recorded event shapes
 //! from a directory (tests, and the shop's `WHATSAPP_WEB_REPLAY_DIR`). The client over the
-//! `whatsapp-rust` crate is not wired in yet: [`WhatsAppWebProvider::connect`] says so, and
-//! another [`WaSession`] can be given to [`WhatsAppWebProvider::new`].
+//! `whatsapp-rust` crate is the `native` module (feature `whatsapp-web-native`, off by
+//! default): [`WhatsAppWebProvider::connect`] runs it; without the feature `connect` fails
+//! and says which feature it needs. Another [`WaSession`] can be given to
+//! [`WhatsAppWebProvider::new`].
 
 mod error;
 mod fake;
 mod ids;
 mod media;
+#[cfg(feature = "whatsapp-web-native")]
+#[cfg_attr(docsrs, doc(cfg(feature = "whatsapp-web-native")))]
+pub mod native;
 mod session;
 mod store;
 
@@ -61,8 +66,8 @@ use botmesh::message::{
     OutgoingContent, Reaction, SentMessage, UserId,
 };
 use botmesh::provider::{
-    Capabilities, EventSink, Provider, ProviderError, ProviderEvent, StoredMediaRef,
-    TransportStatus,
+    Capabilities, DeliveryStatus, EventSink, Provider, ProviderError, ProviderEvent,
+    StoredMediaRef, TransportStatus,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -256,16 +261,23 @@ impl WhatsAppWebProvider {
         })
     }
 
-    /// A provider over the real WhatsApp Web client. This build has none wired in yet (the
-    /// `whatsapp-rust` client's session store over the bot's backend is missing): it fails
-    /// with [`WhatsAppWebError::Config`] naming the fake session as what runs.
+    /// A provider over the real WhatsApp Web client ([`native::NativeSession`], the
+    /// `whatsapp-rust` crate), with the crate feature `whatsapp-web-native`.
+    #[cfg(feature = "whatsapp-web-native")]
+    pub fn connect(config: WhatsAppWebConfig) -> Result<Self, WhatsAppWebError> {
+        Self::new(config, Arc::new(native::NativeSession::new()))
+    }
+
+    /// A provider over the real WhatsApp Web client: this build has none (the crate feature
+    /// `whatsapp-web-native` is off), so it fails with [`WhatsAppWebError::Config`].
+    #[cfg(not(feature = "whatsapp-web-native"))]
     pub fn connect(config: WhatsAppWebConfig) -> Result<Self, WhatsAppWebError> {
         let _ = config;
         Err(WhatsAppWebError::Config {
             option: "client",
-            reason: "this build has no WhatsApp Web client wired in yet; only the fake \
-                     session runs (WHATSAPP_WEB_REPLAY_DIR, or WhatsAppWebProvider::new with a \
-                     WaSession)"
+            reason: "this build has no WhatsApp Web client: build with the feature \
+                     `whatsapp-web-native` (botmesh-providers), or run the fake session \
+                     (WHATSAPP_WEB_REPLAY_DIR, or WhatsAppWebProvider::new with a WaSession)"
                 .to_owned(),
         })
     }
@@ -494,6 +506,38 @@ async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
                 Ok(None) => {}
                 Err(e) => {
                     tracing::error!(%session, id = %info.id, error = %e, "a WhatsApp Web message could not be read")
+                }
+            }
+        }
+        WaEvent::Receipt {
+            chat,
+            sender,
+            is_group,
+            ids,
+            status,
+        } => {
+            let chat = if is_group {
+                Ok(bare(&chat))
+            } else {
+                inner
+                    .ids
+                    .resolve(&chat, (sender != chat).then_some(&sender[..]))
+                    .await
+            };
+            match chat {
+                Ok(chat) => {
+                    for id in ids {
+                        let status = DeliveryStatus {
+                            chat: ChatId(chat.clone()),
+                            message_id: MessageId(id),
+                            status: status.clone(),
+                            error: None,
+                        };
+                        deliver(sink, ProviderEvent::Status(status)).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "a WhatsApp Web receipt could not be read")
                 }
             }
         }

@@ -151,6 +151,21 @@ pub enum WaEvent {
     Disconnected,
     /// A message.
     Message(Box<WaMessage>),
+    /// Receipts for messages the bot sent: delivered to, read or played on the recipient's
+    /// devices, or refused by the server.
+    Receipt {
+        /// The chat (the user in a direct chat, the group in a group).
+        chat: String,
+        /// Who sent the receipt (the user; in a group, the member).
+        sender: String,
+        /// The chat is a group.
+        #[serde(default)]
+        is_group: bool,
+        /// The bot's message ids the receipt is for.
+        ids: Vec<String>,
+        /// `delivered`, `read` or `failed`.
+        status: String,
+    },
     /// Old messages of a history sync (already seen on the phone): never answered.
     HistorySync {
         /// How many messages it carried.
