@@ -1,8 +1,9 @@
 //! The WhatsApp Web provider through its seam, over the fake session (recorded event shapes
 //! in a directory): pairing once and restoring the session from the store, one sender for a
 //! LID and its phone number, duplicates and replays after a reconnect answered once, sends
-//! retried under the same message id, error classes, media refs round-tripping and expired
-//! media uploaded again by the phone, and a second process on the same session refused.
+//! retried under the same message id, receipts as statuses, error classes, media refs
+//! round-tripping and expired media uploaded again by the phone, and a second process on the
+//! same session refused.
 #![cfg(feature = "whatsapp-web")]
 #![allow(clippy::expect_used)]
 
@@ -170,6 +171,44 @@ async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delive
     let id = sent.message_id.expect("an id").0;
     assert_eq!(fake.delivered_to(LID), ["hi"]);
     assert_eq!(fake.sent()[0].id, id);
+    p.close().await;
+}
+
+#[tokio::test]
+async fn receipts_of_the_bot_s_messages_are_statuses_in_the_person_s_chat() {
+    use botmesh_providers::whatsapp_web::WaEvent;
+    let kv = kv();
+    let (_dir, fake) = fake();
+    // The person is known by both identities; the receipt names the LID only.
+    fake.push(&FakeSession::text("R1", PN, Some(LID), "hello"))
+        .expect("push");
+    fake.push(&WaEvent::Receipt {
+        chat: LID.to_owned(),
+        sender: "100000012345678:4@lid".to_owned(),
+        is_group: false,
+        ids: vec!["3EB0AA".to_owned(), "3EB0BB".to_owned()],
+        status: "read".to_owned(),
+    })
+    .expect("push");
+    let p = provider(&kv, &fake);
+    let rec = Arc::new(Recorder::default());
+    p.open(EventSink::new(rec.clone())).await.expect("open");
+    eventually("a message and two statuses", || rec.events().len() >= 3).await;
+    let statuses: Vec<_> = rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            ProviderEvent::Status(s) => Some((s.chat.0, s.message_id.0, s.status)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (PN.to_owned(), "3EB0AA".to_owned(), "read".to_owned()),
+            (PN.to_owned(), "3EB0BB".to_owned(), "read".to_owned()),
+        ]
+    );
     p.close().await;
 }
 
