@@ -44,7 +44,9 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "discord")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discord")))]
 pub mod discord;
-#[cfg(network_channel)]
+// WhatsApp Web (no webhook, not a network channel here) uses `unsupported` only.
+#[cfg(any(network_channel, feature = "whatsapp-web"))]
+#[cfg_attr(not(network_channel), allow(dead_code))]
 mod errors;
 #[cfg(feature = "evolution")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evolution")))]
