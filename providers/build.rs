@@ -2,12 +2,13 @@
 //! `meta_channel` (any of the Meta channels: the `meta` module), `gateway_channel` (any of the
 //! HTTP-gateway channels: the `gateway` module's webhook secret and settings), `rest_channel`
 //! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
-//! the gateways, GoHighLevel and TikTok) and `network_channel` (any network channel: the
-//! media, settings and API-call helpers they share).
+//! the gateways, GoHighLevel and TikTok), `http_api_channel` (any channel that sends through an
+//! HTTP API: the API-call helpers) and `network_channel` (any network channel, email included:
+//! the media and settings helpers they share).
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel)"
+        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel)"
     );
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
@@ -27,7 +28,11 @@ fn main() {
     if rest {
         println!("cargo::rustc-cfg=rest_channel");
     }
-    if meta || rest || on("telegram") || on("twilio") || on("discord") {
+    let http_api = meta || rest || on("telegram") || on("twilio") || on("discord");
+    if http_api {
+        println!("cargo::rustc-cfg=http_api_channel");
+    }
+    if http_api || on("email") {
         println!("cargo::rustc-cfg=network_channel");
     }
 }

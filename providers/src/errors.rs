@@ -26,6 +26,7 @@ pub(crate) fn unsupported(provider: &str, operation: &'static str) -> ProviderEr
 }
 
 /// Fills `chat` into a `RecipientUnreachable` the API layer could not name.
+#[cfg_attr(not(http_api_channel), allow(dead_code))]
 pub(crate) fn with_chat(err: ProviderError, chat: &ChatId) -> ProviderError {
     match err {
         ProviderError::RecipientUnreachable {

@@ -44,6 +44,9 @@ pub use jsonl::JsonlProvider;
 #[cfg(feature = "discord")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discord")))]
 pub mod discord;
+#[cfg(feature = "email")]
+#[cfg_attr(docsrs, doc(cfg(feature = "email")))]
+pub mod email;
 // WhatsApp Web (no webhook, not a network channel here) uses `unsupported` only.
 #[cfg(any(network_channel, feature = "whatsapp-web"))]
 #[cfg_attr(not(network_channel), allow(dead_code))]

@@ -21,6 +21,7 @@ pub enum ConfigError {
 }
 
 /// A base URL: `http` or `https`, kept without its trailing `/`.
+#[cfg_attr(not(http_api_channel), allow(dead_code))]
 pub(crate) fn http_url(value: &str) -> Result<String, String> {
     let parsed = url::Url::parse(value).map_err(|e| e.to_string())?;
     if !matches!(parsed.scheme(), "http" | "https") {

@@ -20,6 +20,7 @@
 //! | [`verify`](WebhookChannel::verify) | signature header missing | 401 | nothing |
 //! | [`verify`](WebhookChannel::verify) | signature header wrong | 403 | nothing |
 //! | [`parse`](WebhookChannel::parse) (checked whole, before anything is delivered) | body that does not parse | 400 | nothing |
+//! | [`parse_and_keep`](WebhookChannel::parse_and_keep) | what the channel keeps before delivery could not be written | 503 | nothing |
 //! | deliver | nothing to deliver (an update the bot does not handle) | 200 | nothing |
 //! | deliver | provider not started (or stopped) | 503 ([`WebhookChannel::retry_status`]) | nothing |
 //! | deliver | pipeline rejected an event (not running, journal down) | 503 ([`WebhookChannel::retry_status`]) | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
@@ -257,6 +258,10 @@ pub enum Refused {
     /// The body does not parse, with why: 400.
     #[error("malformed body: {0}")]
     Malformed(String),
+    /// Something the request needs before delivery is unavailable (the bot's store, where the
+    /// email channel keeps attachments), with why: 503, the channel redelivers later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A channel's part of one webhook route: checking a request and turning its body into
@@ -273,6 +278,17 @@ pub trait WebhookChannel: Send + Sync + 'static {
     /// Turns a verified body into the events to deliver, in order (empty: nothing the bot
     /// handles, answered 200). The whole body is parsed before the first event is delivered.
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused>;
+
+    /// What [`route`] calls: [`parse`](Self::parse) by default. A channel that must write
+    /// something before its events are delivered overrides it (the email channel keeps a
+    /// mail's attachments in the bot's store, so that their media refs still resolve after a
+    /// restart); a failure to write is [`Refused::Unavailable`].
+    fn parse_and_keep(
+        &self,
+        request: &WebhookRequest,
+    ) -> impl std::future::Future<Output = Result<Vec<ProviderEvent>, Refused>> + Send {
+        std::future::ready(self.parse(request))
+    }
 
     /// The body of the 200 that acknowledges an accepted request: `(content type, body)`.
     /// Empty by default.
@@ -298,9 +314,15 @@ pub trait WebhookChannel: Send + Sync + 'static {
 /// The route serving `channel` on `path`: `POST` carries the channel's notifications, `GET`
 /// its [handshake](WebhookChannel::handshake). Mount it on a [`WebhookServer`].
 pub fn route<C: WebhookChannel>(channel: Arc<C>, path: &str) -> Router {
+    route_limited(channel, path, BODY_LIMIT)
+}
+
+/// As [`route`], reading bodies of up to `limit` bytes instead of [`BODY_LIMIT`] (the email
+/// channel's inbound-parse posts carry the attachments themselves).
+pub fn route_limited<C: WebhookChannel>(channel: Arc<C>, path: &str, limit: usize) -> Router {
     Router::new()
         .route(path, get(handshake::<C>).post(notify::<C>))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(limit))
         .with_state(channel)
 }
 
@@ -328,10 +350,10 @@ async fn notify<C: WebhookChannel>(
     body: Bytes,
 ) -> Answer {
     let request = WebhookRequest { uri, headers, body };
-    let events = match channel
-        .verify(&request)
-        .and_then(|()| channel.parse(&request))
-    {
+    if let Err(refused) = channel.verify(&request) {
+        return refused.into();
+    }
+    let events = match channel.parse_and_keep(&request).await {
         Ok(events) => events,
         Err(refused) => return refused.into(),
     };
@@ -358,6 +380,8 @@ enum Answer {
     /// 503 (or the channel's [`WebhookChannel::retry_status`]): not started, or the pipeline
     /// did not accept an event.
     NotAccepted(Option<Rejected>, StatusCode),
+    /// 503: something needed before delivery is unavailable.
+    Unavailable(String),
 }
 
 impl From<Refused> for Answer {
@@ -366,6 +390,7 @@ impl From<Refused> for Answer {
             Refused::MissingSignature(h) => Answer::MissingSignature(h),
             Refused::BadSignature(h) => Answer::BadSignature(h),
             Refused::Malformed(reason) => Answer::Malformed(reason),
+            Refused::Unavailable(reason) => Answer::Unavailable(reason),
         }
     }
 }
@@ -391,6 +416,10 @@ impl IntoResponse for Answer {
             Answer::Malformed(reason) => {
                 tracing::warn!(%reason, "webhook refused: malformed body");
                 (StatusCode::BAD_REQUEST, reason).into_response()
+            }
+            Answer::Unavailable(reason) => {
+                tracing::warn!(%reason, "webhook not acknowledged: the channel will redeliver");
+                (StatusCode::SERVICE_UNAVAILABLE, "not accepted, retry later").into_response()
             }
             Answer::NotAccepted(reason, status) => {
                 match &reason {

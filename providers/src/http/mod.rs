@@ -309,6 +309,7 @@ pub(crate) fn channel_clients(
 
 /// The `Retry-After` of an answer, in seconds (the HTTP-date form is not read).
 #[cfg(network_channel)]
+#[cfg_attr(not(http_api_channel), allow(dead_code))]
 pub(crate) fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
     resp.headers()
         .get(reqwest::header::RETRY_AFTER)
@@ -344,6 +345,7 @@ pub(crate) fn base_builder() -> reqwest::ClientBuilder {
 ///
 /// The URL (which may carry a token) is never in the message.
 #[cfg(network_channel)]
+#[cfg_attr(not(http_api_channel), allow(dead_code))]
 pub(crate) fn call_error(
     provider: &str,
     what: &str,
