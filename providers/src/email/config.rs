@@ -58,7 +58,11 @@ impl std::fmt::Debug for ImapConfig {
 
 impl ImapConfig {
     /// A server over implicit TLS (port 993), reading `INBOX`.
-    pub fn new(host: impl Into<String>, user: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
         Self {
             host: host.into(),
             port: 993,
@@ -99,7 +103,7 @@ impl ImapConfig {
     /// The longest wait between two reconnection attempts (the wait doubles from 1 s up to
     /// it; 60 s by default).
     pub fn reconnect_max(mut self, max: Duration) -> Self {
-        self.reconnect_max = max;
+        self.reconnect_max = max.max(Duration::from_millis(10));
         self
     }
 }
@@ -132,6 +136,8 @@ impl std::fmt::Debug for EmailConfig {
             .finish_non_exhaustive()
     }
 }
+
+const SECRET_TOO_SHORT: &str = "at least 16 characters: it is the route's only protection";
 
 fn invalid(setting: &'static str, reason: impl Into<String>) -> EmailConfigError {
     EmailConfigError::Invalid {
@@ -231,9 +237,14 @@ impl EmailConfig {
         if let Some(p) = get("EMAIL_MAILGUN_PATH") {
             cfg.mailgun_path = route_checked(p, "EMAIL_MAILGUN_PATH")?;
         }
-        cfg.sendgrid_secret = get("EMAIL_SENDGRID_SECRET");
         if let Some(p) = get("EMAIL_SENDGRID_PATH") {
             cfg.sendgrid_path = route_checked(p, "EMAIL_SENDGRID_PATH")?;
+        }
+        if let Some(secret) = get("EMAIL_SENDGRID_SECRET") {
+            let path = cfg.sendgrid_path.clone();
+            cfg = cfg
+                .sendgrid(&secret, &path)
+                .map_err(|_| invalid("EMAIL_SENDGRID_SECRET", SECRET_TOO_SHORT))?;
         }
         Ok(cfg)
     }
@@ -284,10 +295,7 @@ impl EmailConfig {
     /// password).
     pub fn sendgrid(mut self, secret: &str, path: &str) -> Result<Self, EmailConfigError> {
         if secret.len() < 16 {
-            return Err(invalid(
-                "sendgrid secret",
-                "at least 16 characters: it is the route's only protection",
-            ));
+            return Err(invalid("sendgrid secret", SECRET_TOO_SHORT));
         }
         self.sendgrid_secret = Some(secret.to_owned());
         self.sendgrid_path = route_checked(path.to_owned(), "sendgrid path")?;

@@ -32,15 +32,15 @@ use futures_util::TryStreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use super::Shared;
 use super::config::ImapConfig;
 use super::error::EmailError;
 use super::inbound::{self, Outcome};
 use super::store::Position;
-use super::Shared;
 
 /// Runs the IMAP side until aborted (the provider's `stop`).
 pub(super) async fn run(shared: Arc<Shared>, imap: ImapConfig, sink: EventSink) {
-    let first_wait = Duration::from_secs(1);
+    let first_wait = Duration::from_secs(1).min(imap.reconnect_max);
     let mut wait = first_wait;
     loop {
         let mut connected = false;
@@ -54,7 +54,7 @@ pub(super) async fn run(shared: Arc<Shared>, imap: ImapConfig, sink: EventSink) 
         }
         tracing::warn!(error = %error, retry_in = ?wait, "email: IMAP connection ended; reconnecting");
         tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(imap.reconnect_max.max(first_wait));
+        wait = (wait * 2).min(imap.reconnect_max);
     }
 }
 
@@ -69,7 +69,8 @@ fn imap_error(imap: &ImapConfig, reason: impl std::fmt::Display) -> EmailError {
 /// lettre's) and the system's roots, nothing installed process-wide.
 fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let (added, _) =
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     if added == 0 {
         return Err("no TLS root certificates on this system".to_owned());
     }
@@ -98,7 +99,8 @@ async fn connect(
     }
     let server_name = rustls::pki_types::ServerName::try_from(imap.host.clone())
         .map_err(|e| imap_error(imap, e))?;
-    let connector = tokio_rustls::TlsConnector::from(tls_config().map_err(|e| imap_error(imap, e))?);
+    let connector =
+        tokio_rustls::TlsConnector::from(tls_config().map_err(|e| imap_error(imap, e))?);
     let tls = connector
         .connect(server_name, tcp)
         .await
@@ -136,7 +138,13 @@ where
     if store.position(&imap.mailbox).await?.is_none() {
         let end = mailbox.uid_next.unwrap_or(1).saturating_sub(1);
         store
-            .set_position(&imap.mailbox, Position { uid_validity: validity, uid: end })
+            .set_position(
+                &imap.mailbox,
+                Position {
+                    uid_validity: validity,
+                    uid: end,
+                },
+            )
             .await?;
     }
     *connected = true;
@@ -195,14 +203,25 @@ where
     for (uid, raw) in mails {
         deliver(shared, sink, uid, &raw).await?;
         store
-            .set_position(&imap.mailbox, Position { uid_validity: validity, uid })
+            .set_position(
+                &imap.mailbox,
+                Position {
+                    uid_validity: validity,
+                    uid,
+                },
+            )
             .await?;
     }
     Ok(())
 }
 
 /// Delivers one fetched mail; `Ok` once every event was accepted (or nothing was to deliver).
-async fn deliver(shared: &Shared, sink: &EventSink, uid: u32, raw: &[u8]) -> Result<(), EmailError> {
+async fn deliver(
+    shared: &Shared,
+    sink: &EventSink,
+    uid: u32,
+    raw: &[u8],
+) -> Result<(), EmailError> {
     let outcome = inbound::from_mime(raw).and_then(|mail| inbound::prepare(mail, &shared.own));
     let prepared = match outcome.map(Outcome::into_prepared) {
         Ok(Some(p)) => p,

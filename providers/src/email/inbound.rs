@@ -76,7 +76,9 @@ fn first_address(value: Option<&mail_parser::Address<'_>>) -> (Option<String>, O
     };
     (
         addr.address().map(|a| a.trim().to_ascii_lowercase()),
-        addr.name().map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()),
+        addr.name()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty()),
     )
 }
 
@@ -164,7 +166,10 @@ pub(crate) fn from_parts(
     text: String,
     attachments: Vec<Attachment>,
 ) -> Result<Mail, EmailError> {
-    let mut block = header_block.trim_end().replace("\r\n", "\n").replace('\n', "\r\n");
+    let mut block = header_block
+        .trim_end()
+        .replace("\r\n", "\n")
+        .replace('\n', "\r\n");
     block.push_str("\r\n\r\n");
     let msg = MessageParser::default()
         .parse_headers(block.as_bytes())
@@ -235,7 +240,10 @@ fn fallback_id(mail: &Mail) -> String {
 
 /// The events of `mail` for a bot whose address is `own`, or why it is dropped.
 pub(crate) fn prepare(mail: Mail, own: &str) -> Result<Outcome, EmailError> {
-    let id = mail.message_id.clone().unwrap_or_else(|| fallback_id(&mail));
+    let id = mail
+        .message_id
+        .clone()
+        .unwrap_or_else(|| fallback_id(&mail));
     let Some(from) = mail.from.clone().filter(|f| f.contains('@')) else {
         return Err(EmailError::Unreadable {
             mail: id,
@@ -324,9 +332,13 @@ pub(crate) fn prepare(mail: Mail, own: &str) -> Result<Outcome, EmailError> {
 pub(crate) async fn keep(store: &MailStore, prepared: &Prepared) -> Result<(), EmailError> {
     let id_digest = attachments::sha256_hex(prepared.id.as_bytes());
     for (index, bytes) in &prepared.blobs {
-        store.set_attachment(&id_digest, *index, bytes.clone()).await?;
+        store
+            .set_attachment(&id_digest, *index, bytes.clone())
+            .await?;
     }
-    store.set_thread(prepared.chat.as_str(), &prepared.thread).await
+    store
+        .set_thread(prepared.chat.as_str(), &prepared.thread)
+        .await
 }
 
 #[cfg(test)]

@@ -25,10 +25,10 @@ use botmesh::provider::ProviderEvent;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use super::Shared;
 use super::attachments::Attachment;
 use super::form::{self, Form};
 use super::inbound::{self, Mail};
-use super::Shared;
 use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest, constant_time_eq};
 
 /// The hex HMAC-SHA256 Mailgun signs a post with: `key` over `timestamp` followed by `token`.
@@ -64,7 +64,6 @@ impl Mailgun {
         }
     }
 }
-
 
 /// The mail of a Mailgun post.
 fn mail_of(form: &Form) -> Result<Mail, String> {
@@ -128,7 +127,8 @@ impl WebhookChannel for Mailgun {
         if !constant_time_eq(expected.as_bytes(), signature.trim().as_bytes()) {
             return Err(Refused::BadSignature("signature"));
         }
-        let tolerance = i64::try_from(self.shared.config.mailgun_tolerance.as_secs()).unwrap_or(i64::MAX);
+        let tolerance =
+            i64::try_from(self.shared.config.mailgun_tolerance.as_secs()).unwrap_or(i64::MAX);
         let now = botmesh::clock::now_ms() / 1000;
         let Ok(ts) = timestamp.trim().parse::<i64>() else {
             return Err(Refused::BadSignature("timestamp"));

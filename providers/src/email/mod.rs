@@ -240,7 +240,11 @@ impl EmailProvider {
                     &c.sendgrid_path,
                     ROUTE_BODY_LIMIT,
                 ))
-                .merge(crate::webhook::route_limited(channel, &under, ROUTE_BODY_LIMIT));
+                .merge(crate::webhook::route_limited(
+                    channel,
+                    &under,
+                    ROUTE_BODY_LIMIT,
+                ));
         }
         router
     }
@@ -270,9 +274,10 @@ impl EmailProvider {
                 let bytes = tokio::fs::read(path)
                     .await
                     .map_err(|e| unsupported(format!("the file {}: {e}", path.display())))?;
-                let name = path
-                    .file_name()
-                    .map_or_else(|| "attachment".to_owned(), |n| n.to_string_lossy().into_owned());
+                let name = path.file_name().map_or_else(
+                    || "attachment".to_owned(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
                 (name, bytes, mime.map(str::to_owned))
             }
             MediaSource::Token { token } => {
@@ -455,7 +460,10 @@ impl Provider for EmailProvider {
                 let subject = c.subject.clone().unwrap_or_else(|| {
                     format!(
                         "Message from {}",
-                        c.from.name.clone().unwrap_or_else(|| c.from.email.to_string())
+                        c.from
+                            .name
+                            .clone()
+                            .unwrap_or_else(|| c.from.email.to_string())
                     )
                 });
                 (address.to_owned(), subject, None, Vec::new())

@@ -81,7 +81,9 @@ pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
     if let Some(v) = mail.header("x-auto-response-suppress") {
         let v = v.to_ascii_lowercase();
         if v.contains("all") || v.contains("autoreply") {
-            return Some(Drop::AutoSubmitted(format!("x-auto-response-suppress: {v}")));
+            return Some(Drop::AutoSubmitted(format!(
+                "x-auto-response-suppress: {v}"
+            )));
         }
     }
     if let Some(v) = mail.header("precedence") {
@@ -93,9 +95,10 @@ pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
     if mail.header("list-id").is_some() || mail.header("list-unsubscribe").is_some() {
         return Some(Drop::List);
     }
-    let empty_return_path = mail
-        .header("return-path")
-        .is_some_and(|v| v.trim_matches(|c: char| c == '<' || c == '>' || c.is_whitespace()).is_empty());
+    let empty_return_path = mail.header("return-path").is_some_and(|v| {
+        v.trim_matches(|c: char| c == '<' || c == '>' || c.is_whitespace())
+            .is_empty()
+    });
     let daemon = mail
         .from
         .split('@')
@@ -127,7 +130,10 @@ mod tests {
     #[test]
     fn robots_lists_and_bounces_are_dropped() {
         let human = "ana@example.com";
-        assert_eq!(facts_of(&[("Auto-Submitted", "no")], human, "text/plain"), None);
+        assert_eq!(
+            facts_of(&[("Auto-Submitted", "no")], human, "text/plain"),
+            None
+        );
         assert_eq!(facts_of(&[], human, "text/plain"), None);
         assert_eq!(
             facts_of(&[("Auto-Submitted", "auto-replied")], human, "text/plain"),
@@ -153,10 +159,10 @@ mod tests {
             facts_of(&[], "MAILER-DAEMON@mx.example", "text/plain"),
             Some(Drop::Bounce)
         );
+        assert_eq!(facts_of(&[], human, "multipart/report"), Some(Drop::Bounce));
         assert_eq!(
-            facts_of(&[], human, "multipart/report"),
-            Some(Drop::Bounce)
+            facts_of(&[], "bot@shop.example", "text/plain"),
+            Some(Drop::Own)
         );
-        assert_eq!(facts_of(&[], "bot@shop.example", "text/plain"), Some(Drop::Own));
     }
 }

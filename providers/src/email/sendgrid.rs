@@ -51,13 +51,15 @@ fn given_secret(request: &WebhookRequest, path: &str) -> Option<String> {
         .map(str::to_owned);
     in_path.or_else(|| {
         let auth = request.header("authorization")?;
-        let encoded = auth.strip_prefix("Basic ").or_else(|| auth.strip_prefix("basic "))?;
+        let encoded = auth
+            .strip_prefix("Basic ")
+            .or_else(|| auth.strip_prefix("basic "))?;
         let decoded = botmesh::codec::decode_base64(encoded.trim())?;
         let text = String::from_utf8(decoded).ok()?;
-        text.split_once(':').map(|(_, password)| password.to_owned())
+        text.split_once(':')
+            .map(|(_, password)| password.to_owned())
     })
 }
-
 
 /// The mail of a SendGrid post.
 fn mail_of(form: &Form) -> Result<Mail, String> {

@@ -75,8 +75,8 @@ impl Smtp {
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(|ip| ip.is_loopback());
         let builder = if plain && !loopback {
-            let params = TlsParameters::new(host)
-                .map_err(|e| local(format!("TLS parameters: {e}")))?;
+            let params =
+                TlsParameters::new(host).map_err(|e| local(format!("TLS parameters: {e}")))?;
             builder.tls(Tls::Required(params))
         } else {
             builder
@@ -122,8 +122,9 @@ fn build(d: Draft) -> Result<lettre::Message, ProviderError> {
     let built = match d.attachment {
         None => b.singlepart(text_part),
         Some((file_name, content_type, bytes)) => {
-            let ct = ContentType::parse(&content_type)
-                .unwrap_or_else(|_| ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN));
+            let ct = ContentType::parse(&content_type).unwrap_or_else(|_| {
+                ContentType::parse("application/octet-stream").unwrap_or(ContentType::TEXT_PLAIN)
+            });
             b.multipart(
                 MultiPart::mixed()
                     .singlepart(text_part)

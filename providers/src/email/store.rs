@@ -101,15 +101,20 @@ impl MailStore {
         Err(fail("the entry kept changing under the write".to_owned()))
     }
 
-    async fn get_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>, EmailError> {
+    async fn get_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, EmailError> {
         match self.get(key).await? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| EmailError::Store {
-                    key: key.to_owned(),
-                    reason: format!("unreadable: {e}"),
-                }),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| EmailError::Store {
+                        key: key.to_owned(),
+                        reason: format!("unreadable: {e}"),
+                    })
+            }
         }
     }
 

@@ -85,7 +85,8 @@ mod tests {
         assert_eq!(answer_text(sig), "Yes");
         let inline = "> How many?\nTwo\n> Colour?\nRed\n";
         assert_eq!(answer_text(inline), "Two\nRed");
-        let outlook = "ok\n\nFrom: Shop <bot@shop.example>\nSent: Monday\nTo: Ana\nSubject: Re: x\n\nold";
+        let outlook =
+            "ok\n\nFrom: Shop <bot@shop.example>\nSent: Monday\nTo: Ana\nSubject: Re: x\n\nold";
         assert_eq!(answer_text(outlook), "ok");
         let german = "Ja\nAm 01.12.2026 um 10:00 schrieb Shop <bot@shop.example>:\n> Frage";
         assert_eq!(answer_text(german), "Ja");

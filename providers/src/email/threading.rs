@@ -55,7 +55,11 @@ pub(crate) fn ids(value: &str) -> Vec<String> {
 }
 
 /// The root of a thread: the first reference, else the first `In-Reply-To`, else `own`.
-pub(crate) fn root<'a>(references: &'a [String], in_reply_to: &'a [String], own: &'a str) -> &'a str {
+pub(crate) fn root<'a>(
+    references: &'a [String],
+    in_reply_to: &'a [String],
+    own: &'a str,
+) -> &'a str {
     references
         .first()
         .or_else(|| in_reply_to.first())
@@ -89,15 +93,13 @@ pub(crate) fn base_subject(subject: &str) -> &str {
             return s;
         };
         let prefix = s[..colon].trim().to_ascii_lowercase();
-        let word = prefix
-            .split_once('[')
-            .map_or(prefix.as_str(), |(w, n)| {
-                if n.trim_end_matches(']').bytes().all(|b| b.is_ascii_digit()) {
-                    w
-                } else {
-                    ""
-                }
-            });
+        let word = prefix.split_once('[').map_or(prefix.as_str(), |(w, n)| {
+            if n.trim_end_matches(']').bytes().all(|b| b.is_ascii_digit()) {
+                w
+            } else {
+                ""
+            }
+        });
         if matches!(word, "re" | "fwd" | "fw" | "aw" | "sv" | "wg" | "tr" | "rv") {
             s = s[colon + 1..].trim_start();
         } else {
@@ -144,7 +146,11 @@ pub(crate) fn header_ids(ids: &[String]) -> String {
 pub(crate) fn own_message_id(nonce: Option<&str>, domain: &str) -> String {
     match nonce {
         Some(n) => format!("bm.{n}@{domain}"),
-        None => format!("bm.r{:016x}{:016x}@{domain}", fastrand::u64(..), fastrand::u64(..)),
+        None => format!(
+            "bm.r{:016x}{:016x}@{domain}",
+            fastrand::u64(..),
+            fastrand::u64(..)
+        ),
     }
 }
 

@@ -23,6 +23,8 @@ pub mod gateway;
 pub mod gohighlevel;
 #[cfg(feature = "gupshup")]
 pub mod gupshup;
+#[cfg(feature = "email")]
+pub mod imap;
 #[cfg(any(
     feature = "whatsapp-cloud",
     feature = "messenger",
@@ -33,6 +35,8 @@ pub mod meta;
 pub mod meta_messaging;
 pub mod multipart;
 pub mod server;
+#[cfg(feature = "email")]
+pub mod smtp;
 #[cfg(feature = "telegram")]
 pub mod telegram;
 #[cfg(feature = "tiktok")]
@@ -53,6 +57,7 @@ use botmesh::provider::{
 };
 use tokio::sync::Notify;
 
+#[allow(unused_imports)] // not every channel's fakes use them
 pub use server::{DROP_CONNECTION, Panics, Served};
 
 /// Checks that a send through `provider` (configured with an API base nothing listens on)
