@@ -17,12 +17,13 @@
 //! | `discord` | `discord` | Discord: the gateway (messages) and the interactions endpoint (slash commands, components) |
 //! | `gohighlevel` | `gohighlevel` | GoHighLevel (LeadConnector) Conversations: SMS, WhatsApp, Messenger, Instagram, live chat, email of a location, signed webhooks |
 //! | `tiktok` | `tiktok` | TikTok Business Messaging: direct messages to a TikTok Business Account, signed webhooks |
+//! | `email` | `email` | email: SMTP out; IMAP IDLE, Mailgun Routes or SendGrid Inbound Parse in; a chat is a thread |
 //! | any of the three Meta channels | `meta` | the Meta Graph core: webhook handshake and signature, Graph client and error classes, the session window, Meta's media hosts |
 //! | any HTTP-gateway channel, `gohighlevel`, `tiktok` | `gateway` (private) | the unsigned webhooks' shared secret, the REST error classes |
 //! | `webhook` (pulled in by every network channel) | `http`, `webhook` | the SSRF-guarded media client; the shared axum webhook server |
 //!
 //! The network channels (`telegram`, `whatsapp-cloud`, `messenger`, `instagram`, `twilio`,
-//! `gupshup`, `evolution`, `wppconnect`, `discord`, `gohighlevel`, `tiktok`), the shared webhook server
+//! `gupshup`, `evolution`, `wppconnect`, `discord`, `gohighlevel`, `tiktok`, `email`), the shared webhook server
 //! and the SSRF-guarded HTTP client (`webhook`) sit behind their own features, off by
 //! default. A provider turns its channel's wire protocol into
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or

@@ -1,6 +1,6 @@
 //! `shop`: the README's demo bot on any channel: the console (default), JSON lines, Telegram,
 //! WhatsApp Cloud, WhatsApp Web, Messenger, Instagram, Twilio, Gupshup, Evolution API,
-//! WPPConnect, Discord, GoHighLevel or TikTok (`--channel`), with its data and its journals
+//! WPPConnect, Discord, GoHighLevel, TikTok or email (`--channel`), with its data and its journals
 //! in one SQLite file (`./data/shop.db` unless `--db PATH` or `SHOP_DB`), or on a shared
 //! Postgres or Redis (`--store-url`, behind the `postgres` / `redis` features) as one of
 //! several replicas (`--replica ID`: chat turns, the send fence, and on Telegram long polling
@@ -10,7 +10,7 @@
 //! provider and the store; the bot itself is `botmesh_examples::shop`. The network channels are
 //! behind this crate's cargo features (`telegram`, `whatsapp-cloud`, `whatsapp-web`,
 //! `messenger`, `instagram`, `twilio`, `gupshup`, `evolution`, `wppconnect`, `discord`,
-//! `gohighlevel`, `tiktok`) and read their
+//! `gohighlevel`, `tiktok`, `email`) and read their
 //! configuration from the environment (`--help` lists the variables). Durable processing is the
 //! default: nothing here turns it on. Exit codes: 0 once the input ended or a stop signal
 //! (Ctrl-C, SIGTERM, SIGHUP) was handled with a drain, 1 when the bot failed, 2 on bad
@@ -93,6 +93,13 @@ Channels and their environment variables:
   tiktok     [feature `tiktok`] TIKTOK_ACCESS_TOKEN, TIKTOK_BUSINESS_ID, TIKTOK_APP_SECRET
              (required), TIKTOK_API_BASE, TIKTOK_WEBHOOK_PATH [/tiktok],
              TIKTOK_SIGNATURE_TOLERANCE_SECS [300]; a webhook on --listen
+  email      [feature `email`] EMAIL_FROM, EMAIL_SMTP_URL (required), EMAIL_SUBJECT; inbound by
+             IMAP IDLE with EMAIL_IMAP_HOST, EMAIL_IMAP_USER, EMAIL_IMAP_PASSWORD, EMAIL_IMAP_PORT
+             [993], EMAIL_IMAP_TLS [on], EMAIL_IMAP_MAILBOX [INBOX]; and/or webhooks on --listen:
+             EMAIL_MAILGUN_SIGNING_KEY (EMAIL_MAILGUN_PATH [/email/mailgun]),
+             EMAIL_SENDGRID_SECRET (EMAIL_SENDGRID_PATH [/email/sendgrid], the URL
+             <public>/email/sendgrid/<secret>); threads, attachments and the IMAP position in
+             the shop's store
 
 A network channel needs its feature, e.g.
   cargo run -p botmesh-examples --features telegram --bin shop -- --channel telegram
@@ -180,6 +187,8 @@ enum Channel {
     Gohighlevel,
     /// TikTok Business Messaging, direct messages (a webhook).
     Tiktok,
+    /// Email: SMTP out; IMAP IDLE, Mailgun or SendGrid webhooks in.
+    Email,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -232,7 +241,8 @@ enum ShopError {
         feature = "wppconnect",
         feature = "discord",
         feature = "gohighlevel",
-        feature = "tiktok"
+        feature = "tiktok",
+        feature = "email"
     ))]
     #[error("{0}")]
     Channel(String),
@@ -495,10 +505,11 @@ async fn on_network(
         feature = "wppconnect",
         feature = "discord",
         feature = "gohighlevel",
-        feature = "tiktok"
+        feature = "tiktok",
+        feature = "email"
     ))]
     {
-        #[cfg(not(feature = "whatsapp-web"))]
+        #[cfg(not(any(feature = "whatsapp-web", feature = "email")))]
         let _ = session_kv;
         let (provider, routes) = match channel {
             #[cfg(feature = "telegram")]
@@ -529,6 +540,8 @@ async fn on_network(
             Channel::Gohighlevel => network::gohighlevel()?,
             #[cfg(feature = "tiktok")]
             Channel::Tiktok => network::tiktok()?,
+            #[cfg(feature = "email")]
+            Channel::Email => network::email(Arc::clone(&session_kv))?,
             _ => return Err(not_built_in(channel)),
         };
         let server = match routes {
@@ -543,8 +556,10 @@ async fn on_network(
             None => None,
         };
         // Without a webhook, the channel is polled (Telegram): one process at a time; so is
-        // Discord's gateway (every connection of a bot gets every message).
-        let exclusive = server.is_none() || channel == Channel::Discord;
+        // Discord's gateway (every connection of a bot gets every message), and email's IMAP
+        // connection (one read position).
+        let exclusive =
+            server.is_none() || channel == Channel::Discord || channel == Channel::Email;
         let bot = shop::shop_bot(builder(provider, exclusive))?;
         tracing::info!(?channel, "shop running; Ctrl-C or SIGTERM stops it");
         let result = bot.run().await;
@@ -565,7 +580,8 @@ async fn on_network(
         feature = "wppconnect",
         feature = "discord",
         feature = "gohighlevel",
-        feature = "tiktok"
+        feature = "tiktok",
+        feature = "email"
     )))]
     {
         let _ = (builder, listen, session_kv);
@@ -587,6 +603,7 @@ fn not_built_in(channel: Channel) -> ShopError {
         Channel::Discord => ("discord", "discord"),
         Channel::Gohighlevel => ("gohighlevel", "gohighlevel"),
         Channel::Tiktok => ("tiktok", "tiktok"),
+        Channel::Email => ("email", "email"),
         _ => ("telegram", "telegram"),
     };
     ShopError::NotBuiltIn { feature, channel }
@@ -606,7 +623,8 @@ fn not_built_in(channel: Channel) -> ShopError {
     feature = "wppconnect",
     feature = "discord",
     feature = "gohighlevel",
-    feature = "tiktok"
+    feature = "tiktok",
+    feature = "email"
 ))]
 mod network {
     use std::sync::Arc;
@@ -692,6 +710,15 @@ mod network {
             botmesh_providers::tiktok::TikTokConfig, botmesh_providers::tiktok::TikTokProvider;
     }
 
+    /// Email: the store is the shop's; the webhook routes of the inbound paths configured.
+    #[cfg(feature = "email")]
+    pub(super) fn email(kv: Arc<dyn botmesh::durability::DurableKv>) -> Result<Channel, ShopError> {
+        use botmesh_providers::email::{EmailConfig, EmailProvider};
+        let p = EmailProvider::new(EmailConfig::from_env(kv).map_err(failed)?).map_err(failed)?;
+        let server = WebhookServer::new().mount(p.webhook_routes());
+        Ok((Arc::new(p), Some(server)))
+    }
+
     /// Discord: the gateway, and the interactions endpoint when a public key is set.
     #[cfg(feature = "discord")]
     pub(super) fn discord() -> Result<Channel, ShopError> {
@@ -729,6 +756,7 @@ mod tests {
             ("whatsapp-web", Channel::WhatsappWeb),
             ("gohighlevel", Channel::Gohighlevel),
             ("tiktok", Channel::Tiktok),
+            ("email", Channel::Email),
         ] {
             let cli =
                 Cli::try_parse_from(["shop", "--channel", name]).unwrap_or_else(|e| panic!("{e}"));
