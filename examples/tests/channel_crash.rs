@@ -1,6 +1,6 @@
 //! The `shop` binary on each network channel (Telegram long polling and webhook, WhatsApp
 //! Cloud, WhatsApp Web over its fake session, Messenger, Instagram, Twilio, Gupshup, Evolution
-//! API, WPPConnect, Discord, GoHighLevel, TikTok) against a local fake of the channel's API, as a user
+//! API, WPPConnect, Discord, GoHighLevel, TikTok, email) against a local fake of the channel's API, as a user
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
@@ -16,7 +16,8 @@
     feature = "wppconnect",
     feature = "discord",
     feature = "gohighlevel",
-    feature = "tiktok"
+    feature = "tiktok",
+    feature = "email"
 ))]
 #![allow(clippy::expect_used)]
 
@@ -847,4 +848,118 @@ mod gateways {
         "gohighlevel" gohighlevel gohighlevel,
         "tiktok" tiktok tiktok
     );
+}
+
+#[cfg(feature = "email")]
+mod email {
+    use super::*;
+    use crate::fakes::smtp::{FakeSmtp, Stage};
+
+    const KEY: &str = "crash-mailgun-signing-key";
+
+    /// Email: each user's mails POSTed by Mailgun Routes to the shop's webhook (signed afresh
+    /// for each attempt, as Mailgun signs each post), all in one thread per user; the shop's
+    /// replies reach the fake SMTP server.
+    pub(crate) struct Email(FakeSmtp);
+
+    impl Email {
+        pub(crate) async fn start() -> Self {
+            Self(FakeSmtp::start().await)
+        }
+
+        fn address(user: u32) -> String {
+            format!("user{user:04}@example.com")
+        }
+    }
+
+    impl Channel for Email {
+        fn name(&self) -> &'static str {
+            "email"
+        }
+
+        fn env(&self, _listen: &str) -> Vec<(&'static str, String)> {
+            vec![
+                ("EMAIL_FROM", "Shop <shop@shop.example>".to_owned()),
+                ("EMAIL_SMTP_URL", self.0.url()),
+                ("EMAIL_MAILGUN_SIGNING_KEY", KEY.to_owned()),
+            ]
+        }
+
+        fn chat(&self, user: u32) -> String {
+            format!("{}/thread-{user:04}@example.com", Self::address(user))
+        }
+
+        fn write(
+            &self,
+            user: u32,
+            id: u64,
+            text: &str,
+            listen: &Listen,
+        ) -> Option<tokio::task::JoinHandle<()>> {
+            let root = format!("<thread-{user:04}@example.com>");
+            let message_id = format!("<in-{id}@example.com>");
+            let from = Self::address(user);
+            let headers = serde_json::json!([
+                ["From", from],
+                ["To", "shop@shop.example"],
+                ["Subject", "Re: Order"],
+                ["Message-Id", message_id],
+                ["In-Reply-To", root],
+                ["References", root],
+            ])
+            .to_string();
+            let fields: Vec<(String, String)> = vec![
+                ("recipient".into(), "shop@shop.example".into()),
+                ("from".into(), from.clone()),
+                ("body-plain".into(), text.to_owned()),
+                ("message-headers".into(), headers),
+            ];
+            let listen = listen.clone();
+            Some(post_until_accepted(message_id.clone(), move |client| {
+                let timestamp = (botmesh::clock::now_ms() / 1000).to_string();
+                let token = format!("{:032x}", fastrand::u128(..));
+                let signature =
+                    botmesh_providers::email::mailgun_signature(KEY, &timestamp, &token);
+                let mut form = fields.clone();
+                form.extend([
+                    ("timestamp".to_owned(), timestamp),
+                    ("token".to_owned(), token),
+                    ("signature".to_owned(), signature),
+                ]);
+                client
+                    .post(format!("http://{}/email/mailgun", listen.pick()))
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(serde_urlencoded::to_string(&form).expect("a form"))
+            }))
+        }
+
+        fn check_fake(&self) {}
+
+        fn delivered(&self, user: u32) -> Vec<String> {
+            self.0.delivered_to(&Self::address(user))
+        }
+
+        fn send_calls(&self) -> usize {
+            self.0.calls()
+        }
+
+        fn fail_next_send(&self, fault: Fault) {
+            match fault {
+                Fault::ServerError => self.0.fail_next(Stage::Data, "451 4.3.0 try again later"),
+                Fault::RateLimited => self
+                    .0
+                    .fail_next(Stage::Mail, "421 4.7.0 too many messages, slow down"),
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn email_shop_survives_sigkills() {
+        survives_sigkills(Email::start, seeds(SEEDS)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn email_shop_retries_4xx_bursts() {
+        retries_faults(Email::start().await).await;
+    }
 }

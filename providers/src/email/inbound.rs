@@ -20,7 +20,7 @@ use mail_parser::{HeaderValue, MessageParser, MimeHeaders, PartType};
 use super::NAME;
 use super::attachments::{self, ATTACHMENT_LIMIT, Attachment, INLINE_MIN};
 use super::error::EmailError;
-use super::rules::{self, Drop, Facts};
+use super::rules::{self, Facts, NotAnswered};
 use super::store::{MailStore, Thread};
 use super::strip;
 use super::threading;
@@ -207,7 +207,7 @@ pub(crate) enum Outcome {
         /// The mail's id.
         id: String,
         /// Why.
-        why: Drop,
+        why: NotAnswered,
     },
     /// Delivered.
     Deliver(Box<Prepared>),

@@ -69,7 +69,7 @@ pub use attachments::{ATTACHMENT_LIMIT, INLINE_MIN};
 pub use config::{EmailConfig, EmailConfigError, IDLE_RENEW, ImapConfig};
 pub use error::EmailError;
 pub use mailgun::mailgun_signature;
-pub use rules::Drop;
+pub use rules::NotAnswered;
 pub use store::Position;
 
 use crate::webhook::{Refused, SinkSlot, WebhookRequest};

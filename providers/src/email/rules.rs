@@ -4,19 +4,19 @@
 //!
 //! | header or shape | why dropped |
 //! | --- | --- |
-//! | `Auto-Submitted:` anything but `no` (`auto-replied`, `auto-generated`, `auto-notified`) | [`Drop::AutoSubmitted`] |
-//! | `X-Autoreply`, `X-Autorespond`, `X-Auto-Response-Suppress: All` / `AutoReply` | [`Drop::AutoSubmitted`] |
-//! | `Precedence: bulk`, `list` or `junk` | [`Drop::Bulk`] |
-//! | `List-Id` or `List-Unsubscribe` | [`Drop::List`] |
-//! | an empty `Return-Path` (`<>`), a `MAILER-DAEMON` sender, a `multipart/report` body (delivery and read reports) | [`Drop::Bounce`] |
-//! | sent from the bot's own address | [`Drop::Own`] |
+//! | `Auto-Submitted:` anything but `no` (`auto-replied`, `auto-generated`, `auto-notified`) | [`NotAnswered::AutoSubmitted`] |
+//! | `X-Autoreply`, `X-Autorespond`, `X-Auto-Response-Suppress: All` / `AutoReply` | [`NotAnswered::AutoSubmitted`] |
+//! | `Precedence: bulk`, `list` or `junk` | [`NotAnswered::Bulk`] |
+//! | `List-Id` or `List-Unsubscribe` | [`NotAnswered::List`] |
+//! | an empty `Return-Path` (`<>`), a `MAILER-DAEMON` sender, a `multipart/report` body (delivery and read reports) | [`NotAnswered::Bounce`] |
+//! | sent from the bot's own address | [`NotAnswered::Own`] |
 //!
 //! It does not rate-limit answers per address, nor check SPF/DKIM (read the provider's
 //! `Authentication-Results` yourself before trusting who a `From` names).
 
 /// Why a mail is not answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Drop {
+pub enum NotAnswered {
     /// Sent by a robot (`Auto-Submitted` or an auto-reply header), with the header's value.
     AutoSubmitted(String),
     /// Bulk mail (`Precedence`), with the value.
@@ -29,14 +29,14 @@ pub enum Drop {
     Own,
 }
 
-impl std::fmt::Display for Drop {
+impl std::fmt::Display for NotAnswered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Drop::AutoSubmitted(v) => write!(f, "auto-submitted ({v})"),
-            Drop::Bulk(v) => write!(f, "precedence {v}"),
-            Drop::List => f.write_str("mailing list"),
-            Drop::Bounce => f.write_str("bounce or report"),
-            Drop::Own => f.write_str("sent by the bot itself"),
+            NotAnswered::AutoSubmitted(v) => write!(f, "auto-submitted ({v})"),
+            NotAnswered::Bulk(v) => write!(f, "precedence {v}"),
+            NotAnswered::List => f.write_str("mailing list"),
+            NotAnswered::Bounce => f.write_str("bounce or report"),
+            NotAnswered::Own => f.write_str("sent by the bot itself"),
         }
     }
 }
@@ -63,25 +63,25 @@ impl Facts<'_> {
 }
 
 /// Why `mail` must not be answered, if it must not.
-pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
+pub(crate) fn check(mail: &Facts<'_>) -> Option<NotAnswered> {
     if mail.from == mail.own {
-        return Some(Drop::Own);
+        return Some(NotAnswered::Own);
     }
     if let Some(v) = mail.header("auto-submitted") {
         let kind = v.split(';').next().unwrap_or_default().trim();
         if !kind.eq_ignore_ascii_case("no") {
-            return Some(Drop::AutoSubmitted(kind.to_ascii_lowercase()));
+            return Some(NotAnswered::AutoSubmitted(kind.to_ascii_lowercase()));
         }
     }
     for name in ["x-autoreply", "x-autorespond"] {
         if mail.header(name).is_some() {
-            return Some(Drop::AutoSubmitted(name.to_owned()));
+            return Some(NotAnswered::AutoSubmitted(name.to_owned()));
         }
     }
     if let Some(v) = mail.header("x-auto-response-suppress") {
         let v = v.to_ascii_lowercase();
         if v.contains("all") || v.contains("autoreply") {
-            return Some(Drop::AutoSubmitted(format!(
+            return Some(NotAnswered::AutoSubmitted(format!(
                 "x-auto-response-suppress: {v}"
             )));
         }
@@ -89,11 +89,11 @@ pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
     if let Some(v) = mail.header("precedence") {
         let v = v.to_ascii_lowercase();
         if matches!(v.as_str(), "bulk" | "list" | "junk") {
-            return Some(Drop::Bulk(v));
+            return Some(NotAnswered::Bulk(v));
         }
     }
     if mail.header("list-id").is_some() || mail.header("list-unsubscribe").is_some() {
-        return Some(Drop::List);
+        return Some(NotAnswered::List);
     }
     let empty_return_path = mail.header("return-path").is_some_and(|v| {
         v.trim_matches(|c: char| c == '<' || c == '>' || c.is_whitespace())
@@ -105,7 +105,7 @@ pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
         .next()
         .is_some_and(|local| local.eq_ignore_ascii_case("mailer-daemon"));
     if empty_return_path || daemon || mail.content_type.starts_with("multipart/report") {
-        return Some(Drop::Bounce);
+        return Some(NotAnswered::Bounce);
     }
     None
 }
@@ -114,7 +114,7 @@ pub(crate) fn check(mail: &Facts<'_>) -> Option<Drop> {
 mod tests {
     use super::*;
 
-    fn facts_of(headers: &[(&str, &str)], from: &str, ct: &str) -> Option<Drop> {
+    fn facts_of(headers: &[(&str, &str)], from: &str, ct: &str) -> Option<NotAnswered> {
         let headers: Vec<(String, String)> = headers
             .iter()
             .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
@@ -137,32 +137,35 @@ mod tests {
         assert_eq!(facts_of(&[], human, "text/plain"), None);
         assert_eq!(
             facts_of(&[("Auto-Submitted", "auto-replied")], human, "text/plain"),
-            Some(Drop::AutoSubmitted("auto-replied".into()))
+            Some(NotAnswered::AutoSubmitted("auto-replied".into()))
         );
         assert!(matches!(
             facts_of(&[("X-Autoreply", "yes")], human, "text/plain"),
-            Some(Drop::AutoSubmitted(_))
+            Some(NotAnswered::AutoSubmitted(_))
         ));
         assert_eq!(
             facts_of(&[("Precedence", "Bulk")], human, "text/plain"),
-            Some(Drop::Bulk("bulk".into()))
+            Some(NotAnswered::Bulk("bulk".into()))
         );
         assert_eq!(
             facts_of(&[("List-Unsubscribe", "<mailto:x@y>")], human, "text/plain"),
-            Some(Drop::List)
+            Some(NotAnswered::List)
         );
         assert_eq!(
             facts_of(&[("Return-Path", "<>")], human, "text/plain"),
-            Some(Drop::Bounce)
+            Some(NotAnswered::Bounce)
         );
         assert_eq!(
             facts_of(&[], "MAILER-DAEMON@mx.example", "text/plain"),
-            Some(Drop::Bounce)
+            Some(NotAnswered::Bounce)
         );
-        assert_eq!(facts_of(&[], human, "multipart/report"), Some(Drop::Bounce));
+        assert_eq!(
+            facts_of(&[], human, "multipart/report"),
+            Some(NotAnswered::Bounce)
+        );
         assert_eq!(
             facts_of(&[], "bot@shop.example", "text/plain"),
-            Some(Drop::Own)
+            Some(NotAnswered::Own)
         );
     }
 }

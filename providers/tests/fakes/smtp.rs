@@ -29,6 +29,14 @@ pub struct Received {
 }
 
 impl Received {
+    /// The plain-text body, decoded (quoted-printable, base64).
+    pub fn text(&self) -> String {
+        mail_parser::MessageParser::default()
+            .parse(self.data.as_bytes())
+            .and_then(|m| m.body_text(0).map(|t| t.into_owned()))
+            .unwrap_or_default()
+    }
+
     /// A header's value (unfolded), by name.
     pub fn header(&self, name: &str) -> Option<String> {
         let head = self.data.split("\r\n\r\n").next().unwrap_or_default();
@@ -61,6 +69,8 @@ struct State {
     mails: Vec<Received>,
     scripted: VecDeque<(Stage, String)>,
     connections: usize,
+    /// Transactions answered: mails accepted and scripted failures.
+    calls: usize,
 }
 
 /// The fake server.
@@ -106,6 +116,21 @@ impl FakeSmtp {
             .push_back((stage, reply.to_owned()));
     }
 
+    /// The texts of the mails accepted for `address`, in order.
+    pub fn delivered_to(&self, address: &str) -> Vec<String> {
+        let rcpt = format!("<{address}>");
+        self.mails()
+            .iter()
+            .filter(|m| m.to.contains(&rcpt))
+            .map(Received::text)
+            .collect()
+    }
+
+    /// How many transactions the server answered (mails accepted, scripted failures).
+    pub fn calls(&self) -> usize {
+        self.state.lock().expect("smtp state").calls
+    }
+
     pub fn mails(&self) -> Vec<Received> {
         self.state.lock().expect("smtp state").mails.clone()
     }
@@ -129,6 +154,7 @@ impl FakeSmtp {
     fn scripted(&self, stage: Stage) -> Option<String> {
         let mut state = self.state.lock().expect("smtp state");
         let at = state.scripted.iter().position(|(s, _)| *s == stage)?;
+        state.calls += 1;
         state.scripted.remove(at).map(|(_, r)| r)
     }
 
@@ -181,11 +207,14 @@ impl FakeSmtp {
                 match self.scripted(Stage::Data) {
                     Some(r) => r,
                     None => {
-                        self.state.lock().expect("smtp state").mails.push(Received {
+                        let mut state = self.state.lock().expect("smtp state");
+                        state.calls += 1;
+                        state.mails.push(Received {
                             from: from.clone(),
                             to: to.clone(),
                             data,
                         });
+                        drop(state);
                         self.changed.notify_waiters();
                         "250 2.0.0 queued".to_owned()
                     }
