@@ -933,8 +933,16 @@ mod email {
             }))
         }
 
-        fn check_fake(&self) {}
+        fn check_fake(&self) {
+            let resent = self.0.resent();
+            if resent > 0 {
+                println!(
+                    "email: {resent} mails resent with their first Message-ID (one mail each in the mailbox)"
+                );
+            }
+        }
 
+        /// As the user's mailbox shows them: one mail per Message-ID.
         fn delivered(&self, user: u32) -> Vec<String> {
             self.0.delivered_to(&Self::address(user))
         }

@@ -116,14 +116,29 @@ impl FakeSmtp {
             .push_back((stage, reply.to_owned()));
     }
 
-    /// The texts of the mails accepted for `address`, in order.
+    /// The texts of the mails accepted for `address`, in order, as the recipient's mailbox
+    /// shows them: one mail per Message-ID (a resend with the same Message-ID, after a crash
+    /// mid-send, is the same mail to Gmail and most clients; [`resent`](Self::resent) counts
+    /// them).
     pub fn delivered_to(&self, address: &str) -> Vec<String> {
         let rcpt = format!("<{address}>");
+        let mut seen = std::collections::HashSet::new();
         self.mails()
             .iter()
             .filter(|m| m.to.contains(&rcpt))
+            .filter(|m| m.header("Message-ID").is_none_or(|id| seen.insert(id)))
             .map(Received::text)
             .collect()
+    }
+
+    /// How many accepted mails repeated a Message-ID accepted before (resends).
+    pub fn resent(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        self.mails()
+            .iter()
+            .filter_map(|m| m.header("Message-ID"))
+            .filter(|id| !seen.insert(id.clone()))
+            .count()
     }
 
     /// How many transactions the server answered (mails accepted, scripted failures).
