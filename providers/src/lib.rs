@@ -29,6 +29,8 @@
 //! [`botmesh::provider::ProviderEvent`]s and carries sends back; it never routes, retries or
 //! journals (the runtime does).
 
+#[cfg(any(feature = "whatsapp-web", feature = "email"))]
+mod kv_write;
 #[cfg(any(feature = "console", feature = "jsonl"))]
 mod lines;
 
@@ -86,6 +88,8 @@ pub mod messenger;
     )))
 )]
 pub mod meta;
+#[cfg(any(feature = "twilio", feature = "email"))]
+mod readable;
 #[cfg(network_channel)]
 pub mod settings;
 #[cfg(feature = "telegram")]

@@ -6,7 +6,7 @@
 //! only when written by the same channel and when the channel finds the token plausible (an
 //! id of its shape, a URL its credentials may go to).
 
-use botmesh::message::MediaRef;
+use botmesh::message::{MediaKind, MediaRef};
 use botmesh::provider::{MediaUnavailableReason, ProviderError, StoredMediaRef};
 use serde_json::json;
 
@@ -123,4 +123,22 @@ pub(crate) async fn fetch(
         .await
         .map(|d| d.bytes)
         .map_err(|e| download_error(e, provider))
+}
+
+/// The media kind of a MIME type: `image/*`, `audio/ogg` and `audio/opus` (voice notes),
+/// other `audio/*`, `video/*`, and anything else a document.
+#[cfg_attr(not(any(feature = "twilio", feature = "email")), allow(dead_code))]
+pub(crate) fn kind_of_mime(content_type: &str) -> MediaKind {
+    let ct = content_type.to_ascii_lowercase();
+    if ct.starts_with("image/") {
+        MediaKind::Image
+    } else if ct.starts_with("audio/ogg") || ct.starts_with("audio/opus") {
+        MediaKind::Voice
+    } else if ct.starts_with("audio/") {
+        MediaKind::Audio
+    } else if ct.starts_with("video/") {
+        MediaKind::Video
+    } else {
+        MediaKind::Document
+    }
 }

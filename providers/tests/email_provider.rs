@@ -129,22 +129,36 @@ async fn post_sendgrid(url: &str, content_type: &str, body: Vec<u8>) -> u16 {
         .unwrap_or(0)
 }
 
-const SG_HEADERS: &str = "From: Ana <ana@example.com>\r\nTo: bot@shop.example\r\nSubject: Re: Order 42\r\nMessage-ID: <sg-1@example.com>\r\nIn-Reply-To: <root-42@example.com>\r\nReferences: <root-42@example.com>\r\nDate: Mon, 1 Dec 2026 10:00:00 +0000";
-
-#[tokio::test]
-async fn a_reply_threads_carries_our_message_id_and_is_marked_auto_replied() {
+/// A durable pong bot on the email provider, its routes served: the fake SMTP server, the
+/// webhook server and its base URL, the bot (started).
+async fn pong_shop() -> (
+    FakeSmtp,
+    botmesh_providers::webhook::RunningWebhookServer,
+    String,
+    botmesh::prelude::Bot,
+) {
     let smtp = FakeSmtp::start().await;
     let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
     let (server, base) = fakes::mount(email.webhook_routes()).await;
     let bot = fakes::durable_pong_bot(email.clone());
     bot.start().await.expect("start");
+    (smtp, server, base, bot)
+}
 
-    let fields = mailgun_fields(
+/// Mailgun's fields of mail `id` in the thread rooted at `root`.
+fn in_thread(id: &str, root: &str, body: &str) -> Vec<(String, String)> {
+    mailgun_fields(id, &[("References", root), ("In-Reply-To", root)], body)
+}
+
+const SG_HEADERS: &str = "From: Ana <ana@example.com>\r\nTo: bot@shop.example\r\nSubject: Re: Order 42\r\nMessage-ID: <sg-1@example.com>\r\nIn-Reply-To: <root-42@example.com>\r\nReferences: <root-42@example.com>\r\nDate: Mon, 1 Dec 2026 10:00:00 +0000";
+
+#[tokio::test]
+async fn a_reply_threads_carries_our_message_id_and_is_marked_auto_replied() {
+    let (smtp, server, base, bot) = pong_shop().await;
+
+    let fields = in_thread(
         "<m1@example.com>",
-        &[
-            ("References", "<root@example.com>"),
-            ("In-Reply-To", "<root@example.com>"),
-        ],
+        "<root@example.com>",
         "Two please.\r\n\r\nOn Mon, 1 Dec 2026, Shop <bot@shop.example> wrote:\r\n> How many?\r\n",
     );
     assert_eq!(
@@ -326,20 +340,9 @@ async fn sendgrid_posts_need_the_secret_in_the_path_or_basic_auth() {
 
 #[tokio::test]
 async fn the_same_mail_through_mailgun_twice_and_sendgrid_is_answered_once() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
-    let (server, base) = fakes::mount(email.webhook_routes()).await;
-    let bot = fakes::durable_pong_bot(email.clone());
-    bot.start().await.expect("start");
+    let (smtp, server, base, bot) = pong_shop().await;
 
-    let fields = mailgun_fields(
-        "<sg-1@example.com>",
-        &[
-            ("References", "<root-42@example.com>"),
-            ("In-Reply-To", "<root-42@example.com>"),
-        ],
-        "Hello",
-    );
+    let fields = in_thread("<sg-1@example.com>", "<root-42@example.com>", "Hello");
     assert_eq!(
         post_mailgun(&base, &fields, KEY, now_secs(), "d1").await,
         200

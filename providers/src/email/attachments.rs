@@ -8,7 +8,6 @@
 //! It does not keep inline images that the HTML references (`cid:`) as attachments when they
 //! are under [`INLINE_MIN`] bytes (logos and signature images), nor unpack `winmail.dat`.
 
-use botmesh::message::MediaKind;
 use sha2::{Digest, Sha256};
 
 /// Inline parts smaller than this are taken for logos and signature images and left out.
@@ -47,20 +46,6 @@ pub(crate) fn parse_token(token: &str) -> Option<(&str, usize, &str)> {
     let id = parts.next()?;
     let hex_digest = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
     (hex_digest && !id.is_empty()).then_some((id, index, digest))
-}
-
-/// The media kind of a content type.
-pub(crate) fn kind(content_type: &str) -> MediaKind {
-    let ct = content_type.to_ascii_lowercase();
-    if ct.starts_with("image/") {
-        MediaKind::Image
-    } else if ct.starts_with("audio/") {
-        MediaKind::Audio
-    } else if ct.starts_with("video/") {
-        MediaKind::Video
-    } else {
-        MediaKind::Document
-    }
 }
 
 #[cfg(test)]

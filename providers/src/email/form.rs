@@ -79,19 +79,11 @@ pub(crate) fn parse(content_type: &str, body: &[u8]) -> Result<Form, String> {
         };
         match disposition.attribute("filename") {
             Some(file_name) => {
-                let content_type = part
-                    .content_type()
-                    .map(|ct| match ct.subtype() {
-                        Some(sub) => format!("{}/{sub}", ct.ctype()),
-                        None => ct.ctype().to_owned(),
-                    })
-                    .unwrap_or_else(|| "application/octet-stream".to_owned())
-                    .to_ascii_lowercase();
                 form.files.push(FormFile {
                     field: name.to_owned(),
                     attachment: Attachment {
                         file_name: Some(file_name.to_owned()).filter(|f| !f.is_empty()),
-                        content_type,
+                        content_type: super::inbound::type_of(part, "application/octet-stream"),
                         bytes: part.contents().to_vec(),
                     },
                 });

@@ -110,15 +110,18 @@ fn read_headers(mail: &mut Mail, msg: &mail_parser::Message<'_>) {
         .date()
         .map(|d| d.to_timestamp().saturating_mul(1000))
         .unwrap_or_else(botmesh::clock::now_ms);
-    mail.content_type = msg
-        .root_part()
-        .content_type()
+    mail.content_type = type_of(msg.root_part(), "text/plain");
+}
+
+/// A part's content type (`type/subtype`, lower-case), `default` when it has none.
+pub(crate) fn type_of(part: &mail_parser::MessagePart<'_>, default: &str) -> String {
+    part.content_type()
         .map(|ct| match ct.subtype() {
             Some(sub) => format!("{}/{sub}", ct.ctype()),
             None => ct.ctype().to_owned(),
         })
-        .unwrap_or_else(|| "text/plain".to_owned())
-        .to_ascii_lowercase();
+        .unwrap_or_else(|| default.to_owned())
+        .to_ascii_lowercase()
 }
 
 /// A full RFC 5322 message (IMAP `BODY[]`, Mailgun's `body-mime`, SendGrid's raw `email`).
@@ -143,17 +146,9 @@ pub(crate) fn from_mime(raw: &[u8]) -> Result<Mail, EmailError> {
         if matches!(part.body, PartType::Multipart(_)) {
             continue;
         }
-        let content_type = part
-            .content_type()
-            .map(|ct| match ct.subtype() {
-                Some(sub) => format!("{}/{sub}", ct.ctype()),
-                None => ct.ctype().to_owned(),
-            })
-            .unwrap_or_else(|| "application/octet-stream".to_owned())
-            .to_ascii_lowercase();
         mail.attachments.push(Attachment {
             file_name: part.attachment_name().map(str::to_owned),
-            content_type,
+            content_type: type_of(part, "application/octet-stream"),
             bytes: bytes.to_vec(),
         });
     }
@@ -305,7 +300,7 @@ pub(crate) fn prepare(mail: Mail, own: &str) -> Result<Outcome, EmailError> {
         events.push(message(
             mid,
             Content::Media(InboundMedia {
-                kind: attachments::kind(&a.content_type),
+                kind: crate::media::kind_of_mime(&a.content_type),
                 media_ref: MediaRef {
                     provider: NAME.to_owned(),
                     token: attachments::token(&id, index, &digest),

@@ -19,17 +19,17 @@
 //! reuse a token is not documented).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use botmesh::provider::ProviderEvent;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::Shared;
+use super::ParseApi;
 use super::attachments::Attachment;
+use super::config::EmailConfig;
 use super::form::{self, Form};
 use super::inbound::{self, Mail};
-use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest, constant_time_eq};
+use crate::webhook::{Refused, WebhookRequest, constant_time_eq};
 
 /// The hex HMAC-SHA256 Mailgun signs a post with: `key` over `timestamp` followed by `token`.
 ///
@@ -47,22 +47,11 @@ pub fn mailgun_signature(signing_key: &str, timestamp: &str, token: &str) -> Str
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// The Mailgun route's channel.
+/// Mailgun's part of its route: the signature check, with the tokens seen (and their
+/// timestamps, in seconds), forgotten after the tolerance.
+#[derive(Default)]
 pub(super) struct Mailgun {
-    pub(super) shared: Arc<Shared>,
-    pub(super) slot: SinkSlot,
-    /// Tokens seen, with their timestamps (seconds), forgotten after the tolerance.
     seen: Mutex<HashMap<String, i64>>,
-}
-
-impl Mailgun {
-    pub(super) fn new(shared: Arc<Shared>, slot: SinkSlot) -> Self {
-        Self {
-            shared,
-            slot,
-            seen: Mutex::new(HashMap::new()),
-        }
-    }
 }
 
 /// The mail of a Mailgun post.
@@ -106,12 +95,8 @@ fn mail_of(form: &Form) -> Result<Mail, String> {
     Ok(mail)
 }
 
-impl WebhookChannel for Mailgun {
-    fn slot(&self) -> &SinkSlot {
-        &self.slot
-    }
-
-    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
+impl ParseApi for Mailgun {
+    fn verify(&self, config: &EmailConfig, request: &WebhookRequest) -> Result<(), Refused> {
         let form = form::of_request(request)?;
         let (Some(timestamp), Some(token), Some(signature)) = (
             form.value("timestamp"),
@@ -120,15 +105,14 @@ impl WebhookChannel for Mailgun {
         ) else {
             return Err(Refused::MissingSignature("signature"));
         };
-        let Some(key) = self.shared.config.mailgun_key.as_deref() else {
+        let Some(key) = config.mailgun_key.as_deref() else {
             return Err(Refused::BadSignature("signature"));
         };
         let expected = mailgun_signature(key, timestamp, token);
         if !constant_time_eq(expected.as_bytes(), signature.trim().as_bytes()) {
             return Err(Refused::BadSignature("signature"));
         }
-        let tolerance =
-            i64::try_from(self.shared.config.mailgun_tolerance.as_secs()).unwrap_or(i64::MAX);
+        let tolerance = i64::try_from(config.mailgun_tolerance.as_secs()).unwrap_or(i64::MAX);
         let now = botmesh::clock::now_ms() / 1000;
         let Ok(ts) = timestamp.trim().parse::<i64>() else {
             return Err(Refused::BadSignature("timestamp"));
@@ -144,14 +128,7 @@ impl WebhookChannel for Mailgun {
         Ok(())
     }
 
-    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        self.shared.events(request, mail_of)
-    }
-
-    fn parse_and_keep(
-        &self,
-        request: &WebhookRequest,
-    ) -> impl std::future::Future<Output = Result<Vec<ProviderEvent>, Refused>> + Send {
-        self.shared.clone().events_kept(request, mail_of)
+    fn mail_of(form: &Form) -> Result<Mail, String> {
+        mail_of(form)
     }
 }

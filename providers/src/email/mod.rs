@@ -193,7 +193,54 @@ impl Shared {
     }
 }
 
+/// An inbound-parse provider's part of its route (Mailgun, SendGrid): how a post is
+/// authenticated and how its form reads as a mail. [`ParseRoute`] does the rest.
+pub(crate) trait ParseApi: Send + Sync + 'static {
+    /// Checks the post's signature or secret.
+    fn verify(&self, config: &EmailConfig, request: &WebhookRequest) -> Result<(), Refused>;
+    /// The mail of the post's form.
+    fn mail_of(form: &Form) -> Result<Mail, String>;
+}
+
+/// An inbound-parse route: the provider's part, and the shared state and sink.
+pub(crate) struct ParseRoute<A> {
+    api: A,
+    shared: Arc<Shared>,
+    slot: SinkSlot,
+}
+
+impl<A: ParseApi> crate::webhook::WebhookChannel for ParseRoute<A> {
+    fn slot(&self) -> &SinkSlot {
+        &self.slot
+    }
+
+    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
+        self.api.verify(&self.shared.config, request)
+    }
+
+    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
+        self.shared.events(request, A::mail_of)
+    }
+
+    fn parse_and_keep(
+        &self,
+        request: &WebhookRequest,
+    ) -> impl std::future::Future<Output = Result<Vec<ProviderEvent>, Refused>> + Send {
+        self.shared.clone().events_kept(request, A::mail_of)
+    }
+}
+
 impl EmailProvider {
+    /// The route of `api` on `path`.
+    fn parse_route<A: ParseApi>(&self, api: A, path: &str) -> Router {
+        let route = Arc::new(ParseRoute {
+            api,
+            shared: self.shared.clone(),
+            slot: self.slot.clone(),
+        });
+        crate::webhook::route_limited(route, path, ROUTE_BODY_LIMIT)
+    }
+
     /// A provider with these settings (no connection yet: SMTP connects on the first send,
     /// IMAP at `start`).
     pub fn new(config: EmailConfig) -> Result<Self, ProviderError> {
@@ -221,30 +268,14 @@ impl EmailProvider {
         let c = &self.shared.config;
         let mut router = Router::new();
         if c.mailgun_key.is_some() {
-            let channel = mailgun::Mailgun::new(self.shared.clone(), self.slot.clone());
-            router = router.merge(crate::webhook::route_limited(
-                Arc::new(channel),
-                &c.mailgun_path,
-                ROUTE_BODY_LIMIT,
-            ));
+            router = router.merge(self.parse_route(mailgun::Mailgun::default(), &c.mailgun_path));
         }
         if c.sendgrid_secret.is_some() {
-            let channel = Arc::new(sendgrid::SendGrid {
-                shared: self.shared.clone(),
-                slot: self.slot.clone(),
-            });
+            // The route, and the secret as the path segment under it.
             let under = format!("{}/{{*rest}}", c.sendgrid_path.trim_end_matches('/'));
             router = router
-                .merge(crate::webhook::route_limited(
-                    channel.clone(),
-                    &c.sendgrid_path,
-                    ROUTE_BODY_LIMIT,
-                ))
-                .merge(crate::webhook::route_limited(
-                    channel,
-                    &under,
-                    ROUTE_BODY_LIMIT,
-                ));
+                .merge(self.parse_route(sendgrid::SendGrid, &c.sendgrid_path))
+                .merge(self.parse_route(sendgrid::SendGrid, &under));
         }
         router
     }
@@ -351,26 +382,13 @@ impl EmailProvider {
                 (text, Some(attachment))
             }
             OutgoingContent::Location(l) => {
-                let mut body = String::new();
-                for part in [&l.name, &l.address].into_iter().flatten() {
-                    body.push_str(part);
-                    body.push('\n');
-                }
-                body.push_str(&format!(
-                    "https://maps.google.com/?q={},{}",
-                    l.latitude, l.longitude
-                ));
+                let body = crate::readable::location(l);
                 (body, None)
             }
             OutgoingContent::Contacts(cards) => {
-                if cards.is_empty() {
+                let Some(body) = crate::readable::contacts(cards) else {
                     return Err(unsupported("an empty list of contacts"));
-                }
-                let body = cards
-                    .iter()
-                    .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                };
                 (body, None)
             }
             OutgoingContent::Template { .. } => return Err(unsupported("templates")),

@@ -19,24 +19,18 @@
 //! that carries Message-ID and the threading headers; `text`; `attachment1…N` files) and
 //! "send raw" (the whole mail in `email`).
 
-use std::sync::Arc;
-
-use botmesh::provider::ProviderEvent;
-
-use super::Shared;
+use super::ParseApi;
 use super::attachments::Attachment;
+use super::config::EmailConfig;
 use super::form::Form;
 use super::inbound::{self, Mail};
-use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest, constant_time_eq};
+use crate::webhook::{Refused, WebhookRequest, constant_time_eq};
 
 /// What a refusal names (never the value).
 const NAMED: &str = "the path secret or basic auth";
 
-/// The SendGrid route's channel.
-pub(super) struct SendGrid {
-    pub(super) shared: Arc<Shared>,
-    pub(super) slot: SinkSlot,
-}
+/// SendGrid's part of its route: the shared secret.
+pub(super) struct SendGrid;
 
 /// The secret a request carries: the first path segment after the route, else the password
 /// of its basic auth.
@@ -79,13 +73,8 @@ fn mail_of(form: &Form) -> Result<Mail, String> {
     inbound::from_parts(headers, text, attachments).map_err(|e| e.to_string())
 }
 
-impl WebhookChannel for SendGrid {
-    fn slot(&self) -> &SinkSlot {
-        &self.slot
-    }
-
-    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
-        let config = &self.shared.config;
+impl ParseApi for SendGrid {
+    fn verify(&self, config: &EmailConfig, request: &WebhookRequest) -> Result<(), Refused> {
         let Some(secret) = config.sendgrid_secret.as_deref() else {
             return Err(Refused::BadSignature(NAMED));
         };
@@ -96,14 +85,7 @@ impl WebhookChannel for SendGrid {
         }
     }
 
-    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        self.shared.events(request, mail_of)
-    }
-
-    fn parse_and_keep(
-        &self,
-        request: &WebhookRequest,
-    ) -> impl std::future::Future<Output = Result<Vec<ProviderEvent>, Refused>> + Send {
-        self.shared.clone().events_kept(request, mail_of)
+    fn mail_of(form: &Form) -> Result<Mail, String> {
+        mail_of(form)
     }
 }

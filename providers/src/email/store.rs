@@ -7,13 +7,13 @@
 //! | `imap/<mailbox>` | the read position: `UIDVALIDITY` and the last UID delivered (JSON) | after the pipeline accepted every event of that mail |
 //! | `media/<sha256 of the Message-ID>/<index>` | an attachment's bytes | before the mail is delivered |
 //!
-//! Each key has one writer at a time (the mail being delivered, the IMAP task), so a write is
-//! a compare-and-set that re-reads the version on a conflict. It does not expire entries
-//! (retention of attachments is the application's).
+//! Each key has one writer at a time (the mail being delivered, the IMAP task): a write
+//! overwrites (`kv_write`). It does not expire entries (retention of attachments is the
+//! application's).
 
 use std::sync::Arc;
 
-use botmesh::durability::kv::{CasOutcome, DurableKv, Entry, KvOp, Scope};
+use botmesh::durability::kv::{DurableKv, Scope};
 use serde::{Deserialize, Serialize};
 
 use super::error::EmailError;
@@ -69,36 +69,12 @@ impl MailStore {
     }
 
     async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), EmailError> {
-        let fail = |reason: String| EmailError::Store {
-            key: key.to_owned(),
-            reason,
-        };
-        for _ in 0..5 {
-            let expected = self
-                .kv
-                .get(&self.scope, key)
-                .await
-                .map_err(|e| fail(e.to_string()))?
-                .map(|v| v.version);
-            let op = KvOp::Cas {
+        crate::kv_write::overwrite(self.kv.as_ref(), &self.scope, key, value)
+            .await
+            .map_err(|reason| EmailError::Store {
                 key: key.to_owned(),
-                expected,
-                entry: Entry {
-                    value: value.clone(),
-                    idx1: None,
-                    idx2: None,
-                },
-            };
-            if let CasOutcome::Ok { .. } = self
-                .kv
-                .apply(&self.scope, op)
-                .await
-                .map_err(|e| fail(e.to_string()))?
-            {
-                return Ok(());
-            }
-        }
-        Err(fail("the entry kept changing under the write".to_owned()))
+                reason,
+            })
     }
 
     async fn get_json<T: for<'de> Deserialize<'de>>(

@@ -12,8 +12,8 @@
 //! Chats and senders are the `From` address as Twilio gives it (`+1555…`, `whatsapp:+1555…`).
 
 use botmesh::message::{
-    Button, ChatId, Content, InboundMedia, Interaction, Location, MediaKind, MediaRef, Message,
-    MessageId, UserId,
+    Button, ChatId, Content, InboundMedia, Interaction, Location, MediaRef, Message, MessageId,
+    UserId,
 };
 use botmesh::provider::{DeliveryStatus, ProviderEvent};
 
@@ -35,21 +35,6 @@ impl Form {
         self.get(k)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| Malformed(format!("{k} is missing")))
-    }
-}
-
-fn media_kind(content_type: &str) -> MediaKind {
-    let ct = content_type.to_ascii_lowercase();
-    if ct.starts_with("image/") {
-        MediaKind::Image
-    } else if ct.starts_with("audio/ogg") || ct.starts_with("audio/opus") {
-        MediaKind::Voice
-    } else if ct.starts_with("audio/") {
-        MediaKind::Audio
-    } else if ct.starts_with("video/") {
-        MediaKind::Video
-    } else {
-        MediaKind::Document
     }
 }
 
@@ -128,7 +113,7 @@ pub(crate) fn message_events(
             events.push(message(
                 id,
                 Content::Media(InboundMedia {
-                    kind: media_kind(ct),
+                    kind: crate::media::kind_of_mime(ct),
                     media_ref: MediaRef {
                         provider: NAME.to_owned(),
                         token: url.to_owned(),

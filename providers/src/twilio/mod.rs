@@ -327,26 +327,13 @@ impl WebhookApi for Twilio {
                 (form, None)
             }
             OutgoingContent::Location(l) => {
-                let mut body = String::new();
-                for part in [&l.name, &l.address].into_iter().flatten() {
-                    body.push_str(part);
-                    body.push('\n');
-                }
-                body.push_str(&format!(
-                    "https://maps.google.com/?q={},{}",
-                    l.latitude, l.longitude
-                ));
+                let body = crate::readable::location(l);
                 (vec![kv("Body", body)], None)
             }
             OutgoingContent::Contacts(cards) => {
-                if cards.is_empty() {
+                let Some(body) = crate::readable::contacts(cards) else {
                     return Err(unsupported("an empty list of contacts"));
-                }
-                let body = cards
-                    .iter()
-                    .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                };
                 (vec![kv("Body", body)], None)
             }
             OutgoingContent::Template { name, params, .. } => {

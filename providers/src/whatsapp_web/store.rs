@@ -18,7 +18,7 @@ use std::time::Duration;
 use botmesh::durability::coordination::{
     CoordinationConfig, CoordinationError, Coordinator, Fence, Leadership,
 };
-use botmesh::durability::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, RangeQuery, Scope};
+use botmesh::durability::kv::{CasOutcome, DurableKv, Index, KvOp, RangeQuery, Scope};
 use botmesh::durability::{DurabilityConfig, KvDurability};
 
 use super::error::WhatsAppWebError;
@@ -64,33 +64,9 @@ impl SessionStore {
 
     /// Writes `value` under `key` (created or replaced).
     pub async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), WaError> {
-        // One writer holds the session (the lock), so a conflict is a lost race with nobody:
-        // read the version again and retry a few times.
-        for _ in 0..5 {
-            let expected = self
-                .kv
-                .get(&self.scope, key)
-                .await
-                .map_err(store_error)?
-                .map(|v| v.version);
-            let op = KvOp::Cas {
-                key: key.to_owned(),
-                expected,
-                entry: Entry {
-                    value: value.clone(),
-                    idx1: Some(key.to_owned()),
-                    idx2: None,
-                },
-            };
-            if let CasOutcome::Ok { .. } =
-                self.kv.apply(&self.scope, op).await.map_err(store_error)?
-            {
-                return Ok(());
-            }
-        }
-        Err(WaError::Store(format!(
-            "`{key}` kept changing under the write"
-        )))
+        crate::kv_write::overwrite(self.kv.as_ref(), &self.scope, key, value)
+            .await
+            .map_err(WaError::Store)
     }
 
     /// Removes `key` (nothing when absent).

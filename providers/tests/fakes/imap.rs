@@ -52,13 +52,9 @@ impl FakeImap {
             kill_tx: Arc::new(watch::channel(0).0),
         };
         let server = fake.clone();
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let server = server.clone();
-                tokio::spawn(async move {
-                    let _ = server.session(socket).await;
-                });
-            }
+        super::smtp::each_connection(listener, move |socket| {
+            let server = server.clone();
+            async move { server.session(socket).await }
         });
         fake
     }

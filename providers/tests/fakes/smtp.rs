@@ -73,6 +73,19 @@ struct State {
     calls: usize,
 }
 
+/// Serves each connection `listener` accepts with `session`, in a task of its own.
+pub fn each_connection<F, Fut>(listener: TcpListener, session: F)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(session(socket));
+        }
+    });
+}
+
 /// The fake server.
 #[derive(Clone)]
 pub struct FakeSmtp {
@@ -91,13 +104,9 @@ impl FakeSmtp {
             changed: Arc::new(Notify::new()),
         };
         let server = fake.clone();
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let server = server.clone();
-                tokio::spawn(async move {
-                    let _ = server.session(socket).await;
-                });
-            }
+        each_connection(listener, move |socket| {
+            let server = server.clone();
+            async move { server.session(socket).await }
         });
         fake
     }
