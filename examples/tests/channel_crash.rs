@@ -933,6 +933,8 @@ mod email {
             }))
         }
 
+        // The run's report, beside the harness's own lines.
+        #[allow(clippy::print_stdout)]
         fn check_fake(&self) {
             let resent = self.0.resent();
             if resent > 0 {
