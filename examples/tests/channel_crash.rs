@@ -4,21 +4,7 @@
 //! runs it: SIGKILLed at seeded moments and restarted on its SQLite file, and under 5xx and
 //! 429 bursts. What each run checks is the harness's (`channels/mod.rs`); this file only says
 //! how each channel is reached.
-#![cfg(any(
-    feature = "telegram",
-    feature = "whatsapp-cloud",
-    feature = "whatsapp-web",
-    feature = "messenger",
-    feature = "instagram",
-    feature = "twilio",
-    feature = "gupshup",
-    feature = "evolution",
-    feature = "wppconnect",
-    feature = "discord",
-    feature = "gohighlevel",
-    feature = "tiktok",
-    feature = "email"
-))]
+#![cfg(network_channel)]
 #![allow(clippy::expect_used)]
 
 // The fakes' helpers behind the providers crate's `webhook` feature are not used here, nor

@@ -1,5 +1,6 @@
 //! What the network channels' settings share: [`ConfigError`], the error of a channel's
-//! configuration (each channel names it, e.g. `TelegramConfigError`), and the checks of an API
+//! configuration (each channel names it, e.g. `TelegramConfigError`), `Redacted` (a secret
+//! setting whose `Debug` never shows it, so settings derive `Debug`), and the checks of an API
 //! or public base URL, a webhook route and a value read from the environment, each returning
 //! why a value is refused for the error to name the setting with.
 
@@ -20,22 +21,51 @@ pub enum ConfigError {
     },
 }
 
-/// A base URL: `http` or `https`, kept without its trailing `/`.
+/// A secret setting (a token, an API key, a webhook secret): reads as the `str` it holds, but
+/// its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Redacted(String);
+
+impl From<String> for Redacted {
+    fn from(secret: String) -> Self {
+        Self(secret)
+    }
+}
+
+impl std::ops::Deref for Redacted {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A base URL: `http` or `https`, kept without its trailing `/`; refused naming `setting`.
 #[cfg_attr(not(http_api_channel), allow(dead_code))]
-pub(crate) fn http_url(value: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(value).map_err(|e| e.to_string())?;
+pub(crate) fn http_url(value: &str, setting: &'static str) -> Result<String, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid { setting, reason };
+    let parsed = url::Url::parse(value).map_err(|e| invalid(e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err("must be an http(s) URL".to_owned());
+        return Err(invalid("must be an http(s) URL".to_owned()));
     }
     Ok(value.trim_end_matches('/').to_owned())
 }
 
-/// A webhook route: starts with `/`.
-pub(crate) fn route(path: String) -> Result<String, String> {
+/// A webhook route: starts with `/`; refused naming `setting`.
+pub(crate) fn route(path: String, setting: &'static str) -> Result<String, ConfigError> {
     if path.starts_with('/') {
         Ok(path)
     } else {
-        Err("must start with '/'".to_owned())
+        Err(ConfigError::Invalid {
+            setting,
+            reason: "must start with '/'".to_owned(),
+        })
     }
 }
 

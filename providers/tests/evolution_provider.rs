@@ -8,7 +8,7 @@
 
 mod fakes;
 
-use botmesh::message::{ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent};
+use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
 use fakes::contents;
@@ -148,23 +148,18 @@ async fn sends_every_content_kind_and_edits() {
     let c = ChatId::from(USER);
     let mut quoted = Outgoing::from("a reply");
     quoted.reply_to = Some("3EB0TXT000000001".into());
-    let bytes = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Document,
-        source: MediaSource::Bytes {
-            data: b"%PDF".to_vec(),
-            file_name: Some("a.pdf".into()),
-        },
-        caption: Some("the invoice".into()),
-        mime: Some("application/pdf".into()),
-    });
-    let url = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Url {
-            url: "https://example.com/a.png".into(),
-        },
-        caption: None,
-        mime: None,
-    });
+    let bytes = contents::media(
+        MediaKind::Document,
+        contents::bytes(b"%PDF".to_vec(), Some("a.pdf")),
+        Some("the invoice"),
+        Some("application/pdf"),
+    );
+    let url = contents::media(
+        MediaKind::Image,
+        contents::url("https://example.com/a.png"),
+        None,
+        None,
+    );
     let sends = [
         Outgoing::from("hello"),
         Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No")]),

@@ -9,9 +9,7 @@ mod fakes;
 
 use std::time::Duration;
 
-use botmesh::message::{
-    Button, ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
-};
+use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
@@ -131,14 +129,12 @@ async fn sends_every_content_kind() {
     let c = ChatId::from(USER);
     let three = Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No"), ("later", "Later")]);
     let four = Outgoing::buttons("Pick", [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")]);
-    let image = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Url {
-            url: "https://example.com/a.png".into(),
-        },
-        caption: Some("an image".into()),
-        mime: None,
-    });
+    let image = contents::media(
+        MediaKind::Image,
+        contents::url("https://example.com/a.png"),
+        Some("an image"),
+        None,
+    );
     let sends = [
         Outgoing::from("hello"),
         three,
@@ -187,15 +183,7 @@ async fn sends_every_content_kind() {
     assert_eq!(m(8), json!({"id": "tpl-1", "params": ["Ana"]}));
     assert_eq!(fake.sent()[8].0, "/wa/api/v1/template/msg");
 
-    let bytes = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Bytes {
-            data: vec![1],
-            file_name: None,
-        },
-        caption: None,
-        mime: None,
-    });
+    let bytes = contents::media(MediaKind::Image, contents::bytes(vec![1], None), None, None);
     let eleven: Vec<Button> = (0..11)
         .map(|i| Button::with_id(format!("b{i}"), format!("B{i}")))
         .collect();

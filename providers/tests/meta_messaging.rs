@@ -7,8 +7,7 @@
 mod fakes;
 
 use botmesh::message::{
-    Button, ChatId, Content, ListSection, MediaKind, MediaRef, MediaSource, MessageId, Outgoing,
-    OutgoingContent,
+    Button, ChatId, Content, ListSection, MediaKind, MediaRef, MessageId, Outgoing, OutgoingContent,
 };
 use botmesh::prelude::*;
 use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent};
@@ -288,21 +287,16 @@ async fn sends_each_content<C: Channel>() {
     );
 
     let media = |source| {
-        Outgoing::from(OutgoingContent::Media {
-            media_kind: MediaKind::Document,
+        contents::media(
+            MediaKind::Document,
             source,
-            caption: Some("the menu".into()),
-            mime: Some("application/pdf".into()),
-        })
+            Some("the menu"),
+            Some("application/pdf"),
+        )
     };
-    p.send(
-        &c,
-        &media(MediaSource::Url {
-            url: "https://example.com/a.pdf".into(),
-        }),
-    )
-    .await
-    .expect("by url");
+    p.send(&c, &media(contents::url("https://example.com/a.pdf")))
+        .await
+        .expect("by url");
     assert_eq!(
         fake.sent()[4]["message"],
         json!({"attachment": {"type": "file", "payload": {"url": "https://example.com/a.pdf", "is_reusable": true}}})
@@ -312,15 +306,9 @@ async fn sends_each_content<C: Channel>() {
         json!({"text": "the menu"}),
         "the caption follows"
     );
-    p.send(
-        &c,
-        &media(MediaSource::Bytes {
-            data: b"%PDF".to_vec(),
-            file_name: Some("a.pdf".into()),
-        }),
-    )
-    .await
-    .expect("upload");
+    p.send(&c, &media(contents::bytes(b"%PDF".to_vec(), Some("a.pdf"))))
+        .await
+        .expect("upload");
     assert_eq!(fake.uploads().len(), 1);
     assert!(
         fake.sent()[6]["message"]["attachment"]["payload"]["attachment_id"]

@@ -241,22 +241,10 @@ async fn sends_every_content_kind() {
         "row1"
     );
 
-    let media = |kind, source| {
-        Outgoing::from(OutgoingContent::Media {
-            media_kind: kind,
-            source,
-            caption: Some("cap".into()),
-            mime: None,
-        })
-    };
+    let media = |kind, source| contents::media(kind, source, Some("cap"), None);
     tg.send(
         &c,
-        &media(
-            MediaKind::Image,
-            MediaSource::Url {
-                url: "https://example.com/a.jpg".into(),
-            },
-        ),
+        &media(MediaKind::Image, contents::url("https://example.com/a.jpg")),
     )
     .await
     .expect("photo by url");
@@ -283,10 +271,7 @@ async fn sends_every_content_kind() {
         &c,
         &media(
             MediaKind::Document,
-            MediaSource::Bytes {
-                data: b"%PDF-1.4 hello".to_vec(),
-                file_name: Some("a.pdf".into()),
-            },
+            contents::bytes(b"%PDF-1.4 hello".to_vec(), Some("a.pdf")),
         ),
     )
     .await
@@ -342,15 +327,12 @@ async fn sends_every_content_kind() {
         );
         assert_eq!(err.class(), ErrorClass::Final);
     }
-    let big = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Bytes {
-            data: vec![0; 10 * 1024 * 1024 + 1],
-            file_name: None,
-        },
-        caption: None,
-        mime: None,
-    });
+    let big = contents::media(
+        MediaKind::Image,
+        contents::bytes(vec![0; 10 * 1024 * 1024 + 1], None),
+        None,
+        None,
+    );
     assert!(matches!(
         tg.send(&c, &big).await,
         Err(ProviderError::PayloadTooLarge {

@@ -23,13 +23,17 @@ async fn nth_reply(fake: &FakeTelegram, n: usize) -> Value {
     calls[n - 1].clone()
 }
 
-fn button_ids(msg: &Value) -> Vec<String> {
-    msg["reply_markup"]["inline_keyboard"]
+/// Pushes `update` and waits for the `n`-th reply: its text and its buttons' ids.
+async fn reply(fake: &FakeTelegram, update: Value, n: usize) -> (String, Vec<String>) {
+    fake.push_update(update);
+    let msg = nth_reply(fake, n).await;
+    let ids = msg["reply_markup"]["inline_keyboard"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|row| row[0]["callback_data"].as_str().map(str::to_owned))
-        .collect()
+        .collect();
+    (msg["text"].as_str().unwrap_or_default().to_owned(), ids)
 }
 
 /// The message id the fake gave the `n`-th reply (ids start at 501).
@@ -45,62 +49,37 @@ async fn the_shop_takes_an_order_over_telegram() {
     let bot = shop::shop_bot(Bot::builder(telegram).bot_id(shop::BOT_ID)).expect("shop");
     bot.start().await.expect("start");
 
-    fake.push_update(updates::text(ANA, 1, "/start"));
-    let menu = nth_reply(&fake, 1).await;
+    let menu = reply(&fake, updates::text(ANA, 1, "/start"), 1).await;
     assert!(
-        menu["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("Welcome to the botmesh shop!"),
-        "{menu}"
+        menu.0.starts_with("Welcome to the botmesh shop!"),
+        "{menu:?}"
     );
-    assert_eq!(button_ids(&menu), ["order", "status"]);
-
-    fake.push_update(updates::callback(ANA, "cq-1", sent_id(1), "order"));
-    let items = nth_reply(&fake, 2).await;
+    assert_eq!(menu.1, ["order", "status"]);
+    let items = reply(
+        &fake,
+        updates::callback(ANA, "cq-1", sent_id(1), "order"),
+        2,
+    )
+    .await;
+    assert!(items.0.starts_with("What would you like?"), "{items:?}");
+    assert_eq!(items.1, ["tea", "coffee", "cake"]);
+    let how_many = reply(
+        &fake,
+        updates::callback(ANA, "cq-2", sent_id(2), "coffee"),
+        3,
+    )
+    .await;
+    assert_eq!(how_many.0, "How many Coffee? (1-99)");
+    let confirm = reply(&fake, updates::text(ANA, 2, "2"), 4).await;
+    assert!(confirm.0.contains("2 × Coffee"), "{confirm:?}");
+    assert_eq!(confirm.1, ["yes", "no"]);
+    let placed = reply(&fake, updates::callback(ANA, "cq-3", sent_id(4), "yes"), 5).await;
     assert!(
-        items["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("What would you like?"),
-        "{items}"
+        placed.0.starts_with("Order #1 placed: 2 × Coffee"),
+        "{placed:?}"
     );
-    assert_eq!(button_ids(&items), ["tea", "coffee", "cake"]);
-
-    fake.push_update(updates::callback(ANA, "cq-2", sent_id(2), "coffee"));
-    let how_many = nth_reply(&fake, 3).await;
-    assert_eq!(how_many["text"], "How many Coffee? (1-99)");
-
-    fake.push_update(updates::text(ANA, 2, "2"));
-    let confirm = nth_reply(&fake, 4).await;
-    assert!(
-        confirm["text"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("2 × Coffee"),
-        "{confirm}"
-    );
-    assert_eq!(button_ids(&confirm), ["yes", "no"]);
-
-    fake.push_update(updates::callback(ANA, "cq-3", sent_id(4), "yes"));
-    let placed = nth_reply(&fake, 5).await;
-    assert!(
-        placed["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("Order #1 placed: 2 × Coffee"),
-        "{placed}"
-    );
-
-    fake.push_update(updates::text(ANA, 3, "/status"));
-    let status = nth_reply(&fake, 6).await;
-    assert!(
-        status["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("Your orders (1):"),
-        "{status}"
-    );
+    let status = reply(&fake, updates::text(ANA, 3, "/status"), 6).await;
+    assert!(status.0.starts_with("Your orders (1):"), "{status:?}");
 
     // Every press was answered exactly once, and every reply went to Ana.
     bot.idle().await;

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use botmesh::message::{
-    Button, ChatId, Content, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent,
-};
+use botmesh::message::{Button, ChatId, Content, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::prelude::*;
 use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
@@ -370,14 +368,12 @@ async fn sends_every_content_kind() {
 
     tw.send(
         &c,
-        &Outgoing::from(OutgoingContent::Media {
-            media_kind: MediaKind::Image,
-            source: MediaSource::Url {
-                url: "https://example.com/a.jpg".into(),
-            },
-            caption: Some("cap".into()),
-            mime: None,
-        }),
+        &contents::media(
+            MediaKind::Image,
+            contents::url("https://example.com/a.jpg"),
+            Some("cap"),
+            None,
+        ),
     )
     .await
     .expect("media");
@@ -420,15 +416,7 @@ async fn sends_every_content_kind() {
     let n = fake.sent().len();
     for bad in [
         contents::reaction("SM1", "👍"),
-        Outgoing::from(OutgoingContent::Media {
-            media_kind: MediaKind::Image,
-            source: MediaSource::Bytes {
-                data: vec![1],
-                file_name: None,
-            },
-            caption: None,
-            mime: None,
-        }),
+        contents::media(MediaKind::Image, contents::bytes(vec![1], None), None, None),
         Outgoing::from(OutgoingContent::Template {
             name: "order_update".into(),
             language: "en".into(),
@@ -700,14 +688,7 @@ async fn a_long_text_with_buttons_is_one_create_per_part() {
     bot.start().await.expect("start");
     assert_eq!(post(&local, &sms("SM88", "order")).await, 200);
     bot.idle().await;
-    let bodies: Vec<String> = (0..fake.sent().len())
-        .filter_map(|i| fake.param(i, "Body"))
-        .collect();
-    assert_eq!(bodies.len(), 2, "{bodies:?}");
-    assert!(
-        bodies.iter().all(|b| b.chars().count() <= 1600),
-        "{bodies:?}"
-    );
+    let bodies = two_bodies(&fake);
     assert!(!bodies[0].contains("1. Yes"), "{}", bodies[0]);
     assert!(
         bodies[1].ends_with("\n1. Yes, place the order\n2. No, thanks"),
@@ -716,6 +697,19 @@ async fn a_long_text_with_buttons_is_one_create_per_part() {
     );
     bot.stop().await.expect("stop");
     server.shutdown().await;
+}
+
+/// The bodies of the creates so far: two, each within Twilio's 1600 characters.
+fn two_bodies(fake: &FakeTwilio) -> Vec<String> {
+    let bodies: Vec<String> = (0..fake.sent().len())
+        .filter_map(|i| fake.param(i, "Body"))
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies.iter().all(|b| b.chars().count() <= 1600),
+        "{bodies:?}"
+    );
+    bodies
 }
 
 /// A list whose text is over 1600 characters: the runtime splits it like a text with buttons,
@@ -755,14 +749,7 @@ async fn a_long_list_is_one_create_per_part() {
         2,
         "two sends, not one of two creates"
     );
-    let bodies: Vec<String> = (0..fake.sent().len())
-        .filter_map(|i| fake.param(i, "Body"))
-        .collect();
-    assert_eq!(bodies.len(), 2, "{bodies:?}");
-    assert!(
-        bodies.iter().all(|b| b.chars().count() <= 1600),
-        "{bodies:?}"
-    );
+    let bodies = two_bodies(&fake);
     assert_eq!(
         bodies.concat().matches("menu").count(),
         500,

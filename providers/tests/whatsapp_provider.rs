@@ -7,7 +7,7 @@
 mod fakes;
 
 use botmesh::message::{
-    ChatId, Content, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
+    ChatId, Content, MediaKind, MediaRef, MessageId, Outgoing, OutgoingContent,
 };
 use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
@@ -31,6 +31,21 @@ fn config(fake: &FakeWhatsApp) -> WhatsAppConfig {
 async fn mounted(wa: &WhatsAppProvider) -> (RunningWebhookServer, String) {
     let (server, base) = fakes::mount(wa.webhook_routes()).await;
     (server, format!("{base}/whatsapp"))
+}
+
+/// A provider on `fake`, started on a recorder, its webhook mounted: the provider, the
+/// recorder, the server and the webhook's URL.
+async fn listening(
+    fake: &FakeWhatsApp,
+) -> (
+    WhatsAppProvider,
+    fakes::Recorder,
+    RunningWebhookServer,
+    String,
+) {
+    let wa = WhatsAppProvider::new(config(fake)).expect("provider");
+    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
+    (wa, rec, server, format!("{base}/whatsapp"))
 }
 
 fn chat() -> ChatId {
@@ -61,9 +76,7 @@ async fn answers_the_verification_handshake() {
 #[tokio::test]
 async fn the_signature_is_checked_over_the_raw_body() {
     let fake = FakeWhatsApp::start(TOKEN).await;
-    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
-    let url = format!("{base}/whatsapp");
+    let (_wa, rec, server, url) = listening(&fake).await;
     let body = serde_json::to_vec(&hooks::text("wamid.A1", "hi")).expect("json");
 
     assert_eq!(FakeWhatsApp::post_webhook(&url, None, &body).await, 401);
@@ -111,9 +124,7 @@ async fn the_signature_is_checked_over_the_raw_body() {
 #[tokio::test]
 async fn a_malformed_batch_delivers_nothing() {
     let fake = FakeWhatsApp::start(TOKEN).await;
-    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
-    let url = format!("{base}/whatsapp");
+    let (wa, rec, server, url) = listening(&fake).await;
     // The first message is fine, the second has no `from`: the whole body is refused.
     let bad = hooks::messages(vec![
         hooks::msg("wamid.OK", "text", json!({"body": "fine"})),
@@ -159,9 +170,7 @@ async fn a_malformed_batch_delivers_nothing() {
 #[tokio::test]
 async fn receives_every_message_kind_and_status() {
     let fake = FakeWhatsApp::start(TOKEN).await;
-    let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
-    let (rec, server, base) = fakes::started(&wa, wa.webhook_routes()).await;
-    let url = format!("{base}/whatsapp");
+    let (_wa, rec, server, url) = listening(&fake).await;
     let ctx = json!({"from": "15550783881", "id": "wamid.SENT1"});
     let mut button_reply = hooks::msg(
         "wamid.B",
@@ -316,21 +325,12 @@ async fn sends_every_content_kind() {
         json!({"button": "Options", "sections": [{"title": "S1", "rows": [{"id": "row1", "title": "Row 1"}]}]})
     );
 
-    let media = |kind, source, caption: Option<&str>| {
-        Outgoing::from(OutgoingContent::Media {
-            media_kind: kind,
-            source,
-            caption: caption.map(Into::into),
-            mime: None,
-        })
-    };
+    let media = |kind, source, caption: Option<&str>| contents::media(kind, source, caption, None);
     wa.send(
         &c,
         &media(
             MediaKind::Image,
-            MediaSource::Url {
-                url: "https://example.com/a.jpg".into(),
-            },
+            contents::url("https://example.com/a.jpg"),
             Some("cap"),
         ),
     )
@@ -344,10 +344,7 @@ async fn sends_every_content_kind() {
         &c,
         &media(
             MediaKind::Document,
-            MediaSource::Bytes {
-                data: b"%PDF".to_vec(),
-                file_name: Some("a.pdf".into()),
-            },
+            contents::bytes(b"%PDF".to_vec(), Some("a.pdf")),
             None,
         ),
     )
@@ -424,10 +421,7 @@ async fn sends_every_content_kind() {
     }
     let big = media(
         MediaKind::Image,
-        MediaSource::Bytes {
-            data: vec![0; 5 * 1024 * 1024 + 1],
-            file_name: None,
-        },
+        contents::bytes(vec![0; 5 * 1024 * 1024 + 1], None),
         None,
     );
     assert!(matches!(

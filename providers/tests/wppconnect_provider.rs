@@ -8,7 +8,7 @@
 
 mod fakes;
 
-use botmesh::message::{ChatId, MediaKind, MediaRef, MediaSource, Outgoing, OutgoingContent};
+use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
 use fakes::contents;
@@ -118,23 +118,18 @@ async fn sends_every_content_kind_and_edits() {
     let c = ChatId::from(USER);
     let mut quoted = Outgoing::from("a reply");
     quoted.reply_to = Some(format!("false_{USER}_3EB0TXT1").into());
-    let bytes = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Bytes {
-            data: b"\x89PNG".to_vec(),
-            file_name: Some("a.png".into()),
-        },
-        caption: Some("an image".into()),
-        mime: Some("image/png".into()),
-    });
-    let doc = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Document,
-        source: MediaSource::Url {
-            url: "https://example.com/a.pdf".into(),
-        },
-        caption: None,
-        mime: None,
-    });
+    let bytes = contents::media(
+        MediaKind::Image,
+        contents::bytes(b"\x89PNG".to_vec(), Some("a.png")),
+        Some("an image"),
+        Some("image/png"),
+    );
+    let doc = contents::media(
+        MediaKind::Document,
+        contents::url("https://example.com/a.pdf"),
+        None,
+        None,
+    );
     let sends = [
         Outgoing::from("hello"),
         Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No")]),

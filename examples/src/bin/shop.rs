@@ -229,21 +229,7 @@ enum ShopError {
         feature: &'static str,
         channel: &'static str,
     },
-    #[cfg(any(
-        feature = "telegram",
-        feature = "whatsapp-cloud",
-        feature = "whatsapp-web",
-        feature = "messenger",
-        feature = "instagram",
-        feature = "twilio",
-        feature = "gupshup",
-        feature = "evolution",
-        feature = "wppconnect",
-        feature = "discord",
-        feature = "gohighlevel",
-        feature = "tiktok",
-        feature = "email"
-    ))]
+    #[cfg(network_channel)]
     #[error("{0}")]
     Channel(String),
     #[error(
@@ -493,21 +479,7 @@ async fn on_network(
     listen: &str,
     session_kv: Arc<dyn DurableKv>,
 ) -> Result<(), ShopError> {
-    #[cfg(any(
-        feature = "telegram",
-        feature = "whatsapp-cloud",
-        feature = "whatsapp-web",
-        feature = "messenger",
-        feature = "instagram",
-        feature = "twilio",
-        feature = "gupshup",
-        feature = "evolution",
-        feature = "wppconnect",
-        feature = "discord",
-        feature = "gohighlevel",
-        feature = "tiktok",
-        feature = "email"
-    ))]
+    #[cfg(network_channel)]
     {
         #[cfg(not(any(feature = "whatsapp-web", feature = "email")))]
         let _ = session_kv;
@@ -611,21 +583,7 @@ fn not_built_in(channel: Channel) -> ShopError {
 
 /// The network channels' providers, from their environment variables, with the webhook
 /// server to bind (`None`: Telegram long polling).
-#[cfg(any(
-    feature = "telegram",
-    feature = "whatsapp-cloud",
-    feature = "whatsapp-web",
-    feature = "messenger",
-    feature = "instagram",
-    feature = "twilio",
-    feature = "gupshup",
-    feature = "evolution",
-    feature = "wppconnect",
-    feature = "discord",
-    feature = "gohighlevel",
-    feature = "tiktok",
-    feature = "email"
-))]
+#[cfg(network_channel)]
 mod network {
     use std::sync::Arc;
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 
 use crate::http::GuardedClient;
+use crate::settings::Redacted;
 
 /// The Discord provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type DiscordConfigError = crate::settings::ConfigError;
@@ -33,9 +34,9 @@ pub const DEFAULT_INTERACTIONS_PATH: &str = "/discord/interactions";
 pub const DEFAULT_INTENTS: u64 = 1 | (1 << 9) | (1 << 12) | (1 << 15);
 
 /// The Discord provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct DiscordConfig {
-    pub(crate) token: String,
+    pub(crate) token: Redacted,
     pub(crate) public_key: Option<VerifyingKey>,
     pub(crate) interactions_path: String,
     pub(crate) api_base: String,
@@ -47,24 +48,11 @@ pub struct DiscordConfig {
     pub(crate) session_file: Option<std::path::PathBuf>,
 }
 
-impl std::fmt::Debug for DiscordConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscordConfig")
-            .field("api_base", &self.api_base)
-            .field("gateway_url", &self.gateway_url)
-            .field("gateway", &self.gateway)
-            .field("intents", &self.intents)
-            .field("interactions_path", &self.interactions_path)
-            .field("interactions", &self.public_key.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
 impl DiscordConfig {
     /// The gateway on the public API with `token`, no interactions route.
     pub fn new(token: impl Into<String>) -> Self {
         Self {
-            token: token.into(),
+            token: Redacted::from(token.into()),
             public_key: None,
             interactions_path: DEFAULT_INTERACTIONS_PATH.to_owned(),
             api_base: DEFAULT_API_BASE.to_owned(),
@@ -92,14 +80,10 @@ impl DiscordConfig {
             cfg.public_key = Some(parse_key(&key, "DISCORD_PUBLIC_KEY")?);
         }
         if let Some(path) = get("DISCORD_INTERACTIONS_PATH") {
-            cfg.interactions_path =
-                crate::settings::route(path).map_err(|reason| DiscordConfigError::Invalid {
-                    setting: "DISCORD_INTERACTIONS_PATH",
-                    reason,
-                })?;
+            cfg.interactions_path = crate::settings::route(path, "DISCORD_INTERACTIONS_PATH")?;
         }
         if let Some(base) = get("DISCORD_API_BASE") {
-            cfg.api_base = url_checked(&base, "DISCORD_API_BASE")?;
+            cfg.api_base = crate::settings::http_url(&base, "DISCORD_API_BASE")?;
         }
         if let Some(url) = get("DISCORD_GATEWAY_URL") {
             cfg.gateway_url = Some(ws_checked(&url, "DISCORD_GATEWAY_URL")?);
@@ -140,17 +124,13 @@ impl DiscordConfig {
         mut self,
         path: impl Into<String>,
     ) -> Result<Self, DiscordConfigError> {
-        self.interactions_path =
-            crate::settings::route(path.into()).map_err(|reason| DiscordConfigError::Invalid {
-                setting: "interactions_path",
-                reason,
-            })?;
+        self.interactions_path = crate::settings::route(path.into(), "interactions_path")?;
         Ok(self)
     }
 
     /// Another REST base URL, with its version (a fake in tests).
     pub fn api_base(mut self, base: &str) -> Result<Self, DiscordConfigError> {
-        self.api_base = url_checked(base, "api_base")?;
+        self.api_base = crate::settings::http_url(base, "api_base")?;
         Ok(self)
     }
 
@@ -192,11 +172,6 @@ impl DiscordConfig {
         self.request_timeout = timeout;
         self
     }
-}
-
-fn url_checked(value: &str, setting: &'static str) -> Result<String, DiscordConfigError> {
-    crate::settings::http_url(value)
-        .map_err(|reason| DiscordConfigError::Invalid { setting, reason })
 }
 
 fn ws_checked(value: &str, setting: &'static str) -> Result<String, DiscordConfigError> {

@@ -281,7 +281,7 @@ async fn connection(
             return lost(false);
         }
     };
-    let token = &inner.config.token;
+    let token: &str = &inner.config.token;
     let greeting = match session {
         Some(s) => {
             tracing::info!(seq = ?s.seq, "discord gateway: resuming");

@@ -114,15 +114,7 @@ impl Inner {
 
     /// `GET /gateway/bot`'s URL.
     async fn gateway_url(&self) -> Result<String, ProviderError> {
-        let answer = self
-            .rest
-            .call(Call::new(
-                Method::GET,
-                "/gateway/bot".to_owned(),
-                "GET /gateway/bot",
-                "",
-            ))
-            .await?;
+        let answer = self.rest.call(Call::get("/gateway/bot")).await?;
         answer["url"]
             .as_str()
             .map(str::to_owned)
@@ -189,13 +181,21 @@ fn message_id_of(answer: &Value) -> Option<MessageId> {
 }
 
 impl DiscordProvider {
+    /// Makes `call` about `chat`, its answer unused (an unreachable recipient names `chat`).
+    async fn call_for(&self, chat: &ChatId, call: Call<'_>) -> Result<(), ProviderError> {
+        self.inner
+            .rest
+            .call(call)
+            .await
+            .map(drop)
+            .map_err(|e| with_chat(e, chat))
+    }
+
     /// A provider with these settings (no network call yet: `start` checks the token).
     pub fn new(config: DiscordConfig) -> Result<Self, ProviderError> {
         let rest = Rest::new(&config.api_base, &config.token, config.request_timeout)?;
-        let media = match &config.media_client {
-            Some(c) => c.clone(),
-            None => GuardedClient::new().map_err(|e| config_error(e.to_string()))?,
-        };
+        let media =
+            crate::http::media_client(config.media_client.as_ref()).map_err(config_error)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
@@ -303,16 +303,7 @@ impl Provider for DiscordProvider {
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
         // Checks the token first: a 401 here is a configuration error.
-        let me = self
-            .inner
-            .rest
-            .call(Call::new(
-                Method::GET,
-                "/users/@me".to_owned(),
-                "GET /users/@me",
-                "",
-            ))
-            .await?;
+        let me = self.inner.rest.call(Call::get("/users/@me")).await?;
         self.inner.set_own_id(me["id"].as_str());
         if self.inner.config.gateway {
             self.inner.slot.set(Some(sink.clone()));
@@ -386,12 +377,7 @@ impl Provider for DiscordProvider {
             channel,
         )
         .json(&body);
-        self.inner
-            .rest
-            .call(call)
-            .await
-            .map(|_| ())
-            .map_err(|e| with_chat(e, chat))
+        self.call_for(chat, call).await
     }
 
     async fn typing(&self, chat: &ChatId) -> Result<(), ProviderError> {
@@ -402,12 +388,7 @@ impl Provider for DiscordProvider {
             "POST /channels/{}/typing",
             channel,
         );
-        self.inner
-            .rest
-            .call(call)
-            .await
-            .map(|_| ())
-            .map_err(|e| with_chat(e, chat))
+        self.call_for(chat, call).await
     }
 
     async fn ack_interaction(

@@ -50,6 +50,11 @@ pub(crate) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// A `GET` of `path`, counted against a route of its own (no major resource).
+    pub(crate) fn get(path: &str) -> Self {
+        Self::new(Method::GET, path.to_owned(), &format!("GET {path}"), "")
+    }
+
     /// A call of `method` on `path`, counted against `route` for the resource `major`.
     pub(crate) fn new(method: Method, path: String, route: &str, major: &str) -> Self {
         Self {

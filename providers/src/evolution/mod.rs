@@ -134,7 +134,7 @@ impl Evolution {
             .inner
             .http
             .post(self.inner.url(&format!("/{route}/{}", c.scope)))
-            .header("apikey", &c.gateway.api_key)
+            .header("apikey", &*c.gateway.api_key)
             .json(body);
         crate::gateway::call(NAME, what, acts, request, |status, body| {
             outbound::specific(status, body, chat)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::http::GuardedClient;
-use crate::settings::ConfigError;
+use crate::settings::{ConfigError, Redacted};
 
 /// The environment variables of a gateway channel's shared settings.
 pub(crate) struct GatewayEnv {
@@ -22,23 +22,14 @@ pub(crate) struct GatewayEnv {
 pub(crate) const SECRET_MIN_LEN: usize = 16;
 
 /// A gateway channel's API, credential and webhook settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct GatewaySettings {
     pub(crate) api_base: String,
-    pub(crate) api_key: String,
-    pub(crate) secret: String,
+    pub(crate) api_key: Redacted,
+    pub(crate) secret: Redacted,
     pub(crate) path: String,
     pub(crate) request_timeout: Duration,
     pub(crate) media_client: Option<GuardedClient>,
-}
-
-impl std::fmt::Debug for GatewaySettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewaySettings")
-            .field("api_base", &self.api_base)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Why a webhook secret is refused: shorter than [`SECRET_MIN_LEN`], or with a character
@@ -57,8 +48,8 @@ impl GatewaySettings {
     pub(crate) fn new(api_base: &str, api_key: String, secret: String, path: &str) -> Self {
         Self {
             api_base: api_base.trim_end_matches('/').to_owned(),
-            api_key,
-            secret,
+            api_key: api_key.into(),
+            secret: secret.into(),
             path: path.to_owned(),
             request_timeout: Duration::from_secs(30),
             media_client: None,
@@ -98,8 +89,7 @@ impl GatewaySettings {
         base: &str,
         setting: &'static str,
     ) -> Result<(), ConfigError> {
-        self.api_base = crate::settings::http_url(base)
-            .map_err(|reason| ConfigError::Invalid { setting, reason })?;
+        self.api_base = crate::settings::http_url(base, setting)?;
         Ok(())
     }
 
@@ -109,8 +99,7 @@ impl GatewaySettings {
         path: String,
         setting: &'static str,
     ) -> Result<(), ConfigError> {
-        self.path = crate::settings::route(path)
-            .map_err(|reason| ConfigError::Invalid { setting, reason })?;
+        self.path = crate::settings::route(path, setting)?;
         Ok(())
     }
 

@@ -29,7 +29,7 @@ pub const DEFAULT_API_VERSION: &str = "2021-04-15";
 /// The GoHighLevel provider's settings.
 #[derive(Clone)]
 pub struct GoHighLevelConfig {
-    pub(crate) token: String,
+    pub(crate) token: crate::settings::Redacted,
     pub(crate) location_id: String,
     pub(crate) keys: Vec<WebhookKey>,
     pub(crate) api_base: String,
@@ -77,7 +77,7 @@ impl GoHighLevelConfig {
         let key = WebhookKey::from_pem(webhook_public_key)
             .map_err(|r| invalid("webhook_public_key", r))?;
         Ok(Self {
-            token,
+            token: token.into(),
             location_id,
             keys: vec![key],
             api_base: DEFAULT_API_BASE.to_owned(),
@@ -151,14 +151,13 @@ impl GoHighLevelConfig {
 
     /// Another API base URL (a fake in tests).
     pub fn api_base(mut self, base: &str) -> Result<Self, GoHighLevelConfigError> {
-        self.api_base = crate::settings::http_url(base).map_err(|r| invalid("api_base", r))?;
+        self.api_base = crate::settings::http_url(base, "api_base")?;
         Ok(self)
     }
 
     /// Another webhook route (`/gohighlevel` by default).
     pub fn webhook_path(mut self, path: &str) -> Result<Self, GoHighLevelConfigError> {
-        self.path =
-            crate::settings::route(path.to_owned()).map_err(|r| invalid("webhook_path", r))?;
+        self.path = crate::settings::route(path.to_owned(), "webhook_path")?;
         Ok(self)
     }
 

@@ -251,7 +251,7 @@ impl WebhookApi for GoHighLevel {
             .inner
             .http
             .post(format!("{}/conversations/messages", c.api_base))
-            .bearer_auth(&c.token)
+            .bearer_auth(&*c.token)
             .header("Version", &c.api_version)
             .header("Accept", "application/json")
             .json(&body);

@@ -28,23 +28,12 @@ const ENV: GatewayEnv = GatewayEnv {
 };
 
 /// The Gupshup provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct GupshupConfig {
     pub(crate) gateway: GatewaySettings,
     pub(crate) app_name: String,
     pub(crate) source: String,
     pub(crate) app_id: Option<String>,
-}
-
-impl std::fmt::Debug for GupshupConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GupshupConfig")
-            .field("app_name", &self.app_name)
-            .field("source", &self.source)
-            .field("app_id", &self.app_id)
-            .field("gateway", &self.gateway)
-            .finish_non_exhaustive()
-    }
 }
 
 impl GupshupConfig {

@@ -156,7 +156,7 @@ impl Gupshup {
             .inner
             .http
             .post(self.inner.url(tail))
-            .header("apikey", &c.gateway.api_key)
+            .header("apikey", &*c.gateway.api_key)
             .form(&form);
         let body = crate::gateway::call(NAME, "send", true, request, |status, body| {
             outbound::specific(status, body, chat.as_str())

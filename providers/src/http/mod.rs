@@ -300,11 +300,17 @@ pub(crate) fn channel_clients(
         .timeout(timeout)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {}", e.without_url()))?;
-    let media = match media {
-        Some(c) => c.clone(),
-        None => GuardedClient::new().map_err(|e| e.to_string())?,
-    };
-    Ok((api, media))
+    Ok((api, media_client(media)?))
+}
+
+/// The [`GuardedClient`] a channel's media downloads go through: `media`, or one with the
+/// defaults. `Err` says why it could not be built.
+#[cfg(network_channel)]
+pub(crate) fn media_client(media: Option<&GuardedClient>) -> Result<GuardedClient, String> {
+    match media {
+        Some(c) => Ok(c.clone()),
+        None => GuardedClient::new().map_err(|e| e.to_string()),
+    }
 }
 
 /// The `Retry-After` of an answer, in seconds (the HTTP-date form is not read).

@@ -29,6 +29,21 @@ pub(crate) struct EnvNames {
     pub(crate) webhook_path: &'static str,
 }
 
+impl From<[&'static str; 6]> for EnvNames {
+    /// The names in the order of the fields: token, app secret, verify token, API base, API
+    /// version, webhook path.
+    fn from(names: [&'static str; 6]) -> Self {
+        Self {
+            token: names[0],
+            app_secret: names[1],
+            verify_token: names[2],
+            api_base: names[3],
+            api_version: names[4],
+            webhook_path: names[5],
+        }
+    }
+}
+
 /// The settings every Meta channel has.
 #[derive(Clone)]
 pub(crate) struct GraphSettings {
@@ -93,8 +108,7 @@ impl GraphSettings {
         base: &str,
         setting: &'static str,
     ) -> Result<(), MetaConfigError> {
-        self.api_base = crate::settings::http_url(base)
-            .map_err(|reason| MetaConfigError::Invalid { setting, reason })?;
+        self.api_base = crate::settings::http_url(base, setting)?;
         Ok(())
     }
 
@@ -103,8 +117,7 @@ impl GraphSettings {
         path: String,
         setting: &'static str,
     ) -> Result<(), MetaConfigError> {
-        self.path = crate::settings::route(path)
-            .map_err(|reason| MetaConfigError::Invalid { setting, reason })?;
+        self.path = crate::settings::route(path, setting)?;
         Ok(())
     }
 

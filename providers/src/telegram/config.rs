@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use crate::http::GuardedClient;
+use crate::settings::Redacted;
 
 /// The Telegram provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type TelegramConfigError = crate::settings::ConfigError;
@@ -52,22 +53,13 @@ impl std::fmt::Debug for TelegramMode {
 }
 
 /// The Telegram provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TelegramConfig {
-    pub(crate) token: String,
+    pub(crate) token: Redacted,
     pub(crate) api_base: String,
     pub(crate) mode: TelegramMode,
     pub(crate) media_client: Option<GuardedClient>,
     pub(crate) request_timeout: Duration,
-}
-
-impl std::fmt::Debug for TelegramConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TelegramConfig")
-            .field("api_base", &self.api_base)
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The default API base.
@@ -77,7 +69,7 @@ impl TelegramConfig {
     /// Long polling on the public Bot API with `token`.
     pub fn new(token: impl Into<String>) -> Self {
         Self {
-            token: token.into(),
+            token: Redacted::from(token.into()),
             api_base: DEFAULT_API_BASE.to_owned(),
             mode: TelegramMode::Polling {
                 timeout: Duration::from_secs(30),
@@ -104,7 +96,7 @@ impl TelegramConfig {
         if let Some(secret) = get("TELEGRAM_WEBHOOK_SECRET") {
             check_secret(&secret, "TELEGRAM_WEBHOOK_SECRET")?;
             let path = get("TELEGRAM_WEBHOOK_PATH").unwrap_or_else(|| "/telegram".to_owned());
-            let path = route_checked(path, "TELEGRAM_WEBHOOK_PATH")?;
+            let path = crate::settings::route(path, "TELEGRAM_WEBHOOK_PATH")?;
             cfg.mode = TelegramMode::Webhook {
                 secret_token: secret,
                 path,
@@ -138,8 +130,7 @@ impl TelegramConfig {
         base: &str,
         setting: &'static str,
     ) -> Result<Self, TelegramConfigError> {
-        self.api_base = crate::settings::http_url(base)
-            .map_err(|reason| TelegramConfigError::Invalid { setting, reason })?;
+        self.api_base = crate::settings::http_url(base, setting)?;
         Ok(self)
     }
 
@@ -165,7 +156,7 @@ impl TelegramConfig {
     ) -> Result<Self, TelegramConfigError> {
         let secret_token = secret_token.into();
         check_secret(&secret_token, "secret_token")?;
-        let path = route_checked(path.into(), "webhook path")?;
+        let path = crate::settings::route(path.into(), "webhook path")?;
         self.mode = TelegramMode::Webhook {
             secret_token,
             path,
@@ -199,10 +190,6 @@ impl TelegramConfig {
     pub fn mode(&self) -> &TelegramMode {
         &self.mode
     }
-}
-
-fn route_checked(path: String, setting: &'static str) -> Result<String, TelegramConfigError> {
-    crate::settings::route(path).map_err(|reason| TelegramConfigError::Invalid { setting, reason })
 }
 
 fn check_secret(secret: &str, setting: &'static str) -> Result<(), TelegramConfigError> {

@@ -93,10 +93,8 @@ impl TelegramProvider {
     /// A provider with these settings (no network call yet: `start` checks the token).
     pub fn new(config: TelegramConfig) -> Result<Self, ProviderError> {
         let api = Api::new(&config.api_base, &config.token, config.request_timeout)?;
-        let media = match &config.media_client {
-            Some(c) => c.clone(),
-            None => GuardedClient::new().map_err(|e| config_error(e.to_string()))?,
-        };
+        let media =
+            crate::http::media_client(config.media_client.as_ref()).map_err(config_error)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 config,

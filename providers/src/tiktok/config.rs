@@ -119,14 +119,13 @@ impl TikTokConfig {
 
     /// Another API base URL (a fake in tests).
     pub fn api_base(mut self, base: &str) -> Result<Self, TikTokConfigError> {
-        self.api_base = crate::settings::http_url(base).map_err(|r| invalid("api_base", r))?;
+        self.api_base = crate::settings::http_url(base, "api_base")?;
         Ok(self)
     }
 
     /// Another webhook route (`/tiktok` by default).
     pub fn webhook_path(mut self, path: &str) -> Result<Self, TikTokConfigError> {
-        self.path =
-            crate::settings::route(path.to_owned()).map_err(|r| invalid("webhook_path", r))?;
+        self.path = crate::settings::route(path.to_owned(), "webhook_path")?;
         Ok(self)
     }
 

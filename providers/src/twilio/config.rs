@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use crate::http::GuardedClient;
+use crate::settings::{Redacted, http_url, route};
 
 /// The Twilio provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type TwilioConfigError = crate::settings::ConfigError;
@@ -32,10 +33,10 @@ pub enum TwilioSender {
 }
 
 /// The Twilio provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TwilioConfig {
     pub(crate) account_sid: String,
-    pub(crate) auth_token: String,
+    pub(crate) auth_token: Redacted,
     pub(crate) sender: TwilioSender,
     pub(crate) api_base: String,
     pub(crate) webhook_base_url: Option<String>,
@@ -46,28 +47,8 @@ pub struct TwilioConfig {
     pub(crate) request_timeout: Duration,
 }
 
-impl std::fmt::Debug for TwilioConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TwilioConfig")
-            .field("account_sid", &self.account_sid)
-            .field("sender", &self.sender)
-            .field("api_base", &self.api_base)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The default REST base.
 pub const DEFAULT_API_BASE: &str = "https://api.twilio.com";
-
-fn url_checked(value: &str, setting: &'static str) -> Result<String, TwilioConfigError> {
-    crate::settings::http_url(value)
-        .map_err(|reason| TwilioConfigError::Invalid { setting, reason })
-}
-
-fn path_checked(value: String, setting: &'static str) -> Result<String, TwilioConfigError> {
-    crate::settings::route(value).map_err(|reason| TwilioConfigError::Invalid { setting, reason })
-}
 
 impl TwilioConfig {
     /// Settings with the credentials and sender, and the defaults.
@@ -78,7 +59,7 @@ impl TwilioConfig {
     ) -> Self {
         Self {
             account_sid: account_sid.into(),
-            auth_token: auth_token.into(),
+            auth_token: Redacted::from(auth_token.into()),
             sender,
             api_base: DEFAULT_API_BASE.to_owned(),
             webhook_base_url: None,
@@ -109,46 +90,46 @@ impl TwilioConfig {
         };
         let mut cfg = Self::new(sid, token, sender);
         if let Some(b) = get("TWILIO_API_BASE") {
-            cfg.api_base = url_checked(&b, "TWILIO_API_BASE")?;
+            cfg.api_base = http_url(&b, "TWILIO_API_BASE")?;
         }
         if let Some(b) = get("TWILIO_WEBHOOK_BASE_URL") {
-            cfg.webhook_base_url = Some(url_checked(&b, "TWILIO_WEBHOOK_BASE_URL")?);
+            cfg.webhook_base_url = Some(http_url(&b, "TWILIO_WEBHOOK_BASE_URL")?);
         }
         if let Some(p) = get("TWILIO_WEBHOOK_PATH") {
-            cfg.path = path_checked(p, "TWILIO_WEBHOOK_PATH")?;
+            cfg.path = route(p, "TWILIO_WEBHOOK_PATH")?;
         }
         if let Some(p) = get("TWILIO_STATUS_PATH") {
-            cfg.status_path = path_checked(p, "TWILIO_STATUS_PATH")?;
+            cfg.status_path = route(p, "TWILIO_STATUS_PATH")?;
         }
         if let Some(u) = get("TWILIO_STATUS_CALLBACK_URL") {
-            cfg.status_callback = Some(url_checked(&u, "TWILIO_STATUS_CALLBACK_URL")?);
+            cfg.status_callback = Some(http_url(&u, "TWILIO_STATUS_CALLBACK_URL")?);
         }
         Ok(cfg)
     }
 
     /// Another REST base URL (a fake in tests).
     pub fn api_base(mut self, base: &str) -> Result<Self, TwilioConfigError> {
-        self.api_base = url_checked(base, "api_base")?;
+        self.api_base = http_url(base, "api_base")?;
         Ok(self)
     }
 
     /// The public scheme and host Twilio calls (`https://bot.example`), used to rebuild the
     /// signed URL; without it the `X-Forwarded-Proto` and `Host` headers are used.
     pub fn webhook_base_url(mut self, base: &str) -> Result<Self, TwilioConfigError> {
-        self.webhook_base_url = Some(url_checked(base, "webhook_base_url")?);
+        self.webhook_base_url = Some(http_url(base, "webhook_base_url")?);
         Ok(self)
     }
 
     /// The inbound and status routes (`/twilio`, `/twilio/status`).
     pub fn paths(mut self, inbound: &str, status: &str) -> Result<Self, TwilioConfigError> {
-        self.path = path_checked(inbound.to_owned(), "webhook path")?;
-        self.status_path = path_checked(status.to_owned(), "status path")?;
+        self.path = route(inbound.to_owned(), "webhook path")?;
+        self.status_path = route(status.to_owned(), "status path")?;
         Ok(self)
     }
 
     /// The `StatusCallback` URL sent with each message.
     pub fn status_callback(mut self, url: &str) -> Result<Self, TwilioConfigError> {
-        self.status_callback = Some(url_checked(url, "status_callback")?);
+        self.status_callback = Some(http_url(url, "status_callback")?);
         Ok(self)
     }
 

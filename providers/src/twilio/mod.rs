@@ -235,7 +235,7 @@ impl Twilio {
             .inner
             .http
             .post(url)
-            .basic_auth(&c.account_sid, Some(&c.auth_token))
+            .basic_auth(&c.account_sid, Some(&*c.auth_token))
             .form(&form)
             .send()
             .await
@@ -383,7 +383,7 @@ impl WebhookApi for Twilio {
         let c = &self.inner.config;
         let auth = Auth::Basic {
             user: c.account_sid.clone(),
-            password: c.auth_token.clone(),
+            password: c.auth_token.to_string(),
         };
         self.inner
             .media

@@ -136,7 +136,7 @@ impl WppConnect {
             Some(b) => self.inner.http.post(url).json(b),
             None => self.inner.http.get(url),
         }
-        .bearer_auth(&c.gateway.api_key);
+        .bearer_auth(&*c.gateway.api_key);
         crate::gateway::call(NAME, what, acts, request, outbound::specific).await
     }
 }

@@ -1,8 +1,40 @@
 //! The rich messages the channel tests send, built once: each test sends the same kinds to
 //! its channel and checks what reached the fake server.
 
-use botmesh::message::{Button, ContactCard, Location, Outgoing, OutgoingContent, Reaction};
+use botmesh::message::{
+    Button, ContactCard, Location, MediaKind, MediaSource, Outgoing, OutgoingContent, Reaction,
+};
 use serde_json::Value;
+
+/// Media of `kind` from `source`, with an optional caption and MIME type.
+pub fn media(
+    kind: MediaKind,
+    source: MediaSource,
+    caption: Option<&str>,
+    mime: Option<&str>,
+) -> Outgoing {
+    Outgoing::from(OutgoingContent::Media {
+        media_kind: kind,
+        source,
+        caption: caption.map(str::to_owned),
+        mime: mime.map(str::to_owned),
+    })
+}
+
+/// Media the channel fetches from `url`.
+pub fn url(url: &str) -> MediaSource {
+    MediaSource::Url {
+        url: url.to_owned(),
+    }
+}
+
+/// In-memory media: `data`, with an optional file name.
+pub fn bytes(data: Vec<u8>, file_name: Option<&str>) -> MediaSource {
+    MediaSource::Bytes {
+        data,
+        file_name: file_name.map(str::to_owned),
+    }
+}
 
 /// A location at `latitude`, `longitude`, with an optional place name.
 pub fn location(latitude: f64, longitude: f64, name: Option<&str>) -> Outgoing {

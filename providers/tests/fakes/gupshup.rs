@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
@@ -141,15 +141,7 @@ async fn send(
 
 async fn media(State(state): State<Arc<Mutex<S>>>, Path(name): Path<String>) -> Response {
     let s = state.lock().expect("lock");
-    match s.log.media_of(&name) {
-        Some(bytes) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "image/jpeg")],
-            bytes,
-        )
-            .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+    s.log.serve_media(&name)
 }
 
 /// The callbacks Gupshup POSTs (v2 format).

@@ -26,6 +26,15 @@ pub mod gupshup;
 #[cfg(feature = "email")]
 pub mod imap;
 #[cfg(any(
+    feature = "gupshup",
+    feature = "evolution",
+    feature = "wppconnect",
+    feature = "twilio",
+    feature = "gohighlevel",
+    feature = "tiktok"
+))]
+pub mod log;
+#[cfg(any(
     feature = "whatsapp-cloud",
     feature = "messenger",
     feature = "instagram"

@@ -2,13 +2,12 @@
 //! body, 201 with the documented Message resource, documented error bodies), media resources
 //! that redirect to a CDN path, and a webhook sender that signs forms as Twilio does.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -19,14 +18,8 @@ use super::json_resp;
 pub struct S {
     sid: String,
     token: String,
-    sent: Vec<Vec<(String, String)>>,
-    failures: VecDeque<(u16, Value, Option<u64>)>,
-    /// How many of the next successful message creations drop their connection.
-    drops: usize,
-    media: Vec<(String, Vec<u8>)>,
-    next: u64,
-    /// (To, Body) of every message created with success, in order.
-    delivered: Vec<(String, String)>,
+    /// Every created message's form; (To, Body) of every message created with success.
+    log: super::log::Log<Vec<(String, String)>>,
 }
 
 /// The fake Twilio REST API.
@@ -51,12 +44,12 @@ impl FakeTwilio {
 
     /// Every created message's form, in order.
     pub fn sent(&self) -> Vec<Vec<(String, String)>> {
-        self.s().sent.clone()
+        self.s().log.sent.clone()
     }
 
     /// The bodies of the messages to `to` created with success, in order.
     pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        super::recorded_under(&self.s().delivered, to)
+        super::recorded_under(&self.s().log.delivered, to)
     }
 
     /// The value of `key` in the `n`-th created message.
@@ -69,21 +62,19 @@ impl FakeTwilio {
     /// The next message created with success drops its connection instead of answering: the
     /// bot cannot know it went out.
     pub fn drop_next(&self) {
-        self.s().drops += 1;
+        self.s().log.drops += 1;
     }
 
     pub fn fail_next(&self, status: u16, code: i64, message: &str, retry_after: Option<u64>) {
-        self.s().failures.push_back((
-            status,
-            json!({"code": code, "message": message, "more_info": format!("https://www.twilio.com/docs/errors/{code}"), "status": status}),
-            retry_after,
-        ));
+        self.s()
+            .log
+            .fail_next(status, error_body(status, code, message), retry_after);
     }
 
     /// Adds media `me` of message `mm`; returns its MediaUrl.
     pub fn add_media(&self, mm: &str, me: &str, bytes: &[u8]) -> String {
         let mut s = self.s();
-        s.media.push((me.to_owned(), bytes.to_vec()));
+        s.log.media.push((me.to_owned(), bytes.to_vec()));
         format!(
             "http://{}/2010-04-01/Accounts/{}/Messages/{mm}/Media/{me}",
             self.addr, s.sid
@@ -123,10 +114,15 @@ fn authorized(s: &S, headers: &HeaderMap) -> bool {
     headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
 }
 
+/// Twilio's error body.
+fn error_body(status: u16, code: i64, message: &str) -> Value {
+    json!({"code": code, "message": message, "more_info": format!("https://www.twilio.com/docs/errors/{code}"), "status": status})
+}
+
 fn error(status: u16, code: i64, message: &str) -> Response {
     json_resp(
         StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
-        json!({"code": code, "message": message, "more_info": format!("https://www.twilio.com/docs/errors/{code}"), "status": status}),
+        error_body(status, code, message),
     )
 }
 
@@ -143,16 +139,8 @@ async fn create(
     let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) else {
         return error(400, 21601, "Invalid form");
     };
-    s.sent.push(form.clone());
-    if let Some((status, body, retry_after)) = s.failures.pop_front() {
-        let mut resp = json_resp(
-            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
-            body,
-        );
-        if let Some(r) = retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(r));
-        }
+    s.log.sent.push(form.clone());
+    if let Some(resp) = s.log.failure() {
         return resp;
     }
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
@@ -176,18 +164,12 @@ async fn create(
             "The concatenated message body exceeds the 1600 character limit.",
         );
     }
-    s.next += 1;
-    let delivered = (
-        get("To").unwrap_or_default().to_owned(),
-        get("Body").unwrap_or_default().to_owned(),
+    let n = s.log.deliver(
+        get("To").unwrap_or_default(),
+        get("Body").unwrap_or_default(),
     );
-    s.delivered.push(delivered);
-    let sid = format!("SM{:032x}", s.next);
-    let drop = s.drops > 0;
-    if drop {
-        s.drops -= 1;
-    }
-    let mut answer = json_resp(
+    let sid = format!("SM{n:032x}");
+    let answer = json_resp(
         StatusCode::CREATED,
         json!({"sid": sid, "account_sid": s.sid, "api_version": "2010-04-01", "body": get("Body"),
                "date_created": "Thu, 30 Jul 2015 20:12:31 +0000", "date_sent": null, "direction": "outbound-api",
@@ -195,12 +177,7 @@ async fn create(
                "num_media": "0", "num_segments": "1", "price": null, "price_unit": "USD", "status": "queued",
                "to": get("To"), "uri": format!("/2010-04-01/Accounts/{}/Messages/{sid}.json", s.sid)}),
     );
-    if drop {
-        answer
-            .headers_mut()
-            .insert(super::DROP_CONNECTION, HeaderValue::from_static("1"));
-    }
-    answer
+    s.log.answer(answer)
 }
 
 async fn media(
@@ -221,13 +198,5 @@ async fn media(
 
 async fn cdn(State(state): State<Arc<Mutex<S>>>, Path(me): Path<String>) -> Response {
     let s = state.lock().expect("lock");
-    match s.media.iter().find(|(id, _)| *id == me) {
-        Some((_, bytes)) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "image/jpeg")],
-            bytes.clone(),
-        )
-            .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+    s.log.serve_media(&me)
 }

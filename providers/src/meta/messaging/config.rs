@@ -122,25 +122,8 @@ impl<C: Channel> MessagingConfig<C> {
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, MetaConfigError> {
         let get = crate::settings::trimmed(get);
-        let [
-            token,
-            app_secret,
-            verify_token,
-            api_base,
-            api_version,
-            webhook_path,
-            account,
-            tag,
-            hosts,
-        ] = C::ENV;
-        let names = EnvNames {
-            token,
-            app_secret,
-            verify_token,
-            api_base,
-            api_version,
-            webhook_path,
-        };
+        let [graph @ .., account, tag, hosts] = C::ENV;
+        let names = EnvNames::from(graph);
         let mut cfg = Self::new("", "", "");
         cfg.graph = GraphSettings::from_lookup(&get, &names, C::DEFAULT_PATH)?;
         if let Some(id) = get(account) {

@@ -1,0 +1,93 @@
+//! A fake API's call log, shared by the fakes whose API creates messages (Twilio and the
+//! gateways): every call, what was delivered, the media kept, and what the next calls do
+//! (fail with a queued answer, or drop their connection).
+
+use std::collections::VecDeque;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::json_resp;
+
+/// A fake API's log: every call `C`, what was delivered, and what the next calls do.
+pub struct Log<C> {
+    /// Every call, in order (failures too).
+    pub sent: Vec<C>,
+    /// (recipient, text) of every message accepted, in order.
+    pub delivered: Vec<(String, String)>,
+    /// The media kept, by id.
+    pub media: Vec<(String, Vec<u8>)>,
+    /// How many messages were accepted.
+    pub next: u64,
+    /// How many of the next accepted answers drop their connection.
+    pub drops: usize,
+    failures: VecDeque<(u16, Value, Option<u64>)>,
+}
+
+impl<C> Default for Log<C> {
+    fn default() -> Self {
+        Self {
+            sent: Vec::new(),
+            delivered: Vec::new(),
+            media: Vec::new(),
+            next: 0,
+            drops: 0,
+            failures: VecDeque::new(),
+        }
+    }
+}
+
+impl<C> Log<C> {
+    /// The next call is answered `status` with `body` (and `Retry-After`).
+    pub fn fail_next(&mut self, status: u16, body: Value, retry_after: Option<u64>) {
+        self.failures.push_back((status, body, retry_after));
+    }
+
+    /// The answer of the next queued failure, if any.
+    pub fn failure(&mut self) -> Option<Response> {
+        let (status, body, retry_after) = self.failures.pop_front()?;
+        let mut resp = json_resp(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+            body,
+        );
+        if let Some(r) = retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(r));
+        }
+        Some(resp)
+    }
+
+    /// Records a message accepted for `to`; the count of accepted messages.
+    pub fn deliver(&mut self, to: &str, text: &str) -> u64 {
+        self.delivered.push((to.to_owned(), text.to_owned()));
+        self.next += 1;
+        self.next
+    }
+
+    /// `answer`, or a dropped connection when one is due.
+    pub fn answer(&mut self, answer: Response) -> Response {
+        super::server::answer_or_drop(&mut self.drops, answer)
+    }
+
+    /// The media kept as `id`, served as a JPEG (404 when there is none).
+    pub fn serve_media(&self, id: &str) -> Response {
+        match self.media_of(id) {
+            Some(bytes) => (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "image/jpeg")],
+                bytes,
+            )
+                .into_response(),
+            None => StatusCode::NOT_FOUND.into_response(),
+        }
+    }
+
+    /// The media kept as `id`.
+    pub fn media_of(&self, id: &str) -> Option<Vec<u8>> {
+        self.media
+            .iter()
+            .find(|(m, _)| m == id)
+            .map(|(_, b)| b.clone())
+    }
+}
