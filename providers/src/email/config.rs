@@ -147,7 +147,10 @@ fn invalid(setting: &'static str, reason: impl Into<String>) -> EmailConfigError
 }
 
 fn route_checked(value: String, setting: &'static str) -> Result<String, EmailConfigError> {
-    crate::settings::route(value).map_err(|reason| invalid(setting, reason))
+    crate::settings::route(value, setting).map_err(|e| match e {
+        crate::settings::ConfigError::Invalid { reason, .. } => invalid(setting, reason),
+        other => invalid(setting, other.to_string()),
+    })
 }
 
 impl EmailConfig {
