@@ -330,6 +330,9 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
     }
     let mut caps = serde_json::Map::new();
     caps.insert("goog:chromeOptions".into(), chrome);
+    // Two rustls crypto providers may be built in (aws-lc-rs, and ring with the WhatsApp Web
+    // client): the process picks one, as a program using both must.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let browser = ClientBuilder::rustls()
         .unwrap()
         .capabilities(caps)
