@@ -168,9 +168,15 @@ async fn wait_for(channel: &MockProvider, chat: &str, text: &str) {
     panic!("{text:?} never reached {chat}: {:?}", channel.texts(chat));
 }
 
-/// The scenario of the module table; `kv` opens the shared store and journals (called once
-/// per replica, A's in A's own runtime).
-async fn a_cut_step_is_finished_by_the_next_replica<F, Fut>(kv: F, chat: &str)
+/// Replicas A, in a runtime of its own that the test shuts down to kill it, and B; `kv` opens
+/// the shared store and journals (A's in A's runtime).
+async fn killable_a_and_b<F, Fut>(
+    kv: &F,
+) -> (
+    tokio::runtime::Runtime,
+    (Bot, MockProvider),
+    (Bot, MockProvider),
+)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Shared> + Send + 'static,
@@ -181,11 +187,22 @@ where
         .build()
         .unwrap();
     let kv_a = kv();
-    let (bot_a, chan_a) = killable
+    let a = killable
         .spawn(async move { replica(kv_a.await, "a").await })
         .await
         .unwrap();
-    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    let b = replica(kv().await, "b").await;
+    (killable, a, b)
+}
+
+/// The scenario of the module table; `kv` opens the shared store and journals (called once
+/// per replica, A's in A's own runtime).
+async fn a_cut_step_is_finished_by_the_next_replica<F, Fut>(kv: F, chat: &str)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Shared> + Send + 'static,
+{
+    let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe_coordination().unwrap();
     let say = |channel: &MockProvider, id: &'static str, text: &'static str| {
         let (channel, chat) = (channel.clone(), chat.to_owned());
@@ -317,17 +334,7 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Shared> + Send + 'static,
 {
-    let killable = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let kv_a = kv();
-    let (bot_a, chan_a) = killable
-        .spawn(async move { replica(kv_a.await, "a").await })
-        .await
-        .unwrap();
-    let (bot_b, chan_b) = replica(kv().await, "b").await;
+    let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe();
     let (chan, c) = (chan_a.clone(), chat.to_owned());
     assert!(
