@@ -35,7 +35,7 @@ use serde_json::Value;
 use crate::config::OnDiverged;
 use crate::error::DurabilityError;
 use crate::inbox::{InboundRecord, Inbox, InboxState, NewInbound};
-use crate::journal::{KvDurability, Loaded, index};
+use crate::journal::{KvDurability, cas, index};
 use crate::keys::{self, Fingerprint};
 use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, WritePhase, WritePoint};
 use crate::leases::{InboxLease, OutboxLease};
@@ -278,27 +278,14 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// Adds the completion of the inbound record leased by `lease` (from this incarnation's
     /// snapshot of it, or a read). Refused with `StaleLease` when the lease was taken over.
     pub async fn complete_inbound(&mut self, lease: &InboxLease) -> Result<(), DurabilityError> {
-        let loaded = match self.d.take_snapshot::<InboundRecord>(&lease.id) {
-            Some(snapshot) => *snapshot,
-            None => self.read_inbound(lease).await?,
-        };
+        let loaded = self
+            .d
+            .snapshot_or_load::<InboundRecord>(&lease.id, "complete")
+            .await?;
         let item = self.inbound_item(loaded.record, loaded.version, lease)?;
         self.items.retain(|i| !matches!(i, Item::Inbound { .. }));
         self.items.push(item);
         Ok(())
-    }
-
-    async fn read_inbound(
-        &self,
-        lease: &InboxLease,
-    ) -> Result<Loaded<InboundRecord>, DurabilityError> {
-        self.d
-            .load::<InboundRecord>(&lease.id, "complete")
-            .await?
-            .ok_or_else(|| DurabilityError::NotFound {
-                kind: RecordKind::Inbound,
-                id: lease.id.clone(),
-            })
     }
 
     fn inbound_item(
@@ -333,26 +320,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         lease: &OutboxLease,
         provider_message_id: Option<String>,
     ) -> Result<(), DurabilityError> {
-        let loaded = match self.d.take_snapshot::<OutboxRecord>(&lease.key) {
-            Some(snapshot) => *snapshot,
-            None => self.read_send(lease).await?,
-        };
+        let loaded = self
+            .d
+            .snapshot_or_load::<OutboxRecord>(&lease.key, "mark_sent")
+            .await?;
         let item = self.sent_item(loaded.record, loaded.version, lease, provider_message_id)?;
         self.items.push(item);
         Ok(())
-    }
-
-    async fn read_send(
-        &self,
-        lease: &OutboxLease,
-    ) -> Result<Loaded<OutboxRecord>, DurabilityError> {
-        self.d
-            .load::<OutboxRecord>(&lease.key, "mark_sent")
-            .await?
-            .ok_or_else(|| DurabilityError::NotFound {
-                kind: RecordKind::Outbound,
-                id: lease.key.clone(),
-            })
     }
 
     fn sent_item(
@@ -394,11 +368,7 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         let mut ops = Vec::new();
         for item in &self.items {
             match item {
-                Item::Journal { record, entry, .. } => ops.push(KvOp::Cas {
-                    key: index::storage_key(RecordKind::Inbound, &record.id),
-                    expected: None,
-                    entry: entry.clone(),
-                }),
+                Item::Journal { record, entry, .. } => ops.push(cas(record, None, entry.clone())),
                 Item::Send {
                     records,
                     existing: None,
@@ -434,21 +404,13 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
                     entry,
                     version,
                     ..
-                } => ops.push(KvOp::Cas {
-                    key: index::storage_key(RecordKind::Outbound, &record.key),
-                    expected: Some(*version),
-                    entry: entry.clone(),
-                }),
+                } => ops.push(cas(record, Some(*version), entry.clone())),
                 Item::Inbound {
                     record,
                     entry,
                     version,
                     ..
-                } => ops.push(KvOp::Cas {
-                    key: index::storage_key(RecordKind::Inbound, &record.id),
-                    expected: Some(*version),
-                    entry: entry.clone(),
-                }),
+                } => ops.push(cas(record, Some(*version), entry.clone())),
             }
         }
         ops
@@ -552,14 +514,20 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
             }
             Item::Inbound { lease, .. } => {
                 let lease = lease.clone();
-                let loaded = self.read_inbound(&lease).await?;
+                let loaded = self
+                    .d
+                    .load_existing::<InboundRecord>(&lease.id, "complete")
+                    .await?;
                 self.items[i] = self.inbound_item(loaded.record, loaded.version, &lease)?;
                 Ok(StepConflict::Retry)
             }
             Item::Sent { lease, record, .. } => {
                 let lease = lease.clone();
                 let id = record.provider_message_id.clone();
-                let loaded = self.read_send(&lease).await?;
+                let loaded = self
+                    .d
+                    .load_existing::<OutboxRecord>(&lease.key, "mark_sent")
+                    .await?;
                 self.items[i] = self.sent_item(loaded.record, loaded.version, &lease, id)?;
                 Ok(StepConflict::Retry)
             }

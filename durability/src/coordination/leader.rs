@@ -46,11 +46,7 @@ impl Coordinator {
         name: &str,
         previous: Option<&Fence>,
     ) -> Result<Leadership, CoordinationError> {
-        let lease_ms = self.lease_ms(FenceKind::Leader);
-        let found = self
-            .machine(FenceKind::Leader, name)
-            .acquire(self.clock_fn(), None, lease_ms)
-            .await?;
+        let found = self.acquire(FenceKind::Leader, name, None).await?;
         let now = match found {
             Acquired::Taken { fence, .. } => Leadership::Leader(fence),
             Acquired::Wait {
@@ -87,10 +83,7 @@ impl Coordinator {
 
     /// Gives the leader lease back (on stop), so a standby takes over at its next campaign.
     pub async fn resign(&self, fence: &Fence) -> Result<(), CoordinationError> {
-        let result = self
-            .machine(FenceKind::Leader, &fence.name)
-            .release(self.clock_fn(), fence)
-            .await;
+        let result = self.release(FenceKind::Leader, fence).await;
         if result.is_ok() {
             self.leader_changed(&fence.name, None, fence.token);
         }
@@ -117,17 +110,11 @@ impl Coordinator {
                 leader,
             });
         };
-        let result = self
-            .machine(FenceKind::Leader, name)
-            .check(self.now_ms(), fence, self.margin_ms())
-            .await;
-        self.counted(result)
+        self.check(FenceKind::Leader, name, fence).await
     }
 
     /// The live holder of the leader lease `name`, if any.
     pub async fn leader(&self, name: &str) -> Result<Option<Fence>, CoordinationError> {
-        self.machine(FenceKind::Leader, name)
-            .holder(self.now_ms())
-            .await
+        self.holder(FenceKind::Leader, name).await
     }
 }

@@ -56,7 +56,7 @@ use crate::journal::KvDurability;
 use crate::kv::{DurableKv, Scope};
 use crate::leases::Incarnation;
 use crate::retries::duration_ms;
-use record::Machine;
+use record::{Acquired, Machine};
 
 /// What a fenced lease guards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -338,6 +338,50 @@ impl Coordinator {
             kind,
             name,
         }
+    }
+
+    /// Takes or renews lease `name` of `kind` for this replica, or queues `ticket` for it.
+    async fn acquire(
+        &self,
+        kind: FenceKind,
+        name: &str,
+        ticket: Option<u64>,
+    ) -> Result<Acquired, CoordinationError> {
+        let lease_ms = self.lease_ms(kind);
+        self.machine(kind, name)
+            .acquire(self.clock_fn(), ticket, lease_ms)
+            .await
+    }
+
+    /// Gives the lease `fence` holds back.
+    async fn release(&self, kind: FenceKind, fence: &Fence) -> Result<(), CoordinationError> {
+        self.machine(kind, &fence.name)
+            .release(self.clock_fn(), fence)
+            .await
+    }
+
+    /// `Ok` when `fence` still holds lease `name` of `kind` with the safety margin left; a
+    /// fenced holder is counted.
+    async fn check(
+        &self,
+        kind: FenceKind,
+        name: &str,
+        fence: &Fence,
+    ) -> Result<(), CoordinationError> {
+        let result = self
+            .machine(kind, name)
+            .check(self.now_ms(), fence, self.margin_ms())
+            .await;
+        self.counted(result)
+    }
+
+    /// The live holder of lease `name` of `kind`, if any.
+    async fn holder(
+        &self,
+        kind: FenceKind,
+        name: &str,
+    ) -> Result<Option<Fence>, CoordinationError> {
+        self.machine(kind, name).holder(self.now_ms()).await
     }
 
     fn now_ms(&self) -> i64 {

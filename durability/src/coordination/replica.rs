@@ -22,12 +22,7 @@ impl Coordinator {
     /// Not a leader change: nothing is counted or emitted.
     pub async fn keep_alive(&self) -> Result<Fence, CoordinationError> {
         let name = lease_name(self.instance_id());
-        let lease_ms = self.lease_ms(FenceKind::Leader);
-        match self
-            .machine(FenceKind::Leader, &name)
-            .acquire(self.clock_fn(), None, lease_ms)
-            .await?
-        {
+        match self.acquire(FenceKind::Leader, &name, None).await? {
             Acquired::Taken { fence, .. } => Ok(fence),
             Acquired::Wait { holder, .. } => Err(CoordinationError::NotLeader {
                 name,
@@ -38,19 +33,13 @@ impl Coordinator {
 
     /// Gives this replica's lease back (on stop): its conversations in memory are gone.
     pub async fn retire(&self, fence: &Fence) -> Result<(), CoordinationError> {
-        self.machine(FenceKind::Leader, &fence.name)
-            .release(self.clock_fn(), fence)
-            .await
+        self.release(FenceKind::Leader, fence).await
     }
 
     /// Whether replica `instance` holds its lease now.
     pub async fn is_alive(&self, instance: &str) -> Result<bool, CoordinationError> {
         let name = lease_name(instance);
-        Ok(self
-            .machine(FenceKind::Leader, &name)
-            .holder(self.now_ms())
-            .await?
-            .is_some())
+        Ok(self.holder(FenceKind::Leader, &name).await?.is_some())
     }
 
     /// Counts and emits a forward: a message of `chat`, whose non-persistent flow replica

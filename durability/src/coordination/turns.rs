@@ -38,11 +38,7 @@ impl Coordinator {
         chat: &str,
         ticket: Option<u64>,
     ) -> Result<TurnAttempt, CoordinationError> {
-        let lease_ms = self.lease_ms(FenceKind::Turn);
-        let found = self
-            .machine(FenceKind::Turn, chat)
-            .acquire(self.clock_fn(), ticket, lease_ms)
-            .await?;
+        let found = self.acquire(FenceKind::Turn, chat, ticket).await?;
         let c = &self.inner.counters;
         Ok(match found {
             Acquired::Taken {
@@ -98,10 +94,7 @@ impl Coordinator {
 
     /// Gives a turn back; [`CoordinationError::Fenced`] when it was taken over meanwhile.
     pub async fn release_turn(&self, turn: &Fence) -> Result<(), CoordinationError> {
-        let result = self
-            .machine(FenceKind::Turn, &turn.name)
-            .release(self.clock_fn(), turn)
-            .await;
+        let result = self.release(FenceKind::Turn, turn).await;
         if result.is_ok() {
             tracing::debug!(chat = %turn.name, token = turn.token, "chat turn released");
         }
@@ -112,17 +105,11 @@ impl Coordinator {
     /// chat with at least the safety margin left, [`CoordinationError::Fenced`] (counted and
     /// emitted) otherwise.
     pub async fn check_turn(&self, turn: &Fence) -> Result<(), CoordinationError> {
-        let result = self
-            .machine(FenceKind::Turn, &turn.name)
-            .check(self.now_ms(), turn, self.margin_ms())
-            .await;
-        self.counted(result)
+        self.check(FenceKind::Turn, &turn.name, turn).await
     }
 
     /// The live holder of `chat`'s turn, if any.
     pub async fn turn_holder(&self, chat: &str) -> Result<Option<Fence>, CoordinationError> {
-        self.machine(FenceKind::Turn, chat)
-            .holder(self.now_ms())
-            .await
+        self.holder(FenceKind::Turn, chat).await
     }
 }

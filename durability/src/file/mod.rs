@@ -56,7 +56,9 @@ use tokio::sync::oneshot;
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
 use crate::journal::KvDurability;
-use crate::kv::{CasOutcome, DurableKv, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned};
+use crate::kv::{
+    CasOutcome, DurableKv, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned, only_outcome,
+};
 use state::State;
 use writer::{Msg, Paths, Writer};
 
@@ -380,19 +382,6 @@ impl FileDurability {
             .unwrap_or_else(|_| Err(self.closed_error()))
             .map_err(unavailable)
     }
-
-    async fn write_one(
-        &self,
-        operation: &'static str,
-        scope: &Scope,
-        op: KvOp,
-    ) -> Result<CasOutcome, KvError> {
-        let mut outcomes = self.write(operation, scope, vec![op]).await?;
-        outcomes.pop().ok_or_else(|| KvError::Unavailable {
-            operation,
-            source: "the writer returned no outcome".into(),
-        })
-    }
 }
 
 #[async_trait]
@@ -403,7 +392,7 @@ impl DurableKv for FileDurability {
     }
 
     async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
-        self.write_one("apply", scope, op).await
+        only_outcome("apply", self.write("apply", scope, vec![op]).await?)
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {

@@ -107,38 +107,30 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
 
     async fn claim_inner(&self, id: &str, honour_due: bool) -> Result<Claim, DurabilityError> {
         let claim = self
-            .d
-            .modify(
-                WritePoint::InboxClaim,
-                "claim",
-                id,
-                |r: &mut InboundRecord, now| {
-                    Ok(match self.decide(r, now, honour_due) {
-                        Decision::Settled => Step::Keep(Claim::Settled(r.clone())),
-                        Decision::NotDue { at_ms } => Step::Keep(Claim::NotDue { at_ms }),
-                        Decision::Busy { owner, expires_ms } => {
-                            Step::Keep(Claim::Busy { owner, expires_ms })
-                        }
-                        Decision::DeadLetter { reason } => {
-                            r.state = InboxState::Dead;
-                            r.lease = None;
-                            r.last_error = Some(reason);
-                            r.updated_ms = now;
-                            Step::WriteAt(
-                                WritePoint::InboxDeadLetter,
-                                Claim::DeadLettered(r.clone()),
-                            )
-                        }
-                        Decision::Lease => {
-                            let lease = self.take_lease(r, now);
-                            Step::Write(Claim::Leased(Claimed {
-                                lease,
-                                record: r.clone(),
-                            }))
-                        }
-                    })
-                },
-            )
+            .view()
+            .modify(WritePoint::InboxClaim, "claim", id, |r, now| {
+                Ok(match self.decide(r, now, honour_due) {
+                    Decision::Settled => Step::Keep(Claim::Settled(r.clone())),
+                    Decision::NotDue { at_ms } => Step::Keep(Claim::NotDue { at_ms }),
+                    Decision::Busy { owner, expires_ms } => {
+                        Step::Keep(Claim::Busy { owner, expires_ms })
+                    }
+                    Decision::DeadLetter { reason } => {
+                        r.state = InboxState::Dead;
+                        r.lease = None;
+                        r.last_error = Some(reason);
+                        r.updated_ms = now;
+                        Step::WriteAt(WritePoint::InboxDeadLetter, Claim::DeadLettered(r.clone()))
+                    }
+                    Decision::Lease => {
+                        let lease = self.take_lease(r, now);
+                        Step::Write(Claim::Leased(Claimed {
+                            lease,
+                            record: r.clone(),
+                        }))
+                    }
+                })
+            })
             .await?;
         match &claim {
             Claim::Leased(c) if c.record.attempts > 1 => {
@@ -225,7 +217,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     /// was taken over.
     pub async fn complete(&self, lease: &InboxLease) -> Result<InboundRecord, DurabilityError> {
         let result = self
-            .d
+            .view()
             .modify_record(
                 WritePoint::InboxComplete,
                 "complete",
@@ -243,7 +235,7 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     fn done(
         lease: &InboxLease,
     ) -> impl FnMut(&mut InboundRecord, i64) -> Result<Step<()>, DurabilityError> + Send {
-        move |r: &mut InboundRecord, now| {
+        move |r, now| {
             Self::check_fence(r, lease)?;
             r.state = InboxState::Done;
             r.lease = None;
@@ -290,21 +282,16 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     ) -> Result<(), DurabilityError> {
         let delay_ms = duration_ms(delay);
         let result = self
-            .d
-            .modify(
-                WritePoint::InboxRelease,
-                "release",
-                &lease.id,
-                |r: &mut InboundRecord, now| {
-                    Self::check_fence(r, lease)?;
-                    r.state = InboxState::Pending;
-                    r.lease = None;
-                    r.attempts = r.attempts.saturating_sub(1);
-                    r.next_attempt_ms = now.saturating_add(delay_ms);
-                    r.updated_ms = now;
-                    Ok(Step::Write(()))
-                },
-            )
+            .view()
+            .modify(WritePoint::InboxRelease, "release", &lease.id, |r, now| {
+                Self::check_fence(r, lease)?;
+                r.state = InboxState::Pending;
+                r.lease = None;
+                r.attempts = r.attempts.saturating_sub(1);
+                r.next_attempt_ms = now.saturating_add(delay_ms);
+                r.updated_ms = now;
+                Ok(Step::Write(()))
+            })
             .await;
         self.d.counted(RecordKind::Inbound, result)
     }

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
-use crate::journal::attempts::attempted_record;
-use crate::journal::{JournalRecord, KvDurability, index};
+use crate::journal::attempts::{self, attempted_record};
+use crate::journal::{JournalRecord, KvDurability, View, index};
 use crate::keys;
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::{InboxLease, LeaseRecord};
@@ -228,6 +228,13 @@ impl<K: ?Sized> Clone for Inbox<'_, K> {
 
 impl<K: ?Sized> Copy for Inbox<'_, K> {}
 
+impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
+    /// The journal's records.
+    pub(crate) fn view(&self) -> View<'a, K, InboundRecord> {
+        View::new(self.d)
+    }
+}
+
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The inbox journal.
     pub fn inbox(&self) -> Inbox<'_, K> {
@@ -331,11 +338,7 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
 
     /// Reads a record.
     pub async fn get(&self, id: &str) -> Result<Option<InboundRecord>, DurabilityError> {
-        Ok(self
-            .d
-            .load::<InboundRecord>(id, "get")
-            .await?
-            .map(|l| l.record))
+        self.view().record(id, "get").await
     }
 
     /// The records in `state`, oldest (or soonest due) first, at most `limit`. `list(Dead)` is
@@ -390,18 +393,12 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
     pub async fn replay(&self, id: &str) -> Result<InboundRecord, DurabilityError> {
         let seq = self.d.next_seq();
         let record = self
-            .d
-            .modify(
-                WritePoint::InboxReplay,
-                "replay",
-                id,
-                |r: &mut InboundRecord, now| match r.state {
+            .view()
+            .modify(WritePoint::InboxReplay, "replay", id, |r, now| {
+                match r.state {
                     InboxState::Dead | InboxState::Done => {
                         r.state = InboxState::Pending;
-                        r.attempts = 0;
-                        r.lease = None;
-                        r.next_attempt_ms = now;
-                        r.updated_ms = now;
+                        attempts::restart(r, now);
                         r.seq = seq;
                         Ok(crate::journal::Step::Write(r.clone()))
                     }
@@ -411,8 +408,8 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
                         state: other.as_str(),
                         operation: "replay",
                     }),
-                },
-            )
+                }
+            })
             .await?;
         self.d.count(Counter::InboundReplayed);
         tracing::info!(id = %id, "inbound record replayed by operator");
@@ -421,22 +418,8 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
 
     /// Forgets a record (any state but a live `processing`). Returns whether it existed.
     pub async fn discard(&self, id: &str) -> Result<bool, DurabilityError> {
-        if let Ok(Some(rec)) = self.get(id).await
-            && rec.state == InboxState::Processing
-            && rec.lease.as_ref().is_some_and(|l| {
-                !l.status(self.d.incarnation(), self.d.now_ms())
-                    .reclaimable()
-            })
-        {
-            return Err(DurabilityError::InvalidState {
-                kind: RecordKind::Inbound,
-                id: id.to_owned(),
-                state: rec.state.as_str(),
-                operation: "discard",
-            });
-        }
         self.d
-            .delete_any(WritePoint::InboxDiscard, RecordKind::Inbound, id, "discard")
+            .discard::<InboundRecord>(WritePoint::InboxDiscard, id)
             .await
     }
 }

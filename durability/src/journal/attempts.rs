@@ -118,6 +118,15 @@ pub(crate) fn take_lease<R: Attempted>(
     stored
 }
 
+/// Gives `r` its whole attempt budget again, due at `now`, without a lease.
+pub(crate) fn restart<R: Attempted>(r: &mut R, now: i64) {
+    let f = r.fields();
+    *f.attempts = 0;
+    *f.lease = None;
+    *f.next_attempt_ms = now;
+    *f.updated_ms = now;
+}
+
 /// `Ok` when the lease of token `token` still holds `r`, else `StaleLease`.
 pub(crate) fn check_fence<R: Attempted>(r: &R, token: u64) -> Result<(), DurabilityError> {
     if r.is_leased() && r.lease().is_some_and(|l| l.token == token) {
@@ -231,18 +240,43 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         Ok((outcome, record))
     }
 
+    /// Forgets record `id` (any state but leased under a live lease), whatever its content
+    /// (also an undecodable one). Returns whether it existed.
+    pub(crate) async fn discard<R: Attempted>(
+        &self,
+        point: WritePoint,
+        id: &str,
+    ) -> Result<bool, DurabilityError> {
+        if let Ok(Some(loaded)) = self.load::<R>(id, "discard").await
+            && loaded.record.is_leased()
+            && loaded
+                .record
+                .lease()
+                .is_some_and(|l| !l.status(self.incarnation(), self.now_ms()).reclaimable())
+        {
+            return Err(DurabilityError::InvalidState {
+                kind: R::KIND,
+                id: id.to_owned(),
+                state: loaded.record.state_name(),
+                operation: "discard",
+            });
+        }
+        self.delete_any(point, R::KIND, id, "discard").await
+    }
+
     /// Counts, logs and emits the dead-lettering of record `id` of `kind`.
     pub(crate) fn dead_lettered(&self, kind: RecordKind, id: &str, error: Option<&str>) {
         let error = error.unwrap_or_default().to_owned();
         tracing::error!(%kind, id = %id, %error, "record dead-lettered");
+        self.dead(kind, id.to_owned(), error);
+    }
+
+    /// Counts record `id` of `kind` as dead and emits `Dead`.
+    pub(crate) fn dead(&self, kind: RecordKind, id: String, error: String) {
         self.count(match kind {
             RecordKind::Inbound => Counter::InboundDead,
             RecordKind::Outbound => Counter::OutboxDead,
         });
-        self.emit(DurabilityEvent::Dead {
-            kind,
-            id: id.to_owned(),
-            error,
-        });
+        self.emit(DurabilityEvent::Dead { kind, id, error });
     }
 }

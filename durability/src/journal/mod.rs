@@ -24,9 +24,11 @@ pub(crate) mod index;
 mod payload;
 mod records;
 pub(crate) mod snapshots;
+mod view;
 
 pub use payload::Payload;
-pub(crate) use records::{JournalRecord, Loaded, Step};
+pub(crate) use records::{JournalRecord, Loaded, Step, cas};
+pub(crate) use view::View;
 
 use std::fmt;
 use std::future::Future;

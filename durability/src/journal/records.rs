@@ -23,7 +23,7 @@ use crate::error::DurabilityError;
 use crate::kv::{
     CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, Versioned, WritePhase, WritePoint,
 };
-use crate::metrics::{Counter, DurabilityEvent, RecordKind};
+use crate::metrics::RecordKind;
 
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The entry of a record encoded for storage (for a batch, which carries bytes).
@@ -111,6 +111,33 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         }
     }
 
+    /// [`load`](Self::load) of a record that must exist: `NotFound` when it does not.
+    pub(crate) async fn load_existing<R: JournalRecord>(
+        &self,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<Loaded<R>, DurabilityError> {
+        self.load::<R>(id, operation)
+            .await?
+            .ok_or_else(|| DurabilityError::NotFound {
+                kind: R::KIND,
+                id: id.to_owned(),
+            })
+    }
+
+    /// This incarnation's snapshot of record `id` (taken), or else the record as read
+    /// (`NotFound` when it does not exist).
+    pub(crate) async fn snapshot_or_load<R: JournalRecord>(
+        &self,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<Loaded<R>, DurabilityError> {
+        match self.take_snapshot::<R>(id) {
+            Some(snapshot) => Ok(*snapshot),
+            None => self.load_existing(id, operation).await,
+        }
+    }
+
     /// Decodes a listed entry, quarantining it when it is not a valid record.
     async fn decode_listed<R: JournalRecord>(&self, raw: KvRecord) -> Option<Loaded<R>> {
         match decode::<R>(&raw.entry.value) {
@@ -149,15 +176,7 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         match self.cas_at(point, key, Some(entry.version), moved).await {
             Ok(CasOutcome::Ok { .. }) => {
                 tracing::error!(%kind, id = %id, %reason, "undecodable journal record quarantined");
-                self.count(match kind {
-                    RecordKind::Inbound => Counter::InboundDead,
-                    RecordKind::Outbound => Counter::OutboxDead,
-                });
-                self.emit(DurabilityEvent::Dead {
-                    kind,
-                    id,
-                    error: format!("undecodable record: {reason}"),
-                });
+                self.dead(kind, id, format!("undecodable record: {reason}"));
             }
             Ok(CasOutcome::Conflict { .. }) => {
                 tracing::warn!(%kind, id = %id, "undecodable record changed while being quarantined");
@@ -284,15 +303,10 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
         for _ in 0..MAX_CAS_RETRIES {
             let (from_snapshot, mut loaded) = match start.take() {
                 Some(snapshot) => (true, snapshot),
-                None => match Box::pin(self.load::<R>(id, operation)).await? {
-                    Some(loaded) => (false, Box::new(loaded)),
-                    None => {
-                        return Err(DurabilityError::NotFound {
-                            kind: R::KIND,
-                            id: id.to_owned(),
-                        });
-                    }
-                },
+                None => (
+                    false,
+                    Box::new(Box::pin(self.load_existing::<R>(id, operation)).await?),
+                ),
             };
             let decided = decide(&mut loaded.record, self.now_ms());
             let (at, out) = match decided {
@@ -380,6 +394,16 @@ impl<K: DurableKv + ?Sized> KvDurability<K> {
             id: id.to_owned(),
             operation,
         })
+    }
+}
+
+/// The write of `entry` (a record's encoding) at `record`'s key, expected at `expected`
+/// (`None`: the key must be free).
+pub(crate) fn cas<R: JournalRecord>(record: &R, expected: Option<u64>, entry: Entry) -> KvOp {
+    KvOp::Cas {
+        key: index::storage_key(R::KIND, record.id()),
+        expected,
+        entry,
     }
 }
 

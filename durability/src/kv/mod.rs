@@ -577,6 +577,18 @@ impl<T: DurableKv + ?Sized> DurableKv for Arc<T> {
     }
 }
 
+/// The outcome of a write of one operation, by a backend whose writer takes batches.
+#[cfg(any(feature = "file", feature = "sqlite"))]
+pub(crate) fn only_outcome(
+    operation: &'static str,
+    mut outcomes: Vec<CasOutcome>,
+) -> Result<CasOutcome, KvError> {
+    outcomes.pop().ok_or_else(|| KvError::Unavailable {
+        operation,
+        source: "the writer returned no outcome".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::Scope;

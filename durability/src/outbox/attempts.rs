@@ -175,13 +175,13 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
             let lease_ms = duration_ms(self.d.config().outbox.lease);
             let me = self.d.incarnation();
             let (leased, record) = self
-                .d
+                .view()
                 .modify_record(
                     WritePoint::OutboxBeginAttempt,
                     "begin_attempt",
                     key,
                     snapshot,
-                    |r: &mut OutboxRecord, now| {
+                    |r, now| {
                         if !matches!(r.state, OutboxState::Pending | OutboxState::Failed)
                             || r.next_attempt_ms > now
                         {
@@ -340,7 +340,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         provider_message_id: Option<String>,
     ) -> Result<OutboxRecord, DurabilityError> {
         let result = self
-            .d
+            .view()
             .modify_record(
                 WritePoint::OutboxMarkSent,
                 "mark_sent",
@@ -360,7 +360,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         lease: &'l OutboxLease,
         provider_message_id: Option<&'l str>,
     ) -> impl FnMut(&mut OutboxRecord, i64) -> Result<Step<()>, DurabilityError> + Send + 'l {
-        move |r: &mut OutboxRecord, now| {
+        move |r, now| {
             Self::check_fence(r, lease)?;
             r.state = OutboxState::Sent;
             r.provider_message_id = provider_message_id.map(str::to_owned);
@@ -417,12 +417,12 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         let unit = self.d.unit();
         let mut reported = false;
         let result = self
-            .d
+            .view()
             .modify(
                 WritePoint::OutboxMarkAmbiguous,
                 "mark_ambiguous",
                 &lease.key,
-                |r: &mut OutboxRecord, now| {
+                |r, now| {
                     Self::check_fence(r, lease)?;
                     let policy = r.on_ambiguous.unwrap_or(policy);
                     if !std::mem::replace(&mut reported, true) {

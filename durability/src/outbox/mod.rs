@@ -38,7 +38,7 @@ use crate::config::{OnAmbiguous, OnDiverged};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::attempts::attempted_record;
-use crate::journal::{JournalRecord, KvDurability, Loaded, index};
+use crate::journal::{JournalRecord, KvDurability, Loaded, View, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::LeaseRecord;
@@ -309,6 +309,13 @@ impl<K: ?Sized> Clone for Outbox<'_, K> {
 
 impl<K: ?Sized> Copy for Outbox<'_, K> {}
 
+impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
+    /// The journal's records.
+    pub(crate) fn view(&self) -> View<'a, K, OutboxRecord> {
+        View::new(self.d)
+    }
+}
+
 impl<K: DurableKv + ?Sized> KvDurability<K> {
     /// The outbox journal.
     pub fn outbox(&self) -> Outbox<'_, K> {
@@ -342,11 +349,7 @@ impl Found {
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// The record under `key` (the idempotency lookup before the hooks run).
     pub async fn lookup(&self, key: &str) -> Result<Option<OutboxRecord>, DurabilityError> {
-        Ok(self
-            .d
-            .load::<OutboxRecord>(key, "lookup")
-            .await?
-            .map(|l| l.record))
+        self.view().record(key, "lookup").await
     }
 
     /// The idempotency lookup of a send about to be made: the record under `key` when it is

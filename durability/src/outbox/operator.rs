@@ -12,8 +12,8 @@
 
 use super::{Outbox, OutboxRecord, OutboxState};
 use crate::error::DurabilityError;
-use crate::journal::{KvDurability, index};
-use crate::kv::{DurableKv, KvOp, WritePoint};
+use crate::journal::{KvDurability, attempts, cas};
+use crate::kv::{DurableKv, WritePoint};
 use crate::metrics::{Counter, RecordKind};
 
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
@@ -21,12 +21,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// whole retry budget. The parts that died with it come back in the same batch.
     pub async fn retry(&self, key: &str) -> Result<OutboxRecord, DurabilityError> {
         for _ in 0..8 {
-            let Some(base) = self.d.load::<OutboxRecord>(key, "retry").await? else {
-                return Err(DurabilityError::NotFound {
-                    kind: RecordKind::Outbound,
-                    id: key.to_owned(),
-                });
-            };
+            let base = self.d.load_existing::<OutboxRecord>(key, "retry").await?;
             let mut record = base.record;
             if !matches!(
                 record.state,
@@ -63,21 +58,12 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             }
             let mut ops = Vec::with_capacity(writes.len());
             for (version, r) in &writes {
-                ops.push(KvOp::Cas {
-                    key: index::storage_key(RecordKind::Outbound, &r.key),
-                    expected: Some(*version),
-                    entry: KvDurability::<K>::encode(r)?,
-                });
+                ops.push(cas(r, Some(*version), KvDurability::<K>::encode(r)?));
             }
             let outcomes = self
-                .d
-                .batch_at(WritePoint::OutboxRetry, ops)
-                .await
-                .map_err(KvDurability::<K>::backend_err(
-                    RecordKind::Outbound,
-                    key,
-                    "retry",
-                ))?;
+                .view()
+                .batch(WritePoint::OutboxRetry, key, "retry", ops)
+                .await?;
             if outcomes.first().is_some_and(|o| o.is_ok()) {
                 let revived = outcomes.iter().filter(|o| o.is_ok()).count() - 1;
                 if revived + 1 < outcomes.len() {
@@ -97,27 +83,8 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
     /// Forgets a send (any state but a live `sending`); its later parts no longer wait for it.
     /// Returns whether it existed.
     pub async fn discard(&self, key: &str) -> Result<bool, DurabilityError> {
-        if let Ok(Some(r)) = self.lookup(key).await
-            && r.state == OutboxState::Sending
-            && r.lease.as_ref().is_some_and(|l| {
-                !l.status(self.d.incarnation(), self.d.now_ms())
-                    .reclaimable()
-            })
-        {
-            return Err(DurabilityError::InvalidState {
-                kind: RecordKind::Outbound,
-                id: key.to_owned(),
-                state: r.state.as_str(),
-                operation: "discard",
-            });
-        }
         self.d
-            .delete_any(
-                WritePoint::OutboxDiscard,
-                RecordKind::Outbound,
-                key,
-                "discard",
-            )
+            .discard::<OutboxRecord>(WritePoint::OutboxDiscard, key)
             .await
     }
 
@@ -139,9 +106,6 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 /// A record made pending again, due now, with its whole budget.
 fn revive(r: &mut OutboxRecord, now: i64) {
     r.state = OutboxState::Pending;
-    r.attempts = 0;
-    r.lease = None;
-    r.next_attempt_ms = now;
     r.died_with_previous = false;
-    r.updated_ms = now;
+    attempts::restart(r, now);
 }

@@ -17,9 +17,9 @@ use serde_json::Value;
 
 use super::{Outbox, OutboxRecord, OutboxState, Payload};
 use crate::error::DurabilityError;
-use crate::journal::{KvDurability, Step, index};
+use crate::journal::{KvDurability, Step, cas};
 use crate::keys::{self, Fingerprint};
-use crate::kv::{DurableKv, KvOp, WritePoint};
+use crate::kv::{DurableKv, WritePoint};
 use crate::metrics::{Counter, RecordKind};
 
 impl<K: DurableKv + ?Sized> Outbox<'_, K> {
@@ -75,22 +75,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 updated_ms: now,
                 ..base.clone()
             };
-            ops.push(KvOp::Cas {
-                key: index::storage_key(RecordKind::Outbound, &record.key),
-                expected: None,
-                entry: KvDurability::<K>::encode(&record)?,
-            });
+            ops.push(cas(&record, None, KvDurability::<K>::encode(&record)?));
             records.push(record);
         }
         let outcomes = self
-            .d
-            .batch_at(WritePoint::OutboxSplit, ops)
-            .await
-            .map_err(KvDurability::<K>::backend_err(
-                RecordKind::Outbound,
-                key,
-                "split_parts",
-            ))?;
+            .view()
+            .batch(WritePoint::OutboxSplit, key, "split_parts", ops)
+            .await?;
         let mut out = Vec::with_capacity(records.len() + 1);
         for (record, outcome) in records.into_iter().zip(outcomes) {
             if outcome.is_ok() {
@@ -112,21 +103,16 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let first = Payload::from(parts.into_iter().next().unwrap_or(Value::Null));
         let second = keys::part_key(key, 2);
         let base = self
-            .d
-            .modify(
-                WritePoint::OutboxSplit,
-                "split_parts",
-                key,
-                |r: &mut OutboxRecord, now| {
-                    if r.next_part.is_some() {
-                        return Ok(Step::Keep(r.clone()));
-                    }
-                    r.payload = first.clone();
-                    r.next_part = Some(second.clone());
-                    r.updated_ms = now;
-                    Ok(Step::Write(r.clone()))
-                },
-            )
+            .view()
+            .modify(WritePoint::OutboxSplit, "split_parts", key, |r, now| {
+                if r.next_part.is_some() {
+                    return Ok(Step::Keep(r.clone()));
+                }
+                r.payload = first.clone();
+                r.next_part = Some(second.clone());
+                r.updated_ms = now;
+                Ok(Step::Write(r.clone()))
+            })
             .await?;
         out.insert(0, base);
         Ok(out)

@@ -153,34 +153,29 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let me = self.d.incarnation();
         let mut reported = false;
         let resolved = self
-            .d
-            .modify(
-                WritePoint::OutboxMarkAmbiguous,
-                "recover",
-                key,
-                |r: &mut OutboxRecord, now| {
-                    let abandoned = r.state == OutboxState::Sending
-                        && r.lease
-                            .as_ref()
-                            .is_none_or(|l| l.status(me, now).reclaimable());
-                    if !abandoned {
-                        return Ok(Step::Keep(None));
-                    }
-                    let owner = r.lease.as_ref().map_or("?", |l| &*l.owner).to_owned();
-                    let policy = r.on_ambiguous.unwrap_or(policy);
-                    Self::apply_ambiguity(
-                        r,
-                        policy,
-                        &format!("the lease of `{owner}` was abandoned mid-send"),
-                        now,
-                    );
-                    // Reported before the write settles it (see `ambiguous`).
-                    if !std::mem::replace(&mut reported, true) {
-                        self.ambiguous(r, policy);
-                    }
-                    Ok(Step::Write(Some(r.clone())))
-                },
-            )
+            .view()
+            .modify(WritePoint::OutboxMarkAmbiguous, "recover", key, |r, now| {
+                let abandoned = r.state == OutboxState::Sending
+                    && r.lease
+                        .as_ref()
+                        .is_none_or(|l| l.status(me, now).reclaimable());
+                if !abandoned {
+                    return Ok(Step::Keep(None));
+                }
+                let owner = r.lease.as_ref().map_or("?", |l| &*l.owner).to_owned();
+                let policy = r.on_ambiguous.unwrap_or(policy);
+                Self::apply_ambiguity(
+                    r,
+                    policy,
+                    &format!("the lease of `{owner}` was abandoned mid-send"),
+                    now,
+                );
+                // Reported before the write settles it (see `ambiguous`).
+                if !std::mem::replace(&mut reported, true) {
+                    self.ambiguous(r, policy);
+                }
+                Ok(Step::Write(Some(r.clone())))
+            })
             .await?;
         Ok(resolved)
     }
@@ -201,27 +196,7 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
 
     /// Kills a waiting part whose previous part is dead, then its own later parts.
     pub(crate) async fn die_with_previous(&self, key: &str) -> Result<(), DurabilityError> {
-        let died = self
-            .d
-            .modify(
-                WritePoint::OutboxDeadLetter,
-                "dead_letter",
-                key,
-                |r: &mut OutboxRecord, now| {
-                    if !matches!(r.state, OutboxState::Pending | OutboxState::Failed) {
-                        return Ok(Step::Keep(None));
-                    }
-                    let prev = r.previous_part.clone().unwrap_or_default();
-                    r.state = OutboxState::Dead;
-                    r.died_with_previous = true;
-                    r.lease = None;
-                    r.last_error = Some(format!("previous part `{prev}` was dead-lettered"));
-                    r.updated_ms = now;
-                    Ok(Step::Write(Some(r.clone())))
-                },
-            )
-            .await?;
-        if let Some(r) = died {
+        if let Some(r) = self.die_behind(key).await? {
             self.dead_lettered(&r);
             self.cascade_dead(&r).await?;
         }
@@ -242,35 +217,39 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
             if r.previous_part.as_deref() != seen.last().map(String::as_str) {
                 break; // not linked back: not our part
             }
-            if matches!(r.state, OutboxState::Pending | OutboxState::Failed) {
-                let died = self
-                    .d
-                    .modify(
-                        WritePoint::OutboxDeadLetter,
-                        "dead_letter",
-                        &key,
-                        |r: &mut OutboxRecord, now| {
-                            if !matches!(r.state, OutboxState::Pending | OutboxState::Failed) {
-                                return Ok(Step::Keep(None));
-                            }
-                            let prev = r.previous_part.clone().unwrap_or_default();
-                            r.state = OutboxState::Dead;
-                            r.died_with_previous = true;
-                            r.last_error =
-                                Some(format!("previous part `{prev}` was dead-lettered"));
-                            r.updated_ms = now;
-                            Ok(Step::Write(Some(r.clone())))
-                        },
-                    )
-                    .await?;
-                if let Some(d) = &died {
-                    self.dead_lettered(d);
-                }
+            if matches!(r.state, OutboxState::Pending | OutboxState::Failed)
+                && let Some(d) = self.die_behind(&key).await?
+            {
+                self.dead_lettered(&d);
             }
             next = r.next_part.clone();
             seen.push(key);
         }
         Ok(())
+    }
+
+    /// Dead-letters part `key` because its previous part is dead, if it is waiting (pending
+    /// or failed): the record as written, `None` when it was not waiting.
+    async fn die_behind(&self, key: &str) -> Result<Option<OutboxRecord>, DurabilityError> {
+        self.view()
+            .modify(
+                WritePoint::OutboxDeadLetter,
+                "dead_letter",
+                key,
+                |r, now| {
+                    if !matches!(r.state, OutboxState::Pending | OutboxState::Failed) {
+                        return Ok(Step::Keep(None));
+                    }
+                    let prev = r.previous_part.clone().unwrap_or_default();
+                    r.state = OutboxState::Dead;
+                    r.died_with_previous = true;
+                    r.lease = None;
+                    r.last_error = Some(format!("previous part `{prev}` was dead-lettered"));
+                    r.updated_ms = now;
+                    Ok(Step::Write(Some(r.clone())))
+                },
+            )
+            .await
     }
 }
 

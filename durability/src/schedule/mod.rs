@@ -435,16 +435,7 @@ impl<K: DurableKv + ?Sized> Jobs<'_, K> {
                 break;
             }
             let (from, to) = (format!("s/{tag}/"), format!("s/{tag}0"));
-            let found = self
-                .d
-                .kv()
-                .range(self.d.scope(), Index::One, &from, &to, limit - out.len())
-                .await
-                .map_err(self.backend("*", "list"))?;
-            for r in found {
-                let id = r.key.strip_prefix("s/").unwrap_or(&r.key);
-                out.push(Self::decode(id, &r.entry.value)?);
-            }
+            out.extend(self.jobs_in(&from, &to, limit - out.len(), "list").await?);
         }
         Ok(out)
     }
@@ -457,18 +448,29 @@ impl<K: DurableKv + ?Sized> Jobs<'_, K> {
         for tag in ["due", "run"] {
             let from = format!("s/{tag}/");
             let to = until.replace("{}", tag);
-            let found = self
-                .d
-                .kv()
-                .range(self.d.scope(), Index::One, &from, &to, limit)
-                .await
-                .map_err(self.backend("*", "due"))?;
-            for r in found {
-                let id = r.key.strip_prefix("s/").unwrap_or(&r.key);
-                ids.push(Self::decode(id, &r.entry.value)?);
-            }
+            ids.extend(self.jobs_in(&from, &to, limit, "due").await?);
         }
         Ok(ids)
+    }
+
+    /// The jobs whose `idx1` is in `from..to`, at most `limit`, in its order.
+    async fn jobs_in(
+        &self,
+        from: &str,
+        to: &str,
+        limit: usize,
+        operation: &'static str,
+    ) -> Result<Vec<JobRecord>, ScheduleError> {
+        let found = self
+            .d
+            .kv()
+            .range(self.d.scope(), Index::One, from, to, limit)
+            .await
+            .map_err(self.backend("*", operation))?;
+        found
+            .iter()
+            .map(|r| Self::decode(r.key.strip_prefix("s/").unwrap_or(&r.key), &r.entry.value))
+            .collect()
     }
 
     /// Creates the job `id`, or replaces its definition when it changed and `replace` is set

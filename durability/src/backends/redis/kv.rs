@@ -195,6 +195,29 @@ impl RedisKv {
         }
     }
 
+    /// Runs `call` on a handle of the connection, and once more when the connection was lost
+    /// (the connection reconnects); a failure names `operation` and `key`.
+    async fn retried<T, Fut>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        call: impl Fn(Conn) -> Fut,
+    ) -> Result<T, KvError>
+    where
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        match call(self.conn.clone()).await {
+            Ok(r) => Ok(r),
+            Err(e) if is_connection_lost(&e) => {
+                self.lost(operation, &e);
+                call(self.conn.clone())
+                    .await
+                    .map_err(|e| self.fail(operation, key, e))
+            }
+            Err(e) => Err(self.fail(operation, key, e)),
+        }
+    }
+
     fn lost(&self, operation: &'static str, error: &redis::RedisError) {
         tracing::error!(
             target: "botmesh_durability::redis",
@@ -276,18 +299,12 @@ impl RedisKv {
             }
         }
         let first = prepared.first().map_or("", |p| p.record.as_str());
-        let mut conn = self.conn.clone();
-        let reply: Vec<(String, String)> = match invocation.invoke_async(&mut conn).await {
-            Ok(r) => r,
-            Err(e) if is_connection_lost(&e) => {
-                self.lost("write", &e);
-                invocation
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(|e| self.fail("write", first, e))?
-            }
-            Err(e) => return Err(self.fail("write", first, e)),
-        };
+        let invocation = &invocation;
+        let reply: Vec<(String, String)> = self
+            .retried("write", first, |mut conn| async move {
+                invocation.invoke_async(&mut conn).await
+            })
+            .await?;
         if reply.len() != ops.len() {
             return Err(self.bad_reply("write", first, "one answer per operation expected"));
         }
@@ -325,23 +342,18 @@ impl DurableKv for RedisKv {
         let record = self.record_key(scope, key);
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(&record).arg("v").arg("d").arg("i1").arg("i2");
-        let mut conn = self.conn.clone();
         type Fields = (
             Option<String>,
             Option<Vec<u8>>,
             Option<String>,
             Option<String>,
         );
-        let fields: Fields = match cmd.query_async(&mut conn).await {
-            Ok(f) => f,
-            Err(e) if is_connection_lost(&e) => {
-                self.lost("get", &e);
-                cmd.query_async(&mut conn)
-                    .await
-                    .map_err(|e| self.fail("get", &record, e))?
-            }
-            Err(e) => return Err(self.fail("get", &record, e)),
-        };
+        let cmd = &cmd;
+        let fields: Fields = self
+            .retried("get", &record, |mut conn| async move {
+                cmd.query_async(&mut conn).await
+            })
+            .await?;
         let (Some(version), value, idx1, idx2) = fields else {
             return Ok(None);
         };
@@ -379,18 +391,12 @@ impl DurableKv for RedisKv {
             .arg(max)
             .arg(limit.min(i64::MAX as usize))
             .arg(format!("{}:r:", self.scope_tag(scope)));
-        let mut conn = self.conn.clone();
-        let rows: Vec<RangeRow> = match invocation.invoke_async(&mut conn).await {
-            Ok(r) => r,
-            Err(e) if is_connection_lost(&e) => {
-                self.lost("range", &e);
-                invocation
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(|e| self.fail("range", &set, e))?
-            }
-            Err(e) => return Err(self.fail("range", &set, e)),
-        };
+        let invocation = &invocation;
+        let rows: Vec<RangeRow> = self
+            .retried("range", &set, |mut conn| async move {
+                invocation.invoke_async(&mut conn).await
+            })
+            .await?;
         rows.into_iter()
             .map(|(key, version, value, has1, i1, has2, i2)| {
                 let bad = |reason: String| self.bad_reply("range", &set, &reason);

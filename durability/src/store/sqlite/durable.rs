@@ -38,6 +38,7 @@ use crate::error::DurabilityError;
 use crate::journal::KvDurability;
 use crate::kv::{
     CasOutcome, DurableKv, Entry, Index, KvError, KvOp, KvRecord, RangeQuery, Scope, Versioned,
+    only_outcome,
 };
 use crate::store::StoreError;
 
@@ -217,19 +218,6 @@ impl SqliteDurableKv {
             .await
             .map_err(self.error(operation))
     }
-
-    async fn write_one(
-        &self,
-        operation: &'static str,
-        scope: &Scope,
-        op: KvOp,
-    ) -> Result<CasOutcome, KvError> {
-        let mut outcomes = self.write_ops(operation, scope, vec![op]).await?;
-        outcomes.pop().ok_or_else(|| KvError::Unavailable {
-            operation,
-            source: "the writer returned no outcome".into(),
-        })
-    }
 }
 
 fn to_version(v: i64) -> u64 {
@@ -373,74 +361,64 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Re
     match op {
         KvOp::Cas {
             key,
-            expected: None,
+            expected,
             entry,
-        } => create(tx, scope, key, entry),
+        } => put(tx, scope, key, entry, *expected),
         KvOp::CreateIfNoneIn { key, entry, .. } => match conflict_of(tx, scope, op)? {
             Some(current) => Ok(CasOutcome::Conflict { current }),
-            None => create(tx, scope, key, entry),
+            None => put(tx, scope, key, entry, None),
         },
-        KvOp::Cas {
-            key,
-            expected: Some(expected),
-            entry,
-        } => {
-            let version = next_version(tx)?;
-            let Entry { value, idx1, idx2 } = entry;
-            let written = tx
-                .prepare_cached(
-                    "UPDATE durable SET version = ?3, value = ?4, idx1 = ?5, idx2 = ?6
-                     WHERE scope_id = ?1 AND key = ?2 AND version = ?7",
-                )?
-                .execute(params![
-                    scope,
-                    key,
-                    i64::try_from(version).unwrap_or(i64::MAX),
-                    value,
-                    idx1,
-                    idx2,
-                    i64::try_from(*expected).unwrap_or(i64::MAX)
-                ])?;
-            settled(tx, scope, key, written, version)
-        }
         KvOp::Delete { key, expected } => {
             let removed = tx
                 .prepare_cached(
                     "DELETE FROM durable WHERE scope_id = ?1 AND key = ?2 AND version = ?3",
                 )?
-                .execute(params![
-                    scope,
-                    key,
-                    i64::try_from(*expected).unwrap_or(i64::MAX)
-                ])?;
+                .execute(params![scope, key, sql_version(*expected)])?;
             settled(tx, scope, key, removed, *expected)
         }
     }
 }
 
-/// Creates `key` with `entry` unless it exists.
-fn create(
+/// Writes `entry` at `key` under the next version: created unless the key exists (`expected`
+/// `None`), or replacing version `expected`.
+fn put(
     tx: &Transaction<'_>,
     scope: i64,
     key: &str,
     entry: &Entry,
+    expected: Option<u64>,
 ) -> rusqlite::Result<CasOutcome> {
     let version = next_version(tx)?;
     let Entry { value, idx1, idx2 } = entry;
-    let written = tx
-        .prepare_cached(
-            "INSERT INTO durable (scope_id, key, version, value, idx1, idx2)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope_id, key) DO NOTHING",
-        )?
-        .execute(params![
-            scope,
-            key,
-            i64::try_from(version).unwrap_or(i64::MAX),
-            value,
-            idx1,
-            idx2
-        ])?;
+    let v = sql_version(version);
+    let written = match expected {
+        None => tx
+            .prepare_cached(
+                "INSERT INTO durable (scope_id, key, version, value, idx1, idx2)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (scope_id, key) DO NOTHING",
+            )?
+            .execute(params![scope, key, v, value, idx1, idx2])?,
+        Some(expected) => tx
+            .prepare_cached(
+                "UPDATE durable SET version = ?3, value = ?4, idx1 = ?5, idx2 = ?6
+                 WHERE scope_id = ?1 AND key = ?2 AND version = ?7",
+            )?
+            .execute(params![
+                scope,
+                key,
+                v,
+                value,
+                idx1,
+                idx2,
+                sql_version(expected)
+            ])?,
+    };
     settled(tx, scope, key, written, version)
+}
+
+/// A version as SQLite stores it.
+fn sql_version(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 fn versioned(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Versioned> {
@@ -472,7 +450,7 @@ impl DurableKv for SqliteDurableKv {
     }
 
     async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
-        self.write_one("apply", scope, op).await
+        only_outcome("apply", self.write_ops("apply", scope, vec![op]).await?)
     }
 
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
