@@ -147,6 +147,12 @@ impl Coord {
         })
     }
 
+    /// How often a lease this replica keeps (its own, the transport's) is renewed: every
+    /// third of the leader lease.
+    pub(crate) fn renew_every(&self) -> Duration {
+        (self.options.config.leader_lease / 3).max(Duration::from_millis(5))
+    }
+
     /// The fence this replica leads under, if it leads.
     pub(crate) fn leading(&self) -> Option<Fence> {
         self.leader

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use crate::bot::inbound::drop_event;
 use crate::events::{BotEvent, DropReason};
 use crate::kernel::context::Ctx;
 use crate::kernel::isolated::run_isolated;
@@ -41,11 +42,7 @@ pub(crate) async fn dispatch(ctx: Ctx) {
         match hook(ctx.clone()).await {
             Ok(HookFlow::Continue) => {}
             Ok(HookFlow::Stop) => {
-                Counters::inc(&k.counters.dropped_hook);
-                k.events.emit(BotEvent::Dropped {
-                    chat: ctx.chat().clone(),
-                    reason: DropReason::Hook,
-                });
+                drop_event(&k, ctx.chat(), DropReason::Hook);
                 interaction_ack::routing_ended(&ctx).await;
                 return;
             }
@@ -58,11 +55,7 @@ pub(crate) async fn dispatch(ctx: Ctx) {
     }
 
     if k.gates.is_handed_off(ctx.chat()) {
-        Counters::inc(&k.counters.dropped_handoff);
-        k.events.emit(BotEvent::Dropped {
-            chat: ctx.chat().clone(),
-            reason: DropReason::Handoff,
-        });
+        drop_event(&k, ctx.chat(), DropReason::Handoff);
         interaction_ack::routing_ended(&ctx).await;
         return;
     }

@@ -11,12 +11,10 @@
 //! decide what is forwarded (`flow/forward.rs` does).
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh_durability::coordination::Fence;
 use serde_json::Value;
-use tokio::task::JoinHandle;
 
 use crate::bot::inbound::{process_interaction, process_message};
 use crate::durable;
@@ -25,7 +23,7 @@ use crate::error::BotError;
 use crate::flow::conversation;
 use crate::flow::{Forwarded, forward_queue};
 use crate::kernel::context::CtxExtras;
-use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::lifecycle::{LifecycleStep, StepTask};
 use crate::kernel::{Bot, Kernel};
 use crate::message::ChatId;
 use crate::provider::ProviderEvent;
@@ -140,7 +138,7 @@ fn fire(k: &Arc<Kernel>, chat: ChatId, data: Value, now_ms: i64) {
 /// and drains its forward queue; on stop, gives the lease back.
 #[derive(Default)]
 pub(crate) struct ForwardStep {
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: StepTask,
     fence: Arc<Mutex<Option<Fence>>>,
 }
 
@@ -159,8 +157,7 @@ impl LifecycleStep for ForwardStep {
         let Some(coord) = k.coordination.as_ref().map(Arc::clone) else {
             return Ok(());
         };
-        let lease = coord.options.config().leader_lease;
-        let renew = (lease / 3).max(Duration::from_millis(5));
+        let renew = coord.renew_every();
         let poll = k
             .durable
             .as_ref()
@@ -189,23 +186,12 @@ impl LifecycleStep for ForwardStep {
                 tokio::time::sleep(poll).await;
             }
         });
-        if let Some(old) = self
-            .task
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(task)
-        {
-            old.abort();
-        }
+        self.task.set(task);
         Ok(())
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
-        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = task.await;
-        }
+        self.task.abort().await;
         let fence = self.fence.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let (Some(coord), Some(fence)) = (bot.kernel.coordination.as_deref(), fence) {
             if let Err(e) = coord.c.retire(&fence).await {

@@ -121,7 +121,8 @@ impl InboundPipeline for Pipeline {
     }
 }
 
-fn drop_event(k: &Kernel, chat: &ChatId, reason: DropReason) {
+/// Counts, logs and reports an inbound message dropped for `reason`.
+pub(crate) fn drop_event(k: &Kernel, chat: &ChatId, reason: DropReason) {
     let counter = match reason {
         DropReason::Blocked => &k.counters.dropped_blocked,
         DropReason::Duplicate => &k.counters.dropped_duplicate,

@@ -8,24 +8,22 @@
 //! the leader dies. Stopping the step stops the task, stops the transport if it runs and gives
 //! the lease back, so a standby takes over at its next campaign instead of after the lease.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use botmesh_durability::coordination::Leadership;
-use tokio::task::JoinHandle;
 
 use crate::bot::inbound::Pipeline;
 use crate::coordination::{Coord, TRANSPORT_LEASE};
 use crate::error::BotError;
-use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::lifecycle::{LifecycleStep, StepTask};
 use crate::kernel::{Bot, Kernel};
 use crate::provider::{EventSink, TransportStatus};
 
 /// The `transport` step of a leader-only transport.
 #[derive(Default)]
 pub(crate) struct LeaderStep {
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: StepTask,
 }
 
 #[async_trait]
@@ -44,7 +42,7 @@ impl LifecycleStep for LeaderStep {
         if k.transport_status() == TransportStatus::Starting {
             k.set_transport_status(TransportStatus::Ready);
         }
-        let every = (coord.options.config().leader_lease / 3).max(Duration::from_millis(5));
+        let every = coord.renew_every();
         let weak = Arc::downgrade(&k);
         drop(k);
         let task = tokio::spawn(async move {
@@ -54,23 +52,12 @@ impl LifecycleStep for LeaderStep {
                 campaign_once(&k, &coord).await;
             }
         });
-        if let Some(old) = self
-            .task
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(task)
-        {
-            old.abort();
-        }
+        self.task.set(task);
         Ok(())
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
-        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = task.await;
-        }
+        self.task.abort().await;
         let k = &bot.kernel;
         k.set_transport_status(TransportStatus::Stopped);
         let Some(coord) = k.coordination.as_deref() else {

@@ -36,7 +36,7 @@ use crate::durable::inbound::Admit;
 use crate::error::BotError;
 use crate::events::BotEvent;
 use crate::kernel::journals::Durable;
-use crate::kernel::lifecycle::LifecycleStep;
+use crate::kernel::lifecycle::{LifecycleStep, StepTask};
 use crate::kernel::{Bot, waiting};
 
 pub use crate::kernel::journals::{MaxAge, StalePolicy};
@@ -239,8 +239,7 @@ impl Durable {
             d,
             max_age: opts.max_age,
             tasks: Mutex::new(Vec::new()),
-            sweeper: Mutex::new(None),
-            stop_sweeper: tokio::sync::watch::channel(false).0,
+            sweeper: StepTask::default(),
             waiting: waiting::WaitingLeases::default(),
             _instance_lock: None,
         })
@@ -274,20 +273,11 @@ impl Durable {
     /// Asks the sweeper to stop after the record in hand (a send it started completes and is
     /// recorded); aborts it if it does not within `grace`.
     async fn stop_sweeper(&self, grace: Duration) {
-        let _ = self.stop_sweeper.send_replace(true);
-        let handle = self
-            .sweeper
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(mut h) = handle {
-            if tokio::time::timeout(grace, &mut h).await.is_err() {
-                tracing::warn!(
-                    ?grace,
-                    "the durability sweeper did not stop in time: aborted"
-                );
-                h.abort();
-            }
+        if self.sweeper.stop(grace).await {
+            tracing::warn!(
+                ?grace,
+                "the durability sweeper did not stop in time: aborted"
+            );
         }
     }
 }
@@ -312,14 +302,9 @@ impl LifecycleStep for DurabilityStep {
     async fn start(&self, bot: &Bot) -> Result<(), BotError> {
         let k = &bot.kernel;
         let Some(dur) = &k.durable else { return Ok(()) };
-        let _ = dur.stop_sweeper.send_replace(false);
         sweeper::replay_unfinished(k, dur, self.admit).await?;
-        let handle = tokio::spawn(sweeper::run(
-            Arc::downgrade(k),
-            dur.stop_sweeper.subscribe(),
-            self.admit,
-        ));
-        *dur.sweeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        let (weak, admit) = (Arc::downgrade(k), self.admit);
+        dur.sweeper.spawn(|stop| sweeper::run(weak, stop, admit));
         Ok(())
     }
 

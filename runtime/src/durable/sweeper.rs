@@ -211,7 +211,7 @@ async fn pass(
     outbound::resend_by_own_policy(k, dur, &resolved).await;
     for record in dur.d.outbox().due(BATCH).await? {
         // Stopping: leave the rest for the next start (the record in hand was finished).
-        if *dur.stop_sweeper.borrow() {
+        if dur.sweeper.stopping() {
             return Ok(());
         }
         outbound::deliver_due(k, dur, record).await;

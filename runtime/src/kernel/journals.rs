@@ -15,6 +15,7 @@ use botmesh_durability::leases::InboxLease;
 use tokio::task::JoinHandle;
 
 use crate::kernel::Kernel;
+use crate::kernel::lifecycle::StepTask;
 use crate::kernel::waiting;
 
 /// What to do with a message that arrives long after it was sent (after downtime, a bot
@@ -44,8 +45,7 @@ pub(crate) struct Durable {
     /// drain still reach the bot's listeners).
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The sweeper, stopped gracefully: it finishes the record in hand.
-    pub(crate) sweeper: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) stop_sweeper: tokio::sync::watch::Sender<bool>,
+    pub(crate) sweeper: StepTask,
     /// The leases of inbound records whose jobs wait in their chat's queue.
     pub(crate) waiting: waiting::WaitingLeases,
     /// Keeps the default instance id unique among live processes (see `instance`).

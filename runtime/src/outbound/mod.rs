@@ -542,15 +542,20 @@ pub fn split_text(text: &str, limit: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A channel of 4096-character texts, 1024 under buttons.
+    fn caps() -> crate::provider::Capabilities {
+        crate::provider::Capabilities {
+            text_limit: 4096,
+            buttons_text_limit: Some(1024),
+            ..crate::provider::Capabilities::default()
+        }
+    }
+
     /// Every part fits the text limit, the last (with the buttons) the buttons' limit, and the
     /// parts put back together are the text, for texts around both limits.
     #[test]
     fn a_text_with_buttons_keeps_its_last_part_under_the_buttons_limit() {
-        let caps = crate::provider::Capabilities {
-            text_limit: 4096,
-            buttons_text_limit: Some(1024),
-            ..crate::provider::Capabilities::default()
-        };
+        let caps = caps();
         for len in [10, 1024, 1025, 1500, 4096, 4097, 5000, 9000] {
             let text: String = (0..len)
                 .map(|i| if i % 7 == 6 { ' ' } else { 'x' })
@@ -588,11 +593,7 @@ mod tests {
     /// the list (its button and sections unchanged) with the end of the text last.
     #[test]
     fn a_long_list_keeps_its_rows_on_its_last_part() {
-        let caps = crate::provider::Capabilities {
-            text_limit: 4096,
-            buttons_text_limit: Some(1024),
-            ..crate::provider::Capabilities::default()
-        };
+        let caps = caps();
         let sections = vec![crate::message::ListSection {
             title: "Drinks".into(),
             rows: vec![crate::message::Button::with_id("tea", "Tea")],

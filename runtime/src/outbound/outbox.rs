@@ -543,6 +543,16 @@ enum Attempt {
     Dead(BotError),
 }
 
+impl Attempt {
+    /// Try part `key` again at `at_ms`.
+    fn retry(key: &str, at_ms: i64) -> Self {
+        Attempt::Retry {
+            at_ms,
+            key: key.to_owned(),
+        }
+    }
+}
+
 /// What an attempt sends.
 #[allow(clippy::large_enum_variant)] // passed to one attempt, never stored
 enum Content<'a> {
@@ -623,10 +633,7 @@ async fn attempt(
             .await
             .map_err(journal_error)?
         {
-            FailOutcome::Retrying { at_ms } => Ok(Attempt::Retry {
-                at_ms,
-                key: key.to_owned(),
-            }),
+            FailOutcome::Retrying { at_ms } => Ok(Attempt::retry(key, at_ms)),
             FailOutcome::DeadLettered => Ok(Attempt::Dead(BotError::Coordination(refused))),
         };
     }
@@ -675,10 +682,7 @@ async fn attempt(
             {
                 FailOutcome::Retrying { at_ms } => {
                     tracing::debug!(key = %key, error = %e, at_ms, "send failed: retrying");
-                    Ok(Attempt::Retry {
-                        at_ms,
-                        key: key.to_owned(),
-                    })
+                    Ok(Attempt::retry(key, at_ms))
                 }
                 FailOutcome::DeadLettered => {
                     Box::pin(on_failed(k, &chat, outgoing, key, &e)).await;
@@ -714,10 +718,7 @@ async fn settle_ambiguous(
         AmbiguousOutcome::Unknown => Ok(Attempt::Unknown),
         AmbiguousOutcome::Resend { at_ms } => {
             tracing::debug!(key = %key, error = %e, at_ms, "send of unknown outcome: sending again");
-            Ok(Attempt::Retry {
-                at_ms,
-                key: key.to_owned(),
-            })
+            Ok(Attempt::retry(key, at_ms))
         }
         AmbiguousOutcome::DeadLettered => {
             on_failed(k, &chat, outgoing, key, e).await;

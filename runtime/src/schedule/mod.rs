@@ -43,7 +43,7 @@ pub(crate) mod when;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use botmesh_durability::schedule::JobDefinition;
@@ -51,8 +51,6 @@ pub use botmesh_durability::schedule::{
     JobRecord, JobSchedule, JobState, MissedRuns, ScheduleError, Scheduled,
 };
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 pub(crate) use runner::SchedulerStep;
 
@@ -61,6 +59,7 @@ use crate::error::{BotError, HandlerResult};
 use crate::events::BotEvent;
 use crate::flow::{conversation, timeout};
 use crate::kernel::Bot;
+use crate::kernel::lifecycle::StepTask;
 use crate::kernel::routes::BoxFuture;
 use crate::message::{ChatId, Outgoing};
 use crate::outbound::{KeyRule, SendOutcome, SendRequest};
@@ -257,8 +256,7 @@ pub(crate) type TaskFn = Arc<dyn Fn(JobCtx) -> BoxFuture<HandlerResult> + Send +
 pub(crate) struct Scheduler {
     pub(crate) options: SchedulerOptions,
     tasks: RwLock<HashMap<String, TaskFn>>,
-    stop: watch::Sender<bool>,
-    runner: Mutex<Option<JoinHandle<()>>>,
+    runner: StepTask,
 }
 
 impl crate::kernel::Kernel {
@@ -300,8 +298,7 @@ impl Scheduler {
                 (REMIND_TASK.to_owned(), remind),
                 (timeout::TIMEOUT_TASK.to_owned(), timeout),
             ])),
-            stop: watch::channel(false).0,
-            runner: Mutex::new(None),
+            runner: StepTask::default(),
         }
     }
 

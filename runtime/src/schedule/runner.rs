@@ -63,24 +63,14 @@ impl LifecycleStep for SchedulerStep {
         {
             k.jobs.activate();
         }
-        let _ = s.stop.send_replace(false);
-        let handle = tokio::spawn(run(Arc::downgrade(k), s.stop.subscribe()));
-        *s.runner.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        let weak = Arc::downgrade(k);
+        s.runner.spawn(|stop| run(weak, stop));
         Ok(())
     }
 
     async fn stop(&self, bot: &Bot) -> Result<(), BotError> {
         let s = bot.kernel.scheduler();
-        let _ = s.stop.send_replace(true);
-        let handle = s.runner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut h) = handle {
-            if tokio::time::timeout(bot.kernel.config.stop_timeout, &mut h)
-                .await
-                .is_err()
-            {
-                h.abort();
-            }
-        }
+        s.runner.stop(bot.kernel.config.stop_timeout).await;
         Ok(())
     }
 }
