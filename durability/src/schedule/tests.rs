@@ -50,29 +50,43 @@ fn run_next(r: &JobRecord, _now: i64) -> Plan {
     }
 }
 
+/// The shared backend and the clock of a test's replicas, at `now`.
+fn backend(now: i64) -> (Arc<MemoryKv>, Arc<ManualClock>) {
+    (Arc::new(MemoryKv::new()), Arc::new(ManualClock::new(now)))
+}
+
+/// Schedules job `id` by `def`, replacing another definition.
+async fn schedule(
+    d: &KvDurability<MemoryKv>,
+    id: &str,
+    def: JobDefinition,
+) -> (JobRecord, Scheduled) {
+    d.jobs().schedule(id, def, true, first).await.unwrap()
+}
+
+/// What claiming job `id` under a lease of `lease_ms` finds.
+async fn claimed(d: &KvDurability<MemoryKv>, id: &str, lease_ms: i64) -> Claimed {
+    d.jobs().claim(id, lease_ms, run_next).await.unwrap()
+}
+
+/// Claims job `id`'s due occurrence to run it, under a lease of `lease_ms`.
+async fn run(d: &KvDurability<MemoryKv>, id: &str, lease_ms: i64) -> JobClaim {
+    match claimed(d, id, lease_ms).await {
+        Claimed::Run(claim) => claim,
+        other => panic!("`{id}` is not run: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn the_same_definition_keeps_the_job_and_another_replaces_it() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = Arc::new(ManualClock::new(1_000));
+    let (kv, clock) = backend(1_000);
     let d = replica(&kv, &clock, "a");
-    let (r, what) = d
-        .jobs()
-        .schedule("j", every(100), true, first)
-        .await
-        .unwrap();
+    let (r, what) = schedule(&d, "j", every(100)).await;
     assert_eq!((what, r.next_ms), (Scheduled::Created, Some(1_100)));
     clock.advance(Duration::from_millis(50));
-    let (r, what) = d
-        .jobs()
-        .schedule("j", every(100), true, first)
-        .await
-        .unwrap();
+    let (r, what) = schedule(&d, "j", every(100)).await;
     assert_eq!((what, r.next_ms), (Scheduled::Unchanged, Some(1_100)));
-    let (r, what) = d
-        .jobs()
-        .schedule("j", every(500), true, first)
-        .await
-        .unwrap();
+    let (r, what) = schedule(&d, "j", every(500)).await;
     assert_eq!((what, r.next_ms), (Scheduled::Replaced, Some(1_550)));
     assert!(matches!(
         d.jobs().schedule("", every(1), true, first).await,
@@ -82,8 +96,7 @@ async fn the_same_definition_keeps_the_job_and_another_replaces_it() {
 
 #[tokio::test]
 async fn one_replica_claims_an_occurrence_and_finishes_it() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = Arc::new(ManualClock::new(1_000));
+    let (kv, clock) = backend(1_000);
     let (a, b) = (replica(&kv, &clock, "a"), replica(&kv, &clock, "b"));
     a.jobs()
         .schedule("j", every(100), true, first)
@@ -91,22 +104,14 @@ async fn one_replica_claims_an_occurrence_and_finishes_it() {
         .unwrap();
     assert!(a.jobs().due(1_099, 10).await.unwrap().is_empty());
     assert!(
-        matches!(
-            a.jobs().claim("j", 1_000, run_next).await.unwrap(),
-            Claimed::Nothing
-        ),
+        matches!(claimed(&a, "j", 1_000).await, Claimed::Nothing),
         "not due yet"
     );
     clock.set(1_100);
     assert_eq!(a.jobs().due(1_100, 10).await.unwrap()[0].id, "j");
-    let Claimed::Run(claim) = a.jobs().claim("j", 1_000, run_next).await.unwrap() else {
-        panic!("a claims the due occurrence");
-    };
+    let claim = run(&a, "j", 1_000).await;
     assert_eq!((claim.occurrence_ms, claim.retaken), (1_100, false));
-    assert!(matches!(
-        b.jobs().claim("j", 1_000, run_next).await.unwrap(),
-        Claimed::Nothing
-    ));
+    assert!(matches!(claimed(&b, "j", 1_000).await, Claimed::Nothing));
     assert_eq!(
         a.jobs().get("j").await.unwrap().unwrap().state(),
         JobState::Running
@@ -128,18 +133,15 @@ async fn one_replica_claims_an_occurrence_and_finishes_it() {
 
 #[tokio::test]
 async fn a_dead_holders_occurrence_is_taken_over_and_the_old_holder_is_fenced() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = Arc::new(ManualClock::new(0));
+    let (kv, clock) = backend(0);
     let (a, b) = (replica(&kv, &clock, "a"), replica(&kv, &clock, "b"));
     let def = JobDefinition {
         schedule: JobSchedule::At { at_ms: 10 },
         ..every(1)
     };
-    a.jobs().schedule("once", def, true, first).await.unwrap();
+    schedule(&a, "once", def).await;
     clock.set(10);
-    let Claimed::Run(old) = a.jobs().claim("once", 1_000, run_next).await.unwrap() else {
-        panic!("claimed");
-    };
+    let old = run(&a, "once", 1_000).await;
     clock.set(500);
     assert!(
         b.jobs().due(500, 10).await.unwrap().is_empty(),
@@ -147,9 +149,7 @@ async fn a_dead_holders_occurrence_is_taken_over_and_the_old_holder_is_fenced() 
     );
     clock.set(1_010);
     assert_eq!(b.jobs().due(1_010, 10).await.unwrap()[0].id, "once");
-    let Claimed::Run(new) = b.jobs().claim("once", 1_000, run_next).await.unwrap() else {
-        panic!("taken over");
-    };
+    let new = run(&b, "once", 1_000).await;
     assert_eq!((new.occurrence_ms, new.retaken), (10, true));
     assert!(new.token > old.token);
     assert!(matches!(
@@ -170,31 +170,16 @@ async fn a_dead_holders_occurrence_is_taken_over_and_the_old_holder_is_fenced() 
 
 #[tokio::test]
 async fn a_restarted_instance_takes_its_own_occurrence_at_once() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = Arc::new(ManualClock::new(0));
+    let (kv, clock) = backend(0);
     let first_boot = replica(&kv, &clock, "a");
-    first_boot
-        .jobs()
-        .schedule("j", every(10), true, first)
-        .await
-        .unwrap();
+    schedule(&first_boot, "j", every(10)).await;
     clock.set(10);
-    let Claimed::Run(_) = first_boot
-        .jobs()
-        .claim("j", 60_000, run_next)
-        .await
-        .unwrap()
-    else {
+    let Claimed::Run(_) = claimed(&first_boot, "j", 60_000).await else {
         panic!("claimed");
     };
     clock.set(20);
     let second_boot = replica(&kv, &clock, "a");
-    let Claimed::Run(again) = second_boot
-        .jobs()
-        .claim("j", 60_000, run_next)
-        .await
-        .unwrap()
-    else {
+    let Claimed::Run(again) = claimed(&second_boot, "j", 60_000).await else {
         panic!("the abandoned lease of the same instance id is taken at once");
     };
     assert!(again.retaken);
@@ -202,8 +187,7 @@ async fn a_restarted_instance_takes_its_own_occurrence_at_once() {
 
 #[tokio::test]
 async fn skipping_moves_the_job_on_and_cancel_deletes_it() {
-    let kv = Arc::new(MemoryKv::new());
-    let clock = Arc::new(ManualClock::new(0));
+    let (kv, clock) = backend(0);
     let d = replica(&kv, &clock, "a");
     d.jobs()
         .schedule("j", every(10), true, first)
