@@ -308,8 +308,9 @@ async fn a_resend_after_a_crash_inside_the_nonce_window_creates_no_second_messag
         creates[0]["nonce"], creates[1]["nonce"],
         "the resend carries the same nonce"
     );
-    // Real time, on purpose: a third create, if any, would reach the fake server's socket.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The reply's journal settles: recorded `sent`, no attempt left to make a third create.
+    assert_eq!(fakes::poll::outbox_settled(&bot).await, Some(1));
+    bot.idle().await;
     bot.stop().await.expect("stop");
     assert_eq!(
         fake.delivered_to(CHANNEL),
@@ -325,11 +326,17 @@ async fn an_interaction_is_acked_within_its_deadline_while_its_handler_is_slow()
     let discord = provider(&fake);
     let routes = discord.interactions_routes();
     let bot = Bot::builder(discord).build().expect("bot");
-    bot.command("report", |ctx: Ctx| async move {
-        // Slower than the 3 seconds Discord gives the first answer.
-        tokio::time::sleep(Duration::from_millis(3_500)).await;
-        ctx.reply("Your report is ready").await?;
-        Ok(())
+    // The report is ready once the interaction was answered: slower than the 3 seconds
+    // Discord gives the first answer.
+    let ready = Arc::new(tokio::sync::Notify::new());
+    let report = Arc::clone(&ready);
+    bot.command("report", move |ctx: Ctx| {
+        let report = Arc::clone(&report);
+        async move {
+            report.notified().await;
+            ctx.reply("Your report is ready").await?;
+            Ok(())
+        }
     });
     bot.when(matcher::button("vote:yes"), |ctx: Ctx| async move {
         ctx.reply("Thanks for voting").await?;
@@ -350,6 +357,7 @@ async fn an_interaction_is_acked_within_its_deadline_while_its_handler_is_slow()
         took >= Duration::from_secs(2),
         "the ack waited for the handler until near the deadline: {took:?}"
     );
+    ready.notify_one();
     fake.wait("the report", |f| !f.delivered_to(CHANNEL).is_empty())
         .await;
     assert_eq!(

@@ -7,6 +7,9 @@
 #![cfg(feature = "whatsapp-web")]
 #![allow(clippy::expect_used)]
 
+#[path = "fakes/poll.rs"]
+mod poll;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,15 +74,9 @@ fn provider(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> WhatsAppWebProvider 
     WhatsAppWebProvider::new(config, Arc::new(fake.clone())).expect("provider")
 }
 
-/// Waits (real time: the fake follows its file every 10 ms) until `done`, at most 10 s.
+/// Waits (the fake follows its file on the wall clock) until `done`, at most 20 s.
 async fn eventually(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never: {what}");
+    assert!(poll::eventually(done).await, "never: {what}");
 }
 
 #[tokio::test]
@@ -150,14 +147,21 @@ async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delive
         "a status",
     ))
     .expect("push");
+    // The last event of the file, from someone else: the provider hands the session's events
+    // over in order, so once it came, every event before it was delivered or left out.
+    let last = "15550000000@s.whatsapp.net";
+    fake.push(&FakeSession::text("A5", last, None, "the last event"))
+        .expect("push");
     let p = provider(&kv, &fake);
     let rec = Arc::new(Recorder::default());
     p.open(EventSink::new(rec.clone())).await.expect("open");
-    eventually("two messages", || rec.events().len() >= 2).await;
-    // Real time, on purpose: a third event, if any, would come from the fake's file (followed
-    // every 10 ms); 100 ms for it to show.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let events = rec.events();
+    let came = |events: &[ProviderEvent]| events.iter().any(|e| e.chat().as_str() == last);
+    eventually("the last event", || came(&rec.events())).await;
+    let mut events = rec.events();
+    assert_eq!(
+        events.pop().map(|e| e.chat().clone()),
+        Some(ChatId::from(last))
+    );
     assert_eq!(events.len(), 2, "{events:?}");
     for e in &events {
         assert_eq!(e.chat(), &ChatId::from(PN), "{e:?}");
@@ -249,8 +253,9 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
     let again = FakeSession::new(fake.dir()).expect("fake");
     let bot = echo_bot(&kv, &again).await;
     eventually("three answers", || fake.delivered_to(PN).len() >= 3).await;
-    // Real time, on purpose: a duplicate answer, if any, would reach the fake's file; 200 ms.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // M3, the file's last event, was answered: every event before it was journaled (a
+    // replay as a duplicate), and a duplicate dispatched would sit in the chat's queue.
+    bot.idle().await;
     bot.stop().await.expect("stop");
     assert_eq!(
         fake.delivered_to(PN),
@@ -271,8 +276,14 @@ async fn a_send_is_retried_under_the_same_message_id() {
         .expect("push");
     let bot = echo_bot(&kv, &fake).await;
     eventually("two sends reached the server", || fake.sent().len() >= 2).await;
-    // Real time, on purpose: a third send, if any, would reach the fake's file; 200 ms.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The send's journal settles: recorded `sent`, no attempt left to make.
+    let sent = poll::outbox_settled(&bot).await;
+    assert_eq!(
+        sent,
+        Some(1),
+        "the reply recorded sent, nothing left to send"
+    );
+    bot.idle().await;
     bot.stop().await.expect("stop");
     let sent = fake.sent();
     assert_eq!(sent.len(), 2, "{sent:?}");

@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use botmesh::durability::{DurabilityConfig, OutboxState};
 use botmesh::durable::DurabilityOptions;
@@ -22,10 +22,13 @@ use botmesh::provider::ProviderError;
 use botmesh::schedule::{Job, JobCtx};
 use botmesh::testing::MockProvider;
 use common::order;
+use eventually::eventually;
 use fantoccini::{ClientBuilder, Locator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
+#[path = "common/eventually.rs"]
+mod eventually;
 
 /// With a space and a semicolon: any token works, in the cookie too.
 const TOKEN: &str = "s3cret admin;token";
@@ -263,19 +266,6 @@ fn screenshot_dir() -> PathBuf {
     dir
 }
 
-/// Polls `check` every 50 ms until it holds or `within` passes (a browser and a real
-/// sweeper run on the wall clock).
-async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    check().await
-}
-
 /// Clicks the button `css` names and reads what the page it leads to says it did.
 async fn press(browser: &fantoccini::Client, css: &str) -> String {
     browser
@@ -383,10 +373,12 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
     // Retry it: the page says so, and the bot's sweeper sends bob his reply.
     let flash = press(&browser, &format!("{row} button[value=retry]")).await;
     assert!(flash.contains("pending again"), "{flash}");
-    let sent = eventually(Duration::from_secs(20), async || {
-        mock.texts("bob").contains(&"hello".to_owned())
-    })
-    .await;
+    let sent = mock
+        .wait_until(Duration::from_secs(20), |sent| {
+            sent.iter()
+                .any(|s| s.chat.as_str() == "bob" && s.text() == "hello")
+        })
+        .await;
     assert!(sent, "bob got his reply: {:?}", mock.texts("bob"));
 
     // Reloaded: no dead letter left, the sends in the chart.

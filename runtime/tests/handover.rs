@@ -13,6 +13,8 @@
 //! | `a_cut_step_is_finished_by_the_next_replica_*` | a step killed after its first send (made, or collected for the step's commit on a store that commits steps atomically), on replica A, is finished by replica B with the answer the checkpoint carries when the chat's next message reaches B; that message then answers the question the finished step asked; the send made before the cut is not repeated; the cut message's later replay is not taken as an answer; the hand-over is counted and emitted |
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/eventually.rs"]
+mod eventually;
 #[cfg(any(feature = "postgres", feature = "redis"))]
 mod servers;
 
@@ -21,12 +23,19 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh::coordination::{Coordination, CoordinationEvent};
-use botmesh::durability::{DurabilityConfig, DurableKv, MemoryKv, MemoryStore, Store};
+use botmesh::coordination::{Coordination, CoordinationConfig, CoordinationEvent};
+use botmesh::durability::coordination::Coordinator;
+use botmesh::durability::{
+    DurabilityConfig, DurableKv, InboxState, MemoryKv, MemoryStore, OutboxState, Store,
+};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::schedule::SchedulerOptions;
 use botmesh::testing::MockProvider;
+use eventually::eventually;
+use tokio::sync::Notify;
+use tokio::sync::broadcast::Receiver;
+use tokio::sync::broadcast::error::RecvError;
 
 /// The chats whose `greet` step stalls after its greeting (replica A's, until it is killed).
 static STALLED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
@@ -44,6 +53,9 @@ fn stall(chat: &str, on: bool) {
 /// The chats whose `greet` step reached its stall.
 static REACHED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
+/// Notified when a chat's `greet` step reaches its stall.
+static STALL_REACHED: Notify = Notify::const_new();
+
 fn stalls(chat: &str) -> bool {
     let stalls = STALLED
         .lock()
@@ -56,6 +68,7 @@ fn stalls(chat: &str) -> bool {
             .unwrap()
             .get_or_insert_with(HashSet::new)
             .insert(chat.to_owned());
+        STALL_REACHED.notify_waiters();
     }
     stalls
 }
@@ -66,6 +79,23 @@ fn reached(chat: &str) -> bool {
         .unwrap()
         .as_ref()
         .is_some_and(|s| s.contains(chat))
+}
+
+/// Waits (15 s at most) until `chat`'s `greet` step reached its stall.
+async fn wait_for_stall(chat: &str) {
+    let reach = async {
+        loop {
+            let notified = STALL_REACHED.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if reached(chat) {
+                return;
+            }
+            notified.await;
+        }
+    };
+    let within = tokio::time::timeout(Duration::from_secs(15), reach).await;
+    assert!(within.is_ok(), "A's step never reached its stall");
 }
 
 /// Two questions, with a greeting between them.
@@ -156,16 +186,63 @@ async fn replica_polling((store, kv): Shared, name: &str, poll: Duration) -> (Bo
     (bot, channel)
 }
 
-/// Waits (real time: the replicas work on their own) until `chat`'s texts on `channel`
-/// contain `text`.
+/// Waits (15 s at most) until `channel` sent `text` to `chat`.
 async fn wait_for(channel: &MockProvider, chat: &str, text: &str) {
-    for _ in 0..1500 {
-        if channel.texts(chat).iter().any(|t| t == text) {
-            return;
+    let sent = channel
+        .wait_until(Duration::from_secs(15), |sent| {
+            sent.iter()
+                .any(|s| s.chat.as_str() == chat && s.text() == text)
+        })
+        .await;
+    assert!(
+        sent,
+        "{text:?} never reached {chat}: {:?}",
+        channel.texts(chat)
+    );
+}
+
+/// Waits (15 s at most) for an event of `events` that `is` matches; `what` names it.
+async fn event(events: &mut Receiver<BotEvent>, what: &str, is: impl Fn(&BotEvent) -> bool) {
+    let seen = async {
+        loop {
+            match events.recv().await {
+                Ok(event) if is(&event) => return,
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(e) => panic!("the bot's events ended: {e}"),
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{text:?} never reached {chat}: {:?}", channel.texts(chat));
+    };
+    let within = tokio::time::timeout(Duration::from_secs(15), seen).await;
+    assert!(within.is_ok(), "never: {what}");
+}
+
+/// Waits (15 s at most) until the shared journals and `forwards` (a replica's forward queue)
+/// hold nothing open: every message journaled was handled to its end, every send made, every
+/// forwarded entry taken. A message dispatched twice would have answered twice by then.
+async fn settled(bot: &Bot, store: &Arc<dyn Store>, forwards: &str) {
+    let d = bot.durability().unwrap();
+    let open = async || {
+        let inbox = [InboxState::Pending, InboxState::Processing];
+        let outbox = [
+            OutboxState::Pending,
+            OutboxState::Sending,
+            OutboxState::Failed,
+        ];
+        for state in inbox {
+            if !d.inbox().list(state, 1).await.unwrap().is_empty() {
+                return true;
+            }
+        }
+        for state in outbox {
+            if !d.outbox().list(state, 1).await.unwrap().is_empty() {
+                return true;
+            }
+        }
+        !store.values(forwards).await.unwrap().is_empty()
+    };
+    let settled = eventually(Duration::from_secs(15), async || !open().await).await;
+    assert!(settled, "the journals and {forwards} still hold open work");
+    bot.idle().await;
 }
 
 /// Replicas A, in a runtime of its own that the test shuts down to kill it, and B; `kv` opens
@@ -204,6 +281,7 @@ where
 {
     let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe_coordination().unwrap();
+    let (store, _) = kv().await;
     let say = |channel: &MockProvider, id: &'static str, text: &'static str| {
         let (channel, chat) = (channel.clone(), chat.to_owned());
         async move { channel.say(&chat, id, text).await.is_ok() }
@@ -212,15 +290,9 @@ where
     wait_for(&chan_a, chat, "What is your name?").await;
     stall(chat, true);
     assert!(killable.spawn(say(&chan_a, "m2", "Alice")).await.unwrap());
-    for _ in 0..1500 {
-        if reached(chat) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(reached(chat), "A's step never reached its stall");
-    // Let the greeting's outcome be recorded, then kill A in the middle of the step.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The step sent its greeting (its send returned once recorded `sent`) or collected it for
+    // its commit: kill A in the middle of the step.
+    wait_for_stall(chat).await;
     killable.shutdown_background();
     std::mem::forget(bot_a);
     stall(chat, false);
@@ -256,8 +328,9 @@ where
     let (c, flow) = handed.expect("a HandedOver event");
     assert_eq!(c, chat);
     assert!(flow.ends_with("greet"), "{flow}");
-    // A's lease on "Alice" expires and B replays it: it already fed the finished step.
-    tokio::time::sleep(Duration::from_millis(3000)).await;
+    // A's lease on "Alice" expires and B replays it (unless the step's commit on B completed
+    // it): it already fed the finished step.
+    settled(&bot_b, &store, "botmesh:forwards:b").await;
     assert_eq!(
         texts(),
         want,
@@ -297,7 +370,9 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Shared> + Send + 'static,
 {
-    let (bot_a, chan_a) = replica(kv().await, "a").await;
+    let shared = kv().await;
+    let store = Arc::clone(&shared.0);
+    let (bot_a, chan_a) = replica(shared, "a").await;
     let (bot_b, chan_b) = replica(kv().await, "b").await;
     let mut coord_events = bot_b.subscribe_coordination().unwrap();
     let mut events = bot_b.subscribe();
@@ -305,8 +380,10 @@ where
     wait_for(&chan_a, chat, "Which color?").await;
     assert!(chan_b.say(chat, "c2", "blue").await.is_ok());
     wait_for(&chan_a, chat, "You like blue").await;
-    // Time for a second answer, were the message dispatched twice or also on B.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Everything settled on both replicas: a message dispatched twice, or also on B, would
+    // have been answered twice.
+    settled(&bot_b, &store, "botmesh:forwards:a").await;
+    bot_a.idle().await;
     assert_eq!(chan_a.texts(chat), ["Which color?", "You like blue"]);
     assert!(chan_b.texts(chat).is_empty(), "{:?}", chan_b.texts(chat));
     let metrics = bot_b.coordination_metrics().unwrap();
@@ -336,6 +413,7 @@ where
 {
     let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe();
+    let (store, _) = kv().await;
     let (chan, c) = (chan_a.clone(), chat.to_owned());
     assert!(
         killable
@@ -344,22 +422,23 @@ where
             .unwrap()
     );
     wait_for(&chan_a, chat, "Which color?").await;
-    // Let the step's commit (the note naming A, written after its sends) land, then kill A.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The step's commit (the note naming A, written after its sends) landed, and the message
+    // is done: kill A.
+    settled(&bot_b, &store, "botmesh:forwards:a").await;
     killable.shutdown_background();
     std::mem::forget(bot_a);
-    // A's replica lease (900 ms) expires.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A's replica lease (900 ms) expires, as B sees it.
+    let b = Coordinator::new(bot_b.durability().unwrap(), CoordinationConfig::default()).unwrap();
+    let dead = eventually(Duration::from_secs(15), async || {
+        !b.is_alive("a").await.unwrap()
+    })
+    .await;
+    assert!(dead, "A's replica lease never expired");
     assert!(chan_b.say(chat, "d2", "blue").await.is_ok());
-    let mut lost = false;
-    for _ in 0..1500 {
-        lost = saw_flow_event(&mut events, chat, "lost:replica");
-        if lost {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(lost, "B reported A's flow as lost");
+    event(&mut events, "B reported A's flow as lost", |e| {
+        matches!(e, BotEvent::Flow { chat: c, what, .. } if c.as_str() == chat && what == "lost:replica")
+    })
+    .await;
     assert!(!chan_b.texts(chat).iter().any(|t| t == "You like blue"));
     let metrics = bot_b.coordination_metrics().unwrap();
     assert_eq!(metrics.forwards, 0, "{metrics:?}");
@@ -394,8 +473,8 @@ where
             .unwrap();
     }
     wait_for(&chan_a, chat, "You like green").await;
-    // Time for a second answer, were the second entry dispatched too.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Everything settled: were the second entry dispatched too, it would have answered.
+    settled(&bot_a, &store, "botmesh:forwards:a").await;
     assert_eq!(chan_a.texts(chat), ["Which color?", "You like green"]);
     assert!(
         store.values("botmesh:forwards:a").await.unwrap().is_empty(),

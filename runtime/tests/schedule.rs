@@ -9,6 +9,9 @@
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
 // full lane runs this file, once the servers are up).
 #[cfg(any(feature = "postgres", feature = "redis"))]
+#[path = "common/eventually.rs"]
+mod eventually;
+#[cfg(any(feature = "postgres", feature = "redis"))]
 mod servers;
 
 use std::sync::{Arc, Mutex};
@@ -195,6 +198,7 @@ async fn two_bots_sharing_a_backend_run_an_occurrence_once() {
 /// occurrence of a job due every second of the (manual) wall clock runs once, on one of them.
 #[cfg(any(feature = "postgres", feature = "redis"))]
 async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
+    use eventually::eventually;
     let clock = ManualClock::new(T0);
     let (a, b) = (
         replica_on(kv.clone(), &clock, "a"),
@@ -205,20 +209,23 @@ async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
     for r in [&a, &b] {
         r.schedule(Job::every("tick", Duration::from_secs(1))).await;
     }
-    let mut runs = 0;
+    let runs = || a.bot.metrics().jobs_run + b.bot.metrics().jobs_run;
     for second in 1..=8 {
         clock.advance(Duration::from_secs(1));
-        // Real time for the polls of both replicas and the server round trips.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while runs < second && tokio::time::Instant::now() < deadline {
-            // A poll of a condition on a real server, not a fixed wait.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            runs = a.bot.metrics().jobs_run + b.bot.metrics().jobs_run;
-        }
+        // The polls of both replicas and the server round trips run on the wall clock.
+        let ran = eventually(Duration::from_secs(10), async || runs() >= second).await;
+        assert!(ran, "occurrence {second} ran: {} runs", runs());
     }
-    // Real time, on purpose (a server's replicas): their polls get 300 ms to run an
-    // occurrence a second time, if they would.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One more poll on each replica, now: an occurrence either would run a second time is
+    // still due, and would start here.
+    for r in [&a, &b] {
+        assert_eq!(
+            r.bot.fire_flow_timeouts().await.unwrap(),
+            0,
+            "nothing left due"
+        );
+        r.bot.idle().await;
+    }
     let mut all: Vec<String> = a.mock.texts("ops");
     all.extend(b.mock.texts("ops"));
     all.sort_by_key(|t| t[5..].parse::<u32>().unwrap());

@@ -198,12 +198,12 @@ async fn a_timeout_step_whose_commit_fails_runs_again() {
     t.bot().idle().await;
     // The timeout is a scheduler job, armed again a second later; the failed occurrence's end
     // is recorded in the background, so the poll may need another try.
-    for _ in 0..500 {
+    for _ in 0..30 {
         if t.render().contains("Still there?") {
             break;
         }
-        // A poll of a condition (the background end has no event to wait on), not a fixed wait.
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // The background end has no event to wait on: the bot's background work settles.
+        settle(t.bot()).await;
         t.bot().fire_flow_timeouts().await.unwrap();
         t.bot().idle().await;
     }

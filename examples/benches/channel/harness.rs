@@ -574,7 +574,8 @@ fn send(fake: &FakeTelegram, poster: Option<&Poster>, chat: i64, i: usize) {
         };
         started.lock().expect("lock").insert(chat, Instant::now());
         // Telegram retries a delivery until it gets a 2xx.
-        for _ in 0..50 {
+        let poll = crate::fakes::poll::Poll::within(Duration::from_secs(5));
+        loop {
             let sent = client
                 .post(url.as_str())
                 .header("X-Telegram-Bot-Api-Secret-Token", SECRET)
@@ -584,9 +585,11 @@ fn send(fake: &FakeTelegram, poster: Option<&Poster>, chat: i64, i: usize) {
             if sent.is_ok_and(|r| r.status().is_success()) {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            if !poll.again().await {
+                tracing::error!(chat, "a webhook delivery failed for 5 s");
+                return;
+            }
         }
-        tracing::error!(chat, "a webhook delivery failed 50 times");
     });
 }
 

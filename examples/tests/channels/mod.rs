@@ -30,6 +30,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::fakes::poll::Poll;
+
 #[cfg(feature = "discord")]
 pub mod discord;
 pub mod replicas;
@@ -151,16 +153,15 @@ pub fn post_until_accepted(
             .timeout(Duration::from_secs(10))
             .build()
             .expect("a test client");
-        let give_up = Instant::now() + Duration::from_secs(90);
+        // The shop is a real process, maybe restarting: tried again shortly.
+        let poll = Poll::within(Duration::from_secs(90));
         loop {
             match request(&client).send().await {
                 Ok(r) if r.status().is_success() => return,
                 Ok(r) if r.status().is_client_error() && r.status().as_u16() != 429 => {
                     panic!("webhook {what} refused: {}", r.status())
                 }
-                _ if Instant::now() > give_up => panic!("webhook {what} never accepted"),
-                // Real time: the shop is a real process, restarting; try again shortly.
-                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                _ => assert!(poll.again().await, "webhook {what} never accepted"),
             }
         }
     })
@@ -323,11 +324,30 @@ impl Users {
 
     /// Drives until every chat is confirmed or `within` passed.
     async fn drive_until_done(&mut self, channel: &dyn Channel, listen: &Listen, within: Duration) {
-        let deadline = Instant::now() + within;
-        while !self.drive(channel, listen) && Instant::now() < deadline {
+        self.drive_for(channel, listen, within, |confirmed| confirmed)
+            .await;
+    }
+
+    /// Drives the users and surfaces the POST tasks' panics, over and over (the users read
+    /// the replies real shop processes send to the fake), until `done` holds (given whether
+    /// every chat is confirmed) or `within` passed; whether it held.
+    async fn drive_for(
+        &mut self,
+        channel: &dyn Channel,
+        listen: &Listen,
+        within: Duration,
+        mut done: impl FnMut(bool) -> bool,
+    ) -> bool {
+        let poll = Poll::within(within);
+        loop {
+            let confirmed = self.drive(channel, listen);
             self.surface(channel).await;
-            // Real time: the users read the replies a real shop process sends to the fake.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if done(confirmed) {
+                return true;
+            }
+            if !poll.again().await {
+                return false;
+            }
         }
     }
 }
@@ -442,13 +462,9 @@ pub async fn survives_sigkills<C: Channel, F: std::future::Future<Output = C>>(
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut users = Users::default();
         for _ in 0..2 {
-            let until = Instant::now() + Duration::from_millis(rng.u64(150..900));
-            while Instant::now() < until {
-                users.drive(&*channel, &listen);
-                users.surface(&*channel).await;
-                // Real time: the seeded moment of the SIGKILL, in a real process.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            // The seeded moment of the SIGKILL, in a real process.
+            let until = Duration::from_millis(rng.u64(150..900));
+            users.drive_for(&*channel, &listen, until, |_| false).await;
             shop.kill9();
             shop.start(&*channel);
         }
@@ -478,7 +494,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
     // Faults follow progress (the replies delivered), so a send retried alone at the end is not
     // failed again and again until it is dead-lettered.
     let mut injected_for = 0;
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let poll = Poll::within(Duration::from_secs(90));
     loop {
         let delivered: usize = (1..=CHATS).map(|u| channel.delivered(u).len()).sum();
         for n in injected_for + 1..=delivered {
@@ -495,7 +511,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
             break;
         }
         users.surface(&channel).await;
-        if Instant::now() >= deadline {
+        if !poll.again().await {
             let chats: Vec<String> = (1..=CHATS)
                 .map(|u| format!("{}: {:?}", channel.chat(u), channel.delivered(u)))
                 .collect();
@@ -506,8 +522,6 @@ pub async fn retries_faults<C: Channel>(channel: C) {
                 shop.log()
             );
         }
-        // Real time: the shop is a real process; look at the fake again shortly.
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     users.settle(&channel).await;
     shop.stop();

@@ -57,19 +57,11 @@ async fn drive_while(
     until: impl Fn(&[Shop]) -> bool,
 ) -> bool {
     let start = Instant::now();
-    loop {
-        users.drive(channel, listen);
-        users.surface(channel).await;
-        let elapsed = start.elapsed();
-        if elapsed >= at_least && until(shops) {
-            return true;
-        }
-        if elapsed >= cap {
-            return false;
-        }
-        // Real time: the replicas are real processes; look at the fake again shortly.
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    users
+        .drive_for(channel, listen, cap, |_| {
+            start.elapsed() >= at_least && until(shops)
+        })
+        .await
 }
 
 /// Three replicas of the shop on `channel` (a fresh fake per seed, from `fake`) and the

@@ -261,16 +261,12 @@ impl FakeDiscord {
         );
     }
 
-    /// Waits until `cond` holds (or 10 s).
+    /// Waits until `cond` holds (or 20 s).
     pub async fn wait(&self, what: &str, cond: impl Fn(&Self) -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !cond(self) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        assert!(
+            super::eventually(|| cond(self)).await,
+            "timed out waiting for {what}"
+        );
     }
 
     async fn connection(&self, stream: tokio::net::TcpStream) {

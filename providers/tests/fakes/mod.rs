@@ -43,6 +43,7 @@ pub mod meta;
 #[cfg(any(feature = "messenger", feature = "instagram"))]
 pub mod meta_messaging;
 pub mod multipart;
+pub mod poll;
 pub mod server;
 #[cfg(feature = "email")]
 pub mod smtp;
@@ -356,13 +357,8 @@ pub async fn retried_and_answered_once<P: botmesh::provider::Provider>(
     assert_eq!(delivered(), ["pong: ping"]);
 }
 
-/// Waits (20 s at most) until `done` holds, checking every 50 ms.
-pub async fn eventually(done: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+#[allow(unused_imports)] // not every channel's fakes use it
+pub use poll::eventually;
 
 /// The crash before the 200, on a webhook channel: process A receives the channel's request
 /// and dies while its pipeline journals it, so no 2xx reaches the channel; process B, a

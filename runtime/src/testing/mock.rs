@@ -249,17 +249,39 @@ impl MockProvider {
 
     /// Waits until at least `n` messages were sent, or `timeout` passed; returns the count.
     pub async fn wait_for_sends(&self, n: usize, timeout: Duration) -> usize {
+        self.wait_until(timeout, |sent| sent.len() >= n).await;
+        self.state().sent.len()
+    }
+
+    /// Waits until `done` holds of everything sent so far (looked at again after each send or
+    /// edit), or `timeout` passed on tokio's clock; whether it held.
+    ///
+    /// ```
+    /// # async fn wait(mock: botmesh::testing::MockProvider) {
+    /// use std::time::Duration;
+    /// let greeted = mock
+    ///     .wait_until(Duration::from_secs(5), |sent| {
+    ///         sent.iter().any(|s| s.chat.as_str() == "a" && s.text() == "Hello")
+    ///     })
+    ///     .await;
+    /// assert!(greeted, "{:?}", mock.texts("a"));
+    /// # }
+    /// ```
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&[SentRecord]) -> bool,
+    ) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.0.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let count = self.state().sent.len();
-            if count >= n {
-                return count;
+            if done(&self.sent()) {
+                return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.state().sent.len();
+                return done(&self.sent());
             }
         }
     }

@@ -100,6 +100,8 @@ async fn run(args: Args) -> Result<(), BotError> {
     bot.catch_all(move |ctx: Ctx| async move {
         let t = ctx.text().to_owned();
         ctx.reply(format!("{t}:one")).await?;
+        // Real time, on purpose: the handler's work in a real process, which the crash tests
+        // kill with SIGKILL at a moment of the wall clock, between the two replies.
         tokio::time::sleep(work).await;
         ctx.reply(format!("{t}:two")).await?;
         Ok(())
