@@ -1,20 +1,26 @@
 //! The WhatsApp Web provider through its seam, over the fake session (recorded event shapes
 //! in a directory): pairing once and restoring the session from the store, one sender for a
-//! LID and its phone number, duplicates and replays after a reconnect answered once, sends
-//! retried under the same message id, receipts as statuses, error classes, media refs
-//! round-tripping and expired media uploaded again by the phone, and a second process on the
-//! same session refused.
+//! LID and its phone number, duplicates and replays after a reconnect answered once, a
+//! message acknowledged to the server only once the bot's inbox journaled it and left
+//! unacknowledged (then delivered again and answered once) when the journal fails, a burst
+//! larger than the native client's mailbox delivered whole, sends retried under the same
+//! message id, receipts as statuses, error classes, media refs round-tripping and expired
+//! media uploaded again by the phone, and a second process on the same session refused.
 #![cfg(feature = "whatsapp-web")]
 #![allow(clippy::expect_used)]
 
 #[path = "fakes/poll.rs"]
 mod poll;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use botmesh::durability::{DurableKv, MemoryKv};
+use botmesh::durability::kv::{
+    CasOutcome, KvOp, KvRecord, RangeQuery, Versioned, WritePhase, WritePoint,
+};
+use botmesh::durability::{DurableKv, KvError, MemoryKv, Scope};
 use botmesh::durable::DurabilityOptions;
 use botmesh::message::{ChatId, Content, MediaKind, Outgoing};
 use botmesh::prelude::*;
@@ -245,9 +251,15 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
     let bot = echo_bot(&kv, &fake).await;
     eventually("two answers", || fake.delivered_to(PN).len() >= 2).await;
     bot.stop().await.expect("stop");
+    assert_eq!(
+        fake.acked(),
+        ["M1", "M1", "M2"],
+        "each delivery acknowledged"
+    );
 
-    // A restart: the fake replays every message from the start (offline delivery), and one
-    // new message comes.
+    // A restart whose acknowledgements never reached the server (the process died first):
+    // the server delivers every message again, and one new message comes.
+    fake.lose_acks().expect("acks lost");
     fake.push(&FakeSession::text("M3", PN, None, "three"))
         .expect("push");
     let again = FakeSession::new(fake.dir()).expect("fake");
@@ -262,6 +274,178 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
         ["echo one", "echo two", "echo three"]
     );
     assert_eq!(fake.sent().len(), 3, "no send was made twice");
+}
+
+/// The bot's durable store, watched: each inbox journal write, once applied, logs the ids
+/// the fake server had been acknowledged at that moment; while `failing`, journal writes fail
+/// (the backend away). Writes take a millisecond, as on a disk: an acknowledgement sent
+/// before the journal write would land in the log.
+struct Watched {
+    inner: MemoryKv,
+    fake: FakeSession,
+    journaled: Mutex<Vec<Vec<String>>>,
+    failing: AtomicBool,
+}
+
+impl Watched {
+    fn new(fake: &FakeSession) -> Arc<Self> {
+        Arc::new(Self {
+            inner: MemoryKv::new(),
+            fake: fake.clone(),
+            journaled: Mutex::new(Vec::new()),
+            failing: AtomicBool::new(false),
+        })
+    }
+
+    fn journaled(&self) -> Vec<Vec<String>> {
+        self.journaled.lock().expect("lock").clone()
+    }
+}
+
+#[async_trait]
+impl DurableKv for Watched {
+    async fn get(&self, scope: &Scope, key: &str) -> Result<Option<Versioned>, KvError> {
+        self.inner.get(scope, key).await
+    }
+    async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.apply(scope, op).await
+    }
+    async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
+        self.inner.scan(scope, query).await
+    }
+    async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        self.inner.batch(scope, ops).await
+    }
+    fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
+        if point != WritePoint::InboxJournal {
+            return Ok(());
+        }
+        match phase {
+            WritePhase::Before if self.failing.load(Ordering::SeqCst) => {
+                Err(KvError::Unavailable {
+                    operation: "journal",
+                    source: "the disk is full".into(),
+                })
+            }
+            WritePhase::Before => Ok(()),
+            WritePhase::After => {
+                let acked = self.fake.acked();
+                self.journaled.lock().expect("lock").push(acked);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_acknowledged_only_once_the_bot_s_inbox_journaled_it() {
+    let (_dir, fake) = fake();
+    let watched = Watched::new(&fake);
+    let kv: Arc<dyn DurableKv> = watched.clone();
+    fake.push(&FakeSession::text("J1", PN, None, "one"))
+        .expect("push");
+    fake.push(&FakeSession::text("J2", PN, None, "two"))
+        .expect("push");
+    let bot = echo_bot(&kv, &fake).await;
+    eventually("two acknowledgements", || fake.acked().len() >= 2).await;
+    eventually("two answers", || fake.delivered_to(PN).len() >= 2).await;
+    bot.stop().await.expect("stop");
+    assert_eq!(fake.acked(), ["J1", "J2"]);
+    // When J1's journal write was applied, nothing was acknowledged; when J2's was, J1 only.
+    assert_eq!(
+        watched.journaled(),
+        [Vec::<String>::new(), vec!["J1".to_owned()]],
+        "each acknowledgement follows its journal write"
+    );
+    assert_eq!(fake.delivered_to(PN), ["echo one", "echo two"]);
+}
+
+#[tokio::test]
+async fn a_message_the_journal_refused_is_not_acknowledged_and_its_redelivery_is_answered_once() {
+    let (_dir, fake) = fake();
+    let watched = Watched::new(&fake);
+    let kv: Arc<dyn DurableKv> = watched.clone();
+    watched.failing.store(true, Ordering::SeqCst);
+    fake.push(&FakeSession::text("F1", PN, None, "lost?"))
+        .expect("push");
+    let bot = echo_bot(&kv, &fake).await;
+    // Refused, left unacknowledged, delivered again after the fake's reconnect, refused again.
+    eventually("two refusals", || fake.not_accepted() >= 2).await;
+    assert!(fake.acked().is_empty(), "{:?}", fake.acked());
+    assert!(fake.delivered_to(PN).is_empty());
+    assert!(watched.journaled().is_empty());
+
+    // The journal is back: the next redelivery is journaled, acknowledged and answered.
+    watched.failing.store(false, Ordering::SeqCst);
+    eventually("acknowledged", || fake.acked() == ["F1"]).await;
+    eventually("answered", || !fake.delivered_to(PN).is_empty()).await;
+    bot.stop().await.expect("stop");
+
+    // A restart whose acknowledgement was lost: delivered again, a duplicate for the inbox.
+    fake.lose_acks().expect("acks lost");
+    let again = FakeSession::new(fake.dir()).expect("fake");
+    let bot = echo_bot(&kv, &again).await;
+    eventually("acknowledged again", || fake.acked() == ["F1"]).await;
+    // Real time, on purpose: a second answer, if any, would reach the fake's file; 200 ms.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    bot.stop().await.expect("stop");
+    assert_eq!(fake.delivered_to(PN), ["echo lost?"]);
+    assert_eq!(fake.sent().len(), 1, "answered once");
+}
+
+/// Accepts every event after a pause now and then (a bot that journals slowly).
+#[derive(Default)]
+struct Slow(Recorder);
+
+#[async_trait]
+impl InboundPipeline for Slow {
+    async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
+        if self.0.events.lock().expect("lock").len() % 1000 == 999 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.0.deliver(event).await
+    }
+
+    fn transport_status(&self, status: TransportStatus) {
+        self.0.transport_status(status);
+    }
+
+    fn end_of_input(&self) {}
+}
+
+#[tokio::test]
+async fn a_burst_larger_than_the_client_s_mailbox_loses_nothing() {
+    const BURST: usize = 5000;
+    let kv = kv();
+    let (_dir, fake) = fake();
+    for i in 0..BURST {
+        fake.push(&FakeSession::text(&format!("B{i:05}"), PN, None, "x"))
+            .expect("push");
+    }
+    let p = provider(&kv, &fake);
+    let slow = Arc::new(Slow::default());
+    p.open(EventSink::new(slow.clone())).await.expect("open");
+    for _ in 0..3000 {
+        if fake.acked().len() >= BURST {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    p.close().await;
+    let ids: Vec<String> = slow
+        .0
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            ProviderEvent::Message(m) => Some(m.id.0),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<String> = (0..BURST).map(|i| format!("B{i:05}")).collect();
+    assert_eq!(ids, expected, "every message, in order");
+    assert_eq!(fake.acked(), expected);
 }
 
 #[tokio::test]

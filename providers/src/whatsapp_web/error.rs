@@ -11,7 +11,7 @@
 //! | `Refused` (413: too large; others) | `UnsupportedContent` / `Api { retryable: false }` | final |
 //! | `MediaExpired`, `MediaGone` | `MediaUnavailable { Expired }` | final |
 //! | `MediaCorrupt` | `Api { retryable: false }` | final |
-//! | `Store`, `Client` | `Api { retryable: true }` | retryable |
+//! | `Store`, `Client`, `NotAccepted` | `Api { retryable: true }` | retryable |
 
 use botmesh::provider::{MediaUnavailableReason, ProviderError};
 
@@ -121,6 +121,8 @@ pub(crate) fn classify(e: WaError) -> ProviderError {
             }
         }
         e @ WaError::MediaCorrupt(_) => api(None, e.to_string(), false),
-        e @ (WaError::Store(_) | WaError::Client(_)) => api(None, e.to_string(), true),
+        e @ (WaError::Store(_) | WaError::Client(_) | WaError::NotAccepted { .. }) => {
+            api(None, e.to_string(), true)
+        }
     }
 }

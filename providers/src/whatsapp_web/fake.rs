@@ -3,7 +3,8 @@
 //!
 //! | file | who writes it | what it holds |
 //! | --- | --- | --- |
-//! | `events.jsonl` | the test ([`FakeSession::push`]) | recorded event shapes ([`WaEvent`] as JSON), one a line. Every connect replays the whole file from its start, as the server delivers pending and offline messages again after a reconnect, then follows it |
+//! | `events.jsonl` | the test ([`FakeSession::push`]) | recorded event shapes ([`WaEvent`] as JSON), one a line: each line is one delivery by the server. Every connect replays the file from its start, as the server delivers its offline queue after a (re)connect: the events, and every message not acknowledged before that connect; then it follows the file, every new line delivered as it is (a line written twice is a duplicate delivery) |
+//! | `acks.jsonl` | the session | the messages acknowledged to the server (chat, sender, id), one a line: a message is acknowledged only once the bot accepted it ([`WaEvents::deliver`]); one not accepted stays unacknowledged, and the session reconnects after a pause (half a second), so the server delivers it again |
 //! | `sent.jsonl` | the session | every send the "server" accepted ([`WaSend`]), resends included |
 //! | `edits.jsonl` | the session | every edit |
 //! | `faults.jsonl`, `faults.taken` | the test ([`FakeSession::fail_next`]); the session | failures for the next sends, taken in order |
@@ -24,18 +25,25 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::CLIENT_PREFIX;
 use super::session::{
-    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessage, WaMessageInfo,
-    WaOutgoing, WaSend, WaSession, WaSource,
+    Pairing, WaContent, WaError, WaEvent, WaEvents, WaMedia, WaMediaOrigin, WaMessage,
+    WaMessageInfo, WaOutgoing, WaSend, WaSession, WaSource,
 };
 use super::store::SessionStore;
 
 /// The account the fake links as.
 const ACCOUNT: &str = "15550000000:7@s.whatsapp.net";
+
+/// How long the fake waits before it reconnects after a message the bot did not accept.
+const REDELIVER_AFTER: Duration = Duration::from_millis(500);
+
+/// A message's key on the server: chat, sender and id.
+fn ack_key(info: &WaMessageInfo) -> String {
+    format!("{}|{}|{}", info.source.chat, info.source.sender, info.id)
+}
 
 /// A failure the fake answers the next send with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +104,7 @@ struct State {
     connected: AtomicBool,
     pairings: AtomicUsize,
     connects: AtomicUsize,
+    not_accepted: AtomicUsize,
     follow: Mutex<Option<JoinHandle<()>>>,
     /// Serializes this process's writes to the fault position.
     faults: Mutex<()>,
@@ -166,6 +175,29 @@ impl FakeSession {
             },
             content,
         }))
+    }
+
+    /// The ids of the messages acknowledged to the server, in order (one line per
+    /// acknowledgement: a duplicate delivery accepted again is acknowledged again).
+    pub fn acked(&self) -> Vec<String> {
+        read_lines::<(String, String, String)>(&self.dir.join("acks.jsonl"))
+            .into_iter()
+            .map(|(_, _, id)| id)
+            .collect()
+    }
+
+    /// The server forgets every acknowledgement (as if the process had died before they
+    /// reached it): the next connect delivers every message of the file again.
+    pub fn lose_acks(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(self.dir.join("acks.jsonl")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// How many messages the bot did not accept (each then delivered again after a reconnect).
+    pub fn not_accepted(&self) -> usize {
+        self.state.not_accepted.load(Ordering::Relaxed)
     }
 
     /// Every send the server accepted, resends included, in order.
@@ -290,22 +322,82 @@ impl FakeSession {
         Ok(Some(fault))
     }
 
-    /// Replays `events.jsonl` from its start, then follows it, until disconnected.
-    async fn follow(self, events: mpsc::Sender<WaEvent>) {
+    /// Replays `events.jsonl` from its start (skipping the messages acknowledged before this
+    /// connect), then follows it, until disconnected; after a message the bot did not accept,
+    /// reconnects (replays again) after [`REDELIVER_AFTER`].
+    async fn follow(self, events: WaEvents) {
         let path = self.dir.join("events.jsonl");
-        let mut offset = 0u64;
-        loop {
-            let (lines, next) = read_from(&path, offset);
-            offset = next;
-            for event in lines {
-                if events.send(event).await.is_err() {
-                    return;
+        'connect: loop {
+            let acked_before: HashSet<String> =
+                read_lines::<(String, String, String)>(&self.dir.join("acks.jsonl"))
+                    .into_iter()
+                    .map(|(chat, sender, id)| format!("{chat}|{sender}|{id}"))
+                    .collect();
+            // The first read is the offline queue (what was acknowledged is not in it); later
+            // reads are new deliveries, every line as written.
+            let (mut offset, mut queued) = (0, true);
+            loop {
+                let (lines, next) = read_from::<WaEvent>(&path, offset);
+                offset = next;
+                for event in lines {
+                    if queued
+                        && matches!(&event, WaEvent::Message(m) if acked_before.contains(&ack_key(&m.info)))
+                    {
+                        continue;
+                    }
+                    match self.hand_over(&events, event).await {
+                        Handed::Done => {}
+                        Handed::NotAccepted => {
+                            tokio::time::sleep(REDELIVER_AFTER).await;
+                            continue 'connect;
+                        }
+                        Handed::Closed => return,
+                    }
                 }
+                queued = false;
+                // Real time: the test appends events from another task or process.
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            // Real time: the test appends events from another task or process.
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+
+    /// Hands one event to the provider; a message is acknowledged once the bot accepted it.
+    async fn hand_over(&self, events: &WaEvents, event: WaEvent) -> Handed {
+        match event {
+            WaEvent::Message(message) => {
+                let info = message.info.clone();
+                match events.deliver(*message).await {
+                    Ok(()) => {
+                        let ack = (&info.source.chat, &info.source.sender, &info.id);
+                        if let Err(e) = append(&self.dir.join("acks.jsonl"), &ack) {
+                            tracing::warn!(error = %e, "the fake could not write an acknowledgement");
+                        }
+                        Handed::Done
+                    }
+                    Err(_) if events.is_closed() => Handed::Closed,
+                    Err(e) => {
+                        tracing::info!(id = %info.id, error = %e, "not accepted: not acknowledged; the fake server delivers it again after a reconnect");
+                        self.state.not_accepted.fetch_add(1, Ordering::Relaxed);
+                        Handed::NotAccepted
+                    }
+                }
+            }
+            other => match events.report(other).await {
+                Ok(()) => Handed::Done,
+                Err(_) => Handed::Closed,
+            },
+        }
+    }
+}
+
+/// What became of an event the fake handed over.
+enum Handed {
+    /// Reported, or a message accepted (and acknowledged).
+    Done,
+    /// A message the bot did not accept (not acknowledged).
+    NotAccepted,
+    /// The provider stopped.
+    Closed,
 }
 
 #[async_trait]
@@ -314,19 +406,19 @@ impl WaSession for FakeSession {
         &self,
         store: SessionStore,
         pairing: Pairing,
-        events: mpsc::Sender<WaEvent>,
+        events: WaEvents,
     ) -> Result<(), WaError> {
         let creds = format!("{CLIENT_PREFIX}creds");
         if store.get(&creds).await?.is_none() {
             let _ = events
-                .send(WaEvent::PairingQrCode {
+                .report(WaEvent::PairingQrCode {
                     code: "2@fake-qr-code,ref,key".to_owned(),
                     timeout_secs: 20,
                 })
                 .await;
             if pairing.phone_number.is_some() {
                 let _ = events
-                    .send(WaEvent::PairingCode {
+                    .report(WaEvent::PairingCode {
                         code: "FAKE1234".to_owned(),
                         timeout_secs: 180,
                     })
@@ -336,14 +428,14 @@ impl WaSession for FakeSession {
             store.put(&creds, ACCOUNT.as_bytes().to_vec()).await?;
             self.state.pairings.fetch_add(1, Ordering::Relaxed);
             let _ = events
-                .send(WaEvent::PairSuccess {
+                .report(WaEvent::PairSuccess {
                     id: ACCOUNT.to_owned(),
                 })
                 .await;
         }
         self.state.connects.fetch_add(1, Ordering::Relaxed);
         self.state.connected.store(true, Ordering::Relaxed);
-        let _ = events.send(WaEvent::Connected).await;
+        let _ = events.report(WaEvent::Connected).await;
         let task = tokio::spawn(self.clone().follow(events));
         if let Some(old) = self
             .state

@@ -22,6 +22,7 @@
 //! | one process | the session's lock ([`store`](SessionStore) module docs): a second process on the same session waits one lease, then fails with [`WhatsAppWebError::SessionHeld`]; a process that loses the lock disconnects. With replicas, run it as a leader-only transport (`Coordination::leader_only_transport`): only the leader starts it |
 //! | reconnects | the client's (Fibonacci backoff); the transport status follows `Connected` / `Disconnected`; a replaced stream or a logout stops the session |
 //! | senders | LID and phone-number JIDs resolved to one canonical JID per person, kept in the store (`ids` module) |
+//! | acknowledgements | a message is acknowledged to WhatsApp's server only once the bot accepted it (journaled in its durable inbox, or a duplicate, or never answered): the session hands it over with [`WaEvents::deliver`] and acknowledges on `Ok` (the real client through `whatsapp-rust`'s inbound durability hook). One not accepted (the journal failed, the bot is stopping) stays unacknowledged and the session reconnects after a pause, so the server delivers it again. Nothing is dropped for room: the provider's queue (256 events) makes the session wait |
 //! | replays | a message's id is its WhatsApp message id; messages the server delivers again after a reconnect or a restart are dropped by the bot's inbox as duplicates; history syncs, the bot's own messages, status broadcasts and protocol messages are never answered |
 //! | outgoing ids | chosen from the outbox key (`3EB0` + 16 hex digits of its SHA-256): a send retried after a timeout or a crash goes out under the same id, and the recipient's devices keep one message |
 //! | buttons, lists | numbered options in the text (WhatsApp does not render buttons for linked devices); the user answers with the text |
@@ -48,8 +49,8 @@ mod store;
 pub use error::WhatsAppWebError;
 pub use fake::{FakeFault, FakeSession};
 pub use session::{
-    Pairing, WaContent, WaError, WaEvent, WaMedia, WaMediaOrigin, WaMessage, WaMessageInfo,
-    WaOutgoing, WaSend, WaSession, WaSource,
+    Pairing, WaContent, WaError, WaEvent, WaEvents, WaMedia, WaMediaOrigin, WaMessage,
+    WaMessageInfo, WaOutgoing, WaSend, WaSession, WaSource,
 };
 pub use store::SessionStore;
 
@@ -66,8 +67,8 @@ use botmesh::message::{
     OutgoingContent, Reaction, SentMessage, UserId,
 };
 use botmesh::provider::{
-    Capabilities, DeliveryStatus, EventSink, Provider, ProviderError, ProviderEvent,
-    StoredMediaRef, TransportStatus,
+    Accepted, Capabilities, DeliveryStatus, EventSink, Provider, ProviderError, ProviderEvent,
+    Rejected, StoredMediaRef, TransportStatus,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -85,6 +86,18 @@ pub const TEXT_LIMIT: usize = 65_536;
 
 /// The key prefix of the client's own state in the session store (cleared on logout).
 pub const CLIENT_PREFIX: &str = "wa/";
+
+/// How many reports a session may queue for the provider before [`WaEvents`] makes it wait.
+const EVENTS: usize = 256;
+
+/// How many times a message the session acknowledges only on acceptance is offered to the
+/// bot before the session is told it was not accepted (it then stays unacknowledged and the
+/// server delivers it again after a reconnect).
+const GATED_OFFERS: u32 = 3;
+
+/// How many times an event nothing would deliver again (a status, a message the client
+/// acknowledged on its own) is offered: about a minute of backoff.
+const UNGATED_OFFERS: u32 = 12;
 
 /// What to show a person who links the bot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,7 +314,7 @@ impl WhatsAppWebProvider {
             return Ok(());
         }
         let fence = inner.lock.acquire(inner.config.wait()).await?;
-        let (tx, rx) = mpsc::channel(256);
+        let (tx, rx) = WaEvents::channel(EVENTS);
         if let Err(source) = inner
             .session
             .connect(inner.store.clone(), inner.config.pairing.clone(), tx)
@@ -461,14 +474,33 @@ async fn renew_loop(inner: Arc<Inner>, sink: EventSink, fence: Arc<Mutex<Fence>>
     }
 }
 
-/// Hands the session's events to the bot, in order.
-async fn event_loop(inner: Arc<Inner>, sink: EventSink, mut rx: mpsc::Receiver<WaEvent>) {
-    while let Some(event) = rx.recv().await {
-        handle(&inner, &sink, event).await;
+/// Hands the session's events to the bot, in order, and answers each message handed over
+/// with [`WaEvents::deliver`] once the bot accepted it or not.
+async fn event_loop(inner: Arc<Inner>, sink: EventSink, mut rx: mpsc::Receiver<session::Report>) {
+    while let Some(session::Report { event, accepted }) = rx.recv().await {
+        let outcome = handle(&inner, &sink, event, accepted.is_some()).await;
+        match accepted {
+            Some(done) => {
+                let _ = done.send(outcome);
+            }
+            None => {
+                if let Err(e) = outcome {
+                    tracing::error!(session = %inner.config.session, error = %e, "a WhatsApp Web message the client acknowledged on its own was not accepted and is lost");
+                }
+            }
+        }
     }
 }
 
-async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
+/// Handles one event; for a message, `Ok` once the bot accepted it (`gated`: the session
+/// acknowledges it only then, and delivers it again otherwise, so it is offered a few times
+/// only).
+async fn handle(
+    inner: &Inner,
+    sink: &EventSink,
+    event: WaEvent,
+    gated: bool,
+) -> Result<(), WaError> {
     let session = &inner.config.session;
     match event {
         WaEvent::PairingQrCode { code, timeout_secs } => prompt(
@@ -501,13 +533,23 @@ async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
         }
         WaEvent::Message(message) => {
             let WaMessage { info, content } = *message;
-            match to_event(inner, &info, content).await {
-                Ok(Some(event)) => deliver(sink, event).await,
-                Ok(None) => {}
+            let not_accepted = |reason: String| WaError::NotAccepted {
+                id: info.id.clone(),
+                reason,
+            };
+            let event = match to_event(inner, &info, content).await {
+                Ok(Some(event)) => event,
+                Ok(None) => return Ok(()),
                 Err(e) => {
-                    tracing::error!(%session, id = %info.id, error = %e, "a WhatsApp Web message could not be read")
+                    tracing::error!(%session, id = %info.id, error = %e, "a WhatsApp Web message could not be read");
+                    return Err(not_accepted(format!("reading it failed: {e}")));
                 }
-            }
+            };
+            let offers = if gated { GATED_OFFERS } else { UNGATED_OFFERS };
+            return offer(sink, event, offers)
+                .await
+                .map(|_| ())
+                .map_err(|e| not_accepted(e.to_string()));
         }
         WaEvent::Receipt {
             chat,
@@ -533,7 +575,11 @@ async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
                             status: status.clone(),
                             error: None,
                         };
-                        deliver(sink, ProviderEvent::Status(status)).await;
+                        if let Err(e) =
+                            offer(sink, ProviderEvent::Status(status), UNGATED_OFFERS).await
+                        {
+                            tracing::error!(%session, error = %e, "a WhatsApp Web receipt was not accepted and is dropped");
+                        }
                     }
                 }
                 Err(e) => {
@@ -565,23 +611,27 @@ async fn handle(inner: &Inner, sink: &EventSink, event: WaEvent) {
             tracing::error!(%session, code, ?expires_secs, "the WhatsApp account is temporarily banned");
         }
     }
+    Ok(())
 }
 
-/// Offers an event until the bot accepts it (a journal briefly away), or gives up after
-/// about a minute (the message is then lost for the bot: the client already acknowledged it).
-async fn deliver(sink: &EventSink, event: ProviderEvent) {
+/// Offers an event to the bot up to `offers` times while its journal is away (backoff from
+/// 50 ms, doubling up to 10 s); a bot that is not running is not asked again.
+async fn offer(sink: &EventSink, event: ProviderEvent, offers: u32) -> Result<Accepted, Rejected> {
     let mut wait = Duration::from_millis(50);
-    for _ in 0..12 {
+    let mut left = offers.max(1);
+    loop {
+        left -= 1;
         match sink.deliver(event.clone()).await {
-            Ok(_) => return,
+            Ok(accepted) => return Ok(accepted),
+            Err(e @ Rejected::NotRunning) => return Err(e),
+            Err(e) if left == 0 => return Err(e),
             Err(e) => {
-                tracing::warn!(error = %e, chat = %event.chat(), "the bot did not accept a WhatsApp Web message; offering it again");
+                tracing::warn!(error = %e, chat = %event.chat(), "the bot did not accept a WhatsApp Web event; offering it again");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(10));
             }
         }
     }
-    tracing::error!(chat = %event.chat(), "a WhatsApp Web message was not accepted and is dropped");
 }
 
 fn prompt(inner: &Inner, prompt: PairingPrompt) {

@@ -1,5 +1,12 @@
 //! The seam between the provider and a WhatsApp Web client: the [`WaSession`] trait, the
-//! events a session reports ([`WaEvent`]) and the sends it carries ([`WaSend`]).
+//! events a session reports ([`WaEvent`]) through [`WaEvents`], and the sends it carries
+//! ([`WaSend`]).
+//!
+//! Incoming messages are handed over with [`WaEvents::deliver`], which returns once the bot
+//! accepted the message (journaled it in its durable inbox, or found it a duplicate or never
+//! answered): a session acknowledges a message to the server only then (ack-after-accept).
+//! A message the bot did not accept is not acknowledged: the server delivers it again after a
+//! reconnect, which the session then makes.
 //!
 //! The provider only talks to this trait. A client over the `whatsapp-rust` crate (Noise
 //! socket, Signal sessions, media crypto) implements it; [`FakeSession`](super::FakeSession)
@@ -13,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botmesh::message::MediaKind;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::store::SessionStore;
 
@@ -327,13 +334,92 @@ pub enum WaError {
     /// The client failed otherwise.
     #[error("{0}")]
     Client(String),
+    /// The bot did not accept an incoming message (its journal could not record it, or it is
+    /// stopping): the session must not acknowledge it, so that the server delivers it again.
+    #[error("the bot did not accept message {id}: {reason}")]
+    NotAccepted {
+        /// The message id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a session reports to the provider: an event, and for a message handed over with
+/// [`WaEvents::deliver`], where the provider answers whether the bot accepted it.
+pub(crate) struct Report {
+    pub(crate) event: WaEvent,
+    pub(crate) accepted: Option<oneshot::Sender<Result<(), WaError>>>,
+}
+
+/// Where a session reports to the provider, in order (given to [`WaSession::connect`]).
+/// Cheap to clone.
+///
+/// Bounded: both calls wait while the provider is behind, so a session that awaits them
+/// holds at most the channel's capacity of events in memory and slows its socket down
+/// instead of dropping anything.
+#[derive(Clone, Debug)]
+pub struct WaEvents {
+    tx: mpsc::Sender<Report>,
+}
+
+impl WaEvents {
+    /// A channel of `capacity` reports and its receiving end (the provider's).
+    pub(crate) fn channel(capacity: usize) -> (Self, mpsc::Receiver<Report>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        (Self { tx }, rx)
+    }
+
+    /// Hands an incoming message to the bot and waits until the bot accepted it: journaled
+    /// in its durable inbox (when durability is on), or dropped as a duplicate or as never
+    /// answered (the bot's own messages, history, protocol messages). Acknowledge the
+    /// message to the server only on `Ok`; on [`WaError::NotAccepted`] leave it
+    /// unacknowledged, so that the server delivers it again (after a reconnect).
+    pub async fn deliver(&self, message: WaMessage) -> Result<(), WaError> {
+        let id = message.info.id.clone();
+        let stopped = |id: String| WaError::NotAccepted {
+            id,
+            reason: "the provider stopped".to_owned(),
+        };
+        let (done, accepted) = oneshot::channel();
+        let report = Report {
+            event: WaEvent::Message(Box::new(message)),
+            accepted: Some(done),
+        };
+        if self.tx.send(report).await.is_err() {
+            return Err(stopped(id));
+        }
+        accepted.await.unwrap_or_else(|_| Err(stopped(id)))
+    }
+
+    /// Reports an event that needs no acknowledgement from the bot (pairing, connection,
+    /// receipts, and messages the client acknowledged on its own). Fails only once the
+    /// provider stopped.
+    pub async fn report(&self, event: WaEvent) -> Result<(), WaError> {
+        let report = Report {
+            event,
+            accepted: None,
+        };
+        self.tx
+            .send(report)
+            .await
+            .map_err(|_| WaError::NotConnected)
+    }
+
+    /// Whether the provider stopped listening.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
 }
 
 /// A WhatsApp Web client as the provider uses it (the fake: [`FakeSession`](super::FakeSession)).
 ///
 /// `connect` returns once the client runs (not once it is connected: pairing may take
 /// minutes); from then on it reports [`WaEvent`]s to `events` and reconnects on its own
-/// until [`disconnect`](WaSession::disconnect), a logout or a replaced stream.
+/// until [`disconnect`](WaSession::disconnect), a logout or a replaced stream. It hands each
+/// incoming message over with [`WaEvents::deliver`] and acknowledges it to the server only
+/// once that returned `Ok`; after a message was not accepted it reconnects (after a pause),
+/// so that the server delivers it again.
 #[async_trait]
 pub trait WaSession: Send + Sync + 'static {
     /// Starts the client on the credentials in `store` (pairing when it has none).
@@ -341,7 +427,7 @@ pub trait WaSession: Send + Sync + 'static {
         &self,
         store: SessionStore,
         pairing: Pairing,
-        events: mpsc::Sender<WaEvent>,
+        events: WaEvents,
     ) -> Result<(), WaError>;
 
     /// Stops the client and closes the socket; the credentials stay in the store.

@@ -9,6 +9,24 @@
 //! id ([`SendOptions::message_id`]). Errors are classed from the client's typed error chain
 //! ([`wa_error`]). It does not resolve identities or decide what is answered (the
 //! provider's).
+//!
+//! Incoming messages are acknowledged to WhatsApp only once the bot accepted them: the
+//! client's [`InboundDurabilityHook`] ([`AcceptHook`]) hands each decrypted message to the
+//! provider ([`WaEvents::deliver`]) and returns once the bot journaled it; the client sends
+//! the acknowledgement after the hook returned `Ok`. Before the hook runs, the client keeps
+//! the decrypted message in the session store (`wa/pending/…`, [`NativeStore`]), because
+//! its Signal session has moved on and the server's copy would no longer decrypt. When the
+//! hook fails (the bot did not accept the message), nothing is acknowledged: the session
+//! reconnects after [`REDELIVER_AFTER`], the server delivers the message again, and the
+//! client hands the kept copy to the hook again. A message redelivered after it was
+//! accepted (its acknowledgement lost in a crash) is a duplicate for the bot's inbox.
+//!
+//! Memory is bounded by waiting, not by dropping: the hook is awaited by the client's
+//! receive pipeline and [`WaEvents`] waits while the provider is behind, so a bot that
+//! journals slowly slows the socket down. Other events (connection, pairing, receipts) go
+//! through the client's ordered mailbox ([`MAILBOX`] events) to a callback that waits on
+//! [`WaEvents`] as well; messages never go through it (the hook carries them), so a mailbox
+//! full of receipts loses no message.
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,28 +35,32 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh::message::MediaKind;
-use tokio::sync::mpsc;
 use whatsapp_rust::bot::{Bot, EventDelivery};
 use whatsapp_rust::download::DownloadParams;
 use whatsapp_rust::features::{MediaRetryResult, MediaReuploadRequest};
 use whatsapp_rust::pair_code::PairCodeOptions;
 use whatsapp_rust::send::{SendError, SendOptions};
-use whatsapp_rust::types::events::Event;
+use whatsapp_rust::types::events::{Event, InboundMessage};
 use whatsapp_rust::wacore::download::MediaType;
 use whatsapp_rust::wacore::proto_helpers::MessageBuilderExt;
 use whatsapp_rust::waproto::whatsapp as wa;
-use whatsapp_rust::{Client, ErrorChainExt, Jid, UploadOptions};
+use whatsapp_rust::{Client, ErrorChainExt, InboundDurabilityHook, Jid, UploadOptions};
 
 use super::super::session::{
-    Pairing, WaError, WaEvent, WaMedia, WaMediaOrigin, WaOutgoing, WaSend, WaSession,
+    Pairing, WaError, WaEvents, WaMedia, WaMediaOrigin, WaOutgoing, WaSend, WaSession,
 };
 use super::super::store::SessionStore;
 use super::events::{EventMapper, fill_sender_alt};
 use super::store::NativeStore;
 
-/// How many events the client buffers for the provider before it drops (the provider reads
-/// them as they come, through an unbounded hand-off, so this is not reached in practice).
+/// The client's ordered mailbox of events other than messages (see the module
+/// documentation): the client drops such events (counting them in its stats) only once this
+/// many wait for a provider that is behind.
 const MAILBOX: usize = 4096;
+
+/// How long the session waits before it reconnects after a message the bot did not accept
+/// (the server then delivers it again).
+pub(crate) const REDELIVER_AFTER: Duration = Duration::from_secs(5);
 
 /// The first pause before a new client, doubled up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -105,37 +127,42 @@ impl NativeSession {
 struct Recipe {
     backend: NativeStore,
     pairing: Pairing,
-    events: mpsc::UnboundedSender<WaEvent>,
+    events: WaEvents,
     mapper: Arc<EventMapper>,
     ended: Arc<AtomicBool>,
 }
 
 impl Recipe {
     async fn build(&self) -> Result<Bot, WaError> {
-        let (events, mapper, backend, ended) = (
+        let (events, mapper, ended) = (
+            self.events.clone(),
+            Arc::clone(&self.mapper),
+            Arc::clone(&self.ended),
+        );
+        let hook = AcceptHook::new(
             self.events.clone(),
             Arc::clone(&self.mapper),
             self.backend.clone(),
-            Arc::clone(&self.ended),
         );
         let mut builder = Bot::builder()
             .with_backend(self.backend.clone())
             .with_event_delivery(EventDelivery::Ordered { capacity: MAILBOX })
+            .with_inbound_durability_hook(hook)
             // A bot answers new messages only: the phone's history is acknowledged unread.
             .skip_history_sync()
             .on_event(move |event: Arc<Event>, _client| {
                 if matches!(&*event, Event::LoggedOut(_) | Event::StreamReplaced(_)) {
                     ended.store(true, Ordering::Relaxed);
                 }
+                // Messages the hook handed over are not mapped again (`hook_committed`).
                 let mapped = mapper.map(&event);
-                let (events, backend) = (events.clone(), backend.clone());
+                let events = events.clone();
                 async move {
-                    for mut event in mapped {
-                        if let WaEvent::Message(message) = &mut event {
-                            fill_sender_alt(&backend, message).await;
+                    for event in mapped {
+                        // Waits while the provider is behind; fails only once it stopped.
+                        if events.report(event).await.is_err() {
+                            return;
                         }
-                        // The receiver is gone only once the provider stopped.
-                        let _ = events.send(event);
                     }
                 }
             });
@@ -149,6 +176,70 @@ impl Recipe {
             .build()
             .await
             .map_err(|e| WaError::Client(format!("the WhatsApp Web client did not start: {e}")))
+    }
+}
+
+/// The client's inbound durability hook: hands each decrypted message to the provider and
+/// returns once the bot accepted it, so that the client acknowledges it only then (see the
+/// module documentation).
+pub(crate) struct AcceptHook {
+    events: WaEvents,
+    mapper: Arc<EventMapper>,
+    backend: NativeStore,
+    /// A reconnect after a message not accepted is pending.
+    reconnecting: Arc<AtomicBool>,
+}
+
+impl AcceptHook {
+    pub(crate) fn new(events: WaEvents, mapper: Arc<EventMapper>, backend: NativeStore) -> Self {
+        Self {
+            events,
+            mapper,
+            backend,
+            reconnecting: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Hands `batch` over in order and returns once the bot accepted every message; stops
+    /// at the first one it did not accept (the client then acknowledges none of the batch
+    /// and the server delivers it all again: the accepted ones are duplicates then).
+    pub(crate) async fn accept(&self, batch: &[InboundMessage]) -> Result<(), WaError> {
+        for item in batch {
+            let Some(key) = self.mapper.unseen(&item.info) else {
+                continue;
+            };
+            let mut message = super::events::message(&item.message, &item.info);
+            fill_sender_alt(&self.backend, &mut message).await;
+            self.events.deliver(message).await?;
+            self.mapper.remember(key);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl InboundDurabilityHook for AcceptHook {
+    async fn on_messages(
+        &self,
+        client: Arc<Client>,
+        batch: &[InboundMessage],
+    ) -> whatsapp_rust::anyhow::Result<()> {
+        let Err(e) = self.accept(batch).await else {
+            return Ok(());
+        };
+        tracing::warn!(error = %e, messages = batch.len(), "WhatsApp Web messages not accepted by the bot: not acknowledged; reconnecting so that the server delivers them again");
+        // Not from here: the hook runs inside the receive pipeline, which a reconnect flushes.
+        if !self.events.is_closed() && !self.reconnecting.swap(true, Ordering::AcqRel) {
+            let (reconnecting, events) = (Arc::clone(&self.reconnecting), self.events.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(REDELIVER_AFTER).await;
+                reconnecting.store(false, Ordering::Release);
+                if !events.is_closed() {
+                    client.reconnect().await;
+                }
+            });
+        }
+        Err(whatsapp_rust::anyhow::Error::new(e))
     }
 }
 
@@ -186,35 +277,24 @@ async fn supervise(shared: Arc<Shared>, recipe: Recipe, first: Bot) {
     }
 }
 
-/// Hands the client's events to the provider in order.
-async fn forward(mut from: mpsc::UnboundedReceiver<WaEvent>, to: mpsc::Sender<WaEvent>) {
-    while let Some(event) = from.recv().await {
-        if to.send(event).await.is_err() {
-            return;
-        }
-    }
-}
-
 #[async_trait]
 impl WaSession for NativeSession {
     async fn connect(
         &self,
         store: SessionStore,
         pairing: Pairing,
-        events: mpsc::Sender<WaEvent>,
+        events: WaEvents,
     ) -> Result<(), WaError> {
-        let (tx, rx) = mpsc::unbounded_channel();
         self.shared.stopped.store(false, Ordering::Relaxed);
         self.shared.ended.store(false, Ordering::Relaxed);
         let recipe = Recipe {
             backend: NativeStore::new(store),
             pairing,
-            events: tx,
+            events,
             mapper: Arc::new(EventMapper::new()),
             ended: Arc::clone(&self.shared.ended),
         };
         let first = recipe.build().await?;
-        tokio::spawn(forward(rx, events));
         tokio::spawn(supervise(Arc::clone(&self.shared), recipe, first));
         Ok(())
     }

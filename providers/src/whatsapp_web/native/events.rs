@@ -1,10 +1,16 @@
 //! The client's events ([`Event`] of `whatsapp-rust`) as the seam's [`WaEvent`]s.
 //!
-//! - Messages: envelope and content in the seam's plain types; a message whose key
-//!   (chat, author, id, own) was handed over already in this process (a redelivery after a
-//!   reconnect, an offline-queue replay, a retry) is dropped here, and the bot's inbox drops
-//!   what comes again after a restart. A LID author without its phone number gets the number
-//!   from the client's LID ↔ phone-number mappings when it knows one ([`fill_sender_alt`]).
+//! - Messages: envelope and content in the seam's plain types ([`message`]). The client's
+//!   inbound durability hook hands them over (the session's `AcceptHook`), so the
+//!   `Event::Messages` the client dispatches after it (`hook_committed`) maps to nothing;
+//!   the messages it dispatches without the hook (newsletters, messages recovered from the
+//!   phone) map here. A message whose key (chat, author, id, own) the bot accepted already in
+//!   this process (a redelivery after a reconnect, an offline-queue replay, a retry) is
+//!   dropped ([`EventMapper::unseen`]); the bot's inbox drops what comes again after a
+//!   restart. A key is remembered only once the bot accepted the message, so a message it
+//!   did not accept is handed over again when the server delivers it again. A LID author
+//!   without its phone number gets the number from the client's LID ↔ phone-number mappings
+//!   when it knows one ([`fill_sender_alt`]).
 //! - Receipts of the bot's messages: delivered, read (read or played), failed.
 //! - Pairing (QR code, pair code, success), connection, logout, replaced stream, ban.
 //! - History syncs are counted, never forwarded as messages. Everything else (presence,
@@ -69,9 +75,11 @@ impl EventMapper {
         }
     }
 
-    /// The seam's events for `event` (none for what the provider does not use).
+    /// The seam's events for `event` (none for what the provider does not use, nor for
+    /// messages the durability hook handed over already).
     pub(crate) fn map(&self, event: &Event) -> Vec<WaEvent> {
         match event {
+            Event::Messages(batch) if batch.hook_committed => Vec::new(),
             Event::Messages(batch) => batch
                 .messages
                 .iter()
@@ -83,24 +91,49 @@ impl EventMapper {
     }
 
     fn first_time(&self, info: &MessageInfo) -> bool {
-        let source = &info.source;
-        let key = format!(
-            "{}|{}|{}|{}",
-            source.chat.to_non_ad_string(),
-            source.sender.to_non_ad_string(),
-            info.id,
-            source.is_from_me
-        );
         let first = self
             .seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .first(key);
+            .first(key(info));
         if !first {
             tracing::debug!(id = %info.id, "a WhatsApp Web message delivered again; dropped");
         }
         first
     }
+
+    /// The message's key when it was not accepted in this process yet (then hand it over
+    /// and [`remember`](Self::remember) the key once the bot accepted it), `None` for a
+    /// message delivered again.
+    pub(crate) fn unseen(&self, info: &MessageInfo) -> Option<String> {
+        let key = key(info);
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.keys.contains(&key) {
+            tracing::debug!(id = %info.id, "a WhatsApp Web message delivered again; dropped");
+            return None;
+        }
+        Some(key)
+    }
+
+    /// Remembers that the bot accepted the message of `key`.
+    pub(crate) fn remember(&self, key: String) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .first(key);
+    }
+}
+
+/// A message's key for the dedupe: chat, author, id, and whether it is the bot's own.
+fn key(info: &MessageInfo) -> String {
+    let source = &info.source;
+    format!(
+        "{}|{}|{}|{}",
+        source.chat.to_non_ad_string(),
+        source.sender.to_non_ad_string(),
+        info.id,
+        source.is_from_me
+    )
 }
 
 /// The seam's event for every event but messages.

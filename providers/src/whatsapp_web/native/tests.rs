@@ -1,5 +1,7 @@
 //! What the native client does without the network: the store across a reopen, the event
-//! mapping, the message ids and the error classes. A live pairing needs a phone (not in CI).
+//! mapping, the inbound durability hook (a message acknowledged only once the bot accepted
+//! it, none dropped), the message ids and the error classes. A live pairing needs a phone
+//! (not in CI).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,10 +27,14 @@ use whatsapp_rust::wacore::appstate::processor::AppStateMutationMAC;
 use whatsapp_rust::wacore::store::error::StoreError;
 use whatsapp_rust::waproto::whatsapp as wa;
 
-use super::client::{media_message, outgoing_message, send_error, send_options, wa_error};
+use super::client::{
+    AcceptHook, media_message, outgoing_message, send_error, send_options, wa_error,
+};
 use super::events::{EventMapper, content, fill_sender_alt};
 use super::{NativeStore, NativeStoreError};
-use crate::whatsapp_web::session::{WaContent, WaError, WaEvent, WaMedia, WaOutgoing, WaSend};
+use crate::whatsapp_web::session::{
+    Report, WaContent, WaError, WaEvent, WaEvents, WaMedia, WaOutgoing, WaSend,
+};
 use crate::whatsapp_web::{SessionStore, message_id_for};
 
 fn mapping(lid: &str, phone: &str, at: i64) -> LidPnMappingEntry {
@@ -460,7 +466,16 @@ fn info(id: &str, chat: &str, sender: &str, alt: Option<&str>) -> MessageInfo {
 }
 
 fn batch(messages: Vec<(wa::Message, MessageInfo)>) -> Event {
-    let messages: Vec<InboundMessage> = messages
+    Event::Messages(
+        MessageBatch::builder()
+            .messages(Arc::from(inbound(messages)))
+            .origin(BatchOrigin::OfflineDrain)
+            .build(),
+    )
+}
+
+fn inbound(messages: Vec<(wa::Message, MessageInfo)>) -> Vec<InboundMessage> {
+    messages
         .into_iter()
         .map(|(m, i)| {
             InboundMessage::builder()
@@ -468,13 +483,134 @@ fn batch(messages: Vec<(wa::Message, MessageInfo)>) -> Event {
                 .info(Arc::new(i))
                 .build()
         })
-        .collect();
-    Event::Messages(
-        MessageBatch::builder()
-            .messages(Arc::from(messages))
-            .origin(BatchOrigin::OfflineDrain)
-            .build(),
+        .collect()
+}
+
+/// A provider that answers each message handed over with `answer(id)`, after a yield, and
+/// records the ids handed over in order.
+fn provider(
+    capacity: usize,
+    answer: impl Fn(&str) -> Result<(), WaError> + Send + 'static,
+) -> (WaEvents, tokio::task::JoinHandle<Vec<String>>) {
+    let (events, mut rx) = WaEvents::channel(capacity);
+    let task = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(Report { event, accepted }) = rx.recv().await {
+            tokio::task::yield_now().await;
+            let WaEvent::Message(m) = event else {
+                continue;
+            };
+            seen.push(m.info.id.clone());
+            if let Some(done) = accepted {
+                let _ = done.send(answer(&m.info.id));
+            }
+        }
+        seen
+    });
+    (events, task)
+}
+
+fn hook(events: WaEvents) -> AcceptHook {
+    AcceptHook::new(
+        events,
+        Arc::new(EventMapper::new()),
+        native(Arc::new(MemoryKv::new())),
     )
+}
+
+#[tokio::test]
+async fn the_hook_returns_once_the_bot_accepted_a_burst_larger_than_the_mailbox() {
+    const BURST: usize = 5000;
+    let pn = "15551234567@s.whatsapp.net";
+    let batch = inbound(
+        (0..BURST)
+            .map(|i| (text("x"), info(&format!("3EB0{i:05}"), pn, pn, None)))
+            .collect(),
+    );
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
+    // A channel of 8: the hook waits for the provider instead of dropping.
+    let (events, task) = provider(8, move |_| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    });
+    let hook = hook(events);
+    hook.accept(&batch).await.expect("accepted");
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        BURST,
+        "the hook returned once the bot accepted every message"
+    );
+    drop(hook);
+    let seen = task.await.expect("provider");
+    let expected: Vec<String> = (0..BURST).map(|i| format!("3EB0{i:05}")).collect();
+    assert_eq!(seen, expected, "every message, in order");
+}
+
+#[tokio::test]
+async fn a_message_not_accepted_fails_the_hook_and_is_handed_over_again() {
+    let pn = "15551234567@s.whatsapp.net";
+    let batch = inbound(vec![
+        (text("one"), info("3EB01", pn, pn, None)),
+        (text("two"), info("3EB02", pn, pn, None)),
+        (text("three"), info("3EB03", pn, pn, None)),
+    ]);
+    let refused = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let refuse = Arc::clone(&refused);
+    let (events, task) = provider(4, move |id| {
+        if id == "3EB02" && refuse.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return Err(WaError::NotAccepted {
+                id: id.to_owned(),
+                reason: "the journal is away".to_owned(),
+            });
+        }
+        Ok(())
+    });
+    let hook = hook(events.clone());
+    // The second is refused: the hook fails (the client acknowledges none of the batch) and
+    // the third is not handed over before it.
+    let e = hook.accept(&batch).await.expect_err("not accepted");
+    assert!(
+        matches!(e, WaError::NotAccepted { ref id, .. } if id == "3EB02"),
+        "{e}"
+    );
+    // The server delivers the batch again: the first was accepted already (dropped here; the
+    // bot's inbox would drop it too), the others are handed over.
+    hook.accept(&batch).await.expect("accepted");
+    // Delivered once more (an acknowledgement lost): nothing is handed over.
+    hook.accept(&batch).await.expect("accepted");
+    drop((hook, events));
+    assert_eq!(
+        task.await.expect("provider"),
+        ["3EB01", "3EB02", "3EB02", "3EB03"]
+    );
+}
+
+#[tokio::test]
+async fn a_stopped_provider_fails_the_hook() {
+    let pn = "15551234567@s.whatsapp.net";
+    let (events, rx) = WaEvents::channel(1);
+    drop(rx);
+    let hook = hook(events);
+    let batch = inbound(vec![(text("one"), info("3EB01", pn, pn, None))]);
+    let e = hook.accept(&batch).await.expect_err("not accepted");
+    assert!(matches!(e, WaError::NotAccepted { .. }), "{e}");
+}
+
+#[test]
+fn messages_the_hook_handed_over_are_not_mapped_again() {
+    let pn = "15551234567@s.whatsapp.net";
+    let committed = Event::Messages(
+        MessageBatch::builder()
+            .messages(Arc::from(inbound(vec![(
+                text("one"),
+                info("3EB01", pn, pn, None),
+            )])))
+            .origin(BatchOrigin::Live)
+            .hook_committed(true)
+            .build(),
+    );
+    assert!(EventMapper::new().map(&committed).is_empty());
 }
 
 fn text(t: &str) -> wa::Message {
