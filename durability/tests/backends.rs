@@ -18,17 +18,12 @@
 #![cfg(feature = "testing")]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-mod crash_restart;
-mod crash_script;
-#[allow(dead_code)]
-mod servers;
-
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::crash_restart::Restartable;
 use botmesh_durability::testing::conformance::run_conformance;
 use botmesh_durability::{DurableKv, MemoryKv};
-use crash_restart::Restartable;
 
 /// Runs the conformance suite on a fresh instance of `make`'s backend per case.
 async fn conformance<R, Fut>(make: impl Fn() -> Fut)

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::journal_env::Env;
 use botmesh_durability::config::OnDiverged;
 use botmesh_durability::inbox::InboxJournal;
 use botmesh_durability::inbox::NewInbound;
@@ -11,11 +12,7 @@ use botmesh_durability::retries::Backoff;
 use botmesh_durability::{
     DurabilityConfig, DurabilityError, KvDurability, MemoryKv, OnAmbiguous, Scope,
 };
-use journal_env::Env;
 use serde_json::json;
-
-#[allow(dead_code, reason = "shared by several test files, each uses a part")]
-mod journal_env;
 
 // ---- media refs, config ------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@
 #![cfg(all(feature = "testing", feature = "file"))]
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use crate::support::{self, log_of};
+use std::path::Path;
 use std::time::Duration;
 
 use botmesh_durability::clock::ManualClock;
@@ -28,16 +29,12 @@ use botmesh_durability::events::{
 use botmesh_durability::file::FileError;
 use botmesh_durability::{FileOptions, kv::KvError};
 use serde_json::json;
-use tempfile::TempDir;
 
-fn fresh() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("events.json");
-    (dir, path)
-}
-
-fn log_of(path: &Path) -> PathBuf {
-    PathBuf::from(format!("{}.log", path.display()))
+/// The single-process journal at `path`, with the default options.
+async fn file_journal(path: &Path) -> FileEventJournal {
+    FileEventJournal::open(path, FileOptions::new())
+        .await
+        .unwrap()
 }
 
 async fn shared(path: &Path, clock: &ManualClock) -> SharedFileEventJournal {
@@ -49,7 +46,7 @@ async fn shared(path: &Path, clock: &ManualClock) -> SharedFileEventJournal {
 
 #[tokio::test]
 async fn an_event_lives_from_append_to_done_and_back_by_replay() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     let clock = ManualClock::new(1_000_000);
     let journal = shared(&path, &clock).await;
     let paid = journal
@@ -136,7 +133,7 @@ async fn an_event_lives_from_append_to_done_and_back_by_replay() {
 
 #[tokio::test]
 async fn a_stale_holder_is_fenced_after_another_claim() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     let clock = ManualClock::new(5_000);
     let journal = shared(&path, &clock).await;
     journal
@@ -172,10 +169,8 @@ async fn a_stale_holder_is_fenced_after_another_claim() {
 
 #[tokio::test]
 async fn a_file_journal_is_opened_once_per_process() {
-    let (_dir, path) = fresh();
-    let journal = FileEventJournal::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("events.json");
+    let journal = file_journal(&path).await;
     journal
         .append(NewEvent::new("kept", json!(1)).id("k"))
         .await
@@ -185,19 +180,15 @@ async fn a_file_journal_is_opened_once_per_process() {
         .unwrap_err();
     assert!(matches!(err, FileError::AlreadyOpen { .. }), "{err}");
     journal.close().await.unwrap();
-    let reopened = FileEventJournal::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let reopened = file_journal(&path).await;
     assert!(reopened.get("k").await.unwrap().is_some());
     reopened.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn the_shared_journal_refuses_a_file_a_locked_file_journal_holds() {
-    let (_dir, path) = fresh();
-    let file = FileEventJournal::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("events.json");
+    let file = file_journal(&path).await;
     let err = SharedFileEventJournal::open(&path, SharedFileOptions::new())
         .await
         .unwrap_err();
@@ -215,9 +206,7 @@ async fn the_shared_journal_refuses_a_file_a_locked_file_journal_holds() {
     let journal = SharedFileEventJournal::open(&path, SharedFileOptions::new())
         .await
         .unwrap();
-    let file = FileEventJournal::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let file = file_journal(&path).await;
     let refused = journal.append(NewEvent::new("lost?", json!(1))).await;
     match refused {
         Err(EventJournalError::Storage {
@@ -282,7 +271,7 @@ fn corrupt_error(shared: Result<SharedFileEventJournal, SharedFileError>) -> Fil
 #[tokio::test]
 async fn a_bad_line_in_the_middle_is_refused_and_left_untouched() {
     for shared_journal in [true, false] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("events.json");
         leave_a_log(&path, shared_journal).await;
         let log = log_of(&path);
         let mut bytes = std::fs::read(&log).unwrap();
@@ -321,7 +310,7 @@ async fn a_bad_line_in_the_middle_is_refused_and_left_untouched() {
 #[tokio::test]
 async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
     for shared_journal in [true, false] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("events.json");
         leave_a_log(&path, shared_journal).await;
         let log = log_of(&path);
         let bytes = std::fs::read(&log).unwrap();
@@ -352,7 +341,7 @@ async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
 
 #[tokio::test]
 async fn the_shared_append_log_is_compacted() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     let options = SharedFileOptions::new().fsync(false).compact_every(3);
     let journal = SharedFileEventJournal::open(&path, options).await.unwrap();
     for i in 0..7 {
@@ -391,7 +380,7 @@ async fn the_shared_append_log_is_compacted() {
 
 #[tokio::test]
 async fn close_lets_called_operations_finish_and_refuses_later_ones() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     let journal = SharedFileEventJournal::open(&path, SharedFileOptions::new().fsync(false))
         .await
         .unwrap();
@@ -418,7 +407,7 @@ async fn close_lets_called_operations_finish_and_refuses_later_ones() {
 
 #[tokio::test]
 async fn a_crash_between_compaction_and_the_logs_cut_is_harmless() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     let options = SharedFileOptions::new().fsync(false).compact_every(3);
     let journal = SharedFileEventJournal::open(&path, options.clone())
         .await

@@ -11,7 +11,7 @@
 #![cfg(all(feature = "testing", feature = "file", unix))]
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -29,10 +29,11 @@ const CLAIMER_ENV: &str = "BOTMESH_EVENTS_CLAIMER_PATH";
 const HOLDER_ENV: &str = "BOTMESH_EVENTS_HOLDER_PATH";
 const MARK: &str = "BOTMESH-EVENTS-CHILD:";
 
-fn fresh() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("events.json");
-    (dir, path)
+/// The shared journal at `path`, with the default options.
+async fn open(path: &Path) -> SharedFileEventJournal {
+    SharedFileEventJournal::open(path, SharedFileOptions::new())
+        .await
+        .unwrap()
 }
 
 fn mutex_of(path: &Path) -> PathBuf {
@@ -93,10 +94,8 @@ fn claimed_ids(child: Child) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_claim_each_event_exactly_once() {
-    let (_dir, path) = fresh();
-    let journal = SharedFileEventJournal::open(&path, SharedFileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("events.json");
+    let journal = open(&path).await;
     for i in 0..60 {
         let event = NewEvent::new("job", json!(i))
             .id(format!("job-{i:02}"))
@@ -104,7 +103,13 @@ async fn three_processes_claim_each_event_exactly_once() {
         journal.append(event).await.unwrap();
     }
     let children: Vec<Child> = (0..3)
-        .map(|_| support::spawn_child("child_claims_until_none_is_left", CLAIMER_ENV, &path))
+        .map(|_| {
+            support::spawn_child(
+                "events_processes::child_claims_until_none_is_left",
+                CLAIMER_ENV,
+                &path,
+            )
+        })
         .collect();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut per_child = Vec::new();
@@ -128,10 +133,8 @@ async fn three_processes_claim_each_event_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_in_another_process_fences_the_old_holder() {
-    let (_dir, path) = fresh();
-    let journal = SharedFileEventJournal::open(&path, SharedFileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("events.json");
+    let journal = open(&path).await;
     journal
         .append(NewEvent::new("job", json!(1)).id("job").channel("work"))
         .await
@@ -146,7 +149,11 @@ async fn a_claim_in_another_process_fences_the_old_holder() {
         .await
         .unwrap()
         .remove(0);
-    let child = support::spawn_child("child_claims_until_none_is_left", CLAIMER_ENV, &path);
+    let child = support::spawn_child(
+        "events_processes::child_claims_until_none_is_left",
+        CLAIMER_ENV,
+        &path,
+    );
     let theirs = claimed_ids(child);
     assert_eq!(theirs.get("job"), Some(&(mine.token + 1)));
     match journal.complete("job", mine.token).await {
@@ -165,7 +172,8 @@ async fn a_claim_in_another_process_fences_the_old_holder() {
 
 /// Spawns a holder and waits until it holds the mutex.
 fn holder(path: &Path) -> Child {
-    let mut child = support::spawn_child("child_holds_the_mutex", HOLDER_ENV, path);
+    let mut child =
+        support::spawn_child("events_processes::child_holds_the_mutex", HOLDER_ENV, path);
     assert!(
         support::child_printed(&mut child, &format!("{MARK}held")),
         "the child did not take the mutex"
@@ -187,12 +195,8 @@ const GUARD: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_holders_mutex_is_broken_at_once() {
-    let (_dir, path) = fresh();
-    SharedFileEventJournal::open(&path, SharedFileOptions::new())
-        .await
-        .unwrap()
-        .close()
-        .await;
+    let (_dir, path) = support::fresh("events.json");
+    open(&path).await.close().await;
     let mut child = holder(&path);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -211,7 +215,7 @@ async fn a_killed_holders_mutex_is_broken_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_holders_mutex_is_broken_after_stale_lock() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("events.json");
     // 20 heartbeats of the holder: a loaded machine does not delay one that long.
     let stale = Duration::from_secs(1);
     let options = SharedFileOptions::new().stale_lock(stale);

@@ -14,7 +14,7 @@
 #![cfg(all(feature = "testing", feature = "file"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-mod support;
+use crate::support::{self, log_of};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,6 @@ use botmesh_durability::file::FileError;
 use botmesh_durability::file::{IoHook, IoOp};
 use botmesh_durability::kv::{CasOutcome, Entry, Index, KvError, Scope};
 use botmesh_durability::{DurableKv, FileDurability, FileOptions};
-use tempfile::TempDir;
 
 const CHILD_ENV: &str = "BOTMESH_FILE_CHILD_PATH";
 const CHILD_MARK: &str = "BOTMESH-CHILD:";
@@ -47,14 +46,11 @@ fn log_opts() -> FileOptions {
     FileOptions::new().append_log(true)
 }
 
-fn fresh() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.json");
-    (dir, path)
-}
-
-fn log_of(path: &Path) -> PathBuf {
-    PathBuf::from(format!("{}.log", path.display()))
+/// The durable file at `path`, with the default options.
+async fn open(path: &Path) -> FileDurability {
+    FileDurability::open(path, FileOptions::new())
+        .await
+        .unwrap()
 }
 
 async fn put(kv: &FileDurability, key: &str, text: &str) -> CasOutcome {
@@ -89,7 +85,7 @@ async fn leave_a_log(path: &Path, n: usize) {
 #[tokio::test]
 async fn reopening_finds_every_acknowledged_write_in_both_modes() {
     for options in [FileOptions::new(), log_opts()] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("journal.json");
         let kv = FileDurability::open(&path, options.clone()).await.unwrap();
         let v1 = put(&kv, "a", "1").await;
         let CasOutcome::Ok { version } = v1 else {
@@ -129,25 +125,21 @@ async fn reopening_finds_every_acknowledged_write_in_both_modes() {
 
 #[tokio::test]
 async fn a_leftover_log_is_replayed_even_without_the_append_log() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("journal.json");
     leave_a_log(&path, 5).await;
     assert!(log_of(&path).exists());
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let kv = open(&path).await;
     assert_eq!(value(&kv, "k4").await.as_deref(), Some("v4"));
     assert!(!log_of(&path).exists(), "folded into the snapshot at once");
     kv.close().await.unwrap();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let kv = open(&path).await;
     assert_eq!(kv.len(), 5);
     kv.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn compaction_folds_the_log_and_a_crash_before_truncation_is_harmless() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("journal.json");
     let kv = FileDurability::open(&path, FileOptions::new().compact_every(5))
         .await
         .unwrap();
@@ -176,10 +168,8 @@ async fn compaction_folds_the_log_and_a_crash_before_truncation_is_harmless() {
 
 #[tokio::test]
 async fn a_truncated_snapshot_is_refused_and_left_alone() {
-    let (_dir, path) = fresh();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("journal.json");
+    let kv = open(&path).await;
     for i in 0..4 {
         put(&kv, &format!("k{i}"), "some value").await;
     }
@@ -205,9 +195,7 @@ async fn a_truncated_snapshot_is_refused_and_left_alone() {
     );
     // The refused open released its lock: after a repair, the file opens.
     std::fs::write(&path, &bytes).unwrap();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let kv = open(&path).await;
     assert_eq!(kv.len(), 4);
     kv.close().await.unwrap();
 }
@@ -219,7 +207,7 @@ async fn a_file_of_another_format_is_refused() {
         b"SQLite format 3\0\x10\0",
         b"",
     ] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("journal.json");
         std::fs::write(&path, foreign).unwrap();
         let err = FileDurability::open(&path, FileOptions::new())
             .await
@@ -232,13 +220,8 @@ async fn a_file_of_another_format_is_refused() {
         assert_eq!(std::fs::read(&path).unwrap(), foreign);
     }
     // A foreign `.log` next to a good snapshot is refused too, not cut.
-    let (_dir, path) = fresh();
-    FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap()
-        .close()
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("journal.json");
+    open(&path).await.close().await.unwrap();
     std::fs::write(log_of(&path), "line one\nline two\n").unwrap();
     let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
     assert!(
@@ -249,7 +232,7 @@ async fn a_file_of_another_format_is_refused() {
 
 #[tokio::test]
 async fn a_damaged_line_in_the_middle_is_refused_with_line_and_offset() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("journal.json");
     leave_a_log(&path, 5).await;
     let log = log_of(&path);
     let mut bytes = std::fs::read(&log).unwrap();
@@ -291,7 +274,7 @@ async fn a_damaged_line_in_the_middle_is_refused_with_line_and_offset() {
 #[tokio::test]
 async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
     for tear in [7usize, 1] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("journal.json");
         leave_a_log(&path, 4).await;
         let log = log_of(&path);
         let bytes = std::fs::read(&log).unwrap();
@@ -311,10 +294,8 @@ async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
 
 #[tokio::test]
 async fn a_second_open_in_this_process_waits_for_close() {
-    let (_dir, path) = fresh();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let (_dir, path) = support::fresh("journal.json");
+    let kv = open(&path).await;
     let err = FileDurability::open(&path, FileOptions::new())
         .await
         .unwrap_err();
@@ -326,14 +307,10 @@ async fn a_second_open_in_this_process_waits_for_close() {
         .unwrap_err();
     assert!(matches!(err, FileError::AlreadyOpen { .. }), "{err}");
     kv.close().await.unwrap();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let kv = open(&path).await;
     drop(kv);
     // Dropping the last handle releases it too.
-    FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    open(&path).await;
 }
 
 /// Not a test of its own: `a_live_process_holds_the_lock` runs this binary again with
@@ -356,8 +333,8 @@ async fn child_holds_the_file() {
 
 #[tokio::test]
 async fn a_live_process_holds_the_lock_and_a_killed_one_does_not() {
-    let (_dir, path) = fresh();
-    let mut child = support::spawn_child("child_holds_the_file", CHILD_ENV, &path);
+    let (_dir, path) = support::fresh("journal.json");
+    let mut child = support::spawn_child("file_durability::child_holds_the_file", CHILD_ENV, &path);
     assert!(
         support::child_printed(&mut child, &format!("{CHILD_MARK}ready")),
         "the child did not open the file"
@@ -400,16 +377,14 @@ async fn a_live_process_holds_the_lock_and_a_killed_one_does_not() {
 
 #[tokio::test]
 async fn a_stale_lock_of_a_dead_process_is_broken() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("journal.json");
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
     assert!(!botmesh_durability::file::pid_alive(pid));
     let lock = PathBuf::from(format!("{}.lock", path.display()));
     std::fs::write(&lock, format!("{pid}\n")).unwrap();
-    let kv = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap();
+    let kv = open(&path).await;
     assert_eq!(
         std::fs::read_to_string(&lock).unwrap().trim(),
         std::process::id().to_string()
@@ -484,7 +459,7 @@ async fn a_full_disk_fails_the_write_and_keeps_what_was_acknowledged() {
             "{op:?} append_log={} truncate fails={also_truncate}",
             options.is_append_log()
         );
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("journal.json");
         let disk = Arc::new(FailingDisk {
             op,
             allow: AtomicU32::new(u32::MAX),
@@ -561,7 +536,7 @@ impl IoHook for FlakyFolder {
 #[tokio::test]
 async fn a_folder_sync_failing_after_the_rename_stops_the_writes() {
     for failures in [1, 2] {
-        let (_dir, path) = fresh();
+        let (_dir, path) = support::fresh("journal.json");
         let folder = Arc::new(FlakyFolder {
             allow: AtomicU32::new(u32::MAX),
             failures: AtomicU32::new(failures),
@@ -604,7 +579,7 @@ async fn a_folder_sync_failing_after_the_rename_stops_the_writes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_share_fsyncs_and_all_survive() {
-    let (_dir, path) = fresh();
+    let (_dir, path) = support::fresh("journal.json");
     let kv = FileDurability::open(&path, log_opts()).await.unwrap();
     support::create_concurrently(&kv, &scope(), 200, entry("v")).await;
     let stats = kv.stats();

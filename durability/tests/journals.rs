@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::journal_env::{Env, claim_new, events, journal, lease, send_ok, state};
 use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::inbox::{Claim, InboxJournal, InboxJournalClaim};
 use botmesh_durability::keys::SendKey;
@@ -14,11 +15,7 @@ use botmesh_durability::{
     DurabilityError, DurabilityEvent, DurableKv, InboxState, KvDurability, OnAmbiguous,
     OutboxState, Scope,
 };
-use journal_env::{Env, claim_new, events, journal, lease, send_ok, state};
 use serde_json::json;
-
-#[allow(dead_code, reason = "shared by several test files, each uses a part")]
-mod journal_env;
 
 // ---- the guarantee table ------------------------------------------------------------------
 

@@ -4,6 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::journal_env::{
+    Env, T0, claim_new, events, journal, journal_and_begin, lease, send_ok, state,
+};
 use botmesh_durability::config::OnDiverged;
 use botmesh_durability::keys::Fingerprint;
 use botmesh_durability::keys::SendKey;
@@ -17,11 +20,7 @@ use botmesh_durability::retries::FailOutcome;
 use botmesh_durability::retries::SendFailure;
 use botmesh_durability::retries::{InlineBudget, InlineStep};
 use botmesh_durability::{DurabilityEvent, DurableKv, OutboxState, Scope};
-use journal_env::{Env, T0, claim_new, events, journal, journal_and_begin, lease, send_ok, state};
 use serde_json::json;
-
-#[allow(dead_code, reason = "shared by several test files, each uses a part")]
-mod journal_env;
 
 // ---- keys ------------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@
 //! it fails. Each test works under its own random table prefix and drops its tables at the end
 //! (also after a panic). The restart test runs `pg_ctlcluster --skip-systemctl-redirect <newest
 //! version> main restart` (override with `BOTMESH_TEST_POSTGRES_RESTART`, a shell command; it
-//! prints SKIPPED when the command fails); it takes the server lock exclusively so no other
-//! test of this file runs meanwhile.
+//! prints SKIPPED when the command fails); it has the server alone (`Pg::alone`), so no other
+//! test of the binary uses it meanwhile.
 //!
 //! | test | what it proves |
 //! | --- | --- |
@@ -24,27 +24,20 @@
 #![cfg(all(feature = "postgres", feature = "testing"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-#[allow(unused_macros, dead_code)]
-mod common;
-#[allow(dead_code)]
-mod servers;
+use crate::common;
+use crate::servers;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Once};
+use std::sync::{Arc, Once};
 
+use crate::servers::postgres::{Pg, raw_client};
+use crate::servers::{durability, scope};
 use botmesh_durability::backends::postgres::PostgresConfig;
 use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
 use botmesh_durability::kv::{Entry, KvOp, MemoryKv};
 use botmesh_durability::store::{CheckpointWrite, StepCommit, StepCommitOutcome};
 use botmesh_durability::testing::crash::crashable;
 use botmesh_durability::{DurableKv, PostgresKv, PostgresStore, Store};
-use servers::postgres::{Pg, raw_client};
-use servers::{durability, scope};
-use tokio::sync::{RwLock, RwLockReadGuard};
-
-/// Shared by every test; the restart test holds it exclusively.
-static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
 
 async fn new_store() -> Option<(PostgresStore, Pg)> {
     let pg = Pg::new()?;
@@ -53,18 +46,10 @@ async fn new_store() -> Option<(PostgresStore, Pg)> {
     Some((store, pg))
 }
 
-/// A store on a fresh prefix, with the server lock held for reading.
-async fn shared_store() -> Option<(PostgresStore, (RwLockReadGuard<'static, ()>, Pg))> {
-    let shared = SERVER.read().await;
-    let (store, pg) = new_store().await?;
-    Some((store, (shared, pg)))
-}
-
-store_behaviour_tests!(shared_store());
+store_behaviour_tests!(new_store());
 
 #[tokio::test]
 async fn a_second_store_sees_everything_and_the_durable_table_is_untouched() {
-    let _shared = SERVER.read().await;
     let Some((first, pg)) = new_store().await else {
         return;
     };
@@ -143,8 +128,7 @@ async fn restart_server() -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restart_loses_nothing_acknowledged() {
-    let Some(pg) = Pg::new() else { return };
-    let _exclusive = SERVER.write().await;
+    let Some(pg) = Pg::alone() else { return };
     let errors = error_events();
     let d = durability(Arc::new(pg.kv(&pg.prefix()).await), "pg-1");
     let before = errors.load(Ordering::SeqCst);
@@ -164,7 +148,6 @@ async fn a_server_restart_loses_nothing_acknowledged() {
 #[tokio::test]
 async fn junk_rows_are_quarantined() {
     let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
     let kv = Arc::new(pg.kv(&pg.prefix()).await);
     let sql = format!(
         "INSERT INTO {t} (scope, key, version, value, idx1, idx2) VALUES \
@@ -193,7 +176,6 @@ async fn an_unreachable_server_names_host_and_port_not_the_password() {
 async fn an_injected_pool_stays_open() {
     use botmesh_durability::backends::postgres::deadpool_postgres::{Manager, Pool};
     let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
     let config: tokio_postgres::Config = pg.url.parse().unwrap();
     let pool = Pool::builder(Manager::new(config, NoTls))
         .max_size(2)
@@ -227,7 +209,6 @@ async fn an_injected_pool_stays_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_pools_have_one_winner_per_version() {
     let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
     let prefix = pg.prefix();
     let mut pools: Vec<Arc<dyn DurableKv>> = Vec::new();
     for _ in 0..4 {
@@ -334,7 +315,6 @@ fn key_value_url(url: &str, dbname: &str) -> String {
 async fn transactions_are_shared_only_with_a_postgres_kv_on_the_same_database() {
     use botmesh_durability::backends::postgres::deadpool_postgres::{Manager, Pool};
     let Some(pg) = Pg::new() else { return };
-    let _shared = SERVER.read().await;
     let (store, kv) = store_and_kv(&pg).await;
     let prefix = store.table_prefix().to_owned();
     let config = || PostgresConfig::new().table_prefix(&prefix);
@@ -420,7 +400,6 @@ async fn refuse_boom(pg: &Pg, prefix: &str) {
 /// writes, would leave both).
 #[tokio::test]
 async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
-    let _shared = SERVER.read().await;
     let Some(pg) = Pg::new() else { return };
     let prefix = pg.prefix();
     let store = PostgresStore::connect_with(&pg.url, PostgresConfig::new().table_prefix(&prefix))
@@ -461,7 +440,6 @@ async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
 /// nothing, a step whose ledger row is refused fails alone, and every other step commits.
 #[tokio::test]
 async fn concurrent_steps_are_answered_as_if_each_ran_alone() {
-    let _shared = SERVER.read().await;
     let Some(pg) = Pg::new() else { return };
     let (store, kv) = store_and_kv(&pg).await;
     let prefix = store.table_prefix().to_owned();
@@ -544,7 +522,6 @@ async fn concurrent_steps_are_answered_as_if_each_ran_alone() {
 /// there. `close()` ends the writers; after `open()` writes are answered again.
 #[test]
 fn group_writers_run_on_the_runtime_that_opened_the_store() {
-    let _shared = SERVER.blocking_read();
     let Some(pg) = Pg::new() else { return };
     let main = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

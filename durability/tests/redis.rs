@@ -4,7 +4,7 @@
 //! that the suite was SKIPPED and passes, except under `CI=true`, where it fails. Each test
 //! works under its own random key prefix and deletes its keys at the end (also after a panic).
 //! The fault tests (`CLIENT KILL TYPE normal`, `SCRIPT FLUSH`) hit the whole server, so they
-//! take the server lock exclusively and no other test of this file runs meanwhile.
+//! have it alone (`Rd::alone`) and no other test of the binary uses it meanwhile.
 //!
 //! | test | what it proves |
 //! | --- | --- |
@@ -17,26 +17,19 @@
 #![cfg(all(feature = "redis", feature = "testing"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-#[allow(unused_macros, dead_code)]
-mod common;
-#[allow(dead_code)]
-mod servers;
+use crate::common;
+use crate::servers;
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
+use crate::servers::redis_server::{Rd, raw};
+use crate::servers::{durability, scope};
 use botmesh_durability::backends::redis::RedisConfig;
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::kv::{Entry, Index};
 use botmesh_durability::{DurableKv, RedisKv, RedisStore};
 use serde_json::json;
-use servers::redis_server::{Rd, raw};
-use servers::{durability, scope};
-use tokio::sync::{RwLock, RwLockReadGuard};
-
-/// Shared by every test; the fault tests hold it exclusively.
-static SERVER: LazyLock<RwLock<()>> = LazyLock::new(|| RwLock::new(()));
 
 async fn new_store() -> Option<(RedisStore, Rd, String)> {
     let rd = Rd::new()?;
@@ -47,11 +40,10 @@ async fn new_store() -> Option<(RedisStore, Rd, String)> {
     Some((store, rd, prefix))
 }
 
-/// A store on a fresh prefix, with the server lock held for reading.
-async fn shared_store() -> Option<(RedisStore, (RwLockReadGuard<'static, ()>, Rd))> {
-    let shared = SERVER.read().await;
+/// A store on a fresh prefix, with the server that cleans it.
+async fn shared_store() -> Option<(RedisStore, Rd)> {
     let (store, rd, _) = new_store().await?;
-    Some((store, (shared, rd)))
+    Some((store, rd))
 }
 
 store_behaviour_tests!(@tests shared_store();
@@ -59,7 +51,6 @@ store_behaviour_tests!(@tests shared_store();
 
 #[tokio::test]
 async fn a_second_store_sees_everything_and_the_durable_keys_are_untouched() {
-    let _shared = SERVER.read().await;
     let Some((first, rd, prefix)) = new_store().await else {
         return;
     };
@@ -82,8 +73,7 @@ async fn a_second_store_sees_everything_and_the_durable_keys_are_untouched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connections_reconnect() {
-    let Some(rd) = Rd::new() else { return };
-    let _exclusive = SERVER.write().await;
+    let Some(rd) = Rd::alone() else { return };
     let d = durability(Arc::new(rd.kv(&rd.prefix()).await), "redis-1");
     servers::journals_survive(&d, async {
         let killed: i64 = redis::cmd("CLIENT")
@@ -101,8 +91,7 @@ async fn killed_connections_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_flush_falls_back_to_loading_the_script() {
-    let Some(rd) = Rd::new() else { return };
-    let _exclusive = SERVER.write().await;
+    let Some(rd) = Rd::alone() else { return };
     let d = durability(Arc::new(rd.kv(&rd.prefix()).await), "redis-1");
     let mut conn = raw(&rd.url).await;
     for i in 0..6 {
@@ -126,7 +115,6 @@ async fn a_script_flush_falls_back_to_loading_the_script() {
 #[tokio::test]
 async fn junk_entries_are_quarantined() {
     let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
     let kv = Arc::new(rd.kv(&rd.prefix()).await);
     let idx = "i/pending/0000000000000000/junk";
     let member = RedisKv::index_member(idx, "i/junk");
@@ -167,7 +155,6 @@ async fn an_unreachable_server_names_host_and_port_not_the_password() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_connections_have_one_winner_per_version() {
     let Some(rd) = Rd::new() else { return };
-    let _shared = SERVER.read().await;
     let prefix = rd.prefix();
     let mut conns: Vec<Arc<dyn DurableKv>> = Vec::new();
     for _ in 0..4 {

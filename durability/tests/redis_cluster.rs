@@ -14,17 +14,11 @@
 #![cfg(all(feature = "redis-cluster", feature = "testing"))]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-#[macro_use]
-#[allow(unused_macros, dead_code)]
-mod common;
-#[allow(dead_code)]
-mod servers;
-
+use crate::servers::redis_server::Rd;
 use botmesh_durability::backends::redis::RedisConfig;
 use botmesh_durability::backends::redis::redis_crate as redis;
 use botmesh_durability::kv::{Index, Scope};
 use botmesh_durability::{RedisKv, RedisStore};
-use servers::redis_server::Rd;
 
 /// A store on a fresh prefix of the cluster.
 async fn new_store() -> Option<(RedisStore, Rd)> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use botmesh_durability::kv::{CasOutcome, Entry, Index, KvOp, Scope};
 use botmesh_durability::{DurabilityConfig, DurableKv, SqliteStore, Store};
 
-mod support;
+use crate::support;
 
 const CHILD_ENV: &str = "BOTMESH_SQLITE_CAS_CHILD";
 const CHILD_MARK: &str = "BOTMESH-CAS-CHILD:";
@@ -153,7 +153,7 @@ async fn child_races_cas() {
 }
 
 fn spawn_child(path: &Path) -> std::process::Child {
-    support::spawn_child("child_races_cas", CHILD_ENV, path)
+    support::spawn_child("sqlite_durable::child_races_cas", CHILD_ENV, path)
 }
 
 fn report(child: std::process::Child) -> serde_json::Value {

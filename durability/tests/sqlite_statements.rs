@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use botmesh_durability::kv::{DurableKv, Entry, Scope};
 use botmesh_durability::store::rusqlite::{StatementStatus, params};

@@ -9,8 +9,7 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-#[allow(dead_code)]
-mod servers;
+use crate::servers;
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
 //! The shared store behaviour, and restarts, on [`MemoryStore`].
 #![allow(clippy::unwrap_used)]
 
-#[macro_use]
-mod common;
+use crate::common;
 
 use botmesh_durability::{MemoryStore, Store};
 use serde_json::json;

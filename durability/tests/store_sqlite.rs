@@ -5,9 +5,8 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
-#[macro_use]
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -97,7 +96,7 @@ async fn child_reads_the_file() {
 
 /// Runs `child_reads_the_file` in a new process on `path`; returns what it printed.
 fn run_child(path: &Path) -> serde_json::Value {
-    let child = support::spawn_child("child_reads_the_file", CHILD_ENV, path);
+    let child = support::spawn_child("store_sqlite::child_reads_the_file", CHILD_ENV, path);
     support::child_report(child, CHILD_MARK)
 }
 

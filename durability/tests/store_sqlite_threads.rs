@@ -1,12 +1,21 @@
 //! A [`SqliteStore`]'s writer thread ends with the store: closed or dropped without closing,
-//! none is left behind. Its own test binary, so that no other test's stores are counted.
+//! none is left behind. The threads are counted in a child process of the test binary that
+//! runs this test alone, so that no other test's stores are counted.
 #![cfg(all(feature = "sqlite", target_os = "linux"))]
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use botmesh_durability::{SqliteStore, Store};
 use serde_json::json;
+
+use crate::support;
+
+/// Set in the child process, which counts the threads.
+const CHILD_ENV: &str = "BOTMESH_SQLITE_THREADS_CHILD";
+/// What precedes the child's report.
+const MARK: &str = "BOTMESH-SQLITE-THREADS:";
 
 /// This process's threads whose name starts with `prefix` (`/proc/self/task/*/comm`, which
 /// holds the first 15 bytes of a thread's name).
@@ -44,17 +53,37 @@ fn left_after_waiting() -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_and_dropped_stores_leave_no_thread_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("bot.db");
-    // While open: one writer.
-    let store = SqliteStore::connect(&db).await.unwrap();
-    store.set_value("s", "k0", &json!(0)).await.unwrap();
-    assert_eq!(store_threads(), 1);
-    store.close().await.unwrap();
-    assert_eq!(left_after_waiting(), 0, "close() joins the writer");
-
+    if std::env::var_os(CHILD_ENV).is_some() {
+        println!("{MARK}{}", count_threads().await);
+        return;
+    }
+    let child = support::spawn_child(
+        "store_sqlite_threads::closed_and_dropped_stores_leave_no_thread_behind",
+        CHILD_ENV,
+        Path::new("child"),
+    );
+    let report = tokio::task::spawn_blocking(move || support::child_report(child, MARK))
+        .await
+        .unwrap();
+    assert_eq!(report["open"], 1, "while open: one writer");
+    assert_eq!(report["closed"], 0, "close() joins the writer");
     // Opened, written to and dropped without close(), ten times over the same file: every
     // write that was answered is in the file, and the threads end on their own.
+    assert_eq!(report["dropped"], 0);
+    assert_eq!(report["values"], 11);
+    assert_eq!(report["closed_again"], 0);
+}
+
+/// In the child: the writer threads while a store is open, after `close()`, after ten stores
+/// dropped without closing, and after the last `close()`; and how many values were kept.
+async fn count_threads() -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("bot.db");
+    let store = SqliteStore::connect(&db).await.unwrap();
+    store.set_value("s", "k0", &json!(0)).await.unwrap();
+    let open = store_threads();
+    store.close().await.unwrap();
+    let closed = left_after_waiting();
     for n in 1..=10 {
         let store = SqliteStore::connect(&db).await.unwrap();
         store
@@ -63,9 +92,15 @@ async fn closed_and_dropped_stores_leave_no_thread_behind() {
             .unwrap();
         drop(store);
     }
-    assert_eq!(left_after_waiting(), 0);
+    let dropped = left_after_waiting();
     let store = SqliteStore::connect(&db).await.unwrap();
-    assert_eq!(store.values("s").await.unwrap().len(), 11);
+    let values = store.values("s").await.unwrap().len();
     store.close().await.unwrap();
-    assert_eq!(left_after_waiting(), 0);
+    json!({
+        "open": open,
+        "closed": closed,
+        "dropped": dropped,
+        "values": values,
+        "closed_again": left_after_waiting(),
+    })
 }

@@ -4,7 +4,7 @@
 #![cfg(feature = "sqlite")]
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use botmesh_durability::store::Direction;
 use botmesh_durability::store::LedgerEntry;

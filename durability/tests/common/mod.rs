@@ -353,7 +353,7 @@ macro_rules! store_behaviour_tests {
                 let Some((store, _guard)) = $make.await else {
                     return;
                 };
-                common::$name(&store).await;
+                $crate::common::$name(&store).await;
             }
         )*
     };

@@ -18,6 +18,9 @@ use botmesh_durability::{
 };
 use serde_json::json;
 
+/// The journals every test opens.
+type Kd = KvDurability<MemoryKv>;
+
 pub(crate) const T0: i64 = 1_700_000_000_000;
 
 pub(crate) struct Env {
@@ -74,26 +77,25 @@ pub(crate) async fn claim_new(d: &KvDurability<MemoryKv>, chat: &str, msg: &str)
     }
 }
 
-pub(crate) async fn journal(
-    d: &KvDurability<MemoryKv>,
-    key: SendKey,
-    chat: &str,
-    text: &str,
-) -> SendJournal {
-    d.outbox()
-        .journal(NewSend::new(key, chat, json!({ "text": text })))
-        .await
-        .expect("journal send")
+/// A send of `text` to `chat` under `key`.
+fn send_of(key: SendKey, chat: &str, text: &str) -> NewSend {
+    NewSend::new(key, chat, json!({ "text": text }))
+}
+
+pub(crate) async fn journal(d: &Kd, key: SendKey, chat: &str, text: &str) -> SendJournal {
+    let send = send_of(key, chat, text);
+    d.outbox().journal(send).await.expect("journal send")
 }
 
 pub(crate) async fn journal_and_begin(
-    d: &KvDurability<MemoryKv>,
+    d: &Kd,
     key: SendKey,
     chat: &str,
     text: &str,
 ) -> JournalBegun {
+    let send = send_of(key, chat, text);
     d.outbox()
-        .journal_and_begin(NewSend::new(key, chat, json!({ "text": text })))
+        .journal_and_begin(send)
         .await
         .expect("journal_and_begin")
 }

@@ -5,6 +5,11 @@
 //! server suite makes (a journal that survives a broken connection, racing writers, junk
 //! quarantined, connect errors without the password).
 //!
+//! Tests that disturb a whole server (a restart, killed connections, a flushed script cache)
+//! hold it alone ([`postgres::Pg::alone`], [`redis_server::Rd::alone`]); every other test holds it
+//! shared for as long as it has its [`Server`], so the suites of the one test binary never see
+//! each other's faults.
+//!
 //! It does not start servers: point `BOTMESH_TEST_POSTGRES_URL` / `BOTMESH_TEST_REDIS_URL` /
 //! `BOTMESH_TEST_REDIS_CLUSTER_URL` at running ones.
 
@@ -16,6 +21,9 @@ use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::kv::{CasOutcome, Entry, Index, Scope};
 use botmesh_durability::operating::RecordKind;
 use botmesh_durability::{DurabilityConfig, DurabilityEvent, DurableKv, KvDurability};
+
+mod lock;
+pub(crate) use lock::{Hold, ServerLock};
 
 /// The URL in `var`, or `None` after printing that the suite was SKIPPED. Panics when the
 /// variable is missing and `CI=true`: CI must run every suite.
@@ -51,10 +59,17 @@ pub(crate) struct Server<B> {
     clean: CleanFn,
     /// Which server it is ([`postgres::Postgres`], [`redis_server::Redis`]): its own methods.
     backend: std::marker::PhantomData<B>,
+    /// The test's use of the server (dropped after the cleanup).
+    _hold: Option<Hold>,
 }
 
 impl<B> Server<B> {
-    fn with_cleanup(nodes: Vec<String>, separator: &'static str, clean: CleanFn) -> Option<Self> {
+    fn with_cleanup(
+        nodes: Vec<String>,
+        separator: &'static str,
+        hold: Option<Hold>,
+        clean: CleanFn,
+    ) -> Option<Self> {
         Some(Server {
             url: nodes.first()?.clone(),
             nodes,
@@ -62,6 +77,7 @@ impl<B> Server<B> {
             separator,
             clean,
             backend: std::marker::PhantomData,
+            _hold: hold,
         })
     }
 
@@ -230,7 +246,9 @@ pub(crate) mod postgres {
     use botmesh_durability::backends::postgres::PostgresConfig;
     use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
 
-    use super::{Server, server_url};
+    use super::{Hold, Server, ServerLock, server_url};
+
+    static LOCK: ServerLock = ServerLock::new();
 
     /// Every table a prefix may have created.
     pub(crate) fn tables(p: &str) -> String {
@@ -263,13 +281,24 @@ pub(crate) mod postgres {
     pub(crate) type Pg = Server<Postgres>;
 
     impl Pg {
+        /// The server, shared with the other tests.
         pub(crate) fn new() -> Option<Pg> {
+            Self::held(|| LOCK.shared())
+        }
+
+        /// The server, for a test that disturbs it (restarts it): no other test uses it meanwhile.
+        pub(crate) fn alone() -> Option<Pg> {
+            Self::held(|| LOCK.alone())
+        }
+
+        fn held(hold: impl FnOnce() -> Hold) -> Option<Pg> {
             let url = server_url(
                 "BOTMESH_TEST_POSTGRES_URL",
                 "PostgreSQL",
                 "postgres://postgres@127.0.0.1:5432/test",
             )?;
-            Server::with_cleanup(vec![url], "_", |nodes, prefixes| {
+            let hold = Some(hold());
+            Server::with_cleanup(vec![url], "_", hold, |nodes, prefixes| {
                 Box::pin(async move {
                     let client = raw_client(&nodes[0]).await;
                     for prefix in prefixes {
@@ -301,7 +330,10 @@ pub(crate) mod redis_server {
     use botmesh_durability::backends::redis::RedisConfig;
     use botmesh_durability::backends::redis::redis_crate as redis;
 
-    use super::{Server, server_url};
+    use super::{Hold, Server, ServerLock, server_url};
+
+    /// The single server's (the cluster's nodes are other servers, which no test disturbs).
+    static LOCK: ServerLock = ServerLock::new();
 
     pub(crate) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(url).unwrap();
@@ -342,10 +374,20 @@ pub(crate) mod redis_server {
     pub(crate) type Rd = Server<Redis>;
 
     impl Rd {
-        /// The single server.
+        /// The single server, shared with the other tests.
         pub(crate) fn new() -> Option<Rd> {
+            Self::single(|| LOCK.shared())
+        }
+
+        /// The single server, for a test that disturbs it (kills connections, flushes
+        /// scripts): no other test uses it meanwhile.
+        pub(crate) fn alone() -> Option<Rd> {
+            Self::single(|| LOCK.alone())
+        }
+
+        fn single(hold: impl FnOnce() -> Hold) -> Option<Rd> {
             let url = server_url("BOTMESH_TEST_REDIS_URL", "Redis", "redis://127.0.0.1:6379/")?;
-            Self::on(vec![url])
+            Self::on(vec![url], Some(hold()))
         }
 
         /// The cluster.
@@ -361,11 +403,11 @@ pub(crate) mod redis_server {
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect();
-            Self::on(nodes)
+            Self::on(nodes, None)
         }
 
-        fn on(nodes: Vec<String>) -> Option<Rd> {
-            Server::with_cleanup(nodes, "", |nodes, prefixes| {
+        fn on(nodes: Vec<String>, hold: Option<Hold>) -> Option<Rd> {
+            Server::with_cleanup(nodes, "", hold, |nodes, prefixes| {
                 Box::pin(async move {
                     for node in &nodes {
                         for prefix in &prefixes {

@@ -1,13 +1,25 @@
-//! Helpers the backend test files share: a fresh SQLite store in a temporary folder, many
-//! concurrent compare-and-sets, and child processes (the test binary run again as one named
-//! test, which prints a report after a mark).
+//! Helpers the backend test files share: a file in a new temporary folder, a fresh SQLite
+//! store in one, many concurrent compare-and-sets, and child processes (the test binary run
+//! again as one named test, which prints a report after a mark).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use botmesh_durability::kv::{DurableKv, Entry, Scope};
+
+/// A new temporary folder and the path of `file` in it (the folder must outlive the file).
+pub(crate) fn fresh(file: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file);
+    (dir, path)
+}
+
+/// The append log beside the file at `path`.
+pub(crate) fn log_of(path: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.log", path.display()))
+}
 
 /// A SQLite store on `file` inside a new temporary folder (which must outlive the store).
 #[cfg(feature = "sqlite")]
@@ -38,9 +50,9 @@ where
     }
 }
 
-/// Runs this test binary again as a child process running only `test`, with the variable
-/// `var` set to `path` (what tells that test to play the child); its stdin, stdout and
-/// stderr are piped.
+/// Runs this test binary again as a child process running only `test` (its path in the
+/// binary, `file::name`), with the variable `var` set to `path` (what tells that test to play
+/// the child); its stdin, stdout and stderr are piped.
 pub(crate) fn spawn_child(test: &str, var: &str, path: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
