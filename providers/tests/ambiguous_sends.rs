@@ -8,7 +8,7 @@
 #![cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
 #![allow(clippy::expect_used)]
 
-mod fakes;
+use crate::fakes;
 
 use std::time::Duration;
 

@@ -2,15 +2,15 @@
 //! Tests run on tokio's paused clock: the bot's delays and the waits between lines advance
 //! virtual time, so the order of events does not depend on the machine's load.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 use tokio::time::Instant;
 
+use crate::support::{Gate, Gated, Output};
 use botmesh::message::{Location, OutgoingContent};
 use botmesh::prelude::*;
 use botmesh_providers::ConsoleProvider;
-use support::{Gate, Gated, Output};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 
 fn console_bot(gate: std::sync::Arc<Gate>) -> (DuplexStream, Output, ConsoleProvider, Bot) {

@@ -5,17 +5,17 @@
 #![cfg(feature = "discord")]
 #![allow(clippy::expect_used)]
 
-mod fakes;
+use crate::fakes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fakes::discord::{APP_ID, FakeDiscord, public_key_hex, sign};
 use botmesh::durability::{DurabilityConfig, MemoryKv, OnAmbiguous, OutboxState};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::provider::{Provider, ProviderEvent, TransportStatus};
 use botmesh_providers::discord::{DiscordConfig, DiscordProvider};
-use fakes::discord::{APP_ID, FakeDiscord, public_key_hex, sign};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "discord-test-token";

@@ -4,17 +4,17 @@
 //! reads the mailbox again (the inbox then drops the copies by Message-ID).
 #![cfg(feature = "email")]
 
-mod fakes;
+use crate::fakes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fakes::imap::{FakeImap, PASSWORD, USER};
+use crate::fakes::smtp::FakeSmtp;
+use crate::fakes::{Mode, Recorder};
 use botmesh::durability::{DurableKv, MemoryKv};
 use botmesh::provider::{Provider, TransportStatus};
 use botmesh_providers::email::{EmailConfig, EmailProvider, ImapConfig, Position};
-use fakes::imap::{FakeImap, PASSWORD, USER};
-use fakes::smtp::FakeSmtp;
-use fakes::{Mode, Recorder};
 
 fn mail(n: u32) -> String {
     format!(

@@ -5,15 +5,15 @@
 //! attachments as media refs that survive a restart.
 #![cfg(feature = "email")]
 
-mod fakes;
+use crate::fakes;
 
 use std::sync::Arc;
 
+use crate::fakes::smtp::{FakeSmtp, Stage};
 use botmesh::durability::{DurableKv, MemoryKv};
 use botmesh::message::{ChatId, Content, MediaKind, MediaSource, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::email::{EmailConfig, EmailProvider, mailgun_signature};
-use fakes::smtp::{FakeSmtp, Stage};
 
 const KEY: &str = "mailgun-signing-key";
 const SECRET: &str = "sendgrid-secret-0123456789";

@@ -6,13 +6,13 @@
 //! route, and duplicates and a crash before the 200 answered once.
 #![cfg(feature = "evolution")]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::contents;
+use crate::fakes::evolution::{FakeEvolution, hooks};
 use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
-use fakes::contents;
-use fakes::evolution::{FakeEvolution, hooks};
 use serde_json::{Value, json};
 
 const KEY: &str = "evo-instance-key-123";

@@ -6,8 +6,9 @@
 //! restricted to HighLevel's hosts, and duplicates and a crash before the 200 answered once.
 #![cfg(feature = "gohighlevel")]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
 use botmesh::message::{
     Button, ChatId, ContactCard, Location, MediaKind, MediaRef, MessageId, Outgoing,
     OutgoingContent,
@@ -17,7 +18,6 @@ use botmesh_providers::gohighlevel::{
     GoHighLevelConfig, GoHighLevelConfigError, GoHighLevelProvider,
 };
 use botmesh_providers::http::GuardedClient;
-use fakes::gohighlevel::{FakeGhl, Keys, hooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "pit-0000-test-token";

@@ -5,16 +5,16 @@
 //! duplicates and a crash before the 200 answered once.
 #![cfg(feature = "gupshup")]
 
-mod fakes;
+use crate::fakes;
 
 use std::time::Duration;
 
+use crate::fakes::contents;
+use crate::fakes::gupshup::{FakeGupshup, hooks};
 use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
-use fakes::contents;
-use fakes::gupshup::{FakeGupshup, hooks};
 use serde_json::{Value, json};
 
 const KEY: &str = "gupshup-api-key";

@@ -4,8 +4,11 @@
 //! downloads, duplicates and a crash before the 200 answered once, and the shop's order.
 #![cfg(all(feature = "messenger", feature = "instagram"))]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::contents;
+use crate::fakes::meta::{handshake, sign};
+use crate::fakes::meta_messaging::{FakeSendApi, hooks};
 use botmesh::message::{
     Button, ChatId, Content, ListSection, MediaKind, MediaRef, MessageId, Outgoing, OutgoingContent,
 };
@@ -19,9 +22,6 @@ use botmesh_providers::meta::MetaConfigError;
 use botmesh_providers::meta::messaging::{
     Channel, MessageTag, MessagingConfig, MessagingProvider, TextLimit,
 };
-use fakes::contents;
-use fakes::meta::{handshake, sign};
-use fakes::meta_messaging::{FakeSendApi, hooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "EAAG-page-token";

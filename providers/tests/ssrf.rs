@@ -2,7 +2,7 @@
 //! after DNS resolution and on every redirect, unless they are allow-listed.
 #![cfg(feature = "webhook")]
 
-mod fakes;
+use crate::fakes;
 
 use std::net::IpAddr;
 

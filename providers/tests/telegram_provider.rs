@@ -3,10 +3,12 @@
 //! the guarded client, and media refs.
 #![cfg(feature = "telegram")]
 
-mod fakes;
+use crate::fakes;
 
 use std::time::Duration;
 
+use crate::fakes::telegram::{FakeTelegram, updates};
+use crate::fakes::{Mode, Recorder, contents};
 use botmesh::message::{
     ChatId, Content, Interaction, MediaKind, MediaRef, MediaSource, MessageId, Outgoing,
     OutgoingContent,
@@ -16,8 +18,6 @@ use botmesh_providers::http::GuardedClient;
 use botmesh_providers::telegram::{
     TelegramConfig, TelegramConfigError, TelegramMode, TelegramProvider,
 };
-use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder, contents};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";
@@ -590,7 +590,7 @@ async fn media_refs_round_trip_and_every_rejection() {
 
 #[test]
 fn config_from_env_names_the_variable() {
-    use fakes::env;
+    use crate::fakes::env;
     assert_eq!(
         TelegramConfig::from_lookup(env(&[])).expect_err("missing"),
         TelegramConfigError::MissingEnv("TELEGRAM_BOT_TOKEN")

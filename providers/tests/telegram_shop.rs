@@ -3,14 +3,12 @@
 //! `/status`, each press answered with `answerCallbackQuery`.
 #![cfg(feature = "telegram")]
 
-mod fakes;
-
 use std::time::Duration;
 
+use crate::fakes::telegram::{FakeTelegram, updates};
 use botmesh::prelude::*;
 use botmesh_examples::shop;
 use botmesh_providers::telegram::TelegramProvider;
-use fakes::telegram::{FakeTelegram, updates};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "777:shop-token";

@@ -3,17 +3,17 @@
 //! long polling) that ends in a redelivery and exactly one reply.
 #![cfg(feature = "telegram")]
 
-mod fakes;
+use crate::fakes;
 
 use std::time::Duration;
 
+use crate::fakes::telegram::{FakeTelegram, updates};
+use crate::fakes::{Mode, Recorder, drained, pong_bot};
 use botmesh::prelude::*;
 use botmesh::provider::ProviderEvent;
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
 use botmesh_providers::webhook::WebhookServer;
-use fakes::telegram::{FakeTelegram, updates};
-use fakes::{Mode, Recorder, drained, pong_bot};
 use serde_json::json;
 
 const TOKEN: &str = "123456:ABC-fake_token";

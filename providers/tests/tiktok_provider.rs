@@ -6,15 +6,15 @@
 //! and duplicates and a crash before the 200 answered once.
 #![cfg(feature = "tiktok")]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::tiktok::{FakeTikTok, hooks};
 use botmesh::message::{
     Button, ChatId, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
 };
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::tiktok::{TikTokConfig, TikTokConfigError, TikTokProvider, signature};
-use fakes::tiktok::{FakeTikTok, hooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "act.tiktok-test-token";

@@ -4,20 +4,20 @@
 //! API origin and twilio.com, and a crash before the 200 ending in one reply.
 #![cfg(feature = "twilio")]
 
-mod fakes;
+use crate::fakes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::fakes::twilio::FakeTwilio;
+use crate::fakes::{Mode, contents};
 use botmesh::message::{Button, ChatId, Content, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::prelude::*;
 use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;
-use fakes::twilio::FakeTwilio;
-use fakes::{Mode, contents};
 use serde_json::json;
 
 const SID: &str = "ACXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";

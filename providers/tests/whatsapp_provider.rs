@@ -4,8 +4,10 @@
 //! crash before the 200 ending in one reply.
 #![cfg(feature = "whatsapp-cloud")]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::whatsapp::{FakeWhatsApp, hooks};
+use crate::fakes::{Mode, contents};
 use botmesh::message::{
     ChatId, Content, MediaKind, MediaRef, MessageId, Outgoing, OutgoingContent,
 };
@@ -13,8 +15,6 @@ use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, Stor
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::webhook::RunningWebhookServer;
 use botmesh_providers::whatsapp::{WhatsAppConfig, WhatsAppConfigError, WhatsAppProvider};
-use fakes::whatsapp::{FakeWhatsApp, hooks};
-use fakes::{Mode, contents};
 use serde_json::json;
 
 const TOKEN: &str = "EAAGfake-access-token";

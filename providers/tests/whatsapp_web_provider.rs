@@ -9,8 +9,7 @@
 #![cfg(feature = "whatsapp-web")]
 #![allow(clippy::expect_used)]
 
-#[path = "fakes/poll.rs"]
-mod poll;
+use crate::fakes::poll;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

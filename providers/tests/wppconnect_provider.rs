@@ -6,13 +6,13 @@
 //! 200 answered once.
 #![cfg(feature = "wppconnect")]
 
-mod fakes;
+use crate::fakes;
 
+use crate::fakes::contents;
+use crate::fakes::wppconnect::{FakeWppConnect, hooks};
 use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
 use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
-use fakes::contents;
-use fakes::wppconnect::{FakeWppConnect, hooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "$2b$10$fakebcrypttokenvalue";

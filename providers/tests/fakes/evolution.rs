@@ -21,7 +21,7 @@ pub struct S {
     key: String,
     instance: String,
     /// Every call's action and body; the media of received messages by key id.
-    log: super::gateway::Log<(String, Value)>,
+    pub(super) log: super::gateway::Log<(String, Value)>,
 }
 
 /// The fake Evolution API.
@@ -38,16 +38,6 @@ impl FakeEvolution {
         Self::serve_state("Evolution", state, router).await
     }
 
-    /// Every call's (action, body), in order.
-    pub fn sent(&self) -> Vec<(String, Value)> {
-        self.s().log.sent.clone()
-    }
-
-    /// The texts accepted for `number`, in order.
-    pub fn delivered_to(&self, number: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, number)
-    }
-
     /// The next call is answered `status` with Evolution's error body (and `Retry-After`).
     pub fn fail_next(&self, status: u16, message: Value, retry_after: Option<u64>) {
         let error = match status {
@@ -59,11 +49,6 @@ impl FakeEvolution {
         };
         let body = json!({"status": status, "error": error, "response": {"message": message}});
         self.s().log.fail_next(status, body, retry_after);
-    }
-
-    /// The next accepted send drops its connection instead of answering.
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     /// The server keeps `bytes` as the media of the received message `key_id`.

@@ -23,7 +23,7 @@ use super::json_resp;
 pub struct S {
     token: String,
     /// Every call's body; (chat `<type>:<contactId>`, message) of every accepted send.
-    log: super::gateway::Log<Value>,
+    pub(super) log: super::gateway::Log<Value>,
 }
 
 /// HighLevel's webhook keys (the fake's own).
@@ -91,16 +91,6 @@ impl FakeGhl {
         Self::serve_state("HighLevel", state, router).await
     }
 
-    /// Every send's body, in order (failures too).
-    pub fn sent(&self) -> Vec<Value> {
-        self.s().log.sent.clone()
-    }
-
-    /// The messages accepted for `chat` (`<type>:<contactId>`), in order.
-    pub fn delivered_to(&self, chat: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, chat)
-    }
-
     /// The next send is answered `status` with HighLevel's error body (and `Retry-After`).
     pub fn fail_next(&self, status: u16, message: &str, retry_after: Option<u64>) {
         let error = StatusCode::from_u16(status)
@@ -109,11 +99,6 @@ impl FakeGhl {
             .unwrap_or("Error");
         let body = json!({"statusCode": status, "message": message, "error": error});
         self.s().log.fail_next(status, body, retry_after);
-    }
-
-    /// The next accepted send drops its connection instead of answering.
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     /// Keeps `bytes` as the attachment `name`; its URL.

@@ -19,7 +19,7 @@ use super::json_resp;
 pub struct S {
     key: String,
     /// Every send call's path and form.
-    log: super::gateway::Log<(String, Vec<(String, String)>)>,
+    pub(super) log: super::gateway::Log<(String, Vec<(String, String)>)>,
 }
 
 /// The fake Gupshup API.
@@ -38,11 +38,6 @@ impl FakeGupshup {
         Self::serve_state("Gupshup", state, router).await
     }
 
-    /// Every send call's (path, form), in order.
-    pub fn sent(&self) -> Vec<(String, Vec<(String, String)>)> {
-        self.s().log.sent.clone()
-    }
-
     /// The `message` (or `template`) JSON of the `n`-th send call.
     pub fn message(&self, n: usize) -> Value {
         let sent = self.sent();
@@ -53,20 +48,10 @@ impl FakeGupshup {
             .unwrap_or(Value::Null)
     }
 
-    /// The texts accepted for `to`, in order.
-    pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, to)
-    }
-
     /// The next send is answered `status` with Gupshup's error body (and `Retry-After`).
     pub fn fail_next(&self, status: u16, message: &str, retry_after: Option<u64>) {
         let body = json!({"status": "error", "message": message});
         self.s().log.fail_next(status, body, retry_after);
-    }
-
-    /// The next accepted send drops its connection instead of answering.
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     /// Hosts `bytes` as `name`; returns its URL.

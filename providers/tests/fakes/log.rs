@@ -1,6 +1,7 @@
 //! A fake API's call log, shared by the fakes whose API creates messages (Twilio and the
 //! gateways): every call, what was delivered, the media kept, and what the next calls do
-//! (fail with a queued answer, or drop their connection).
+//! (fail with a queued answer, or drop their connection). The calls and deliveries of such a
+//! fake are read the same way on each ([`Logs`]).
 
 use std::collections::VecDeque;
 
@@ -8,7 +9,62 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::json_resp;
+use super::{Served, json_resp};
+
+/// The state of a fake that keeps a [`Log`] of its calls (`Call`).
+pub trait Logs {
+    type Call: Clone;
+
+    fn log(&mut self) -> &mut Log<Self::Call>;
+}
+
+/// Implements [`Logs`] for the fakes' states: `State: Call` (the state's `log` field).
+macro_rules! logs {
+    ($($(#[$cfg:meta])* $state:ty: $call:ty),* $(,)?) => {$(
+        $(#[$cfg])*
+        impl Logs for $state {
+            type Call = $call;
+
+            fn log(&mut self) -> &mut Log<$call> {
+                &mut self.log
+            }
+        }
+    )*};
+}
+
+logs!(
+    #[cfg(feature = "evolution")]
+    super::evolution::S: (String, Value),
+    #[cfg(feature = "gohighlevel")]
+    super::gohighlevel::S: Value,
+    #[cfg(feature = "gupshup")]
+    super::gupshup::S: (String, Vec<(String, String)>),
+    #[cfg(feature = "tiktok")]
+    super::tiktok::S: Value,
+    #[cfg(feature = "twilio")]
+    super::twilio::S: Vec<(String, String)>,
+    #[cfg(feature = "wppconnect")]
+    super::wppconnect::S: (String, Value),
+);
+
+/// What a fake with a [`Log`] answers about its calls.
+impl<S: Logs + Send + 'static> Served<S> {
+    /// Every call, in order (failures too).
+    pub fn sent(&self) -> Vec<S::Call> {
+        self.s().log().sent.clone()
+    }
+
+    /// The texts accepted for `to` (the recipient as the API names it), in order.
+    pub fn delivered_to(&self, to: &str) -> Vec<String> {
+        super::recorded_under(&self.s().log().delivered, to)
+    }
+
+    /// The next accepted call drops its connection instead of answering: the bot cannot know
+    /// whether it went out.
+    pub fn drop_next(&self) {
+        self.s().log().drops += 1;
+    }
+}
 
 /// A fake API's log: every call `C`, what was delivered, and what the next calls do.
 pub struct Log<C> {

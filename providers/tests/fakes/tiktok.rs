@@ -22,7 +22,7 @@ pub struct S {
     token: String,
     business: String,
     /// Every send's body; (conversation, text or `[image <media_id>]`) of every accepted send.
-    log: super::gateway::Log<Value>,
+    pub(super) log: super::gateway::Log<Value>,
     /// Coded failures (HTTP 200) for the next sends.
     codes: std::collections::VecDeque<(i64, String)>,
     uploads: usize,
@@ -54,16 +54,6 @@ impl FakeTikTok {
         Self::serve_state("TikTok", state, router).await
     }
 
-    /// Every send's body, in order (failures too).
-    pub fn sent(&self) -> Vec<Value> {
-        self.s().log.sent.clone()
-    }
-
-    /// The texts accepted for `conversation`, in order (an image as `[image <media_id>]`).
-    pub fn delivered_to(&self, conversation: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, conversation)
-    }
-
     /// The next send is answered HTTP `status` (and `Retry-After`).
     pub fn fail_next(&self, status: u16, retry_after: Option<u64>) {
         let body = json!({"code": 50000, "message": "System error", "request_id": "r0"});
@@ -73,11 +63,6 @@ impl FakeTikTok {
     /// The next send is answered HTTP 200 with TikTok's error `code`.
     pub fn fail_next_code(&self, code: i64, message: &str) {
         self.s().codes.push_back((code, message.to_owned()));
-    }
-
-    /// The next accepted send drops its connection instead of answering.
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     /// Keeps `bytes` as the media `id` of a received message.

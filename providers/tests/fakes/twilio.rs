@@ -19,7 +19,7 @@ pub struct S {
     sid: String,
     token: String,
     /// Every created message's form; (To, Body) of every message created with success.
-    log: super::log::Log<Vec<(String, String)>>,
+    pub(super) log: super::log::Log<Vec<(String, String)>>,
 }
 
 /// The fake Twilio REST API.
@@ -42,27 +42,11 @@ impl FakeTwilio {
         Self::serve_state("Twilio", state, router).await
     }
 
-    /// Every created message's form, in order.
-    pub fn sent(&self) -> Vec<Vec<(String, String)>> {
-        self.s().log.sent.clone()
-    }
-
-    /// The bodies of the messages to `to` created with success, in order.
-    pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, to)
-    }
-
     /// The value of `key` in the `n`-th created message.
     pub fn param(&self, n: usize, key: &str) -> Option<String> {
         self.sent()
             .get(n)
             .and_then(|f| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
-    }
-
-    /// The next message created with success drops its connection instead of answering: the
-    /// bot cannot know it went out.
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     pub fn fail_next(&self, status: u16, code: i64, message: &str, retry_after: Option<u64>) {

@@ -21,7 +21,7 @@ pub struct S {
     token: String,
     session: String,
     /// Every call's route and body; the media of received messages by id.
-    log: super::gateway::Log<(String, Value)>,
+    pub(super) log: super::gateway::Log<(String, Value)>,
 }
 
 /// The fake WPPConnect Server.
@@ -38,22 +38,9 @@ impl FakeWppConnect {
         Self::serve_state("WPPConnect", state, router).await
     }
 
-    pub fn sent(&self) -> Vec<(String, Value)> {
-        self.s().log.sent.clone()
-    }
-
-    /// The texts accepted for `phone` (digits), in order.
-    pub fn delivered_to(&self, phone: &str) -> Vec<String> {
-        super::recorded_under(&self.s().log.delivered, phone)
-    }
-
     /// The next call is answered `status` with `body` (and `Retry-After`).
     pub fn fail_next(&self, status: u16, body: Value, retry_after: Option<u64>) {
         self.s().log.fail_next(status, body, retry_after);
-    }
-
-    pub fn drop_next(&self) {
-        self.s().log.drops += 1;
     }
 
     /// The server keeps `bytes` as the media of message `id`.
