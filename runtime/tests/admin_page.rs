@@ -13,6 +13,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::common::eventually::eventually;
+use crate::common::order;
 use botmesh::durability::{DurabilityConfig, OutboxState};
 use botmesh::durable::DurabilityOptions;
 use botmesh::operating::admin::AdminOptions;
@@ -21,14 +23,8 @@ use botmesh::prelude::*;
 use botmesh::provider::ProviderError;
 use botmesh::schedule::{Job, JobCtx};
 use botmesh::testing::MockProvider;
-use common::order;
-use eventually::eventually;
 use fantoccini::{ClientBuilder, Locator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-mod common;
-#[path = "common/eventually.rs"]
-mod eventually;
 
 /// With a space and a semicolon: any token works, in the cookie too.
 const TOKEN: &str = "s3cret admin;token";

@@ -1,10 +1,8 @@
 //! The DESIGN.md order flow, end to end: straight through, with a re-ask loop, and across a
 //! restart of the bot.
 
+use crate::common::order;
 use botmesh::testing::Transcript;
-use common::order;
-
-mod common;
 
 async fn transcript() -> Transcript {
     Transcript::of(|bot| {

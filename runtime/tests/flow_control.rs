@@ -8,8 +8,7 @@ use botmesh::flow::Interrupt;
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
-#[path = "common/fresh.rs"]
-mod fresh;
+use crate::common::fresh;
 
 /// A survey: labelled loops, while, continue, break values, early return.
 #[flow(start = keyword("survey"))]

@@ -2,12 +2,10 @@
 //! with a restart (serialize → drop the bot → deserialize into a new bot on the same store)
 //! after every message, give identical transcripts and identical send keys.
 
+use crate::common::order;
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
-use common::order;
 use proptest::prelude::*;
-
-mod common;
 
 /// Labelled loops, while, continue, early return.
 #[flow(start = command("survey"))]

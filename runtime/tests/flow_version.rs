@@ -23,8 +23,7 @@ mod v1 {
     }
 }
 
-#[path = "common/fresh.rs"]
-mod fresh;
+use crate::common::fresh;
 
 /// Sends and an ask added around "How many?": it still waits there.
 mod added_around {

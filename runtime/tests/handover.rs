@@ -13,16 +13,14 @@
 //! | `a_cut_step_is_finished_by_the_next_replica_*` | a step killed after its first send (made, or collected for the step's commit on a store that commits steps atomically), on replica A, is finished by replica B with the answer the checkpoint carries when the chat's next message reaches B; that message then answers the question the finished step asked; the send made before the cut is not repeated; the cut message's later replay is not taken as an answer; the hand-over is counted and emitted |
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/eventually.rs"]
-mod eventually;
-#[cfg(any(feature = "postgres", feature = "redis"))]
-mod servers;
+use crate::servers;
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::eventually::eventually;
 use botmesh::coordination::{Coordination, CoordinationConfig, CoordinationEvent};
 use botmesh::durability::coordination::Coordinator;
 use botmesh::durability::{
@@ -32,7 +30,6 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::schedule::SchedulerOptions;
 use botmesh::testing::MockProvider;
-use eventually::eventually;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::RecvError;

@@ -15,8 +15,7 @@
 
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
 // full lane runs this file, once the servers are up).
-#[cfg(any(feature = "postgres", feature = "redis"))]
-mod servers;
+use crate::servers;
 
 use std::collections::HashMap;
 use std::sync::Arc;

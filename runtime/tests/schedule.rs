@@ -9,10 +9,7 @@
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
 // full lane runs this file, once the servers are up).
 #[cfg(any(feature = "postgres", feature = "redis"))]
-#[path = "common/eventually.rs"]
-mod eventually;
-#[cfg(any(feature = "postgres", feature = "redis"))]
-mod servers;
+use crate::servers;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -198,7 +195,7 @@ async fn two_bots_sharing_a_backend_run_an_occurrence_once() {
 /// occurrence of a job due every second of the (manual) wall clock runs once, on one of them.
 #[cfg(any(feature = "postgres", feature = "redis"))]
 async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
-    use eventually::eventually;
+    use crate::common::eventually::eventually;
     let clock = ManualClock::new(T0);
     let (a, b) = (
         replica_on(kv.clone(), &clock, "a"),

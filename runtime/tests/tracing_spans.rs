@@ -8,14 +8,12 @@
 
 use std::time::Duration;
 
+use crate::common::order;
 use botmesh::prelude::*;
 use botmesh::telemetry;
 use botmesh::testing::{MockProvider, Transcript};
-use common::order;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tracing_subscriber::layer::SubscriberExt;
-
-mod common;
 
 fn attr(span: &SpanData, key: &str) -> Option<String> {
     span.attributes

@@ -1,4 +1,8 @@
-//! Flows shared by the flow tests.
+//! Flows shared by the flow tests, and the helpers of the other tests ([`eventually`],
+//! [`fresh`]).
+
+pub(crate) mod eventually;
+pub(crate) mod fresh;
 
 use botmesh::prelude::*;
 

@@ -3,7 +3,7 @@
 //! Without it the test is skipped and says so, except under `CI=true`, where the server must
 //! be there.
 
-// Each test binary uses some of the openers.
+// Not every opener has a suite that uses it.
 #![allow(dead_code)]
 
 use std::sync::Arc;
