@@ -9,7 +9,7 @@
 //! runtime built as the shop binary builds it.
 //!
 //! `cargo bench -p botmesh-examples --features telegram --bench channel`; `CHANNEL_BENCH_CHATS`
-//! (default 1000), `CHANNEL_BENCH_ORDERS` (orders per chat, default 3), `CHANNEL_BENCH_ROUNDS`
+//! (default 1000), `CHANNEL_BENCH_ORDERS` (orders per chat, default 10), `CHANNEL_BENCH_ROUNDS`
 //! (how many times every case runs, default 3: the table shows each case's median round and
 //! the medians of the rounds' ratios), `CHANNEL_BENCH_ONLY`
 //! (e.g. `none,sqlite`; `webhook` for the webhook rows), `CHANNEL_BENCH_DIR` (where the SQLite
@@ -110,7 +110,7 @@ fn ratio_cell(
 
 fn main() {
     let chats = env_usize("CHANNEL_BENCH_CHATS", 1000);
-    let orders = env_usize("CHANNEL_BENCH_ORDERS", 3);
+    let orders = env_usize("CHANNEL_BENCH_ORDERS", 10);
     let rounds = env_usize("CHANNEL_BENCH_ROUNDS", 3).max(1);
     let only: Option<Vec<String>> = std::env::var("CHANNEL_BENCH_ONLY")
         .ok()
