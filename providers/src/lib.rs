@@ -57,7 +57,7 @@ mod errors;
 #[cfg(feature = "evolution")]
 #[cfg_attr(docsrs, doc(cfg(feature = "evolution")))]
 pub mod evolution;
-#[cfg(any(meta_channel, feature = "whatsapp-web"))]
+#[cfg(any(meta_channel, gateway_channel, feature = "whatsapp-web"))]
 mod files;
 #[cfg(rest_channel)]
 mod gateway;

@@ -5,6 +5,7 @@ use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
 
 use super::{BUTTONS, MEDIA_LIMIT, NAME, TEXT_LIMIT};
+use crate::files::OutgoingMedia;
 use crate::gateway::outbound::checked_text;
 use crate::gateway::unsupported;
 use crate::gateway::web::OutgoingFile;
@@ -34,13 +35,58 @@ fn rows(buttons: &[Button]) -> Vec<Value> {
         .collect()
 }
 
+/// The route (`sendMedia`, `sendSticker`, `sendWhatsAppAudio`) and the body of `media` to
+/// `chat`; a local file or in-memory media is read here.
+async fn media_request(
+    chat: &str,
+    media: OutgoingMedia<'_>,
+) -> Result<(&'static str, Value), ProviderError> {
+    let file = OutgoingFile::of(NAME, media.source, MEDIA_LIMIT).await?;
+    let (payload, file_name) = (file.payload.into_base64(), file.file_name);
+    Ok(match media.kind {
+        MediaKind::Sticker => (
+            "sendSticker",
+            json!({"number": number(chat), "sticker": payload}),
+        ),
+        MediaKind::Voice => (
+            "sendWhatsAppAudio",
+            json!({"number": number(chat), "audio": payload}),
+        ),
+        kind => {
+            let mut body = json!({"number": number(chat), "mediatype": media_type(kind),
+                "caption": media.caption.unwrap_or_default(), "fileName": file_name, "media": payload});
+            if let Some(m) = media.mime {
+                body["mimetype"] = json!(m);
+            }
+            ("sendMedia", body)
+        }
+    })
+}
+
 /// The route (`sendText`, …) and the body of `outgoing` to `chat`; a local file or in-memory
 /// media is read here.
 pub(super) async fn request(
     chat: &str,
     outgoing: &Outgoing,
 ) -> Result<(&'static str, Value), ProviderError> {
-    let (route, mut body) = match &outgoing.content {
+    let (route, mut body) = match OutgoingMedia::of(&outgoing.content) {
+        Some(media) => media_request(chat, media).await?,
+        None => message_request(chat, &outgoing.content)?,
+    };
+    if let Some(quoted) = &outgoing.reply_to
+        && route != "sendReaction"
+    {
+        body["quoted"] = json!({"key": {"id": quoted.as_str()}});
+    }
+    Ok((route, body))
+}
+
+/// The route and the body of `content` to `chat`, but for media ([`media_request`]).
+fn message_request(
+    chat: &str,
+    content: &OutgoingContent,
+) -> Result<(&'static str, Value), ProviderError> {
+    Ok(match content {
         OutgoingContent::Text { text, buttons } if buttons.is_empty() => (
             "sendText",
             json!({"number": number(chat), "text": checked_text(NAME, "a text", text, TEXT_LIMIT)?}),
@@ -64,33 +110,7 @@ pub(super) async fn request(
             json!({"number": number(chat), "title": "", "description": text, "buttonText": button,
                 "footerText": "", "sections": sections.iter().map(|s| json!({"title": s.title, "rows": rows(&s.rows)})).collect::<Vec<_>>()}),
         ),
-        OutgoingContent::Media {
-            media_kind,
-            source,
-            caption,
-            mime,
-        } => {
-            let file = OutgoingFile::of(NAME, source, MEDIA_LIMIT).await?;
-            let (media, file_name) = (file.payload.into_base64(), file.file_name);
-            if *media_kind == MediaKind::Sticker {
-                (
-                    "sendSticker",
-                    json!({"number": number(chat), "sticker": media}),
-                )
-            } else if *media_kind == MediaKind::Voice {
-                (
-                    "sendWhatsAppAudio",
-                    json!({"number": number(chat), "audio": media}),
-                )
-            } else {
-                let mut body = json!({"number": number(chat), "mediatype": media_type(*media_kind),
-                    "caption": caption.clone().unwrap_or_default(), "fileName": file_name, "media": media});
-                if let Some(m) = mime {
-                    body["mimetype"] = json!(m);
-                }
-                ("sendMedia", body)
-            }
-        }
+        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_request`"),
         OutgoingContent::Location(l) => (
             "sendLocation",
             json!({"number": number(chat), "latitude": l.latitude, "longitude": l.longitude,
@@ -120,13 +140,7 @@ pub(super) async fn request(
         OutgoingContent::Template { .. } => {
             return Err(refuse("templates (a WhatsApp Web session has none)"));
         }
-    };
-    if let Some(quoted) = &outgoing.reply_to
-        && route != "sendReaction"
-    {
-        body["quoted"] = json!({"key": {"id": quoted.as_str()}});
-    }
-    Ok((route, body))
+    })
 }
 
 /// Evolution's own failures: a number that is not on WhatsApp (`exists: false`) is

@@ -6,6 +6,7 @@ use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
 
 use super::{BUTTON_TITLE_LIMIT, LIST_ROW_LIMIT, NAME, QUICK_REPLY_BUTTONS, TEXT_LIMIT};
+use crate::files::OutgoingMedia;
 use crate::gateway::outbound::{checked_text, contacts_text};
 use crate::gateway::unsupported;
 
@@ -59,8 +60,40 @@ fn list(
         "globalButtons": [{"type": "text", "title": button}], "items": items}))
 }
 
+/// The `message` of `media`: a public URL Gupshup fetches (anything else is refused).
+fn media_message(media: OutgoingMedia<'_>) -> Result<Value, ProviderError> {
+    let MediaSource::Url { url } = media.source else {
+        return Err(refuse("media other than a public URL (Gupshup fetches it)"));
+    };
+    let caption = media.caption.unwrap_or_default();
+    check_len("a caption", caption, super::BUTTONS_TEXT_LIMIT)?;
+    Ok(match media.kind {
+        MediaKind::Image => {
+            json!({"type": "image", "originalUrl": url, "previewUrl": url, "caption": caption})
+        }
+        MediaKind::Video => json!({"type": "video", "url": url, "caption": caption}),
+        MediaKind::Audio | MediaKind::Voice => json!({"type": "audio", "url": url}),
+        MediaKind::Sticker => json!({"type": "sticker", "url": url}),
+        MediaKind::Document => {
+            let name = url
+                .rsplit('/')
+                .next()
+                .filter(|n| !n.is_empty())
+                .unwrap_or("file");
+            let mut m = json!({"type": "file", "url": url, "filename": name, "caption": caption});
+            if let Some(mime) = media.mime {
+                m["contentType"] = json!(mime);
+            }
+            m
+        }
+    })
+}
+
 /// The request of `content`.
 pub(super) fn request(content: &OutgoingContent) -> Result<Request, ProviderError> {
+    if let Some(media) = OutgoingMedia::of(content) {
+        return media_message(media).map(Request::Message);
+    }
     let message = match content {
         OutgoingContent::Text { text, buttons } if buttons.is_empty() => {
             json!({"type": "text", "text": checked_text(NAME, "a text", text, TEXT_LIMIT)?})
@@ -91,39 +124,7 @@ pub(super) fn request(content: &OutgoingContent) -> Result<Request, ProviderErro
                 .map(|s| (s.title.clone(), s.rows.clone()))
                 .collect(),
         )?,
-        OutgoingContent::Media {
-            media_kind,
-            source,
-            caption,
-            mime,
-        } => {
-            let MediaSource::Url { url } = source else {
-                return Err(refuse("media other than a public URL (Gupshup fetches it)"));
-            };
-            let caption = caption.as_deref().unwrap_or_default();
-            check_len("a caption", caption, super::BUTTONS_TEXT_LIMIT)?;
-            match media_kind {
-                MediaKind::Image => {
-                    json!({"type": "image", "originalUrl": url, "previewUrl": url, "caption": caption})
-                }
-                MediaKind::Video => json!({"type": "video", "url": url, "caption": caption}),
-                MediaKind::Audio | MediaKind::Voice => json!({"type": "audio", "url": url}),
-                MediaKind::Sticker => json!({"type": "sticker", "url": url}),
-                MediaKind::Document => {
-                    let name = url
-                        .rsplit('/')
-                        .next()
-                        .filter(|n| !n.is_empty())
-                        .unwrap_or("file");
-                    let mut m =
-                        json!({"type": "file", "url": url, "filename": name, "caption": caption});
-                    if let Some(mime) = mime {
-                        m["contentType"] = json!(mime);
-                    }
-                    m
-                }
-            }
-        }
+        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_message`"),
         OutgoingContent::Location(l) => json!({"type": "location", "latitude": l.latitude,
             "longitude": l.longitude, "name": l.name, "address": l.address}),
         OutgoingContent::Contacts(cards) => {

@@ -50,6 +50,7 @@ use sha2::{Digest, Sha256};
 pub use crate::meta::{DEFAULT_API_BASE, DEFAULT_API_VERSION, SESSION_WINDOW_MS, WINDOW_CHATS};
 pub use config::{WhatsAppConfig, WhatsAppConfigError, WindowTemplate};
 
+use crate::files::OutgoingMedia;
 use crate::meta::MetaCore;
 use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 use outbound::MediaField;
@@ -295,34 +296,29 @@ impl WhatsApp {
         outgoing: &Outgoing,
     ) -> Result<SentMessage, ProviderError> {
         let reply_to = outgoing.reply_to.as_ref();
-        let bodies = match &outgoing.content {
-            OutgoingContent::Media {
-                media_kind,
-                source,
-                caption,
-                mime,
-            } => {
+        let bodies = match OutgoingMedia::of(&outgoing.content) {
+            Some(media) => {
                 let mut file_name = None;
-                let field = match source {
+                let field = match media.source {
                     MediaSource::Url { url } => MediaField::Link(url.clone()),
                     MediaSource::Token { token } => MediaField::Id(token.clone()),
                     local => {
                         let (data, name) = crate::files::read(local, NAME).await?;
                         file_name = name.clone();
-                        self.upload_checked(*media_kind, data, name, mime.as_deref())
+                        self.upload_checked(media.kind, data, name, media.mime)
                             .await?
                     }
                 };
                 vec![outbound::media_body(
                     chat,
                     reply_to,
-                    *media_kind,
+                    media.kind,
                     field,
-                    caption.as_deref(),
+                    media.caption,
                     file_name.as_deref(),
                 )?]
             }
-            content => outbound::bodies(chat, reply_to, content)?,
+            None => outbound::bodies(chat, reply_to, &outgoing.content)?,
         };
         let mut last = None;
         for body in &bodies {

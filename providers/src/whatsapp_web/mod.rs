@@ -74,6 +74,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::files::OutgoingMedia;
 use ids::{Identities, bare};
 use media::MediaToken;
 use store::SessionLock;
@@ -385,12 +386,47 @@ fn numbered(text: &str, options: &[&Button]) -> String {
     out
 }
 
+/// What the session sends for `media`: a received media ref forwarded, bytes or a file
+/// uploaded; a URL is refused.
+async fn wa_media(media: OutgoingMedia<'_>) -> Result<WaOutgoing, ProviderError> {
+    let caption = media.caption.map(str::to_owned);
+    let (data, file_name) = match media.source {
+        MediaSource::Token { token } => {
+            let token = MediaToken::parse(&MediaRef {
+                provider: NAME.to_owned(),
+                token: token.clone(),
+            })?;
+            let mut forwarded = token.media;
+            forwarded.caption = caption;
+            return Ok(WaOutgoing::Forward(forwarded));
+        }
+        MediaSource::Url { .. } => {
+            return Err(ProviderError::UnsupportedContent {
+                provider: NAME.to_owned(),
+                what: "media by URL (give the bytes or a file: WhatsApp Web uploads them)"
+                    .to_owned(),
+            });
+        }
+        local => crate::files::read(local, NAME).await?,
+    };
+    Ok(WaOutgoing::Upload {
+        kind: media.kind,
+        data,
+        mimetype: media.mime.unwrap_or("application/octet-stream").to_owned(),
+        caption,
+        file_name,
+    })
+}
+
 /// What the session sends for `outgoing`.
 async fn wa_outgoing(outgoing: &Outgoing) -> Result<WaOutgoing, ProviderError> {
     let unsupported = |what: &str| ProviderError::UnsupportedContent {
         provider: NAME.to_owned(),
         what: what.to_owned(),
     };
+    if let Some(media) = OutgoingMedia::of(&outgoing.content) {
+        return wa_media(media).await;
+    }
     let quoted = outgoing.reply_to.as_ref().map(|id| id.0.clone());
     Ok(match &outgoing.content {
         OutgoingContent::Text { text, buttons } => WaOutgoing::Text {
@@ -407,39 +443,7 @@ async fn wa_outgoing(outgoing: &Outgoing) -> Result<WaOutgoing, ProviderError> {
             ),
             quoted,
         },
-        OutgoingContent::Media {
-            media_kind,
-            source,
-            caption,
-            mime,
-        } => {
-            let (data, file_name) = match source {
-                MediaSource::Token { token } => {
-                    let token = MediaToken::parse(&MediaRef {
-                        provider: NAME.to_owned(),
-                        token: token.clone(),
-                    })?;
-                    let mut media = token.media;
-                    media.caption = caption.clone();
-                    return Ok(WaOutgoing::Forward(media));
-                }
-                MediaSource::Url { .. } => {
-                    return Err(unsupported(
-                        "media by URL (give the bytes or a file: WhatsApp Web uploads them)",
-                    ));
-                }
-                local => crate::files::read(local, NAME).await?,
-            };
-            WaOutgoing::Upload {
-                kind: *media_kind,
-                data,
-                mimetype: mime
-                    .clone()
-                    .unwrap_or_else(|| "application/octet-stream".to_owned()),
-                caption: caption.clone(),
-                file_name,
-            }
-        }
+        OutgoingContent::Media { .. } => unreachable!("media is taken by `wa_media` above"),
         OutgoingContent::Reaction(Reaction { message_id, emoji }) => WaOutgoing::Reaction {
             target_id: message_id.0.clone(),
             emoji: emoji.clone(),

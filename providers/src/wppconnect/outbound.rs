@@ -1,10 +1,11 @@
 //! Outgoing content → WPPConnect's send routes and bodies (the table is in the parent module).
 
-use botmesh::message::{Button, MediaKind, Outgoing, OutgoingContent};
+use botmesh::message::{Button, MediaKind, MessageId, Outgoing, OutgoingContent};
 use botmesh::provider::ProviderError;
 use serde_json::{Value, json};
 
 use super::{MEDIA_LIMIT, NAME, TEXT_LIMIT};
+use crate::files::OutgoingMedia;
 use crate::gateway::outbound::{checked_text, contacts_text};
 use crate::gateway::unsupported;
 use crate::gateway::web::{OutgoingFile, Payload};
@@ -35,11 +36,55 @@ fn with(chat: &str, extra: Value) -> Value {
     body
 }
 
+/// The route (`send-image`, `send-file`, `send-voice`, `send-sticker`) and the body of `media`
+/// to `chat`; a local file or in-memory media is read here.
+async fn media_request(
+    chat: &str,
+    media: OutgoingMedia<'_>,
+) -> Result<(&'static str, Value), ProviderError> {
+    let OutgoingFile { payload, file_name } =
+        OutgoingFile::of(NAME, media.source, MEDIA_LIMIT).await?;
+    let (field, value) = match payload {
+        Payload::Url(url) => ("path", url),
+        Payload::Bytes(b) => (
+            "base64",
+            format!(
+                "data:{};base64,{}",
+                media.mime.unwrap_or("application/octet-stream"),
+                botmesh::codec::encode_base64(&b)
+            ),
+        ),
+    };
+    let route = match media.kind {
+        MediaKind::Image => "send-image",
+        MediaKind::Sticker => "send-sticker",
+        MediaKind::Voice => "send-voice",
+        _ => "send-file",
+    };
+    let mut extra = json!({"filename": file_name, "caption": media.caption.unwrap_or_default()});
+    extra[field] = json!(value);
+    Ok((route, with(chat, extra)))
+}
+
 /// The route (`send-message`, …) and the body of `outgoing` to `chat`; a local file or in-memory
 /// media is read here.
 pub(super) async fn request(
     chat: &str,
     outgoing: &Outgoing,
+) -> Result<(&'static str, Value), ProviderError> {
+    let quoted = outgoing.reply_to.as_ref();
+    match OutgoingMedia::of(&outgoing.content) {
+        Some(media) => media_request(chat, media).await,
+        None => message_request(chat, &outgoing.content, quoted),
+    }
+}
+
+/// The route and the body of `content` to `chat`, but for media ([`media_request`]); a
+/// `send-message` quotes `quoted`.
+fn message_request(
+    chat: &str,
+    content: &OutgoingContent,
+    quoted: Option<&MessageId>,
 ) -> Result<(&'static str, Value), ProviderError> {
     let list = |text: &str, button: &str, sections: Vec<Value>| {
         (
@@ -50,7 +95,7 @@ pub(super) async fn request(
             ),
         )
     };
-    let (route, mut body) = match &outgoing.content {
+    let (route, mut body) = match content {
         OutgoingContent::Text { text, buttons } if buttons.is_empty() => (
             "send-message",
             with(
@@ -75,36 +120,7 @@ pub(super) async fn request(
                 .map(|s| json!({"title": s.title, "rows": rows(&s.rows)}))
                 .collect(),
         ),
-        OutgoingContent::Media {
-            media_kind,
-            source,
-            caption,
-            mime,
-        } => {
-            let OutgoingFile { payload, file_name } =
-                OutgoingFile::of(NAME, source, MEDIA_LIMIT).await?;
-            let (field, value) = match payload {
-                Payload::Url(url) => ("path", url),
-                Payload::Bytes(b) => (
-                    "base64",
-                    format!(
-                        "data:{};base64,{}",
-                        mime.as_deref().unwrap_or("application/octet-stream"),
-                        botmesh::codec::encode_base64(&b)
-                    ),
-                ),
-            };
-            let route = match media_kind {
-                MediaKind::Image => "send-image",
-                MediaKind::Sticker => "send-sticker",
-                MediaKind::Voice => "send-voice",
-                _ => "send-file",
-            };
-            let mut extra =
-                json!({"filename": file_name, "caption": caption.clone().unwrap_or_default()});
-            extra[field] = json!(value);
-            (route, with(chat, extra))
-        }
+        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_request`"),
         OutgoingContent::Location(l) => (
             "send-location",
             with(
@@ -125,7 +141,7 @@ pub(super) async fn request(
             return Err(refuse("templates (a WhatsApp Web session has none)"));
         }
     };
-    if let Some(quoted) = &outgoing.reply_to
+    if let Some(quoted) = quoted
         && route == "send-message"
     {
         body["options"] = json!({"quotedMsg": quoted.as_str()});

@@ -40,15 +40,14 @@ mod outbound;
 
 use async_trait::async_trait;
 use axum::Router;
-use botmesh::message::{
-    ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
-};
+use botmesh::message::{ChatId, MediaRef, MediaSource, MessageId, Outgoing, SentMessage};
 use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 
 pub use config::{DEFAULT_MEDIA_HOSTS, MessageTag, MessagingConfig};
 pub use outbound::TextLimit;
 
+use crate::files::OutgoingMedia;
 use crate::meta::MetaCore;
 use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 
@@ -206,25 +205,20 @@ impl<C: Channel> Messaging<C> {
         outgoing: &Outgoing,
         mode: Mode,
     ) -> Result<SentMessage, ProviderError> {
-        let messages = match &outgoing.content {
-            OutgoingContent::Media {
-                media_kind,
-                source,
-                caption,
-                mime,
-            } => {
-                let kind = outbound::attachment_type(*media_kind);
-                let payload = match source {
+        let messages = match OutgoingMedia::of(&outgoing.content) {
+            Some(media) => {
+                let kind = outbound::attachment_type(media.kind);
+                let payload = match media.source {
                     MediaSource::Url { url } => json!({ "url": url, "is_reusable": true }),
                     MediaSource::Token { token } => json!({ "attachment_id": token }),
                     local => {
                         let (data, name) = crate::files::read(local, C::NAME).await?;
                         let name = name.unwrap_or_else(|| kind.to_owned());
-                        json!({ "attachment_id": self.upload(kind, data, name, mime.as_deref()).await? })
+                        json!({ "attachment_id": self.upload(kind, data, name, media.mime).await? })
                     }
                 };
                 let mut list = vec![json!({ "attachment": { "type": kind, "payload": payload } })];
-                if let Some(c) = caption.as_deref().filter(|c| !c.trim().is_empty()) {
+                if let Some(c) = media.caption.filter(|c| !c.trim().is_empty()) {
                     list.extend(
                         C::TEXT_LIMIT
                             .split(c)
@@ -234,7 +228,7 @@ impl<C: Channel> Messaging<C> {
                 }
                 list
             }
-            content => outbound::messages(C::NAME, C::TEXT_LIMIT, content)?,
+            None => outbound::messages(C::NAME, C::TEXT_LIMIT, &outgoing.content)?,
         };
         let mut last = None;
         for message in messages {
