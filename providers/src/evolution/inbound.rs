@@ -223,13 +223,7 @@ fn message_event(d: &Value, horizon: Duration) -> Result<Option<ProviderEvent>, 
                 }
                 .into()
             }
-            None => {
-                let mut other = message.clone();
-                if let Some(o) = other.as_object_mut() {
-                    o.remove("base64");
-                }
-                Content::Other(other)
-            }
+            None => crate::gateway::web::other_content(message, "base64"),
         },
     };
     Ok(Some(envelope.message(content)))

@@ -58,14 +58,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
-use botmesh::provider::{Capabilities, ProviderError, ProviderEvent};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 
 pub use config::{EvolutionConfig, EvolutionConfigError};
 
-use crate::gateway::web::plausible_message_id;
-use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
-use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider};
+use crate::gateway::Gateway;
+use crate::gateway::web::{WebConfig, plausible_message_id};
+use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "evolution";
@@ -97,25 +97,14 @@ pub type EvolutionProvider = WebhookProvider<Evolution>;
 /// The Evolution API channel of a [`EvolutionProvider`]: its settings and HTTP clients.
 #[derive(Debug)]
 pub struct Evolution {
-    inner: Arc<Gateway<EvolutionConfig>>,
-}
-
-impl GatewayConfig for EvolutionConfig {
-    fn settings(&self) -> &GatewaySettings {
-        &self.0.gateway
-    }
-
-    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(body, &self.0.scope, self.0.history_horizon)
-    }
+    inner: Arc<Gateway<WebConfig>>,
 }
 
 impl WebhookProvider<Evolution> {
     /// A provider with these settings.
     pub fn new(config: EvolutionConfig) -> Result<Self, ProviderError> {
-        Ok(Self::with_api(Evolution {
-            inner: Gateway::new(NAME, config)?,
-        }))
+        let inner = crate::gateway::web::gateway(NAME, config.0, inbound::parse)?;
+        Ok(Self::with_api(Evolution { inner }))
     }
 }
 
@@ -129,7 +118,7 @@ impl Evolution {
         acts: bool,
         chat: &str,
     ) -> Result<Value, ProviderError> {
-        let c = &self.inner.config.0;
+        let c = &self.inner.config.settings;
         let request = self
             .inner
             .http
@@ -149,7 +138,7 @@ impl WebhookApi for Evolution {
     const MEDIA_FIELD: &'static str = "key_id";
 
     fn capabilities(&self) -> Capabilities {
-        Gateway::<EvolutionConfig>::capabilities(TEXT_LIMIT, None, true)
+        Gateway::<WebConfig>::capabilities(TEXT_LIMIT, None, true)
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {

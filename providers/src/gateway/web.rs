@@ -1,18 +1,70 @@
 //! What the two WhatsApp-Web gateways (Evolution API, WPPConnect) share: their settings
 //! ([`WebSettings`]: the gateway's, the instance or session whose webhooks are taken, the
-//! history horizon), the history horizon itself (a message older than it is history the
-//! gateway replays after a reconnect or a sync, not answered), the media they send
+//! history horizon) and their state ([`gateway`]: the settings and the channel's webhook
+//! parser in a [`Gateway`]), the history horizon itself (a message older than it is history
+//! the gateway replays after a reconnect or a sync, not answered), the media they send
 //! ([`OutgoingFile`]: a URL they fetch, or bytes they take as base64) and return as base64,
-//! and the inner WhatsApp message id.
+//! what an inbound message the bot does not read carries ([`other_content`]), and the inner
+//! WhatsApp message id.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use botmesh::message::MediaSource;
-use botmesh::provider::ProviderError;
+use botmesh::message::{Content, MediaSource};
+use botmesh::provider::{ProviderError, ProviderEvent};
 use serde_json::Value;
 
-use super::{GatewayEnv, GatewaySettings};
+use super::{Gateway, GatewayConfig, GatewayEnv, GatewaySettings};
 use crate::settings::ConfigError;
+use crate::webhook::Refused;
+
+/// A WhatsApp-Web gateway's webhook parser: the events of a body for the instance or session
+/// `scope`, a message older than the history horizon skipped.
+pub(crate) type Parse = fn(&[u8], &str, Duration) -> Result<Vec<ProviderEvent>, Refused>;
+
+/// A WhatsApp-Web gateway channel's config as its [`Gateway`] holds it: the settings and the
+/// channel's webhook parser.
+pub(crate) struct WebConfig {
+    pub(crate) settings: WebSettings,
+    parse: Parse,
+}
+
+impl std::fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.settings.fmt(f)
+    }
+}
+
+impl GatewayConfig for WebConfig {
+    fn settings(&self) -> &GatewaySettings {
+        &self.settings.gateway
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
+        let s = &self.settings;
+        (self.parse)(body, &s.scope, s.history_horizon)
+    }
+}
+
+/// The state of the WhatsApp-Web gateway channel `provider` with `settings`, its webhooks
+/// read by `parse`.
+pub(crate) fn gateway(
+    provider: &str,
+    settings: WebSettings,
+    parse: Parse,
+) -> Result<Arc<Gateway<WebConfig>>, ProviderError> {
+    Gateway::new(provider, WebConfig { settings, parse })
+}
+
+/// The content of an inbound message the bot does not read: the message as it came, without
+/// the embedded media payload `field` (never journaled).
+pub(crate) fn other_content(message: &Value, field: &str) -> Content {
+    let mut other = message.clone();
+    if let Some(o) = other.as_object_mut() {
+        o.remove(field);
+    }
+    Content::Other(other)
+}
 
 /// The environment variables of a WhatsApp-Web gateway's settings.
 pub(crate) struct WebEnv {

@@ -157,13 +157,7 @@ fn message_event(v: &Value, horizon: Duration) -> Result<Option<ProviderEvent>, 
                 size: v["size"].as_u64(),
             }
             .into(),
-            None => {
-                let mut other = v.clone();
-                if let Some(o) = other.as_object_mut() {
-                    o.remove("body");
-                }
-                Content::Other(other)
-            }
+            None => crate::gateway::web::other_content(v, "body"),
         },
     };
     Ok(Some(envelope.message(content)))

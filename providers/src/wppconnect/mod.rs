@@ -54,13 +54,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{ChatId, MediaRef, MessageId, Outgoing, OutgoingContent, SentMessage};
-use botmesh::provider::{Capabilities, ProviderError, ProviderEvent};
+use botmesh::provider::{Capabilities, ProviderError};
 use serde_json::{Value, json};
 
 pub use config::{WppConnectConfig, WppConnectConfigError};
 
-use crate::gateway::{Gateway, GatewayConfig, GatewaySettings};
-use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider};
+use crate::gateway::Gateway;
+use crate::gateway::web::WebConfig;
+use crate::webhook::{SinkSlot, WebhookApi, WebhookProvider};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "wppconnect";
@@ -99,25 +100,14 @@ pub type WppConnectProvider = WebhookProvider<WppConnect>;
 /// The WPPConnect channel of a [`WppConnectProvider`]: its settings and HTTP clients.
 #[derive(Debug)]
 pub struct WppConnect {
-    inner: Arc<Gateway<WppConnectConfig>>,
-}
-
-impl GatewayConfig for WppConnectConfig {
-    fn settings(&self) -> &GatewaySettings {
-        &self.0.gateway
-    }
-
-    fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(body, &self.0.scope, self.0.history_horizon)
-    }
+    inner: Arc<Gateway<WebConfig>>,
 }
 
 impl WebhookProvider<WppConnect> {
     /// A provider with these settings.
     pub fn new(config: WppConnectConfig) -> Result<Self, ProviderError> {
-        Ok(Self::with_api(WppConnect {
-            inner: Gateway::new(NAME, config)?,
-        }))
+        let inner = crate::gateway::web::gateway(NAME, config.0, inbound::parse)?;
+        Ok(Self::with_api(WppConnect { inner }))
     }
 }
 
@@ -130,7 +120,7 @@ impl WppConnect {
         what: &str,
         acts: bool,
     ) -> Result<Value, ProviderError> {
-        let c = &self.inner.config.0;
+        let c = &self.inner.config.settings;
         let url = self.inner.url(&format!("/api/{}/{route}", c.scope));
         let request = match body {
             Some(b) => self.inner.http.post(url).json(b),
@@ -157,7 +147,7 @@ impl WebhookApi for WppConnect {
     const MEDIA_FIELD: &'static str = "message_id";
 
     fn capabilities(&self) -> Capabilities {
-        Gateway::<WppConnectConfig>::capabilities(TEXT_LIMIT, None, true)
+        Gateway::<WebConfig>::capabilities(TEXT_LIMIT, None, true)
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {
