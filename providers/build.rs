@@ -3,12 +3,13 @@
 //! HTTP-gateway channels: the `gateway` module's webhook secret and settings), `rest_channel`
 //! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
 //! the gateways, GoHighLevel and TikTok), `http_api_channel` (any channel that sends through an
-//! HTTP API: the API-call helpers) and `network_channel` (any network channel, email included:
-//! the media and settings helpers they share).
+//! HTTP API: the API-call helpers), `media_download_channel` (the channels that download media
+//! through the SSRF-guarded client: `media::fetch`) and `network_channel` (any network channel,
+//! email included: the media and settings helpers they share).
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel)"
+        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel, media_download_channel)"
     );
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
@@ -31,6 +32,20 @@ fn main() {
     let http_api = meta || rest || on("telegram") || on("twilio") || on("discord");
     if http_api {
         println!("cargo::rustc-cfg=http_api_channel");
+    }
+    let media_download = meta
+        || [
+            "telegram",
+            "twilio",
+            "gupshup",
+            "discord",
+            "gohighlevel",
+            "tiktok",
+        ]
+        .into_iter()
+        .any(on);
+    if media_download {
+        println!("cargo::rustc-cfg=media_download_channel");
     }
     if http_api || on("email") {
         println!("cargo::rustc-cfg=network_channel");

@@ -1,6 +1,7 @@
 //! Media references of the network channels: the checks their `download_media`,
-//! `serialize_media_ref` and `rehydrate_media_ref` share, and how a failed download through
-//! the [`GuardedClient`](crate::http::GuardedClient) reads as a provider error.
+//! `serialize_media_ref` and `rehydrate_media_ref` share, and a download through the
+//! [`GuardedClient`](crate::http::GuardedClient) (`fetch`), its failure read as a provider
+//! error.
 //!
 //! A channel journals a media ref as `{"<field>": "<token>"}` in version 1; it is taken back
 //! only when written by the same channel and when the channel finds the token plausible (an
@@ -73,18 +74,8 @@ pub(crate) fn rehydrate(
 
 /// A failed download as `provider`'s error: over the limit, retryable (network, 5xx, 429), or
 /// final with the status.
-#[cfg_attr(
-    not(any(
-        meta_channel,
-        feature = "telegram",
-        feature = "twilio",
-        feature = "gupshup",
-        feature = "gohighlevel",
-        feature = "tiktok"
-    )),
-    allow(dead_code)
-)]
-pub(crate) fn download_error(e: HttpError, provider: &str) -> ProviderError {
+#[cfg_attr(not(media_download_channel), allow(dead_code))]
+fn download_error(e: HttpError, provider: &str) -> ProviderError {
     match e {
         HttpError::TooLarge { limit, .. } => ProviderError::PayloadTooLarge {
             provider: provider.to_owned(),
@@ -110,7 +101,7 @@ pub(crate) fn download_error(e: HttpError, provider: &str) -> ProviderError {
 
 /// Downloads `url` through `client` (at most `limit` bytes, with `auth`) as `provider`'s
 /// media: the bytes, or the error [`download_error`] classes.
-#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
+#[cfg_attr(not(media_download_channel), allow(dead_code))]
 pub(crate) async fn fetch(
     client: &crate::http::GuardedClient,
     url: &str,

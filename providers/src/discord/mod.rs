@@ -429,12 +429,7 @@ impl Provider for DiscordProvider {
                 message: format!("attachment {attachment} is no longer on message {message}"),
             });
         };
-        self.inner
-            .media
-            .download_limited(url, None, DOWNLOAD_LIMIT)
-            .await
-            .map(|d| d.bytes)
-            .map_err(|e| crate::media::download_error(e, NAME))
+        crate::media::fetch(&self.inner.media, url, None, DOWNLOAD_LIMIT, NAME).await
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {

@@ -215,11 +215,6 @@ impl WebhookApi for Gupshup {
                 "a media ref that is not an http(s) URL",
             ));
         }
-        self.inner
-            .media
-            .download_limited(&media.token, None, MEDIA_LIMIT)
-            .await
-            .map(|d| d.bytes)
-            .map_err(|e| crate::media::download_error(e, NAME))
+        crate::media::fetch(&self.inner.media, &media.token, None, MEDIA_LIMIT, NAME).await
     }
 }

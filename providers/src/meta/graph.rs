@@ -157,11 +157,7 @@ impl GraphClient {
         limit: u64,
     ) -> Result<Vec<u8>, ProviderError> {
         let auth = bearer.then(|| Auth::Bearer(self.token.clone()));
-        self.media
-            .download_limited(url, auth.as_ref(), limit)
-            .await
-            .map(|d| d.bytes)
-            .map_err(|e| crate::media::download_error(e, self.provider))
+        crate::media::fetch(&self.media, url, auth.as_ref(), limit, self.provider).await
     }
 
     /// A Graph error answer as this channel's [`ProviderError`].

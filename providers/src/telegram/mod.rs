@@ -383,12 +383,7 @@ impl Provider for TelegramProvider {
             .and_then(|p| p.as_str())
             .ok_or_else(|| config_error("getFile returned no file_path".to_owned()))?;
         let url = self.inner.api.file_url(path);
-        self.inner
-            .media
-            .download_limited(&url, None, DOWNLOAD_LIMIT)
-            .await
-            .map(|d| d.bytes)
-            .map_err(|e| crate::media::download_error(e, NAME))
+        crate::media::fetch(&self.inner.media, &url, None, DOWNLOAD_LIMIT, NAME).await
     }
 
     fn serialize_media_ref(&self, media: &MediaRef) -> Option<StoredMediaRef> {

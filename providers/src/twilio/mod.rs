@@ -385,11 +385,13 @@ impl WebhookApi for Twilio {
             user: c.account_sid.clone(),
             password: c.auth_token.to_string(),
         };
-        self.inner
-            .media
-            .download_limited(&media.token, Some(&auth), MEDIA_LIMIT)
-            .await
-            .map(|d| d.bytes)
-            .map_err(|e| crate::media::download_error(e, NAME))
+        crate::media::fetch(
+            &self.inner.media,
+            &media.token,
+            Some(&auth),
+            MEDIA_LIMIT,
+            NAME,
+        )
+        .await
     }
 }
