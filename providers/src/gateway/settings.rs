@@ -67,10 +67,10 @@ impl GatewaySettings {
         let mut s = Self::new(api_base, need(env.key)?, need(env.secret)?, path);
         s.check_secret(env.secret)?;
         if let Some(b) = get(env.api_base) {
-            s.set_api_base(&b, env.api_base)?;
+            s.api_base = crate::settings::http_url(&b, env.api_base)?;
         }
         if let Some(p) = get(env.path) {
-            s.set_path(p, env.path)?;
+            s.path = crate::settings::route(p, env.path)?;
         }
         Ok(s)
     }
@@ -81,26 +81,6 @@ impl GatewaySettings {
             Some(reason) => Err(ConfigError::Invalid { setting, reason }),
             None => Ok(()),
         }
-    }
-
-    /// Another API base URL (a fake in tests, a self-hosted gateway).
-    pub(crate) fn set_api_base(
-        &mut self,
-        base: &str,
-        setting: &'static str,
-    ) -> Result<(), ConfigError> {
-        self.api_base = crate::settings::http_url(base, setting)?;
-        Ok(())
-    }
-
-    /// Another webhook route.
-    pub(crate) fn set_path(
-        &mut self,
-        path: String,
-        setting: &'static str,
-    ) -> Result<(), ConfigError> {
-        self.path = crate::settings::route(path, setting)?;
-        Ok(())
     }
 
     /// The API client and the media client of these settings.

@@ -98,7 +98,7 @@ impl WebSettings {
         path: &str,
     ) -> Result<Self, ConfigError> {
         let mut gateway = GatewaySettings::new(api_url, api_key, webhook_secret, path);
-        gateway.set_api_base(api_url, "api_url")?;
+        gateway.api_base = crate::settings::http_url(api_url, "api_url")?;
         gateway.check_secret("webhook_secret")?;
         Ok(Self {
             gateway,
@@ -127,7 +127,7 @@ impl WebSettings {
 
     /// Another webhook route.
     pub(crate) fn with_path(mut self, path: &str) -> Result<Self, ConfigError> {
-        self.gateway.set_path(path.to_owned(), "webhook_path")?;
+        self.gateway.path = crate::settings::route(path.to_owned(), "webhook_path")?;
         Ok(self)
     }
 }

@@ -81,13 +81,13 @@ impl GupshupConfig {
 
     /// Another REST base URL (a fake in tests).
     pub fn api_base(mut self, base: &str) -> Result<Self, GupshupConfigError> {
-        self.gateway.set_api_base(base, "api_base")?;
+        self.gateway.api_base = crate::settings::http_url(base, "api_base")?;
         Ok(self)
     }
 
     /// The callback route (`/gupshup`); the secret is the segment after it.
     pub fn webhook_path(mut self, path: &str) -> Result<Self, GupshupConfigError> {
-        self.gateway.set_path(path.to_owned(), "webhook_path")?;
+        self.gateway.path = crate::settings::route(path.to_owned(), "webhook_path")?;
         Ok(self)
     }
 

@@ -92,33 +92,15 @@ impl GraphSettings {
             path,
         );
         if let Some(b) = get(names.api_base) {
-            settings.set_api_base(&b, names.api_base)?;
+            settings.api_base = crate::settings::http_url(&b, names.api_base)?;
         }
         if let Some(v) = get(names.api_version) {
             settings.api_version = v;
         }
         if let Some(p) = get(names.webhook_path) {
-            settings.set_path(p, names.webhook_path)?;
+            settings.path = crate::settings::route(p, names.webhook_path)?;
         }
         Ok(settings)
-    }
-
-    pub(crate) fn set_api_base(
-        &mut self,
-        base: &str,
-        setting: &'static str,
-    ) -> Result<(), MetaConfigError> {
-        self.api_base = crate::settings::http_url(base, setting)?;
-        Ok(())
-    }
-
-    pub(crate) fn set_path(
-        &mut self,
-        path: String,
-        setting: &'static str,
-    ) -> Result<(), MetaConfigError> {
-        self.path = crate::settings::route(path, setting)?;
-        Ok(())
     }
 
     /// Refuses an empty app secret or verify token: HMAC takes the empty key and an empty
@@ -161,7 +143,7 @@ macro_rules! graph_config_builders {
             /// Another Graph base URL (a fake in tests, `https://graph.instagram.com` for
             /// Instagram Login).
             pub fn api_base(mut self, base: &str) -> Result<Self, $crate::meta::MetaConfigError> {
-                self.graph.set_api_base(base, "api_base")?;
+                self.graph.api_base = $crate::settings::http_url(base, "api_base")?;
                 Ok(self)
             }
 
@@ -176,7 +158,7 @@ macro_rules! graph_config_builders {
                 mut self,
                 path: impl Into<String>,
             ) -> Result<Self, $crate::meta::MetaConfigError> {
-                self.graph.set_path(path.into(), "webhook path")?;
+                self.graph.path = $crate::settings::route(path.into(), "webhook path")?;
                 Ok(self)
             }
 
