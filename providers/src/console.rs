@@ -38,7 +38,7 @@ use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, Provid
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 
-use crate::lines::{LineSink, LineSource};
+use crate::lines::{LineOutput, LineSource};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "console";
@@ -81,7 +81,7 @@ impl std::fmt::Debug for ConsoleProvider {
 
 struct Shared {
     input: Arc<tokio::sync::Mutex<LineSource>>,
-    out: LineSink,
+    out: LineOutput,
     state: Mutex<State>,
     sent_ids: AtomicU64,
 }
@@ -110,7 +110,11 @@ impl ConsoleProvider {
     /// stdout and stderr are terminals.
     pub fn new() -> Self {
         let tty = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
-        Self::from_parts(LineSource::stdin(), LineSink::new(tokio::io::stdout()), tty)
+        Self::from_parts(
+            LineSource::stdin(),
+            LineOutput::new(tokio::io::stdout()),
+            tty,
+        )
     }
 
     /// The same as [`new`](Self::new): the process's stdin and stdout.
@@ -123,10 +127,10 @@ impl ConsoleProvider {
         reader: impl AsyncRead + Send + Unpin + 'static,
         writer: impl AsyncWrite + Send + Unpin + 'static,
     ) -> Self {
-        Self::from_parts(LineSource::reader(reader), LineSink::new(writer), false)
+        Self::from_parts(LineSource::reader(reader), LineOutput::new(writer), false)
     }
 
-    fn from_parts(input: LineSource, out: LineSink, typing_on_stderr: bool) -> Self {
+    fn from_parts(input: LineSource, out: LineOutput, typing_on_stderr: bool) -> Self {
         Self {
             chat: ChatId::from("you"),
             user: UserId::from("you"),
@@ -177,19 +181,9 @@ impl ConsoleProvider {
         self
     }
 
-    /// Waits until everything printed so far is written out (or the output failed).
-    pub async fn flush(&self) {
-        let _ = self.shared.out.flush().await;
-    }
-
-    /// Why stdout failed, once it did: the sends made since then failed.
-    pub fn output_error(&self) -> Option<String> {
-        self.shared.out.failure()
-    }
-
-    /// Waits until the output fails; returns the error.
-    pub async fn output_closed(&self) -> String {
-        self.shared.out.closed().await
+    /// The output (stdout, or the writer given): waiting until it is written, its error.
+    pub fn output(&self) -> &LineOutput {
+        &self.shared.out
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -513,7 +507,7 @@ impl Provider for ConsoleProvider {
         if let Some(task) = reader {
             task.abort();
         }
-        self.flush().await;
+        self.shared.out.flush().await;
         Ok(())
     }
 

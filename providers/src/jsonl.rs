@@ -38,7 +38,7 @@
 //! All output goes through one writer task: lines never interleave. Logs never go to
 //! stdout. A failing stdout (closed by the reader) fails every send from then on (retryable:
 //! the outbox keeps them for the next start, none is recorded as sent), ends the input (the
-//! bot stops), and is reported by [`JsonlProvider::output_error`]. Media, calls, reactions and
+//! bot stops), and is reported by the provider's [`output`](JsonlProvider::output). Media, calls, reactions and
 //! read marks are not part of the input format.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,7 +56,7 @@ use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 
-use crate::lines::{LineSink, LineSource};
+use crate::lines::{LineOutput, LineSource};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "jsonl";
@@ -334,7 +334,7 @@ fn split_content(content: &OutgoingContent) -> (&[Button], Option<&OutgoingConte
 /// let bot = Bot::builder(provider.clone()).build()?;
 /// provider.attach(&bot); // `send` lines carry their idempotency keys
 /// bot.run().await?;
-/// provider.flush().await;
+/// provider.output().flush().await;
 /// # Ok(())
 /// # }
 /// ```
@@ -353,7 +353,7 @@ impl std::fmt::Debug for JsonlProvider {
 
 struct Shared {
     input: Arc<tokio::sync::Mutex<LineSource>>,
-    out: LineSink,
+    out: LineOutput,
     /// The chat whose line is being delivered, and its output held back until the ack.
     ack_order: Mutex<AckOrder>,
     line_no: AtomicU64,
@@ -496,7 +496,7 @@ impl Default for JsonlProvider {
 impl JsonlProvider {
     /// JSON lines on the process's stdin and stdout.
     pub fn new() -> Self {
-        Self::from_parts(LineSource::stdin(), LineSink::new(tokio::io::stdout()))
+        Self::from_parts(LineSource::stdin(), LineOutput::new(tokio::io::stdout()))
     }
 
     /// The same as [`new`](Self::new): the process's stdin and stdout.
@@ -509,10 +509,10 @@ impl JsonlProvider {
         reader: impl AsyncRead + Send + Unpin + 'static,
         writer: impl AsyncWrite + Send + Unpin + 'static,
     ) -> Self {
-        Self::from_parts(LineSource::reader(reader), LineSink::new(writer))
+        Self::from_parts(LineSource::reader(reader), LineOutput::new(writer))
     }
 
-    fn from_parts(input: LineSource, out: LineSink) -> Self {
+    fn from_parts(input: LineSource, out: LineOutput) -> Self {
         let run_tag = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| format!("{:x}", d.as_millis()))
@@ -542,19 +542,9 @@ impl JsonlProvider {
         self
     }
 
-    /// Waits until every line printed so far is written out (or the output failed).
-    pub async fn flush(&self) {
-        let _ = self.shared.out.flush().await;
-    }
-
-    /// Why stdout (the output) failed, once it did: the sends made since then failed.
-    pub fn output_error(&self) -> Option<String> {
-        self.shared.out.failure()
-    }
-
-    /// Waits until the output fails; returns the error.
-    pub async fn output_closed(&self) -> String {
-        self.shared.out.closed().await
+    /// The output (stdout, or the writer given): waiting until it is written, its error.
+    pub fn output(&self) -> &LineOutput {
+        &self.shared.out
     }
 
     fn reader(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
@@ -649,7 +639,7 @@ impl Provider for JsonlProvider {
         for line in held {
             self.shared.out.line(line);
         }
-        self.flush().await;
+        self.shared.out.flush().await;
         Ok(())
     }
 

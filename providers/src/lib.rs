@@ -43,6 +43,8 @@ pub mod jsonl;
 pub use console::ConsoleProvider;
 #[cfg(feature = "jsonl")]
 pub use jsonl::JsonlProvider;
+#[cfg(any(feature = "console", feature = "jsonl"))]
+pub use lines::LineOutput;
 
 #[cfg(feature = "discord")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discord")))]

@@ -5,11 +5,12 @@
 //! reads exactly one line per request, because tokio's own `stdin()` blocks runtime shutdown
 //! until the user presses enter; the thread is detached and dies with the process.
 //!
-//! [`LineSink`] writes whole lines from one writer task fed by a channel, so lines from
-//! concurrent senders never interleave and the callers never block on the terminal or the
-//! pipe. A write error (a closed stdout) is logged once and kept: later lines are dropped,
-//! [`LineSink::flush`] reports it, and [`LineSink::closed`] wakes whoever waits for it. This
-//! module knows nothing of messages or JSON.
+//! [`LineOutput`] (public: both providers hand theirs out with `output()`) writes whole lines
+//! from one writer task fed by a channel, so lines from concurrent senders never interleave
+//! and the callers never block on the terminal or the pipe. A write error (a closed stdout)
+//! is logged once and kept: later lines are dropped, [`LineOutput::written`] and
+//! [`LineOutput::error`] report it, and [`LineOutput::closed`] wakes whoever waits for it.
+//! This module knows nothing of messages or JSON.
 
 use std::io::{self, BufRead};
 use std::sync::Mutex;
@@ -134,15 +135,17 @@ pub(crate) const CAPABILITIES: botmesh::provider::Capabilities = botmesh::provid
     resends_deduplicated: false,
 };
 
-/// Writes whole lines, in the order given, from one task.
-pub(crate) struct LineSink {
+/// The output of the console and jsonl providers (`ConsoleProvider::output`,
+/// `JsonlProvider::output`): whole lines, written in the order given by one task. Once a
+/// write fails (a closed stdout), later lines are dropped and the sends fail.
+pub struct LineOutput {
     tx: mpsc::UnboundedSender<Command>,
     idle: Mutex<Option<(mpsc::UnboundedReceiver<Command>, BoxWriter)>>,
     task: Mutex<Option<JoinHandle<()>>>,
     failure: Failure,
 }
 
-impl LineSink {
+impl LineOutput {
     /// A sink writing to `writer`; its task starts with the first line written inside a
     /// tokio runtime (lines written before wait in the channel).
     pub(crate) fn new(writer: impl AsyncWrite + Send + Unpin + 'static) -> Self {
@@ -178,26 +181,31 @@ impl LineSink {
 
     /// Waits until every line queued so far is written and flushed; `Err` (the writer's
     /// error) when the output failed, now or before: those lines were not written.
-    pub(crate) async fn flush(&self) -> Result<(), String> {
+    pub(crate) async fn written(&self) -> Result<(), String> {
         self.ensure_started();
         let (done, wait) = oneshot::channel();
         if self.tx.send(Command::Flush(done)).is_ok() {
             let _ = wait.await;
         }
-        match self.failure() {
+        match self.error() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// [`flush`](Self::flush) for a send: delivered means written, so a failed output fails
-    /// the send as a network error of `provider` (the outbox keeps it), naming `output`.
+    /// Waits until everything printed so far is written out (or the output failed).
+    pub async fn flush(&self) {
+        let _ = self.written().await;
+    }
+
+    /// [`written`](Self::written) for a send: delivered means written, so a failed output
+    /// fails the send as a network error of `provider` (the outbox keeps it), naming `output`.
     pub(crate) async fn flush_send(
         &self,
         provider: &str,
         output: &str,
     ) -> Result<(), botmesh::provider::ProviderError> {
-        self.flush()
+        self.written()
             .await
             .map_err(|e| botmesh::provider::ProviderError::Network {
                 provider: provider.to_owned(),
@@ -205,13 +213,14 @@ impl LineSink {
             })
     }
 
-    /// The writer's error, once the output failed.
-    pub(crate) fn failure(&self) -> Option<String> {
+    /// Why the output failed (the writer's error), once it did: the sends made since then
+    /// failed.
+    pub fn error(&self) -> Option<String> {
         self.failure.borrow().clone()
     }
 
     /// Waits until the output fails; returns the error.
-    pub(crate) async fn closed(&self) -> String {
+    pub async fn closed(&self) -> String {
         let mut rx = self.failure.subscribe();
         let failure = match rx.wait_for(Option::is_some).await {
             Ok(e) => e.clone(),
@@ -224,7 +233,15 @@ impl LineSink {
     }
 }
 
-impl Drop for LineSink {
+impl std::fmt::Debug for LineOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineOutput")
+            .field("error", &self.error())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for LineOutput {
     fn drop(&mut self) {
         if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
             task.abort();

@@ -27,7 +27,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::provider::Provider;
 use botmesh_examples::shop::{self, BOT_ID};
-use botmesh_providers::{ConsoleProvider, JsonlProvider};
+use botmesh_providers::{ConsoleProvider, JsonlProvider, LineOutput};
 use clap::{CommandFactory, Parser, ValueEnum};
 
 /// mimalloc instead of glibc's malloc: the async threads spend a third of their time in
@@ -418,9 +418,7 @@ type Stores = (
 /// under them.
 trait LinesProvider: Provider + Clone {
     fn attach(&self, bot: &Bot);
-    async fn output_closed(&self) -> String;
-    async fn flush(&self);
-    fn output_error(&self) -> Option<String>;
+    fn output(&self) -> &LineOutput;
 }
 
 macro_rules! lines_provider {
@@ -429,14 +427,8 @@ macro_rules! lines_provider {
             fn attach(&self, bot: &Bot) {
                 <$provider>::attach(self, bot);
             }
-            async fn output_closed(&self) -> String {
-                <$provider>::output_closed(self).await
-            }
-            async fn flush(&self) {
-                <$provider>::flush(self).await;
-            }
-            fn output_error(&self) -> Option<String> {
-                <$provider>::output_error(self)
+            fn output(&self) -> &LineOutput {
+                <$provider>::output(self)
             }
         }
     )*};
@@ -455,15 +447,15 @@ async fn on_lines(
     provider.attach(&bot);
     let result = tokio::select! {
         result = bot.run() => result,
-        e = provider.output_closed() => {
+        e = provider.output().closed() => {
             if let Err(e) = bot.stop().await {
                 tracing::warn!(error = %e, "stopping after the output closed");
             }
             return Err(ShopError::Output(e));
         }
     };
-    provider.flush().await;
-    if let Some(e) = provider.output_error() {
+    provider.output().flush().await;
+    if let Some(e) = provider.output().error() {
         return Err(ShopError::Output(e));
     }
     Ok(result?)
