@@ -39,22 +39,17 @@ fn options(rows: &[Button], limit: usize) -> Result<Vec<Value>, ProviderError> {
         .collect()
 }
 
-/// A list message: one global button opening `sections` of rows.
-fn list(
-    text: &str,
-    button: &str,
-    sections: Vec<(String, Vec<Button>)>,
-) -> Result<Value, ProviderError> {
+/// A list message: one global button opening `sections` of rows (a section: its title and
+/// rows).
+fn list(text: &str, button: &str, sections: &[(&str, &[Button])]) -> Result<Value, ProviderError> {
     let rows: usize = sections.iter().map(|(_, r)| r.len()).sum();
     if rows == 0 || rows > 10 {
         return Err(refuse(format!("{rows} list rows (WhatsApp takes 1 to 10)")));
     }
     check_len("a list text", text, super::BUTTONS_TEXT_LIMIT)?;
     let items = sections
-        .into_iter()
-        .map(|(title, rows)| {
-            Ok(json!({"title": title, "options": options(&rows, LIST_ROW_LIMIT)?}))
-        })
+        .iter()
+        .map(|(title, rows)| Ok(json!({"title": title, "options": options(rows, LIST_ROW_LIMIT)?})))
         .collect::<Result<Vec<_>, ProviderError>>()?;
     Ok(json!({"type": "list", "body": text, "msgid": "botmesh",
         "globalButtons": [{"type": "text", "title": button}], "items": items}))
@@ -104,8 +99,7 @@ pub(super) fn request(content: &OutgoingContent) -> Result<Request, ProviderErro
                     .iter()
                     .all(|b| b.title.chars().count() <= BUTTON_TITLE_LIMIT);
             if !fit {
-                return list(text, "Options", vec![(String::new(), buttons.clone())])
-                    .map(Request::Message);
+                return list(text, "Options", &[("", buttons)]).map(Request::Message);
             }
             check_len("a text with buttons", text, super::BUTTONS_TEXT_LIMIT)?;
             json!({"type": "quick_reply", "msgid": "botmesh",
@@ -116,14 +110,13 @@ pub(super) fn request(content: &OutgoingContent) -> Result<Request, ProviderErro
             text,
             button,
             sections,
-        } => list(
-            text,
-            button,
-            sections
+        } => {
+            let sections: Vec<_> = sections
                 .iter()
-                .map(|s| (s.title.clone(), s.rows.clone()))
-                .collect(),
-        )?,
+                .map(|s| (s.title.as_str(), s.rows.as_slice()))
+                .collect();
+            list(text, button, &sections)?
+        }
         OutgoingContent::Media { .. } => unreachable!("media is taken by `media_message`"),
         OutgoingContent::Location(l) => json!({"type": "location", "latitude": l.latitude,
             "longitude": l.longitude, "name": l.name, "address": l.address}),
