@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use super::NAME;
 use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
+use crate::gateway::web::webhook_event;
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -53,11 +54,7 @@ pub(crate) fn parse(
     instance: &str,
     horizon: Duration,
 ) -> Result<Vec<ProviderEvent>, Refused> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let event = text_at(&v, "event").ok_or_else(|| malformed("no event"))?;
-    if v["instance"].as_str() != Some(instance) {
-        return Err(Refused::BadSignature("instance"));
-    }
+    let (v, event) = webhook_event(body, ("instance", instance), malformed)?;
     let data = &v["data"];
     match event.to_ascii_lowercase().replace('_', ".").as_str() {
         "messages.upsert" => {

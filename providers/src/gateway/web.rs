@@ -56,6 +56,24 @@ pub(crate) fn gateway(
     Gateway::new(provider, WebConfig { settings, parse })
 }
 
+/// A webhook body as JSON and its `event`: refused by `malformed` when it is not JSON or
+/// names no event, and as a bad signature when its `field` (the instance or session) is not
+/// `scope` (another instance's webhooks are not taken).
+pub(crate) fn webhook_event(
+    body: &[u8],
+    (field, scope): (&'static str, &str),
+    malformed: impl Fn(String) -> Refused,
+) -> Result<(Value, String), Refused> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
+    let event = super::inbound::text_at(&v, "event")
+        .ok_or_else(|| malformed("no event".to_owned()))?
+        .to_owned();
+    if v[field].as_str() != Some(scope) {
+        return Err(Refused::BadSignature(field));
+    }
+    Ok((v, event))
+}
+
 /// The content of an inbound message the bot does not read: the message as it came, without
 /// the embedded media payload `field` (never journaled).
 pub(crate) fn other_content(message: &Value, field: &str) -> Content {

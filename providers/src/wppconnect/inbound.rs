@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::NAME;
 use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
+use crate::gateway::web::webhook_event;
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -45,12 +46,8 @@ pub(crate) fn parse(
     session: &str,
     horizon: Duration,
 ) -> Result<Vec<ProviderEvent>, Refused> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let event = text_at(&v, "event").ok_or_else(|| malformed("no event"))?;
-    if v["session"].as_str() != Some(session) {
-        return Err(Refused::BadSignature("session"));
-    }
-    match event {
+    let (v, event) = webhook_event(body, ("session", session), malformed)?;
+    match event.as_str() {
         "onmessage" => Ok(message_event(&v, horizon)?.into_iter().collect()),
         "onack" => Ok(ack_event(&v).into_iter().collect()),
         _ => Ok(Vec::new()),
