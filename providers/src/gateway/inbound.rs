@@ -1,5 +1,5 @@
-//! What the gateways' webhook parsers share: reading a JSON field, and [`Envelope`], the
-//! parts every inbound message has, from which its event is made.
+//! What the gateways' webhook parsers share: reading a body and a JSON field, and
+//! [`Envelope`], the parts every inbound message has, from which its event is made.
 
 use botmesh::message::{
     ChatId, Content, InboundMedia, Interaction, Location, MediaKind, MediaRef, Message, MessageId,
@@ -7,6 +7,31 @@ use botmesh::message::{
 };
 use botmesh::provider::ProviderEvent;
 use serde_json::Value;
+
+use crate::webhook::Refused;
+
+/// A webhook body as JSON and its `field` that says what it is (`event`, `type`): refused by
+/// `malformed` when it is not JSON or names nothing.
+#[cfg_attr(
+    not(any(
+        feature = "evolution",
+        feature = "wppconnect",
+        feature = "gohighlevel",
+        feature = "tiktok"
+    )),
+    allow(dead_code)
+)]
+pub(crate) fn typed_body(
+    body: &[u8],
+    field: &str,
+    malformed: impl Fn(String) -> Refused,
+) -> Result<(Value, String), Refused> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
+    let kind = text_at(&v, field)
+        .ok_or_else(|| malformed(format!("no {field}")))?
+        .to_owned();
+    Ok((v, kind))
+}
 
 /// A non-empty string field of `v`.
 pub(crate) fn text_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -64,10 +64,7 @@ pub(crate) fn webhook_event(
     (field, scope): (&'static str, &str),
     malformed: impl Fn(String) -> Refused,
 ) -> Result<(Value, String), Refused> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let event = super::inbound::text_at(&v, "event")
-        .ok_or_else(|| malformed("no event".to_owned()))?
-        .to_owned();
+    let (v, event) = super::inbound::typed_body(body, "event", malformed)?;
     if v[field].as_str() != Some(scope) {
         return Err(Refused::BadSignature(field));
     }

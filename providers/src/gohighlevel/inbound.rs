@@ -20,7 +20,7 @@ use botmesh::provider::ProviderEvent;
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at};
+use crate::gateway::inbound::{Attachment, Envelope, text_at, typed_body};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -65,8 +65,7 @@ fn kind_of(url: &str) -> MediaKind {
 
 /// The events of a webhook body for `location`.
 pub(crate) fn parse(body: &[u8], location: &str) -> Result<Vec<ProviderEvent>, Refused> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let kind = text_at(&v, "type").ok_or_else(|| malformed("no type"))?;
+    let (v, kind) = typed_body(body, "type", malformed)?;
     if kind != "InboundMessage" {
         return Ok(Vec::new());
     }

@@ -22,7 +22,7 @@ use botmesh::provider::ProviderEvent;
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at};
+use crate::gateway::inbound::{Attachment, Envelope, text_at, typed_body};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -50,8 +50,7 @@ pub(crate) fn media_parts(token: &str) -> Option<(&str, &str, &str)> {
 
 /// The events of a webhook body for `business`.
 pub(crate) fn parse(body: &[u8], business: &str) -> Result<Vec<ProviderEvent>, Refused> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| malformed(format!("not JSON: {e}")))?;
-    let event = text_at(&v, "event").ok_or_else(|| malformed("no event"))?;
+    let (v, event) = typed_body(body, "event", malformed)?;
     if event != "im_receive_msg" {
         return Ok(Vec::new());
     }
