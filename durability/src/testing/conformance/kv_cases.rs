@@ -28,6 +28,19 @@ fn version(outcome: CasOutcome) -> Result<u64, String> {
     }
 }
 
+/// Writes `entry` at `key` with a compare-and-set on `expected`: its new version, or an
+/// error naming the write (a conflict included).
+async fn written(
+    kv: &Arc<dyn DurableKv>,
+    s: &Scope,
+    key: &str,
+    expected: Option<u64>,
+    entry: Entry,
+) -> Result<u64, String> {
+    let what = format!("cas of {key:?} expecting {expected:?}");
+    version(kv.cas(s, key, expected, entry).await.ctx(&what)?).map_err(|e| format!("{what}: {e}"))
+}
+
 pub(super) async fn keys_in(
     kv: &Arc<dyn DurableKv>,
     s: &Scope,
@@ -50,11 +63,7 @@ pub(super) async fn create_only_if_absent(kv: Arc<dyn DurableKv>) -> Case {
         kv.get(&s, "k").await.ctx("get")?.is_none(),
         "a missing key must read as None"
     );
-    let v1 = version(
-        kv.cas(&s, "k", None, entry("a", None, None))
-            .await
-            .ctx("create")?,
-    )?;
+    let v1 = written(&kv, &s, "k", None, entry("a", None, None)).await?;
     let again = kv
         .cas(&s, "k", None, entry("b", None, None))
         .await
@@ -90,11 +99,7 @@ fn guarded(key: &str, value: &str, idx2: &str, from: &str, to: &str) -> KvOp {
 /// half-open, and the key found answers its version.
 pub(super) async fn guarded_create_checks_its_range(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let earlier = version(
-        kv.cas(&s, "a1", None, entry("1", None, Some("c/a/1")))
-            .await
-            .ctx("create a1")?,
-    )?;
+    let earlier = written(&kv, &s, "a1", None, entry("1", None, Some("c/a/1"))).await?;
     kv.cas(&s, "b1", None, entry("1", None, Some("c/b/1")))
         .await
         .ctx("create b1")?;
@@ -153,16 +158,8 @@ pub(super) async fn guarded_create_checks_its_range(kv: Arc<dyn DurableKv>) -> C
 /// range stops it, an entry they delete (or move out of it) no longer does.
 pub(super) async fn guarded_create_sees_its_batch(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let old = version(
-        kv.cas(&s, "m1", None, entry("1", None, Some("c/m/1")))
-            .await
-            .ctx("create m1")?,
-    )?;
-    let moved = version(
-        kv.cas(&s, "n1", None, entry("1", None, Some("c/n/1")))
-            .await
-            .ctx("create n1")?,
-    )?;
+    let old = written(&kv, &s, "m1", None, entry("1", None, Some("c/m/1"))).await?;
+    let moved = written(&kv, &s, "n1", None, entry("1", None, Some("c/n/1"))).await?;
     let outcomes = kv
         .batch(
             &s,
@@ -206,16 +203,8 @@ pub(super) async fn guarded_create_sees_its_batch(kv: Arc<dyn DurableKv>) -> Cas
 
 pub(super) async fn replace_needs_current_version(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let v1 = version(
-        kv.cas(&s, "k", None, entry("a", None, None))
-            .await
-            .ctx("create")?,
-    )?;
-    let v2 = version(
-        kv.cas(&s, "k", Some(v1), entry("b", None, None))
-            .await
-            .ctx("replace")?,
-    )?;
+    let v1 = written(&kv, &s, "k", None, entry("a", None, None)).await?;
+    let v2 = written(&kv, &s, "k", Some(v1), entry("b", None, None)).await?;
     ensure!(v2 != v1, "a replace must change the version");
     let stale = kv
         .cas(&s, "k", Some(v1), entry("c", None, None))
@@ -243,11 +232,7 @@ pub(super) async fn replace_needs_current_version(kv: Arc<dyn DurableKv>) -> Cas
 
 pub(super) async fn delete_needs_current_version(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let v1 = version(
-        kv.cas(&s, "k", None, entry("a", Some("i"), Some("j")))
-            .await
-            .ctx("create")?,
-    )?;
+    let v1 = written(&kv, &s, "k", None, entry("a", Some("i"), Some("j"))).await?;
     let stale = kv.delete(&s, "k", v1 + 1000).await.ctx("stale delete")?;
     ensure!(
         matches!(stale, CasOutcome::Conflict { current: Some(v) } if v == v1),
@@ -281,27 +266,22 @@ pub(super) async fn delete_needs_current_version(kv: Arc<dyn DurableKv>) -> Case
 pub(super) async fn versions_never_reused(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
     let mut seen = Vec::new();
-    let mut current = version(
-        kv.cas(&s, "k", None, entry("a", None, None))
-            .await
-            .ctx("create")?,
-    )?;
+    let mut current = written(&kv, &s, "k", None, entry("a", None, None)).await?;
     seen.push(current);
     for i in 0..3 {
-        current = version(
-            kv.cas(&s, "k", Some(current), entry(&format!("v{i}"), None, None))
-                .await
-                .ctx("replace")?,
-        )?;
+        current = written(
+            &kv,
+            &s,
+            "k",
+            Some(current),
+            entry(&format!("v{i}"), None, None),
+        )
+        .await?;
         ensure!(!seen.contains(&current), "version {current} was reused");
         seen.push(current);
     }
     kv.delete(&s, "k", current).await.ctx("delete")?;
-    let recreated = version(
-        kv.cas(&s, "k", None, entry("again", None, None))
-            .await
-            .ctx("re-create")?,
-    )?;
+    let recreated = written(&kv, &s, "k", None, entry("again", None, None)).await?;
     ensure!(
         !seen.contains(&recreated),
         "a re-created key got version {recreated}, which it had before: a stale holder could overwrite it"
@@ -321,11 +301,7 @@ pub(super) async fn versions_never_reused(kv: Arc<dyn DurableKv>) -> Case {
 
 pub(super) async fn failed_cas_changes_nothing(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let v1 = version(
-        kv.cas(&s, "k", None, entry("a", Some("x1"), Some("y1")))
-            .await
-            .ctx("create")?,
-    )?;
+    let v1 = written(&kv, &s, "k", None, entry("a", Some("x1"), Some("y1"))).await?;
     let out = kv
         .cas(&s, "k", Some(v1 + 1000), entry("b", Some("x2"), None))
         .await
@@ -353,16 +329,8 @@ pub(super) async fn failed_cas_changes_nothing(kv: Arc<dyn DurableKv>) -> Case {
 
 pub(super) async fn write_moves_indexes_together(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let v1 = version(
-        kv.cas(&s, "k", None, entry("a", Some("a/1"), Some("c/1")))
-            .await
-            .ctx("create")?,
-    )?;
-    let v2 = version(
-        kv.cas(&s, "k", Some(v1), entry("b", Some("b/1"), None))
-            .await
-            .ctx("replace")?,
-    )?;
+    let v1 = written(&kv, &s, "k", None, entry("a", Some("a/1"), Some("c/1"))).await?;
+    let v2 = written(&kv, &s, "k", Some(v1), entry("b", Some("b/1"), None)).await?;
     ensure!(
         keys_in(&kv, &s, Index::One, "a/", "a0").await?.is_empty(),
         "the old idx1 value is still listed"
@@ -384,11 +352,7 @@ pub(super) async fn write_moves_indexes_together(kv: Arc<dyn DurableKv>) -> Case
 
 pub(super) async fn batch_reports_each_op(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
-    let v = version(
-        kv.cas(&s, "exists", None, entry("a", Some("i/a"), None))
-            .await
-            .ctx("create")?,
-    )?;
+    let v = written(&kv, &s, "exists", None, entry("a", Some("i/a"), None)).await?;
     let outcomes = kv
         .batch(
             &s,
@@ -511,16 +475,8 @@ pub(super) async fn scopes_are_isolated(kv: Arc<dyn DurableKv>) -> Case {
     // Ids that only differ in how parts are split must not collide either.
     let c = Scope::new("t", "prod", "bot-a/c", "");
     ensure!(a.id() != c.id(), "scope ids {a} and {c} collide");
-    let va = version(
-        kv.cas(&a, "same", None, entry("A", Some("i"), Some("j")))
-            .await
-            .ctx("create in a")?,
-    )?;
-    version(
-        kv.cas(&b, "same", None, entry("B", Some("i"), Some("j")))
-            .await
-            .ctx("create in b")?,
-    )?;
+    let va = written(&kv, &a, "same", None, entry("A", Some("i"), Some("j"))).await?;
+    written(&kv, &b, "same", None, entry("B", Some("i"), Some("j"))).await?;
     ensure!(
         kv.get(&c, "same").await.ctx("get c")?.is_none(),
         "scope {c} sees {a}'s key"
