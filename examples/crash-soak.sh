@@ -7,5 +7,5 @@
 set -eu
 cd "$(dirname "$0")/.."
 SEEDS="${SEEDS:-0..50}" exec cargo test -p botmesh-examples \
-    --features telegram,whatsapp-cloud,twilio --test channel_crash \
+    --features telegram,whatsapp-cloud,twilio --test integration \
     -- survives_sigkills --nocapture

@@ -9,4 +9,4 @@ cd "$(dirname "$0")/.."
 : "${BOTMESH_TEST_POSTGRES_URL:?set it, e.g. postgres://postgres@127.0.0.1:5432/test}"
 : "${BOTMESH_TEST_REDIS_URL:?set it, e.g. redis://127.0.0.1:6379/}"
 SEEDS="${SEEDS:-0..20}" exec cargo test -p botmesh-examples \
-    --features telegram,postgres,redis --test replicas_crash -- --nocapture
+    --features telegram,postgres,redis --test integration replicas_crash:: -- --nocapture

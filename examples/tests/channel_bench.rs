@@ -4,12 +4,9 @@
 #![cfg(feature = "telegram")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../providers/tests/fakes/mod.rs"]
-mod fakes;
-#[path = "../benches/channel/harness.rs"]
-mod harness;
+use crate::harness;
 
-use harness::{Mode, Run, Storage};
+use crate::harness::{Mode, Run, Storage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_channel_bench_runs_the_shop_end_to_end() {

@@ -7,15 +7,9 @@
 #![cfg(network_channel)]
 #![allow(clippy::expect_used)]
 
-// The fakes' helpers behind the providers crate's `webhook` feature are not used here, nor
-// (with `whatsapp-web` alone, whose fake is a session, not a server) their server's.
-#[allow(unexpected_cfgs, unused_imports)]
-#[path = "../../providers/tests/fakes/mod.rs"]
-mod fakes;
+use crate::fakes;
 
-mod channels;
-
-use channels::{
+use crate::channels::{
     Channel, Fault, Listen, post_until_accepted, retries_faults, seeds, surfaced, survives_sigkills,
 };
 
@@ -87,24 +81,45 @@ fn post_meta_webhook(
 /// The seeds a CI run takes per channel (a soak sets `SEEDS`).
 const SEEDS: std::ops::Range<u64> = 0..2;
 
+/// A channel's two runs, `$start` (an async constructor) making its fake: `$survives` through
+/// SIGKILLs ([`survives_sigkills`]), `$retries` through send faults ([`retries_faults`]).
+macro_rules! shop_tests {
+    ($start:expr, $survives:ident, $retries:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $survives() {
+            survives_sigkills($start, seeds(SEEDS)).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $retries() {
+            retries_faults(($start)().await).await;
+        }
+    };
+    // One module per channel of a family: `feature module constructor`.
+    ($($feature:literal $module:ident $start:expr),* $(,)?) => {$(
+        #[cfg(feature = $feature)]
+        mod $module {
+            use super::*;
+
+            shop_tests!($start, shop_survives_sigkills, shop_retries_5xx_and_429_bursts);
+        }
+    )*};
+}
+
 #[cfg(feature = "telegram")]
 mod telegram {
     use super::*;
     use crate::channels::telegram::Telegram;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn telegram_polling_shop_survives_sigkills() {
-        survives_sigkills(|| Telegram::start(false), seeds(SEEDS)).await;
-    }
+    shop_tests!(
+        || Telegram::start(false),
+        telegram_polling_shop_survives_sigkills,
+        telegram_polling_shop_retries_5xx_and_429_bursts
+    );
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn telegram_webhook_shop_survives_sigkills() {
         survives_sigkills(|| Telegram::start(true), seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn telegram_polling_shop_retries_5xx_and_429_bursts() {
-        retries_faults(Telegram::start(false).await).await;
     }
 }
 
@@ -183,15 +198,11 @@ mod whatsapp {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn whatsapp_shop_survives_sigkills() {
-        survives_sigkills(WhatsApp::start, seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn whatsapp_shop_retries_5xx_and_429_bursts() {
-        retries_faults(WhatsApp::start().await).await;
-    }
+    shop_tests!(
+        WhatsApp::start,
+        whatsapp_shop_survives_sigkills,
+        whatsapp_shop_retries_5xx_and_429_bursts
+    );
 }
 
 #[cfg(feature = "whatsapp-web")]
@@ -273,15 +284,11 @@ mod whatsapp_web {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn whatsapp_web_shop_survives_sigkills() {
-        survives_sigkills(WhatsAppWeb::start, seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn whatsapp_web_shop_retries_5xx_and_429_bursts() {
-        retries_faults(WhatsAppWeb::start().await).await;
-    }
+    shop_tests!(
+        WhatsAppWeb::start,
+        whatsapp_web_shop_survives_sigkills,
+        whatsapp_web_shop_retries_5xx_and_429_bursts
+    );
 }
 
 #[cfg(any(feature = "messenger", feature = "instagram"))]
@@ -386,29 +393,9 @@ mod meta_messaging {
         }
     }
 
-    /// The kill -9 and fault runs of each Meta messaging channel: `feature module Channel`.
-    macro_rules! shop_tests {
-        ($($feature:literal $module:ident $channel:ty),*) => {$(
-            #[cfg(feature = $feature)]
-            mod $module {
-                use super::*;
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn shop_survives_sigkills() {
-                    survives_sigkills(MetaMessaging::<$channel>::start, seeds(SEEDS)).await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn shop_retries_5xx_and_429_bursts() {
-                    retries_faults(MetaMessaging::<$channel>::start().await).await;
-                }
-            }
-        )*};
-    }
-
     shop_tests!(
-        "messenger" messenger botmesh_providers::messenger::Messenger,
-        "instagram" instagram botmesh_providers::instagram::Instagram
+        "messenger" messenger MetaMessaging::<botmesh_providers::messenger::Messenger>::start,
+        "instagram" instagram MetaMessaging::<botmesh_providers::instagram::Instagram>::start,
     );
 }
 
@@ -417,17 +404,13 @@ mod discord {
     use super::*;
     use crate::channels::discord::Discord;
 
-    /// Through two SIGKILLs: 0 replies twice and every chat confirmed, ambiguous sends or
-    /// not (nonces), and what users wrote while the shop was down is replayed by the resume.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn discord_shop_survives_sigkills() {
-        survives_sigkills(Discord::start, seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn discord_shop_retries_5xx_and_429_bursts() {
-        retries_faults(Discord::start().await).await;
-    }
+    // Through two SIGKILLs: 0 replies twice and every chat confirmed, ambiguous sends or not
+    // (nonces), and what users wrote while the shop was down is replayed by the resume.
+    shop_tests!(
+        Discord::start,
+        discord_shop_survives_sigkills,
+        discord_shop_retries_5xx_and_429_bursts
+    );
 }
 
 #[cfg(feature = "twilio")]
@@ -525,15 +508,11 @@ mod twilio {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn twilio_shop_survives_sigkills() {
-        survives_sigkills(Twilio::start, seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn twilio_shop_retries_5xx_and_429_bursts() {
-        retries_faults(Twilio::start().await).await;
-    }
+    shop_tests!(
+        Twilio::start,
+        twilio_shop_survives_sigkills,
+        twilio_shop_retries_5xx_and_429_bursts
+    );
 }
 
 /// The HTTP gateways (Gupshup, Evolution API, WPPConnect) and the REST channels with signed
@@ -552,29 +531,31 @@ mod gateways {
     use serde_json::Value;
 
     use super::*;
+    use crate::fakes::Served;
+    use crate::fakes::log::Logs;
 
-    /// A call on the gateway's fake.
-    type OnFake<A, R> = Box<dyn Fn(A) -> R + Send + Sync>;
+    /// The signature headers of a webhook body.
+    type Sign = Box<dyn Fn(Vec<u8>) -> Vec<(&'static str, String)> + Send + Sync>;
 
-    /// A gateway's fake and how a user writes through it.
-    pub(crate) struct Gateway {
+    /// A gateway's fake (whose calls are logged) and how a user writes through it.
+    pub(crate) struct Gateway<S> {
         name: &'static str,
+        fake: Served<S>,
         env: Vec<(&'static str, String)>,
         /// User `n`'s chat id.
         chat: fn(u32) -> String,
+        /// What the fake records a chat's messages under.
+        to: fn(&str) -> &str,
         /// Message `id` with a text from a chat: (its id, the webhook path, the body).
         hook: fn(&str, u64, &str) -> (String, String, Value),
         /// The signature headers of a webhook body (none for the gateways: the secret is in
         /// the path).
-        sign: OnFake<Vec<u8>, Vec<(&'static str, String)>>,
-        /// The texts a chat received.
-        delivered: OnFake<String, Vec<String>>,
-        calls: OnFake<(), usize>,
-        fail: OnFake<Fault, ()>,
-        check: OnFake<(), ()>,
+        sign: Sign,
+        /// Makes the fake answer the next send with `fault`.
+        fail: fn(&Served<S>, Fault),
     }
 
-    impl Channel for Gateway {
+    impl<S: Logs + Send + 'static> Channel for Gateway<S> {
         fn name(&self) -> &'static str {
             self.name
         }
@@ -608,19 +589,27 @@ mod gateways {
         }
 
         fn check_fake(&self) {
-            (self.check)(());
+            self.fake.check();
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {
-            (self.delivered)(self.chat(user))
+            self.fake.delivered_to((self.to)(&self.chat(user)))
         }
 
         fn send_calls(&self) -> usize {
-            (self.calls)(())
+            self.fake.sent().len()
         }
 
         fn fail_next_send(&self, fault: Fault) {
-            (self.fail)(fault);
+            (self.fail)(&self.fake, fault);
+        }
+    }
+
+    impl<S: Send + 'static> Gateway<S> {
+        /// The fake's base URL in the shop's variable `var`, beside the others.
+        fn with_base_url(mut self, var: &'static str) -> Self {
+            self.env.push((var, self.fake.base_url()));
+            self
         }
     }
 
@@ -633,52 +622,48 @@ mod gateways {
     }
 
     #[cfg(feature = "gupshup")]
-    pub(crate) async fn gupshup() -> Gateway {
+    pub(crate) async fn gupshup() -> Gateway<crate::fakes::gupshup::S> {
         use crate::fakes::gupshup::{FakeGupshup, hooks};
         const SECRET: &str = "crash-callback-secret-0001";
-        let fake = FakeGupshup::start("crash-gupshup-key").await;
-        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
         Gateway {
             name: "gupshup",
+            fake: FakeGupshup::start("crash-gupshup-key").await,
             env: vec![
                 ("GUPSHUP_API_KEY", "crash-gupshup-key".to_owned()),
                 ("GUPSHUP_APP_NAME", "CrashShop".to_owned()),
                 ("GUPSHUP_SOURCE", "917834811114".to_owned()),
                 ("GUPSHUP_WEBHOOK_SECRET", SECRET.to_owned()),
-                ("GUPSHUP_API_BASE", fake.base_url()),
             ],
             chat: |user| format!("9198765{user:05}"),
+            to: |chat| chat,
             hook: |chat, id, text| {
                 let message_id = format!("ABEGkYaYVSEEAhAL{id:08}");
                 let body = hooks::text_from("CrashShop", chat, &message_id, text);
                 (message_id, format!("/gupshup/{SECRET}"), body)
             },
             sign: Box::new(|_| Vec::new()),
-            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
-            calls: Box::new(move |()| f2.sent().len()),
-            fail: Box::new(move |fault| {
+            fail: |fake, fault| {
                 let (status, retry_after) = fault_status(fault);
-                f3.fail_next(status, "Service Unavailable", retry_after);
-            }),
-            check: Box::new(move |()| f4.check()),
+                fake.fail_next(status, "Service Unavailable", retry_after);
+            },
         }
+        .with_base_url("GUPSHUP_API_BASE")
     }
 
     #[cfg(feature = "evolution")]
-    pub(crate) async fn evolution() -> Gateway {
+    pub(crate) async fn evolution() -> Gateway<crate::fakes::evolution::S> {
         use crate::fakes::evolution::{FakeEvolution, hooks};
         const SECRET: &str = "crash-evolution-secret-01";
-        let fake = FakeEvolution::start("crash-evolution-key", "crash-shop").await;
-        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
         Gateway {
             name: "evolution",
+            fake: FakeEvolution::start("crash-evolution-key", "crash-shop").await,
             env: vec![
-                ("EVOLUTION_API_URL", fake.base_url()),
                 ("EVOLUTION_API_KEY", "crash-evolution-key".to_owned()),
                 ("EVOLUTION_INSTANCE", "crash-shop".to_owned()),
                 ("EVOLUTION_WEBHOOK_SECRET", SECRET.to_owned()),
             ],
             chat: |user| format!("5511999{user:05}@s.whatsapp.net"),
+            to: |chat| chat,
             hook: |chat, id, text| {
                 let key_id = format!("3EB0{id:016X}");
                 let body =
@@ -686,73 +671,61 @@ mod gateways {
                 (key_id, format!("/evolution/{SECRET}"), body)
             },
             sign: Box::new(|_| Vec::new()),
-            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
-            calls: Box::new(move |()| f2.sent().len()),
-            fail: Box::new(move |fault| {
+            fail: |fake, fault| {
                 let (status, retry_after) = fault_status(fault);
-                f3.fail_next(
-                    status,
-                    serde_json::json!(["Service Unavailable"]),
-                    retry_after,
-                );
-            }),
-            check: Box::new(move |()| f4.check()),
+                let message = serde_json::json!(["Service Unavailable"]);
+                fake.fail_next(status, message, retry_after);
+            },
         }
+        .with_base_url("EVOLUTION_API_URL")
     }
 
     #[cfg(feature = "wppconnect")]
-    pub(crate) async fn wppconnect() -> Gateway {
+    pub(crate) async fn wppconnect() -> Gateway<crate::fakes::wppconnect::S> {
         use crate::fakes::wppconnect::{FakeWppConnect, hooks};
         const SECRET: &str = "crash-wppconnect-secret-01";
-        let fake = FakeWppConnect::start("crash-wppconnect-token", "crash-shop").await;
-        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
         Gateway {
             name: "wppconnect",
+            fake: FakeWppConnect::start("crash-wppconnect-token", "crash-shop").await,
             env: vec![
-                ("WPPCONNECT_API_URL", fake.base_url()),
                 ("WPPCONNECT_SESSION", "crash-shop".to_owned()),
                 ("WPPCONNECT_TOKEN", "crash-wppconnect-token".to_owned()),
                 ("WPPCONNECT_WEBHOOK_SECRET", SECRET.to_owned()),
             ],
             chat: |user| format!("5521999{user:05}@c.us"),
+            // The fake records the `phone` of a send: the chat id without its domain.
+            to: |chat| chat.split('@').next().unwrap_or(chat),
             hook: |chat, id, text| {
                 let body = hooks::text_from("crash-shop", chat, &format!("3EB0{id:016X}"), text);
                 let what = body["id"].as_str().unwrap_or_default().to_owned();
                 (what, format!("/wppconnect/{SECRET}"), body)
             },
-            // The fake records the `phone` of a send: the chat id without its domain.
             sign: Box::new(|_| Vec::new()),
-            delivered: Box::new(move |chat| {
-                f1.delivered_to(chat.split('@').next().unwrap_or(&chat))
-            }),
-            calls: Box::new(move |()| f2.sent().len()),
-            fail: Box::new(move |fault| {
+            fail: |fake, fault| {
                 let (status, retry_after) = fault_status(fault);
                 let body =
                     serde_json::json!({"status": "error", "message": "Error on send message"});
-                f3.fail_next(status, body, retry_after);
-            }),
-            check: Box::new(move |()| f4.check()),
+                fake.fail_next(status, body, retry_after);
+            },
         }
+        .with_base_url("WPPCONNECT_API_URL")
     }
 
     #[cfg(feature = "gohighlevel")]
-    pub(crate) async fn gohighlevel() -> Gateway {
+    pub(crate) async fn gohighlevel() -> Gateway<crate::fakes::gohighlevel::S> {
         use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
         const LOCATION: &str = "crashLocation0000001";
-        let fake = FakeGhl::start("pit-crash-token").await;
         let keys = Keys::new();
-        let env = vec![
-            ("GHL_ACCESS_TOKEN", "pit-crash-token".to_owned()),
-            ("GHL_LOCATION_ID", LOCATION.to_owned()),
-            ("GHL_WEBHOOK_PUBLIC_KEY", keys.ed25519_pem()),
-            ("GHL_API_BASE", fake.base_url()),
-        ];
-        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
         Gateway {
             name: "gohighlevel",
-            env,
+            fake: FakeGhl::start("pit-crash-token").await,
+            env: vec![
+                ("GHL_ACCESS_TOKEN", "pit-crash-token".to_owned()),
+                ("GHL_LOCATION_ID", LOCATION.to_owned()),
+                ("GHL_WEBHOOK_PUBLIC_KEY", keys.ed25519_pem()),
+            ],
             chat: |user| format!("SMS:contact{user:05}"),
+            to: |chat| chat,
             hook: |chat, id, text| {
                 let contact = chat.trim_start_matches("SMS:");
                 let message_id = format!("msg{id:016}");
@@ -761,34 +734,30 @@ mod gateways {
             },
             // HighLevel signs with Ed25519; the shop answers 429 until it accepts a webhook.
             sign: Box::new(move |body| vec![("X-GHL-Signature", keys.sign(&body))]),
-            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
-            calls: Box::new(move |()| f2.sent().len()),
-            fail: Box::new(move |fault| match fault {
-                Fault::ServerError => f3.fail_next(502, "Bad Gateway", None),
-                Fault::RateLimited => f3.fail_next(429, "Too Many Requests", Some(1)),
-            }),
-            check: Box::new(move |()| f4.check()),
+            fail: |fake, fault| match fault {
+                Fault::ServerError => fake.fail_next(502, "Bad Gateway", None),
+                Fault::RateLimited => fake.fail_next(429, "Too Many Requests", Some(1)),
+            },
         }
+        .with_base_url("GHL_API_BASE")
     }
 
     #[cfg(feature = "tiktok")]
-    pub(crate) async fn tiktok() -> Gateway {
+    pub(crate) async fn tiktok() -> Gateway<crate::fakes::tiktok::S> {
         use crate::fakes::tiktok::{FakeTikTok, hooks};
         const BUSINESS: &str = "crash-business-0001";
         const SECRET: &str = "crash-tiktok-client-secret";
-        let fake = FakeTikTok::start("act.crash-token", BUSINESS).await;
-        let env = vec![
-            ("TIKTOK_ACCESS_TOKEN", "act.crash-token".to_owned()),
-            ("TIKTOK_BUSINESS_ID", BUSINESS.to_owned()),
-            ("TIKTOK_APP_SECRET", SECRET.to_owned()),
-            ("TIKTOK_API_BASE", fake.base_url()),
-        ];
-        let (f1, f2, f3, f4) = (fake.clone(), fake.clone(), fake.clone(), fake.clone());
         Gateway {
             name: "tiktok",
-            env,
+            fake: FakeTikTok::start("act.crash-token", BUSINESS).await,
+            env: vec![
+                ("TIKTOK_ACCESS_TOKEN", "act.crash-token".to_owned()),
+                ("TIKTOK_BUSINESS_ID", BUSINESS.to_owned()),
+                ("TIKTOK_APP_SECRET", SECRET.to_owned()),
+            ],
             // A conversation per user, as TikTok keys its chats.
             chat: |user| format!("conv-{user:05}"),
+            to: |chat| chat,
             hook: |chat, id, text| {
                 let message_id = format!("tt-{id:016}");
                 let user = chat.replace("conv-", "user-");
@@ -797,34 +766,12 @@ mod gateways {
             },
             // Signed once, when written: within the 5 minutes the shop takes a signature.
             sign: Box::new(|body| vec![("TikTok-Signature", hooks::sign(SECRET, &body))]),
-            delivered: Box::new(move |chat| f1.delivered_to(&chat)),
-            calls: Box::new(move |()| f2.sent().len()),
-            fail: Box::new(move |fault| match fault {
-                Fault::ServerError => f3.fail_next(500, None),
-                Fault::RateLimited => f3.fail_next_code(40100, "Too many requests."),
-            }),
-            check: Box::new(move |()| f4.check()),
+            fail: |fake, fault| match fault {
+                Fault::ServerError => fake.fail_next(500, None),
+                Fault::RateLimited => fake.fail_next_code(40100, "Too many requests."),
+            },
         }
-    }
-
-    /// The kill -9 and fault runs of each gateway: `feature module constructor`.
-    macro_rules! shop_tests {
-        ($($feature:literal $module:ident $start:ident),*) => {$(
-            #[cfg(feature = $feature)]
-            mod $module {
-                use super::*;
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn shop_survives_sigkills() {
-                    survives_sigkills($start, seeds(SEEDS)).await;
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn shop_retries_5xx_and_429_bursts() {
-                    retries_faults($start().await).await;
-                }
-            }
-        )*};
+        .with_base_url("TIKTOK_API_BASE")
     }
 
     shop_tests!(
@@ -949,13 +896,9 @@ mod email {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn email_shop_survives_sigkills() {
-        survives_sigkills(Email::start, seeds(SEEDS)).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn email_shop_retries_4xx_bursts() {
-        retries_faults(Email::start().await).await;
-    }
+    shop_tests!(
+        Email::start,
+        email_shop_survives_sigkills,
+        email_shop_retries_4xx_bursts
+    );
 }

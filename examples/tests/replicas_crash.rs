@@ -11,17 +11,10 @@
 //! `SEEDS=a..b` runs more (the soak: `examples/replicas-soak.sh`).
 #![allow(clippy::expect_used)]
 
-// The fakes' helpers behind the providers crate's `webhook` feature are not used here.
-#[allow(unexpected_cfgs)]
-#[path = "../../providers/tests/fakes/mod.rs"]
-mod fakes;
-
-mod channels;
-
+use crate::channels::replicas::replicas_survive_sigkills;
+use crate::channels::seeds;
+use crate::channels::telegram::Telegram;
 use botmesh_tests::server_url;
-use channels::replicas::replicas_survive_sigkills;
-use channels::seeds;
-use channels::telegram::Telegram;
 
 /// The seeds a CI run takes per case (a soak sets `SEEDS`).
 const SEEDS: std::ops::Range<u64> = 0..1;
