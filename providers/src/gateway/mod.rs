@@ -7,7 +7,7 @@
 //! | [`GatewaySettings`] | the API base URL and credential, the webhook route and its secret, the timeout and media client, read from the environment under each channel's names ([`GatewayEnv`]) |
 //! | `secret` | the webhook's shared secret: the header `X-Webhook-Secret`, or the first path segment after the route (`/gupshup/<secret>`); missing 401, wrong 403 (constant time) |
 //! | `call` | one REST call and the class of its failure (below) |
-//! | `Rest`, `Hook` | a REST channel with signed webhooks (GoHighLevel, TikTok): its settings and clients, its route's state |
+//! | `Rest`, `RestConfig` | a REST channel with signed webhooks (GoHighLevel, TikTok): its settings and clients, its webhook route checked and read as its config says |
 //! | [`Gateway`] | a channel's state (settings, clients) and its webhook route: the secret checked, the body parsed by the channel's [`GatewayConfig`], delivered to its [`WebhookProvider`](crate::webhook::WebhookProvider)'s slot |
 //!
 //! | gateway answer | class |
@@ -47,7 +47,7 @@ pub(crate) use core::edit_text;
 #[cfg(gateway_channel)]
 pub(crate) use core::{Gateway, GatewayConfig};
 #[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
-pub(crate) use rest::{Hook, Rest};
+pub(crate) use rest::{Rest, RestConfig};
 #[cfg(gateway_channel)]
 pub(crate) use secret::{Secret, routes};
 #[cfg(gateway_channel)]

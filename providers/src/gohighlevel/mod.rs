@@ -35,7 +35,7 @@
 //! HighLevel's storage hosts (`storage.googleapis.com`, `firebasestorage.googleapis.com`,
 //! `*.leadconnectorhq.com`, `*.msgsndr.com`, `*.gohighlevel.com`), the hosts of
 //! `GHL_MEDIA_HOSTS`, or the API's origin; it is downloaded without credentials through the
-//! SSRF-guarded [`GuardedClient`](crate::http::GuardedClient).
+//! SSRF-guarded [`GuardedClient`].
 //!
 //! It does not renew OAuth tokens (use a Private Integration token, or renew it outside),
 //! install the app, subscribe the webhook events, or act as a custom conversation provider.
@@ -45,6 +45,7 @@ mod inbound;
 mod signature;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -61,10 +62,9 @@ pub use config::{
 pub use signature::{ED25519_HEADER, RSA_HEADER, WebhookKey};
 
 use crate::gateway::outbound::{checked_text, location_text, numbered};
-use crate::gateway::{message_of, unsupported};
-use crate::webhook::{
-    Refused, SinkSlot, WebhookApi, WebhookChannel, WebhookProvider, WebhookRequest,
-};
+use crate::gateway::{RestConfig, message_of, unsupported};
+use crate::http::GuardedClient;
+use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider, WebhookRequest};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "gohighlevel";
@@ -114,27 +114,25 @@ type Inner = crate::gateway::Rest<GoHighLevelConfig>;
 impl WebhookProvider<GoHighLevel> {
     /// A provider with these settings.
     pub fn new(config: GoHighLevelConfig) -> Result<Self, ProviderError> {
-        let timeout = config.request_timeout;
-        let media = config.media_client.clone();
-        Ok(Self::with_api(GoHighLevel {
-            inner: Inner::new(NAME, config, timeout, media.as_ref())?,
-        }))
+        let inner = Inner::new(NAME, config)?;
+        Ok(Self::with_api(GoHighLevel { inner }))
     }
 }
 
-impl WebhookChannel for crate::gateway::Hook<GoHighLevelConfig> {
-    fn slot(&self) -> &SinkSlot {
-        &self.slot
+impl RestConfig for GoHighLevelConfig {
+    fn clients(&self) -> (Duration, Option<&GuardedClient>) {
+        (self.request_timeout, self.media_client.as_ref())
     }
 
     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
-        signature::check(&self.rest.config.keys, request)
+        signature::check(&self.keys, request)
     }
 
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(&request.body, &self.rest.config.location_id)
+        inbound::parse(&request.body, &self.location_id)
     }
 
+    /// HighLevel redelivers on a 429 only.
     fn retry_status(&self) -> StatusCode {
         StatusCode::TOO_MANY_REQUESTS
     }
@@ -229,7 +227,7 @@ impl WebhookApi for GoHighLevel {
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {
-        crate::gateway::Hook::route(&self.inner, slot, &self.inner.config.path)
+        self.inner.routes(slot, &self.inner.config.path)
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {

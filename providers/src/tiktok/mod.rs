@@ -32,7 +32,7 @@
 //!
 //! Media: the journaled reference is `{"media": "<conversation_id>|<message_id>|<media_id>"}`
 //! (v1); a download asks TikTok for a download URL (`message/media/download/`) and fetches it
-//! through the SSRF-guarded [`GuardedClient`](crate::http::GuardedClient), so it works as long as TikTok keeps the media.
+//! through the SSRF-guarded [`GuardedClient`], so it works as long as TikTok keeps the media.
 //!
 //! It does not renew access tokens, subscribe the webhook, or handle comments and lead ads.
 
@@ -41,6 +41,7 @@ mod inbound;
 mod signature;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -54,10 +55,9 @@ pub use config::{DEFAULT_API_BASE, TikTokConfig, TikTokConfigError};
 pub use signature::{SIGNATURE_HEADER, signature};
 
 use crate::gateway::outbound::{checked_text, numbered};
-use crate::gateway::{message_of, unsupported};
-use crate::webhook::{
-    Refused, SinkSlot, WebhookApi, WebhookChannel, WebhookProvider, WebhookRequest,
-};
+use crate::gateway::{RestConfig, message_of, unsupported};
+use crate::http::GuardedClient;
+use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider, WebhookRequest};
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "tiktok";
@@ -100,28 +100,24 @@ type Inner = crate::gateway::Rest<TikTokConfig>;
 impl WebhookProvider<TikTok> {
     /// A provider with these settings.
     pub fn new(config: TikTokConfig) -> Result<Self, ProviderError> {
-        let timeout = config.request_timeout;
-        let media = config.media_client.clone();
-        Ok(Self::with_api(TikTok {
-            inner: Inner::new(NAME, config, timeout, media.as_ref())?,
-        }))
+        let inner = Inner::new(NAME, config)?;
+        Ok(Self::with_api(TikTok { inner }))
     }
 }
 
-impl WebhookChannel for crate::gateway::Hook<TikTokConfig> {
-    fn slot(&self) -> &SinkSlot {
-        &self.slot
+impl RestConfig for TikTokConfig {
+    fn clients(&self) -> (Duration, Option<&GuardedClient>) {
+        (self.request_timeout, self.media_client.as_ref())
     }
 
     fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
-        let c = &self.rest.config;
-        let tolerance = i64::try_from(c.tolerance.as_secs()).unwrap_or(i64::MAX);
+        let tolerance = i64::try_from(self.tolerance.as_secs()).unwrap_or(i64::MAX);
         let now = botmesh::clock::now_ms() / 1000;
-        signature::check(&c.app_secret, tolerance, now, request)
+        signature::check(&self.app_secret, tolerance, now, request)
     }
 
     fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
-        inbound::parse(&request.body, &self.rest.config.business_id)
+        inbound::parse(&request.body, &self.business_id)
     }
 }
 
@@ -275,7 +271,7 @@ impl WebhookApi for TikTok {
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {
-        crate::gateway::Hook::route(&self.inner, slot, &self.inner.config.path)
+        self.inner.routes(slot, &self.inner.config.path)
     }
 
     async fn send(&self, chat: &ChatId, outgoing: &Outgoing) -> Result<SentMessage, ProviderError> {
