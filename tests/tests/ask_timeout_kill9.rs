@@ -9,11 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // the outcome of each case is printed
 
+use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
 use botmesh_tests::process::{Crashbot, spawn_schedbot, texts, unique_bot_id};
-use botmesh_tests::server_url;
 
 const TIMED_OUT: &str = "No answer: cancelled.";
 
@@ -104,7 +104,7 @@ fn sqlite_an_ask_answered_before_a_kill_never_times_out() {
 
 #[test]
 fn postgres_an_ask_timeout_armed_before_a_kill_fires_once_after_the_restart() {
-    if let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") {
+    if let Some((url, _server)) = common::server("BOTMESH_TEST_POSTGRES_URL") {
         run(Some(("postgres", &url)), false);
         run(Some(("postgres", &url)), true);
     }

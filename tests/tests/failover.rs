@@ -9,13 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
+use crate::common;
 use std::collections::HashSet;
 use std::time::Duration;
 
+use botmesh_tests::ambiguous_reply;
 use botmesh_tests::process::{
     Crashbot, all_replied, assert_each_reply_once, message_line, on_server, texts, wait_all,
 };
-use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
 fn spawn(dir: &std::path::Path, backend: &str, url: &str, bot: &str, instance: &str) -> Crashbot {
@@ -108,14 +109,14 @@ fn run(backend: &str, url: &str) {
 
 #[test]
 fn postgres_replicas_take_over_a_killed_one() {
-    if let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") {
+    if let Some((url, _server)) = common::server("BOTMESH_TEST_POSTGRES_URL") {
         run("postgres", &url);
     }
 }
 
 #[test]
 fn redis_replicas_take_over_a_killed_one() {
-    if let Some(url) = server_url("BOTMESH_TEST_REDIS_URL") {
+    if let Some((url, _server)) = common::server("BOTMESH_TEST_REDIS_URL") {
         run("redis", &url);
     }
 }

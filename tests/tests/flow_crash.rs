@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
+use crate::common::{self, Hold};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -93,6 +94,8 @@ struct Backends {
     kv: Arc<dyn DurableKv>,
     store: Arc<dyn Store>,
     _dir: Option<tempfile::TempDir>,
+    /// The Postgres server, while the run uses it.
+    _server: Option<Hold>,
 }
 
 fn backends(backend: Backend) -> Backends {
@@ -101,6 +104,7 @@ fn backends(backend: Backend) -> Backends {
             kv: Arc::new(MemoryKv::new()),
             store: Arc::new(MemoryStore::new()),
             _dir: None,
+            _server: None,
         },
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
@@ -109,6 +113,7 @@ fn backends(backend: Backend) -> Backends {
                 kv: Arc::new(store.durability_kv()),
                 store: Arc::new(store),
                 _dir: Some(dir),
+                _server: None,
             }
         }
     }
@@ -264,7 +269,7 @@ async fn leftovers(store: &Arc<dyn Store>, kv: Arc<dyn DurableKv>, scope: Scope)
 /// A Postgres store and its journals under a table prefix of their own (`None`: no server
 /// configured, the suite is skipped).
 async fn postgres_backends(prefix: &str) -> Option<Backends> {
-    let url = botmesh_tests::server_url("BOTMESH_TEST_POSTGRES_URL")?;
+    let (url, server) = common::server("BOTMESH_TEST_POSTGRES_URL")?;
     let config = PostgresConfig::default().table_prefix(prefix);
     let store = PostgresStore::connect_with(&url, config).await.unwrap();
     let kv = store.durability_kv();
@@ -291,6 +296,7 @@ async fn postgres_backends(prefix: &str) -> Option<Backends> {
         kv: Arc::new(kv),
         store: Arc::new(store),
         _dir: None,
+        _server: Some(server),
     })
 }
 

@@ -15,11 +15,11 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)] // the outcome of each case is printed
 
+use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
 use botmesh_tests::process::{Crashbot, spawn_schedbot, texts, unique_bot_id};
-use botmesh_tests::server_url;
 
 fn spawn(
     db: &Path,
@@ -77,14 +77,14 @@ fn sqlite_a_job_runs_after_a_kill_as_its_policy_says() {
 
 #[test]
 fn postgres_a_job_runs_after_a_kill_as_its_policy_says() {
-    if let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") {
+    if let Some((url, _server)) = common::server("BOTMESH_TEST_POSTGRES_URL") {
         run(Some(("postgres", &url)));
     }
 }
 
 #[test]
 fn redis_a_job_runs_after_a_kill_as_its_policy_says() {
-    if let Some(url) = server_url("BOTMESH_TEST_REDIS_URL") {
+    if let Some((url, _server)) = common::server("BOTMESH_TEST_REDIS_URL") {
         run(Some(("redis", &url)));
     }
 }

@@ -5,14 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
+use crate::common;
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use botmesh_tests::ambiguous_reply;
 use botmesh_tests::process::{
     Crashbot, all_replied, assert_each_reply_once, log_lines, message_line, on_server, texts,
 };
-use botmesh_tests::{ambiguous_reply, server_url};
 use serde_json::Value;
 
 /// Whether message `m<i>` was answered `ack` or `nack` in `lines`.
@@ -103,7 +104,7 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
 
 #[test]
 fn postgres_restarted_mid_run() {
-    let Some(url) = server_url("BOTMESH_TEST_POSTGRES_URL") else {
+    let Some((url, _alone)) = common::server_alone("BOTMESH_TEST_POSTGRES_URL") else {
         return;
     };
     run("postgres", &url, || {
@@ -117,7 +118,7 @@ fn postgres_restarted_mid_run() {
 
 #[test]
 fn redis_connections_killed_mid_run() {
-    let Some(url) = server_url("BOTMESH_TEST_REDIS_URL") else {
+    let Some((url, _alone)) = common::server_alone("BOTMESH_TEST_REDIS_URL") else {
         return;
     };
     let host_port = url

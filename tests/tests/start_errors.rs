@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use crate::common;
 use botmesh::durability::{PostgresKv, PostgresStore};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
@@ -65,7 +66,7 @@ async fn a_refused_connection_says_so() {
 
 #[tokio::test]
 async fn a_missing_postgres_database_is_named() {
-    let Some(url) = botmesh_tests::server_url("BOTMESH_TEST_POSTGRES_URL") else {
+    let Some((url, _server)) = common::server("BOTMESH_TEST_POSTGRES_URL") else {
         return;
     };
     // The same server, a database that does not exist.
