@@ -110,7 +110,8 @@ fn message_request(
             json!({"number": number(chat), "title": "", "description": text, "buttonText": button,
                 "footerText": "", "sections": sections.iter().map(|s| json!({"title": s.title, "rows": rows(&s.rows)})).collect::<Vec<_>>()}),
         ),
-        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_request`"),
+        // Taken by `media_request`: never reached.
+        OutgoingContent::Media { .. } => return Err(refuse("media outside the media path")),
         OutgoingContent::Location(l) => (
             "sendLocation",
             json!({"number": number(chat), "latitude": l.latitude, "longitude": l.longitude,

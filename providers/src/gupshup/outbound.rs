@@ -117,7 +117,8 @@ pub(super) fn request(content: &OutgoingContent) -> Result<Request, ProviderErro
                 .collect();
             list(text, button, &sections)?
         }
-        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_message`"),
+        // Taken by `media_message` above: never reached.
+        OutgoingContent::Media { .. } => return Err(refuse("media outside the media path")),
         OutgoingContent::Location(l) => json!({"type": "location", "latitude": l.latitude,
             "longitude": l.longitude, "name": l.name, "address": l.address}),
         OutgoingContent::Contacts(cards) => {

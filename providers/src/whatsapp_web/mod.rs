@@ -443,7 +443,8 @@ async fn wa_outgoing(outgoing: &Outgoing) -> Result<WaOutgoing, ProviderError> {
             ),
             quoted,
         },
-        OutgoingContent::Media { .. } => unreachable!("media is taken by `wa_media` above"),
+        // Taken by `wa_media` above: never reached.
+        OutgoingContent::Media { .. } => return Err(unsupported("media outside the media path")),
         OutgoingContent::Reaction(Reaction { message_id, emoji }) => WaOutgoing::Reaction {
             target_id: message_id.0.clone(),
             emoji: emoji.clone(),

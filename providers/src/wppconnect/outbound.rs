@@ -120,7 +120,8 @@ fn message_request(
                 .map(|s| json!({"title": s.title, "rows": rows(&s.rows)}))
                 .collect(),
         ),
-        OutgoingContent::Media { .. } => unreachable!("media is taken by `media_request`"),
+        // Taken by `media_request`: never reached.
+        OutgoingContent::Media { .. } => return Err(refuse("media outside the media path")),
         OutgoingContent::Location(l) => (
             "send-location",
             with(
