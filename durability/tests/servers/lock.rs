@@ -28,7 +28,8 @@ impl ServerLock {
         self.take(true)
     }
 
-    fn take(&'static self, alone: bool) -> Hold {
+    /// The server alone ([`ServerLock::alone`]) or shared ([`ServerLock::shared`]).
+    pub(crate) fn take(&'static self, alone: bool) -> Hold {
         let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
         while if alone { *users != 0 } else { *users < 0 } {
             users = self

@@ -115,6 +115,25 @@ impl<B> Drop for Server<B> {
     }
 }
 
+/// A server that the tests share, unless one has it alone.
+pub(crate) trait Shared: Sized {
+    /// The server for a test, which has it `alone` or shares it (`None`: no URL is set).
+    fn open(alone: bool) -> Option<Server<Self>>;
+}
+
+impl<B: Shared> Server<B> {
+    /// The server, shared with the other tests.
+    pub(crate) fn new() -> Option<Self> {
+        B::open(false)
+    }
+
+    /// The server, for a test that disturbs it (restarts it, kills its connections, flushes
+    /// its scripts): no other test uses it meanwhile.
+    pub(crate) fn alone() -> Option<Self> {
+        B::open(true)
+    }
+}
+
 /// The scope of the server suites' journals.
 pub(crate) fn scope() -> Scope {
     Scope::new("t", "test", "serverbot", "c")
@@ -246,7 +265,7 @@ pub(crate) mod postgres {
     use botmesh_durability::backends::postgres::PostgresConfig;
     use botmesh_durability::backends::postgres::tokio_postgres::{self, NoTls};
 
-    use super::{Hold, Server, ServerLock, server_url};
+    use super::{Server, ServerLock, Shared, server_url};
 
     static LOCK: ServerLock = ServerLock::new();
 
@@ -280,24 +299,14 @@ pub(crate) mod postgres {
     /// The server; drops the tables of every prefix used when dropped.
     pub(crate) type Pg = Server<Postgres>;
 
-    impl Pg {
-        /// The server, shared with the other tests.
-        pub(crate) fn new() -> Option<Pg> {
-            Self::held(|| LOCK.shared())
-        }
-
-        /// The server, for a test that disturbs it (restarts it): no other test uses it meanwhile.
-        pub(crate) fn alone() -> Option<Pg> {
-            Self::held(|| LOCK.alone())
-        }
-
-        fn held(hold: impl FnOnce() -> Hold) -> Option<Pg> {
+    impl Shared for Postgres {
+        fn open(alone: bool) -> Option<Pg> {
             let url = server_url(
                 "BOTMESH_TEST_POSTGRES_URL",
                 "PostgreSQL",
                 "postgres://postgres@127.0.0.1:5432/test",
             )?;
-            let hold = Some(hold());
+            let hold = Some(LOCK.take(alone));
             Server::with_cleanup(vec![url], "_", hold, |nodes, prefixes| {
                 Box::pin(async move {
                     let client = raw_client(&nodes[0]).await;
@@ -313,7 +322,9 @@ pub(crate) mod postgres {
                 })
             })
         }
+    }
 
+    impl Pg {
         pub(crate) async fn kv(&self, prefix: &str) -> PostgresKv {
             PostgresKv::connect_with(&self.url, PostgresConfig::new().table_prefix(prefix))
                 .await
@@ -330,7 +341,7 @@ pub(crate) mod redis_server {
     use botmesh_durability::backends::redis::RedisConfig;
     use botmesh_durability::backends::redis::redis_crate as redis;
 
-    use super::{Hold, Server, ServerLock, server_url};
+    use super::{Hold, Server, ServerLock, Shared, server_url};
 
     /// The single server's (the cluster's nodes are other servers, which no test disturbs).
     static LOCK: ServerLock = ServerLock::new();
@@ -373,23 +384,15 @@ pub(crate) mod redis_server {
     /// The server (or cluster); deletes the keys of every prefix used when dropped.
     pub(crate) type Rd = Server<Redis>;
 
-    impl Rd {
-        /// The single server, shared with the other tests.
-        pub(crate) fn new() -> Option<Rd> {
-            Self::single(|| LOCK.shared())
-        }
-
-        /// The single server, for a test that disturbs it (kills connections, flushes
-        /// scripts): no other test uses it meanwhile.
-        pub(crate) fn alone() -> Option<Rd> {
-            Self::single(|| LOCK.alone())
-        }
-
-        fn single(hold: impl FnOnce() -> Hold) -> Option<Rd> {
+    /// `Rd::new` and `Rd::alone` are the single server.
+    impl Shared for Redis {
+        fn open(alone: bool) -> Option<Rd> {
             let url = server_url("BOTMESH_TEST_REDIS_URL", "Redis", "redis://127.0.0.1:6379/")?;
-            Self::on(vec![url], Some(hold()))
+            Rd::on(vec![url], Some(LOCK.take(alone)))
         }
+    }
 
+    impl Rd {
         /// The cluster.
         pub(crate) fn cluster() -> Option<Rd> {
             let list = server_url(
