@@ -507,7 +507,8 @@ impl Provider for ConsoleProvider {
         if let Some(task) = reader {
             task.abort();
         }
-        self.shared.out.flush().await;
+        // A failed output already failed the sends it lost; the run itself ended well.
+        let _ = self.shared.out.flush().await;
         Ok(())
     }
 

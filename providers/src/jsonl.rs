@@ -334,7 +334,9 @@ fn split_content(content: &OutgoingContent) -> (&[Button], Option<&OutgoingConte
 /// let bot = Bot::builder(provider.clone()).build()?;
 /// provider.attach(&bot); // `send` lines carry their idempotency keys
 /// bot.run().await?;
-/// provider.output().flush().await;
+/// if let Err(e) = provider.output().flush().await {
+///     eprintln!("stdout failed: {e}");
+/// }
 /// # Ok(())
 /// # }
 /// ```
@@ -639,7 +641,8 @@ impl Provider for JsonlProvider {
         for line in held {
             self.shared.out.line(line);
         }
-        self.shared.out.flush().await;
+        // A failed output already failed the sends it lost; the run itself ended well.
+        let _ = self.shared.out.flush().await;
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 //! [`LineOutput`] (public: both providers hand theirs out with `output()`) writes whole lines
 //! from one writer task fed by a channel, so lines from concurrent senders never interleave
 //! and the callers never block on the terminal or the pipe. A write error (a closed stdout)
-//! is logged once and kept: later lines are dropped, [`LineOutput::written`] and
+//! is logged once and kept: later lines are dropped, [`LineOutput::flush`] and
 //! [`LineOutput::error`] report it, and [`LineOutput::closed`] wakes whoever waits for it.
 //! This module knows nothing of messages or JSON.
 
@@ -181,7 +181,7 @@ impl LineOutput {
 
     /// Waits until every line queued so far is written and flushed; `Err` (the writer's
     /// error) when the output failed, now or before: those lines were not written.
-    pub(crate) async fn written(&self) -> Result<(), String> {
+    pub async fn flush(&self) -> Result<(), String> {
         self.ensure_started();
         let (done, wait) = oneshot::channel();
         if self.tx.send(Command::Flush(done)).is_ok() {
@@ -193,19 +193,14 @@ impl LineOutput {
         }
     }
 
-    /// Waits until everything printed so far is written out (or the output failed).
-    pub async fn flush(&self) {
-        let _ = self.written().await;
-    }
-
-    /// [`written`](Self::written) for a send: delivered means written, so a failed output
+    /// [`flush`](Self::flush) for a send: delivered means written, so a failed output
     /// fails the send as a network error of `provider` (the outbox keeps it), naming `output`.
     pub(crate) async fn flush_send(
         &self,
         provider: &str,
         output: &str,
     ) -> Result<(), botmesh::provider::ProviderError> {
-        self.written()
+        self.flush()
             .await
             .map_err(|e| botmesh::provider::ProviderError::Network {
                 provider: provider.to_owned(),

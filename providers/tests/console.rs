@@ -144,7 +144,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
     let run = support::spawn_run(&bot);
     write(&mut input, "/slow\n").await;
     support::end_input_and_drain(input, run, &bot, started, Duration::from_millis(300)).await;
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     assert_eq!(output.rest().await, vec!["bot> done at last".to_owned()]);
 }
 
@@ -156,7 +156,7 @@ async fn an_attached_console_takes_turns_so_piped_numbers_answer_the_latest_butt
     write(&mut input, "/start\n2\n/start\nyes\n").await;
     drop(input);
     run.await.expect("run task").expect("run ok");
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     assert_eq!(
         output.rest().await,
         vec![

@@ -161,7 +161,7 @@ async fn malformed_lines_report_their_number_and_input_goes_on() {
     .await;
     drop(input);
     run.await.expect("run task").expect("run ok");
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     let lines = parse(&output.rest().await);
 
     let errors: Vec<&Value> = lines.iter().filter(|l| l["type"] == "error").collect();
@@ -221,7 +221,7 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
     )
     .await;
     support::end_input_and_drain(input, run, &bot, started, Duration::from_millis(300)).await;
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     let lines = parse(&output.rest().await);
     assert_eq!(lines[0], json!({"type": "ack", "id": "s1"}));
     assert_eq!(lines[1]["type"], "send");
@@ -249,7 +249,7 @@ async fn duplicates_are_acked_and_errors_edits_typing_print() {
     .await;
     drop(input);
     run.await.expect("run task").expect("run ok");
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     let lines = parse(&output.rest().await);
     let of = |t: &str| {
         lines
@@ -341,7 +341,7 @@ async fn a_durability_event_prints_with_its_chat() {
         .expect("the start reports the ambiguous send");
     drop(input);
     run.await.expect("run task").expect("run ok");
-    provider.output().flush().await;
+    provider.output().flush().await.expect("output written");
     let lines = parse(&output.rest().await);
     let ambiguous = lines
         .iter()

@@ -454,10 +454,7 @@ async fn on_lines(
             return Err(ShopError::Output(e));
         }
     };
-    provider.output().flush().await;
-    if let Some(e) = provider.output().error() {
-        return Err(ShopError::Output(e));
-    }
+    provider.output().flush().await.map_err(ShopError::Output)?;
     Ok(result?)
 }
 
