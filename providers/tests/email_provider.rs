@@ -271,14 +271,9 @@ async fn a_forged_a_stale_and_a_replayed_mailgun_post_are_refused() {
         403,
         "stale"
     );
-    let unsigned = fakes::client()
-        .post(format!("{base}/email/mailgun"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(serde_urlencoded::to_string(&fields).expect("form"))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(unsigned.status().as_u16(), 401);
+    let unsigned = serde_urlencoded::to_string(&fields).expect("form");
+    let url = format!("{base}/email/mailgun");
+    assert_eq!(fakes::post_form(&url, [], &unsigned).await, 401);
     assert!(rec.events().is_empty());
 
     let ts = now_secs();

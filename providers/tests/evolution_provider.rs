@@ -7,11 +7,12 @@
 #![cfg(feature = "evolution")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::evolution::{FakeEvolution, hooks};
 use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
-use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
 use serde_json::{Value, json};
 
@@ -24,6 +25,15 @@ fn config(fake: &FakeEvolution) -> EvolutionConfig {
     EvolutionConfig::new(&fake.base_url(), KEY, INSTANCE, SECRET).expect("config")
 }
 
+/// The fake and a provider on it.
+async fn started() -> (FakeEvolution, EvolutionProvider) {
+    let fake = FakeEvolution::start(KEY, INSTANCE).await;
+    (
+        fake.clone(),
+        EvolutionProvider::new(config(&fake)).expect("provider"),
+    )
+}
+
 /// POSTs `body` to `url` (with the secret header when given); the status and the answer.
 async fn post(url: &str, header: Option<&str>, body: &Value) -> (u16, String) {
     fakes::post_json(url, header, body).await
@@ -31,8 +41,7 @@ async fn post(url: &str, header: Option<&str>, body: &Value) -> (u16, String) {
 
 #[tokio::test]
 async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (_, evo) = started().await;
     let (rec, server, local) = fakes::started(&evo, evo.webhook_routes()).await;
     let hi = hooks::text_from(INSTANCE, KEY, USER, "3EB0C431C26A1916B5F2", "hi");
     let broken = json!({"event": "messages.upsert", "instance": INSTANCE, "data": {"key": {"remoteJid": USER}}, "apikey": KEY});
@@ -57,8 +66,7 @@ async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
 
 #[tokio::test]
 async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (_, evo) = started().await;
     let (rec, server, local) = fakes::started(&evo, evo.webhook_routes()).await;
     let url = format!("{local}/evolution/{SECRET}");
     let mut old = hooks::data(
@@ -143,8 +151,7 @@ async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
 
 #[tokio::test]
 async fn sends_every_content_kind_and_edits() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (fake, evo) = started().await;
     let c = ChatId::from(USER);
     let mut quoted = Outgoing::from("a reply");
     quoted.reply_to = Some("3EB0TXT000000001".into());
@@ -233,46 +240,26 @@ async fn sends_every_content_kind_and_edits() {
     assert!(evo.capabilities().edits);
 }
 
-type Expected = dyn Fn(&ProviderError) -> bool;
-
 #[tokio::test]
 async fn maps_evolution_errors_onto_classes() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
-    let c = ChatId::from(USER);
-    let hi = Outgoing::from("hi");
-    let rate_limited = |e: &ProviderError| {
-        e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(4)))
-    };
-    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
-    let final_ = |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(KEY);
-    let cases: [(u16, Value, Option<u64>, &Expected); 5] = [
-        (429, json!("Too many requests"), Some(4), &rate_limited),
-        (500, json!(["Connection Closed"]), None, &retryable),
+    let (fake, evo) = started().await;
+    let final_ = fakes::final_hiding(KEY);
+    let unknown = json!([{"jid": USER, "exists": false, "number": "5511999999999"}]);
+    let no_instance = json!(["The \"shop1\" instance does not exist"]);
+    let fail = |(status, message, retry_after)| fake.fail_next(status, message, retry_after);
+    let cases: Refusals<'_, (u16, Value, Option<u64>), 5> = [
         (
-            400,
-            json!([{"jid": USER, "exists": false, "number": "5511999999999"}]),
-            None,
-            &|e| matches!(e, ProviderError::RecipientUnreachable { .. }),
+            (429, json!("Too many requests"), Some(4)),
+            &fakes::rate_limited(4),
         ),
-        (401, json!("Unauthorized"), None, &final_),
-        (
-            404,
-            json!(["The \"shop1\" instance does not exist"]),
-            None,
-            &final_,
-        ),
+        ((500, json!(["Connection Closed"]), None), &fakes::retryable),
+        ((400, unknown, None), &fakes::unreachable),
+        ((401, json!("Unauthorized"), None), &final_),
+        ((404, no_instance, None), &final_),
     ];
-    for (status, message, retry_after, expected) in cases {
-        fake.fail_next(status, message, retry_after);
-        let e = evo.send(&c, &hi).await.expect_err("refused");
-        assert!(expected(&e), "{status}: {e:?}");
-    }
-    fake.drop_next();
-    assert!(matches!(
-        evo.send(&c, &hi).await,
-        Err(ProviderError::Ambiguous { .. })
-    ));
+    fakes::assert_refusals(&evo, USER, fail, &cases).await;
+    fakes::assert_dropped_is_ambiguous(&evo, USER, || fake.drop_next()).await;
+    let (c, hi) = (ChatId::from(USER), Outgoing::from("hi"));
     let wrong_key = EvolutionProvider::new(
         EvolutionConfig::new(&fake.base_url(), "wrong", INSTANCE, SECRET).expect("config"),
     )
@@ -287,8 +274,7 @@ async fn maps_evolution_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (fake, evo) = started().await;
     fake.fail_next(503, json!(["Service Unavailable"]), None);
     fake.fail_next(429, json!("Too many requests"), Some(0));
     let ping = hooks::text_from(INSTANCE, KEY, USER, "3EB0PING00000001", "ping");
@@ -300,8 +286,7 @@ async fn the_outbox_retries_5xx_and_429_and_answers_once() {
 
 #[tokio::test]
 async fn media_refs_round_trip_through_the_servers_media_route() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let evo = EvolutionProvider::new(config(&fake)).expect("provider");
+    let (fake, evo) = started().await;
     fake.add_media("3EB0IMG000000001", b"jpeg bytes");
     let media = MediaRef {
         provider: "evolution".into(),
@@ -322,16 +307,10 @@ async fn media_refs_round_trip_through_the_servers_media_route() {
         evo.download_media(&gone).await.map_err(|e| e.class()).err(),
         Some(ErrorClass::Final)
     );
-    let good = StoredMediaRef {
-        provider: "evolution".into(),
-        v: 1,
-        data: json!({"key_id": "3EB0IMG000000001"}),
-    };
+    let good = fakes::stored_ref(&evo, json!({"key_id": "3EB0IMG000000001"}));
     fakes::assert_refuses_foreign_refs(
         &evo,
         &good,
-        "wppconnect",
-        2,
         &[json!({"key_id": "../x"}), json!({"id": "3EB0IMG000000001"})],
     );
 }

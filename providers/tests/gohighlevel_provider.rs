@@ -7,13 +7,14 @@
 #![cfg(feature = "gohighlevel")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
 use botmesh::message::{
     Button, ChatId, ContactCard, Location, MediaKind, MediaRef, MessageId, Outgoing,
     OutgoingContent,
 };
-use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::gohighlevel::{
     GoHighLevelConfig, GoHighLevelConfigError, GoHighLevelProvider,
 };
@@ -35,16 +36,17 @@ fn config(fake: &FakeGhl, keys: &Keys) -> GoHighLevelConfig {
         )
 }
 
+/// Keys, the fake and a provider on them.
+async fn started() -> (Keys, FakeGhl, GoHighLevelProvider) {
+    let keys = Keys::new();
+    let fake = FakeGhl::start(TOKEN).await;
+    let provider = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    (keys, fake, provider)
+}
+
 /// POSTs `body` to `url` with the given signature headers; the status.
-async fn post(url: &str, headers: &[(&str, String)], body: &[u8]) -> u16 {
-    let mut req = fakes::client()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_vec());
-    for (k, v) in headers {
-        req = req.header(*k, v);
-    }
-    req.send().await.map_or(0, |r| r.status().as_u16())
+async fn post(url: &str, headers: &[(&'static str, String)], body: &[u8]) -> u16 {
+    fakes::post_signed(url, headers.to_vec(), body).await
 }
 
 fn bytes(v: &Value) -> Vec<u8> {
@@ -53,9 +55,7 @@ fn bytes(v: &Value) -> Vec<u8> {
 
 #[tokio::test]
 async fn forged_or_missing_signatures_are_refused_and_echoes_not_delivered() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (keys, fake, ghl) = started().await;
     let (rec, server, local) = fakes::started(&ghl, ghl.webhook_routes()).await;
     let url = format!("{local}/gohighlevel");
     let hi = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "m1", "hi"));
@@ -120,9 +120,7 @@ async fn forged_or_missing_signatures_are_refused_and_echoes_not_delivered() {
 
 #[tokio::test]
 async fn a_request_not_accepted_is_answered_429_for_highlevel_to_redeliver() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (keys, _, ghl) = started().await;
     let (server, local) = fakes::mount(ghl.webhook_routes()).await;
     let hi = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "m1", "hi"));
     let sig = vec![("X-GHL-Signature", keys.sign(&hi))];
@@ -132,9 +130,7 @@ async fn a_request_not_accepted_is_answered_429_for_highlevel_to_redeliver() {
 
 #[tokio::test]
 async fn sends_every_content_kind_on_the_chats_channel() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (_, fake, ghl) = started().await;
     let chat = ChatId::from("WhatsApp:c2");
     let mut quoted = Outgoing::from("plain");
     quoted.reply_to = Some(MessageId("m7".into()));
@@ -213,42 +209,26 @@ async fn sends_every_content_kind_on_the_chats_channel() {
     }
 }
 
-type Expected = dyn Fn(&ProviderError) -> bool;
-
 #[tokio::test]
 async fn maps_highlevel_errors_onto_classes() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (keys, fake, ghl) = started().await;
     let chat = ChatId::from(CHAT);
     let hi = Outgoing::from("hi");
-    let cases: [(u16, &str, Option<u64>, &Expected); 4] = [
-        (429, "Too many requests", Some(4), &|e| {
-            e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(4)))
-        }),
-        (502, "Bad Gateway", None, &|e| {
-            e.class() == ErrorClass::Retryable
-        }),
-        (422, "contactId should not be empty", None, &|e| {
-            e.class() == ErrorClass::Final
-        }),
+    let fail = |(status, message, retry_after)| fake.fail_next(status, message, retry_after);
+    let cases: Refusals<'_, (u16, &str, Option<u64>), 4> = [
+        ((429, "Too many requests", Some(4)), &fakes::rate_limited(4)),
+        ((502, "Bad Gateway", None), &fakes::retryable),
         (
-            403,
-            "The token is not authorized for this scope.",
-            None,
+            (422, "contactId should not be empty", None),
+            &fakes::class_is(ErrorClass::Final),
+        ),
+        (
+            (403, "The token is not authorized for this scope.", None),
             &|e| matches!(e, ProviderError::Api { code: Some(c), retryable: false, .. } if c == "forbidden"),
         ),
     ];
-    for (status, message, retry_after, expected) in cases {
-        fake.fail_next(status, message, retry_after);
-        let e = ghl.send(&chat, &hi).await.expect_err("refused");
-        assert!(expected(&e), "{status}: {e:?}");
-    }
-    fake.drop_next();
-    assert!(matches!(
-        ghl.send(&chat, &hi).await,
-        Err(ProviderError::Ambiguous { .. })
-    ));
+    fakes::assert_refusals(&ghl, CHAT, fail, &cases).await;
+    fakes::assert_dropped_is_ambiguous(&ghl, CHAT, || fake.drop_next()).await;
     let wrong = GoHighLevelConfig::new("expired", LOCATION, &keys.ed25519_pem())
         .and_then(|c| c.api_base(&fake.base_url()))
         .expect("config");
@@ -267,9 +247,7 @@ async fn maps_highlevel_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (keys, fake, ghl) = started().await;
     fake.fail_next(503, "Service Unavailable", None);
     fake.fail_next(429, "Too many requests", Some(0));
     let (server, local) = fakes::mount(ghl.webhook_routes()).await;
@@ -294,9 +272,7 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
 
 #[tokio::test]
 async fn media_refs_round_trip_and_stay_on_highlevels_hosts() {
-    let keys = Keys::new();
-    let fake = FakeGhl::start(TOKEN).await;
-    let ghl = GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
+    let (keys, fake, ghl) = started().await;
     let url = fake.add_media("photo.jpg", b"jpeg bytes");
     let (rec, server, local) = fakes::started(&ghl, ghl.webhook_routes()).await;
     let mut body = hooks::inbound(LOCATION, "SMS", CONTACT, "mimg", "look");
@@ -343,16 +319,10 @@ async fn media_refs_round_trip_and_stay_on_highlevels_hosts() {
             .err(),
         Some(ErrorClass::Final)
     );
-    let good = StoredMediaRef {
-        provider: "gohighlevel".into(),
-        v: 1,
-        data: json!({ "url": storage }),
-    };
+    let good = fakes::stored_ref(&ghl, json!({ "url": storage }));
     fakes::assert_refuses_foreign_refs(
         &ghl,
         &good,
-        "twilio",
-        2,
         &[
             json!({"url": "http://storage.googleapis.com/a.png"}),
             json!({"url": "https://storage.googleapis.com.attacker.example/a.png"}),

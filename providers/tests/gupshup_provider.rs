@@ -6,13 +6,12 @@
 #![cfg(feature = "gupshup")]
 
 use crate::fakes;
-
-use std::time::Duration;
+use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::gupshup::{FakeGupshup, hooks};
 use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
-use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{Provider, ProviderError};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
 use serde_json::{Value, json};
@@ -30,6 +29,15 @@ fn config(fake: &FakeGupshup) -> GupshupConfig {
         .media_client(GuardedClient::allowing_localhost().expect("client"))
 }
 
+/// The fake and a provider on it.
+async fn started() -> (FakeGupshup, GupshupProvider) {
+    let fake = FakeGupshup::start(KEY).await;
+    (
+        fake.clone(),
+        GupshupProvider::new(config(&fake)).expect("provider"),
+    )
+}
+
 /// POSTs `body` to `url` (with the secret header when given); the status.
 async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
     fakes::post_json(url, header, body).await.0
@@ -37,8 +45,7 @@ async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
 
 #[tokio::test]
 async fn the_callback_secret_and_the_app_are_checked() {
-    let fake = FakeGupshup::start(KEY).await;
-    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let (_, gs) = started().await;
     let (rec, server, local) = fakes::started(&gs, gs.webhook_routes()).await;
     let hi = hooks::text_from(APP, USER, "ABEG1", "Hi");
     let refused = [
@@ -124,8 +131,7 @@ async fn reads_both_formats_and_keys_statuses_by_the_gupshup_id() {
 
 #[tokio::test]
 async fn sends_every_content_kind() {
-    let fake = FakeGupshup::start(KEY).await;
-    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let (fake, gs) = started().await;
     let c = ChatId::from(USER);
     let three = Outgoing::buttons("Pick", [("yes", "Yes"), ("no", "No"), ("later", "Later")]);
     let four = Outgoing::buttons("Pick", [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")]);
@@ -202,36 +208,21 @@ async fn sends_every_content_kind() {
     assert!(!gs.capabilities().edits);
 }
 
-type Expected = dyn Fn(&ProviderError) -> bool;
-
 #[tokio::test]
 async fn maps_gupshup_errors_onto_classes() {
-    let fake = FakeGupshup::start(KEY).await;
-    let gs = GupshupProvider::new(config(&fake)).expect("provider");
-    let c = ChatId::from(USER);
-    let hi = Outgoing::from("hi");
-    let rate_limited =
-        |e: &ProviderError| e.class() == ErrorClass::RateLimited(Some(Duration::from_secs(2)));
-    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
-    let unreachable = |e: &ProviderError| matches!(e, ProviderError::RecipientUnreachable { .. });
-    let final_ = |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(KEY);
-    let cases: [(u16, &str, Option<u64>, &Expected); 5] = [
-        (429, "Too Many Requests", Some(2), &rate_limited),
-        (503, "Service Unavailable", None, &retryable),
-        (400, "Invalid Destination", None, &unreachable),
-        (401, "Authentication Failed", None, &final_),
-        (400, "Invalid Message Type", None, &final_),
+    let (fake, gs) = started().await;
+    let final_ = fakes::final_hiding(KEY);
+    let fail = |(status, message, retry_after)| fake.fail_next(status, message, retry_after);
+    let cases: Refusals<'_, (u16, &str, Option<u64>), 5> = [
+        ((429, "Too Many Requests", Some(2)), &fakes::rate_limited(2)),
+        ((503, "Service Unavailable", None), &fakes::retryable),
+        ((400, "Invalid Destination", None), &fakes::unreachable),
+        ((401, "Authentication Failed", None), &final_),
+        ((400, "Invalid Message Type", None), &final_),
     ];
-    for (status, message, retry_after, expected) in cases {
-        fake.fail_next(status, message, retry_after);
-        let e = gs.send(&c, &hi).await.expect_err("refused");
-        assert!(expected(&e), "{status} {message}: {e:?}");
-    }
-    fake.drop_next();
-    assert!(matches!(
-        gs.send(&c, &hi).await,
-        Err(ProviderError::Ambiguous { .. })
-    ));
+    fakes::assert_refusals(&gs, USER, fail, &cases).await;
+    fakes::assert_dropped_is_ambiguous(&gs, USER, || fake.drop_next()).await;
+    let (c, hi) = (ChatId::from(USER), Outgoing::from("hi"));
     let gone = GupshupProvider::new(
         GupshupConfig::new(KEY, APP, "1", SECRET)
             .expect("config")
@@ -247,8 +238,7 @@ async fn maps_gupshup_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let fake = FakeGupshup::start(KEY).await;
-    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let (fake, gs) = started().await;
     fake.fail_next(503, "Service Unavailable", None);
     fake.fail_next(429, "Too Many Requests", Some(0));
     let ping = hooks::text_from(APP, USER, "ABEG9", "ping");
@@ -260,8 +250,7 @@ async fn the_outbox_retries_5xx_and_429_and_answers_once() {
 
 #[tokio::test]
 async fn media_refs_round_trip_and_download_without_credentials() {
-    let fake = FakeGupshup::start(KEY).await;
-    let gs = GupshupProvider::new(config(&fake)).expect("provider");
+    let (fake, gs) = started().await;
     let url = fake.add_media("a.jpg", b"jpeg bytes");
     let media = MediaRef {
         provider: "gupshup".into(),
@@ -282,16 +271,10 @@ async fn media_refs_round_trip_and_download_without_credentials() {
         })
         .is_none()
     );
-    let good = StoredMediaRef {
-        provider: "gupshup".into(),
-        v: 1,
-        data: json!({"url": url}),
-    };
+    let good = fakes::stored_ref(&gs, json!({"url": url}));
     fakes::assert_refuses_foreign_refs(
         &gs,
         &good,
-        "twilio",
-        2,
         &[json!({"url": "ftp://x/y"}), json!({"href": "x"})],
     );
     let blocked = GupshupProvider::new(

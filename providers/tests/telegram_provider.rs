@@ -4,6 +4,7 @@
 #![cfg(feature = "telegram")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use std::time::Duration;
 
@@ -403,80 +404,49 @@ async fn maps_telegram_errors_onto_classes() {
     let fake = FakeTelegram::start(TOKEN).await;
     let tg = provider(&fake).await;
     let c = chat();
-    let fail = |status: u16, body: serde_json::Value| fake.fail_next("sendMessage", status, body);
-
-    fail(
-        429,
-        json!({"ok": false, "error_code": 429, "description": "Too Many Requests: retry after 7", "parameters": {"retry_after": 7}}),
-    );
-    let err = tg.send(&c, &"hi".into()).await.expect_err("429");
-    assert_eq!(
-        err.class(),
-        ErrorClass::RateLimited(Some(Duration::from_secs(7)))
-    );
-
-    fail(
-        403,
-        json!({"ok": false, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}),
-    );
-    let err = tg.send(&c, &"hi".into()).await.expect_err("403");
-    assert!(
-        matches!(&err, ProviderError::RecipientUnreachable { chat, .. } if chat == "1111"),
-        "{err}"
-    );
-    assert_eq!(err.class(), ErrorClass::Final);
-
-    fail(
-        400,
-        json!({"ok": false, "error_code": 400, "description": "Bad Request: chat not found"}),
-    );
-    assert!(matches!(
-        tg.send(&c, &"hi".into()).await,
-        Err(ProviderError::RecipientUnreachable { .. })
-    ));
-
-    fail(
-        400,
-        json!({"ok": false, "error_code": 400, "description": "Bad Request: message is too long"}),
-    );
-    assert!(matches!(
-        tg.send(&c, &"hi".into()).await,
-        Err(ProviderError::PayloadTooLarge { limit: 4096, .. })
-    ));
-
-    fail(
-        400,
-        json!({"ok": false, "error_code": 400, "description": "Bad Request: can't parse entities: unexpected end"}),
-    );
-    assert!(matches!(
-        tg.send(&c, &"hi".into()).await,
-        Err(ProviderError::UnsupportedContent { .. })
-    ));
-
-    fail(
-        502,
-        json!({"ok": false, "error_code": 502, "description": "Bad Gateway"}),
-    );
-    let err = tg.send(&c, &"hi".into()).await.expect_err("502");
-    assert_eq!(err.class(), ErrorClass::Retryable);
-
-    fail(502, json!("<html>bad gateway</html>"));
-    assert_eq!(
-        tg.send(&c, &"hi".into()).await.expect_err("html").class(),
-        ErrorClass::Retryable
-    );
-
-    fail(
-        409,
-        json!({"ok": false, "error_code": 409, "description": "Conflict: terminated by other getUpdates request"}),
-    );
-    assert_eq!(
-        tg.send(&c, &"hi".into()).await.expect_err("409").class(),
-        ErrorClass::Final
-    );
+    let error = |code: u16, description: &str| json!({"ok": false, "error_code": code, "description": description});
+    let mut too_many = error(429, "Too Many Requests: retry after 7");
+    too_many["parameters"] = json!({"retry_after": 7});
+    let cases: Refusals<'_, (u16, serde_json::Value), 8> = [
+        ((429, too_many), &fakes::rate_limited(7)),
+        (
+            (403, error(403, "Forbidden: bot was blocked by the user")),
+            &|e| {
+                matches!(e, ProviderError::RecipientUnreachable { chat, .. } if chat == "1111")
+                    && e.class() == ErrorClass::Final
+            },
+        ),
+        (
+            (400, error(400, "Bad Request: chat not found")),
+            &fakes::unreachable,
+        ),
+        (
+            (400, error(400, "Bad Request: message is too long")),
+            &|e| matches!(e, ProviderError::PayloadTooLarge { limit: 4096, .. }),
+        ),
+        (
+            (
+                400,
+                error(400, "Bad Request: can't parse entities: unexpected end"),
+            ),
+            &|e| matches!(e, ProviderError::UnsupportedContent { .. }),
+        ),
+        ((502, error(502, "Bad Gateway")), &fakes::retryable),
+        ((502, json!("<html>bad gateway</html>")), &fakes::retryable),
+        (
+            (
+                409,
+                error(409, "Conflict: terminated by other getUpdates request"),
+            ),
+            &fakes::class_is(ErrorClass::Final),
+        ),
+    ];
+    let fail = |(status, body)| fake.fail_next("sendMessage", status, body);
+    fakes::assert_refusals(&tg, c.as_str(), fail, &cases).await;
 
     // A group that became a supergroup: retried once to the new id.
-    fail(
+    fake.fail_next(
+        "sendMessage",
         400,
         json!({"ok": false, "error_code": 400, "description": "Bad Request: group chat was upgraded to a supergroup chat",
         "parameters": {"migrate_to_chat_id": -1001234567890_i64}}),
@@ -579,8 +549,6 @@ async fn media_refs_round_trip_and_every_rejection() {
     fakes::assert_refuses_foreign_refs(
         &tg,
         &stored,
-        "whatsapp-cloud",
-        2,
         &[
             json!({"file_id": "../../etc/passwd"}),
             json!("AgACAgQAAxlarge"),

@@ -7,12 +7,13 @@
 #![cfg(feature = "tiktok")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use crate::fakes::tiktok::{FakeTikTok, hooks};
 use botmesh::message::{
     Button, ChatId, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
 };
-use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::tiktok::{TikTokConfig, TikTokConfigError, TikTokProvider, signature};
 use serde_json::{Value, json};
@@ -30,15 +31,18 @@ fn config(fake: &FakeTikTok) -> TikTokConfig {
         .media_client(GuardedClient::allowing_localhost().expect("client"))
 }
 
+/// The fake and a provider on it.
+async fn started() -> (FakeTikTok, TikTokProvider) {
+    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
+    (
+        fake.clone(),
+        TikTokProvider::new(config(&fake)).expect("provider"),
+    )
+}
+
 async fn post(url: &str, signature: Option<&str>, body: &[u8]) -> u16 {
-    let mut req = fakes::client()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_vec());
-    if let Some(s) = signature {
-        req = req.header("TikTok-Signature", s);
-    }
-    req.send().await.map_or(0, |r| r.status().as_u16())
+    let header = signature.map(|s| ("TikTok-Signature", s.to_owned()));
+    fakes::post_signed(url, header, body).await
 }
 
 fn bytes(v: &Value) -> Vec<u8> {
@@ -47,8 +51,7 @@ fn bytes(v: &Value) -> Vec<u8> {
 
 #[tokio::test]
 async fn forged_tampered_or_stale_signatures_are_refused_and_echoes_not_delivered() {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (_, tiktok) = started().await;
     let (rec, server, local) = fakes::started(&tiktok, tiktok.webhook_routes()).await;
     let url = format!("{local}/tiktok");
     let hi = bytes(&hooks::text(BUSINESS, CONV, USER, "m1", "hi"));
@@ -90,8 +93,7 @@ async fn forged_tampered_or_stale_signatures_are_refused_and_echoes_not_delivere
 
 #[tokio::test]
 async fn sends_texts_options_and_images() {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (fake, tiktok) = started().await;
     let chat = ChatId::from(CONV);
     let mut quoted = Outgoing::from("plain");
     quoted.reply_to = Some(MessageId("m7".into()));
@@ -163,40 +165,32 @@ async fn sends_texts_options_and_images() {
 
 #[tokio::test]
 async fn maps_tiktok_codes_and_http_failures_onto_classes() {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (fake, tiktok) = started().await;
     let chat = ChatId::from(CONV);
     let hi = Outgoing::from("hi");
-    fake.fail_next(429, Some(3));
-    let e = tiktok.send(&chat, &hi).await.expect_err("429");
-    assert_eq!(
-        e.class(),
-        ErrorClass::RateLimited(Some(std::time::Duration::from_secs(3)))
-    );
-    fake.fail_next(503, None);
-    let e = tiktok.send(&chat, &hi).await.expect_err("503");
-    assert_eq!(e.class(), ErrorClass::Retryable);
-    let coded: [(i64, &str, ErrorClass); 4] = [
-        (40100, "Too many requests.", ErrorClass::RateLimited(None)),
-        (50000, "System error.", ErrorClass::Retryable),
-        (40002, "Invalid parameters.", ErrorClass::Final),
-        (40001, "No permission.", ErrorClass::Final),
+    let http = |(status, retry_after)| fake.fail_next(status, retry_after);
+    let failures: Refusals<'_, (u16, Option<u64>), 2> = [
+        ((429, Some(3)), &fakes::rate_limited(3)),
+        ((503, None), &fakes::retryable),
     ];
-    for (code, message, class) in coded {
-        fake.fail_next_code(code, message);
-        let e = tiktok.send(&chat, &hi).await.expect_err("coded");
-        assert_eq!(e.class(), class, "{code}: {e}");
-    }
-    fake.fail_next_code(40064, "You are sending messages too fast. Take a rest.");
-    assert!(matches!(
-        tiktok.send(&chat, &hi).await,
-        Err(ProviderError::OutsideSessionWindow { .. })
-    ));
-    fake.drop_next();
-    assert!(matches!(
-        tiktok.send(&chat, &hi).await,
-        Err(ProviderError::Ambiguous { .. })
-    ));
+    fakes::assert_refusals(&tiktok, CONV, http, &failures).await;
+    let final_ = fakes::class_is(ErrorClass::Final);
+    let coded: Refusals<'_, (i64, &str), 5> = [
+        (
+            (40100, "Too many requests."),
+            &fakes::class_is(ErrorClass::RateLimited(None)),
+        ),
+        ((50000, "System error."), &fakes::retryable),
+        ((40002, "Invalid parameters."), &final_),
+        ((40001, "No permission."), &final_),
+        (
+            (40064, "You are sending messages too fast. Take a rest."),
+            &|e| matches!(e, ProviderError::OutsideSessionWindow { .. }),
+        ),
+    ];
+    let code = |(code, message)| fake.fail_next_code(code, message);
+    fakes::assert_refusals(&tiktok, CONV, code, &coded).await;
+    fakes::assert_dropped_is_ambiguous(&tiktok, CONV, || fake.drop_next()).await;
     let wrong = TikTokConfig::new("revoked", BUSINESS, SECRET)
         .and_then(|c| c.api_base(&fake.base_url()))
         .expect("config");
@@ -214,8 +208,7 @@ async fn maps_tiktok_codes_and_http_failures_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (fake, tiktok) = started().await;
     fake.fail_next(500, None);
     fake.fail_next(429, Some(0));
     fake.fail_next_code(40100, "Too many requests.");
@@ -241,8 +234,7 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
 
 #[tokio::test]
 async fn media_refs_round_trip_through_the_download_route() {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    let tiktok = TikTokProvider::new(config(&fake)).expect("provider");
+    let (fake, tiktok) = started().await;
     fake.add_media("v0media01", b"png bytes");
     let (rec, server, local) = fakes::started(&tiktok, tiktok.webhook_routes()).await;
     let body = hooks::received(
@@ -290,16 +282,10 @@ async fn media_refs_round_trip_through_the_download_route() {
             .err(),
         Some(ErrorClass::Final)
     );
-    let good = StoredMediaRef {
-        provider: "tiktok".into(),
-        v: 1,
-        data: json!({ "media": token }),
-    };
+    let good = fakes::stored_ref(&tiktok, json!({ "media": token }));
     fakes::assert_refuses_foreign_refs(
         &tiktok,
         &good,
-        "gohighlevel",
-        2,
         &[json!({"media": "only|two"}), json!({"url": token})],
     );
     server.shutdown().await;

@@ -5,16 +5,16 @@
 #![cfg(feature = "twilio")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use crate::fakes::twilio::FakeTwilio;
 use crate::fakes::{Mode, contents};
 use botmesh::message::{Button, ChatId, Content, MediaKind, MediaRef, Outgoing, OutgoingContent};
 use botmesh::prelude::*;
-use botmesh::provider::{ErrorClass, Provider, ProviderError, ProviderEvent, StoredMediaRef};
+use botmesh::provider::{Provider, ProviderError, ProviderEvent, StoredMediaRef};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::twilio::{TwilioConfig, TwilioConfigError, TwilioProvider, TwilioSender};
 use botmesh_providers::webhook::RunningWebhookServer;
@@ -32,6 +32,15 @@ fn config(fake: &FakeTwilio) -> TwilioConfig {
         .webhook_base_url(PUBLIC)
         .expect("public url")
         .media_client(GuardedClient::allowing_localhost().expect("client"))
+}
+
+/// The fake and a provider on it.
+async fn started() -> (FakeTwilio, TwilioProvider) {
+    let fake = FakeTwilio::start(SID, TOKEN).await;
+    (
+        fake.clone(),
+        TwilioProvider::new(config(&fake)).expect("provider"),
+    )
 }
 
 async fn mounted(tw: &TwilioProvider) -> (RunningWebhookServer, String) {
@@ -68,47 +77,27 @@ async fn post(local: &str, params: &[(&str, &str)]) -> u16 {
 
 #[tokio::test]
 async fn the_signature_is_checked_over_url_and_every_parameter() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (_, tw) = started().await;
     let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let url = format!("{local}/twilio");
     let params = sms("SM1f0e8ae6ade43cb3c0ce4525424e404f", "Hello");
 
-    assert_eq!(
-        FakeTwilio::post_webhook(&url, &format!("{PUBLIC}/twilio"), None, &params)
-            .await
-            .0,
-        401
-    );
-    assert_eq!(
-        FakeTwilio::post_webhook(
-            &url,
-            &format!("{PUBLIC}/twilio"),
-            Some("other-token"),
-            &params
-        )
-        .await
-        .0,
-        403
-    );
-    assert_eq!(
-        FakeTwilio::post_webhook(&url, "https://evil.example/twilio", Some(TOKEN), &params)
-            .await
-            .0,
-        403
-    );
+    let public = format!("{PUBLIC}/twilio");
+    let refused = [
+        (public.as_str(), None, 401),
+        (public.as_str(), Some("other-token"), 403),
+        ("https://evil.example/twilio", Some(TOKEN), 403),
+    ];
+    for (signed_url, token, status) in refused {
+        let (got, _) = FakeTwilio::post_webhook(&url, signed_url, token, &params).await;
+        assert_eq!(got, status, "signed over {signed_url} with {token:?}");
+    }
     // Signed over fewer parameters than were sent (a dropped or added parameter).
     let sig =
         botmesh_providers::twilio::signature(TOKEN, &format!("{PUBLIC}/twilio"), &params[..3]);
-    let resp = fakes::client()
-        .post(&url)
-        .header("X-Twilio-Signature", sig)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(serde_urlencoded::to_string(&params).expect("form"))
-        .send()
-        .await
-        .expect("post");
-    assert_eq!(resp.status().as_u16(), 403);
+    let form = serde_urlencoded::to_string(&params).expect("form");
+    let header = [("X-Twilio-Signature", sig)];
+    assert_eq!(fakes::post_form(&url, header, &form).await, 403);
     assert!(rec.events().is_empty());
 
     // Accepted: signed on the public URL, with or without the default port; TwiML back.
@@ -131,53 +120,38 @@ async fn the_signature_is_checked_over_url_and_every_parameter() {
 
 #[tokio::test]
 async fn malformed_forms_get_400_and_deliver_nothing() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (_, tw) = started().await;
     let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
-    assert_eq!(
-        post(&local, &[("From", USER), ("To", "+1"), ("Body", "no sid")]).await,
-        400
-    );
-    assert_eq!(
-        post(
-            &local,
+    let malformed: [(&[(&str, &str)], &str); 3] = [
+        (
+            &[("From", USER), ("To", "+1"), ("Body", "no sid")],
+            "no MessageSid",
+        ),
+        (
             &[
                 ("MessageSid", "SM3"),
                 ("From", USER),
                 ("To", "+1"),
-                ("NumMedia", "two")
-            ]
-        )
-        .await,
-        400
-    );
-    assert_eq!(
-        post(
-            &local,
+                ("NumMedia", "two"),
+            ],
+            "NumMedia not a number",
+        ),
+        (
             &[
                 ("MessageSid", "SM4"),
                 ("From", USER),
                 ("To", "+1"),
-                ("NumMedia", "1")
-            ]
-        )
-        .await,
-        400,
-        "MediaUrl0 missing"
-    );
-    let resp = fakes::client()
-        .post(format!("{local}/twilio"))
-        .header("X-Twilio-Signature", "x")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("a=%zz&&=")
-        .send()
-        .await
-        .expect("post");
-    assert!(
-        matches!(resp.status().as_u16(), 400 | 403),
-        "{}",
-        resp.status()
-    );
+                ("NumMedia", "1"),
+            ],
+            "MediaUrl0 missing",
+        ),
+    ];
+    for (form, what) in malformed {
+        assert_eq!(post(&local, form).await, 400, "{what}");
+    }
+    let header = [("X-Twilio-Signature", "x".to_owned())];
+    let status = fakes::post_form(&format!("{local}/twilio"), header, "a=%zz&&=").await;
+    assert!(matches!(status, 400 | 403), "{status}");
     assert_eq!(
         FakeTwilio::post_webhook(
             &format!("{local}/twilio/status"),
@@ -198,8 +172,7 @@ async fn malformed_forms_get_400_and_deliver_nothing() {
 
 #[tokio::test]
 async fn receives_sms_mms_whatsapp_kinds_and_statuses() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, tw) = started().await;
     let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let url0 = fake.add_media("MM1", "ME1", b"jpeg");
     let url1 = fake.add_media("MM1", "ME2", b"ogg");
@@ -447,60 +420,60 @@ async fn sends_every_content_kind() {
     assert_eq!(fake.param(n, "From"), None);
 }
 
-/// What a refused send's error must be.
-type Expected = dyn Fn(&ProviderError) -> bool;
-
 #[tokio::test]
 async fn maps_twilio_errors_onto_classes() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
-    let c = ChatId::from(USER);
-    let hi = Outgoing::from("hi");
-    let rate_limited =
-        |e: &ProviderError| e.class() == ErrorClass::RateLimited(Some(Duration::from_secs(3)));
-    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
-    let unreachable = |e: &ProviderError| matches!(e, ProviderError::RecipientUnreachable { .. });
-    let final_ =
-        |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(TOKEN);
-    let cases: [(u16, i64, &str, Option<u64>, &Expected); 8] = [
-        (429, 20429, "Too Many Requests", Some(3), &rate_limited),
-        (503, 20500, "Service unavailable", None, &retryable),
+    let (fake, tw) = started().await;
+    let final_ = fakes::final_hiding(TOKEN);
+    let fail = |(status, code, message, retry_after)| {
+        fake.fail_next(status, code, message, retry_after);
+    };
+    let cases: Refusals<'_, (u16, i64, &str, Option<u64>), 8> = [
         (
-            400,
-            21211,
-            "The 'To' number +1555 is not a valid phone number.",
-            None,
-            &unreachable,
+            (429, 20429, "Too Many Requests", Some(3)),
+            &fakes::rate_limited(3),
+        ),
+        ((503, 20500, "Service unavailable", None), &fakes::retryable),
+        (
+            (
+                400,
+                21211,
+                "The 'To' number +1555 is not a valid phone number.",
+                None,
+            ),
+            &fakes::unreachable,
         ),
         (
-            400,
-            21610,
-            "Attempt to send to unsubscribed recipient",
-            None,
-            &unreachable,
+            (
+                400,
+                21610,
+                "Attempt to send to unsubscribed recipient",
+                None,
+            ),
+            &fakes::unreachable,
         ),
         (
-            400,
-            63016,
-            "Failed to send freeform message because you are outside the allowed window.",
-            None,
+            (
+                400,
+                63016,
+                "Failed to send freeform message because you are outside the allowed window.",
+                None,
+            ),
             &|e| matches!(e, ProviderError::OutsideSessionWindow { .. }),
         ),
         (
-            400,
-            21617,
-            "The concatenated message body exceeds the 1600 character limit.",
-            None,
+            (
+                400,
+                21617,
+                "The concatenated message body exceeds the 1600 character limit.",
+                None,
+            ),
             &|e| matches!(e, ProviderError::PayloadTooLarge { limit: 1600, .. }),
         ),
-        (401, 20003, "Authenticate", None, &final_),
-        (400, 21608, "The number is unverified", None, &final_),
+        ((401, 20003, "Authenticate", None), &final_),
+        ((400, 21608, "The number is unverified", None), &final_),
     ];
-    for (status, code, message, retry_after, expected) in cases {
-        fake.fail_next(status, code, message, retry_after);
-        let e = tw.send(&c, &hi).await.expect_err("refused");
-        assert!(expected(&e), "{status}/{code}: {e:?}");
-    }
+    fakes::assert_refusals(&tw, USER, fail, &cases).await;
+    let (c, hi) = (ChatId::from(USER), Outgoing::from("hi"));
 
     let gone = TwilioProvider::new(
         TwilioConfig::new(SID, TOKEN, TwilioSender::From("+1".into()))
@@ -550,8 +523,7 @@ async fn downloads_media_through_the_guarded_client_only_from_twilio() {
 
 #[tokio::test]
 async fn media_refs_round_trip_and_every_rejection() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, tw) = started().await;
     let url = fake.add_media("MM1", "ME1", b"x");
     for token in [
         url.as_str(),
@@ -582,16 +554,10 @@ async fn media_refs_round_trip_and_every_rejection() {
             "not-durable: {off}"
         );
     }
-    let good = StoredMediaRef {
-        provider: "twilio".into(),
-        v: 1,
-        data: json!({"url": url}),
-    };
+    let good = fakes::stored_ref(&tw, json!({"url": url}));
     fakes::assert_refuses_foreign_refs(
         &tw,
         &good,
-        "telegram",
-        2,
         &[
             json!({"url": "https://evil.example/x"}),
             json!({"href": "x"}),
@@ -673,8 +639,7 @@ fn an_empty_auth_token_is_refused() {
 /// create of at most 1600 characters and the options ride on the last.
 #[tokio::test]
 async fn a_long_text_with_buttons_is_one_create_per_part() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let provider = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, provider) = started().await;
     let (server, local) = mounted(&provider).await;
     let bot = Bot::builder(provider).build().expect("bot");
     bot.on_message(|ctx: Ctx| async move {
@@ -716,8 +681,7 @@ fn two_bodies(fake: &FakeTwilio) -> Vec<String> {
 /// so each part is one create and the numbered rows ride on the last.
 #[tokio::test]
 async fn a_long_list_is_one_create_per_part() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let provider = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, provider) = started().await;
     let (server, local) = mounted(&provider).await;
     let bot = Bot::builder(provider).build().expect("bot");
     let parts = Arc::new(AtomicUsize::new(0));
@@ -766,8 +730,7 @@ async fn a_long_list_is_one_create_per_part() {
 /// again by a retry).
 #[tokio::test]
 async fn options_over_their_room_are_refused_before_any_create() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, tw) = started().await;
     let title = "a very long option title that goes on";
     let buttons: Vec<Button> = (0..12)
         .map(|i| Button::with_id(format!("b{i}"), title))
@@ -790,8 +753,7 @@ async fn options_over_their_room_are_refused_before_any_create() {
 /// options, so `2` is a text, not the second option of the question before.
 #[tokio::test]
 async fn an_answer_reads_against_the_question_whose_request_left() {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    let tw = TwilioProvider::new(config(&fake)).expect("provider");
+    let (fake, tw) = started().await;
     let (rec, server, local) = fakes::started(&tw, tw.webhook_routes()).await;
     let chat = ChatId::from(USER);
     tw.send(

@@ -5,6 +5,7 @@
 #![cfg(feature = "whatsapp-cloud")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use crate::fakes::whatsapp::{FakeWhatsApp, hooks};
 use crate::fakes::{Mode, contents};
@@ -437,47 +438,29 @@ async fn maps_graph_errors_and_the_session_window() {
     let wa = WhatsAppProvider::new(config(&fake)).expect("provider");
     let c = chat();
     let hi = Outgoing::from("hi");
-    let check = |status, code, msg: &str| {
-        fake.fail_next(status, code, msg);
-        let wa = wa.clone();
-        let c = c.clone();
-        let hi = hi.clone();
-        async move { wa.send(&c, &hi).await.expect_err("scripted failure") }
-    };
-    let e = check(400, 130429, "(#130429) Rate limit hit").await;
-    assert!(matches!(e.class(), ErrorClass::RateLimited(_)), "{e}");
-    let e = check(429, 4, "(#4) Application request limit reached").await;
-    assert!(matches!(e.class(), ErrorClass::RateLimited(_)), "{e}");
-    let e = check(400, 131047, "Re-engagement message").await;
-    assert!(
-        matches!(&e, ProviderError::OutsideSessionWindow { chat, .. } if chat == hooks::WA_ID),
-        "{e}"
-    );
-    assert_eq!(e.class(), ErrorClass::Final);
-    assert!(matches!(
-        check(400, 131026, "Message undeliverable").await,
-        ProviderError::RecipientUnreachable { .. }
-    ));
-    assert!(matches!(
-        check(400, 131051, "Unsupported message type").await,
-        ProviderError::UnsupportedContent { .. }
-    ));
-    assert_eq!(
-        check(500, 131000, "Something went wrong").await.class(),
-        ErrorClass::Retryable
-    );
-    assert_eq!(
-        check(503, 131016, "Service unavailable").await.class(),
-        ErrorClass::Retryable
-    );
-    assert_eq!(
-        check(401, 190, "Access token expired").await.class(),
-        ErrorClass::Final
-    );
-    assert_eq!(
-        check(400, 132001, "Template does not exist").await.class(),
-        ErrorClass::Final
-    );
+    let rate_limited = |e: &ProviderError| matches!(e.class(), ErrorClass::RateLimited(_));
+    let final_ = fakes::class_is(ErrorClass::Final);
+    let cases: Refusals<'_, (u16, i64, &str), 9> = [
+        ((400, 130429, "(#130429) Rate limit hit"), &rate_limited),
+        (
+            (429, 4, "(#4) Application request limit reached"),
+            &rate_limited,
+        ),
+        ((400, 131047, "Re-engagement message"), &|e| {
+            matches!(e, ProviderError::OutsideSessionWindow { chat, .. } if chat == hooks::WA_ID)
+                && e.class() == ErrorClass::Final
+        }),
+        ((400, 131026, "Message undeliverable"), &fakes::unreachable),
+        ((400, 131051, "Unsupported message type"), &|e| {
+            matches!(e, ProviderError::UnsupportedContent { .. })
+        }),
+        ((500, 131000, "Something went wrong"), &fakes::retryable),
+        ((503, 131016, "Service unavailable"), &fakes::retryable),
+        ((401, 190, "Access token expired"), &final_),
+        ((400, 132001, "Template does not exist"), &final_),
+    ];
+    let fail = |(status, code, message)| fake.fail_next(status, code, message);
+    fakes::assert_refusals(&wa, c.as_str(), fail, &cases).await;
 
     // The window: a chat known to have written 25 h ago gets no free-form message.
     let before = fake.sent().len();
@@ -564,13 +547,7 @@ async fn media_refs_round_trip_and_every_rejection() {
         .is_none(),
         "not-durable"
     );
-    fakes::assert_refuses_foreign_refs(
-        &wa,
-        &stored,
-        "telegram",
-        9,
-        &[json!({"media_id": "12/../x"})],
-    );
+    fakes::assert_refuses_foreign_refs(&wa, &stored, &[json!({"media_id": "12/../x"})]);
 }
 
 #[tokio::test]

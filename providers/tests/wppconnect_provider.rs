@@ -7,11 +7,12 @@
 #![cfg(feature = "wppconnect")]
 
 use crate::fakes;
+use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::wppconnect::{FakeWppConnect, hooks};
 use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
-use botmesh::provider::{ErrorClass, Provider, ProviderError, StoredMediaRef};
+use botmesh::provider::{Provider, ProviderError};
 use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
 use serde_json::{Value, json};
 
@@ -25,14 +26,22 @@ fn config(fake: &FakeWppConnect) -> WppConnectConfig {
     WppConnectConfig::new(&fake.base_url(), SESSION, TOKEN, SECRET).expect("config")
 }
 
+/// The fake and a provider on it.
+async fn started() -> (FakeWppConnect, WppConnectProvider) {
+    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
+    (
+        fake.clone(),
+        WppConnectProvider::new(config(&fake)).expect("provider"),
+    )
+}
+
 async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
     fakes::post_json(url, header, body).await.0
 }
 
 #[tokio::test]
 async fn the_secret_and_the_session_are_checked() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (_, wpp) = started().await;
     let (rec, server, local) = fakes::started(&wpp, wpp.webhook_routes()).await;
     let hi = hooks::text_from(SESSION, USER, "3EB0A1B2C3D4E5F6", "hi");
     let refused = [
@@ -46,8 +55,7 @@ async fn the_secret_and_the_session_are_checked() {
 
 #[tokio::test]
 async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (_, wpp) = started().await;
     let (rec, server, local) = fakes::started(&wpp, wpp.webhook_routes()).await;
     let url = format!("{local}/wppconnect/{SECRET}");
     let bodies = [
@@ -113,8 +121,7 @@ async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
 
 #[tokio::test]
 async fn sends_every_content_kind_and_edits() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (fake, wpp) = started().await;
     let c = ChatId::from(USER);
     let mut quoted = Outgoing::from("a reply");
     quoted.reply_to = Some(format!("false_{USER}_3EB0TXT1").into());
@@ -210,60 +217,35 @@ async fn sends_every_content_kind_and_edits() {
     ));
 }
 
-type Expected = dyn Fn(&ProviderError) -> bool;
-
 #[tokio::test]
 async fn maps_wppconnect_errors_onto_classes() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
-    let c = ChatId::from(USER);
-    let hi = Outgoing::from("hi");
-    let retryable = |e: &ProviderError| e.class() == ErrorClass::Retryable;
-    let final_ =
-        |e: &ProviderError| e.class() == ErrorClass::Final && !e.to_string().contains(TOKEN);
-    let cases: [(u16, Value, Option<u64>, &Expected); 5] = [
+    let (fake, wpp) = started().await;
+    let final_ = fakes::final_hiding(TOKEN);
+    let error = |message: &str| json!({"status": "error", "message": message});
+    let disconnected = json!({"response": null, "status": "Disconnected", "message": "A sessão do WhatsApp não está ativa."});
+    let fail = |(status, body, retry_after)| fake.fail_next(status, body, retry_after);
+    let cases: Refusals<'_, (u16, Value, Option<u64>), 5> = [
         (
-            429,
-            json!({"message": "Too many requests"}),
-            Some(1),
-            &|e| e.class() == ErrorClass::RateLimited(Some(std::time::Duration::from_secs(1))),
+            (429, json!({"message": "Too many requests"}), Some(1)),
+            &fakes::rate_limited(1),
         ),
         (
-            500,
-            json!({"status": "error", "message": "Error on send message"}),
-            None,
-            &retryable,
+            (500, error("Error on send message"), None),
+            &fakes::retryable,
         ),
-        (
-            404,
-            json!({"response": null, "status": "Disconnected", "message": "A sessão do WhatsApp não está ativa."}),
-            None,
-            &|e| matches!(e, ProviderError::NotConnected { .. }),
-        ),
-        (401, json!({"message": "Unauthorized"}), None, &final_),
-        (
-            400,
-            json!({"status": "error", "message": "Invalid phone"}),
-            None,
-            &final_,
-        ),
+        ((404, disconnected, None), &|e| {
+            matches!(e, ProviderError::NotConnected { .. })
+        }),
+        ((401, json!({"message": "Unauthorized"}), None), &final_),
+        ((400, error("Invalid phone"), None), &final_),
     ];
-    for (status, body, retry_after, expected) in cases {
-        fake.fail_next(status, body, retry_after);
-        let e = wpp.send(&c, &hi).await.expect_err("refused");
-        assert!(expected(&e), "{status}: {e:?}");
-    }
-    fake.drop_next();
-    assert!(matches!(
-        wpp.send(&c, &hi).await,
-        Err(ProviderError::Ambiguous { .. })
-    ));
+    fakes::assert_refusals(&wpp, USER, fail, &cases).await;
+    fakes::assert_dropped_is_ambiguous(&wpp, USER, || fake.drop_next()).await;
 }
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (fake, wpp) = started().await;
     fake.fail_next(
         500,
         json!({"status": "error", "message": "Error on send message"}),
@@ -279,8 +261,7 @@ async fn the_outbox_retries_5xx_and_429_and_answers_once() {
 
 #[tokio::test]
 async fn media_refs_round_trip_through_the_servers_media_route() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let wpp = WppConnectProvider::new(config(&fake)).expect("provider");
+    let (fake, wpp) = started().await;
     let id = format!("false_{USER}_3EB0IMG1");
     fake.add_media(&id, b"jpeg bytes");
     let media = MediaRef {
@@ -294,16 +275,10 @@ async fn media_refs_round_trip_through_the_servers_media_route() {
         wpp.download_media(&back).await.expect("download"),
         b"jpeg bytes"
     );
-    let good = StoredMediaRef {
-        provider: "wppconnect".into(),
-        v: 1,
-        data: json!({"message_id": id}),
-    };
+    let good = fakes::stored_ref(&wpp, json!({"message_id": id}));
     fakes::assert_refuses_foreign_refs(
         &wpp,
         &good,
-        "evolution",
-        2,
         &[json!({"message_id": "../../etc"}), json!({"id": "x"})],
     );
 }

@@ -20,7 +20,6 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::operating::admin::AdminOptions;
 use botmesh::operating::http::MetricsServer;
 use botmesh::prelude::*;
-use botmesh::provider::ProviderError;
 use botmesh::schedule::{Job, JobCtx};
 use botmesh::testing::MockProvider;
 use fantoccini::{ClientBuilder, Locator};
@@ -43,10 +42,7 @@ async fn seeded(actions: bool) -> (Bot, MockProvider, MetricsServer, String) {
         .build()
         .unwrap();
     bot.flow(order);
-    bot.command("hi", |ctx: Ctx| async move {
-        ctx.reply("hello").await?;
-        Ok(())
-    });
+    crate::common::hello_on_hi(&bot);
     bot.task("digest", |_job: JobCtx| async move { Ok(()) });
     bot.start().await.unwrap();
     bot.schedule(Job::cron("digest", "0 9 * * MON-FRI"))
@@ -54,12 +50,7 @@ async fn seeded(actions: bool) -> (Bot, MockProvider, MetricsServer, String) {
         .unwrap();
     mock.say("alice", "m1", "/order").await.unwrap();
     bot.idle().await;
-    mock.fail_next_send(ProviderError::UnsupportedContent {
-        provider: "mock".into(),
-        what: "text".into(),
-    });
-    mock.say("bob", "m2", "/hi").await.unwrap();
-    bot.idle().await;
+    crate::common::dead_reply_to_bob(&bot, &mock).await;
     let dead = dead_sends(&bot).await;
     assert_eq!(dead.len(), 1, "bob's reply is dead");
     (bot, mock, server, dead[0].clone())
@@ -262,21 +253,32 @@ fn screenshot_dir() -> PathBuf {
     dir
 }
 
+/// Clicks the element `css` names.
+async fn click(browser: &fantoccini::Client, css: &str) {
+    let element = browser.find(Locator::Css(css)).await.unwrap();
+    element.click().await.unwrap();
+}
+
 /// Clicks the button `css` names and reads what the page it leads to says it did.
 async fn press(browser: &fantoccini::Client, css: &str) -> String {
-    browser
-        .find(Locator::Css(css))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, css).await;
     let flash = browser
         .wait()
         .for_element(Locator::Id("flash"))
         .await
         .unwrap();
     flash.text().await.unwrap()
+}
+
+/// The text of the element at `locator`.
+async fn text_at(browser: &fantoccini::Client, locator: Locator<'_>) -> String {
+    let element = browser.find(locator).await.unwrap();
+    element.text().await.unwrap()
+}
+
+/// Saves what the browser shows as `path`.
+async fn screenshot(browser: &fantoccini::Client, path: PathBuf) {
+    std::fs::write(path, browser.screenshot().await.unwrap()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,13 +337,7 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
         .await
         .unwrap();
     field.send_keys(TOKEN).await.unwrap();
-    browser
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "button[type=submit]").await;
 
     // The page: bob's dead reply with its error, alice's conversation.
     let row = format!("tr.dead[data-id=\"{key}\"]");
@@ -352,19 +348,9 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
         .unwrap();
     let text = dead.text().await.unwrap();
     assert!(text.contains("unsupported content"), "{text}");
-    let conversations = browser
-        .find(Locator::Id("conversations"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let conversations = text_at(&browser, Locator::Id("conversations")).await;
     assert!(conversations.contains("alice"), "{conversations}");
-    std::fs::write(
-        shots.join("dead-letter.png"),
-        browser.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    screenshot(&browser, shots.join("dead-letter.png")).await;
 
     // Retry it: the page says so, and the bot's sweeper sends bob his reply.
     let flash = press(&browser, &format!("{row} button[value=retry]")).await;
@@ -379,34 +365,18 @@ async fn an_operator_retries_a_dead_letter_in_a_browser_and_the_reply_goes_out()
 
     // Reloaded: no dead letter left, the sends in the chart.
     browser.goto(&base).await.unwrap();
-    let section = browser
-        .find(Locator::Id("dead-letters"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let section = text_at(&browser, Locator::Id("dead-letters")).await;
     assert!(section.contains("None."), "{section}");
     let bars = browser
         .find_all(Locator::Css("#sends-chart rect.sent"))
         .await
         .unwrap();
     assert!(!bars.is_empty(), "the chart shows the sends");
-    std::fs::write(
-        shots.join("after-retry.png"),
-        browser.screenshot().await.unwrap(),
-    )
-    .unwrap();
+    screenshot(&browser, shots.join("after-retry.png")).await;
 
     // The scheduled job, cancelled from its row.
     let job = "tr.job[data-id=\"digest\"]";
-    let text = browser
-        .find(Locator::Css(job))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = text_at(&browser, Locator::Css(job)).await;
     assert!(text.contains("cron 0 9 * * MON-FRI"), "{text}");
     let flash = press(&browser, &format!("{job} button[value=cancel]")).await;
     assert!(flash.contains("job digest cancelled"), "{flash}");

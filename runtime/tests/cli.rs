@@ -14,7 +14,6 @@ use botmesh::durability::inbox::{InboxJournalClaim, NewInbound};
 use botmesh::durability::{PostgresStore, SqliteStore, Store};
 use botmesh::operating::cli::{CliError, run_from};
 use botmesh::prelude::*;
-use botmesh::provider::ProviderError;
 use botmesh::schedule::{Job, JobCtx, MissedRuns};
 use botmesh::testing::MockProvider;
 use serde_json::Value;
@@ -40,10 +39,7 @@ async fn seed(store: Arc<dyn Store>) -> (String, String) {
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone()).store_arc(store).build().unwrap();
     bot.flow(order);
-    bot.command("hi", |ctx: Ctx| async move {
-        ctx.reply("hello").await?;
-        Ok(())
-    });
+    crate::common::hello_on_hi(&bot);
     bot.task("digest", |_job: JobCtx| async move { Ok(()) });
     bot.start().await.unwrap();
     // Two scheduled jobs: a daily digest and a reminder for alice in an hour.
@@ -60,12 +56,7 @@ async fn seed(store: Arc<dyn Store>) -> (String, String) {
     mock.say("alice", "m1", "/order").await.unwrap();
     assert_eq!(mock.wait_for_sends(1, Duration::from_secs(10)).await, 1);
     bot.idle().await;
-    mock.fail_next_send(ProviderError::UnsupportedContent {
-        provider: "mock".into(),
-        what: "text".into(),
-    });
-    mock.say("bob", "m2", "/hi").await.unwrap();
-    bot.idle().await;
+    crate::common::dead_reply_to_bob(&bot, &mock).await;
     let journals = bot.durability().unwrap();
     let dead_send = journals
         .outbox()

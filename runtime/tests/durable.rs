@@ -77,7 +77,17 @@ fn harness_with(
 fn hourly_sweeper() -> (DurabilityConfig, Arc<dyn DurableKv>, MemoryStore) {
     let mut config = fast_config();
     config.poll = Duration::from_secs(3600);
-    (config, Arc::new(MemoryKv::new()), MemoryStore::new())
+    let (kv, store) = memory_backends();
+    (config, kv, store)
+}
+
+/// [`hourly_sweeper`]'s backends, on which a first bot left `texts` to chat `a` unsent
+/// ([`leave_unsent`]).
+async fn left_unsent_to_a(texts: &[&str]) -> (DurabilityConfig, Arc<dyn DurableKv>, MemoryStore) {
+    let (config, kv, store) = hourly_sweeper();
+    let first = harness(kv.clone(), store.clone(), config.clone());
+    leave_unsent(&first, "a", texts).await;
+    (config, kv, store)
 }
 
 /// Enqueues `texts` to `chat` (keys `key:<text>`) on `h`'s bot, started if it is not, and
@@ -151,20 +161,27 @@ fn two_replies(bot: &Bot) {
     });
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let store = MemoryStore::new();
-    let h = harness(kv.clone(), store.clone(), fast_config());
+/// A memory journal and a memory store, which a restarted bot finds as the first left them.
+fn memory_backends() -> (Arc<dyn DurableKv>, MemoryStore) {
+    (Arc::new(MemoryKv::new()), MemoryStore::new())
+}
+
+/// `h`, answering every message twice ([`two_replies`]), started.
+async fn started_replying_twice(h: Harness) -> Harness {
     two_replies(&h.bot);
     h.bot.start().await.unwrap();
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
+    let (kv, store) = memory_backends();
+    let h = started_replying_twice(harness(kv.clone(), store.clone(), fast_config())).await;
     assert_eq!(h.mock.say("a", "m1", "hi").await, Ok(Accepted::Queued));
     settle(&h.bot).await;
     h.bot.stop().await.unwrap();
 
-    let h2 = harness(kv, store, fast_config());
-    two_replies(&h2.bot);
-    h2.bot.start().await.unwrap();
+    let h2 = started_replying_twice(harness(kv, store, fast_config())).await;
     assert_eq!(h2.mock.say("a", "m1", "hi").await, Ok(Accepted::Duplicate));
     settle(&h2.bot).await;
     assert!(
@@ -181,11 +198,8 @@ async fn a_redelivery_is_a_duplicate_even_after_a_restart() {
 /// options, is a duplicate, not an answer processed twice.
 #[tokio::test(start_paused = true)]
 async fn a_text_read_as_a_press_and_redelivered_as_a_text_is_a_duplicate() {
-    let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let store = MemoryStore::new();
-    let h = harness(kv.clone(), store.clone(), fast_config());
-    two_replies(&h.bot);
-    h.bot.start().await.unwrap();
+    let (kv, store) = memory_backends();
+    let h = started_replying_twice(harness(kv.clone(), store.clone(), fast_config())).await;
     let press = Interaction {
         id: "SM1".to_owned(),
         chat: ChatId::from("a"),
@@ -207,9 +221,7 @@ async fn a_text_read_as_a_press_and_redelivered_as_a_text_is_a_duplicate() {
     settle(&h.bot).await;
     h.bot.stop().await.unwrap();
 
-    let h2 = harness(kv, store, fast_config());
-    two_replies(&h2.bot);
-    h2.bot.start().await.unwrap();
+    let h2 = started_replying_twice(harness(kv, store, fast_config())).await;
     assert_eq!(h2.mock.say("a", "SM1", "2").await, Ok(Accepted::Duplicate));
     settle(&h2.bot).await;
     assert!(h2.mock.sent().is_empty(), "{:?}", h2.mock.sent());
@@ -219,9 +231,7 @@ async fn a_text_read_as_a_press_and_redelivered_as_a_text_is_a_duplicate() {
 #[tokio::test(start_paused = true)]
 async fn sends_are_journaled_and_answered_from_the_outbox_on_replay() {
     let kv: Arc<dyn DurableKv> = Arc::new(MemoryKv::new());
-    let h = harness(kv, MemoryStore::new(), fast_config());
-    two_replies(&h.bot);
-    h.bot.start().await.unwrap();
+    let h = started_replying_twice(harness(kv, MemoryStore::new(), fast_config())).await;
     h.mock.say("a", "m1", "hi").await.unwrap();
     settle(&h.bot).await;
     let d = h.bot.durability().unwrap();
@@ -447,16 +457,11 @@ async fn enqueue_with_an_explicit_key_sends_once() {
         }
     });
     h.bot.start().await.unwrap();
-    let first = h
-        .bot
-        .enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
-        .await
-        .unwrap();
-    let second = h
-        .bot
-        .enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
-        .await
-        .unwrap();
+    let remind = || {
+        h.bot
+            .enqueue("a", Outgoing::from("Tomorrow at 9").key("reminder:1"))
+    };
+    let (first, second) = (remind().await.unwrap(), remind().await.unwrap());
     assert!(!first.deduped && second.deduped);
     assert_eq!(
         before.load(Ordering::SeqCst),
@@ -487,15 +492,9 @@ async fn enqueue_with_an_explicit_key_sends_once() {
 async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
     // The sweeper polls once an hour (its first pass an hour after the start): only
     // recovery can deliver what the first bot left.
-    let (config, kv, store) = hourly_sweeper();
     // Journaled for the sweeper, whose next pass is an hour away: left unsent at the stop,
     // as a flow step's sends are when the process dies right after the step's commit.
-    leave_unsent(
-        &harness(kv.clone(), store.clone(), config.clone()),
-        "a",
-        &["left 1", "left 2"],
-    )
-    .await;
+    let (config, kv, store) = left_unsent_to_a(&["left 1", "left 2"]).await;
 
     let second = harness(kv, store, config);
     // A draining stop right after the start waits for the recovered work, the left sends
@@ -505,25 +504,15 @@ async fn a_restart_that_stops_at_once_still_delivers_the_sends_left_unsent() {
     assert!(second.errors().is_empty(), "{:?}", second.errors());
 }
 
-/// Two layouts of one persistent flow: the second restarts a checkpoint of the first.
-mod layout_v1 {
-    use botmesh::prelude::*;
-
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+flow_builds! {
+    /// Two layouts of one persistent flow: the second restarts a checkpoint of the first.
+    mod layout_v1: #[flow(start = command("order"))] fn order(cx) {
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         cx.send(format!("1 x {item}")).await?;
         Ok(())
     }
-}
 
-mod layout_v2 {
-    use botmesh::prelude::*;
-
-    #[flow(start = command("order"), on_version_mismatch = restart)]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+    mod layout_v2: #[flow(start = command("order"), on_version_mismatch = restart)] fn order(cx) {
         let shop: String = "main".to_owned();
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         cx.send(format!("1 x {item} from {shop}")).await?;
@@ -576,13 +565,7 @@ async fn a_flow_restarted_at_start_sends_after_the_chats_left_over_sends() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
-    let (config, kv, store) = hourly_sweeper();
-    leave_unsent(
-        &harness(kv.clone(), store.clone(), config.clone()),
-        "a",
-        &["left"],
-    )
-    .await;
+    let (config, kv, store) = left_unsent_to_a(&["left"]).await;
 
     // Recovery queues the left send, then the transport fails to start: the rollback closes
     // the journal and the store, and the queued delivery must not run on over them.
@@ -591,11 +574,7 @@ async fn a_failed_start_runs_none_of_the_work_its_recovery_queued() {
         provider: "mock".into(),
     });
     let second = harness_with(kv.clone(), store.clone(), config.clone(), broken, |b| b);
-    let err = second.bot.start().await.unwrap_err();
-    assert!(
-        matches!(&err, BotError::StartFailed { step, .. } if step == "transport"),
-        "{err}"
-    );
+    crate::common::assert_start_fails_at(&second.bot, "transport").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
         second.mock.sent().is_empty(),
@@ -660,10 +639,7 @@ async fn long_texts_become_parts_delivered_in_order() {
         MockProvider::with_capabilities(caps),
         |b| b,
     );
-    h.bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("aaaa bbbb cccc dddd eeee").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&h.bot, "aaaa bbbb cccc dddd eeee");
     h.bot.start().await.unwrap();
     h.mock.fail_next_send(ProviderError::Network {
         provider: "mock".into(),
@@ -689,9 +665,12 @@ async fn long_texts_become_parts_delivered_in_order() {
 async fn fail_closed_refuses_and_a_redelivery_is_processed() {
     // A backend that can be taken down.
     let flaky = crashable(Arc::new(MemoryKv::new()));
-    let h = harness(Arc::new(flaky.clone()), MemoryStore::new(), fast_config());
-    two_replies(&h.bot);
-    h.bot.start().await.unwrap();
+    let h = started_replying_twice(harness(
+        Arc::new(flaky.clone()),
+        MemoryStore::new(),
+        fast_config(),
+    ))
+    .await;
     flaky.set_down(true);
     let r = h.mock.say("a", "m1", "hi").await;
     assert!(
@@ -944,9 +923,12 @@ async fn media_unavailable_reasons_on_replay() {
 
 #[tokio::test(start_paused = true)]
 async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
-    let h = harness(Arc::new(MemoryKv::new()), MemoryStore::new(), fast_config());
-    two_replies(&h.bot);
-    h.bot.start().await.unwrap();
+    let h = started_replying_twice(harness(
+        Arc::new(MemoryKv::new()),
+        MemoryStore::new(),
+        fast_config(),
+    ))
+    .await;
     let d = h.bot.durability().unwrap();
     d.inbox()
         .journal(NewInbound::new(

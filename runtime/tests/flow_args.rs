@@ -68,14 +68,10 @@ async fn the_trigger_builds_the_arguments_and_the_checkpoint_keeps_them() {
     );
 }
 
-/// The quiz of another build: its question is now `question`, so a checkpoint waiting at `q`
-/// meets the version policy (restart).
-mod reworded {
-    use botmesh::prelude::*;
-
-    #[flow(start = command("quiz"), args = super::rounds)]
-    #[persistent]
-    pub(crate) async fn quiz(cx: &mut FlowCx, rounds: u32) -> FlowResult {
+flow_builds! {
+    /// The quiz of another build: its question is now `question`, so a checkpoint waiting at `q`
+    /// meets the version policy (restart).
+    mod reworded: #[flow(start = command("quiz"), args = super::rounds)] fn quiz(cx, rounds: u32) {
         let mut yes: u32 = 0;
         let all: Vec<u32> = (1..=rounds).collect();
         for asked in all {

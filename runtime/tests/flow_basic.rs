@@ -1,7 +1,7 @@
 //! The DESIGN.md order flow, end to end: straight through, with a re-ask loop, and across a
 //! restart of the bot.
 
-use crate::common::order;
+use crate::common::{across_a_restart, order};
 use botmesh::testing::Transcript;
 
 async fn transcript() -> Transcript {
@@ -25,9 +25,7 @@ async fn order_straight_through() {
 #[tokio::test]
 async fn order_across_a_restart() {
     let mut t = transcript().await;
-    t.says_all("alice", &["/order", "pears"]).await;
-    t.restart().await.expect("restart");
-    t.says("alice", "2").await;
+    across_a_restart(&mut t, "alice", &["/order", "pears"], &["2"]).await;
     insta::assert_snapshot!(t.render());
 }
 

@@ -8,7 +8,7 @@ use botmesh::flow::Interrupt;
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
-use crate::common::fresh;
+use crate::common::{across_a_restart, fresh};
 
 /// A survey: labelled loops, while, continue, break values, early return.
 #[flow(start = keyword("survey"))]
@@ -157,9 +157,7 @@ async fn loops_and_early_returns() {
 #[tokio::test]
 async fn ask_in_a_while_condition() {
     let mut t = transcript().await;
-    t.says_all("ann", &["/more", "yes"]).await;
-    t.restart().await.expect("restart");
-    t.says_all("ann", &["y", "no"]).await;
+    across_a_restart(&mut t, "ann", &["/more", "yes"], &["y", "no"]).await;
     insta::assert_snapshot!(t.render());
 }
 
@@ -177,9 +175,7 @@ async fn parse_buttons_timeout_and_cancel() {
 #[tokio::test]
 async fn sub_flows() {
     let mut t = transcript().await;
-    t.says_all("ann", &["/names", "ada"]).await;
-    t.restart().await.expect("restart");
-    t.says("ann", "bob").await;
+    across_a_restart(&mut t, "ann", &["/names", "ada"], &["bob"]).await;
     insta::assert_snapshot!(t.render());
 }
 

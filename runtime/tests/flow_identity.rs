@@ -5,13 +5,9 @@
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
-mod v1 {
-    use botmesh::prelude::*;
-
+flow_builds! {
     /// Signs a user up: name, age, confirmation.
-    #[flow(start = command("signup"))]
-    #[persistent]
-    pub(crate) async fn signup(cx: &mut FlowCx) -> FlowResult {
+    mod v1: #[flow(start = command("signup"))] fn signup(cx) {
         cx.send("Welcome!").await?;
         let name: String = cx.ask("Name?").await?.text().to_owned();
         let age: u32 = cx.ask("Age?").parse::<u32>("A number, please.").await?;
@@ -25,15 +21,9 @@ mod v1 {
         cx.send(format!("Signed up: {name}")).await?;
         Ok(())
     }
-}
-
-mod v2 {
-    use botmesh::prelude::*;
 
     /// The same flow with a send and an ask inserted (and a send that uses the new answer).
-    #[flow(start = command("signup"))]
-    #[persistent]
-    pub(crate) async fn signup(cx: &mut FlowCx) -> FlowResult {
+    mod v2: #[flow(start = command("signup"))] fn signup(cx) {
         cx.send("Welcome!").await?;
         let name: String = cx.ask("Name?").await?.text().to_owned();
         cx.send("Nice to meet you.").await?;
@@ -53,13 +43,9 @@ mod v2 {
 }
 
 #[rustfmt::skip]
-mod v1_reformatted {
-    use botmesh::prelude::*;
-
+flow_builds! {
     /// `v1::signup`, laid out differently.
-    #[flow(start = command("signup"))]
-    #[persistent]
-    pub(crate) async fn signup(cx: &mut FlowCx) -> FlowResult {
+    mod v1_reformatted: #[flow(start = command("signup"))] fn signup(cx) {
         cx.send( "Welcome!" ).await?;
         let name: String = cx
             .ask(r"Name?")

@@ -7,26 +7,16 @@ use std::time::Duration;
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
-mod v1 {
-    use botmesh::prelude::*;
-
+flow_builds! {
     /// Two steps, one send each.
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+    mod v1: #[flow(start = command("order"))] fn order(cx) {
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         cx.send(format!("Noted: {item}")).await?;
         Ok(())
     }
-}
-
-mod v2 {
-    use botmesh::prelude::*;
 
     /// Same flow, with a send added to the first step.
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+    mod v2: #[flow(start = command("order"))] fn order(cx) {
         cx.send("Welcome to the shop!").await?;
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         cx.send(format!("Noted: {item}")).await?;

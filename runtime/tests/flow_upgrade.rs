@@ -11,27 +11,12 @@ const RECORDING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upgrade/orde
 /// The conversations the recording covers.
 const SCRIPTS: &[&[&str]] = &[&["/order", "tea", "2"], &["/order", "coffee", "many", "3"]];
 
-mod v1 {
-    use botmesh::prelude::*;
+// The build deployed when the recording was made.
+use crate::common::order_v1 as v1;
 
-    /// The build deployed when the recording was made.
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
-        let item: String = cx.ask("What would you like?").await?.text().to_owned();
-        let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
-        cx.send(format!("{qty} x {item}")).await?;
-        Ok(())
-    }
-}
-
-mod v2 {
-    use botmesh::prelude::*;
-
+flow_builds! {
     /// A compatible build: a send and a question added after the ones in flight.
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+    mod v2: #[flow(start = command("order"))] fn order(cx) {
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
         cx.send(format!("{qty} x {item}")).await?;
@@ -39,15 +24,9 @@ mod v2 {
         cx.send("Thanks!").await?;
         Ok(())
     }
-}
-
-mod v3 {
-    use botmesh::prelude::*;
 
     /// An incompatible build: "How many?" reworded, and the confirmation changed.
-    #[flow(start = command("order"))]
-    #[persistent]
-    pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
+    mod v3: #[flow(start = command("order"))] fn order(cx) {
         let item: String = cx.ask("What would you like?").await?.text().to_owned();
         let qty: u32 = cx.ask("How many cups?").parse::<u32>("A number.").await?;
         cx.send(format!("{qty} × {item}")).await?;
@@ -75,15 +54,17 @@ async fn the_recorded_build_checks_against_itself() {
     .await;
 }
 
+/// The committed recording checked against the build whose flow `flow` registers.
+async fn check_recording(flow: fn(&Bot)) -> Result<(), upgrade::UpgradeFailure> {
+    let recorded = std::fs::read_to_string(RECORDING).expect("the committed recording");
+    upgrade::check(build(flow), &recorded).await
+}
+
 #[tokio::test]
 async fn a_compatible_build_passes() {
-    let recorded = std::fs::read_to_string(RECORDING).expect("the committed recording");
-    let checked = upgrade::check(
-        build(|b| {
-            b.flow(v2::order);
-        }),
-        &recorded,
-    )
+    let checked = check_recording(|b| {
+        b.flow(v2::order);
+    })
     .await;
     assert!(
         checked.is_ok(),
@@ -94,13 +75,9 @@ async fn a_compatible_build_passes() {
 
 #[tokio::test]
 async fn a_build_that_would_restart_or_rekey_fails_with_a_report() {
-    let recorded = std::fs::read_to_string(RECORDING).expect("the committed recording");
-    let report = upgrade::check(
-        build(|b| {
-            b.flow(v3::order);
-        }),
-        &recorded,
-    )
+    let report = check_recording(|b| {
+        b.flow(v3::order);
+    })
     .await
     .expect_err("v3 restarts the conversations waiting at How many?")
     .report;

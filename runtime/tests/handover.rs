@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::common::eventually::eventually;
 use botmesh::coordination::{Coordination, CoordinationConfig, CoordinationEvent};
-use botmesh::durability::coordination::Coordinator;
+use botmesh::durability::coordination::{CoordinationMetrics, Coordinator};
 use botmesh::durability::{
     DurabilityConfig, DurableKv, InboxState, MemoryKv, MemoryStore, OutboxState, Store,
 };
@@ -271,11 +271,7 @@ where
 
 /// The scenario of the module table; `kv` opens the shared store and journals (called once
 /// per replica, A's in A's own runtime).
-async fn a_cut_step_is_finished_by_the_next_replica<F, Fut>(kv: F, chat: &str)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Shared> + Send + 'static,
-{
+async fn a_cut_step_is_finished_by_the_next_replica(kv: impl OpenShared, chat: &str) {
     let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe_coordination().unwrap();
     let (store, _) = kv().await;
@@ -309,19 +305,11 @@ where
         want,
         "B finished the cut step (a greeting A sent is not sent again) and then took 42 as the age"
     );
-    let metrics = bot_b.coordination_metrics().unwrap();
-    assert_eq!(metrics.handovers, 1, "{metrics:?}");
-    let scraped = botmesh::operating::prometheus::render(&bot_b);
-    assert!(
-        scraped.contains("\nbotmesh_coordination_handovers_total 1\n"),
-        "{scraped}"
-    );
-    let mut handed = None;
-    while let Ok(event) = events.try_recv() {
-        if let CoordinationEvent::HandedOver { chat: c, flow, .. } = event {
-            handed = Some((c, flow));
-        }
-    }
+    assert_counted_once(&bot_b, |m| m.handovers, "handovers");
+    let handed = last_event(&mut events, |event| match event {
+        CoordinationEvent::HandedOver { chat, flow, .. } => Some((chat, flow)),
+        _ => None,
+    });
     let (c, flow) = handed.expect("a HandedOver event");
     assert_eq!(c, chat);
     assert!(flow.ends_with("greet"), "{flow}");
@@ -361,12 +349,45 @@ fn saw_flow_event(
     seen
 }
 
-/// Forwarding: A asks, the answer reaches B, A answers (once).
-async fn a_non_persistent_flow_is_forwarded_to_its_replica<F, Fut>(kv: F, chat: &str)
+/// What opens a replica's shared backend (the same one at each call).
+trait OpenShared: Fn() -> Self::Opened {
+    type Opened: Future<Output = Shared> + Send + 'static;
+}
+
+impl<F, Fut> OpenShared for F
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Shared> + Send + 'static,
 {
+    type Opened = Fut;
+}
+
+/// Checks that `bot` counted one of a coordination metric: in its metrics (`count`) and in
+/// what Prometheus scrapes (`botmesh_coordination_<name>_total`).
+fn assert_counted_once(bot: &Bot, count: fn(&CoordinationMetrics) -> u64, name: &str) {
+    let metrics = bot.coordination_metrics().unwrap();
+    assert_eq!(count(&metrics), 1, "{name}: {metrics:?}");
+    let scraped = botmesh::operating::prometheus::render(bot);
+    assert!(
+        scraped.contains(&format!("\nbotmesh_coordination_{name}_total 1\n")),
+        "{scraped}"
+    );
+}
+
+/// The last of the coordination events received so far that `pick` takes.
+fn last_event<T>(
+    events: &mut Receiver<CoordinationEvent>,
+    pick: impl Fn(CoordinationEvent) -> Option<T>,
+) -> Option<T> {
+    let mut last = None;
+    while let Ok(event) = events.try_recv() {
+        last = pick(event).or(last);
+    }
+    last
+}
+
+/// Forwarding: A asks, the answer reaches B, A answers (once).
+async fn a_non_persistent_flow_is_forwarded_to_its_replica(kv: impl OpenShared, chat: &str) {
     let shared = kv().await;
     let store = Arc::clone(&shared.0);
     let (bot_a, chan_a) = replica(shared, "a").await;
@@ -383,19 +404,11 @@ where
     bot_a.idle().await;
     assert_eq!(chan_a.texts(chat), ["Which color?", "You like blue"]);
     assert!(chan_b.texts(chat).is_empty(), "{:?}", chan_b.texts(chat));
-    let metrics = bot_b.coordination_metrics().unwrap();
-    assert_eq!(metrics.forwards, 1, "{metrics:?}");
-    let scraped = botmesh::operating::prometheus::render(&bot_b);
-    assert!(
-        scraped.contains("\nbotmesh_coordination_forwards_total 1\n"),
-        "{scraped}"
-    );
-    let mut forwarded = None;
-    while let Ok(event) = coord_events.try_recv() {
-        if let CoordinationEvent::Forwarded { chat: c, to } = event {
-            forwarded = Some((c, to));
-        }
-    }
+    assert_counted_once(&bot_b, |m| m.forwards, "forwards");
+    let forwarded = last_event(&mut coord_events, |event| match event {
+        CoordinationEvent::Forwarded { chat, to } => Some((chat, to)),
+        _ => None,
+    });
     assert_eq!(forwarded, Some((chat.to_owned(), "a".to_owned())));
     assert!(saw_flow_event(&mut events, chat, "forwarded"));
     bot_b.stop().await.unwrap();
@@ -403,11 +416,7 @@ where
 }
 
 /// A dead holder: the lost-flow path on B.
-async fn a_non_persistent_flow_of_a_dead_replica_is_lost<F, Fut>(kv: F, chat: &str)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Shared> + Send + 'static,
-{
+async fn a_non_persistent_flow_of_a_dead_replica_is_lost(kv: impl OpenShared, chat: &str) {
     let (killable, (bot_a, chan_a), (bot_b, chan_b)) = killable_a_and_b(&kv).await;
     let mut events = bot_b.subscribe();
     let (store, _) = kv().await;
@@ -448,11 +457,7 @@ where
 
 /// Forwarding twice: the same message on A's forward queue twice (B forwarded it, and
 /// forwarded it again when its own record was replayed) is A's answer once.
-async fn a_message_forwarded_twice_is_answered_once<F, Fut>(kv: F, chat: &str)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Shared> + Send + 'static,
-{
+async fn a_message_forwarded_twice_is_answered_once(kv: impl OpenShared, chat: &str) {
     let shared = kv().await;
     let store = Arc::clone(&shared.0);
     let (bot_a, chan_a) = replica(shared, "a").await;
@@ -483,11 +488,7 @@ where
 /// A timeout claimed by the replica that does not hold the flow: A (whose scheduler polls
 /// once an hour) holds `nap`; B's scheduler claims the due timeout and forwards it to A,
 /// where it fires once.
-async fn a_timeout_claimed_by_another_replica_fires_on_the_holder<F, Fut>(kv: F, chat: &str)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Shared> + Send + 'static,
-{
+async fn a_timeout_claimed_by_another_replica_fires_on_the_holder(kv: impl OpenShared, chat: &str) {
     let (bot_a, chan_a) = replica_polling(kv().await, "a", Duration::from_secs(3600)).await;
     let (bot_b, chan_b) = replica(kv().await, "b").await;
     assert!(chan_a.say(chat, "n1", "/nap").await.is_ok());
@@ -503,29 +504,25 @@ where
 /// The scenarios above on each shared backend: in memory, and on Postgres and Redis when
 /// their features are on (skipped, and saying so, without their server variables).
 macro_rules! on_each_backend {
+    // A scenario on a server backend: skipped when the suite has no server.
+    (@server $feature:literal $open:ident $scenario:ident $test:ident) => {
+        #[cfg(feature = $feature)]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let Some(open) = servers::$open("handover") else {
+                return;
+            };
+            $scenario(open, stringify!($test)).await;
+        }
+    };
     ($($scenario:ident: $memory:ident, $postgres:ident, $redis:ident;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $memory() {
             $scenario(memory(), stringify!($memory)).await;
         }
 
-        #[cfg(feature = "postgres")]
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $postgres() {
-            let Some(open) = servers::postgres_shared("handover") else {
-                return;
-            };
-            $scenario(open, stringify!($postgres)).await;
-        }
-
-        #[cfg(feature = "redis")]
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $redis() {
-            let Some(open) = servers::redis_shared("handover") else {
-                return;
-            };
-            $scenario(open, stringify!($redis)).await;
-        }
+        on_each_backend!(@server "postgres" postgres_shared $scenario $postgres);
+        on_each_backend!(@server "redis" redis_shared $scenario $redis);
     )*};
 }
 

@@ -3,6 +3,7 @@
 //! (the public API snapshot and the layering) is a test binary of its own.
 
 // Helpers.
+#[macro_use]
 #[allow(dead_code)]
 mod common;
 mod servers;

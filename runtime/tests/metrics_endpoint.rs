@@ -81,10 +81,7 @@ async fn metrics_serves_the_pipeline_and_durability_counters_as_openmetrics() {
         .step(metrics.clone())
         .build()
         .unwrap();
-    bot.command("hi", |ctx: Ctx| async move {
-        ctx.reply("hello").await?;
-        Ok(())
-    });
+    crate::common::hello_on_hi(&bot);
     bot.start().await.unwrap();
     for (i, chat) in ["alice", "bob", "carol"].iter().enumerate() {
         mock.say(chat, &format!("m{i}"), "/hi").await.unwrap();

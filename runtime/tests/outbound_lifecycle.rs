@@ -263,10 +263,7 @@ async fn rate_limited_replies_are_retried_in_place() {
             e.fetch_add(1, Ordering::SeqCst);
         }
     });
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("answer").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&bot, "answer");
     bot.start().await.unwrap();
 
     mock.rate_limit_next_send(Some(Duration::from_secs(1)));
@@ -589,11 +586,7 @@ async fn a_failing_start_rolls_back_the_started_steps_in_reverse() {
         })
         .build()
         .unwrap();
-    let err = bot.start().await.unwrap_err();
-    assert!(
-        matches!(&err, BotError::StartFailed { step, .. } if step == "broken"),
-        "{err}"
-    );
+    crate::common::assert_start_fails_at(&bot, "broken").await;
     assert_eq!(
         *log.lock().unwrap(),
         [
@@ -626,11 +619,7 @@ async fn a_failing_transport_rolls_back_storage() {
         .store(store.clone())
         .build()
         .unwrap();
-    let err = bot.start().await.unwrap_err();
-    assert!(
-        matches!(&err, BotError::StartFailed { step, .. } if step == "transport"),
-        "{err}"
-    );
+    crate::common::assert_start_fails_at(&bot, "transport").await;
     use botmesh::durability::Store;
     assert!(store.chat("x").await.is_err(), "the store was closed again");
     bot.start().await.expect("a later start succeeds");
@@ -648,10 +637,7 @@ async fn stop_with_drain_finishes_accepted_work() {
             s.fetch_add(1, Ordering::SeqCst);
         }
     });
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("done").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&bot, "done");
     bot.start().await.unwrap();
     for i in 0..10 {
         mock.say("a", &i.to_string(), "x").await.unwrap();
@@ -677,10 +663,7 @@ async fn stop_without_drain_drops_queued_work() {
     let mock = MockProvider::new();
     mock.set_send_delay(Some(Duration::from_millis(20)));
     let bot = Bot::builder(mock.clone()).build().unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("done").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&bot, "done");
     bot.start().await.unwrap();
     for i in 0..10 {
         mock.say("a", &i.to_string(), "x").await.unwrap();

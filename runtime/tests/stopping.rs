@@ -275,10 +275,7 @@ async fn stop_closes_the_file_backend_and_start_opens_it_again() {
         .durability(on_file(&file))
         .build()
         .unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("hi").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&bot, "hi");
     bot.start().await.unwrap();
     mock.say("a", "m1", "x").await.unwrap();
     bot.idle().await;
@@ -326,10 +323,7 @@ fn bot_on(kv: &Arc<dyn DurableKv>, id: &str, mock: &MockProvider) -> Bot {
         )
         .build()
         .unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("hi").await?;
-        Ok(())
-    });
+    crate::common::answer_all(&bot, "hi");
     bot
 }
 

@@ -63,10 +63,7 @@ async fn a_paced_reply_is_a_pace_then_a_send_in_its_handler() {
         .pacing(Pacing::default())
         .build()
         .unwrap();
-    bot.command("hi", |ctx: Ctx| async move {
-        ctx.reply("hello").await?;
-        Ok(())
-    });
+    crate::common::hello_on_hi(&bot);
     bot.start().await.unwrap();
     mock.say("bob", "m1", "/hi").await.unwrap();
     assert_eq!(mock.wait_for_sends(1, Duration::from_secs(10)).await, 1);

@@ -79,21 +79,21 @@ impl FakeSendApi {
 
     /// The messages (`message` objects) sent to `to` that succeeded, in order.
     pub fn delivered_to(&self, to: &str) -> Vec<String> {
-        self.s()
-            .delivered
-            .iter()
-            .filter(|(t, _, _)| t == to)
-            .map(|(_, text, _)| text.clone())
-            .collect()
+        self.delivered_where(to, |(_, text, _)| text.clone())
     }
 
     /// The `message` objects sent to `to` that succeeded, in order.
     pub fn messages_to(&self, to: &str) -> Vec<Value> {
-        self.s()
-            .delivered
+        self.delivered_where(to, |(_, _, message)| message.clone())
+    }
+
+    /// What `pick` takes of each send to `to` that succeeded, in order.
+    fn delivered_where<T>(&self, to: &str, pick: fn(&(String, String, Value)) -> T) -> Vec<T> {
+        let s = self.s();
+        s.delivered
             .iter()
             .filter(|(t, _, _)| t == to)
-            .map(|(_, _, m)| m.clone())
+            .map(pick)
             .collect()
     }
 

@@ -63,7 +63,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botmesh::provider::{
-    Accepted, EventSink, InboundPipeline, ProviderEvent, Rejected, TransportStatus,
+    Accepted, ErrorClass, EventSink, InboundPipeline, ProviderEvent, Rejected, TransportStatus,
 };
 use tokio::sync::Notify;
 
@@ -85,6 +85,79 @@ pub async fn assert_network_error<P: botmesh::provider::Provider>(
         matches!(e, botmesh::provider::ProviderError::Network { .. })
             && !e.to_string().contains(token),
         "{e}"
+    );
+}
+
+/// What a refused send's error must be.
+pub type Expected = dyn Fn(&botmesh::provider::ProviderError) -> bool;
+
+/// `N` cases of refused sends: what makes the fake refuse (`C`), and what the error must be.
+pub type Refusals<'a, C, const N: usize> = [(C, &'a Expected); N];
+
+/// An error of class `class`.
+pub fn class_is(class: ErrorClass) -> impl Fn(&botmesh::provider::ProviderError) -> bool {
+    move |e| e.class() == class
+}
+
+/// A rate limit that asks to wait `secs` seconds.
+pub fn rate_limited(secs: u64) -> impl Fn(&botmesh::provider::ProviderError) -> bool {
+    class_is(ErrorClass::RateLimited(Some(Duration::from_secs(secs))))
+}
+
+/// A retryable error.
+pub fn retryable(e: &botmesh::provider::ProviderError) -> bool {
+    e.class() == ErrorClass::Retryable
+}
+
+/// A recipient the channel cannot reach.
+pub fn unreachable(e: &botmesh::provider::ProviderError) -> bool {
+    matches!(
+        e,
+        botmesh::provider::ProviderError::RecipientUnreachable { .. }
+    )
+}
+
+/// A final error whose text does not show `secret`.
+pub fn final_hiding(secret: &str) -> impl Fn(&botmesh::provider::ProviderError) -> bool + '_ {
+    move |e| e.class() == ErrorClass::Final && !e.to_string().contains(secret)
+}
+
+/// Checks how `provider` classes refused sends: for each case, `fail` makes the fake refuse
+/// the next send as the case says, and the error of sending "hi" to `chat` must be as the
+/// case expects (a failure names the case).
+pub async fn assert_refusals<C: Clone + std::fmt::Debug>(
+    provider: &dyn botmesh::provider::Provider,
+    chat: &str,
+    fail: impl Fn(C),
+    cases: &[(C, &Expected)],
+) {
+    let hi = botmesh::message::Outgoing::from("hi");
+    for (case, expected) in cases {
+        fail(case.clone());
+        let e = provider
+            .send(&botmesh::message::ChatId::from(chat), &hi)
+            .await
+            .expect_err("refused");
+        assert!(expected(&e), "{case:?}: {e:?}");
+    }
+}
+
+/// Checks that a send whose answer the fake drops (`drop_next`) is ambiguous.
+pub async fn assert_dropped_is_ambiguous(
+    provider: &dyn botmesh::provider::Provider,
+    chat: &str,
+    drop_next: impl Fn(),
+) {
+    drop_next();
+    let sent = provider
+        .send(&chat.into(), &botmesh::message::Outgoing::from("hi"))
+        .await;
+    assert!(
+        matches!(
+            sent,
+            Err(botmesh::provider::ProviderError::Ambiguous { .. })
+        ),
+        "{sent:?}"
     );
 }
 
@@ -331,6 +404,43 @@ pub async fn post_json(url: &str, secret: Option<&str>, body: &serde_json::Value
     }
 }
 
+/// POSTs the JSON bytes `body` to `url` with the signature `headers` (a channel's signed
+/// webhook); the status (0 when no answer came).
+pub async fn post_signed(
+    url: &str,
+    headers: impl IntoIterator<Item = (&'static str, String)>,
+    body: &[u8],
+) -> u16 {
+    post_as(url, "application/json", headers, body.to_vec()).await
+}
+
+/// POSTs the form `body` (URL-encoded) to `url` with `headers`; the status (0 when no answer
+/// came).
+pub async fn post_form(
+    url: &str,
+    headers: impl IntoIterator<Item = (&'static str, String)>,
+    body: &str,
+) -> u16 {
+    let form = "application/x-www-form-urlencoded";
+    post_as(url, form, headers, body.as_bytes().to_vec()).await
+}
+
+async fn post_as(
+    url: &str,
+    content_type: &str,
+    headers: impl IntoIterator<Item = (&'static str, String)>,
+    body: Vec<u8>,
+) -> u16 {
+    let request = client()
+        .post(url)
+        .header("content-type", content_type)
+        .body(body);
+    let with_headers = headers
+        .into_iter()
+        .fold(request, |r, (k, v)| r.header(k, v));
+    with_headers.send().await.map_or(0, |r| r.status().as_u16())
+}
+
 /// A [`durable_pong_bot`] on `provider` gets the webhook `body` twice on `path` of `routes`
 /// (a redelivery), while the fake answers the failures the caller queued (5xx, 429): once
 /// the outbox retried them, `delivered()` is the one reply.
@@ -439,15 +549,24 @@ pub fn menu_list() -> botmesh::message::Outgoing {
     })
 }
 
+/// A media reference of `provider` as it journals one (format version 1), with `data`.
+pub fn stored_ref(
+    provider: &dyn botmesh::provider::Provider,
+    data: serde_json::Value,
+) -> botmesh::provider::StoredMediaRef {
+    botmesh::provider::StoredMediaRef {
+        provider: provider.name().to_owned(),
+        v: 1,
+        data,
+    }
+}
+
 /// Checks that `provider` refuses to rehydrate what it did not write, starting from a stored
-/// reference it wrote (`own`): the same data under another provider's name (`foreign`) is a
-/// provider mismatch; the format version `other_version`, and `own` with each of `bad_data`,
-/// fail to rehydrate.
+/// reference it wrote (`own`): the same data under another provider's name is a provider
+/// mismatch; another format version, and `own` with each of `bad_data`, fail to rehydrate.
 pub fn assert_refuses_foreign_refs(
     provider: &dyn botmesh::provider::Provider,
     own: &botmesh::provider::StoredMediaRef,
-    foreign: &str,
-    other_version: u32,
     bad_data: &[serde_json::Value],
 ) {
     use botmesh::provider::{MediaUnavailableReason, ProviderError, StoredMediaRef};
@@ -456,7 +575,7 @@ pub fn assert_refuses_foreign_refs(
         other => panic!("expected MediaUnavailable for {s:?}, got {other:?}"),
     };
     let from_another = StoredMediaRef {
-        provider: foreign.to_owned(),
+        provider: format!("not-{}", own.provider),
         ..own.clone()
     };
     assert_eq!(
@@ -464,7 +583,7 @@ pub fn assert_refuses_foreign_refs(
         MediaUnavailableReason::ProviderMismatch
     );
     let mut refused = vec![StoredMediaRef {
-        v: other_version,
+        v: own.v + 1,
         ..own.clone()
     }];
     refused.extend(bad_data.iter().map(|data| StoredMediaRef {

@@ -94,14 +94,8 @@ impl FakeWhatsApp {
 
     /// POSTs a webhook body; `signature` is the header value (None: no header).
     pub async fn post_webhook(url: &str, signature: Option<&str>, body: &[u8]) -> u16 {
-        let mut req = super::client()
-            .post(url)
-            .header("content-type", "application/json")
-            .body(body.to_vec());
-        if let Some(s) = signature {
-            req = req.header("X-Hub-Signature-256", s);
-        }
-        req.send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+        let header = signature.map(|s| ("X-Hub-Signature-256", s.to_owned()));
+        super::post_signed(url, header, body).await
     }
 }
 

@@ -1,10 +1,45 @@
 //! Flows shared by the flow tests, and the helpers of the other tests ([`eventually`],
 //! [`fresh`]).
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 pub(crate) mod eventually;
 pub(crate) mod fresh;
 
 use botmesh::prelude::*;
+
+/// Modules of one persistent flow each, written as the flow's body alone: `mod m: #[flow(…)]
+/// fn name(cx, arg: T) { … }` declares `m::name`, a `#[persistent]` `pub(crate) async fn
+/// name(cx: &mut FlowCx, arg: T) -> FlowResult` with the prelude in scope. The builds of one
+/// flow that the key, version, identity and upgrade tests set side by side.
+macro_rules! flow_builds {
+    ($(
+        $(#[$doc:meta])*
+        $vis:vis mod $module:ident: $pound:tt $flow:tt
+        fn $name:ident($cx:ident $(, $arg:ident: $ty:ty)*) { $($body:tt)* }
+    )*) => {$(
+        $(#[$doc])*
+        $vis mod $module {
+            use botmesh::prelude::*;
+
+            $pound $flow
+            #[persistent]
+            pub(crate) async fn $name($cx: &mut FlowCx $(, $arg: $ty)*) -> FlowResult {
+                $($body)*
+            }
+        }
+    )*};
+}
+
+flow_builds! {
+    /// The first build of a smaller order flow (an item, then "How many?" as a `u32`), which
+    /// the version and upgrade tests meet later builds with.
+    pub(crate) mod order_v1: #[flow(start = command("order"))] fn order(cx) {
+        let item: String = cx.ask("What would you like?").await?.text().to_owned();
+        let qty: u32 = cx.ask("How many?").parse::<u32>("A number.").await?;
+        cx.send(format!("{qty} x {item}")).await?;
+        Ok(())
+    }
+}
 
 /// The DESIGN.md order flow: an item, then a quantity re-asked until it is a positive number
 /// (loop, match, break value).
@@ -21,4 +56,52 @@ pub(crate) async fn order(cx: &mut FlowCx) -> FlowResult {
     };
     cx.send(format!("Ordered {qty} x {item}")).await?;
     Ok(())
+}
+
+/// Registers the command `/hi`, answered "hello".
+pub(crate) fn hello_on_hi(bot: &Bot) {
+    bot.command("hi", |ctx: Ctx| async move {
+        ctx.reply("hello").await?;
+        Ok(())
+    });
+}
+
+/// Bob's `/hi` (his message `m2`) answered with a send the channel refuses for good: it is
+/// left dead.
+pub(crate) async fn dead_reply_to_bob(bot: &Bot, mock: &botmesh::testing::MockProvider) {
+    mock.fail_next_send(botmesh::provider::ProviderError::UnsupportedContent {
+        provider: "mock".into(),
+        what: "text".into(),
+    });
+    mock.say("bob", "m2", "/hi").await.unwrap();
+    bot.idle().await;
+}
+
+/// Answers every message with `text`.
+pub(crate) fn answer_all(bot: &Bot, text: &'static str) {
+    bot.catch_all(move |ctx: Ctx| async move {
+        ctx.reply(text).await?;
+        Ok(())
+    });
+}
+
+/// Checks that starting `bot` fails at the start step `at`.
+pub(crate) async fn assert_start_fails_at(bot: &Bot, at: &str) {
+    let err = bot.start().await.unwrap_err();
+    assert!(
+        matches!(&err, BotError::StartFailed { step, .. } if step == at),
+        "{err}"
+    );
+}
+
+/// `chat` says `before`, the bot restarts, and `chat` says `after`.
+pub(crate) async fn across_a_restart(
+    t: &mut botmesh::testing::Transcript,
+    chat: &str,
+    before: &[&str],
+    after: &[&str],
+) {
+    t.says_all(chat, before).await;
+    t.restart().await.expect("restart");
+    t.says_all(chat, after).await;
 }
