@@ -10,7 +10,9 @@ use botmesh::prelude::*;
 /// Modules of one persistent flow each, written as the flow's body alone: `mod m: #[flow(…)]
 /// fn name(cx, arg: T) { … }` declares `m::name`, a `#[persistent]` `pub(crate) async fn
 /// name(cx: &mut FlowCx, arg: T) -> FlowResult` with the prelude in scope. The builds of one
-/// flow that the key, version, identity and upgrade tests set side by side.
+/// flow that the key, version, identity and upgrade tests set side by side. The `#[flow]`
+/// attribute is taken as the caller's tokens (`$pound $flow`, not rebuilt here): the lowering
+/// names the locals it keeps where the attribute stands, and they must be the body's.
 macro_rules! flow_builds {
     ($(
         $(#[$doc:meta])*
