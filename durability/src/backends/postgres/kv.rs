@@ -3,15 +3,25 @@
 //! | operation | SQL (one statement, or one transaction for `batch`) |
 //! | --- | --- |
 //! | `get` | `SELECT … WHERE scope = $1 AND key = $2` |
-//! | `cas(key, None, e)` | `INSERT … ON CONFLICT (scope, key) DO NOTHING RETURNING version` |
-//! | `CreateIfNoneIn` | the create's `INSERT … SELECT … WHERE NOT EXISTS (SELECT 1 … WHERE scope = $1 AND idx2 >= $6 AND idx2 < $7)` |
-//! | `cas(key, Some(v), e)` | `UPDATE … SET version = nextval(…) … WHERE … AND version = $v RETURNING version` |
-//! | `delete(key, v)` | `DELETE … WHERE … AND version = $v RETURNING version` |
+//! | `cas`, `delete`, `batch` | `SELECT … FROM {prefix}durable_apply($1, …)`: the table's function, which applies a list of operations in order |
 //! | `range` | `… WHERE scope = $1 AND idx1 >= $2 AND idx1 < $3 ORDER BY idx1, key LIMIT $4` |
-//! | `batch` | every op above in one transaction (one commit: group commit) |
 //!
-//! A write that does not apply reads the current version in the same statement (a CTE), so a
-//! conflict costs one round trip. Versions come from the sequence `{prefix}durable_version`,
+//! Every write goes through one PL/pgSQL function, `{prefix}durable_apply`, created with the
+//! table: it takes the operations as arrays (one element per operation) and runs, for each
+//! in order, one statement, so that a transaction of any number of operations is one
+//! statement from the client and each operation sees the writes of the ones before it:
+//!
+//! | operation | the function's statement |
+//! | --- | --- |
+//! | `cas(key, None, e)` | `INSERT … ON CONFLICT (scope, key) DO NOTHING RETURNING version` |
+//! | `CreateIfNoneIn` | `INSERT … SELECT … WHERE NOT EXISTS (SELECT 1 … WHERE scope = … AND idx2 >= … AND idx2 < …) ON CONFLICT DO NOTHING` |
+//! | `cas(key, Some(v), e)` | `UPDATE … SET version = nextval(…) … WHERE … AND version = v RETURNING version` |
+//! | `delete(key, v)` | `DELETE … WHERE … AND version = v RETURNING version` |
+//!
+//! It answers a row per operation: the new version, or (a conflict) the version found, read
+//! after the write did not apply (an insert that lost to a row committed after its snapshot
+//! finds that row). Asked to, it stops at the first conflict (a flow step: all or none).
+//! Versions come from the sequence `{prefix}durable_version`,
 //! shared by every scope, so a version is never reused, also after a delete and re-create
 //! (the same rule as `MemoryKv`). `key`, `idx1` and `idx2` are `text COLLATE "C"` (byte order);
 //! a NUL byte, which `text` cannot hold, is stored with an order-preserving escape. A write
@@ -21,8 +31,8 @@
 //! The statements live in one place, the table's `DurableTable`, so that
 //! [`PostgresStore::commit_step`](crate::Store::commit_step) runs exactly them inside its own
 //! transaction (a flow step's journal operations, see the [module documentation](super)).
-//! Built with [`PostgresKv::new`], the table is created by [`DurableKv::open`] or the first
-//! call, once per backend (clones share that).
+//! Built with [`PostgresKv::new`], the table and its function are created by
+//! [`DurableKv::open`] or the first call, once per backend (clones share that).
 //!
 //! It does not know what a record is and never reads the store's tables.
 
@@ -45,61 +55,36 @@ use crate::kv::{
 /// The statements of one table prefix.
 struct Sql {
     get: String,
-    create: String,
-    /// A create unless `idx1` (then `idx2`) lists an entry in `$6..$7`.
-    create_unless1: String,
-    create_unless2: String,
-    update: String,
-    delete: String,
+    /// A call of the apply function (see [`apply_function`]).
+    apply: String,
     range1: String,
     range2: String,
 }
 
+/// The operation kinds of the apply function's `p_kind` array.
+mod kind {
+    pub(super) const CREATE: i16 = 0;
+    pub(super) const CREATE_UNLESS_IDX1: i16 = 1;
+    pub(super) const CREATE_UNLESS_IDX2: i16 = 2;
+    pub(super) const UPDATE: i16 = 3;
+    pub(super) const DELETE: i16 = 4;
+}
+
 impl Sql {
-    fn new(t: &str, seq: &str) -> Self {
-        let current = |cte: &str| {
-            format!(
-                "SELECT version, true FROM {cte} UNION ALL SELECT version, false FROM {t} \
-                 WHERE scope = $1 AND key = $2 AND NOT EXISTS (SELECT 1 FROM {cte})"
-            )
-        };
+    fn new(t: &str, function: &str) -> Self {
         let range = |idx: &str| {
             format!(
                 "SELECT key, version, value, idx1, idx2 FROM {t} WHERE scope = $1 \
                  AND {idx} >= $2 AND {idx} < $3 ORDER BY {idx}, key LIMIT $4"
             )
         };
-        let create_unless = |idx: &str| {
-            format!(
-                "WITH w AS (INSERT INTO {t} (scope, key, version, value, idx1, idx2) \
-                 SELECT $1::text, $2::text, nextval('{seq}'), $3::bytea, $4::text, $5::text \
-                 WHERE NOT EXISTS (SELECT 1 FROM {t} WHERE scope = $1 AND {idx} >= $6::text \
-                 AND {idx} < $7::text) \
-                 ON CONFLICT (scope, key) DO NOTHING RETURNING version) {}",
-                current("w")
-            )
-        };
         Sql {
-            create_unless1: create_unless("idx1"),
-            create_unless2: create_unless("idx2"),
             get: format!(
                 "SELECT version, value, idx1, idx2 FROM {t} WHERE scope = $1 AND key = $2"
             ),
-            create: format!(
-                "WITH w AS (INSERT INTO {t} (scope, key, version, value, idx1, idx2) \
-                 VALUES ($1, $2, nextval('{seq}'), $3, $4, $5) \
-                 ON CONFLICT (scope, key) DO NOTHING RETURNING version) {}",
-                current("w")
-            ),
-            update: format!(
-                "WITH w AS (UPDATE {t} SET version = nextval('{seq}'), value = $4, idx1 = $5, \
-                 idx2 = $6 WHERE scope = $1 AND key = $2 AND version = $3 RETURNING version) {}",
-                current("w")
-            ),
-            delete: format!(
-                "WITH w AS (DELETE FROM {t} WHERE scope = $1 AND key = $2 AND version = $3 \
-                 RETURNING version) {}",
-                current("w")
+            apply: format!(
+                "SELECT found_version, applied FROM {function}($1, $2, $3, $4, $5, $6, $7, $8, \
+                 $9, $10)"
             ),
             range1: range("idx1"),
             range2: range("idx2"),
@@ -107,7 +92,77 @@ impl Sql {
     }
 }
 
-/// The `{prefix}durable` table: its statements, its creation, and the compare-and-set writes
+/// The `CREATE OR REPLACE FUNCTION` of table `t`'s apply function `function` (versions from
+/// `seq`): the operations in arrays, one element each (`p_kind`: see [`kind`]; `p_version`:
+/// the expected version of an update or a delete; `p_from`, `p_to`: a guarded create's
+/// range), applied in order; one `(found_version, applied)` row per operation applied or
+/// conflicting, and none after the first conflict when `p_stop`.
+fn apply_function(t: &str, seq: &str, function: &str) -> String {
+    let insert = format!("INSERT INTO {t} AS d (scope, key, version, value, idx1, idx2)");
+    let row = format!("p_scope[i], p_key[i], nextval('{seq}'), p_value[i], p_idx1[i], p_idx2[i]");
+    let unless = |idx: &str| {
+        format!(
+            "{insert} SELECT {row} WHERE NOT EXISTS (SELECT 1 FROM {t} r \
+             WHERE r.scope = p_scope[i] AND r.{idx} >= p_from[i] AND r.{idx} < p_to[i]) \
+             ON CONFLICT (scope, key) DO NOTHING RETURNING d.version INTO v;"
+        )
+    };
+    let (unless1, unless2) = (unless("idx1"), unless("idx2"));
+    let [create, unless_idx1, unless_idx2, update, delete] = [
+        kind::CREATE,
+        kind::CREATE_UNLESS_IDX1,
+        kind::CREATE_UNLESS_IDX2,
+        kind::UPDATE,
+        kind::DELETE,
+    ];
+    format!(
+        "CREATE OR REPLACE FUNCTION {function}(p_scope text[], p_kind smallint[], \
+             p_key text[], p_version bigint[], p_value bytea[], p_idx1 text[], p_idx2 text[], \
+             p_from text[], p_to text[], p_stop boolean) \
+         RETURNS TABLE (found_version bigint, applied boolean) LANGUAGE plpgsql AS $fn$
+         DECLARE v bigint;
+         BEGIN
+             FOR i IN 1 .. coalesce(array_length(p_kind, 1), 0) LOOP
+                 v := NULL;
+                 CASE p_kind[i]
+                 WHEN {create} THEN
+                     {insert} VALUES ({row})
+                     ON CONFLICT (scope, key) DO NOTHING RETURNING d.version INTO v;
+                 WHEN {unless_idx1} THEN {unless1}
+                 WHEN {unless_idx2} THEN {unless2}
+                 WHEN {update} THEN
+                     UPDATE {t} AS d SET version = nextval('{seq}'), value = p_value[i],
+                         idx1 = p_idx1[i], idx2 = p_idx2[i]
+                     WHERE d.scope = p_scope[i] AND d.key = p_key[i]
+                         AND d.version = p_version[i]
+                     RETURNING d.version INTO v;
+                 WHEN {delete} THEN
+                     DELETE FROM {t} AS d WHERE d.scope = p_scope[i] AND d.key = p_key[i]
+                         AND d.version = p_version[i]
+                     RETURNING d.version INTO v;
+                 END CASE;
+                 IF v IS NOT NULL THEN
+                     found_version := v;
+                     applied := true;
+                     RETURN NEXT;
+                 ELSE
+                     SELECT r.version INTO v FROM {t} r
+                         WHERE r.scope = p_scope[i] AND r.key = p_key[i];
+                     found_version := v;
+                     applied := false;
+                     RETURN NEXT;
+                     IF p_stop THEN
+                         RETURN;
+                     END IF;
+                 END IF;
+             END LOOP;
+         END
+         $fn$;"
+    )
+}
+
+/// The `{prefix}durable` table: its statements, its creation (with its apply function,
+/// `{prefix}durable_apply`), and the compare-and-set writes
 /// on any connection or transaction of a pool that reaches it. [`PostgresKv`] runs them on
 /// its own connections; [`PostgresStore::commit_step`](super::PostgresStore) runs them inside
 /// the store's transaction, with the same statements and so the same semantics (the same
@@ -116,6 +171,8 @@ pub(crate) struct DurableTable {
     prefix: String,
     name: String,
     seq: String,
+    /// The apply function's name (see [`apply_function`]).
+    function: String,
     sql: Sql,
     /// Set once the table is known to exist (created or checked through some pool).
     ready: OnceCell<()>,
@@ -134,11 +191,13 @@ impl DurableTable {
     pub(crate) fn new(prefix: &str) -> Self {
         let name = format!("{prefix}durable");
         let seq = format!("{prefix}durable_version");
+        let function = format!("{prefix}durable_apply");
         DurableTable {
             prefix: prefix.to_owned(),
-            sql: Sql::new(&name, &seq),
+            sql: Sql::new(&name, &function),
             name,
             seq,
+            function,
             ready: OnceCell::new(),
         }
     }
@@ -158,11 +217,13 @@ impl DurableTable {
         &self.name
     }
 
-    /// Creates the table, its indexes and its sequence if missing, once (through `pool`).
+    /// Creates the table, its indexes and its sequence if missing, and (re)creates its apply
+    /// function, once (through `pool`).
     pub(crate) async fn ensure(&self, pool: &PgPool) -> Result<(), PostgresError> {
         self.ready
             .get_or_try_init(|| async {
                 let (table, seq) = (&self.name, &self.seq);
+                let function = apply_function(table, seq, &self.function);
                 let ddl = format!(
                     "CREATE SEQUENCE IF NOT EXISTS {seq};
                      CREATE TABLE IF NOT EXISTS {table} (
@@ -176,7 +237,8 @@ impl DurableTable {
                      CREATE INDEX IF NOT EXISTS {table}_idx1 ON {table} (scope, idx1, key)
                          WHERE idx1 IS NOT NULL;
                      CREATE INDEX IF NOT EXISTS {table}_idx2 ON {table} (scope, idx2, key)
-                         WHERE idx2 IS NOT NULL;"
+                         WHERE idx2 IS NOT NULL;
+                     {function}"
                 );
                 pool.create_schema(table, &ddl).await?;
                 tracing::debug!(server = %pool.target, %table, "PostgreSQL durable table ready");
@@ -197,24 +259,26 @@ impl DurableTable {
         Self::unavailable(operation, query_err(&self.name, key, e))
     }
 
-    /// Reads a `(version, applied)` answer of a write statement; `None` when it has no row:
-    /// an update or delete found no row (a conflict with nothing), or an insert lost to a row
-    /// committed after its snapshot (the caller reads that row's version).
-    fn outcome(&self, key: &str, rows: &[Row]) -> Result<Option<CasOutcome>, PostgresError> {
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let err = |e| query_err(&self.name, key, e);
-        let version: i64 = row.try_get(0).map_err(err)?;
-        let applied: bool = row.try_get(1).map_err(err)?;
-        let version = self.decode_version(key, version)?;
-        Ok(Some(if applied {
-            CasOutcome::Ok { version }
-        } else {
-            CasOutcome::Conflict {
-                current: Some(version),
-            }
-        }))
+    /// The outcomes of the apply function's answer (`rows`) to `ops`, in order: as many as
+    /// it answered (fewer than `ops` when it stopped at a conflict).
+    fn outcomes(&self, ops: &OpArrays<'_>, rows: &[Row]) -> Result<Vec<CasOutcome>, PostgresError> {
+        rows.iter()
+            .zip(&ops.ops)
+            .map(|(row, op)| {
+                let key = op.key();
+                let err = |e| query_err(&self.name, key, e);
+                let version: Option<i64> = row.try_get(0).map_err(err)?;
+                let applied: bool = row.try_get(1).map_err(err)?;
+                let version = version.map(|v| self.decode_version(key, v)).transpose()?;
+                Ok(match (applied, version) {
+                    (true, Some(version)) => CasOutcome::Ok { version },
+                    (true, None) => {
+                        return Err(query_err(&self.name, key, "applied without a version"));
+                    }
+                    (false, current) => CasOutcome::Conflict { current },
+                })
+            })
+            .collect()
     }
 
     fn decode_version(&self, key: &str, v: i64) -> Result<u64, PostgresError> {
@@ -235,71 +299,14 @@ impl DurableTable {
         })
     }
 
-    /// The statement of `op` (its arguments in `args`) in `scope`.
-    fn statement<'a>(&'a self, scope: &'a &'a str, args: &'a OpArgs<'a>) -> Statement<'a> {
-        let key = args.op.key();
-        let (sql, params): (&str, Vec<&(dyn ToSql + Sync)>) = match args.op {
-            KvOp::Cas {
-                expected: None,
-                entry,
-                ..
-            } => (
-                &self.sql.create,
-                vec![scope, &args.key, &entry.value, &args.idx1, &args.idx2],
-            ),
-            KvOp::Cas { entry, .. } => (
-                &self.sql.update,
-                vec![
-                    scope,
-                    &args.key,
-                    &args.version,
-                    &entry.value,
-                    &args.idx1,
-                    &args.idx2,
-                ],
-            ),
-            KvOp::Delete { .. } => (&self.sql.delete, vec![scope, &args.key, &args.version]),
-            KvOp::CreateIfNoneIn { entry, index, .. } => (
-                match index {
-                    Index::One => &self.sql.create_unless1,
-                    Index::Two => &self.sql.create_unless2,
-                },
-                vec![
-                    scope,
-                    &args.key,
-                    &entry.value,
-                    &args.idx1,
-                    &args.idx2,
-                    &args.from,
-                    &args.to,
-                ],
-            ),
-        };
+    /// The statement applying `ops` (see [`apply_function`]); a failure of it names `key`.
+    fn apply_statement<'a>(&'a self, ops: &'a OpArrays<'a>, key: &'a str) -> Statement<'a> {
         Statement {
-            sql,
-            params,
+            sql: &self.sql.apply,
+            params: ops.params(),
             table: &self.name,
             key,
         }
-    }
-
-    /// The statement reading the version of the key in `args`.
-    fn get_statement<'a>(&'a self, scope: &'a &'a str, args: &'a OpArgs<'a>) -> Statement<'a> {
-        Statement {
-            sql: &self.sql.get,
-            params: vec![scope, &args.key],
-            table: &self.name,
-            key: args.op.key(),
-        }
-    }
-
-    /// The version a `get` answered (`rows`), as a conflict.
-    fn found(&self, key: &str, rows: &[Row]) -> Result<CasOutcome, PostgresError> {
-        let current = match rows.first() {
-            Some(row) => Some(self.versioned(key, row, 0)?.version),
-            None => None,
-        };
-        Ok(CasOutcome::Conflict { current })
     }
 
     /// Applies `op` on its own (one statement, committed by itself) on `client`.
@@ -309,26 +316,17 @@ impl DurableTable {
         scope: &str,
         op: &KvOp,
     ) -> Result<CasOutcome, PostgresError> {
-        let scope = &scope;
-        let args = OpArgs::new(op);
-        let run = async |s: Statement<'_>| {
+        let ops = OpArrays::new([(scope, op)], true);
+        let key = op.key();
+        let s = self.apply_statement(&ops, key);
+        let run = async {
             let prepared = client.prepare_cached(s.sql).await?;
             client.query(&prepared, &s.params).await
         };
-        let key = op.key();
-        let rows = run(self.statement(scope, &args))
-            .await
-            .map_err(|e| query_err(&self.name, key, e))?;
-        match self.outcome(key, &rows)? {
-            Some(outcome) => Ok(outcome),
-            None if op.creates() => {
-                let rows = run(self.get_statement(scope, &args))
-                    .await
-                    .map_err(|e| query_err(&self.name, key, e))?;
-                self.found(key, &rows)
-            }
-            None => Ok(CasOutcome::Conflict { current: None }),
-        }
+        let rows = run.await.map_err(|e| query_err(&self.name, key, e))?;
+        self.outcomes(&ops, &rows)?
+            .pop()
+            .ok_or_else(|| query_err(&self.name, key, "no answer for the operation"))
     }
 
     /// Runs `ops`, then `then` (statements that cannot conflict), in one transaction on
@@ -344,59 +342,67 @@ impl DurableTable {
         then: Vec<Statement<'_>>,
         all_or_none: bool,
     ) -> Result<Committed, PostgresError> {
-        let scope = &scope;
-        let args: Vec<OpArgs<'_>> = ops.iter().map(OpArgs::new).collect();
-        let mut statements: Vec<Statement<'_>> =
-            args.iter().map(|a| self.statement(scope, a)).collect();
+        let arrays = OpArrays::new(ops.iter().map(|op| (scope, op)), all_or_none);
+        let key = ops.first().map_or(scope, KvOp::key);
+        let mut statements = Vec::with_capacity(1 + then.len());
+        statements.extend((!ops.is_empty()).then(|| self.apply_statement(&arrays, key)));
         statements.extend(then);
         let mut tx = Pipelined::on(client);
         let answers = tx
             .begin(&statements)
             .await
             .map_err(|f| f.named(&statements, (&self.name, scope)))?;
-        let mut outcomes = Vec::with_capacity(ops.len());
-        for (op, (a, rows)) in args.iter().zip(&answers).enumerate() {
-            let key = a.op.key();
-            let outcome = match self.outcome(key, rows)? {
-                Some(outcome) => outcome,
-                None if a.op.creates() => {
-                    let rows = tx.query(&self.get_statement(scope, a)).await;
-                    self.found(key, &rows.map_err(|e| query_err(&self.name, key, e))?)?
-                }
-                None => CasOutcome::Conflict { current: None },
-            };
-            if let (CasOutcome::Conflict { current }, true) = (outcome, all_or_none) {
-                tx.rollback().await;
-                return Ok(Committed::Conflict { op, current });
-            }
-            outcomes.push(outcome);
+        let rows = if ops.is_empty() {
+            &[][..]
+        } else {
+            answers.first().map_or(&[][..], Vec::as_slice)
+        };
+        let outcomes = self.outcomes(&arrays, rows)?;
+        let conflict = outcomes.iter().enumerate().find_map(|(op, o)| match o {
+            CasOutcome::Conflict { current } => Some((op, *current)),
+            CasOutcome::Ok { .. } => None,
+        });
+        if let (Some((op, current)), true) = (conflict, all_or_none) {
+            tx.rollback().await;
+            return Ok(Committed::Conflict { op, current });
+        }
+        if outcomes.len() != ops.len() {
+            tx.rollback().await;
+            return Err(query_err(
+                &self.name,
+                key,
+                "the apply function answered too few operations",
+            ));
         }
         tx.commit()
             .await
             .map_err(|f| f.named(&statements, (&self.name, scope)))?;
         Ok(Committed::Ok(outcomes))
     }
-    /// Runs several flow steps (`parts`) in one transaction on `client`, all their statements
-    /// sent together (see [`Pipelined`]), and commits: each part's outcomes, in order. When an
-    /// operation of any part conflicts, a creation finds the key taken or a statement fails,
-    /// nothing is committed and the answer is [`GroupCommitted::Split`]: run each part alone
-    /// ([`commit`](Self::commit)) to learn which one and why. The group is the store's group
-    /// commit (see `PostgresStore::commit_step`); a part alone is [`commit`](Self::commit).
+    /// Runs several flow steps (`parts`) in one transaction on `client`: their journal
+    /// operations in one statement (the apply function, stopping at the first conflict),
+    /// then their other statements, all sent together (see [`Pipelined`]), and commits: each
+    /// part's outcomes, in order. When an operation of any part conflicts, a creation finds
+    /// the key taken or a statement fails, nothing is committed and the answer is
+    /// [`GroupCommitted::Split`]: run each part alone ([`commit`](Self::commit)) to learn
+    /// which one and why. The group is the store's group commit (see
+    /// `PostgresStore::commit_step`); a part alone is [`commit`](Self::commit).
     pub(crate) async fn commit_group(
         &self,
         client: Client,
         parts: Vec<GroupPart<'_>>,
     ) -> Result<GroupCommitted, PostgresError> {
-        let scopes: Vec<&str> = parts.iter().map(|p| p.scope).collect();
-        let args: Vec<Vec<OpArgs<'_>>> = parts
-            .iter()
-            .map(|p| p.ops.iter().map(OpArgs::new).collect())
-            .collect();
+        let counts: Vec<usize> = parts.iter().map(|p| p.ops.len()).collect();
+        let arrays = OpArrays::new(
+            parts
+                .iter()
+                .flat_map(|p| p.ops.iter().map(move |op| (p.scope, op))),
+            true,
+        );
+        let any_ops = !arrays.ops.is_empty();
         let mut statements: Vec<Statement<'_>> = Vec::new();
-        let mut firsts = Vec::with_capacity(parts.len());
-        for ((part, scope), args) in parts.into_iter().zip(&scopes).zip(&args) {
-            firsts.push(statements.len());
-            statements.extend(args.iter().map(|a| self.statement(scope, a)));
+        statements.extend(any_ops.then(|| self.apply_statement(&arrays, "a group of flow steps")));
+        for part in parts {
             statements.extend(part.then);
         }
         let mut tx = Pipelined::on(client);
@@ -406,25 +412,28 @@ impl DurableTable {
             Err(Failed { index: Some(_), .. }) => return Ok(GroupCommitted::Split),
             Err(f) => return Err(f.named(&statements, (&self.name, "a group of flow steps"))),
         };
-        let mut outcomes = Vec::with_capacity(args.len());
-        for (args, first) in args.iter().zip(firsts) {
-            let mut part = Vec::with_capacity(args.len());
-            for (i, a) in args.iter().enumerate() {
-                let rows = answers.get(first + i).map_or(&[][..], Vec::as_slice);
-                match self.outcome(a.op.key(), rows)? {
-                    Some(ok @ CasOutcome::Ok { .. }) => part.push(ok),
-                    Some(CasOutcome::Conflict { .. }) | None => {
-                        tx.rollback().await;
-                        return Ok(GroupCommitted::Split);
-                    }
-                }
-            }
-            outcomes.push(part);
+        let rows = if any_ops {
+            answers.first().map_or(&[][..], Vec::as_slice)
+        } else {
+            &[][..]
+        };
+        let mut outcomes = self.outcomes(&arrays, rows)?;
+        let all_applied = outcomes.len() == arrays.ops.len()
+            && outcomes.iter().all(|o| matches!(o, CasOutcome::Ok { .. }));
+        if !all_applied {
+            tx.rollback().await;
+            return Ok(GroupCommitted::Split);
         }
         tx.commit()
             .await
             .map_err(|f| f.named(&statements, (&self.name, "a group of flow steps")))?;
-        Ok(GroupCommitted::Ok(outcomes))
+        let mut rest = outcomes.drain(..);
+        Ok(GroupCommitted::Ok(
+            counts
+                .iter()
+                .map(|&n| rest.by_ref().take(n).collect())
+                .collect(),
+        ))
     }
 }
 
@@ -463,39 +472,95 @@ pub(crate) enum Committed {
     },
 }
 
-/// An operation's arguments as its statement takes them: the key and index values escaped
-/// (a NUL byte, which `text` cannot hold, see [`order_escape`]), the expected version as the
+/// Operations as the apply function takes them (see [`apply_function`]): one array per
+/// parameter, one element per operation, the key, index values and ranges escaped (a NUL
+/// byte, which `text` cannot hold, see [`order_escape`]), an expected version as the
 /// column's `i64`.
-struct OpArgs<'a> {
-    op: &'a KvOp,
-    key: Cow<'a, str>,
-    version: i64,
-    idx1: Option<Cow<'a, str>>,
-    idx2: Option<Cow<'a, str>>,
-    /// A guarded create's range, escaped as the index values are.
-    from: Cow<'a, str>,
-    to: Cow<'a, str>,
+struct OpArrays<'a> {
+    ops: Vec<&'a KvOp>,
+    scope: Vec<&'a str>,
+    kind: Vec<i16>,
+    key: Vec<Cow<'a, str>>,
+    version: Vec<i64>,
+    value: Vec<&'a [u8]>,
+    idx1: Vec<Option<Cow<'a, str>>>,
+    idx2: Vec<Option<Cow<'a, str>>>,
+    from: Vec<Cow<'a, str>>,
+    to: Vec<Cow<'a, str>>,
+    /// Stop at the first conflict.
+    stop: bool,
 }
 
-impl<'a> OpArgs<'a> {
-    fn new(op: &'a KvOp) -> Self {
-        let (expected, entry) = (op.expected(), op.entry());
-        let (from, to) = op
-            .guard()
-            .map_or((Cow::Borrowed(""), Cow::Borrowed("")), |(_, from, to)| {
-                (order_escape(from), order_escape(to))
+impl<'a> OpArrays<'a> {
+    fn new(ops: impl IntoIterator<Item = (&'a str, &'a KvOp)>, stop: bool) -> Self {
+        let mut arrays = OpArrays {
+            ops: Vec::new(),
+            scope: Vec::new(),
+            kind: Vec::new(),
+            key: Vec::new(),
+            version: Vec::new(),
+            value: Vec::new(),
+            idx1: Vec::new(),
+            idx2: Vec::new(),
+            from: Vec::new(),
+            to: Vec::new(),
+            stop,
+        };
+        for (scope, op) in ops {
+            let entry = op.entry();
+            let (from, to) = op
+                .guard()
+                .map_or((Cow::Borrowed(""), Cow::Borrowed("")), |(_, from, to)| {
+                    (order_escape(from), order_escape(to))
+                });
+            arrays.kind.push(match op {
+                KvOp::Cas { expected: None, .. } => kind::CREATE,
+                KvOp::Cas { .. } => kind::UPDATE,
+                KvOp::Delete { .. } => kind::DELETE,
+                KvOp::CreateIfNoneIn {
+                    index: Index::One, ..
+                } => kind::CREATE_UNLESS_IDX1,
+                KvOp::CreateIfNoneIn {
+                    index: Index::Two, ..
+                } => kind::CREATE_UNLESS_IDX2,
             });
-        OpArgs {
-            from,
-            to,
-            op,
-            key: order_escape(op.key()),
+            arrays.ops.push(op);
+            arrays.scope.push(scope);
+            arrays.key.push(order_escape(op.key()));
             // No stored version is beyond `i64` (nor negative): such an expectation matches
-            // no row, and the statement still reports the version found.
-            version: expected.map_or(0, |v| i64::try_from(v).unwrap_or(-1)),
-            idx1: entry.and_then(|e| e.idx1.as_deref()).map(order_escape),
-            idx2: entry.and_then(|e| e.idx2.as_deref()).map(order_escape),
+            // no row, and the function still reports the version found.
+            arrays
+                .version
+                .push(op.expected().map_or(0, |v| i64::try_from(v).unwrap_or(-1)));
+            arrays
+                .value
+                .push(entry.map_or(&[][..], |e| e.value.as_slice()));
+            arrays
+                .idx1
+                .push(entry.and_then(|e| e.idx1.as_deref()).map(order_escape));
+            arrays
+                .idx2
+                .push(entry.and_then(|e| e.idx2.as_deref()).map(order_escape));
+            arrays.from.push(from);
+            arrays.to.push(to);
         }
+        arrays
+    }
+
+    /// The function's parameters, in order.
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.scope,
+            &self.kind,
+            &self.key,
+            &self.version,
+            &self.value,
+            &self.idx1,
+            &self.idx2,
+            &self.from,
+            &self.to,
+            &self.stop,
+        ]
     }
 }
 

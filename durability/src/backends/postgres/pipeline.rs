@@ -147,13 +147,6 @@ impl Pipelined {
         }
     }
 
-    /// Runs one more statement inside the open transaction.
-    pub(crate) async fn query(&self, statement: &Statement<'_>) -> Result<Vec<Row>, Error> {
-        let client = self.client();
-        let prepared = client.prepare_cached(statement.sql).await?;
-        client.query(&prepared, &statement.params).await
-    }
-
     /// Commits.
     pub(crate) async fn commit(mut self) -> Result<(), Failed> {
         let done = self.client().batch_execute("COMMIT").await;
