@@ -36,15 +36,19 @@ type Res<T = ()> = Result<T, Box<dyn Error + Send + Sync>>;
 const RUN: Duration = Duration::from_secs(3);
 const WRITERS: usize = 200;
 
-/// Runs `worker` in `tasks` tasks (each stops at its deadline); returns operations per second.
+/// Runs `worker` in `tasks` tasks (each given its number and the row's deadline, [`RUN`] from
+/// now, at which it stops); returns operations per second.
 async fn measure<F, Fut>(tasks: usize, worker: F) -> Res<f64>
 where
-    F: Fn(usize) -> Fut,
+    F: Fn(usize, Instant) -> Fut,
     Fut: Future<Output = Res> + Send + 'static,
 {
     OPS.store(0, Ordering::Relaxed);
     let start = Instant::now();
-    let handles: Vec<_> = (0..tasks).map(|t| tokio::spawn(worker(t))).collect();
+    let deadline = start + RUN;
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| tokio::spawn(worker(t, deadline)))
+        .collect();
     for h in handles {
         h.await??;
     }
@@ -57,6 +61,15 @@ static OPS: AtomicU64 = AtomicU64::new(0);
 
 fn tick() {
     OPS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Operations per second of [`WRITERS`] writers updating keys of their own in `kv` with `cas`
+/// ([`cas_writer`]).
+async fn cas_rate(kv: Arc<dyn DurableKv>) -> Res<f64> {
+    measure(WRITERS, |who, deadline| {
+        cas_writer(Arc::clone(&kv), who, deadline)
+    })
+    .await
 }
 
 fn entry(n: u64) -> Entry {
@@ -96,8 +109,7 @@ async fn postgres(url: &str, rows: &mut Vec<(String, f64)>) -> Res {
         ))
         .await?;
     for conns in [1usize, 16] {
-        let deadline = Instant::now() + RUN;
-        let rate = measure(conns, |_| {
+        let rate = measure(conns, |_, deadline| {
             let (url, raw) = (url.to_owned(), raw.clone());
             async move {
                 let (client, conn) = tokio_postgres::connect(&url, NoTls).await?;
@@ -115,11 +127,10 @@ async fn postgres(url: &str, rows: &mut Vec<(String, f64)>) -> Res {
         .await?;
         rows.push((format!("postgres INSERT commit, {conns} conn(s)"), rate));
     }
-    let kv: Arc<dyn DurableKv> =
-        Arc::new(PostgresKv::connect_with(url, PostgresConfig::new().table_prefix(&prefix)).await?);
-    let deadline = Instant::now() + RUN;
-    let rate = measure(WRITERS, |who| cas_writer(Arc::clone(&kv), who, deadline)).await?;
-    rows.push((format!("PostgresKv cas, {WRITERS} writers (pool 16)"), rate));
+    let config = PostgresConfig::new().table_prefix(&prefix);
+    let kv = PostgresKv::connect_with(url, config).await?;
+    let cas = cas_rate(Arc::new(kv)).await?;
+    rows.push((format!("PostgresKv cas, {WRITERS} writers (pool 16)"), cas));
     admin
         .batch_execute(&format!(
             "DROP TABLE IF EXISTS {raw}, {prefix}durable; DROP SEQUENCE IF EXISTS {prefix}durable_version"
@@ -134,17 +145,14 @@ async fn redis_rows(url: &str, rows: &mut Vec<(String, f64)>) -> Res {
     let client = redis::Client::open(url)?;
     let shared = client.get_multiplexed_async_connection().await?;
     for writers in [1usize, WRITERS] {
-        let deadline = Instant::now() + RUN;
-        let rate = measure(writers, |who| {
+        let rate = measure(writers, |who, deadline| {
             let mut conn = shared.clone();
             let key = format!("{prefix}:raw:{who}");
             async move {
                 while Instant::now() < deadline {
-                    let _: () = redis::cmd("SET")
-                        .arg(&key)
-                        .arg("0123456789abcdef")
-                        .query_async(&mut conn)
-                        .await?;
+                    let mut set = redis::cmd("SET");
+                    set.arg(&key).arg("0123456789abcdef");
+                    set.query_async::<()>(&mut conn).await?;
                     tick();
                 }
                 Ok(())
@@ -153,11 +161,9 @@ async fn redis_rows(url: &str, rows: &mut Vec<(String, f64)>) -> Res {
         .await?;
         rows.push((format!("redis SET, {writers} writer(s), 1 conn"), rate));
     }
-    let kv: Arc<dyn DurableKv> =
-        Arc::new(RedisKv::open_with(url, RedisConfig::new().prefix(&prefix)).await?);
-    let deadline = Instant::now() + RUN;
-    let rate = measure(WRITERS, |who| cas_writer(Arc::clone(&kv), who, deadline)).await?;
-    rows.push((format!("RedisKv cas, {WRITERS} writers, 1 conn"), rate));
+    let kv = RedisKv::open_with(url, RedisConfig::new().prefix(&prefix)).await?;
+    let cas = cas_rate(Arc::new(kv)).await?;
+    rows.push((format!("RedisKv cas, {WRITERS} writers, 1 conn"), cas));
     let mut conn = shared.clone();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:*"))

@@ -18,8 +18,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn media_refs_are_journaled_with_their_provider() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let media = StoredMediaRef::new("telegram", 1, json!({"file_id": "abc"}));
     let m = NewInbound::new("alice", "m1", json!({})).with_media_ref(media.clone());
     let InboxJournal::Journaled(r) = d.inbox().journal(m).await.expect("journal") else {

@@ -175,10 +175,7 @@ async fn a_file_journal_is_opened_once_per_process() {
         .append(NewEvent::new("kept", json!(1)).id("k"))
         .await
         .unwrap();
-    let err = FileEventJournal::open(&path, FileOptions::new())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, FileError::AlreadyOpen { .. }), "{err}");
+    support::assert_already_open(FileEventJournal::open(&path, FileOptions::new()).await);
     journal.close().await.unwrap();
     let reopened = file_journal(&path).await;
     assert!(reopened.get("k").await.unwrap().is_some());
@@ -222,28 +219,43 @@ async fn the_shared_journal_refuses_a_file_a_locked_file_journal_holds() {
         .unwrap();
 }
 
+/// Appends the events `e0` to `e3`.
+async fn append_four<B: botmesh_durability::DurableKv>(
+    journal: &botmesh_durability::events::EventJournal<B>,
+) {
+    for i in 0..4 {
+        let event = NewEvent::new("e", json!(i)).id(format!("e{i}"));
+        journal.append(event).await.unwrap();
+    }
+}
+
 /// Four events appended through `open`, leaving a log of four lines behind (no compaction).
 async fn leave_a_log(path: &Path, shared_journal: bool) {
     if shared_journal {
         let journal = SharedFileEventJournal::open(path, SharedFileOptions::new().append_log(true))
             .await
             .unwrap();
-        for i in 0..4 {
-            let event = NewEvent::new("e", json!(i)).id(format!("e{i}"));
-            journal.append(event).await.unwrap();
-        }
+        append_four(&journal).await;
         journal.close().await;
     } else {
         let journal = FileEventJournal::open(path, FileOptions::new().append_log(true))
             .await
             .unwrap();
-        for i in 0..4 {
-            let event = NewEvent::new("e", json!(i)).id(format!("e{i}"));
-            journal.append(event).await.unwrap();
-        }
+        append_four(&journal).await;
         // A crash: the log is not folded in.
         journal.storage().simulate_crash().await;
     }
+}
+
+/// A fresh journal file with a log of four lines left behind ([`leave_a_log`]): the
+/// directory, the journal's path and the log's.
+async fn with_a_log(
+    shared_journal: bool,
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let (dir, path) = support::fresh("events.json");
+    leave_a_log(&path, shared_journal).await;
+    let log = log_of(&path);
+    (dir, path, log)
 }
 
 /// Where each line of `bytes` starts.
@@ -271,9 +283,7 @@ fn corrupt_error(shared: Result<SharedFileEventJournal, SharedFileError>) -> Fil
 #[tokio::test]
 async fn a_bad_line_in_the_middle_is_refused_and_left_untouched() {
     for shared_journal in [true, false] {
-        let (_dir, path) = support::fresh("events.json");
-        leave_a_log(&path, shared_journal).await;
-        let log = log_of(&path);
+        let (_dir, path, log) = with_a_log(shared_journal).await;
         let mut bytes = std::fs::read(&log).unwrap();
         let starts = line_starts(&bytes);
         assert_eq!(starts.len(), 5, "a header and four lines");
@@ -310,9 +320,7 @@ async fn a_bad_line_in_the_middle_is_refused_and_left_untouched() {
 #[tokio::test]
 async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
     for shared_journal in [true, false] {
-        let (_dir, path) = support::fresh("events.json");
-        leave_a_log(&path, shared_journal).await;
-        let log = log_of(&path);
+        let (_dir, path, log) = with_a_log(shared_journal).await;
         let bytes = std::fs::read(&log).unwrap();
         std::fs::write(&log, &bytes[..bytes.len() - 7]).unwrap();
         let ids: Vec<String> = if shared_journal {

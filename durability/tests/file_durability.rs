@@ -296,16 +296,10 @@ async fn a_torn_last_line_is_cut_and_the_rest_replayed() {
 async fn a_second_open_in_this_process_waits_for_close() {
     let (_dir, path) = support::fresh("journal.json");
     let kv = open(&path).await;
-    let err = FileDurability::open(&path, FileOptions::new())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, FileError::AlreadyOpen { .. }), "{err}");
+    support::assert_already_open(FileDurability::open(&path, FileOptions::new()).await);
     // Another spelling of the same path is the same file.
     let dotted = path.parent().unwrap().join(".").join("journal.json");
-    let err = FileDurability::open(&dotted, FileOptions::new())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, FileError::AlreadyOpen { .. }), "{err}");
+    support::assert_already_open(FileDurability::open(&dotted, FileOptions::new()).await);
     kv.close().await.unwrap();
     let kv = open(&path).await;
     drop(kv);

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::journal_env::{Env, claim_new, events, journal, lease, send_ok, state};
+use crate::journal_env::{
+    Env, ambiguous_hi_to_alice, claim_new, events, journal, lease, leave_leased, send_ok, state,
+};
 use botmesh_durability::inbox::NewInbound;
 use botmesh_durability::inbox::{Claim, InboxJournal, InboxJournalClaim};
 use botmesh_durability::keys::SendKey;
@@ -21,8 +23,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn guarantee_dies_before_journal_nothing_recorded_redelivery_processed() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let m = NewInbound::new("alice", "m1", json!({}));
     assert!(
         d.inbox().get(&m.id).await.expect("get").is_none(),
@@ -79,11 +80,8 @@ async fn guarantee_dies_in_handler_replay_answers_sent_replies_and_sends_missing
         "the missing reply is sent"
     );
     send_ok(&restarted, k2.as_str()).await;
-    restarted
-        .inbox()
-        .complete(&replay[0].lease)
-        .await
-        .expect("complete");
+    let done = restarted.inbox().complete(&replay[0].lease).await;
+    done.expect("complete");
     assert_eq!(restarted.metrics().outbox_deduped, 1);
 }
 
@@ -91,8 +89,7 @@ async fn guarantee_dies_in_handler_replay_answers_sent_replies_and_sends_missing
 async fn guarantee_ambiguous_send_skip_marks_unknown_and_never_resends() {
     let env = Env::new();
     let first = env.open("i1", |_| {});
-    journal(&first, SendKey::explicit("k"), "alice", "hi").await;
-    lease(&first, "k").await; // "about to call the provider", then the process dies
+    leave_leased(&first).await;
     let restarted = first.reopen().expect("restart");
     let mut rx = restarted.subscribe();
     assert!(
@@ -100,14 +97,7 @@ async fn guarantee_ambiguous_send_skip_marks_unknown_and_never_resends() {
         "nothing is resent under skip"
     );
     assert_eq!(state(&restarted, "k").await, OutboxState::Unknown);
-    assert_eq!(
-        events(&mut rx),
-        [DurabilityEvent::Ambiguous {
-            key: "k".into(),
-            chat: "alice".into(),
-            text: String::new()
-        }]
-    );
+    assert_eq!(events(&mut rx), [ambiguous_hi_to_alice()]);
     assert_eq!(restarted.metrics().outbox_ambiguous, 1);
     assert!(matches!(
         restarted.outbox().begin_attempt("k").await.expect("begin"),
@@ -124,8 +114,7 @@ async fn guarantee_ambiguous_send_skip_marks_unknown_and_never_resends() {
 async fn guarantee_ambiguous_send_resend_makes_it_due_again() {
     let env = Env::new();
     let first = env.open("i1", |c| c.outbox.on_ambiguous = OnAmbiguous::Resend);
-    journal(&first, SendKey::explicit("k"), "alice", "hi").await;
-    lease(&first, "k").await;
+    leave_leased(&first).await;
     let restarted = first.reopen().expect("restart");
     let mut rx = restarted.subscribe();
     let due = restarted.outbox().due(10).await.expect("due");
@@ -134,14 +123,7 @@ async fn guarantee_ambiguous_send_resend_makes_it_due_again() {
         ["k"],
         "never lost under resend"
     );
-    assert_eq!(
-        events(&mut rx),
-        [DurabilityEvent::Ambiguous {
-            key: "k".into(),
-            chat: "alice".into(),
-            text: String::new()
-        }]
-    );
+    assert_eq!(events(&mut rx), [ambiguous_hi_to_alice()]);
     send_ok(&restarted, "k").await;
 }
 
@@ -157,8 +139,7 @@ async fn guarantee_ambiguity_is_reported_by_a_recovery_killed_after_settling_it(
     for policy in [OnAmbiguous::Skip, OnAmbiguous::Resend] {
         let env = Env::new();
         let first = env.open("i1", |c| c.outbox.on_ambiguous = policy);
-        journal(&first, SendKey::explicit("k"), "alice", "hi").await;
-        lease(&first, "k").await; // "about to call the provider", then the process dies
+        leave_leased(&first).await;
         let (switch, recovering) = crashable_durability(&first).expect("crashable durability");
         switch.crash_after(WritePoint::OutboxMarkAmbiguous);
         let mut rx = recovering.subscribe();
@@ -169,11 +150,7 @@ async fn guarantee_ambiguity_is_reported_by_a_recovery_killed_after_settling_it(
         assert!(switch.is_crashed());
         assert_eq!(
             events(&mut rx),
-            [DurabilityEvent::Ambiguous {
-                key: "k".into(),
-                chat: "alice".into(),
-                text: String::new()
-            }],
+            [ambiguous_hi_to_alice()],
             "{policy:?}: the send was named before the process died"
         );
         drop(recovering);
@@ -219,11 +196,7 @@ async fn guarantee_provider_timeout_is_ambiguous_by_policy() {
         assert_eq!(state(&d, "k").await, state_after);
         assert_eq!(
             events(&mut rx),
-            [DurabilityEvent::Ambiguous {
-                key: "k".into(),
-                chat: "alice".into(),
-                text: String::new()
-            }],
+            [ambiguous_hi_to_alice()],
             "{policy:?}: named by the event"
         );
     }
@@ -285,11 +258,8 @@ async fn guarantee_dies_after_send_recorded_replay_answers_every_reply() {
             "reply {n}: {j:?}"
         );
     }
-    restarted
-        .inbox()
-        .complete(&replay[0].lease)
-        .await
-        .expect("complete");
+    let done = restarted.inbox().complete(&replay[0].lease).await;
+    done.expect("complete");
     assert_eq!(restarted.metrics().outbox_deduped, 2);
     assert_eq!(
         restarted.metrics().outbox_journaled,
@@ -335,8 +305,7 @@ async fn guarantee_crash_loop_is_dead_lettered_after_max_attempts() {
 
 #[tokio::test]
 async fn exactly_once_while_alive() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     assert!(matches!(
         journal(&d, SendKey::explicit("invoice:42"), "alice", "pay").await,
         SendJournal::Journaled(_)
@@ -427,8 +396,7 @@ async fn retention_purges_done_and_sent_only() {
 
 #[tokio::test]
 async fn undecodable_records_are_reported_never_dropped() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let mut rx = d.subscribe();
     for (key, idx) in [
         ("i/bad", "i/done/0000000000000001/bad"),
@@ -444,19 +412,15 @@ async fn undecodable_records_are_reported_never_dropped() {
             .await
             .expect("write");
     }
+    let done = d.inbox().list(InboxState::Done, 10).await.expect("list");
+    let unknown = d
+        .outbox()
+        .list(OutboxState::Unknown, 10)
+        .await
+        .expect("list");
     assert!(
-        d.inbox()
-            .list(InboxState::Done, 10)
-            .await
-            .expect("list")
-            .is_empty()
-    );
-    assert!(
-        d.outbox()
-            .list(OutboxState::Unknown, 10)
-            .await
-            .expect("list")
-            .is_empty()
+        done.is_empty() && unknown.is_empty(),
+        "{done:?} {unknown:?}"
     );
     assert_eq!(events(&mut rx).len(), 2, "each reported once");
     assert_eq!(
@@ -482,8 +446,7 @@ async fn undecodable_records_are_reported_never_dropped() {
 
 #[tokio::test]
 async fn an_erased_durability_is_the_same_incarnation_and_runs_on_spawned_tasks() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let erased: KvDurability = d.erase();
     assert_eq!(erased.incarnation(), d.incarnation());
     let task = erased.clone();

@@ -168,9 +168,7 @@ async fn failed_sends_retry_with_backoff_then_dead_letter() {
 
 #[tokio::test]
 async fn final_errors_dead_letter_at_once_and_rate_limits_wait() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    journal(&d, SendKey::explicit("final"), "a", "x").await;
+    let (_env, d) = Env::with_send("final", "a", "x").await;
     let l = lease(&d, "final").await;
     assert_eq!(
         d.outbox()
@@ -200,8 +198,7 @@ async fn final_errors_dead_letter_at_once_and_rate_limits_wait() {
 
 #[tokio::test]
 async fn inline_budget_defers_to_the_sweeper() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let budget = InlineBudget::start(T0, d.config().outbox.inline_max);
     assert_eq!(
         budget.next(T0 + 1000),
@@ -255,9 +252,7 @@ async fn inbound_failures_before_handlers_retry_then_dead_letter() {
 
 #[tokio::test]
 async fn parts_go_in_order_and_wait_without_spending_attempts() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    journal(&d, SendKey::explicit("k"), "alice", "p1 p2 p3").await;
+    let (env, d) = Env::with_send("k", "alice", "p1 p2 p3").await;
     let parts = vec![
         json!({"text": "p1"}),
         json!({"text": "p2"}),
@@ -306,8 +301,7 @@ async fn parts_go_in_order_and_wait_without_spending_attempts() {
 
 #[tokio::test]
 async fn a_part_dies_with_its_dead_previous_part_and_comes_back_with_it() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (_env, d) = Env::opened();
     let mut rx = d.subscribe();
     journal(&d, SendKey::explicit("k"), "alice", "long").await;
     d.outbox()
@@ -356,9 +350,7 @@ async fn a_part_dies_with_its_dead_previous_part_and_comes_back_with_it() {
 
 #[tokio::test]
 async fn a_part_journaled_later_dies_lazily_when_swept() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    journal(&d, SendKey::explicit("k"), "alice", "long").await;
+    let (_env, d) = Env::with_send("k", "alice", "long").await;
     let l = lease(&d, "k").await;
     // The part is journaled while the first part is in flight; the first then dies.
     d.outbox()
@@ -401,9 +393,7 @@ async fn a_part_journaled_later_dies_lazily_when_swept() {
 
 #[tokio::test]
 async fn a_later_send_never_overtakes_an_earlier_one_of_its_chat() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    journal(&d, SendKey::explicit("a1"), "alice", "first").await;
+    let (env, d) = Env::with_send("a1", "alice", "first").await;
     let l = lease(&d, "a1").await;
     d.outbox()
         .mark_failed(&l, &SendFailure::retryable("503"))
@@ -438,8 +428,7 @@ async fn a_later_send_never_overtakes_an_earlier_one_of_its_chat() {
 
 #[tokio::test]
 async fn journal_and_begin_leases_a_new_send_in_the_write_that_journals_it() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (env, d) = Env::opened();
     let JournalBegun::Leased { lease, record } =
         journal_and_begin(&d, SendKey::explicit("k1"), "alice", "hi").await
     else {
@@ -491,9 +480,7 @@ async fn journal_and_begin_leases_a_new_send_in_the_write_that_journals_it() {
 
 #[tokio::test]
 async fn journal_and_begin_journals_pending_behind_an_open_send_of_the_chat() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
-    journal(&d, SendKey::explicit("a1"), "alice", "first").await;
+    let (_env, d) = Env::with_send("a1", "alice", "first").await;
     let begun = journal_and_begin(&d, SendKey::explicit("a2"), "alice", "second").await;
     let JournalBegun::Journal(SendJournal::Journaled(r)) = begun else {
         panic!("expected a pending journal behind a1, got {begun:?}")
@@ -514,8 +501,7 @@ async fn journal_and_begin_journals_pending_behind_an_open_send_of_the_chat() {
 
 #[tokio::test]
 async fn a_send_leased_by_its_journal_write_is_ambiguous_after_a_crash() {
-    let env = Env::new();
-    let d = env.open("i1", |_| {});
+    let (env, d) = Env::opened();
     assert!(matches!(
         journal_and_begin(&d, SendKey::explicit("k1"), "alice", "hi").await,
         JournalBegun::Leased { .. }

@@ -166,10 +166,9 @@ async fn junk_rows_are_quarantined() {
 #[tokio::test]
 async fn an_unreachable_server_names_host_and_port_not_the_password() {
     const URL: &str = "postgres://postgres:hunter2@127.0.0.1:1/test";
-    let error = PostgresKv::connect(URL).await.unwrap_err();
-    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
-    let error = PostgresStore::connect(URL).await.unwrap_err();
-    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
+    let kv = PostgresKv::connect(URL).await.unwrap_err();
+    let store = PostgresStore::connect(URL).await.unwrap_err();
+    servers::names_host_not_secret(&[&kv, &store], "127.0.0.1:1", "hunter2");
 }
 
 #[tokio::test]
@@ -210,10 +209,7 @@ async fn an_injected_pool_stays_open() {
 async fn racing_pools_have_one_winner_per_version() {
     let Some(pg) = Pg::new() else { return };
     let prefix = pg.prefix();
-    let mut pools: Vec<Arc<dyn DurableKv>> = Vec::new();
-    for _ in 0..4 {
-        pools.push(Arc::new(pg.kv(&prefix).await));
-    }
+    let pools = servers::opened(4, || pg.kv(&prefix)).await;
     servers::racing_writers_have_one_winner_per_version(pools).await;
 }
 

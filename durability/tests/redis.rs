@@ -142,27 +142,23 @@ async fn junk_entries_are_quarantined() {
     servers::junk_is_quarantined(&durability(kv, "redis-1")).await;
 }
 
-#[tokio::test]
-async fn an_unreachable_server_names_host_and_port_not_the_password() {
-    const URL: &str = "redis://:hunter2@127.0.0.1:1/";
-    let config = RedisConfig::new().reconnect_attempts(0);
-    let error = RedisKv::open_with(URL, config.clone()).await.unwrap_err();
-    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
-    let error = RedisStore::open_with(URL, config).await.unwrap_err();
-    servers::names_host_not_secret(&error, "127.0.0.1:1", "hunter2");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_connections_have_one_winner_per_version() {
     let Some(rd) = Rd::new() else { return };
     let prefix = rd.prefix();
-    let mut conns: Vec<Arc<dyn DurableKv>> = Vec::new();
-    for _ in 0..4 {
-        conns.push(Arc::new(rd.kv(&prefix).await));
-    }
+    let conns = servers::opened(4, || rd.kv(&prefix)).await;
     assert!(
         conns[0].shared_between_processes(),
         "the instance id gets a per-boot suffix"
     );
     servers::racing_writers_have_one_winner_per_version(conns).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_names_host_and_port_not_the_password() {
+    const URL: &str = "redis://:hunter2@127.0.0.1:1/";
+    let config = RedisConfig::new().reconnect_attempts(0);
+    let kv = RedisKv::open_with(URL, config.clone()).await.unwrap_err();
+    let store = RedisStore::open_with(URL, config).await.unwrap_err();
+    servers::names_host_not_secret(&[&kv, &store], "127.0.0.1:1", "hunter2");
 }

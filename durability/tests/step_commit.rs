@@ -226,12 +226,7 @@ async fn a_step_lands_whole_after_a_heartbeat_moved_the_inbound(b: Backend) {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].state, OutboxState::Pending);
     assert_eq!(
-        d.outbox()
-            .lookup("alice/m1:order/q#1")
-            .await
-            .unwrap()
-            .unwrap()
-            .state,
+        record(&d, "alice/m1:order/q#1").await.state,
         OutboxState::Pending
     );
     assert_eq!(
@@ -246,10 +241,7 @@ async fn a_send_recorded_before_is_answered_from_its_record(b: Backend) {
         return;
     };
     // An earlier run, outside a step transaction, journaled the same key.
-    d.outbox()
-        .journal(send("alice/m1:order/q#1", "How many?"))
-        .await
-        .unwrap();
+    journaled(&d, "alice/m1:order/q#1", "How many?").await;
     let mut journal = d.step();
     journal
         .send(send("alice/m1:order/q#1", "How many?"), Vec::new())
@@ -359,10 +351,7 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write(b: Backend) {
     let Some((store, d, _lease)) = setup(b).await else {
         return;
     };
-    d.outbox()
-        .journal(send("alice/m1:1", "Hello"))
-        .await
-        .unwrap();
+    journaled(&d, "alice/m1:1", "Hello").await;
     let botmesh_durability::outbox::BeginAttempt::Leased { lease, .. } =
         d.outbox().begin_attempt("alice/m1:1").await.unwrap()
     else {
@@ -376,24 +365,14 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write(b: Backend) {
         .unwrap();
     let mut step = StepCommit::new(d.scope().clone(), CheckpointWrite::Keep);
     step.journal = journal.ops();
-    step.ledger = vec![botmesh_durability::store::LedgerEntry {
-        chat: "alice".into(),
-        message_id: Some("tg-42".into()),
-        direction: botmesh_durability::store::Direction::Outbound,
-        status: botmesh_durability::store::LedgerStatus::Sent,
-        text: Some("Hello".into()),
-        content: serde_json::json!({"text": "Hello"}),
-        key: Some("alice/m1:1".into()),
-        error: None,
-        at_ms: 5,
-    }];
+    step.ledger = vec![sent_row("alice", "tg-42", "Hello", "alice/m1:1", 5)];
     journal.before_commit().unwrap();
     let StepCommitOutcome::Committed(outcomes) = store.commit_step(&step).await.unwrap() else {
         panic!("committed");
     };
     journal.committed(&outcomes).unwrap();
     store.assert_one_write(before);
-    let record = d.outbox().lookup("alice/m1:1").await.unwrap().unwrap();
+    let record = record(&d, "alice/m1:1").await;
     assert_eq!(record.state, OutboxState::Sent);
     assert_eq!(record.provider_message_id.as_deref(), Some("tg-42"));
     let ledger = store.ledger("alice", 10).await.unwrap();
@@ -584,8 +563,28 @@ async fn commit_once(
 }
 
 /// Journals, leases and marks sent `key` outside a step, as an earlier run did.
-async fn sent_before(d: &KvDurability, key: &str, text: &str, provider_id: Option<&str>) {
+/// Journals the send of `text` under `key` outside a step, as an earlier run did.
+async fn journaled(d: &KvDurability, key: &str, text: &str) {
     d.outbox().journal(send(key, text)).await.unwrap();
+}
+
+/// A step of `lease`'s message whose one send (`text` under `key`) is its first: sent and
+/// begun, the message completed, committed once; the committed sends.
+async fn first_send_committed(
+    store: &Env,
+    d: &KvDurability,
+    lease: &InboxLease,
+    key: &str,
+    text: &str,
+) -> Vec<botmesh_durability::CommittedSend> {
+    let mut journal = d.step();
+    journal.send_and_begin(send(key, text)).await.unwrap();
+    journal.complete_inbound(lease).await.unwrap();
+    commit_once(store, d, journal).await
+}
+
+async fn sent_before(d: &KvDurability, key: &str, text: &str, provider_id: Option<&str>) {
+    journaled(d, key, text).await;
     let botmesh_durability::outbox::BeginAttempt::Leased { lease, .. } =
         d.outbox().begin_attempt(key).await.unwrap()
     else {
@@ -619,12 +618,7 @@ async fn a_first_send_is_leased_in_the_steps_own_transaction(b: Backend) {
     assert_eq!(sends[0].record.attempts, 1, "its first attempt is charged");
     assert!(sends[1].lease.is_none(), "a later send of the step waits");
     assert_eq!(sends[1].record.state, OutboxState::Pending);
-    let stored = d
-        .outbox()
-        .lookup("alice/m1:order/q#1")
-        .await
-        .unwrap()
-        .unwrap();
+    let stored = record(&d, "alice/m1:order/q#1").await;
     assert_eq!(stored.state, OutboxState::Sending);
     // The provider is called with that lease, and the send settles under it.
     let mut sent = d.step();
@@ -634,12 +628,7 @@ async fn a_first_send_is_leased_in_the_steps_own_transaction(b: Backend) {
     let StepCommitOutcome::Committed(_) = store.commit_step(&step).await.unwrap() else {
         panic!("committed");
     };
-    let settled = d
-        .outbox()
-        .lookup("alice/m1:order/q#1")
-        .await
-        .unwrap()
-        .unwrap();
+    let settled = record(&d, "alice/m1:order/q#1").await;
     assert_eq!(settled.state, OutboxState::Sent);
     assert_eq!(settled.provider_message_id.as_deref(), Some("tg-1"));
 }
@@ -649,17 +638,8 @@ async fn a_first_send_behind_an_open_send_of_its_chat_is_journaled_pending(b: Ba
         return;
     };
     // An earlier send of alice's is still waiting.
-    d.outbox()
-        .journal(send("alice/m0:1", "Hello"))
-        .await
-        .unwrap();
-    let mut journal = d.step();
-    journal
-        .send_and_begin(send("alice/m1:order/q#1", "How many?"))
-        .await
-        .unwrap();
-    journal.complete_inbound(&lease).await.unwrap();
-    let sends = commit_once(&store, &d, journal).await;
+    journaled(&d, "alice/m0:1", "Hello").await;
+    let sends = first_send_committed(&store, &d, &lease, "alice/m1:order/q#1", "How many?").await;
     assert!(sends[0].lease.is_none());
     assert_eq!(sends[0].record.state, OutboxState::Pending);
     assert_eq!(sends[0].record.attempts, 0);
@@ -673,13 +653,7 @@ async fn a_first_send_recorded_before_is_answered_from_its_record_not_leased(b: 
     sent_before(&d, "alice/m1:order/q#1", "How many?", Some("tg-0")).await;
     // That send is settled, so nothing of the chat is open: the step's send is leased,
     // conflicts on its key, and is answered from the record found.
-    let mut journal = d.step();
-    journal
-        .send_and_begin(send("alice/m1:order/q#1", "How many?"))
-        .await
-        .unwrap();
-    journal.complete_inbound(&lease).await.unwrap();
-    let sends = commit_once(&store, &d, journal).await;
+    let sends = first_send_committed(&store, &d, &lease, "alice/m1:order/q#1", "How many?").await;
     assert!(sends[0].lease.is_none(), "nothing of ours was written");
     assert_eq!(sends[0].record.state, OutboxState::Sent);
     assert_eq!(sends[0].record.provider_message_id.as_deref(), Some("tg-0"));
@@ -691,13 +665,8 @@ async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key
         return;
     };
     sent_before(&d, "alice/m1:order/q#1", "How many?", None).await;
-    let mut journal = d.step();
-    journal
-        .send_and_begin(send("alice/m1:order/q#1", "How many pears?"))
-        .await
-        .unwrap();
-    journal.complete_inbound(&lease).await.unwrap();
-    let sends = commit_once(&store, &d, journal).await;
+    let sends =
+        first_send_committed(&store, &d, &lease, "alice/m1:order/q#1", "How many pears?").await;
     assert!(sends[0].lease.is_none(), "re-keyed sends are not leased");
     assert_ne!(sends[0].record.key, "alice/m1:order/q#1");
     assert_eq!(sends[0].record.state, OutboxState::Pending);
@@ -706,6 +675,41 @@ async fn a_leased_first_send_under_a_diverged_key_goes_pending_under_the_new_key
 }
 
 /// A raw journal entry for [`KvOp`]-level steps.
+/// Creates `key` in `kv` with the value `text` ([`raw_entry`]); its version.
+async fn created(kv: &dyn DurableKv, s: &Scope, key: &str, text: &str) -> u64 {
+    use botmesh_durability::kv::CasOutcome;
+    let CasOutcome::Ok { version } = kv.cas(s, key, None, raw_entry(text)).await.unwrap() else {
+        panic!("{key} is created");
+    };
+    version
+}
+
+/// The outbox record of `key`, which must exist.
+async fn record(d: &KvDurability, key: &str) -> botmesh_durability::outbox::OutboxRecord {
+    d.outbox().lookup(key).await.unwrap().unwrap()
+}
+
+/// The ledger row of an outbound send of `text`, sent as the channel's `message_id`.
+fn sent_row(
+    chat: &str,
+    message_id: &str,
+    text: &str,
+    key: &str,
+    at_ms: i64,
+) -> botmesh_durability::store::LedgerEntry {
+    botmesh_durability::store::LedgerEntry {
+        chat: chat.into(),
+        message_id: Some(message_id.into()),
+        direction: botmesh_durability::store::Direction::Outbound,
+        status: botmesh_durability::store::LedgerStatus::Sent,
+        text: Some(text.into()),
+        content: serde_json::json!({ "text": text }),
+        key: Some(key.into()),
+        error: None,
+        at_ms,
+    }
+}
+
 fn raw_entry(text: &str) -> botmesh_durability::kv::Entry {
     botmesh_durability::kv::Entry {
         value: text.as_bytes().to_vec(),
@@ -732,17 +736,7 @@ fn with_rows(step: StepCommit) -> StepCommit {
             name: Some("Bob".into()),
             last_seen_ms: 3,
         }),
-        ledger: vec![botmesh_durability::store::LedgerEntry {
-            chat: "chat".into(),
-            message_id: Some("m-9".into()),
-            direction: botmesh_durability::store::Direction::Outbound,
-            status: botmesh_durability::store::LedgerStatus::Sent,
-            text: Some("send 1".into()),
-            content: serde_json::json!({"text": "send 1"}),
-            key: Some("c".into()),
-            error: None,
-            at_ms: 3,
-        }],
+        ledger: vec![sent_row("chat", "m-9", "send 1", "c", 3)],
         ..step
     }
 }
@@ -758,14 +752,8 @@ async fn a_step_lands_every_kind_of_write_together(b: Backend) {
     let kv = Arc::clone(&store.kv);
     assert!(store.shares_transactions_with(&*kv));
     let s = Scope::custom("bot");
-    let CasOutcome::Ok { version: a } = kv.cas(&s, "a", None, raw_entry("a0")).await.unwrap()
-    else {
-        panic!("a is created");
-    };
-    let CasOutcome::Ok { version: old } = kv.cas(&s, "old", None, raw_entry("old")).await.unwrap()
-    else {
-        panic!("old is created");
-    };
+    let a = created(&*kv, &s, "a", "a0").await;
+    let old = created(&*kv, &s, "old", "old").await;
     store.save_checkpoint(&checkpoint(1)).await.unwrap();
     for (key, n) in [("e1", 1), ("e2", 2)] {
         store
@@ -855,20 +843,14 @@ async fn a_step_lands_every_kind_of_write_together(b: Backend) {
 /// reported as that operation, and writes nothing either: no journal operation, no checkpoint
 /// change (a save or a removal), no value removal, no chat, contact or ledger row.
 async fn a_conflict_on_any_op_is_reported_first_and_writes_nothing(b: Backend) {
-    use botmesh_durability::kv::{CasOutcome, KvOp};
+    use botmesh_durability::kv::KvOp;
     let Some(store) = env(b).await else {
         return;
     };
     let kv = Arc::clone(&store.kv);
     let s = Scope::custom("bot");
-    let CasOutcome::Ok { version: a } = kv.cas(&s, "a", None, raw_entry("a0")).await.unwrap()
-    else {
-        panic!("a is created");
-    };
-    let CasOutcome::Ok { version: b } = kv.cas(&s, "b", None, raw_entry("b0")).await.unwrap()
-    else {
-        panic!("b is created");
-    };
+    let a = created(&*kv, &s, "a", "a0").await;
+    let b = created(&*kv, &s, "b", "b0").await;
     store.save_checkpoint(&checkpoint(1)).await.unwrap();
     store
         .set_value("effects", "e1", &serde_json::json!(1))

@@ -64,11 +64,23 @@ async fn concurrent_writes_from_50_tasks_all_land() {
     assert_eq!(stats.requests, 100, "{stats:?}");
 }
 
-/// Holds the writer thread inside a request until the returned sender is dropped or sent to,
-/// so that the requests made meanwhile queue up into one group.
-async fn hold_writer(
-    store: &SqliteStore,
-) -> (tokio::task::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+/// The writer thread held inside a request ([`hold_writer`]).
+struct Held {
+    holder: tokio::task::JoinHandle<()>,
+    release: std::sync::mpsc::Sender<()>,
+}
+
+impl Held {
+    /// Lets the writer go on, and waits until the holding request is done.
+    async fn release(self) {
+        self.release.send(()).unwrap();
+        self.holder.await.unwrap();
+    }
+}
+
+/// Holds the writer thread inside a request until it is released (or dropped), so that the
+/// requests made meanwhile queue up into one group.
+async fn hold_writer(store: &SqliteStore) -> Held {
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
     let store = store.clone();
@@ -86,7 +98,64 @@ async fn hold_writer(
             .unwrap();
     });
     inside_rx.await.unwrap();
-    (holder, release_tx)
+    Held {
+        holder,
+        release: release_tx,
+    }
+}
+
+/// A new store whose writer is held ([`hold_writer`]).
+async fn held_store() -> (SqliteStore, TempDir, Held) {
+    let (store, dir) = new_store().await;
+    let held = hold_writer(&store).await;
+    (store, dir, held)
+}
+
+/// Spawns a `set_value` of `key` in scope `s`: a request queued behind the held writer.
+fn spawn_set(
+    store: &SqliteStore,
+    key: String,
+    value: serde_json::Value,
+) -> tokio::task::JoinHandle<Result<(), StoreError>> {
+    let store = store.clone();
+    tokio::spawn(async move { store.set_value("s", &key, &value).await })
+}
+
+/// Spawns `n` `set_value`s in scope `s`, of the keys `key(i)` with the values `i`.
+fn spawn_numbered(
+    store: &SqliteStore,
+    n: i64,
+    key: impl Fn(i64) -> String,
+) -> Vec<tokio::task::JoinHandle<Result<(), StoreError>>> {
+    (0..n).map(|i| spawn_set(store, key(i), json!(i))).collect()
+}
+
+/// Waits for `writes`, each of which must succeed.
+async fn all_succeed(writes: Vec<tokio::task::JoinHandle<Result<(), StoreError>>>) {
+    for write in writes {
+        write.await.unwrap().unwrap();
+    }
+}
+
+/// Checks that `error` is the failure of the request `operation`.
+fn assert_failed_in(error: &StoreError, operation: &str) {
+    assert!(
+        matches!(error, StoreError::Query { operation: op, .. } if *op == operation),
+        "{error:?}"
+    );
+}
+
+/// Spawns the request `operation` running `f`.
+fn spawn_write<F>(
+    store: &SqliteStore,
+    operation: &'static str,
+    f: F,
+) -> tokio::task::JoinHandle<Result<(), StoreError>>
+where
+    F: FnMut(&rusqlite::Transaction<'_>) -> Result<(), rusqlite::Error> + Send + 'static,
+{
+    let store = store.clone();
+    tokio::spawn(async move { store.write(operation, f).await })
 }
 
 /// Lets every spawned task of this current-thread runtime make its first poll (and so queue
@@ -131,23 +200,14 @@ async fn keys(store: &SqliteStore) -> Vec<String> {
 
 #[tokio::test]
 async fn queued_writes_commit_in_one_transaction() {
-    let (store, _dir) = new_store().await;
-    let (holder, release) = hold_writer(&store).await;
-    let writes: Vec<_> = (0..20)
-        .map(|n| {
-            let store = store.clone();
-            tokio::spawn(async move { store.set_value("s", &format!("k{n:02}"), &json!(n)).await })
-        })
-        .collect();
+    let (store, _dir, held) = held_store().await;
+    let writes = spawn_numbered(&store, 20, |n| format!("k{n:02}"));
     let_tasks_queue().await;
     // Held inside the first request at least this long. Real time, on purpose: the writer
     // thread measures its statement time on the wall clock (checked below).
     std::thread::sleep(std::time::Duration::from_millis(20));
-    release.send(()).unwrap();
-    holder.await.unwrap();
-    for write in writes {
-        write.await.unwrap().unwrap();
-    }
+    held.release().await;
+    all_succeed(writes).await;
     // The holding request alone, then the twenty together.
     let stats = store.write_stats();
     assert_eq!(stats.requests, 21, "{stats:?}");
@@ -171,19 +231,11 @@ async fn max_batch_bounds_a_group() {
     let store = SqliteStore::connect_with(dir.path().join("bot.db"), options)
         .await
         .unwrap();
-    let (holder, release) = hold_writer(&store).await;
-    let writes: Vec<_> = (0..20)
-        .map(|n| {
-            let store = store.clone();
-            tokio::spawn(async move { store.set_value("s", &format!("k{n:02}"), &json!(n)).await })
-        })
-        .collect();
+    let held = hold_writer(&store).await;
+    let writes = spawn_numbered(&store, 20, |n| format!("k{n:02}"));
     let_tasks_queue().await;
-    release.send(()).unwrap();
-    holder.await.unwrap();
-    for write in writes {
-        write.await.unwrap().unwrap();
-    }
+    held.release().await;
+    all_succeed(writes).await;
     // The holding request, then 8 + 8 + 4.
     let stats = store.write_stats();
     assert_eq!((stats.transactions, stats.requests), (4, 21), "{stats:?}");
@@ -192,64 +244,37 @@ async fn max_batch_bounds_a_group() {
 
 #[tokio::test]
 async fn a_failing_request_fails_alone_in_its_group() {
-    let (store, _dir) = new_store().await;
-    let (holder, release) = hold_writer(&store).await;
-    let spawn_set = |key: &'static str| {
-        let store = store.clone();
-        tokio::spawn(async move { store.set_value("s", key, &json!(key)).await })
-    };
-    let first = spawn_set("before");
+    let (store, _dir, held) = held_store().await;
+    let set = |key: &str| spawn_set(&store, key.to_owned(), json!(key));
+    let first = set("before");
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let panics = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = {
-        let (store, runs) = (store.clone(), runs.clone());
-        tokio::spawn(async move {
-            store
-                .write("counted", move |tx| {
-                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    tx.execute(
-                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'counted', '1')",
-                        [],
-                    )?;
-                    Ok(())
-                })
-                .await
-        })
-    };
-    let failing = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .write("half_then_fail", |tx| {
-                    tx.execute(
-                        "INSERT INTO kv (scope, key, value) VALUES ('s', 'half', '1')",
-                        [],
-                    )?;
-                    tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
-                    Ok(())
-                })
-                .await
-        })
-    };
+    let counted_runs = runs.clone();
+    let counted = spawn_write(&store, "counted", move |tx| {
+        counted_runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        tx.execute(
+            "INSERT INTO kv (scope, key, value) VALUES ('s', 'counted', '1')",
+            [],
+        )?;
+        Ok(())
+    });
+    let failing = spawn_write(&store, "half_then_fail", |tx| {
+        tx.execute(
+            "INSERT INTO kv (scope, key, value) VALUES ('s', 'half', '1')",
+            [],
+        )?;
+        tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+        Ok(())
+    });
     let panicking = spawn_panicking(&store, "panics", &panics);
-    let last = spawn_set("after");
+    let last = set("after");
     let_tasks_queue().await;
-    release.send(()).unwrap();
-    holder.await.unwrap();
+    held.release().await;
     first.await.unwrap().unwrap();
     counted.await.unwrap().unwrap();
     last.await.unwrap().unwrap();
     let error = failing.await.unwrap().unwrap_err();
-    assert!(
-        matches!(
-            error,
-            StoreError::Query {
-                operation: "half_then_fail",
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_failed_in(&error, "half_then_fail");
     assert!(error.to_string().contains("no_such_table"), "{error}");
     let error = panicking.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("panicked"), "{error}");
@@ -271,8 +296,7 @@ async fn a_failing_request_fails_alone_in_its_group() {
 
 #[tokio::test]
 async fn a_request_that_panicked_is_not_run_again_with_its_group() {
-    let (store, _dir) = new_store().await;
-    let (holder, release) = hold_writer(&store).await;
+    let (store, _dir, held) = held_store().await;
     let panics = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let panicking = spawn_panicking(&store, "panics first", &panics);
     let after = {
@@ -280,8 +304,7 @@ async fn a_request_that_panicked_is_not_run_again_with_its_group() {
         tokio::spawn(async move { store.set_value("s", "after", &json!(1)).await })
     };
     let_tasks_queue().await;
-    release.send(()).unwrap();
-    holder.await.unwrap();
+    held.release().await;
     let error = panicking.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("panicked"), "{error}");
     after.await.unwrap().unwrap();
@@ -297,26 +320,17 @@ async fn a_request_that_panicked_is_not_run_again_with_its_group() {
 
 #[tokio::test]
 async fn close_drains_the_queued_writes() {
-    let (store, _dir) = new_store().await;
-    let (holder, release) = hold_writer(&store).await;
-    let writes: Vec<_> = (0..10)
-        .map(|n| {
-            let store = store.clone();
-            tokio::spawn(async move { store.set_value("s", &format!("k{n}"), &json!(n)).await })
-        })
-        .collect();
+    let (store, _dir, held) = held_store().await;
+    let writes = spawn_numbered(&store, 10, |n| format!("k{n}"));
     let_tasks_queue().await;
     let closing = {
         let store = store.clone();
         tokio::spawn(async move { store.close().await })
     };
     let_tasks_queue().await;
-    release.send(()).unwrap();
-    holder.await.unwrap();
+    held.release().await;
     closing.await.unwrap().unwrap();
-    for write in writes {
-        write.await.unwrap().unwrap();
-    }
+    all_succeed(writes).await;
     assert!(matches!(
         store.set_value("s", "late", &json!(0)).await,
         Err(StoreError::Closed)
@@ -327,39 +341,18 @@ async fn close_drains_the_queued_writes() {
 
 #[tokio::test]
 async fn a_request_that_ends_the_transaction_fails_only_the_requests_before_it() {
-    let (store, _dir) = new_store().await;
-    let (holder, release) = hold_writer(&store).await;
-    let spawn_set = |key: &'static str| {
-        let store = store.clone();
-        tokio::spawn(async move { store.set_value("s", key, &json!(key)).await })
-    };
-    let before = spawn_set("before");
-    let rogue = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .write("rogue", |tx| tx.execute_batch("ROLLBACK"))
-                .await
-        })
-    };
-    let after = spawn_set("after");
+    let (store, _dir, held) = held_store().await;
+    let set = |key: &str| spawn_set(&store, key.to_owned(), json!(key));
+    let before = set("before");
+    let rogue = spawn_write(&store, "rogue", |tx| tx.execute_batch("ROLLBACK"));
+    let after = set("after");
     let_tasks_queue().await;
-    release.send(()).unwrap();
-    holder.await.unwrap();
+    held.release().await;
     // Its writes were rolled back with the transaction: it must not be told they landed.
     let error = before.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("before COMMIT"), "{error}");
     let error = rogue.await.unwrap().unwrap_err();
-    assert!(
-        matches!(
-            error,
-            StoreError::Query {
-                operation: "rogue",
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_failed_in(&error, "rogue");
     // The requests after it run in a new transaction.
     after.await.unwrap().unwrap();
     let keys = keys(&store).await;

@@ -36,6 +36,20 @@ impl Env {
         }
     }
 
+    /// A fresh environment, and the journals of instance `i1` on it (default config).
+    pub(crate) fn opened() -> (Self, Kd) {
+        let env = Self::new();
+        let d = env.open("i1", |_| {});
+        (env, d)
+    }
+
+    /// [`Env::opened`], with a send of `text` to `chat` journaled under the explicit `key`.
+    pub(crate) async fn with_send(key: &str, chat: &str, text: &str) -> (Self, Kd) {
+        let (env, d) = Self::opened();
+        journal(&d, SendKey::explicit(key), chat, text).await;
+        (env, d)
+    }
+
     pub(crate) fn open(
         &self,
         instance: &str,
@@ -104,6 +118,22 @@ pub(crate) async fn lease(d: &KvDurability<MemoryKv>, key: &str) -> OutboxLease 
     match d.outbox().begin_attempt(key).await.expect("begin_attempt") {
         BeginAttempt::Leased { lease, .. } => lease,
         other => panic!("expected a lease on {key}, got {other:?}"),
+    }
+}
+
+/// Journals the send `hi` to alice under the explicit key `k` and leases it: the process is
+/// about to call the provider, and dies.
+pub(crate) async fn leave_leased(d: &Kd) {
+    journal(d, SendKey::explicit("k"), "alice", "hi").await;
+    lease(d, "k").await;
+}
+
+/// What recovery reports of [`leave_leased`]'s send.
+pub(crate) fn ambiguous_hi_to_alice() -> DurabilityEvent {
+    DurabilityEvent::Ambiguous {
+        key: "k".into(),
+        chat: "alice".into(),
+        text: String::new(),
     }
 }
 

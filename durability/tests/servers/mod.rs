@@ -203,11 +203,25 @@ pub(crate) async fn junk_is_quarantined<K: DurableKv + ?Sized>(d: &KvDurability<
 }
 
 /// Asserts that an error (its text, Debug and source) names `host` and never `secret`.
-pub(crate) fn names_host_not_secret(error: &dyn std::error::Error, host: &str, secret: &str) {
-    let text = format!("{error} {:?}", error.source());
-    let debug = format!("{error:?}");
-    assert!(text.contains(host), "{text}");
-    assert!(!text.contains(secret) && !debug.contains(secret), "{debug}");
+pub(crate) fn names_host_not_secret(errors: &[&dyn std::error::Error], host: &str, secret: &str) {
+    for error in errors {
+        let text = format!("{error} {:?}", error.source());
+        let debug = format!("{error:?}");
+        assert!(text.contains(host), "{text}");
+        assert!(!text.contains(secret) && !debug.contains(secret), "{debug}");
+    }
+}
+
+/// `n` backends, opened one after the other by `open`.
+pub(crate) async fn opened<K: DurableKv + 'static, F: Future<Output = K>>(
+    n: usize,
+    open: impl Fn() -> F,
+) -> Vec<Arc<dyn DurableKv>> {
+    let mut all: Vec<Arc<dyn DurableKv>> = Vec::new();
+    for _ in 0..n {
+        all.push(Arc::new(open().await));
+    }
+    all
 }
 
 /// Four connections (pools) race compare-and-sets on one key, 25 rounds: one winner per round,

@@ -89,3 +89,13 @@ pub(crate) fn child_printed(child: &mut Child, line: &str) -> bool {
         .map_while(Result::ok)
         .any(|l| l.contains(line))
 }
+
+/// Checks that opening a file this process already holds was refused as `AlreadyOpen`.
+#[cfg(feature = "file")]
+pub(crate) fn assert_already_open<T>(opened: Result<T, botmesh_durability::file::FileError>) {
+    match opened {
+        Err(botmesh_durability::file::FileError::AlreadyOpen { .. }) => {}
+        Err(other) => panic!("expected AlreadyOpen, got {other}"),
+        Ok(_) => panic!("a file this process holds was opened again"),
+    }
+}
