@@ -387,10 +387,11 @@ impl DurableTable {
     /// [`GroupCommitted::Split`]: run each part alone ([`commit`](Self::commit)) to learn
     /// which one and why. The group is the store's group commit (see
     /// `PostgresStore::commit_step`); a part alone is [`commit`](Self::commit).
-    pub(crate) async fn commit_group(
-        &self,
+    pub(crate) async fn commit_group<'a>(
+        &'a self,
         client: Client,
-        parts: Vec<GroupPart<'_>>,
+        parts: Vec<GroupPart<'a>>,
+        then: Vec<Statement<'a>>,
     ) -> Result<GroupCommitted, PostgresError> {
         let counts: Vec<usize> = parts.iter().map(|p| p.ops.len()).collect();
         let arrays = OpArrays::new(
@@ -402,9 +403,7 @@ impl DurableTable {
         let any_ops = !arrays.ops.is_empty();
         let mut statements: Vec<Statement<'_>> = Vec::new();
         statements.extend(any_ops.then(|| self.apply_statement(&arrays, "a group of flow steps")));
-        for part in parts {
-            statements.extend(part.then);
-        }
+        statements.extend(then);
         let mut tx = Pipelined::on(client);
         let answers = match tx.begin(&statements).await {
             Ok(answers) => answers,
@@ -438,14 +437,12 @@ impl DurableTable {
 }
 
 /// One flow step of a group (see [`DurableTable::commit_group`]): its journal operations in
-/// `scope`, then its statements that cannot conflict.
+/// `scope`.
 pub(crate) struct GroupPart<'a> {
     /// The journals' scope id.
     pub(crate) scope: &'a str,
     /// The journal operations, all or none.
     pub(crate) ops: &'a [KvOp],
-    /// The step's other statements (checkpoint, values, chat, contact, ledger rows).
-    pub(crate) then: Vec<Statement<'a>>,
 }
 
 /// What [`DurableTable::commit_group`] ended with.

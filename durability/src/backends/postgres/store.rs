@@ -30,6 +30,7 @@
 mod group;
 mod rows;
 mod schema;
+mod table_writes;
 mod writes;
 
 use std::sync::Arc;

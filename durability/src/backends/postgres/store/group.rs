@@ -34,12 +34,11 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
 use super::PgPool;
-use super::rows::CheckpointColumns;
+use super::table_writes::{TableWrites, ValueWrite};
 use super::writes::Writes;
+use crate::backends::postgres::PostgresError;
 use crate::backends::postgres::kv::{Committed, DurableTable, GroupCommitted, GroupPart};
-use crate::backends::postgres::pipeline::Statement;
-use crate::backends::postgres::{PostgresError, query_err};
-use crate::store::{CheckpointWrite, StepCommit, StepCommitOutcome, StoreError};
+use crate::store::{StepCommit, StepCommitOutcome, StoreError};
 
 /// The most writes one transaction holds.
 pub(super) const MAX_GROUP: usize = 64;
@@ -230,49 +229,23 @@ async fn write_groups(
     }
 }
 
-/// A step's statements after its journal operations: the checkpoint change, the value
-/// removals, the chat, the contact and the ledger rows (`columns`: the saved checkpoint's,
-/// `contents`: each ledger row's JSON).
-pub(super) fn step_statements<'a>(
-    w: &'a Writes,
-    step: &'a StepCommit,
-    columns: Option<&'a CheckpointColumns<'a>>,
-    contents: &'a [String],
-) -> Vec<Statement<'a>> {
-    let mut then = Vec::with_capacity(4 + step.delete_values.len() + step.ledger.len());
-    match (&step.checkpoint, columns) {
-        (CheckpointWrite::Delete { chat }, _) => then.push(w.delete_checkpoint(chat)),
-        (_, Some(columns)) => then.push(w.save_checkpoint(columns)),
-        _ => {}
-    }
-    then.extend(step.delete_values.iter().map(|(s, k)| w.delete_value(s, k)));
-    then.extend(step.chat.as_ref().map(|c| w.inbound_chat(c)));
-    then.extend(step.contact.as_ref().map(|c| w.upsert_contact(c)));
-    then.extend(
-        step.ledger
-            .iter()
-            .zip(contents)
-            .map(|(e, c)| w.append_ledger(e, c)),
-    );
-    then
-}
-
-/// The encoded parameters a step's statements borrow.
-struct Encoded<'a> {
-    columns: Option<CheckpointColumns<'a>>,
-    contents: Vec<String>,
-}
-
-impl<'a> Encoded<'a> {
-    fn of(step: &'a StepCommit) -> Self {
-        Encoded {
-            columns: match &step.checkpoint {
-                CheckpointWrite::Save(cp) => Some(CheckpointColumns::new(cp)),
-                _ => None,
-            },
-            contents: step.ledger.iter().map(|e| e.content.to_string()).collect(),
+/// The merged table writes of `writes` (see [`TableWrites`]), in their order.
+fn table_writes<'a>(writes: impl IntoIterator<Item = &'a Write>) -> TableWrites<'a> {
+    let mut tables = TableWrites::default();
+    for write in writes {
+        match write {
+            Write::Step(step) => tables.step(step),
+            Write::Value {
+                scope, key, value, ..
+            } => tables.value(ValueWrite {
+                scope,
+                key,
+                value: value.as_deref(),
+            }),
         }
     }
+    tables.finish();
+    tables
 }
 
 impl Committer {
@@ -321,79 +294,43 @@ impl Committer {
     async fn together(&self, group: &[Job]) -> Result<GroupCommitted, PostgresError> {
         self.journals.ensure(&self.pool).await?;
         let client = self.pool.write_client().await?;
-        let encoded: Vec<Option<Encoded<'_>>> = group
-            .iter()
-            .map(|j| match &j.write {
-                Write::Step(step) => Some(Encoded::of(step)),
-                Write::Value { .. } => None,
-            })
-            .collect();
+        let tables = table_writes(group.iter().map(|j| &j.write));
         let parts = group
             .iter()
-            .zip(&encoded)
-            .map(|(job, e)| match (&job.write, e) {
-                (Write::Step(step), Some(e)) => GroupPart {
+            .map(|job| match &job.write {
+                Write::Step(step) => GroupPart {
                     scope: step.scope.id(),
                     ops: &step.journal,
-                    then: step_statements(&self.writes, step, e.columns.as_ref(), &e.contents),
                 },
-                (value, _) => GroupPart {
+                Write::Value { .. } => GroupPart {
                     scope: "",
                     ops: &[],
-                    then: self.value_statement(value).into_iter().collect(),
                 },
             })
             .collect();
-        self.journals.commit_group(client, parts).await
+        self.journals
+            .commit_group(client, parts, tables.statements(&self.writes))
+            .await
     }
 
-    /// The statement of a value write.
-    fn value_statement<'a>(&'a self, write: &'a Write) -> Option<Statement<'a>> {
-        match write {
-            Write::Value {
-                scope,
-                key,
-                value: Some(value),
-                ..
-            } => Some(self.writes.set_value(scope, key, value)),
-            Write::Value {
-                scope,
-                key,
-                value: None,
-                ..
-            } => Some(self.writes.delete_value(scope, key)),
-            Write::Step(_) => None,
-        }
-    }
-
-    /// Commits `write` alone: a value write as one statement, a step in a transaction of its
-    /// own (the journal operations, then the rest; the first conflict rolls everything back
-    /// and is answered).
+    /// Commits `write` alone, in a transaction of its own: a step's journal operations,
+    /// then the rest (the first conflict rolls everything back and is answered); a value
+    /// write's one statement.
     async fn alone(&self, write: &Write) -> Answer {
-        let Write::Step(step) = write else {
-            let client = self.pool.write_client().await.map_err(|e| write.error(e))?;
-            if let Some(s) = self.value_statement(write) {
-                let fail = |e| write.error(query_err(s.table, s.key, e));
-                let prepared = client.prepare_cached(s.sql).await.map_err(fail)?;
-                client.query(&prepared, &s.params).await.map_err(fail)?;
-            }
-            return Ok(StepCommitOutcome::Committed(Vec::new()));
+        let err = |e| write.error(e);
+        self.journals.ensure(&self.pool).await.map_err(err)?;
+        let client = self.pool.write_client().await.map_err(err)?;
+        let tables = table_writes([write]);
+        let then = tables.statements(&self.writes);
+        let (scope, ops) = match write {
+            Write::Step(step) => (step.scope.id(), &step.journal[..]),
+            Write::Value { scope, .. } => (scope.as_str(), &[][..]),
         };
-        let step_err = |e| write.error(e);
-        self.journals.ensure(&self.pool).await.map_err(step_err)?;
-        let client = self.pool.write_client().await.map_err(step_err)?;
-        let encoded = Encoded::of(step);
-        let then = step_statements(
-            &self.writes,
-            step,
-            encoded.columns.as_ref(),
-            &encoded.contents,
-        );
         let committed = self
             .journals
-            .commit(client, step.scope.id(), &step.journal, then, true)
+            .commit(client, scope, ops, then, true)
             .await
-            .map_err(step_err)?;
+            .map_err(err)?;
         Ok(match committed {
             Committed::Ok(outcomes) => StepCommitOutcome::Committed(outcomes),
             Committed::Conflict { op, current } => StepCommitOutcome::Conflict { op, current },

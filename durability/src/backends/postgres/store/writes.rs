@@ -31,8 +31,82 @@ pub(super) struct Writes {
     append_ledger: String,
     save_checkpoint: String,
     delete_checkpoint: String,
-    set_value: String,
-    delete_value: String,
+    /// The statements of a group's merged writes (see [`TableWrites`](super::table_writes)).
+    pub(super) merged: MergedSql,
+}
+
+/// The statements of [`TableWrites`](super::table_writes::TableWrites): one a table, over
+/// arrays (one element a row).
+#[derive(Debug)]
+pub(super) struct MergedSql {
+    pub(super) ledger: String,
+    pub(super) chats: String,
+    pub(super) contacts: String,
+    pub(super) save_checkpoints: String,
+    pub(super) delete_checkpoints: String,
+    pub(super) set_values: String,
+    pub(super) delete_values: String,
+}
+
+impl MergedSql {
+    fn new(chats: &str, contacts: &str, ledger: &str, checkpoints: &str, kv: &str) -> Self {
+        MergedSql {
+            ledger: format!(
+                "INSERT INTO {ledger} (chat, message_id, direction, status, text, content, key, \
+                 error, at_ms) SELECT chat, message_id, direction, status, text, content, key, \
+                 error, at_ms FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], \
+                 $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[]) WITH ORDINALITY \
+                 AS r(chat, message_id, direction, status, text, content, key, error, at_ms, n) \
+                 ORDER BY n"
+            ),
+            chats: format!(
+                "INSERT INTO {chats} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
+                 SELECT * FROM unnest($1::text[], $2::boolean[], $3::text[], $4::text[], \
+                 $5::bigint[], $6::bigint[]) ON CONFLICT (id) DO UPDATE SET \
+                 is_group = excluded.is_group, last_activity_ms = excluded.last_activity_ms"
+            ),
+            contacts: format!(
+                "INSERT INTO {contacts} (id, name, last_seen_ms) SELECT * FROM unnest($1::text[], \
+                 $2::text[], $3::bigint[]) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
+                 last_seen_ms = excluded.last_seen_ms"
+            ),
+            save_checkpoints: format!(
+                "INSERT INTO {checkpoints} ({CHECKPOINT_COLUMNS}) SELECT * FROM \
+                 unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
+                 $6::bigint[], $7::bigint[]) ON CONFLICT (chat) DO UPDATE SET \
+                 flow = excluded.flow, layout_hash = excluded.layout_hash, \
+                 state = excluded.state, inbound_id = excluded.inbound_id, \
+                 step = excluded.step, updated_ms = excluded.updated_ms"
+            ),
+            delete_checkpoints: format!("DELETE FROM {checkpoints} WHERE chat = ANY($1::text[])"),
+            set_values: format!(
+                "INSERT INTO {kv} (scope, key, value) SELECT * FROM unnest($1::text[], \
+                 $2::text[], $3::text[]) ON CONFLICT (scope, key) DO UPDATE SET \
+                 value = excluded.value"
+            ),
+            delete_values: format!(
+                "DELETE FROM {kv} v USING unnest($1::text[], $2::text[]) AS r(scope, key) \
+                 WHERE v.scope = r.scope AND v.key = r.key"
+            ),
+        }
+    }
+}
+
+/// A ledger row's `direction` column.
+pub(super) fn direction(d: Direction) -> &'static &'static str {
+    match d {
+        Direction::Inbound => &"inbound",
+        Direction::Outbound => &"outbound",
+    }
+}
+
+/// A ledger row's `status` column.
+pub(super) fn status(s: LedgerStatus) -> &'static &'static str {
+    match s {
+        LedgerStatus::Received => &"received",
+        LedgerStatus::Sent => &"sent",
+        LedgerStatus::Failed => &"failed",
+    }
 }
 
 impl Writes {
@@ -63,17 +137,38 @@ impl Writes {
                  state = $4, inbound_id = $5, step = $6, updated_ms = $7"
             ),
             delete_checkpoint: format!("DELETE FROM {checkpoints} WHERE chat = $1"),
-            set_value: format!(
-                "INSERT INTO {kv} (scope, key, value) VALUES ($1, $2, $3) \
-                 ON CONFLICT (scope, key) DO UPDATE SET value = $3"
-            ),
-            delete_value: format!("DELETE FROM {kv} WHERE scope = $1 AND key = $2"),
+            merged: MergedSql::new(&chats, &contacts, &ledger, &checkpoints, &kv),
             chats,
             contacts,
             ledger,
             checkpoints,
             kv,
         }
+    }
+
+    /// The ledger table's name.
+    pub(super) fn ledger(&self) -> &str {
+        &self.ledger
+    }
+
+    /// The chats table's name.
+    pub(super) fn chats(&self) -> &str {
+        &self.chats
+    }
+
+    /// The contacts table's name.
+    pub(super) fn contacts(&self) -> &str {
+        &self.contacts
+    }
+
+    /// The checkpoints table's name.
+    pub(super) fn checkpoints(&self) -> &str {
+        &self.checkpoints
+    }
+
+    /// The values table's name.
+    pub(super) fn kv(&self) -> &str {
+        &self.kv
     }
 
     /// Creates or replaces a chat.
@@ -118,22 +213,13 @@ impl Writes {
         e: &'a LedgerEntry,
         content: &'a String,
     ) -> Statement<'a> {
-        let direction: &(dyn ToSql + Sync) = match e.direction {
-            Direction::Inbound => &"inbound",
-            Direction::Outbound => &"outbound",
-        };
-        let status: &(dyn ToSql + Sync) = match e.status {
-            LedgerStatus::Received => &"received",
-            LedgerStatus::Sent => &"sent",
-            LedgerStatus::Failed => &"failed",
-        };
         Statement {
             sql: &self.append_ledger,
             params: vec![
                 &e.chat,
                 &e.message_id,
-                direction,
-                status,
+                direction(e.direction),
+                status(e.status),
                 &e.text,
                 content,
                 &e.key,
@@ -165,31 +251,6 @@ impl Writes {
             params: vec![chat],
             table: &self.checkpoints,
             key: chat.as_ref(),
-        }
-    }
-
-    /// Sets a value (`value`: its JSON text).
-    pub(super) fn set_value<'a>(
-        &'a self,
-        scope: &'a String,
-        key: &'a String,
-        value: &'a String,
-    ) -> Statement<'a> {
-        Statement {
-            sql: &self.set_value,
-            params: vec![scope, key, value],
-            table: &self.kv,
-            key,
-        }
-    }
-
-    /// Removes a value.
-    pub(super) fn delete_value<'a, T: Text>(&'a self, scope: &'a T, key: &'a T) -> Statement<'a> {
-        Statement {
-            sql: &self.delete_value,
-            params: vec![scope, key],
-            table: &self.kv,
-            key: key.as_ref(),
         }
     }
 }
