@@ -47,10 +47,7 @@ pub(crate) async fn read(
     source: &MediaSource,
     provider: &str,
 ) -> Result<(Vec<u8>, Option<String>), ProviderError> {
-    let unsupported = |what: String| ProviderError::UnsupportedContent {
-        provider: provider.to_owned(),
-        what,
-    };
+    let unsupported = |what: String| crate::errors::unsupported_content(provider, what);
     match source {
         MediaSource::Bytes { data, file_name } => Ok((data.clone(), file_name.clone())),
         MediaSource::Path { path } => {

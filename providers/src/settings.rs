@@ -23,15 +23,18 @@ pub enum ConfigError {
 
 /// A secret setting (a token, an API key, a webhook secret): reads as the `str` it holds, but
 /// its `Debug` never shows it.
+#[cfg(redacted_channel)]
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Redacted(String);
 
+#[cfg(redacted_channel)]
 impl From<String> for Redacted {
     fn from(secret: String) -> Self {
         Self(secret)
     }
 }
 
+#[cfg(redacted_channel)]
 impl std::ops::Deref for Redacted {
     type Target = str;
 
@@ -40,6 +43,7 @@ impl std::ops::Deref for Redacted {
     }
 }
 
+#[cfg(redacted_channel)]
 impl std::fmt::Debug for Redacted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("<redacted>")

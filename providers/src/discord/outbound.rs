@@ -29,10 +29,7 @@ const PER_ROW: usize = 5;
 const ROWS: usize = 5;
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.into(),
-    }
+    crate::errors::unsupported_content(NAME, what)
 }
 
 fn cut(text: &str, max: usize) -> String {

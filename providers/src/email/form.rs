@@ -35,6 +35,12 @@ impl Form {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The files of the fields whose names start with `prefix`, in order.
+    pub(crate) fn files_named(&self, prefix: &str) -> Vec<Attachment> {
+        let files = self.files.iter().filter(|f| f.field.starts_with(prefix));
+        files.map(|f| f.attachment.clone()).collect()
+    }
+
     /// A text field's value, when present and not blank.
     pub(crate) fn value(&self, name: &str) -> Option<&str> {
         self.get(name).filter(|v| !v.trim().is_empty())

@@ -82,8 +82,9 @@ fn first_address(value: Option<&mail_parser::Address<'_>>) -> (Option<String>, O
     )
 }
 
-/// Reads the header fields of a parsed message into `mail`.
-fn read_headers(mail: &mut Mail, msg: &mail_parser::Message<'_>) {
+/// A mail with the header fields of a parsed message (its text and attachments still empty).
+fn with_headers(msg: &mail_parser::Message<'_>) -> Mail {
+    let mut mail = Mail::default();
     mail.headers = msg
         .headers_raw()
         .map(|(n, v)| {
@@ -111,6 +112,15 @@ fn read_headers(mail: &mut Mail, msg: &mail_parser::Message<'_>) {
         .map(|d| d.to_timestamp().saturating_mul(1000))
         .unwrap_or_else(botmesh::clock::now_ms);
     mail.content_type = type_of(msg.root_part(), "text/plain");
+    mail
+}
+
+/// The error of an input (`what`) that does not parse.
+fn unreadable(what: &str, reason: &str) -> EmailError {
+    EmailError::Unreadable {
+        mail: what.to_owned(),
+        reason: reason.to_owned(),
+    }
 }
 
 /// A part's content type (`type/subtype`, lower-case), `default` when it has none.
@@ -128,12 +138,8 @@ pub(crate) fn type_of(part: &mail_parser::MessagePart<'_>, default: &str) -> Str
 pub(crate) fn from_mime(raw: &[u8]) -> Result<Mail, EmailError> {
     let msg = MessageParser::default()
         .parse(raw)
-        .ok_or_else(|| EmailError::Unreadable {
-            mail: "(raw MIME)".to_owned(),
-            reason: "not a MIME message".to_owned(),
-        })?;
-    let mut mail = Mail::default();
-    read_headers(&mut mail, &msg);
+        .ok_or_else(|| unreadable("(raw MIME)", "not a MIME message"))?;
+    let mut mail = with_headers(&msg);
     mail.text = msg.body_text(0).map(|t| t.into_owned()).unwrap_or_default();
     for part in msg.attachments() {
         let inline = part
@@ -168,12 +174,8 @@ pub(crate) fn from_parts(
     block.push_str("\r\n\r\n");
     let msg = MessageParser::default()
         .parse_headers(block.as_bytes())
-        .ok_or_else(|| EmailError::Unreadable {
-            mail: "(header block)".to_owned(),
-            reason: "no header could be read".to_owned(),
-        })?;
-    let mut mail = Mail::default();
-    read_headers(&mut mail, &msg);
+        .ok_or_else(|| unreadable("(header block)", "no header could be read"))?;
+    let mut mail = with_headers(&msg);
     mail.text = text;
     mail.attachments = attachments;
     Ok(mail)

@@ -25,7 +25,6 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use super::ParseApi;
-use super::attachments::Attachment;
 use super::config::EmailConfig;
 use super::form::{self, Form};
 use super::inbound::{self, Mail};
@@ -83,14 +82,9 @@ fn mail_of(form: &Form) -> Result<Mail, String> {
             }
         }
     }
-    let attachments: Vec<Attachment> = form
-        .files
-        .iter()
-        .filter(|f| f.field.starts_with("attachment-"))
-        .map(|f| f.attachment.clone())
-        .collect();
     let text = form.get("body-plain").unwrap_or_default().to_owned();
-    let mut mail = inbound::from_parts(&block, text, attachments).map_err(|e| e.to_string())?;
+    let mut mail = inbound::from_parts(&block, text, form.files_named("attachment-"))
+        .map_err(|e| e.to_string())?;
     mail.stripped = form.get("stripped-text").map(str::to_owned);
     Ok(mail)
 }

@@ -129,10 +129,7 @@ impl std::fmt::Debug for EmailProvider {
 }
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.into(),
-    }
+    crate::errors::unsupported_content(NAME, what)
 }
 
 fn unreachable_chat(chat: &ChatId, reason: &str) -> ProviderError {

@@ -20,7 +20,6 @@
 //! "send raw" (the whole mail in `email`).
 
 use super::ParseApi;
-use super::attachments::Attachment;
 use super::config::EmailConfig;
 use super::form::Form;
 use super::inbound::{self, Mail};
@@ -63,14 +62,8 @@ fn mail_of(form: &Form) -> Result<Mail, String> {
     let Some(headers) = form.value("headers") else {
         return Err("neither headers nor email is given".to_owned());
     };
-    let attachments: Vec<Attachment> = form
-        .files
-        .iter()
-        .filter(|f| f.field.starts_with("attachment"))
-        .map(|f| f.attachment.clone())
-        .collect();
     let text = form.get("text").unwrap_or_default().to_owned();
-    inbound::from_parts(headers, text, attachments).map_err(|e| e.to_string())
+    inbound::from_parts(headers, text, form.files_named("attachment")).map_err(|e| e.to_string())
 }
 
 impl ParseApi for SendGrid {

@@ -7,11 +7,10 @@ use serde_json::{Value, json};
 use super::{BUTTONS, MEDIA_LIMIT, NAME, TEXT_LIMIT};
 use crate::files::OutgoingMedia;
 use crate::gateway::outbound::checked_text;
-use crate::gateway::unsupported;
 use crate::gateway::web::OutgoingFile;
 
 fn refuse(what: impl Into<String>) -> ProviderError {
-    unsupported(NAME, what)
+    crate::errors::unsupported_content(NAME, what)
 }
 
 /// The `number` of a chat: the JID as it is (Evolution takes digits or a full JID).

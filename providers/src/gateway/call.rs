@@ -93,11 +93,3 @@ pub(crate) fn classify(
         retryable: status >= 500,
     }
 }
-
-/// Content the channel cannot carry (final).
-pub(crate) fn unsupported(provider: &str, what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: provider.to_owned(),
-        what: what.into(),
-    }
-}

@@ -111,7 +111,7 @@ pub(crate) fn edit_text<'a>(
 ) -> Result<&'a str, ProviderError> {
     match content {
         botmesh::message::OutgoingContent::Text { text, buttons } if buttons.is_empty() => Ok(text),
-        _ => Err(super::unsupported(
+        _ => Err(crate::errors::unsupported_content(
             provider,
             "an edit of anything but a text without buttons",
         )),

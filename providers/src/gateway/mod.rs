@@ -39,9 +39,9 @@ mod settings;
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) mod web;
 
+pub(crate) use call::call;
 #[cfg(any(feature = "gupshup", feature = "gohighlevel", feature = "tiktok"))]
 pub(crate) use call::message_of;
-pub(crate) use call::{call, unsupported};
 #[cfg(any(feature = "evolution", feature = "wppconnect"))]
 pub(crate) use core::edit_text;
 #[cfg(gateway_channel)]

@@ -3,7 +3,7 @@
 
 use botmesh::provider::{Capabilities, ProviderError};
 
-use super::unsupported;
+use crate::errors::unsupported_content;
 
 /// `text` (`what` names it), refused when blank or over `limit` characters.
 pub(crate) fn checked_text<'a>(
@@ -14,10 +14,13 @@ pub(crate) fn checked_text<'a>(
 ) -> Result<&'a str, ProviderError> {
     let n = text.chars().count();
     if text.trim().is_empty() {
-        return Err(unsupported(provider, format!("{what} that is empty")));
+        return Err(unsupported_content(
+            provider,
+            format!("{what} that is empty"),
+        ));
     }
     if n > limit {
-        return Err(unsupported(
+        return Err(unsupported_content(
             provider,
             format!("{what} of {n} characters (the limit is {limit})"),
         ));
@@ -37,7 +40,7 @@ pub(crate) fn contacts_text(
     cards: &[botmesh::message::ContactCard],
 ) -> Result<String, ProviderError> {
     if cards.is_empty() {
-        return Err(unsupported(provider, "an empty list of contacts"));
+        return Err(unsupported_content(provider, "an empty list of contacts"));
     }
     Ok(cards
         .iter()
@@ -80,7 +83,7 @@ pub(crate) fn numbered(
         .collect();
     let taken: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
     if taken > room {
-        return Err(unsupported(
+        return Err(unsupported_content(
             provider,
             format!(
                 "{} options taking {taken} characters, over {room}",

@@ -88,14 +88,7 @@ impl GatewaySettings {
         &self,
         provider: &str,
     ) -> Result<(reqwest::Client, GuardedClient), botmesh::provider::ProviderError> {
-        crate::http::channel_clients(self.request_timeout, self.media_client.as_ref()).map_err(
-            |message| botmesh::provider::ProviderError::Api {
-                provider: provider.to_owned(),
-                status: None,
-                code: None,
-                message,
-                retryable: false,
-            },
-        )
+        crate::http::channel_clients(self.request_timeout, self.media_client.as_ref())
+            .map_err(|message| crate::errors::local(provider, message))
     }
 }

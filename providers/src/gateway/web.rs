@@ -158,6 +158,7 @@ pub(crate) enum Payload {
 
 impl Payload {
     /// The URL, or the bytes as base64.
+    #[cfg(feature = "evolution")]
     pub(crate) fn into_base64(self) -> String {
         match self {
             Payload::Url(url) => url,
@@ -193,7 +194,7 @@ impl OutgoingFile {
                 path.file_name().map(|n| n.to_string_lossy().into_owned())
             }
             MediaSource::Token { .. } => {
-                return Err(crate::gateway::unsupported(
+                return Err(crate::errors::unsupported_content(
                     provider,
                     "a media token (send a URL, a path or bytes)",
                 ));
@@ -251,7 +252,10 @@ async fn outgoing_bytes(
     let bytes = match source {
         MediaSource::Bytes { data, .. } => data.clone(),
         MediaSource::Path { path } => tokio::fs::read(path).await.map_err(|e| {
-            crate::gateway::unsupported(provider, format!("the file {}: {e}", path.display()))
+            crate::errors::unsupported_content(
+                provider,
+                format!("the file {}: {e}", path.display()),
+            )
         })?,
         _ => return Ok(None),
     };

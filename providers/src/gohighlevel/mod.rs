@@ -61,8 +61,9 @@ pub use config::{
 };
 pub use signature::{ED25519_HEADER, RSA_HEADER, WebhookKey};
 
+use crate::errors::unsupported_content;
 use crate::gateway::outbound::{checked_text, location_text, numbered};
-use crate::gateway::{RestConfig, message_of, unsupported};
+use crate::gateway::{RestConfig, message_of};
 use crate::http::GuardedClient;
 use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider, WebhookRequest};
 
@@ -175,7 +176,7 @@ fn body_of(content: &OutgoingContent) -> Result<Value, ProviderError> {
             source, caption, ..
         } => {
             let MediaSource::Url { url } = source else {
-                return Err(unsupported(
+                return Err(unsupported_content(
                     NAME,
                     "media other than a public URL (HighLevel fetches attachments itself)",
                 ));
@@ -190,8 +191,8 @@ fn body_of(content: &OutgoingContent) -> Result<Value, ProviderError> {
         OutgoingContent::Contacts(cards) => {
             json!({"message": crate::gateway::outbound::contacts_text(NAME, cards)?})
         }
-        OutgoingContent::Template { .. } => return Err(unsupported(NAME, "templates")),
-        OutgoingContent::Reaction(_) => return Err(unsupported(NAME, "reactions")),
+        OutgoingContent::Template { .. } => return Err(unsupported_content(NAME, "templates")),
+        OutgoingContent::Reaction(_) => return Err(unsupported_content(NAME, "reactions")),
     })
 }
 
@@ -236,7 +237,7 @@ impl WebhookApi for GoHighLevel {
             .split_once(':')
             .filter(|(t, c)| !c.is_empty() && inbound::send_type(t).is_some())
             .ok_or_else(|| {
-                unsupported(NAME, format!("the chat {chat} (not <type>:<contactId>)"))
+                unsupported_content(NAME, format!("the chat {chat} (not <type>:<contactId>)"))
             })?;
         let mut body = body_of(&outgoing.content)?;
         body["type"] = json!(channel);

@@ -210,7 +210,7 @@ impl WebhookApi for Gupshup {
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
         if !plausible_url(&media.token) {
-            return Err(crate::gateway::unsupported(
+            return Err(crate::errors::unsupported_content(
                 NAME,
                 "a media ref that is not an http(s) URL",
             ));

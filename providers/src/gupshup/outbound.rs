@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use super::{BUTTON_TITLE_LIMIT, LIST_ROW_LIMIT, NAME, QUICK_REPLY_BUTTONS, TEXT_LIMIT};
 use crate::files::OutgoingMedia;
 use crate::gateway::outbound::{checked_text, contacts_text};
-use crate::gateway::unsupported;
 
 /// What one send posts.
 pub(super) enum Request {
@@ -19,7 +18,7 @@ pub(super) enum Request {
 }
 
 fn refuse(what: impl Into<String>) -> ProviderError {
-    unsupported(NAME, what)
+    crate::errors::unsupported_content(NAME, what)
 }
 
 /// Refuses `text` over `limit` characters (an empty one is allowed: a title, a caption).

@@ -305,7 +305,7 @@ pub(crate) fn channel_clients(
 
 /// The [`GuardedClient`] a channel's media downloads go through: `media`, or one with the
 /// defaults. `Err` says why it could not be built.
-#[cfg(network_channel)]
+#[cfg(http_api_channel)]
 pub(crate) fn media_client(media: Option<&GuardedClient>) -> Result<GuardedClient, String> {
     match media {
         Some(c) => Ok(c.clone()),
@@ -314,8 +314,7 @@ pub(crate) fn media_client(media: Option<&GuardedClient>) -> Result<GuardedClien
 }
 
 /// The `Retry-After` of an answer, in seconds (the HTTP-date form is not read).
-#[cfg(network_channel)]
-#[cfg_attr(not(http_api_channel), allow(dead_code))]
+#[cfg(any(meta_channel, rest_channel, feature = "twilio"))]
 pub(crate) fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
     resp.headers()
         .get(reqwest::header::RETRY_AFTER)

@@ -54,10 +54,7 @@ pub(crate) enum Request {
 }
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.into(),
-    }
+    crate::errors::unsupported_content(NAME, what)
 }
 
 /// The chat id as Telegram takes it: an integer, or a `@channelusername` string.

@@ -54,8 +54,9 @@ use serde_json::{Value, json};
 pub use config::{DEFAULT_API_BASE, TikTokConfig, TikTokConfigError};
 pub use signature::{SIGNATURE_HEADER, signature};
 
+use crate::errors::unsupported_content;
 use crate::gateway::outbound::{checked_text, numbered};
-use crate::gateway::{RestConfig, message_of, unsupported};
+use crate::gateway::{RestConfig, message_of};
 use crate::http::GuardedClient;
 use crate::webhook::{Refused, SinkSlot, WebhookApi, WebhookProvider, WebhookRequest};
 
@@ -203,14 +204,14 @@ impl TikTok {
     async fn upload(&self, source: &MediaSource, chat: &str) -> Result<String, ProviderError> {
         let bytes = match source {
             MediaSource::Bytes { data, .. } => data.clone(),
-            MediaSource::Path { path } => tokio::fs::read(path)
-                .await
-                .map_err(|e| unsupported(NAME, format!("the file {}: {e}", path.display())))?,
+            MediaSource::Path { path } => tokio::fs::read(path).await.map_err(|e| {
+                unsupported_content(NAME, format!("the file {}: {e}", path.display()))
+            })?,
             MediaSource::Url { url } => {
                 crate::media::fetch(&self.inner.media, url, None, IMAGE_LIMIT, NAME).await?
             }
             _ => {
-                return Err(unsupported(
+                return Err(unsupported_content(
                     NAME,
                     "a media token (send bytes, a path or a URL)",
                 ));
@@ -256,8 +257,8 @@ fn text_of(content: &OutgoingContent) -> Result<Option<String>, ProviderError> {
         OutgoingContent::Location(l) => crate::gateway::outbound::location_text(l),
         OutgoingContent::Contacts(cards) => crate::gateway::outbound::contacts_text(NAME, cards)?,
         OutgoingContent::Media { .. } => return Ok(None),
-        OutgoingContent::Template { .. } => return Err(unsupported(NAME, "templates")),
-        OutgoingContent::Reaction(_) => return Err(unsupported(NAME, "reactions")),
+        OutgoingContent::Template { .. } => return Err(unsupported_content(NAME, "templates")),
+        OutgoingContent::Reaction(_) => return Err(unsupported_content(NAME, "reactions")),
     }))
 }
 
@@ -288,7 +289,7 @@ impl WebhookApi for TikTok {
             ..
         } = &outgoing.content
         else {
-            return Err(unsupported(NAME, "media other than an image"));
+            return Err(unsupported_content(NAME, "media other than an image"));
         };
         let caption = match caption.as_deref().filter(|c| !c.trim().is_empty()) {
             Some(c) => Some(checked_text(NAME, "a caption", c, TEXT_LIMIT)?),

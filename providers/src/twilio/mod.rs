@@ -161,10 +161,7 @@ fn one_body(text: &str, options: &[Button]) -> Result<String, ProviderError> {
 }
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.into(),
-    }
+    crate::errors::unsupported_content(NAME, what)
 }
 
 impl WebhookProvider<Twilio> {

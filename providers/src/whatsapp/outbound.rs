@@ -37,10 +37,7 @@ pub(super) const INTERACTIVE_BODY_LIMIT: usize = 1024;
 const CAPTION_LIMIT: usize = 1024;
 
 fn unsupported(what: impl Into<String>) -> ProviderError {
-    ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.into(),
-    }
+    crate::errors::unsupported_content(NAME, what)
 }
 
 fn cut(s: &str, n: usize) -> String {

@@ -401,11 +401,10 @@ async fn wa_media(media: OutgoingMedia<'_>) -> Result<WaOutgoing, ProviderError>
             return Ok(WaOutgoing::Forward(forwarded));
         }
         MediaSource::Url { .. } => {
-            return Err(ProviderError::UnsupportedContent {
-                provider: NAME.to_owned(),
-                what: "media by URL (give the bytes or a file: WhatsApp Web uploads them)"
-                    .to_owned(),
-            });
+            return Err(crate::errors::unsupported_content(
+                NAME,
+                "media by URL (give the bytes or a file: WhatsApp Web uploads them)",
+            ));
         }
         local => crate::files::read(local, NAME).await?,
     };
@@ -420,10 +419,7 @@ async fn wa_media(media: OutgoingMedia<'_>) -> Result<WaOutgoing, ProviderError>
 
 /// What the session sends for `outgoing`.
 async fn wa_outgoing(outgoing: &Outgoing) -> Result<WaOutgoing, ProviderError> {
-    let unsupported = |what: &str| ProviderError::UnsupportedContent {
-        provider: NAME.to_owned(),
-        what: what.to_owned(),
-    };
+    let unsupported = |what: &str| crate::errors::unsupported_content(NAME, what);
     if let Some(media) = OutgoingMedia::of(&outgoing.content) {
         return wa_media(media).await;
     }

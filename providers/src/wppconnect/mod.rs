@@ -181,7 +181,7 @@ impl WebhookApi for WppConnect {
 
     async fn download_media(&self, media: &MediaRef) -> Result<Vec<u8>, ProviderError> {
         if !plausible_message_id(&media.token) {
-            return Err(crate::gateway::unsupported(
+            return Err(crate::errors::unsupported_content(
                 NAME,
                 "a media ref that is not a message id",
             ));

@@ -7,11 +7,10 @@ use serde_json::{Value, json};
 use super::{MEDIA_LIMIT, NAME, TEXT_LIMIT};
 use crate::files::OutgoingMedia;
 use crate::gateway::outbound::{checked_text, contacts_text};
-use crate::gateway::unsupported;
 use crate::gateway::web::{OutgoingFile, Payload};
 
 fn refuse(what: impl Into<String>) -> ProviderError {
-    unsupported(NAME, what)
+    crate::errors::unsupported_content(NAME, what)
 }
 
 /// The `phone`, `isGroup` and `isLid` of a chat id (`5521…@c.us`, `…@g.us`, `…@lid`).
