@@ -32,9 +32,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::attempts::{self, attempted_record};
-use crate::journal::{JournalRecord, KvDurability, View, index};
+use crate::journal::{Creation, JournalRecord, KvDurability, View, index};
 use crate::keys;
-use crate::kv::{CasOutcome, DurableKv, WritePoint};
+use crate::kv::{DurableKv, WritePoint};
 use crate::leases::{InboxLease, LeaseRecord};
 use crate::media_refs::StoredMediaRef;
 use crate::metrics::{Counter, RecordKind};
@@ -304,36 +304,23 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
         &self,
         record: &InboundRecord,
     ) -> Result<Option<InboundRecord>, DurabilityError> {
-        for _ in 0..8 {
-            match self
-                .d
-                .put(&[WritePoint::InboxJournal], "journal", None, record)
-                .await?
-            {
-                CasOutcome::Ok { version } => {
-                    self.d.count(Counter::InboundJournaled);
-                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
-                    self.d.note_written(version, record);
-                    return Ok(None);
-                }
-                CasOutcome::Conflict { .. } => {
-                    // Boxed: a redelivery is rare, and this future sits in every admission's.
-                    if let Some(existing) =
-                        Box::pin(self.d.load::<InboundRecord>(&record.id, "journal")).await?
-                    {
-                        self.d.count(Counter::InboundDuplicates);
-                        tracing::debug!(id = %record.id, state = existing.record.state.as_str(), "inbound duplicate");
-                        return Ok(Some(existing.record));
-                    }
-                    // Purged between the two calls: try to create it again.
-                }
+        match self
+            .view()
+            .create(&[WritePoint::InboxJournal], record)
+            .await?
+        {
+            Creation::Written(version) => {
+                self.d.count(Counter::InboundJournaled);
+                tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled");
+                self.d.note_written(version, record);
+                Ok(None)
+            }
+            Creation::Found(existing) => {
+                self.d.count(Counter::InboundDuplicates);
+                tracing::debug!(id = %record.id, state = existing.state.as_str(), "inbound duplicate");
+                Ok(Some(existing))
             }
         }
-        Err(DurabilityError::Contention {
-            kind: RecordKind::Inbound,
-            id: record.id.clone(),
-            operation: "journal",
-        })
     }
 
     /// Reads a record.
@@ -348,14 +335,7 @@ impl<'a, K: DurableKv + ?Sized> Inbox<'a, K> {
         state: InboxState,
         limit: usize,
     ) -> Result<Vec<InboundRecord>, DurabilityError> {
-        let (from, to) = index::state_range(RecordKind::Inbound, state.as_str());
-        Ok(self
-            .d
-            .scan::<InboundRecord>(&from, &to, limit)
-            .await?
-            .into_iter()
-            .map(|l| l.record)
-            .collect())
+        self.view().list(state.as_str(), limit).await
     }
 
     /// The open (pending or processing) records of a chat, in arrival order, at most

@@ -28,7 +28,7 @@ mod view;
 
 pub use payload::Payload;
 pub(crate) use records::{JournalRecord, Loaded, Step, cas};
-pub(crate) use view::View;
+pub(crate) use view::{Creation, View};
 
 use std::fmt;
 use std::future::Future;

@@ -38,7 +38,7 @@ use crate::config::{OnAmbiguous, OnDiverged};
 use crate::error::DurabilityError;
 pub use crate::journal::Payload;
 use crate::journal::attempts::attempted_record;
-use crate::journal::{JournalRecord, KvDurability, Loaded, View, index};
+use crate::journal::{Creation, JournalRecord, KvDurability, View, index};
 use crate::keys::{self, Fingerprint, KeyKind, SendKey};
 use crate::kv::{CasOutcome, DurableKv, WritePoint};
 use crate::leases::LeaseRecord;
@@ -153,6 +153,41 @@ pub struct OutboxRecord {
 }
 
 impl OutboxRecord {
+    /// A send journaled at `now` and due at once: pending, no attempt yet, a first part with
+    /// no other part behind it.
+    pub(crate) fn pending(
+        key: SendKey,
+        chat: String,
+        payload: Payload,
+        fingerprint: Fingerprint,
+        on_ambiguous: Option<OnAmbiguous>,
+        seq: u64,
+        now: i64,
+    ) -> OutboxRecord {
+        OutboxRecord {
+            key_kind: key.kind(),
+            key: key.into_string(),
+            chat,
+            payload,
+            fingerprint,
+            previous_part: None,
+            next_part: None,
+            part: 1,
+            seq,
+            state: OutboxState::Pending,
+            attempts: 0,
+            provider_message_id: None,
+            lease: None,
+            fence: 0,
+            next_attempt_ms: now,
+            last_error: None,
+            died_with_previous: false,
+            on_ambiguous,
+            created_ms: now,
+            updated_ms: now,
+        }
+    }
+
     /// Whether a send of key rule `kind` and content `fingerprint`, made under this record's
     /// key, is another send than the one recorded: both keys derived (an explicit key names
     /// its send and is never compared) and the content differs, a replay that took another
@@ -333,14 +368,11 @@ pub(crate) enum Created {
     },
 }
 
-/// The record a create found under its key.
-struct Found(OutboxRecord);
-
-impl Found {
-    /// The answer of a create of `ours` that found this record.
-    fn with(self, ours: OutboxRecord) -> Created {
+impl Created {
+    /// The answer of a create of `ours` that found `found` under its key.
+    fn existing(found: OutboxRecord, ours: OutboxRecord) -> Created {
         Created::Existing {
-            found: self.0,
+            found,
             ours: Box::new(ours),
         }
     }
@@ -386,28 +418,8 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         on_ambiguous: Option<OnAmbiguous>,
     ) -> OutboxRecord {
         let now = self.d.now_ms();
-        OutboxRecord {
-            key_kind: key.kind(),
-            key: key.into_string(),
-            chat,
-            payload,
-            fingerprint: fp,
-            previous_part: None,
-            next_part: None,
-            part: 1,
-            seq: self.d.next_seq_at(now),
-            state: OutboxState::Pending,
-            attempts: 0,
-            provider_message_id: None,
-            lease: None,
-            fence: 0,
-            next_attempt_ms: now,
-            last_error: None,
-            died_with_previous: false,
-            on_ambiguous,
-            created_ms: now,
-            updated_ms: now,
-        }
+        let seq = self.d.next_seq_at(now);
+        OutboxRecord::pending(key, chat, payload, fp, on_ambiguous, seq, now)
     }
 
     pub(crate) async fn create(&self, record: OutboxRecord) -> Result<Created, DurabilityError> {
@@ -421,20 +433,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         points: &[WritePoint],
         record: OutboxRecord,
     ) -> Result<Created, DurabilityError> {
-        for _ in 0..8 {
-            match self.d.put(points, "journal", None, &record).await? {
-                CasOutcome::Ok { version } => {
-                    self.journaled(&record, version);
-                    return Ok(Created::New(record));
-                }
-                CasOutcome::Conflict { .. } => {
-                    if let Some(existing) = self.existing(record.key.as_str()).await? {
-                        return Ok(existing.with(record));
-                    }
-                }
+        Ok(match self.view().create(points, &record).await? {
+            Creation::Written(version) => {
+                self.journaled(&record, version);
+                Created::New(record)
             }
-        }
-        Err(Self::create_contention(&record))
+            Creation::Found(found) => Created::existing(found, record),
+        })
     }
 
     /// [`create_at`](Self::create_at) only while no earlier send of the record's chat is open,
@@ -458,28 +463,13 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
                 }
                 CasOutcome::Conflict { current: None } => return Ok(Err(Box::new(record))),
                 CasOutcome::Conflict { .. } => {
-                    if let Some(existing) = self.existing(record.key.as_str()).await? {
-                        return Ok(Ok(existing.with(record)));
+                    if let Some(found) = self.view().found(&record.key).await? {
+                        return Ok(Ok(Created::existing(found, record)));
                     }
                 }
             }
         }
-        Err(Self::create_contention(&record))
-    }
-
-    /// The record found under `key` after a create conflicted on it (`None`: removed since).
-    async fn existing(&self, key: &str) -> Result<Option<Found>, DurabilityError> {
-        Ok(Box::pin(self.d.load::<OutboxRecord>(key, "journal"))
-            .await?
-            .map(|Loaded { record, .. }| Found(record)))
-    }
-
-    fn create_contention(record: &OutboxRecord) -> DurabilityError {
-        DurabilityError::Contention {
-            kind: RecordKind::Outbound,
-            id: record.key.clone(),
-            operation: "journal",
-        }
+        Err(self.view().contention(&record))
     }
 
     /// What follows the write of a new record at `version`: counted, logged, remembered.
@@ -598,13 +588,6 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         state: OutboxState,
         limit: usize,
     ) -> Result<Vec<OutboxRecord>, DurabilityError> {
-        let (from, to) = index::state_range(RecordKind::Outbound, state.as_str());
-        Ok(self
-            .d
-            .scan::<OutboxRecord>(&from, &to, limit)
-            .await?
-            .into_iter()
-            .map(|l| l.record)
-            .collect())
+        self.view().list(state.as_str(), limit).await
     }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{Outbox, OutboxRecord, OutboxState, Payload};
 use crate::error::DurabilityError;
 use crate::journal::{KvDurability, Step, cas};
-use crate::keys::{self, Fingerprint};
+use crate::keys::{self, Fingerprint, SendKey};
 use crate::kv::{DurableKv, WritePoint};
 use crate::metrics::{Counter, RecordKind};
 
@@ -57,23 +57,18 @@ impl<K: DurableKv + ?Sized> Outbox<'_, K> {
         let mut ops = Vec::new();
         for (i, payload) in (2..=n).zip(parts.iter().skip(1)) {
             let record = OutboxRecord {
-                key: keys::part_key(key, i),
                 previous_part: Some(keys::part_key(key, i - 1)),
                 next_part: (i < n).then(|| keys::part_key(key, i + 1)),
                 part: i,
-                fingerprint: Fingerprint::of(&base.chat, payload),
-                payload: Payload::from(payload),
-                state: OutboxState::Pending,
-                attempts: 0,
-                provider_message_id: None,
-                lease: None,
-                fence: 0,
-                next_attempt_ms: now,
-                last_error: None,
-                died_with_previous: false,
-                created_ms: now,
-                updated_ms: now,
-                ..base.clone()
+                ..OutboxRecord::pending(
+                    SendKey::with_kind(keys::part_key(key, i), base.key_kind),
+                    base.chat.clone(),
+                    Payload::from(payload),
+                    Fingerprint::of(&base.chat, payload),
+                    base.on_ambiguous,
+                    base.seq,
+                    now,
+                )
             };
             ops.push(cas(&record, None, KvDurability::<K>::encode(&record)?));
             records.push(record);

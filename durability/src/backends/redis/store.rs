@@ -215,15 +215,31 @@ impl RedisStore {
         })
     }
 
+    /// Runs a write command on `key` (retried once after a lost connection).
+    async fn write(&self, operation: &'static str, key: &str, cmd: &Cmd) -> Result<(), StoreError> {
+        self.run::<()>(operation, key, cmd, true).await
+    }
+
     async fn put(
         &self,
         operation: &'static str,
         key: String,
         json: String,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&key).arg(json);
-        self.run::<()>(operation, &key, &cmd, true).await
+        self.write(operation, &key, redis::cmd("SET").arg(&key).arg(json))
+            .await
+    }
+
+    /// The JSON value read by `cmd` on `key`, decoded as `what` named `name`.
+    async fn read<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        (what, name): (&'static str, &str),
+        key: &str,
+        cmd: &Cmd,
+    ) -> Result<Option<T>, StoreError> {
+        let json: Option<String> = self.run(operation, key, cmd, true).await?;
+        json.map(|j| Self::decode(what, name, &j)).transpose()
     }
 
     async fn fetch<T: DeserializeOwned>(
@@ -232,10 +248,8 @@ impl RedisStore {
         what: &'static str,
         key: String,
     ) -> Result<Option<T>, StoreError> {
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(&key);
-        let json: Option<String> = self.run(operation, &key, &cmd, true).await?;
-        json.map(|j| Self::decode(what, &key, &j)).transpose()
+        self.read(operation, (what, &key), &key, redis::cmd("GET").arg(&key))
+            .await
     }
 
     async fn hset(
@@ -245,9 +259,24 @@ impl RedisStore {
         field: &str,
         json: String,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(&hash).arg(field).arg(json);
-        self.run::<()>(operation, &hash, &cmd, true).await
+        let cmd = redis::cmd("HSET")
+            .arg(&hash)
+            .arg(field)
+            .arg(json)
+            .to_owned();
+        self.write(operation, &hash, &cmd).await
+    }
+
+    /// The field of a hash, decoded as `what`.
+    async fn hget<T: DeserializeOwned>(
+        &self,
+        operation: &'static str,
+        what: &'static str,
+        hash: String,
+        field: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let cmd = redis::cmd("HGET").arg(&hash).arg(field).to_owned();
+        self.read(operation, (what, field), &hash, &cmd).await
     }
 
     async fn hdel(
@@ -256,9 +285,8 @@ impl RedisStore {
         hash: String,
         field: &str,
     ) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("HDEL");
-        cmd.arg(&hash).arg(field);
-        self.run::<()>(operation, &hash, &cmd, true).await
+        self.write(operation, &hash, redis::cmd("HDEL").arg(&hash).arg(field))
+            .await
     }
 
     async fn hall<T: DeserializeOwned>(
@@ -560,12 +588,8 @@ impl Store for RedisStore {
     }
 
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
-        let hash = self.key("checkpoints");
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(&hash).arg(chat);
-        let json: Option<String> = self.run("checkpoint", &hash, &cmd, true).await?;
-        json.map(|j| Self::decode("checkpoint", chat, &j))
-            .transpose()
+        self.hget("checkpoint", "checkpoint", self.key("checkpoints"), chat)
+            .await
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
@@ -598,11 +622,8 @@ impl Store for RedisStore {
     }
 
     async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
-        let hash = self.key(&format!("kv:{scope}"));
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(&hash).arg(key);
-        let json: Option<String> = self.run("get_value", &hash, &cmd, true).await?;
-        json.map(|j| Self::decode("value", key, &j)).transpose()
+        self.hget("get_value", "value", self.key(&format!("kv:{scope}")), key)
+            .await
     }
 
     async fn set_value(&self, scope: &str, key: &str, value: &Value) -> Result<(), StoreError> {

@@ -20,6 +20,22 @@ fn coordinator(
     Coordinator::new(&d, CoordinationConfig::default()).ctx("coordinator")
 }
 
+/// A clock at `T0` and a coordinator of each instance id of `instances` on `kv`.
+fn replicas<const N: usize>(
+    kv: &Arc<dyn DurableKv>,
+    instances: [&str; N],
+) -> Result<(ManualClock, [Coordinator; N]), String> {
+    let clock = ManualClock::new(T0);
+    let all: Vec<Coordinator> = instances
+        .iter()
+        .map(|instance| coordinator(kv, instance, &clock))
+        .collect::<Result<_, _>>()?;
+    let all = all
+        .try_into()
+        .map_err(|_| "a coordinator per instance".to_owned())?;
+    Ok((clock, all))
+}
+
 async fn taken(c: &Coordinator, chat: &str, ticket: Option<u64>) -> Result<Fence, String> {
     match c.take_turn(chat, ticket).await.ctx("take_turn")? {
         TurnAttempt::Taken(fence) => Ok(fence),
@@ -51,9 +67,7 @@ fn is_fenced(
 pub(super) async fn a_chat_turn_is_exclusive_and_a_lost_turn_is_fenced(
     kv: Arc<dyn DurableKv>,
 ) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
-    let b = coordinator(&kv, "b", &clock)?;
+    let (clock, [a, b]) = replicas(&kv, ["a", "b"])?;
     let old = taken(&a, "chat", Some(1)).await?;
     waits(&b, "chat", Some(2)).await?;
     a.check_turn(&old).await.ctx("the holder's check")?;
@@ -105,8 +119,7 @@ pub(super) async fn a_chat_turn_is_exclusive_and_a_lost_turn_is_fenced(
 }
 
 pub(super) async fn a_check_needs_the_safety_margin(kv: Arc<dyn DurableKv>) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
+    let (clock, [a]) = replicas(&kv, ["a"])?;
     let turn = taken(&a, "chat", None).await?;
     let margin = a.config().safety_margin;
     clock.advance(a.config().turn_lease - margin);
@@ -129,10 +142,7 @@ pub(super) async fn a_check_needs_the_safety_margin(kv: Arc<dyn DurableKv>) -> C
 }
 
 pub(super) async fn turns_are_taken_in_ingress_order(kv: Arc<dyn DurableKv>) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
-    let b = coordinator(&kv, "b", &clock)?;
-    let c = coordinator(&kv, "c", &clock)?;
+    let (_clock, [a, b, c]) = replicas(&kv, ["a", "b", "c"])?;
     let first = taken(&a, "chat", Some(5)).await?;
     waits(&b, "chat", Some(20)).await?;
     waits(&c, "chat", Some(10)).await?;
@@ -149,10 +159,7 @@ pub(super) async fn turns_are_taken_in_ingress_order(kv: Arc<dyn DurableKv>) -> 
 }
 
 pub(super) async fn a_dead_waiter_blocks_nobody(kv: Arc<dyn DurableKv>) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
-    let b = coordinator(&kv, "b", &clock)?;
-    let dead = coordinator(&kv, "dead", &clock)?;
+    let (clock, [a, b, dead]) = replicas(&kv, ["a", "b", "dead"])?;
     let turn = taken(&a, "chat", Some(5)).await?;
     waits(&dead, "chat", Some(1)).await?;
     a.release_turn(&turn).await.ctx("release")?;
@@ -207,9 +214,7 @@ pub(super) async fn concurrent_turn_takers_have_one_winner(kv: Arc<dyn DurableKv
 }
 
 pub(super) async fn one_leader_and_a_takeover_within_the_lease(kv: Arc<dyn DurableKv>) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
-    let b = coordinator(&kv, "b", &clock)?;
+    let (clock, [a, b]) = replicas(&kv, ["a", "b"])?;
     let lead = match a.campaign("telegram", None).await.ctx("campaign")? {
         Leadership::Leader(fence) => fence,
         other => return Err(format!("the first campaign leads, got {other:?}")),
@@ -287,9 +292,7 @@ pub(super) async fn one_leader_and_a_takeover_within_the_lease(kv: Arc<dyn Durab
 pub(super) async fn idle_records_are_purged_and_tokens_keep_growing(
     kv: Arc<dyn DurableKv>,
 ) -> Case {
-    let clock = ManualClock::new(T0);
-    let a = coordinator(&kv, "a", &clock)?;
-    let b = coordinator(&kv, "b", &clock)?;
+    let (clock, [a, b]) = replicas(&kv, ["a", "b"])?;
     let lease = a.config().turn_lease;
     // A chat that finished, a holder that died, a waiter that died, a leader that went away.
     let finished = taken(&a, "finished", Some(1)).await?;

@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Ctx, ensure};
+use super::{Ctx, ensure, ensure_count};
 use crate::clock::ManualClock;
 use crate::config::DurabilityConfig;
 use crate::error::DurabilityError;
-use crate::inbox::{InboxJournalClaim, InboxState, NewInbound};
+use crate::inbox::{Claimed, InboundRecord, InboxJournalClaim, InboxState, NewInbound};
 use crate::journal::{KvDurability, index};
 use crate::keys::SendKey;
 use crate::kv::{DurableKv, Entry, Index, Scope};
 use crate::metrics::{DurabilityEvent, RecordKind};
-use crate::outbox::{BeginAttempt, NewSend, OutboxState, SendJournal};
+use crate::outbox::{BeginAttempt, NewSend, OutboxRecord, OutboxState, SendJournal};
 use crate::retries::SendFailure;
 
 pub(super) type Case = Result<(), String>;
@@ -63,6 +63,27 @@ pub(super) async fn claimed(
     }
 }
 
+/// What a sweep of `d`'s inbox claims (at most 10); `what` names the sweep in an error.
+pub(super) async fn claim_due(d: &KvDurability, what: &str) -> Result<Vec<Claimed>, String> {
+    d.inbox().claim_due(10).await.ctx(what)
+}
+
+/// The send recorded under `key` in `d`'s outbox (an error when there is none).
+pub(super) async fn recorded(d: &KvDurability, key: &str) -> Result<OutboxRecord, String> {
+    let found = d.outbox().lookup(key).await.ctx("lookup")?;
+    found.ok_or_else(|| format!("no send is recorded under `{key}`"))
+}
+
+/// The pending inbound records of `d` (at most 10).
+async fn pending_inbound(d: &KvDurability) -> Result<Vec<InboundRecord>, String> {
+    d.inbox().list(InboxState::Pending, 10).await.ctx("list")
+}
+
+/// Whether a read answered that its record is corrupt.
+fn is_corrupt<T>(read: &Result<T, DurabilityError>) -> bool {
+    matches!(read, Err(DurabilityError::Corrupt { .. }))
+}
+
 pub(super) async fn leased_send(
     d: &KvDurability,
     key: &str,
@@ -106,16 +127,8 @@ pub(super) async fn undecodable_inbound_is_quarantined(kv: Arc<dyn DurableKv>) -
         .await
         .ctx("journal")?;
     let mut events = d.subscribe();
-    let claims = d
-        .inbox()
-        .claim_due(10)
-        .await
-        .ctx("claim_due must not fail on a poison record")?;
-    ensure!(
-        claims.len() == 1,
-        "the good record must still be claimed, got {}",
-        claims.len()
-    );
+    let claims = claim_due(&d, "claim_due must not fail on a poison record").await?;
+    ensure_count(&claims, 1, "the good record must still be claimed")?;
     let event = events.try_recv().ctx("dead event")?;
     ensure!(
         matches!(&event, DurabilityEvent::Dead { kind: RecordKind::Inbound, id, .. } if id == "bad"),
@@ -126,11 +139,7 @@ pub(super) async fn undecodable_inbound_is_quarantined(kv: Arc<dyn DurableKv>) -
         "inbound_dead must count the quarantine"
     );
     ensure!(
-        d.inbox()
-            .claim_due(10)
-            .await
-            .ctx("second sweep")?
-            .is_empty(),
+        claim_due(&d, "second sweep").await?.is_empty(),
         "nothing left to claim"
     );
     ensure!(
@@ -138,11 +147,7 @@ pub(super) async fn undecodable_inbound_is_quarantined(kv: Arc<dyn DurableKv>) -
         "a quarantined record was reported twice"
     );
     ensure!(
-        d.inbox()
-            .list(InboxState::Pending, 10)
-            .await
-            .ctx("list")?
-            .is_empty(),
+        pending_inbound(&d).await?.is_empty(),
         "a quarantined record is still listed as pending"
     );
     let q = d
@@ -154,10 +159,7 @@ pub(super) async fn undecodable_inbound_is_quarantined(kv: Arc<dyn DurableKv>) -
         "the bytes must be kept for an operator, got {q:?}"
     );
     ensure!(
-        matches!(
-            d.inbox().get("bad").await,
-            Err(DurabilityError::Corrupt { .. })
-        ),
+        is_corrupt(&d.inbox().get("bad").await),
         "reading it must say it is corrupt"
     );
     ensure!(
@@ -195,21 +197,15 @@ pub(super) async fn undecodable_send_is_quarantined(kv: Arc<dyn DurableKv>) -> C
         "each poison record must be reported once, got {dead:?}"
     );
     ensure!(
-        matches!(
-            d.outbox().lookup("badkey").await,
-            Err(DurabilityError::Corrupt { .. })
-        ),
+        is_corrupt(&d.outbox().lookup("badkey").await),
         "the idempotency lookup must refuse a corrupt record instead of sending again"
     );
-    ensure!(
-        d.outbox()
-            .list(OutboxState::Pending, 10)
-            .await
-            .ctx("list")?
-            .len()
-            == 1,
-        "list must skip quarantined records"
-    );
+    let pending = d
+        .outbox()
+        .list(OutboxState::Pending, 10)
+        .await
+        .ctx("list")?;
+    ensure_count(&pending, 1, "list must skip quarantined records")?;
     ensure!(
         d.metrics().outbox_dead == 2,
         "outbox_dead must count quarantines, got {}",
@@ -220,20 +216,11 @@ pub(super) async fn undecodable_send_is_quarantined(kv: Arc<dyn DurableKv>) -> C
 
 pub(super) async fn explicit_keys_are_per_bot(kv: Arc<dyn DurableKv>) -> Case {
     let clock = ManualClock::new(T0);
-    let a = durability(
-        &kv,
-        Scope::new("t", "prod", "bot-a", "c"),
-        "a",
-        &clock,
-        |_| {},
-    )?;
-    let b = durability(
-        &kv,
-        Scope::new("t", "prod", "bot-b", "c"),
-        "b",
-        &clock,
-        |_| {},
-    )?;
+    let bot = |name: &str| {
+        let scope = Scope::new("t", "prod", &format!("bot-{name}"), "c");
+        durability(&kv, scope, name, &clock, |_| {})
+    };
+    let (a, b) = (bot("a")?, bot("b")?);
     journal_send(&a, SendKey::explicit("reminder:1"), "alice", "for alice").await?;
     journal_send(&b, SendKey::explicit("reminder:1"), "bob", "for bob").await?;
     let lease = leased_send(&a, "reminder:1").await?;
@@ -241,18 +228,8 @@ pub(super) async fn explicit_keys_are_per_bot(kv: Arc<dyn DurableKv>) -> Case {
         .mark_sent(&lease, Some("pa".into()))
         .await
         .ctx("mark_sent")?;
-    let ra = a
-        .outbox()
-        .lookup("reminder:1")
-        .await
-        .ctx("lookup a")?
-        .ok_or("a missing")?;
-    let rb = b
-        .outbox()
-        .lookup("reminder:1")
-        .await
-        .ctx("lookup b")?
-        .ok_or("b missing")?;
+    let ra = recorded(&a, "reminder:1").await?;
+    let rb = recorded(&b, "reminder:1").await?;
     ensure!(
         ra.chat == "alice" && ra.state == OutboxState::Sent,
         "bot a must keep its own send, got {ra:?}"
@@ -314,15 +291,11 @@ pub(super) async fn purge_after_retention(kv: Arc<dyn DurableKv>) -> Case {
         d.inbox().get(&dead.id).await.ctx("get")?.is_some(),
         "a dead record was purged"
     );
-    ensure!(
-        d.inbox()
-            .list(InboxState::Pending, 10)
-            .await
-            .ctx("list")?
-            .len()
-            == 1,
-        "a pending record was purged"
-    );
+    ensure_count(
+        &pending_inbound(&d).await?,
+        1,
+        "a pending record was purged",
+    )?;
     ensure!(
         d.outbox().lookup("sent").await.ctx("lookup")?.is_none(),
         "the sent record is still there"

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Ctx, ensure};
+use super::{Ctx, ensure, ensure_count};
 use crate::kv::{CasOutcome, DurableKv, Entry, Index, KvOp, Scope};
 
 type Case = Result<(), String>;
@@ -185,7 +185,7 @@ pub(super) async fn guarded_create_sees_its_batch(kv: Arc<dyn DurableKv>) -> Cas
         )
         .await
         .ctx("batch")?;
-    ensure!(outcomes.len() == 6, "one outcome per op expected");
+    ensure_count(&outcomes, 6, "one outcome per op")?;
     ensure!(
         outcomes[1].is_ok() && outcomes[3].is_ok(),
         "an entry deleted or moved out by an earlier op of the batch must not stop a guarded create, got {outcomes:?}"
@@ -380,11 +380,7 @@ pub(super) async fn batch_reports_each_op(kv: Arc<dyn DurableKv>) -> Case {
         )
         .await
         .ctx("batch")?;
-    ensure!(
-        outcomes.len() == 4,
-        "one outcome per op expected, got {}",
-        outcomes.len()
-    );
+    ensure_count(&outcomes, 4, "one outcome per op")?;
     ensure!(
         outcomes[0].is_ok(),
         "create in a batch failed: {:?}",

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::journal_cases::{Case, T0, claimed, durability, journal_send, leased_send, scope};
-use super::{Ctx, ensure};
+use super::journal_cases::{
+    Case, T0, claim_due, claimed, durability, journal_send, leased_send, recorded, scope,
+};
+use super::{Ctx, ensure, ensure_count};
 use crate::clock::ManualClock;
 use crate::config::{DurabilityConfig, OnAmbiguous};
 use crate::error::DurabilityError;
@@ -23,20 +25,12 @@ pub(super) async fn expired_inbox_lease_is_fenced(kv: Arc<dyn DurableKv>) -> Cas
     let b = durability(&kv, scope(), "b", &clock, |_| {})?;
     let old = claimed(&a, "chat", "m1").await?;
     ensure!(
-        b.inbox().claim_due(10).await.ctx("claim_due")?.is_empty(),
+        claim_due(&b, "claim_due").await?.is_empty(),
         "a live lease was taken by another instance"
     );
     clock.advance(a.config().inbox.lease + Duration::from_millis(1));
-    let taken = b
-        .inbox()
-        .claim_due(10)
-        .await
-        .ctx("claim_due after expiry")?;
-    ensure!(
-        taken.len() == 1,
-        "an expired lease must be claimable, got {} claims",
-        taken.len()
-    );
+    let taken = claim_due(&b, "claim_due after expiry").await?;
+    ensure_count(&taken, 1, "an expired lease must be claimable")?;
     let new = &taken[0].lease;
     ensure!(
         new.token > old.token,
@@ -115,26 +109,17 @@ pub(super) async fn restart_reclaims_own_leases_at_once(kv: Arc<dyn DurableKv>) 
     journal_send(&first, SendKey::explicit("k1"), "chat", "one").await?;
     leased_send(&first, "k1").await?;
     ensure!(
-        other
-            .inbox()
-            .claim_due(10)
-            .await
-            .ctx("claim_due")?
-            .is_empty(),
+        claim_due(&other, "claim_due").await?.is_empty(),
         "another instance took a live lease"
     );
     let restarted = first.reopen().ctx("reopen")?;
     let mut events = restarted.subscribe();
-    let reclaimed = restarted
-        .inbox()
-        .claim_due(10)
-        .await
-        .ctx("claim_due after restart")?;
-    ensure!(
-        reclaimed.len() == 1,
-        "a restart must reclaim its own inbound lease at once, got {}",
-        reclaimed.len()
-    );
+    let reclaimed = claim_due(&restarted, "claim_due after restart").await?;
+    ensure_count(
+        &reclaimed,
+        1,
+        "a restart must reclaim its own inbound lease at once",
+    )?;
     ensure!(
         restarted.metrics().inbound_replayed == 1,
         "the reclaim must count as a replay"
@@ -142,23 +127,13 @@ pub(super) async fn restart_reclaims_own_leases_at_once(kv: Arc<dyn DurableKv>) 
     journal_send(&restarted, SendKey::explicit("k2"), "other-chat", "two").await?;
     leased_send(&restarted, "k2").await?;
     restarted.outbox().due(10).await.ctx("due")?;
-    let k1 = restarted
-        .outbox()
-        .lookup("k1")
-        .await
-        .ctx("lookup")?
-        .ok_or("k1 missing")?;
+    let k1 = recorded(&restarted, "k1").await?;
     ensure!(
         k1.state == OutboxState::Unknown,
         "the dead incarnation's send must be marked unknown (skip), got {:?}",
         k1.state
     );
-    let k2 = restarted
-        .outbox()
-        .lookup("k2")
-        .await
-        .ctx("lookup")?
-        .ok_or("k2 missing")?;
+    let k2 = recorded(&restarted, "k2").await?;
     ensure!(
         k2.state == OutboxState::Sending,
         "the sweep reclaimed a send this incarnation is making, got {:?}",

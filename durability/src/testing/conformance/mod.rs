@@ -198,3 +198,13 @@ macro_rules! ensure {
     };
 }
 pub(crate) use ensure;
+
+/// Fails the case unless `items` has `n` items; `what` says what they are.
+pub(crate) fn ensure_count<T>(items: &[T], n: usize, what: &str) -> Result<(), String> {
+    ensure!(
+        items.len() == n,
+        "{what}: expected {n}, got {}",
+        items.len()
+    );
+    Ok(())
+}
