@@ -143,6 +143,10 @@ pub(crate) fn analyze(
         }
     }
 
+    let ids_of = |kind| {
+        let found = sites.found.iter().filter(|(_, d)| d.kind == kind);
+        found.map(|(id, _)| id.clone()).collect()
+    };
     let model = FlowModel {
         name: flow_name.clone(),
         version,
@@ -168,18 +172,8 @@ pub(crate) fn analyze(
                 within: model::within(&body.stmts, s.id),
             })
             .collect(),
-        sends: sites
-            .found
-            .iter()
-            .filter(|(_, d)| d.kind == identity::SiteKind::Send)
-            .map(|(id, _)| id.clone())
-            .collect(),
-        effects: sites
-            .found
-            .iter()
-            .filter(|(_, d)| d.kind == identity::SiteKind::Effect)
-            .map(|(id, _)| id.clone())
-            .collect(),
+        sends: ids_of(identity::SiteKind::Send),
+        effects: ids_of(identity::SiteKind::Effect),
     };
     Analyzed {
         body,
@@ -194,6 +188,7 @@ pub(crate) fn analyze(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::DESIGN;
     use crate::identity::SiteKind;
     use crate::model::{Construct, State};
     use proc_macro2::TokenStream;
@@ -211,20 +206,6 @@ mod tests {
         assert!(errs.is_empty(), "{errs:?}");
         a.model
     }
-
-    const DESIGN: &str = r#"
-        async fn order(cx: &mut FlowCx) -> FlowResult {
-            let item: String = cx.ask("What would you like?").await?.text().to_owned();
-            let qty: u32 = loop {
-                let answer = cx.ask("How many?").await?;
-                match answer.text().trim().parse() {
-                    Ok(n) if n > 0 => break n,
-                    _ => cx.send("Please answer with a number.").await?,
-                }
-            };
-            cx.send(format!("Ordered {qty} x {item}")).await?;
-            Ok(())
-        }"#;
 
     #[test]
     fn the_design_example_as_a_model() {
@@ -258,23 +239,20 @@ mod tests {
     #[test]
     fn inserting_a_send_and_an_ask_keeps_every_other_identity() {
         let before = model_of(DESIGN);
+        // A greeting first, a second ask after the first, a send at the end.
         let after = model_of(
-            r#"
-            async fn order(cx: &mut FlowCx) -> FlowResult {
-                cx.send("Welcome!").await?;
-                let item: String = cx.ask("What would you like?").await?.text().to_owned();
-                let size: String = cx.ask("Which size?").await?.text().to_owned();
-                let qty: u32 = loop {
-                    let answer = cx.ask("How many?").await?;
-                    match answer.text().trim().parse() {
-                        Ok(n) if n > 0 => break n,
-                        _ => cx.send("Please answer with a number.").await?,
-                    }
-                };
-                cx.send(format!("Ordered {qty} x {item}")).await?;
-                cx.send(format!("Size {size}")).await?;
-                Ok(())
-            }"#,
+            &DESIGN
+                .replacen("let item", "cx.send(\"Welcome!\").await?;\nlet item", 1)
+                .replacen(
+                    "let qty",
+                    "let size: String = cx.ask(\"Which size?\").await?.text().to_owned();\nlet qty",
+                    1,
+                )
+                .replacen(
+                    "Ok(())",
+                    "cx.send(format!(\"Size {size}\")).await?;\nOk(())",
+                    1,
+                ),
         );
         for s in &before.states {
             assert!(after.states.iter().any(|a| a.ident == s.ident), "{s:?}");

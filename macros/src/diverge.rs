@@ -77,23 +77,21 @@ pub(crate) fn ends(e: &Expr) -> bool {
 /// Whether a `break` in `stmts` may leave the loop whose body they are (an unlabelled one
 /// outside nested loops, or one naming `label`).
 pub(crate) fn breaks_out(stmts: &[Stmt], label: Option<&syn::Lifetime>) -> bool {
-    let mut f = Breaks {
-        label,
-        depth: 0,
-        found: false,
-        want_continue: false,
-    };
-    stmts.iter().for_each(|s| f.visit_stmt(s));
-    f.found
+    jumps_out(stmts, label, false)
 }
 
 /// Whether a `continue` in `stmts` may go to the loop whose body they are.
 pub(crate) fn continues(stmts: &[Stmt], label: Option<&syn::Lifetime>) -> bool {
+    jumps_out(stmts, label, true)
+}
+
+/// Whether a `break` (a `continue` with `want_continue`) in `stmts` reaches their loop.
+fn jumps_out(stmts: &[Stmt], label: Option<&syn::Lifetime>, want_continue: bool) -> bool {
     let mut f = Breaks {
         label,
         depth: 0,
         found: false,
-        want_continue: true,
+        want_continue,
     };
     stmts.iter().for_each(|s| f.visit_stmt(s));
     f.found

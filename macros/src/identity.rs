@@ -150,6 +150,24 @@ impl Namer {
     }
 }
 
+/// The name a call's one string-literal argument gives a site (`.id("welcome")`), checked
+/// with [`check_name`]; `None` when the arguments are not one string literal.
+pub(crate) fn literal_name(
+    args: &syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+    errors: &Errors,
+) -> Option<(String, Span)> {
+    match args.first() {
+        Some(syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        })) if args.len() == 1 => {
+            check_name(&s.value(), s.span(), errors);
+            Some((s.value(), s.span()))
+        }
+        _ => None,
+    }
+}
+
 /// Checks an author's name: the characters a key can carry unescaped.
 pub(crate) fn check_name(name: &str, span: Span, errors: &Errors) {
     let ok = !name.is_empty()

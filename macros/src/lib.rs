@@ -21,6 +21,8 @@ mod codec;
 mod diverge;
 mod errors;
 mod expand;
+#[cfg(test)]
+mod fixtures;
 mod for_loops;
 mod graph;
 mod identity;

@@ -15,7 +15,9 @@ use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, Ident, Pat, Stmt, Type};
 
-use crate::lower::{expr_has, marker_id, markers_in_stmts, resume_stmts, stmt_has};
+use crate::lower::{
+    Toward, expr_has, marker_id, resume_stmts, stmt_has, toward_in_expr, toward_in_stmt,
+};
 
 /// A local in scope at a suspension point.
 #[derive(Clone)]
@@ -81,19 +83,7 @@ pub(crate) fn pat_bindings(p: &Pat, ty: Option<&Type>, out: &mut Vec<Binding>) {
 pub(crate) fn scope_at(stmts: &[Stmt], k: usize, out: &mut Vec<Binding>) -> bool {
     for s in stmts {
         if stmt_has(s, k) {
-            match s {
-                Stmt::Local(l) => {
-                    if let Some(init) = &l.init {
-                        if expr_has(&init.expr, k) {
-                            scope_in_expr(&init.expr, k, out);
-                        } else if let Some((_, els)) = &init.diverge {
-                            scope_in_expr(els, k, out);
-                        }
-                    }
-                }
-                Stmt::Expr(e, _) => scope_in_expr(e, k, out),
-                _ => {}
-            }
+            scope_step(toward_in_stmt(s, k), k, out);
             return true;
         }
         if let Stmt::Local(l) = s {
@@ -127,57 +117,26 @@ fn deepen(out: &mut [Binding], start: usize) {
     }
 }
 
-fn scope_in_expr(e: &Expr, k: usize, out: &mut Vec<Binding>) {
-    if marker_id(e) == Some(k) {
-        return;
-    }
+/// The locals in scope from one step toward marker `k` down to it; those bound inside a
+/// block, a branch or an arm are one block deeper.
+fn scope_step(step: Toward<'_>, k: usize, out: &mut Vec<Binding>) {
     let start = out.len();
-    match e {
-        Expr::Await(a) => scope_in_expr(&a.base, k, out),
-        Expr::Try(t) => scope_in_expr(&t.expr, k, out),
-        Expr::MethodCall(m) => scope_in_expr(&m.receiver, k, out),
-        Expr::Field(f) => scope_in_expr(&f.base, k, out),
-        Expr::Paren(p) => scope_in_expr(&p.expr, k, out),
-        Expr::Group(g) => scope_in_expr(&g.expr, k, out),
-        Expr::Cast(c) => scope_in_expr(&c.expr, k, out),
-        Expr::Let(l) => scope_in_expr(&l.expr, k, out),
-        Expr::Assign(a) => scope_in_expr(&a.right, k, out),
-        Expr::Return(r) => r.expr.iter().for_each(|x| scope_in_expr(x, k, out)),
-        Expr::Break(b) => b.expr.iter().for_each(|x| scope_in_expr(x, k, out)),
-        Expr::If(i) => {
-            if expr_has(&i.cond, k) {
-                scope_in_expr(&i.cond, k, out);
-            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
-                let_bindings(&i.cond, out);
-                scope_at(&i.then_branch.stmts, k, out);
-                deepen(out, start);
-            } else if let Some((_, els)) = &i.else_branch {
-                scope_in_expr(els, k, out);
-            }
+    match step {
+        Toward::Expr(e) | Toward::Else(e) => return scope_step(toward_in_expr(e, k), k, out),
+        Toward::Then { cond, stmts } => {
+            let_bindings(cond, out);
+            scope_at(stmts, k, out);
         }
-        Expr::Match(m) => {
-            if expr_has(&m.expr, k) {
-                scope_in_expr(&m.expr, k, out);
-            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
-                pat_bindings(&arm.pat, None, out);
-                scope_in_expr(&arm.body, k, out);
-                deepen(out, start);
-            }
+        Toward::Arm(arm) => {
+            pat_bindings(&arm.pat, None, out);
+            scope_step(toward_in_expr(&arm.body, k), k, out);
         }
-        Expr::Loop(l) => {
-            scope_at(&l.body.stmts, k, out);
-            deepen(out, start);
+        Toward::Loop(stmts) | Toward::Block(stmts) => {
+            scope_at(stmts, k, out);
         }
-        Expr::Block(b) => {
-            scope_at(&b.block.stmts, k, out);
-            deepen(out, start);
-        }
-        Expr::Unsafe(u) => {
-            scope_at(&u.block.stmts, k, out);
-            deepen(out, start);
-        }
-        _ => {}
+        Toward::Stop => return,
     }
+    deepen(out, start);
 }
 
 // ----- free variables -----
@@ -191,6 +150,18 @@ struct FreeVars<'a> {
 }
 
 impl FreeVars<'_> {
+    /// An `if` or `while` condition, then the block it guards, where its `let` bindings are
+    /// in scope.
+    fn visit_conditional(&mut self, cond: &Expr, block: &Block) {
+        self.visit_expr(cond);
+        let mut b = Vec::new();
+        let_bindings(cond, &mut b);
+        self.scopes
+            .push(b.into_iter().map(|b| b.name.to_string()).collect());
+        self.visit_block(block);
+        self.scopes.pop();
+    }
+
     fn bound(&self, n: &str) -> bool {
         self.scopes.iter().any(|s| s.contains(n))
     }
@@ -298,13 +269,7 @@ impl<'a> Visit<'a> for FreeVars<'_> {
         self.scopes.pop();
     }
     fn visit_expr_if(&mut self, i: &'a syn::ExprIf) {
-        self.visit_expr(&i.cond);
-        let mut b = Vec::new();
-        let_bindings(&i.cond, &mut b);
-        self.scopes
-            .push(b.into_iter().map(|b| b.name.to_string()).collect());
-        self.visit_block(&i.then_branch);
-        self.scopes.pop();
+        self.visit_conditional(&i.cond, &i.then_branch);
         if let Some((_, els)) = &i.else_branch {
             self.visit_expr(els);
         }
@@ -313,13 +278,7 @@ impl<'a> Visit<'a> for FreeVars<'_> {
         self.visit_expr(&l.expr);
     }
     fn visit_expr_while(&mut self, w: &'a syn::ExprWhile) {
-        self.visit_expr(&w.cond);
-        let mut b = Vec::new();
-        let_bindings(&w.cond, &mut b);
-        self.scopes
-            .push(b.into_iter().map(|b| b.name.to_string()).collect());
-        self.visit_block(&w.body);
-        self.scopes.pop();
+        self.visit_conditional(&w.cond, &w.body);
     }
     fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
         self.visit_expr(&f.expr);
@@ -495,136 +454,97 @@ pub(crate) fn lower(
 
 /// The names used free after the block at each depth (index) of the path from the body to
 /// marker `k` ends: the statements that follow at the shallower levels, and the whole body of
-/// a loop on the path (it runs again). Depths count as `scope_in_expr` deepens them.
+/// a loop on the path (it runs again). Depths count as `scope_step` deepens them.
 fn after_by_depth(
     stmts: &[Stmt],
     k: usize,
     uses: &BTreeMap<usize, BTreeSet<String>>,
 ) -> Vec<BTreeSet<String>> {
     // Depth 0, the function body: nothing comes after it.
-    let mut out = vec![BTreeSet::new()];
-    after_in_stmts(stmts, k, BTreeSet::new(), uses, &mut out);
-    out
-}
-
-fn after_in_stmts(
-    stmts: &[Stmt],
-    k: usize,
-    acc: BTreeSet<String>,
-    uses: &BTreeMap<usize, BTreeSet<String>>,
-    out: &mut Vec<BTreeSet<String>>,
-) {
-    let Some(i) = stmts.iter().position(|s| stmt_has(s, k)) else {
-        return;
+    let mut after = After {
+        k,
+        uses,
+        out: vec![BTreeSet::new()],
     };
-    let mut next = acc;
-    next.extend(free_vars(&stmts[i + 1..], uses));
-    match &stmts[i] {
-        Stmt::Local(l) => {
-            if let Some(init) = &l.init {
-                if expr_has(&init.expr, k) {
-                    // A `let … else` runs its `else` after the initialiser.
-                    if let Some((_, els)) = &init.diverge {
-                        next.extend(free_vars_expr(els, uses));
-                    }
-                    after_in_expr(&init.expr, k, next, uses, out);
-                } else if let Some((_, els)) = &init.diverge {
-                    after_in_expr(els, k, next, uses, out);
-                }
+    after.in_stmts(stmts, BTreeSet::new());
+    after.out
+}
+
+/// The walk of [`after_by_depth`] down to marker `k`: `out[depth]` is what is used after
+/// that depth's block ends; `acc`, what is used after the current place at its own depth.
+struct After<'u> {
+    k: usize,
+    uses: &'u BTreeMap<usize, BTreeSet<String>>,
+    out: Vec<BTreeSet<String>>,
+}
+
+impl After<'_> {
+    fn in_stmts(&mut self, stmts: &[Stmt], acc: BTreeSet<String>) {
+        let Some(i) = stmts.iter().position(|s| stmt_has(s, self.k)) else {
+            return;
+        };
+        let mut next = acc;
+        next.extend(free_vars(&stmts[i + 1..], self.uses));
+        let step = toward_in_stmt(&stmts[i], self.k);
+        if let (Toward::Expr(_), Stmt::Local(l)) = (&step, &stmts[i]) {
+            // A `let … else` runs its `else` after the initialiser.
+            if let Some((_, els)) = l.init.as_ref().and_then(|init| init.diverge.as_ref()) {
+                next.extend(free_vars_expr(els, self.uses));
             }
         }
-        Stmt::Expr(e, _) => after_in_expr(e, k, next, uses, out),
-        _ => {}
+        self.step(step, next);
     }
-}
 
-/// One level deeper: `out[depth]` is what is used after that level's block.
-fn deeper(
-    stmts: &[Stmt],
-    k: usize,
-    acc: BTreeSet<String>,
-    uses: &BTreeMap<usize, BTreeSet<String>>,
-    out: &mut Vec<BTreeSet<String>>,
-) {
-    out.push(acc.clone());
-    after_in_stmts(stmts, k, acc, uses, out);
-}
-
-fn after_in_expr(
-    e: &Expr,
-    k: usize,
-    acc: BTreeSet<String>,
-    uses: &BTreeMap<usize, BTreeSet<String>>,
-    out: &mut Vec<BTreeSet<String>>,
-) {
-    if marker_id(e) == Some(k) {
-        return;
+    /// One level deeper: `out[depth]` is what is used after that level's block.
+    fn deeper(&mut self, stmts: &[Stmt], acc: BTreeSet<String>) {
+        self.out.push(acc.clone());
+        self.in_stmts(stmts, acc);
     }
-    let mut acc = acc;
-    match e {
-        Expr::Await(a) => after_in_expr(&a.base, k, acc, uses, out),
-        Expr::Try(t) => after_in_expr(&t.expr, k, acc, uses, out),
-        Expr::MethodCall(m) => {
+
+    fn in_expr(&mut self, e: &Expr, acc: BTreeSet<String>) {
+        let (k, uses) = (self.k, self.uses);
+        let mut acc = acc;
+        // What the expression evaluates after the place that holds the marker.
+        match e {
             // The arguments are evaluated after the receiver.
-            for a in &m.args {
-                acc.extend(free_vars_expr(a, uses));
-            }
-            after_in_expr(&m.receiver, k, acc, uses, out)
-        }
-        Expr::Field(f) => after_in_expr(&f.base, k, acc, uses, out),
-        Expr::Paren(p) => after_in_expr(&p.expr, k, acc, uses, out),
-        Expr::Group(g) => after_in_expr(&g.expr, k, acc, uses, out),
-        Expr::Cast(c) => after_in_expr(&c.expr, k, acc, uses, out),
-        Expr::Let(l) => after_in_expr(&l.expr, k, acc, uses, out),
-        Expr::Assign(a) => {
+            Expr::MethodCall(m) => m
+                .args
+                .iter()
+                .for_each(|a| acc.extend(free_vars_expr(a, uses))),
             // The place is evaluated after the value.
-            acc.extend(free_vars_expr(&a.left, uses));
-            after_in_expr(&a.right, k, acc, uses, out)
-        }
-        Expr::Return(r) => {
-            if let Some(x) = &r.expr {
-                after_in_expr(x, k, acc, uses, out);
-            }
-        }
-        Expr::Break(b) => {
-            if let Some(x) = &b.expr {
-                after_in_expr(x, k, acc, uses, out);
-            }
-        }
-        Expr::If(i) => {
-            if expr_has(&i.cond, k) {
-                // Either branch runs after the condition.
+            Expr::Assign(a) => acc.extend(free_vars_expr(&a.left, uses)),
+            // Either branch runs after the condition.
+            Expr::If(i) if expr_has(&i.cond, k) => {
                 acc.extend(free_vars(&i.then_branch.stmts, uses));
                 if let Some((_, els)) = &i.else_branch {
                     acc.extend(free_vars_expr(els, uses));
                 }
-                after_in_expr(&i.cond, k, acc, uses, out);
-            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
-                deeper(&i.then_branch.stmts, k, acc, uses, out);
-            } else if let Some((_, els)) = &i.else_branch {
-                after_in_expr(els, k, acc, uses, out);
             }
-        }
-        Expr::Match(m) => {
-            if expr_has(&m.expr, k) {
-                // An arm runs after the scrutinee.
+            // An arm runs after the scrutinee.
+            Expr::Match(m) if expr_has(&m.expr, k) => {
                 for arm in &m.arms {
                     acc.extend(free_vars_expr(&arm.body, uses));
                 }
-                after_in_expr(&m.expr, k, acc, uses, out);
-            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
-                out.push(acc.clone());
-                after_in_expr(&arm.body, k, acc, uses, out);
             }
+            // A loop's body runs again.
+            Expr::Loop(l) => acc.extend(free_vars(&l.body.stmts, uses)),
+            _ => {}
         }
-        Expr::Loop(l) => {
-            let mut again = acc;
-            again.extend(free_vars(&l.body.stmts, uses));
-            deeper(&l.body.stmts, k, again, uses, out);
+        self.step(toward_in_expr(e, k), acc);
+    }
+
+    fn step(&mut self, step: Toward<'_>, acc: BTreeSet<String>) {
+        match step {
+            Toward::Expr(e) | Toward::Else(e) => self.in_expr(e, acc),
+            Toward::Then { stmts, .. } | Toward::Loop(stmts) | Toward::Block(stmts) => {
+                self.deeper(stmts, acc);
+            }
+            Toward::Arm(arm) => {
+                self.out.push(acc.clone());
+                self.in_expr(&arm.body, acc);
+            }
+            Toward::Stop => {}
         }
-        Expr::Block(b) => deeper(&b.block.stmts, k, acc, uses, out),
-        Expr::Unsafe(u) => deeper(&u.block.stmts, k, acc, uses, out),
-        _ => {}
     }
 }
 
@@ -675,18 +595,8 @@ mod tests {
 
     #[test]
     fn design_example_lowers() {
-        let (body, n) = prep(parse_quote!({
-            let item: String = cx.ask("What would you like?").await?.text().to_owned();
-            let qty: u32 = loop {
-                let answer = cx.ask("How many?").await?;
-                match answer.text().trim().parse() {
-                    Ok(n) if n > 0 => break n,
-                    _ => cx.send("Please answer with a number.").await?,
-                }
-            };
-            cx.send(format!("Ordered {qty} x {item}")).await?;
-            Ok(())
-        }));
+        let design: syn::ItemFn = syn::parse_str(crate::fixtures::DESIGN).expect("the example");
+        let (body, n) = prep(*design.block);
         assert_eq!(n, 2);
         let l = lower(&body, n, &[], &BTreeMap::new(), &BTreeMap::new());
         let live1: Vec<String> = l[0].live.iter().map(|b| b.name.to_string()).collect();

@@ -82,6 +82,89 @@ fn stmt_has_any(s: &Stmt) -> bool {
     !markers_in_stmts(std::slice::from_ref(s)).is_empty()
 }
 
+/// One step down from a statement or an expression toward marker `k` (what `liveness` and
+/// `model` both walk: the first to collect the locals in scope, the second the constructs).
+pub(crate) enum Toward<'e> {
+    /// In an expression of the same scope (an operand, a condition, a scrutinee).
+    Expr(&'e Expr),
+    /// In the `then` block of an `if` with condition `cond`.
+    Then { cond: &'e Expr, stmts: &'e [Stmt] },
+    /// In an `else` branch (of an `if`, or of a `let`-`else`).
+    Else(&'e Expr),
+    /// In the body of a match arm.
+    Arm(&'e syn::Arm),
+    /// In the body of a loop.
+    Loop(&'e [Stmt]),
+    /// In a block (plain or `unsafe`).
+    Block(&'e [Stmt]),
+    /// Nowhere further: the marker itself, or a place neither walk enters.
+    Stop,
+}
+
+/// Where marker `k` is, one step down in statement `s`.
+pub(crate) fn toward_in_stmt(s: &Stmt, k: usize) -> Toward<'_> {
+    match s {
+        Stmt::Local(l) => match &l.init {
+            Some(init) if expr_has(&init.expr, k) => Toward::Expr(&init.expr),
+            Some(init) => init
+                .diverge
+                .as_ref()
+                .map_or(Toward::Stop, |(_, els)| Toward::Else(els)),
+            None => Toward::Stop,
+        },
+        Stmt::Expr(e, _) => Toward::Expr(e),
+        _ => Toward::Stop,
+    }
+}
+
+/// Where marker `k` is, one step down in expression `e`.
+pub(crate) fn toward_in_expr(e: &Expr, k: usize) -> Toward<'_> {
+    if marker_id(e) == Some(k) {
+        return Toward::Stop;
+    }
+    match e {
+        Expr::Await(a) => Toward::Expr(&a.base),
+        Expr::Try(t) => Toward::Expr(&t.expr),
+        Expr::MethodCall(m) => Toward::Expr(&m.receiver),
+        Expr::Field(f) => Toward::Expr(&f.base),
+        Expr::Paren(p) => Toward::Expr(&p.expr),
+        Expr::Group(g) => Toward::Expr(&g.expr),
+        Expr::Cast(c) => Toward::Expr(&c.expr),
+        Expr::Let(l) => Toward::Expr(&l.expr),
+        Expr::Assign(a) => Toward::Expr(&a.right),
+        Expr::Return(r) => r.expr.as_deref().map_or(Toward::Stop, Toward::Expr),
+        Expr::Break(b) => b.expr.as_deref().map_or(Toward::Stop, Toward::Expr),
+        Expr::If(i) => {
+            if expr_has(&i.cond, k) {
+                Toward::Expr(&i.cond)
+            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
+                Toward::Then {
+                    cond: &i.cond,
+                    stmts: &i.then_branch.stmts,
+                }
+            } else {
+                i.else_branch
+                    .as_ref()
+                    .map_or(Toward::Stop, |(_, els)| Toward::Else(els))
+            }
+        }
+        Expr::Match(m) => {
+            if expr_has(&m.expr, k) {
+                Toward::Expr(&m.expr)
+            } else {
+                m.arms
+                    .iter()
+                    .find(|a| expr_has(&a.body, k))
+                    .map_or(Toward::Stop, Toward::Arm)
+            }
+        }
+        Expr::Loop(l) => Toward::Loop(&l.body.stmts),
+        Expr::Block(b) => Toward::Block(&b.block.stmts),
+        Expr::Unsafe(u) => Toward::Block(&u.block.stmts),
+        _ => Toward::Stop,
+    }
+}
+
 // ----- while → loop -----
 
 struct DesugarWhile;

@@ -12,10 +12,10 @@
 //! at an ask that did not change.
 
 use proc_macro2::TokenStream;
-use syn::{Expr, Stmt};
+use syn::Stmt;
 
 use crate::identity::{SiteKind, canonical, fnv1a};
-use crate::lower::{expr_has, marker_id, markers_in_stmts, stmt_has};
+use crate::lower::{Toward, stmt_has, toward_in_expr, toward_in_stmt};
 
 /// A kept local or a parameter: its name and the canonical form of its type.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,72 +137,32 @@ pub(crate) fn within(stmts: &[Stmt], k: usize) -> Vec<Construct> {
 }
 
 fn within_stmts(stmts: &[Stmt], k: usize, out: &mut Vec<Construct>) {
-    let Some(s) = stmts.iter().find(|s| stmt_has(s, k)) else {
-        return;
-    };
-    match s {
-        Stmt::Local(l) => {
-            if let Some(init) = &l.init {
-                if expr_has(&init.expr, k) {
-                    within_expr(&init.expr, k, out);
-                } else if let Some((_, els)) = &init.diverge {
-                    out.push(Construct::Else);
-                    within_expr(els, k, out);
-                }
-            }
-        }
-        Stmt::Expr(e, _) => within_expr(e, k, out),
-        _ => {}
+    if let Some(s) = stmts.iter().find(|s| stmt_has(s, k)) {
+        within_step(toward_in_stmt(s, k), k, out);
     }
 }
 
-fn within_expr(e: &Expr, k: usize, out: &mut Vec<Construct>) {
-    if marker_id(e) == Some(k) {
-        return;
+/// The constructs from one step toward marker `k` down to it.
+fn within_step(step: Toward<'_>, k: usize, out: &mut Vec<Construct>) {
+    match step {
+        Toward::Expr(e) => within_step(toward_in_expr(e, k), k, out),
+        Toward::Then { stmts, .. } => enter(Construct::If, stmts, k, out),
+        Toward::Else(e) => {
+            out.push(Construct::Else);
+            within_step(toward_in_expr(e, k), k, out);
+        }
+        Toward::Arm(arm) => {
+            out.push(Construct::Match);
+            within_step(toward_in_expr(&arm.body, k), k, out);
+        }
+        Toward::Loop(stmts) => enter(Construct::Loop, stmts, k, out),
+        Toward::Block(stmts) => enter(Construct::Block, stmts, k, out),
+        Toward::Stop => {}
     }
-    match e {
-        Expr::Await(a) => within_expr(&a.base, k, out),
-        Expr::Try(t) => within_expr(&t.expr, k, out),
-        Expr::MethodCall(m) => within_expr(&m.receiver, k, out),
-        Expr::Field(f) => within_expr(&f.base, k, out),
-        Expr::Paren(p) => within_expr(&p.expr, k, out),
-        Expr::Group(g) => within_expr(&g.expr, k, out),
-        Expr::Cast(c) => within_expr(&c.expr, k, out),
-        Expr::Let(l) => within_expr(&l.expr, k, out),
-        Expr::Assign(a) => within_expr(&a.right, k, out),
-        Expr::Return(r) => r.expr.iter().for_each(|x| within_expr(x, k, out)),
-        Expr::Break(b) => b.expr.iter().for_each(|x| within_expr(x, k, out)),
-        Expr::If(i) => {
-            if expr_has(&i.cond, k) {
-                within_expr(&i.cond, k, out);
-            } else if markers_in_stmts(&i.then_branch.stmts).contains(&k) {
-                out.push(Construct::If);
-                within_stmts(&i.then_branch.stmts, k, out);
-            } else if let Some((_, els)) = &i.else_branch {
-                out.push(Construct::Else);
-                within_expr(els, k, out);
-            }
-        }
-        Expr::Match(m) => {
-            if expr_has(&m.expr, k) {
-                within_expr(&m.expr, k, out);
-            } else if let Some(arm) = m.arms.iter().find(|a| expr_has(&a.body, k)) {
-                out.push(Construct::Match);
-                within_expr(&arm.body, k, out);
-            }
-        }
-        Expr::Loop(l) => {
-            out.push(Construct::Loop);
-            within_stmts(&l.body.stmts, k, out);
-        }
-        Expr::Block(b) => {
-            out.push(Construct::Block);
-            within_stmts(&b.block.stmts, k, out);
-        }
-        Expr::Unsafe(u) => {
-            out.push(Construct::Block);
-            within_stmts(&u.block.stmts, k, out);
-        }
-        _ => {}
-    }
+}
+
+/// `construct`, then the constructs within its statements.
+fn enter(construct: Construct, stmts: &[Stmt], k: usize, out: &mut Vec<Construct>) {
+    out.push(construct);
+    within_stmts(stmts, k, out);
 }

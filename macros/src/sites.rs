@@ -52,19 +52,13 @@ impl VisitMut for Sites<'_> {
     fn visit_expr_method_call_mut(&mut self, m: &mut syn::ExprMethodCall) {
         let mut receiver_name = None;
         if (m.method == "id" || m.method == "key") && self.is_send(&m.receiver) {
-            match m.args.first() {
-                Some(Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                })) if m.args.len() == 1 => {
-                    identity::check_name(&s.value(), s.span(), self.errors);
-                    receiver_name = Some((s.value(), s.span()));
-                }
-                _ if m.method == "id" => self.errors.spanned(
+            match identity::literal_name(&m.args, self.errors) {
+                Some(name) => receiver_name = Some(name),
+                None if m.method == "id" => self.errors.spanned(
                     &m.args,
                     "`.id(…)` names a site with a string literal (`.id(\"welcome\")`): the name is decided at compile time",
                 ),
-                _ => {}
+                None => {}
             }
         }
         if parse::is_cx(&m.receiver, self.cx) && (m.method == "send" || m.method == "effect") {

@@ -109,15 +109,9 @@ impl Walker<'_> {
             for m in calls.iter().rev().skip(1) {
                 let name = m.method.to_string();
                 if name == "id" {
-                    match m.args.first() {
-                        Some(Expr::Lit(syn::ExprLit {
-                            lit: syn::Lit::Str(s),
-                            ..
-                        })) if m.args.len() == 1 => {
-                            identity::check_name(&s.value(), s.span(), self.errors);
-                            named = Some((s.value(), s.span()));
-                        }
-                        _ => self.errors.spanned(
+                    match identity::literal_name(&m.args, self.errors) {
+                        Some(name) => named = Some(name),
+                        None => self.errors.spanned(
                             &m.args,
                             "`.id(…)` names an ask with a string literal (`.id(\"age\")`): the name is decided at compile time",
                         ),
