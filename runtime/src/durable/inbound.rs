@@ -30,7 +30,7 @@ use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use crate::durable::media;
 use crate::kernel::Kernel;
 use crate::kernel::context::CtxExtras;
-use crate::kernel::journals::{Durable, LeaseSlot, with_heartbeat};
+use crate::kernel::journals::{Durable, LeaseSlot, beats, with_heartbeat};
 use crate::kernel::routes::BoxFuture;
 use crate::message::{ChatId, Interaction, Message};
 use crate::outbound::persistence::{self, InboundRows};
@@ -232,29 +232,13 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         return;
     };
     let every = (dur.d.config().inbox.lease / 3).max(Duration::from_millis(10));
-    let beats = async {
-        let mut renewed: Option<InboxLease> = None;
-        loop {
-            tokio::time::sleep(every).await;
-            if slot.is_settled() {
-                return;
-            }
-            // Boxed: heartbeats are rare, and the call would otherwise sit in every dispatch's
-            // future.
-            match Box::pin(dur.d.inbox().heartbeat(renewed.as_ref().unwrap_or(lease))).await {
-                Ok(l) => renewed = Some(l),
-                // The backend is away for a moment: the lease still runs, beat again at the
-                // next tick.
-                Err(e) if e.is_transient() => {
-                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat failed; trying again");
-                }
-                Err(e) => {
-                    tracing::warn!(id = %lease.id, error = %e, "inbox heartbeat stopped: the lease is gone");
-                    return;
-                }
-            }
-        }
-    };
+    let beats = beats(
+        ("inbox", &lease.id),
+        every,
+        lease,
+        || slot.is_settled(),
+        |l| async move { dur.d.inbox().heartbeat(&l).await },
+    );
     let journal_failed = with_heartbeat(work, beats).await;
     if slot.is_settled() {
         // A flow step completed the record in the transaction of its checkpoint.

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use botmesh_durability::KvDurability;
 use botmesh_durability::leases::InboxLease;
+use botmesh_durability::{DurabilityError, KvDurability};
 use tokio::task::JoinHandle;
 
 use crate::kernel::Kernel;
@@ -104,6 +104,39 @@ pub(crate) fn atomic(k: &Kernel) -> bool {
     k.durable
         .as_ref()
         .is_some_and(|dur| k.store.shares_transactions_with(&**dur.d.kv()))
+}
+
+/// The heartbeats of a lease on record `id` of `journal` (`inbox`, `outbox`), for
+/// [`with_heartbeat`]: every `every`, `renew` extends the lease (as last renewed), until
+/// `settled` says the work is over or the lease is gone. A heartbeat that fails because the
+/// backend is away for a moment is tried again at the next tick: the lease still runs, and a
+/// slow handler or provider call is not taken for an abandoned one.
+pub(crate) async fn beats<L: Clone, R: Future<Output = Result<L, DurabilityError>>>(
+    (journal, id): (&str, &str),
+    every: Duration,
+    lease: &L,
+    settled: impl Fn() -> bool,
+    mut renew: impl FnMut(L) -> R,
+) {
+    let mut current = lease.clone();
+    loop {
+        tokio::time::sleep(every).await;
+        if settled() {
+            return;
+        }
+        // Boxed: heartbeats are rare, and the call would otherwise sit in every dispatch's and
+        // every send's future.
+        match Box::pin(renew(current.clone())).await {
+            Ok(renewed) => current = renewed,
+            Err(e) if e.is_transient() => {
+                tracing::warn!(journal, id, error = %e, "heartbeat failed; trying again");
+            }
+            Err(e) => {
+                tracing::warn!(journal, id, error = %e, "heartbeat stopped: the lease is gone");
+                return;
+            }
+        }
+    }
 }
 
 /// Runs `work` to completion while `beats` runs beside it, in the same task: the lease

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use crate::error::BotError;
 use crate::kernel::Bot;
 use crate::kernel::Kernel;
-use crate::kernel::journals::{Durable, with_heartbeat};
+use crate::kernel::journals::{Durable, beats, with_heartbeat};
 use crate::kernel::routes::SendDraft;
 use crate::message::{ChatId, MessageId, Outgoing};
 use crate::outbound::{
@@ -604,25 +604,13 @@ async fn attempt(
         },
     };
     let every = (dur.d.config().outbox.lease / 3).max(Duration::from_millis(5));
-    let beats = async {
-        let mut renewed: Option<OutboxLease> = None;
-        loop {
-            tokio::time::sleep(every).await;
-            // Boxed: heartbeats are rare, and the call would otherwise sit in every send's future.
-            match Box::pin(dur.d.outbox().heartbeat(renewed.as_ref().unwrap_or(&lease))).await {
-                Ok(l) => renewed = Some(l),
-                // The backend is away for a moment: the lease still runs, beat again at the
-                // next tick, so that a slow provider call is not taken for an abandoned send.
-                Err(e) if e.is_transient() => {
-                    tracing::warn!(key = %lease.key, error = %e, "outbox heartbeat failed; trying again");
-                }
-                Err(e) => {
-                    tracing::warn!(key = %lease.key, error = %e, "outbox heartbeat stopped: the lease is gone");
-                    return;
-                }
-            }
-        }
-    };
+    let beats = beats(
+        ("outbox", &lease.key),
+        every,
+        &lease,
+        || false,
+        |l| async move { dur.d.outbox().heartbeat(&l).await },
+    );
     // The send fence, right before the provider: a standby of a leader-only transport, or
     // work that lost its chat's turn, does not call it; the send is retried (by the leader,
     // by the turn's new holder).
