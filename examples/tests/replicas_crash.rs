@@ -24,22 +24,21 @@ async fn run(var: &str, backend: &str, webhook: bool) {
     replicas_survive_sigkills(|| Telegram::start(webhook), backend, &url, seeds(SEEDS)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_replicas_on_webhooks_survive_sigkills() {
-    run("BOTMESH_TEST_POSTGRES_URL", "postgres", true).await;
+/// A test per case: `name: the server's variable, the backend, and whether the shop takes
+/// webhooks (or polls)`.
+macro_rules! replica_runs {
+    ($($name:ident: $var:literal, $backend:literal, $webhook:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            run($var, $backend, $webhook).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_replicas_on_long_polling_survive_sigkills() {
-    run("BOTMESH_TEST_POSTGRES_URL", "postgres", false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_replicas_on_webhooks_survive_sigkills() {
-    run("BOTMESH_TEST_REDIS_URL", "redis", true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_replicas_on_long_polling_survive_sigkills() {
-    run("BOTMESH_TEST_REDIS_URL", "redis", false).await;
+replica_runs! {
+    postgres_replicas_on_webhooks_survive_sigkills: "BOTMESH_TEST_POSTGRES_URL", "postgres", true;
+    postgres_replicas_on_long_polling_survive_sigkills:
+        "BOTMESH_TEST_POSTGRES_URL", "postgres", false;
+    redis_replicas_on_webhooks_survive_sigkills: "BOTMESH_TEST_REDIS_URL", "redis", true;
+    redis_replicas_on_long_polling_survive_sigkills: "BOTMESH_TEST_REDIS_URL", "redis", false;
 }

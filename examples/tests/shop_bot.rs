@@ -31,28 +31,42 @@ async fn the_hand_written_baseline_answers_the_same_script() {
     script(shop::hand_written_bot, "choosing how many Tea").await;
 }
 
+/// `chat` writes each of `steps` in turn, as the messages numbered from `first`; `[data]`
+/// presses the button `data`.
+async fn writes(mock: &MockProvider, chat: &str, first: usize, steps: &[&str]) {
+    for (n, step) in (first..).zip(steps) {
+        let id = n.to_string();
+        let written = match step.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(data) => mock.press(chat, &id, data).await,
+            None => mock.say(chat, &id, step).await,
+        };
+        written.expect("accepted");
+    }
+}
+
 /// Cancel, a bad item, a bad confirmation, `no` and hints; `in_progress` is what `/status`
 /// says of the order in progress.
 async fn script(build: Build, in_progress: &str) {
     let (mock, bot) = on_mock(build).await;
     let chat = ChatId::from("c");
-    mock.say("c", "1", "hello").await.expect("accepted");
-    mock.say("c", "2", "/order").await.expect("accepted");
-    mock.say("c", "3", "pizza").await.expect("accepted");
-    mock.press("c", "4", "tea").await.expect("accepted");
-    mock.say("c", "5", "/status").await.expect("accepted");
-    mock.say("c", "6", "/cancel").await.expect("accepted");
+    writes(
+        &mock,
+        "c",
+        1,
+        &["hello", "/order", "pizza", "[tea]", "/status", "/cancel"],
+    )
+    .await;
     // With the `#[flow]` version, `/cancel` ends the flow through `bot.cancel_flow`, which
     // queues the cancellation on the chat's queue after the messages already queued there:
     // wait for it before the next message (the hand-written version drops its state inline).
     bot.idle().await;
-    mock.say("c", "7", "/cancel").await.expect("accepted");
-    mock.say("c", "8", "what?").await.expect("accepted");
-    mock.say("c", "9", "/order").await.expect("accepted");
-    mock.say("c", "10", "cake").await.expect("accepted");
-    mock.say("c", "11", "1").await.expect("accepted");
-    mock.say("c", "12", "maybe").await.expect("accepted");
-    mock.press("c", "13", "no").await.expect("accepted");
+    writes(
+        &mock,
+        "c",
+        7,
+        &["/cancel", "what?", "/order", "cake", "1", "maybe", "[no]"],
+    )
+    .await;
     bot.idle().await;
     mock.wait_for_sends(15, Duration::from_secs(5)).await;
     let texts = mock.texts("c");
@@ -113,12 +127,13 @@ async fn an_order_replayed_between_its_two_writes_is_stored_once() {
         std::sync::Arc::new(botmesh::durability::MemoryStore::new());
     let chat = ChatId::from("e");
     let tea = shop::catalogue::find("tea").expect("tea");
-    let first = orders::place(store.as_ref(), &chat, tea, 1, Some("in/1"))
-        .await
-        .expect("place");
-    let second = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
-        .await
-        .expect("place");
+    // Places an order of `quantity` tea, confirmed by the inbound record `inbound`.
+    let place = async |quantity, inbound| {
+        let placed = orders::place(store.as_ref(), &chat, tea, quantity, Some(inbound)).await;
+        placed.expect("place")
+    };
+    let first = place(1, "in/1").await;
+    let second = place(2, "in/2").await;
     assert_eq!((first.number, second.number), (1, 2));
     let scope = orders::scope(&chat);
     // The crash: order 2 is stored, `last` still names order 1.
@@ -130,27 +145,16 @@ async fn an_order_replayed_between_its_two_writes_is_stored_once() {
         )
         .await
         .expect("set");
-    let replayed = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
-        .await
-        .expect("place");
+    let replayed = place(2, "in/2").await;
     assert_eq!(replayed.number, 2);
-    assert_eq!(
-        orders::list(store.as_ref(), &chat)
-            .await
-            .expect("list")
-            .len(),
-        2
-    );
+    let listed = orders::list(store.as_ref(), &chat).await.expect("list");
+    assert_eq!(listed.len(), 2);
     // Now `last` names order 2: the same confirmation again returns it unchanged.
-    let again = orders::place(store.as_ref(), &chat, tea, 2, Some("in/2"))
-        .await
-        .expect("place");
+    let again = place(2, "in/2").await;
     assert_eq!(again, replayed);
     // A scope without `last`: counted from its orders.
     store.delete_value(&scope, "last").await.expect("delete");
-    let third = orders::place(store.as_ref(), &chat, tea, 3, Some("in/3"))
-        .await
-        .expect("place");
+    let third = place(3, "in/3").await;
     assert_eq!(third.number, 3);
     let listed = orders::list(store.as_ref(), &chat).await.expect("list");
     assert_eq!(
@@ -162,9 +166,7 @@ async fn an_order_replayed_between_its_two_writes_is_stored_once() {
         .set_value(&scope, "last", &serde_json::json!({"number": "two"}))
         .await
         .expect("set");
-    let fourth = orders::place(store.as_ref(), &chat, tea, 4, Some("in/4"))
-        .await
-        .expect("place");
+    let fourth = place(4, "in/4").await;
     assert_eq!(fourth.number, 4);
     let listed = orders::list(store.as_ref(), &chat).await.expect("list");
     assert_eq!(listed[0].quantity, 1, "order 1 kept");
@@ -175,10 +177,7 @@ async fn an_order_replayed_between_its_two_writes_is_stored_once() {
 async fn a_redelivered_confirmation_stores_the_order_once() {
     let (mock, bot) = shop_on_mock().await;
     let chat = ChatId::from("d");
-    mock.say("d", "1", "/order").await.expect("accepted");
-    mock.say("d", "2", "tea").await.expect("accepted");
-    mock.say("d", "3", "4").await.expect("accepted");
-    mock.say("d", "4", "yes").await.expect("accepted");
+    writes(&mock, "d", 1, &["/order", "tea", "4", "yes"]).await;
     bot.idle().await;
     let store = bot.store();
     let placed = orders::list(store.as_ref(), &chat).await.expect("list");

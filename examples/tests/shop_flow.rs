@@ -15,21 +15,21 @@ async fn shop() -> Transcript {
 /// The full order, then `/status`; with `restart_between`, the bot restarts (same store)
 /// before every message but the first.
 async fn full_order(t: &mut Transcript, restart_between: bool) {
-    let steps: [(&str, bool); 5] = [
-        ("/order", false),
-        ("coffee", true),
-        ("2", false),
-        ("yes", true),
-        ("/status", false),
-    ];
-    for (i, (text, press)) in steps.into_iter().enumerate() {
+    let steps = ["/order", "[coffee]", "2", "[yes]", "/status"];
+    for (i, step) in steps.into_iter().enumerate() {
         if restart_between && i > 0 {
             t.restart().await.expect("restart");
         }
-        if press {
-            t.press("alice", text).await;
-        } else {
-            t.says("alice", text).await;
+        alice_writes(t, &[step]).await;
+    }
+}
+
+/// Alice writes each of `steps` in turn; `[data]` presses the button `data`.
+async fn alice_writes(t: &mut Transcript, steps: &[&str]) {
+    for step in steps {
+        match step.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(data) => t.press("alice", data).await,
+            None => t.says("alice", step).await,
         }
     }
 }
@@ -78,14 +78,13 @@ async fn a_restart_between_every_two_messages_changes_nothing() {
 #[tokio::test]
 async fn a_bad_quantity_is_asked_again() {
     let mut t = shop().await;
-    t.says("alice", "order").await;
-    t.says("alice", "pizza").await;
-    t.press("alice", "tea").await;
-    t.says("alice", "a dozen").await;
-    t.says("alice", "100").await;
-    t.says("alice", "3").await;
-    t.says("alice", "maybe").await;
-    t.press("alice", "yes").await;
+    alice_writes(
+        &mut t,
+        &[
+            "order", "pizza", "[tea]", "a dozen", "100", "3", "maybe", "[yes]",
+        ],
+    )
+    .await;
     insta::assert_snapshot!(t.render());
     let placed = stored_orders(&t).await;
     assert_eq!(placed.len(), 1);
@@ -95,12 +94,11 @@ async fn a_bad_quantity_is_asked_again() {
 #[tokio::test]
 async fn cancel_mid_way() {
     let mut t = shop().await;
-    t.says("alice", "/order").await;
-    t.press("alice", "cake").await;
-    t.says("alice", "/status").await;
-    t.says("alice", "/cancel").await;
-    t.says("alice", "/cancel").await;
-    t.says("alice", "4").await;
+    alice_writes(
+        &mut t,
+        &["/order", "[cake]", "/status", "/cancel", "/cancel", "4"],
+    )
+    .await;
     insta::assert_snapshot!(t.render());
     assert!(stored_orders(&t).await.is_empty());
     assert!(
@@ -113,11 +111,7 @@ async fn cancel_mid_way() {
 #[tokio::test]
 async fn no_at_the_confirmation() {
     let mut t = shop().await;
-    t.says("alice", "/order").await;
-    t.press("alice", "tea").await;
-    t.says("alice", "1").await;
-    t.press("alice", "no").await;
-    t.says("alice", "/status").await;
+    alice_writes(&mut t, &["/order", "[tea]", "1", "[no]", "/status"]).await;
     insta::assert_snapshot!(t.render());
     assert!(stored_orders(&t).await.is_empty());
 }

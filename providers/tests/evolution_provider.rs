@@ -12,7 +12,7 @@ use crate::fakes::Refusals;
 use crate::fakes::contents;
 use crate::fakes::evolution::{FakeEvolution, hooks};
 use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
-use botmesh::provider::{ErrorClass, Provider, ProviderError};
+use botmesh::provider::{ErrorClass, Provider};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
 use serde_json::{Value, json};
 
@@ -228,15 +228,7 @@ async fn sends_every_content_kind_and_edits() {
         .expect("edited");
     assert_eq!(fake.sent()[10].0, "updateMessage");
     assert_eq!(fake.sent()[10].1["key"]["id"], ids[0].as_str());
-    let template = Outgoing::from(OutgoingContent::Template {
-        name: "t".into(),
-        language: "en".into(),
-        params: vec![],
-    });
-    assert!(matches!(
-        evo.send(&c, &template).await,
-        Err(ProviderError::UnsupportedContent { .. })
-    ));
+    fakes::assert_unsupported(&evo, &c, &[contents::template("t", "en", &[])]).await;
     assert!(evo.capabilities().edits);
 }
 

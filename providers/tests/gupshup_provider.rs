@@ -10,7 +10,7 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::gupshup::{FakeGupshup, hooks};
-use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
+use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing};
 use botmesh::provider::{Provider, ProviderError};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
@@ -150,11 +150,7 @@ async fn sends_every_content_kind() {
         contents::location(28.6, 77.2, Some("Office")),
         contents::contact("Ana", "+5511999"),
         contents::reaction("gBEG1", "👍"),
-        Outgoing::from(OutgoingContent::Template {
-            name: "tpl-1".into(),
-            language: "en".into(),
-            params: vec!["Ana".into()],
-        }),
+        contents::template("tpl-1", "en", &["Ana"]),
     ];
     for o in &sends {
         assert!(gs.send(&c, o).await.expect("sent").message_id.is_some());

@@ -464,12 +464,7 @@ async fn maps_telegram_errors_onto_classes() {
             .expect("base"),
     )
     .expect("provider");
-    let err = gone.send(&c, &"hi".into()).await.expect_err("refused");
-    assert!(matches!(err, ProviderError::Network { .. }), "{err}");
-    assert!(
-        !err.to_string().contains("ABC-fake_token"),
-        "token leaked: {err}"
-    );
+    fakes::assert_network_error(&gone, &c, "ABC-fake_token").await;
 }
 
 #[tokio::test]

@@ -358,11 +358,7 @@ async fn sends_every_content_kind() {
 
     tw.send(
         &c,
-        &Outgoing::from(OutgoingContent::Template {
-            name: "HXb5b62575e6e4ff6129ad7c8efe1f983e".into(),
-            language: "en".into(),
-            params: vec!["12/1".into(), "3pm".into()],
-        }),
+        &contents::template("HXb5b62575e6e4ff6129ad7c8efe1f983e", "en", &["12/1", "3pm"]),
     )
     .await
     .expect("template");
@@ -387,20 +383,12 @@ async fn sends_every_content_kind() {
     assert_eq!(fake.param(6, "Body").as_deref(), Some("Bo: +1555"));
 
     let n = fake.sent().len();
-    for bad in [
+    let bad = [
         contents::reaction("SM1", "👍"),
         contents::media(MediaKind::Image, contents::bytes(vec![1], None), None, None),
-        Outgoing::from(OutgoingContent::Template {
-            name: "order_update".into(),
-            language: "en".into(),
-            params: vec![],
-        }),
-    ] {
-        assert!(matches!(
-            tw.send(&c, &bad).await,
-            Err(ProviderError::UnsupportedContent { .. })
-        ));
-    }
+        contents::template("order_update", "en", &[]),
+    ];
+    fakes::assert_unsupported(&tw, &c, &bad).await;
     assert_eq!(fake.sent().len(), n);
 
     let service = TwilioProvider::new(
@@ -503,11 +491,7 @@ async fn downloads_media_through_the_guarded_client_only_from_twilio() {
         b"jpeg-bytes"
     );
     // Never sends the credentials elsewhere.
-    let e = tw
-        .download_media(&r("https://evil.example/steal"))
-        .await
-        .expect_err("off origin");
-    assert!(e.to_string().contains("refusing"), "{e}");
+    fakes::assert_download_refused(&tw, &r("https://evil.example/steal"), "refusing").await;
     let strict = TwilioProvider::new(
         TwilioConfig::new(SID, TOKEN, TwilioSender::From("+1".into()))
             .api_base(&fake.base_url())

@@ -206,15 +206,7 @@ async fn sends_every_content_kind_and_edits() {
         .await
         .expect("reacted");
     assert_eq!(fake.sent()[10].0, "react-message");
-    let template = Outgoing::from(OutgoingContent::Template {
-        name: "t".into(),
-        language: "en".into(),
-        params: vec![],
-    });
-    assert!(matches!(
-        wpp.send(&c, &template).await,
-        Err(ProviderError::UnsupportedContent { .. })
-    ));
+    fakes::assert_unsupported(&wpp, &c, &[contents::template("t", "en", &[])]).await;
 }
 
 #[tokio::test]

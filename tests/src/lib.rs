@@ -200,6 +200,19 @@ pub const MESSAGE_WRITE_POINTS: [botmesh::durability::kv::WritePoint; 5] = {
     ]
 };
 
+/// A transcript of a bot running the one flow `flow`, on a fresh memory store.
+///
+/// # Panics
+/// When the bot cannot be built or started (a test harness: the test fails).
+pub async fn transcript_of_flow<A>(
+    flow: impl botmesh::flow::FlowFn<A>,
+) -> botmesh::testing::Transcript {
+    transcript_of(None, move |bot| {
+        bot.flow(flow);
+    })
+    .await
+}
+
 /// A transcript of a bot on `store` (a fresh memory store when `None`) that `register` sets up
 /// (`|bot| { bot.flow(order); }`).
 ///

@@ -119,6 +119,25 @@ fn backends(backend: Backend) -> Backends {
     }
 }
 
+/// A durable bot on `b` whose journal writes and channel go through one crash switch: the
+/// switch, the bot and its mock channel.
+fn crashable_bot(
+    b: &Backends,
+) -> (
+    botmesh::testing::Crashable<dyn DurableKv>,
+    Bot,
+    MockProvider,
+) {
+    let switch = crashable(b.kv.clone());
+    let mock = MockProvider::new();
+    let bot = durable_bot(
+        CrashableProvider::new(mock.clone(), &switch),
+        b.store.clone(),
+        Arc::new(switch.clone()),
+    );
+    (switch, bot, mock)
+}
+
 async fn run(
     backend: Backend,
     point: WritePoint,
@@ -128,15 +147,9 @@ async fn run(
 ) -> (Vec<String>, usize) {
     let b = backends(backend);
     let shared = b.kv.clone();
-    let switch = crashable(shared.clone());
-    switch.crash_at(point, phase, occurrence);
     let store = b.store.clone();
-    let mock_a = MockProvider::new();
-    let bot_a = durable_bot(
-        CrashableProvider::new(mock_a.clone(), &switch),
-        store.clone(),
-        Arc::new(switch.clone()),
-    );
+    let (switch, bot_a, mock_a) = crashable_bot(&b);
+    switch.crash_at(point, phase, occurrence);
     register(&bot_a);
     bot_a.start().await.unwrap();
     // The first message the channel must deliver to B: one A did not acknowledge, or the
@@ -217,21 +230,29 @@ async fn a_persistent_flow_survives_a_crash_at_every_journal_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_cut_by_a_crash_runs_once() {
     // The third message's step: the effect ran, then the crash hit the send's journal write.
+    let register: fn(&Bot) = |b| {
+        b.flow(order_alone);
+    };
+    assert_an_effect_cut_runs_once(Backend::Memory, register, &CHARGES_ALONE).await;
+}
+
+/// A run cut by a crash at the send's journal write of the third message's step, after its
+/// effect (on `backend`, with the flow `register` sets up): the effect ran once in all
+/// (`charges` counts its runs), and one order was confirmed.
+async fn assert_an_effect_cut_runs_once(
+    backend: Backend,
+    register: fn(&Bot),
+    charges: &AtomicUsize,
+) {
     let (sent, _) = run(
-        Backend::Memory,
+        backend,
         WritePoint::OutboxJournal,
         WritePhase::Before,
         3,
-        |b| {
-            b.flow(order_alone);
-        },
+        register,
     )
     .await;
-    assert_eq!(
-        CHARGES_ALONE.load(Ordering::SeqCst),
-        1,
-        "the card was charged once in total"
-    );
+    assert_eq!(charges.load(Ordering::SeqCst), 1, "charged once in total");
     assert_eq!(
         sent.iter().filter(|s| s.starts_with("Ordered")).count(),
         1,
@@ -307,13 +328,7 @@ async fn crash_second_step(
     point: WritePoint,
     phase: WritePhase,
 ) -> (Vec<String>, Leftovers) {
-    let switch = crashable(b.kv.clone());
-    let mock = MockProvider::new();
-    let bot = durable_bot(
-        CrashableProvider::new(mock.clone(), &switch),
-        b.store.clone(),
-        Arc::new(switch.clone()),
-    );
+    let (switch, bot, mock) = crashable_bot(&b);
     bot.flow(order);
     let scope = bot.durability().unwrap().scope().clone();
     bot.start().await.unwrap();
@@ -346,13 +361,8 @@ fn assert_cut_before_commit((sent, (checkpoint, sends, inbound)): (Vec<String>, 
         sends.iter().all(|(key, _)| !key.contains("m2")),
         "no outbox record of the cut step: {sends:?}"
     );
-    let m2: Vec<_> = inbound
-        .iter()
-        .filter(|(id, _)| id.ends_with("m2"))
-        .collect();
-    assert_eq!(m2.len(), 1, "{inbound:?}");
     assert_ne!(
-        m2[0].1,
+        m2_state(&inbound),
         InboxState::Done,
         "the inbound that fed the cut step is not done"
     );
@@ -376,77 +386,55 @@ fn assert_cut_after_commit((sent, (checkpoint, sends, inbound)): (Vec<String>, L
         OutboxState::Sending,
         "journaled with the step, leased for the provider call that was to follow it"
     );
+    assert_eq!(m2_state(&inbound), InboxState::Done, "{inbound:?}");
+}
+
+/// The state of the one inbound record of the message `m2`.
+fn m2_state(inbound: &[(String, InboxState)]) -> InboxState {
     let m2: Vec<_> = inbound
         .iter()
         .filter(|(id, _)| id.ends_with("m2"))
         .collect();
     assert_eq!(m2.len(), 1, "{inbound:?}");
-    assert_eq!(m2[0].1, InboxState::Done, "{inbound:?}");
+    m2[0].1
 }
 
 // The second step's one transaction journals "How many?" (leased for its provider call) and
 // completes `pears`. Cut at the last hook before it, nothing of the step is there (with
 // separate writes, the checkpoint and the send would be); cut right after it, all of it is.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sqlite_step_cut_before_its_commit_leaves_nothing_of_it() {
-    let b = backends(Backend::Sqlite);
-    assert_cut_before_commit(
-        crash_second_step(b, WritePoint::InboxComplete, WritePhase::Before).await,
-    );
+/// A test per case: `name: the backends (or none, to skip), the phase the step is cut in,
+/// and what must be left`.
+macro_rules! step_cuts {
+    ($($name:ident: $backends:expr, $phase:ident, $left:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let Some(b) = $backends else {
+                return;
+            };
+            $left(crash_second_step(b, WritePoint::InboxComplete, WritePhase::$phase).await);
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sqlite_step_cut_after_its_commit_has_all_of_it() {
-    let b = backends(Backend::Sqlite);
-    assert_cut_after_commit(
-        crash_second_step(b, WritePoint::InboxComplete, WritePhase::After).await,
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_step_cut_before_its_commit_leaves_nothing_of_it() {
-    let Some(b) = postgres_backends("flowcut_a_").await else {
-        return;
-    };
-    assert_cut_before_commit(
-        crash_second_step(b, WritePoint::InboxComplete, WritePhase::Before).await,
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_step_cut_after_its_commit_has_all_of_it() {
-    let Some(b) = postgres_backends("flowcut_b_").await else {
-        return;
-    };
-    assert_cut_after_commit(
-        crash_second_step(b, WritePoint::InboxComplete, WritePhase::After).await,
-    );
+step_cuts! {
+    a_sqlite_step_cut_before_its_commit_leaves_nothing_of_it:
+        Some(backends(Backend::Sqlite)), Before, assert_cut_before_commit;
+    a_sqlite_step_cut_after_its_commit_has_all_of_it:
+        Some(backends(Backend::Sqlite)), After, assert_cut_after_commit;
+    a_postgres_step_cut_before_its_commit_leaves_nothing_of_it:
+        postgres_backends("flowcut_a_").await, Before, assert_cut_before_commit;
+    a_postgres_step_cut_after_its_commit_has_all_of_it:
+        postgres_backends("flowcut_b_").await, After, assert_cut_after_commit;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effect_cut_by_a_crash_before_a_sqlite_commit_runs_once() {
     // The third step ran its effect (recorded), then died before its one transaction.
-    let (sent, _) = run(
-        Backend::Sqlite,
-        WritePoint::OutboxJournal,
-        WritePhase::Before,
-        3,
-        |b| {
-            b.flow(order_sqlite);
-        },
-    )
-    .await;
-    assert_eq!(
-        CHARGES_SQLITE.load(Ordering::SeqCst),
-        1,
-        "charged once in total"
-    );
-    assert_eq!(
-        sent.iter().filter(|s| s.starts_with("Ordered")).count(),
-        1,
-        "{sent:?}"
-    );
+    let register: fn(&Bot) = |b| {
+        b.flow(order_sqlite);
+    };
+    assert_an_effect_cut_runs_once(Backend::Sqlite, register, &CHARGES_SQLITE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,13 +450,7 @@ async fn a_send_after_the_step_in_the_same_dispatch_survives_a_crash_after_the_c
         });
     }
     let b = backends(Backend::Sqlite);
-    let switch = crashable(b.kv.clone());
-    let mock_a = MockProvider::new();
-    let bot_a = durable_bot(
-        CrashableProvider::new(mock_a.clone(), &switch),
-        b.store.clone(),
-        Arc::new(switch.clone()),
-    );
+    let (switch, bot_a, mock_a) = crashable_bot(&b);
     register(&bot_a);
     bot_a.start().await.unwrap();
     mock_a.say("alice", "m1", "/order").await.unwrap();

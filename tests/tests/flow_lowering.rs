@@ -101,10 +101,7 @@ async fn m(cx: &mut FlowCx) -> FlowResult {
 /// through a flag, and `continue` keeps its meaning.
 #[tokio::test]
 async fn a_macro_continue_in_a_resumed_iteration() {
-    let mut t = botmesh_tests::transcript_of(None, |bot| {
-        bot.flow(m);
-    })
-    .await;
+    let mut t = botmesh_tests::transcript_of_flow(m).await;
     for say in ["/m", "x", "1", "y", "2"] {
         t.says("a", say).await;
     }

@@ -160,10 +160,7 @@ async fn slow(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn timeouts_and_starts_wait_for_a_handoff_to_end() {
-    let mut t = botmesh_tests::transcript_of(None, |bot| {
-        bot.flow(slow);
-    })
-    .await;
+    let mut t = botmesh_tests::transcript_of_flow(slow).await;
     t.says("ann", "/pay").await;
     t.bot().handoff("ann", None, None).await.unwrap();
     t.note("handed off");
@@ -255,22 +252,14 @@ async fn a_first_step_effect_runs_once_across_a_crash() {
 // ---------------------------------------------------------------------------------------
 // Two flows whose functions share a name, in different modules.
 
-mod fa {
-    use botmesh::prelude::*;
-    #[flow(start = command("a"))]
-    #[persistent]
-    pub(crate) async fn start(cx: &mut FlowCx) -> FlowResult {
+flow_builds! {
+    mod fa: #[flow(start = command("a"))] fn start(cx) {
         let x: String = cx.ask("A?").await?.text().to_owned();
         cx.send(format!("A got {x}")).await?;
         Ok(())
     }
-}
 
-mod fb {
-    use botmesh::prelude::*;
-    #[flow(start = command("b"))]
-    #[persistent]
-    pub(crate) async fn start(cx: &mut FlowCx) -> FlowResult {
+    mod fb: #[flow(start = command("b"))] fn start(cx) {
         let x: String = cx.ask("B?").await?.text().to_owned();
         cx.send(format!("B got {x}")).await?;
         Ok(())
@@ -324,10 +313,7 @@ async fn outer(cx: &mut FlowCx) -> FlowResult {
 
 #[tokio::test]
 async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
-    let mut t = botmesh_tests::transcript_of(None, |bot| {
-        bot.flow(outer);
-    })
-    .await;
+    let mut t = botmesh_tests::transcript_of_flow(outer).await;
     t.says("ann", "/outer").await;
     assert!(t.bot().cancel_flow("ann").await.unwrap());
     t.bot().idle().await;
@@ -339,16 +325,14 @@ async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
 // ---------------------------------------------------------------------------------------
 // A kept local's own type changes shape between two builds.
 
-mod cart_v1 {
-    use botmesh::prelude::*;
-    #[derive(serde::Serialize, serde::Deserialize)]
-    pub(crate) struct Cart {
-        pub(crate) items: Vec<String>,
-        pub(crate) total_cents: u64,
-    }
-    #[flow(start = command("cart"))]
-    #[persistent]
-    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+flow_builds! {
+    mod cart_v1 {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub(crate) struct Cart {
+            pub(crate) items: Vec<String>,
+            pub(crate) total_cents: u64,
+        }
+    }: #[flow(start = command("cart"))] fn shop(cx) {
         let cart: Cart = Cart {
             items: vec!["tea".to_owned()],
             total_cents: 0,
@@ -358,19 +342,15 @@ mod cart_v1 {
             .await?;
         Ok(())
     }
-}
 
-/// The next build: `Cart` changed shape, the flow did not (same layout hash).
-mod cart_v2 {
-    use botmesh::prelude::*;
-    #[derive(serde::Serialize, serde::Deserialize)]
-    pub(crate) struct Cart {
-        pub(crate) items: Vec<(String, u32)>,
-        pub(crate) total_cents: u64,
-    }
-    #[flow(start = command("cart"))]
-    #[persistent]
-    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+    /// The next build: `Cart` changed shape, the flow did not (same layout hash).
+    mod cart_v2 {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub(crate) struct Cart {
+            pub(crate) items: Vec<(String, u32)>,
+            pub(crate) total_cents: u64,
+        }
+    }: #[flow(start = command("cart"))] fn shop(cx) {
         let cart: Cart = Cart {
             items: Vec::new(),
             total_cents: 0,
@@ -380,14 +360,9 @@ mod cart_v2 {
             .await?;
         Ok(())
     }
-}
 
-/// The same, with `version = 2` bumped by hand.
-mod cart_v2_versioned {
-    use botmesh::prelude::*;
-    #[flow(start = command("cart"), version = 2)]
-    #[persistent]
-    pub(crate) async fn shop(cx: &mut FlowCx) -> FlowResult {
+    /// The same, with `version = 2` bumped by hand.
+    mod cart_v2_versioned: #[flow(start = command("cart"), version = 2)] fn shop(cx) {
         let cart: super::cart_v2::Cart = super::cart_v2::Cart {
             items: Vec::new(),
             total_cents: 0,
@@ -475,10 +450,7 @@ async fn a_loop_resumed_mid_iteration_keeps_break_and_continue() {
         (&["yes", "skip", "yes", "done"][..], "2: item 1, item 2"),
         (&["yes", "stop"][..], "101: item 1"),
     ] {
-        let mut t = botmesh_tests::transcript_of(None, |bot| {
-            bot.flow(cart_loop);
-        })
-        .await;
+        let mut t = botmesh_tests::transcript_of_flow(cart_loop).await;
         t.says("ann", "/cart").await;
         for a in answers {
             t.restart().await.unwrap();

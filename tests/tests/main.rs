@@ -4,6 +4,10 @@
 
 // Helpers.
 mod common;
+// The builds of one flow side by side, as the runtime's flow tests write them.
+#[macro_use]
+#[path = "../../runtime/tests/common/flow_builds.rs"]
+mod flow_builds;
 
 // Test files.
 mod ask_timeout_kill9;

@@ -21,6 +21,15 @@ pub fn media(
     })
 }
 
+/// The approved template `name` in `language`, with its body's `params`.
+pub fn template(name: &str, language: &str, params: &[&str]) -> Outgoing {
+    Outgoing::from(OutgoingContent::Template {
+        name: name.to_owned(),
+        language: language.to_owned(),
+        params: params.iter().map(|p| (*p).to_owned()).collect(),
+    })
+}
+
 /// Media the channel fetches from `url`.
 pub fn url(url: &str) -> MediaSource {
     MediaSource::Url {

@@ -72,20 +72,28 @@ pub use server::{DROP_CONNECTION, Panics, Served};
 
 /// Checks that a send through `provider` (configured with an API base nothing listens on)
 /// fails as a retryable network error whose text does not show `token`.
-pub async fn assert_network_error<P: botmesh::provider::Provider>(
-    provider: &P,
+pub async fn assert_network_error(
+    provider: &dyn botmesh::provider::Provider,
     chat: &botmesh::message::ChatId,
     token: &str,
 ) {
-    let e = provider
-        .send(chat, &botmesh::message::Outgoing::from("hi"))
-        .await
-        .expect_err("network");
-    assert!(
+    let hi = botmesh::message::Outgoing::from("hi");
+    let network = |e: &botmesh::provider::ProviderError| {
         matches!(e, botmesh::provider::ProviderError::Network { .. })
-            && !e.to_string().contains(token),
-        "{e}"
-    );
+            && !e.to_string().contains(token)
+    };
+    assert_refused_with(provider, chat, &hi, &network).await;
+}
+
+/// Checks that `provider` refuses to send `outgoing` to `chat` with an error `expected` takes.
+pub async fn assert_refused_with(
+    provider: &dyn botmesh::provider::Provider,
+    chat: &botmesh::message::ChatId,
+    outgoing: &botmesh::message::Outgoing,
+    expected: &dyn Fn(&botmesh::provider::ProviderError) -> bool,
+) {
+    let sent = provider.send(chat, outgoing).await;
+    assert!(sent.as_ref().is_err_and(expected), "{outgoing:?}: {sent:?}");
 }
 
 /// What a refused send's error must be.
@@ -149,16 +157,38 @@ pub async fn assert_dropped_is_ambiguous(
     drop_next: impl Fn(),
 ) {
     drop_next();
-    let sent = provider
-        .send(&chat.into(), &botmesh::message::Outgoing::from("hi"))
-        .await;
-    assert!(
+    let hi = botmesh::message::Outgoing::from("hi");
+    let ambiguous = |e: &botmesh::provider::ProviderError| {
+        matches!(e, botmesh::provider::ProviderError::Ambiguous { .. })
+    };
+    assert_refused_with(provider, &chat.into(), &hi, &ambiguous).await;
+}
+
+/// Checks that `provider` refuses each of `sends` to `chat` as content it cannot send.
+pub async fn assert_unsupported(
+    provider: &dyn botmesh::provider::Provider,
+    chat: &botmesh::message::ChatId,
+    sends: &[botmesh::message::Outgoing],
+) {
+    let unsupported = |e: &botmesh::provider::ProviderError| {
         matches!(
-            sent,
-            Err(botmesh::provider::ProviderError::Ambiguous { .. })
-        ),
-        "{sent:?}"
-    );
+            e,
+            botmesh::provider::ProviderError::UnsupportedContent { .. }
+        )
+    };
+    for outgoing in sends {
+        assert_refused_with(provider, chat, outgoing, &unsupported).await;
+    }
+}
+
+/// Checks that `provider` refuses to download `media`, saying `why`.
+pub async fn assert_download_refused(
+    provider: &dyn botmesh::provider::Provider,
+    media: &botmesh::message::MediaRef,
+    why: &str,
+) {
+    let e = provider.download_media(media).await.expect_err(why);
+    assert!(e.to_string().contains(why), "{e}");
 }
 
 /// Event `i` of `events`, which must be a message.

@@ -3,34 +3,11 @@
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
 pub(crate) mod eventually;
+#[macro_use]
+mod flow_builds;
 pub(crate) mod fresh;
 
 use botmesh::prelude::*;
-
-/// Modules of one persistent flow each, written as the flow's body alone: `mod m: #[flow(…)]
-/// fn name(cx, arg: T) { … }` declares `m::name`, a `#[persistent]` `pub(crate) async fn
-/// name(cx: &mut FlowCx, arg: T) -> FlowResult` with the prelude in scope. The builds of one
-/// flow that the key, version, identity and upgrade tests set side by side. The `#[flow]`
-/// attribute is taken as the caller's tokens (`$pound $flow`, not rebuilt here): the lowering
-/// names the locals it keeps where the attribute stands, and they must be the body's.
-macro_rules! flow_builds {
-    ($(
-        $(#[$doc:meta])*
-        $vis:vis mod $module:ident: $pound:tt $flow:tt
-        fn $name:ident($cx:ident $(, $arg:ident: $ty:ty)*) { $($body:tt)* }
-    )*) => {$(
-        $(#[$doc])*
-        $vis mod $module {
-            use botmesh::prelude::*;
-
-            $pound $flow
-            #[persistent]
-            pub(crate) async fn $name($cx: &mut FlowCx $(, $arg: $ty)*) -> FlowResult {
-                $($body)*
-            }
-        }
-    )*};
-}
 
 flow_builds! {
     /// The first build of a smaller order flow (an item, then "How many?" as a `u32`), which
