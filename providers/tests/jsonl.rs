@@ -139,30 +139,27 @@ async fn acks_only_after_acceptance_and_nacks_refusals() {
     run.await.expect("run task").expect("run ok");
 }
 
+/// The output lines of a bot on the default harness that reads `input` to its end.
+async fn run_to_the_end(input_lines: &str) -> Vec<Value> {
+    let mut h = harness(None);
+    let run = support::spawn_run(&h.bot);
+    write(&mut h.input, input_lines).await;
+    drop(h.input);
+    run.await.expect("run task").expect("run ok");
+    h.provider.output().flush().await.expect("output written");
+    parse(&h.output.rest().await)
+}
+
 #[tokio::test(start_paused = true)]
 async fn malformed_lines_report_their_number_and_input_goes_on() {
-    let Harness {
-        mut input,
-        mut output,
-        provider,
-        bot,
-    } = harness(None);
-    let run = support::spawn_run(&bot);
-    write(
-        &mut input,
-        concat!(
-            "{\"id\":\"1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
-            "this is not json\n",
-            "\n",
-            "{\"id\":\"3\",\"text\":\"no chat\"}\n",
-            "{\"id\":\"5\",\"chat\":\"a\",\"button\":\"yes\",\"title\":\"Yes\"}\n",
-        ),
-    )
+    let lines = run_to_the_end(concat!(
+        "{\"id\":\"1\",\"chat\":\"a\",\"text\":\"/start\"}\n",
+        "this is not json\n",
+        "\n",
+        "{\"id\":\"3\",\"text\":\"no chat\"}\n",
+        "{\"id\":\"5\",\"chat\":\"a\",\"button\":\"yes\",\"title\":\"Yes\"}\n",
+    ))
     .await;
-    drop(input);
-    run.await.expect("run task").expect("run ok");
-    provider.output().flush().await.expect("output written");
-    let lines = parse(&output.rest().await);
 
     let errors: Vec<&Value> = lines.iter().filter(|l| l["type"] == "error").collect();
     assert_eq!(errors.len(), 2, "{lines:?}");
@@ -231,26 +228,12 @@ async fn end_of_input_stops_the_bot_after_the_drain() {
 
 #[tokio::test(start_paused = true)]
 async fn duplicates_are_acked_and_errors_edits_typing_print() {
-    let Harness {
-        mut input,
-        mut output,
-        provider,
-        bot,
-    } = harness(None);
-    let run = support::spawn_run(&bot);
-    write(
-        &mut input,
-        concat!(
-            "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
-            "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
-            "{\"id\":\"d2\",\"chat\":\"c\",\"text\":\"/fail\"}\n",
-        ),
-    )
+    let lines = run_to_the_end(concat!(
+        "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
+        "{\"id\":\"d1\",\"chat\":\"c\",\"text\":\"/edit\"}\n",
+        "{\"id\":\"d2\",\"chat\":\"c\",\"text\":\"/fail\"}\n",
+    ))
     .await;
-    drop(input);
-    run.await.expect("run task").expect("run ok");
-    provider.output().flush().await.expect("output written");
-    let lines = parse(&output.rest().await);
     let of = |t: &str| {
         lines
             .iter()

@@ -69,6 +69,16 @@ const FORBIDDEN: [(&str, &str); 7] = [
     ("http://[fd00::1]/", "fd00::1"),
 ];
 
+/// The error of downloading `url` with `client` (under a channel's own size cap `cap`), which
+/// must fail.
+async fn download_err(client: &GuardedClient, url: &str, cap: Option<u64>) -> HttpError {
+    let got = match cap {
+        Some(cap) => client.download_limited(url, None, cap).await,
+        None => client.download(url, None).await,
+    };
+    got.expect_err(url)
+}
+
 #[tokio::test]
 async fn refuses_private_literals_before_connecting() {
     let client = GuardedClient::new().expect("client");
@@ -96,10 +106,12 @@ async fn refuses_private_literals_before_connecting() {
 async fn refuses_a_name_that_resolves_to_loopback() {
     let addr = server("127.0.0.1:0").await;
     let client = GuardedClient::new().expect("client");
-    let err = client
-        .download(&format!("http://localhost:{}/ok", addr.port()), None)
-        .await
-        .expect_err("localhost resolves to loopback");
+    let err = download_err(
+        &client,
+        &format!("http://localhost:{}/ok", addr.port()),
+        None,
+    )
+    .await;
     assert!(matches!(err, HttpError::Blocked { .. }), "{err}");
 }
 
@@ -141,10 +153,7 @@ async fn redirects_are_checked_on_every_hop_against_the_allow_list() {
     let url = format!("http://{first}/to?u=http://{second}/ok");
 
     // 127.0.0.1 is allowed, 127.0.0.2 is not.
-    let err = localhost_client()
-        .download(&url, None)
-        .await
-        .expect_err("second hop");
+    let err = download_err(&localhost_client(), &url, None).await;
     assert_eq!(blocked_addr(&err), Some("127.0.0.2".parse().expect("ip")));
 
     // Allow-listing the whole loopback range permits both hops.
@@ -158,10 +167,7 @@ async fn redirects_are_checked_on_every_hop_against_the_allow_list() {
     );
 
     // A redirect loop ends.
-    let err = wide
-        .download(&format!("http://{first}/loop"), None)
-        .await
-        .expect_err("loop");
+    let err = download_err(&wide, &format!("http://{first}/loop"), None).await;
     assert!(matches!(err, HttpError::TooManyRedirects { .. }), "{err}");
 }
 
@@ -173,27 +179,23 @@ async fn bodies_over_the_limit_and_odd_schemes_are_refused() {
         .max_bytes(1000)
         .build()
         .expect("client");
-    let err = small
-        .download(&format!("http://{addr}/big"), None)
-        .await
-        .expect_err("too big");
+    let err = download_err(&small, &format!("http://{addr}/big"), None).await;
     assert!(
         matches!(err, HttpError::TooLarge { limit: 1000, .. }),
         "{err}"
     );
     // A channel's own cap never raises the client's (WhatsApp asks for 100 MiB).
-    let err = small
-        .download_limited(&format!("http://{addr}/big"), None, 100 * 1024 * 1024)
-        .await
-        .expect_err("the client's cap holds");
+    let err = download_err(
+        &small,
+        &format!("http://{addr}/big"),
+        Some(100 * 1024 * 1024),
+    )
+    .await;
     assert!(
         matches!(err, HttpError::TooLarge { limit: 1000, .. }),
         "{err}"
     );
-    let err = small
-        .download_limited(&format!("http://{addr}/ok"), None, 3)
-        .await
-        .expect_err("a tighter channel cap holds");
+    let err = download_err(&small, &format!("http://{addr}/ok"), Some(3)).await;
     assert!(matches!(err, HttpError::TooLarge { limit: 3, .. }), "{err}");
     for url in ["file:///etc/passwd", "ftp://example.com/a", "not a url"] {
         let err = small.download(url, None).await.expect_err(url);
@@ -213,10 +215,7 @@ async fn bodies_over_the_limit_and_odd_schemes_are_refused() {
 #[tokio::test]
 async fn a_status_error_is_reported_with_its_code() {
     let addr = server("127.0.0.1:0").await;
-    let err = localhost_client()
-        .download(&format!("http://{addr}/missing"), None)
-        .await
-        .expect_err("404");
+    let err = download_err(&localhost_client(), &format!("http://{addr}/missing"), None).await;
     assert!(
         matches!(err, HttpError::Status { status: 404, .. }),
         "{err}"

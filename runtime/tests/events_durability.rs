@@ -37,6 +37,16 @@ fn bot(journal: &SharedFileEventJournal) -> (Bot, MockProvider) {
     (bot, mock)
 }
 
+/// A [`bot`] on `journal` takes `hi` (`m1`) from chat `a` as `accepted`, then stops; its channel.
+async fn hi_from_a(journal: &SharedFileEventJournal, accepted: Accepted) -> MockProvider {
+    let (bot, mock) = bot(journal);
+    bot.start().await.unwrap();
+    assert_eq!(mock.say("a", "m1", "hi").await, Ok(accepted));
+    bot.idle().await;
+    bot.stop().await.unwrap();
+    mock
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bot_keeps_its_journals_in_the_apps_events_journal() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,11 +59,7 @@ async fn a_bot_keeps_its_journals_in_the_apps_events_journal() {
         .await
         .unwrap();
 
-    let (first, mock) = bot(&journal);
-    first.start().await.unwrap();
-    assert_eq!(mock.say("a", "m1", "hi").await, Ok(Accepted::Queued));
-    first.idle().await;
-    first.stop().await.unwrap();
+    let mock = hi_from_a(&journal, Accepted::Queued).await;
     assert_eq!(mock.texts("a"), ["one", "two"]);
 
     // The journal is the app's: the bot's stop did not close it.
@@ -70,11 +76,7 @@ async fn a_bot_keeps_its_journals_in_the_apps_events_journal() {
     let reopened = SharedFileEventJournal::open(&path, SharedFileOptions::new())
         .await
         .unwrap();
-    let (second, mock2) = bot(&reopened);
-    second.start().await.unwrap();
-    assert_eq!(mock2.say("a", "m1", "hi").await, Ok(Accepted::Duplicate));
-    second.idle().await;
-    second.stop().await.unwrap();
+    let mock2 = hi_from_a(&reopened, Accepted::Duplicate).await;
     assert!(
         mock2.sent().is_empty(),
         "the redelivery is not answered again"

@@ -15,7 +15,6 @@
 
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
 // full lane runs this file, once the servers are up).
-use crate::servers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -184,20 +183,28 @@ async fn chats_spread_over_replicas_on_memory() {
     chats_spread_over_replicas(Arc::new(MemoryKv::new())).await;
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chats_spread_over_replicas_on_postgres() {
-    if let Some(kv) = servers::postgres_kv("replicas") {
-        chats_spread_over_replicas(kv).await;
-    }
-}
+on_server_kvs!(
+    chats_spread_over_replicas("replicas"):
+    chats_spread_over_replicas_on_postgres,
+    chats_spread_over_replicas_on_redis
+);
 
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chats_spread_over_replicas_on_redis() {
-    if let Some(kv) = servers::redis_kv("replicas").await {
-        chats_spread_over_replicas(kv).await;
-    }
+/// Replica `name` of the bot `replicas` on the shared `kv`, under `coordination`: built, not
+/// started, and its channel.
+fn replica_of(
+    kv: &Arc<dyn DurableKv>,
+    name: &str,
+    coordination: Coordination,
+) -> (Bot, MockProvider) {
+    let channel = MockProvider::new();
+    let bot = Bot::builder(channel.clone())
+        .bot_id("replicas")
+        .clock(TokioClock::new(T0))
+        .durability(DurabilityOptions::shared(Arc::clone(kv)).config(config(name)))
+        .coordination(coordination)
+        .build()
+        .unwrap();
+    (bot, channel)
 }
 
 #[tokio::test(start_paused = true)]
@@ -208,14 +215,7 @@ async fn a_chat_is_handled_by_one_replica_at_a_time() {
     let handled = Arc::new(watch::Sender::new(0usize));
     let mut replicas = Vec::new();
     for i in 0..3 {
-        let channel = MockProvider::new();
-        let bot = Bot::builder(channel.clone())
-            .bot_id("replicas")
-            .clock(TokioClock::new(T0))
-            .durability(DurabilityOptions::shared(Arc::clone(&kv)).config(config(&format!("r{i}"))))
-            .coordination(Coordination::replicas())
-            .build()
-            .unwrap();
+        let (bot, channel) = replica_of(&kv, &format!("r{i}"), Coordination::replicas());
         let (in_handler, overlaps, handled) = (
             Arc::clone(&in_handler),
             Arc::clone(&overlaps),
@@ -276,14 +276,7 @@ async fn one_leader_polls_and_a_standby_takes_over() {
         .safety_margin(Duration::from_millis(50));
     let mut replicas = Vec::new();
     for i in 0..3 {
-        let channel = MockProvider::new();
-        let bot = Bot::builder(channel.clone())
-            .bot_id("replicas")
-            .clock(TokioClock::new(T0))
-            .durability(DurabilityOptions::shared(Arc::clone(&kv)).config(config(&format!("p{i}"))))
-            .coordination(coordination.clone())
-            .build()
-            .unwrap();
+        let (bot, channel) = replica_of(&kv, &format!("p{i}"), coordination.clone());
         bot.start().await.unwrap();
         replicas.push((bot, channel));
     }

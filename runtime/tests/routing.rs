@@ -434,25 +434,20 @@ async fn calls_reactions_and_status_go_through_hooks_and_events() {
             emoji: emoji.to_owned(),
         },
     };
+    // A call from `chat`, by video or not.
+    let call = |id: &str, chat: &str, video: bool| {
+        botmesh::provider::ProviderEvent::Call(CallEvent {
+            id: id.into(),
+            chat: ChatId::from(chat),
+            sender: UserId::from(chat),
+            video,
+        })
+    };
     mock.deliver(reaction("👍")).await.unwrap();
     mock.deliver(reaction("💩")).await.unwrap();
-    mock.deliver(botmesh::provider::ProviderEvent::Call(CallEvent {
-        id: "c1".into(),
-        chat: ChatId::from("a"),
-        sender: UserId::from("a"),
-        video: false,
-    }))
-    .await
-    .unwrap();
+    mock.deliver(call("c1", "a", false)).await.unwrap();
     bot.handoff("h", None, None).await.unwrap();
-    mock.deliver(botmesh::provider::ProviderEvent::Call(CallEvent {
-        id: "c2".into(),
-        chat: ChatId::from("h"),
-        sender: UserId::from("h"),
-        video: true,
-    }))
-    .await
-    .unwrap();
+    mock.deliver(call("c2", "h", true)).await.unwrap();
     assert_eq!(*events.lock().unwrap(), ["Reaction", "call"]);
     assert_eq!(
         calls.load(Ordering::SeqCst),

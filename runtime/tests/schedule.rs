@@ -9,8 +9,6 @@
 // The server tests read BOTMESH_TEST_POSTGRES_URL and BOTMESH_TEST_REDIS_URL (the CI's
 // full lane runs this file, once the servers are up).
 #[cfg(any(feature = "postgres", feature = "redis"))]
-use crate::servers;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -232,21 +230,11 @@ async fn one_occurrence_once_on(kv: Arc<dyn DurableKv>) {
     b.bot.stop().await.unwrap();
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_on_postgres_run_an_occurrence_once() {
-    if let Some(kv) = servers::postgres_kv("sched") {
-        one_occurrence_once_on(kv).await;
-    }
-}
-
-#[cfg(feature = "redis")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_on_redis_run_an_occurrence_once() {
-    if let Some(kv) = servers::redis_kv("sched").await {
-        one_occurrence_once_on(kv).await;
-    }
-}
+on_server_kvs!(
+    one_occurrence_once_on("sched"):
+    two_replicas_on_postgres_run_an_occurrence_once,
+    two_replicas_on_redis_run_an_occurrence_once
+);
 
 #[tokio::test(start_paused = true)]
 async fn a_reminder_reaches_its_chat_once_even_when_scheduled_again() {

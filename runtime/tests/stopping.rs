@@ -327,16 +327,20 @@ fn bot_on(kv: &Arc<dyn DurableKv>, id: &str, mock: &MockProvider) -> Bot {
     bot
 }
 
+/// A FileDurability with an append log, in a new folder (which must outlive it).
+async fn appending_file() -> (tempfile::TempDir, FileDurability) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.json");
+    let options = FileOptions::new().append_log(true);
+    (dir, FileDurability::open(&path, options).await.unwrap())
+}
+
 /// Two bots share one FileDurability (each in its own scope, as `DurabilityOptions::shared`
 /// and docs/durability-and-backends.md "Several bots can share one backend" allow). Stopping one of them
 /// must not take the journal away from the other.
 #[tokio::test]
 async fn stopping_one_bot_leaves_a_shared_file_backend_open_for_the_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.json");
-    let file = FileDurability::open(&path, FileOptions::new().append_log(true))
-        .await
-        .unwrap();
+    let (_dir, file) = appending_file().await;
     let kv: Arc<dyn DurableKv> = Arc::new(file);
     let (ma, mb) = (MockProvider::new(), MockProvider::new());
     let a = bot_on(&kv, "bot-a", &ma);
@@ -372,11 +376,7 @@ async fn hello(cx: &mut FlowCx) -> FlowResult {
 async fn a_flow_restarted_by_restore_after_a_stop_can_send() {
     use botmesh::durability::store::FlowCheckpoint;
     use botmesh::durability::{MemoryStore, Store};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.json");
-    let file = FileDurability::open(&path, FileOptions::new().append_log(true))
-        .await
-        .unwrap();
+    let (_dir, file) = appending_file().await;
     let store = MemoryStore::new();
     let mock = MockProvider::new();
     let (sent_tx, mut sent) = tokio::sync::mpsc::unbounded_channel::<()>();

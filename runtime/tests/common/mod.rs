@@ -2,6 +2,28 @@
 //! [`fresh`]).
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too
 
+/// The tests `$postgres` and `$redis`: `$scenario` on a kv of that server (tables or keys
+/// under `$prefix`), skipped when the suite has no such server.
+macro_rules! on_server_kvs {
+    ($scenario:ident($prefix:literal): $postgres:ident, $redis:ident) => {
+        #[cfg(feature = "postgres")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            if let Some(kv) = crate::servers::postgres_kv($prefix) {
+                $scenario(kv).await;
+            }
+        }
+
+        #[cfg(feature = "redis")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            if let Some(kv) = crate::servers::redis_kv($prefix).await {
+                $scenario(kv).await;
+            }
+        }
+    };
+}
+
 pub(crate) mod eventually;
 #[macro_use]
 mod flow_builds;
