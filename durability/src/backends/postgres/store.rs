@@ -53,8 +53,8 @@ use crate::store::{
     StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use group::{Committer, GroupCommit, Write};
-use rows::CheckpointColumns;
 use serde_json::Value;
+use table_writes::TableWrites;
 use writes::{CHECKPOINT_COLUMNS, Writes};
 
 /// A [`Store`] on PostgreSQL; clones share the pool and the open/closed state.
@@ -253,6 +253,29 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Writes `rows` (see [`table_writes`]): one statement a table, in one transaction when
+    /// there are several.
+    async fn write_rows(
+        &self,
+        operation: &'static str,
+        mut rows: TableWrites<'_>,
+    ) -> Result<(), StoreError> {
+        rows.finish();
+        let statements = rows.statements(&self.writes);
+        if let [statement] = &statements[..] {
+            return self.run(operation, statement).await.map(drop);
+        }
+        self.check_open()?;
+        let fail = |source: PostgresError| StoreError::Query {
+            operation,
+            source: Box::new(source),
+        };
+        let client = self.pool.write_client().await.map_err(fail)?;
+        Pipelined::run(client, &statements).await.map_err(fail)
+    }
+}
+
 fn open_err(e: PostgresError) -> StoreError {
     StoreError::Query {
         operation: "open",
@@ -280,8 +303,9 @@ impl Store for PostgresStore {
     }
 
     async fn upsert_chat(&self, c: &ChatRecord) -> Result<(), StoreError> {
-        self.run("upsert_chat", &self.writes.upsert_chat(c)).await?;
-        Ok(())
+        let mut rows = TableWrites::default();
+        rows.replace_chat(c);
+        self.write_rows("upsert_chat", rows).await
     }
 
     /// The chat, the contact and the ledger row in one transaction: all of them or none (the
@@ -292,19 +316,11 @@ impl Store for PostgresStore {
         contact: &ContactRecord,
         entry: &LedgerEntry,
     ) -> Result<(), StoreError> {
-        let fail = |source: PostgresError| StoreError::Query {
-            operation: "record_inbound",
-            source: Box::new(source),
-        };
-        self.check_open()?;
-        let client = self.pool.write_client().await.map_err(fail)?;
-        let content = entry.content.to_string();
-        let statements = [
-            self.writes.inbound_chat(chat),
-            self.writes.upsert_contact(contact),
-            self.writes.append_ledger(entry, &content),
-        ];
-        Pipelined::run(client, &statements).await.map_err(fail)
+        let mut rows = TableWrites::default();
+        rows.chat(chat);
+        rows.contact(contact);
+        rows.ledger(entry);
+        self.write_rows("record_inbound", rows).await
     }
 
     async fn chat(&self, id: &str) -> Result<Option<ChatRecord>, StoreError> {
@@ -328,9 +344,9 @@ impl Store for PostgresStore {
     }
 
     async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
-        self.run("upsert_contact", &self.writes.upsert_contact(c))
-            .await?;
-        Ok(())
+        let mut rows = TableWrites::default();
+        rows.contact(c);
+        self.write_rows("upsert_contact", rows).await
     }
 
     async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
@@ -351,10 +367,9 @@ impl Store for PostgresStore {
     }
 
     async fn append_ledger(&self, e: &LedgerEntry) -> Result<(), StoreError> {
-        let content = e.content.to_string();
-        self.run("append_ledger", &self.writes.append_ledger(e, &content))
-            .await?;
-        Ok(())
+        let mut rows = TableWrites::default();
+        rows.ledger(e);
+        self.write_rows("append_ledger", rows).await
     }
 
     async fn ledger(&self, chat: &str, limit: usize) -> Result<Vec<LedgerEntry>, StoreError> {
@@ -375,10 +390,9 @@ impl Store for PostgresStore {
     }
 
     async fn save_checkpoint(&self, c: &FlowCheckpoint) -> Result<(), StoreError> {
-        let columns = CheckpointColumns::new(c);
-        self.run("save_checkpoint", &self.writes.save_checkpoint(&columns))
-            .await?;
-        Ok(())
+        let mut rows = TableWrites::default();
+        rows.save_checkpoint(c);
+        self.write_rows("save_checkpoint", rows).await
     }
 
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
@@ -416,9 +430,9 @@ impl Store for PostgresStore {
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
-        self.run("delete_checkpoint", &self.writes.delete_checkpoint(&chat))
-            .await?;
-        Ok(())
+        let mut rows = TableWrites::default();
+        rows.remove_checkpoint(chat);
+        self.write_rows("delete_checkpoint", rows).await
     }
 
     async fn checkpoints(&self) -> Result<Vec<FlowCheckpoint>, StoreError> {

@@ -1,54 +1,12 @@
 //! Decoding the rows of [`PostgresStore`](super::PostgresStore) back into records, and the
 //! small encodings it stores (`u64` as the bits of a `bigint`, directions as text). A row that
 //! does not decode is a [`StoreError::Corrupt`] naming the record; nothing here runs queries.
-//! [`CheckpointColumns`] encodes a checkpoint's parameters once for the two statements that
-//! write it (`save_checkpoint`, and `commit_step` inside its transaction).
 
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
 
 use crate::store::{
     Direction, FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus, StoreError,
 };
-
-/// The columns of a checkpoint row, encoded (`CHECKPOINT_COLUMNS` order), for
-/// `save_checkpoint` and `commit_step`.
-pub(super) struct CheckpointColumns<'a> {
-    checkpoint: &'a FlowCheckpoint,
-    layout_hash: i64,
-    state: String,
-    step: i64,
-}
-
-impl<'a> CheckpointColumns<'a> {
-    pub(super) fn new(checkpoint: &'a FlowCheckpoint) -> Self {
-        CheckpointColumns {
-            checkpoint,
-            layout_hash: u64_bits(checkpoint.layout_hash),
-            state: checkpoint.state.to_string(),
-            step: u64_bits(checkpoint.step),
-        }
-    }
-
-    /// The checkpoint's chat.
-    pub(super) fn chat(&self) -> &'a str {
-        &self.checkpoint.chat
-    }
-
-    /// The parameters `$1`…`$7`.
-    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
-        let c = self.checkpoint;
-        [
-            &c.chat,
-            &c.flow,
-            &self.layout_hash,
-            &self.state,
-            &c.inbound_id,
-            &self.step,
-            &c.updated_ms,
-        ]
-    }
-}
 
 pub(super) fn u64_bits(v: u64) -> i64 {
     i64::from_ne_bytes(v.to_ne_bytes())

@@ -1,5 +1,6 @@
 //! [`TableWrites`]: the store-table writes of a group commit (flow steps and value writes),
-//! merged so that each table takes one statement whatever the number of writes.
+//! merged so that each table takes one statement whatever the number of writes; also the
+//! store's single-row writes of the same tables.
 //!
 //! A group of N flow steps writes up to N chats, N contacts, N checkpoints and a few ledger
 //! rows each; run one by one that is several statements a step, each a round of the
@@ -9,14 +10,16 @@
 //! | table | rows | written as one by one |
 //! | --- | --- | --- |
 //! | ledger | every row, in order | `INSERT … SELECT … FROM unnest(…) WITH ORDINALITY … ORDER BY` the order (the `bigserial` follows it) |
-//! | chats | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
+//! | chats (of inbound messages) | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
 //! | contacts | one a contact: the last write | `INSERT … ON CONFLICT (id) DO UPDATE` |
 //! | checkpoints | one a chat: the last write, a save or a removal | an upsert of the saved, a `DELETE` of the removed |
 //! | values | one a `(scope, key)`: the last write, a set or a removal | an upsert of the set, a `DELETE` of the removed |
 //!
 //! The tables are independent of each other and of the journal's table, so their order in
-//! the transaction does not matter. It does not write the journal operations (the durable
-//! table's apply function does) nor anything outside a group commit.
+//! the transaction does not matter. The store's own writes of these rows (`append_ledger`,
+//! `upsert_contact`, `record_inbound`, `save_checkpoint`, `delete_checkpoint`) are the same
+//! statements with one row. It does not write the journal operations (the durable table's
+//! apply function does) nor a chat's full replacement (`upsert_chat`).
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -26,7 +29,9 @@ use tokio_postgres::types::ToSql;
 use super::rows::u64_bits;
 use super::writes::{Writes, direction, status};
 use crate::backends::postgres::pipeline::Statement;
-use crate::store::{ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, StepCommit};
+use crate::store::{
+    ChatRecord, CheckpointWrite, ContactRecord, FlowCheckpoint, LedgerEntry, StepCommit,
+};
 
 /// A value write of a group: set (its JSON text) or removed.
 pub(super) struct ValueWrite<'a> {
@@ -58,6 +63,29 @@ struct ChatColumns<'a> {
     lang: Vec<Option<&'a str>>,
     first_seen_ms: Vec<i64>,
     last_activity_ms: Vec<i64>,
+}
+
+impl<'a> ChatColumns<'a> {
+    /// Adds `c`'s row with its group flag and activity taken from a later write.
+    fn push(&mut self, c: &'a ChatRecord, is_group: bool, last_activity_ms: i64) {
+        self.id.push(&c.id);
+        self.is_group.push(is_group);
+        self.title.push(c.title.as_deref());
+        self.lang.push(c.lang.as_deref());
+        self.first_seen_ms.push(c.first_seen_ms);
+        self.last_activity_ms.push(last_activity_ms);
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.id,
+            &self.is_group,
+            &self.title,
+            &self.lang,
+            &self.first_seen_ms,
+            &self.last_activity_ms,
+        ]
+    }
 }
 
 /// The columns of the contacts written.
@@ -93,6 +121,8 @@ pub(super) struct TableWrites<'a> {
     checkpoints: BTreeMap<&'a str, Option<&'a FlowCheckpoint>>,
     /// Each value's last write: `None` removes it.
     values: BTreeMap<(&'a str, &'a str), Option<&'a str>>,
+    /// The chats replaced whole (`upsert_chat`), in order.
+    replaced_chats: ChatColumns<'a>,
     /// The arrays of the statements, filled by [`finish`](Self::finish).
     chat_columns: ChatColumns<'a>,
     contact_columns: ContactColumns<'a>,
@@ -108,15 +138,7 @@ pub(super) struct TableWrites<'a> {
 impl<'a> TableWrites<'a> {
     /// Adds a flow step's writes (after the ones added before it).
     pub(super) fn step(&mut self, step: &'a StepCommit) {
-        match &step.checkpoint {
-            CheckpointWrite::Save(cp) => {
-                self.checkpoints.insert(&cp.chat, Some(cp));
-            }
-            CheckpointWrite::Delete { chat } => {
-                self.checkpoints.insert(chat, None);
-            }
-            CheckpointWrite::Keep => {}
-        }
+        self.checkpoint(&step.checkpoint);
         for (scope, key) in &step.delete_values {
             self.values.insert((scope, key), None);
         }
@@ -124,20 +146,55 @@ impl<'a> TableWrites<'a> {
             self.chat(chat);
         }
         if let Some(contact) = &step.contact {
-            self.contacts.insert(&contact.id, contact);
+            self.contact(contact);
         }
         for e in &step.ledger {
-            let l = &mut self.ledger;
-            l.chat.push(&e.chat);
-            l.message_id.push(e.message_id.as_deref());
-            l.direction.push(*direction(e.direction));
-            l.status.push(*status(e.status));
-            l.text.push(e.text.as_deref());
-            l.content.push(e.content.to_string());
-            l.key.push(e.key.as_deref());
-            l.error.push(e.error.as_deref());
-            l.at_ms.push(e.at_ms);
+            self.ledger(e);
         }
+    }
+
+    /// Adds a chat replaced whole (its title, language and first sighting too); not for a
+    /// chat also written as an inbound message's.
+    pub(super) fn replace_chat(&mut self, c: &'a ChatRecord) {
+        self.replaced_chats.push(c, c.is_group, c.last_activity_ms);
+    }
+
+    /// Adds a checkpoint's save or removal.
+    fn checkpoint(&mut self, write: &'a CheckpointWrite) {
+        match write {
+            CheckpointWrite::Save(cp) => self.save_checkpoint(cp),
+            CheckpointWrite::Delete { chat } => self.remove_checkpoint(chat),
+            CheckpointWrite::Keep => {}
+        }
+    }
+
+    /// Adds a checkpoint saved (created or replaced).
+    pub(super) fn save_checkpoint(&mut self, cp: &'a FlowCheckpoint) {
+        self.checkpoints.insert(&cp.chat, Some(cp));
+    }
+
+    /// Adds a chat's checkpoint removed.
+    pub(super) fn remove_checkpoint(&mut self, chat: &'a str) {
+        self.checkpoints.insert(chat, None);
+    }
+
+    /// Adds a contact (created or replaced).
+    pub(super) fn contact(&mut self, contact: &'a ContactRecord) {
+        self.contacts.insert(&contact.id, contact);
+    }
+
+    /// Adds a ledger row (after the ones added before it).
+    pub(super) fn ledger(&mut self, e: &'a LedgerEntry) {
+        let l = &mut self.ledger;
+        l.chat.push(&e.chat);
+        l.message_id.push(e.message_id.as_deref());
+        l.direction.push(*direction(e.direction));
+        l.status.push(*status(e.status));
+        l.text.push(e.text.as_deref());
+        l.content.push(e.content.to_string());
+        l.key.push(e.key.as_deref());
+        l.error.push(e.error.as_deref());
+        l.at_ms.push(e.at_ms);
     }
 
     /// Adds a value write.
@@ -145,9 +202,9 @@ impl<'a> TableWrites<'a> {
         self.values.insert((write.scope, write.key), write.value);
     }
 
-    /// A chat of an inbound message: created with its columns, or (seen before in the
-    /// group) its group flag and activity updated.
-    fn chat(&mut self, c: &'a ChatRecord) {
+    /// Adds the chat of an inbound message: created with its columns, or (written before)
+    /// its group flag and activity updated.
+    pub(super) fn chat(&mut self, c: &'a ChatRecord) {
         match self.chats.entry(&c.id) {
             Entry::Occupied(mut row) => {
                 let (_, is_group, activity) = row.get_mut();
@@ -163,13 +220,7 @@ impl<'a> TableWrites<'a> {
     /// Fills the keyed tables' arrays; call once, after the last write is added.
     pub(super) fn finish(&mut self) {
         for &(c, is_group, last_activity_ms) in self.chats.values() {
-            let t = &mut self.chat_columns;
-            t.id.push(&c.id);
-            t.is_group.push(is_group);
-            t.title.push(c.title.as_deref());
-            t.lang.push(c.lang.as_deref());
-            t.first_seen_ms.push(c.first_seen_ms);
-            t.last_activity_ms.push(last_activity_ms);
+            self.chat_columns.push(c, is_group, last_activity_ms);
         }
         for contact in self.contacts.values() {
             let t = &mut self.contact_columns;
@@ -207,25 +258,19 @@ impl<'a> TableWrites<'a> {
         }
     }
 
-    /// The statements, one a table written (after [`finish`](Self::finish)).
+    /// The statements, one a table written (after [`finish`](Self::finish)); a failure
+    /// names the table and its first row's key.
     pub(super) fn statements(&'a self, w: &'a Writes) -> Vec<Statement<'a>> {
-        let mut out = Vec::with_capacity(7);
-        // A failure names the table and its first row's key.
-        let mut add =
-            |sql: &'a str, table: &'a str, key: &'a str, params: Vec<&'a (dyn ToSql + Sync)>| {
-                out.push(Statement {
-                    sql,
-                    params,
-                    table,
-                    key,
-                });
-            };
-        let l = &self.ledger;
-        if let Some(first) = l.chat.first() {
-            add(
-                &w.merged.ledger,
-                w.ledger(),
-                first,
+        let (l, c, k, s) = (
+            &self.ledger,
+            &self.chat_columns,
+            &self.contact_columns,
+            &self.saved,
+        );
+        // In the order of `Writes::merged`.
+        let tables: [(&[&str], Vec<&'a (dyn ToSql + Sync)>); 8] = [
+            (
+                &l.chat,
                 vec![
                     &l.chat,
                     &l.message_id,
@@ -237,39 +282,12 @@ impl<'a> TableWrites<'a> {
                     &l.error,
                     &l.at_ms,
                 ],
-            );
-        }
-        let c = &self.chat_columns;
-        if let Some(first) = c.id.first() {
-            add(
-                &w.merged.chats,
-                w.chats(),
-                first,
-                vec![
-                    &c.id,
-                    &c.is_group,
-                    &c.title,
-                    &c.lang,
-                    &c.first_seen_ms,
-                    &c.last_activity_ms,
-                ],
-            );
-        }
-        let k = &self.contact_columns;
-        if let Some(first) = k.id.first() {
-            add(
-                &w.merged.contacts,
-                w.contacts(),
-                first,
-                vec![&k.id, &k.name, &k.last_seen_ms],
-            );
-        }
-        let s = &self.saved;
-        if let Some(first) = s.chat.first() {
-            add(
-                &w.merged.save_checkpoints,
-                w.checkpoints(),
-                first,
+            ),
+            (&c.id, c.params()),
+            (&self.replaced_chats.id, self.replaced_chats.params()),
+            (&k.id, vec![&k.id, &k.name, &k.last_seen_ms]),
+            (
+                &s.chat,
                 vec![
                     &s.chat,
                     &s.flow,
@@ -279,33 +297,29 @@ impl<'a> TableWrites<'a> {
                     &s.step,
                     &s.updated_ms,
                 ],
-            );
-        }
-        if let Some(first) = self.removed_checkpoints.first() {
-            add(
-                &w.merged.delete_checkpoints,
-                w.checkpoints(),
-                first,
-                vec![&self.removed_checkpoints],
-            );
-        }
-        if let Some(first) = self.set_keys.first() {
-            add(
-                &w.merged.set_values,
-                w.kv(),
-                first,
+            ),
+            (&self.removed_checkpoints, vec![&self.removed_checkpoints]),
+            (
+                &self.set_keys,
                 vec![&self.set_scopes, &self.set_keys, &self.set_values],
-            );
-        }
-        if let Some(first) = self.removed_keys.first() {
-            add(
-                &w.merged.delete_values,
-                w.kv(),
-                first,
+            ),
+            (
+                &self.removed_keys,
                 vec![&self.removed_scopes, &self.removed_keys],
-            );
-        }
-        out
+            ),
+        ];
+        tables
+            .into_iter()
+            .zip(&w.merged)
+            .filter_map(|((keys, params), (sql, table))| {
+                keys.first().map(|key| Statement {
+                    sql,
+                    params,
+                    table,
+                    key,
+                })
+            })
+            .collect()
     }
 }
 
