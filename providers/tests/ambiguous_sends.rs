@@ -139,21 +139,18 @@ async fn a_durable_bot_settles_dropped_sends(
         .send(chat, Outgoing::from("Your order is on its way"))
         .await
         .expect("settled as unknown, not failed");
-    let key = skipped.key.clone().expect("an outbox key");
     assert_eq!(delivered(), ["Your order is on its way"]);
     assert_eq!(calls(), 1, "not retried as if it had not gone out");
     let d = bot.durability().expect("durable");
-    let record = d
-        .outbox()
-        .lookup(&key)
-        .await
-        .expect("lookup")
-        .expect("record");
-    assert_eq!(record.state, OutboxState::Unknown, "{record:?}");
-    assert_eq!(
-        next_ambiguous(&mut events).await,
-        (key, chat.to_owned(), "Your order is on its way".to_owned())
-    );
+    // The send ended `state`, and its ambiguity was named with its text.
+    let mut settled = async |sent: SendOutcome, text: &str, state: OutboxState| {
+        let key = sent.key.clone().expect("an outbox key");
+        let record = d.outbox().lookup(&key).await.expect("lookup");
+        assert_eq!(record.expect("record").state, state, "{text}");
+        let named = next_ambiguous(&mut events).await;
+        assert_eq!(named, (key, chat.to_owned(), text.to_owned()));
+    };
+    settled(skipped, "Your order is on its way", OutboxState::Unknown).await;
 
     drop_next();
     let resent = bot
@@ -163,26 +160,53 @@ async fn a_durable_bot_settles_dropped_sends(
         )
         .await
         .expect("sent again");
-    let key = resent.key.clone().expect("an outbox key");
     assert_eq!(
         delivered(),
         ["Your order is on its way", "How many?", "How many?"],
         "a question is sent again rather than lost"
     );
     assert_eq!(calls(), 3);
-    let record = d
-        .outbox()
-        .lookup(&key)
-        .await
-        .expect("lookup")
-        .expect("record");
-    assert_eq!(record.state, OutboxState::Sent, "{record:?}");
-    assert_eq!(
-        next_ambiguous(&mut events).await,
-        (key, chat.to_owned(), "How many?".to_owned())
-    );
+    settled(resent, "How many?", OutboxState::Sent).await;
     assert_eq!(d.metrics().outbox_ambiguous, 2);
     bot.stop().await.expect("stop");
+}
+
+/// A channel's two tests, on its fake (`$start`, which answers a dropped send to `$to`):
+/// `$ambiguous`, a send dropped, refused or timed out (ambiguous on a timeout when
+/// `$timeout_ambiguous`), and `$settled`, a durable bot settling dropped sends.
+#[cfg(any(feature = "whatsapp-cloud", feature = "twilio"))]
+macro_rules! ambiguity_tests {
+    ($start:expr, $to:expr, $timeout_ambiguous:expr, $ambiguous:ident, $settled:ident) => {
+        #[tokio::test]
+        async fn $ambiguous() {
+            let fake = $start.await;
+            assert_sends_ambiguous_or_not_sent(
+                provider,
+                &fake.base_url(),
+                ChatId::from($to),
+                || fake.drop_next(),
+                || fake.delivered_to($to),
+                $timeout_ambiguous,
+            )
+            .await;
+            fake.check();
+        }
+
+        #[tokio::test]
+        async fn $settled() {
+            let fake = $start.await;
+            let (armed, read, counted) = (fake.clone(), fake.clone(), fake.clone());
+            a_durable_bot_settles_dropped_sends(
+                provider(&fake.base_url()),
+                $to,
+                move || armed.drop_next(),
+                move || read.delivered_to($to),
+                move || counted.sent().len(),
+            )
+            .await;
+            fake.check();
+        }
+    };
 }
 
 #[cfg(feature = "telegram")]
@@ -258,36 +282,13 @@ mod whatsapp {
         .expect("provider")
     }
 
-    #[tokio::test]
-    async fn a_send_is_ambiguous_once_its_request_may_have_reached_the_graph() {
-        let fake = FakeWhatsApp::start(TOKEN).await;
-        let delivered = || fake.delivered_to(TO);
-        assert_sends_ambiguous_or_not_sent(
-            provider,
-            &fake.base_url(),
-            ChatId::from(TO),
-            || fake.drop_next(),
-            delivered,
-            true,
-        )
-        .await;
-        fake.check();
-    }
-
-    #[tokio::test]
-    async fn a_durable_bot_settles_a_dropped_whatsapp_send_by_its_policy() {
-        let fake = FakeWhatsApp::start(TOKEN).await;
-        let (armed, read, counted) = (fake.clone(), fake.clone(), fake.clone());
-        a_durable_bot_settles_dropped_sends(
-            provider(&fake.base_url()),
-            TO,
-            move || armed.drop_next(),
-            move || read.delivered_to(TO),
-            move || counted.sent().len(),
-        )
-        .await;
-        fake.check();
-    }
+    ambiguity_tests!(
+        FakeWhatsApp::start(TOKEN),
+        TO,
+        true,
+        a_send_is_ambiguous_once_its_request_may_have_reached_the_graph,
+        a_durable_bot_settles_a_dropped_whatsapp_send_by_its_policy
+    );
 }
 
 #[cfg(feature = "twilio")]
@@ -311,34 +312,11 @@ mod twilio {
         .expect("provider")
     }
 
-    #[tokio::test]
-    async fn a_send_is_ambiguous_once_its_request_may_have_reached_twilio() {
-        let fake = FakeTwilio::start(SID, TOKEN).await;
-        let delivered = || fake.delivered_to(TO);
-        assert_sends_ambiguous_or_not_sent(
-            provider,
-            &fake.base_url(),
-            ChatId::from(TO),
-            || fake.drop_next(),
-            delivered,
-            false,
-        )
-        .await;
-        fake.check();
-    }
-
-    #[tokio::test]
-    async fn a_durable_bot_settles_a_dropped_twilio_send_by_its_policy() {
-        let fake = FakeTwilio::start(SID, TOKEN).await;
-        let (armed, read, counted) = (fake.clone(), fake.clone(), fake.clone());
-        a_durable_bot_settles_dropped_sends(
-            provider(&fake.base_url()),
-            TO,
-            move || armed.drop_next(),
-            move || read.delivered_to(TO),
-            move || counted.sent().len(),
-        )
-        .await;
-        fake.check();
-    }
+    ambiguity_tests!(
+        FakeTwilio::start(SID, TOKEN),
+        TO,
+        false,
+        a_send_is_ambiguous_once_its_request_may_have_reached_twilio,
+        a_durable_bot_settles_a_dropped_twilio_send_by_its_policy
+    );
 }

@@ -64,15 +64,8 @@ async fn seed(store: Arc<dyn Store>) -> (String, String) {
         .await
         .unwrap();
     assert_eq!(dead_send.len(), 1, "bob's reply is dead");
-    let claim = journals
-        .inbox()
-        .journal_and_claim(NewInbound::new(
-            "carol",
-            "m3",
-            serde_json::json!({"text": "hey"}),
-        ))
-        .await
-        .unwrap();
+    let hey = NewInbound::new("carol", "m3", serde_json::json!({"text": "hey"}));
+    let claim = journals.inbox().journal_and_claim(hey).await.unwrap();
     let InboxJournalClaim::Claimed(claimed) = claim else {
         panic!("carol's message is new")
     };

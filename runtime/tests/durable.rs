@@ -930,14 +930,8 @@ async fn an_undecodable_inbound_record_is_dead_lettered_and_reported() {
     ))
     .await;
     let d = h.bot.durability().unwrap();
-    d.inbox()
-        .journal(NewInbound::new(
-            "a",
-            "junk",
-            serde_json::json!({"not": "an event"}),
-        ))
-        .await
-        .unwrap();
+    let junk = NewInbound::new("a", "junk", serde_json::json!({"not": "an event"}));
+    d.inbox().journal(junk).await.unwrap();
     settle(&h.bot).await;
     let dead_records = d.inbox().list(InboxState::Dead, 10).await.unwrap();
     assert_eq!(dead_records.len(), 1);
