@@ -171,12 +171,12 @@ async fn a_durable_bot_settles_dropped_sends(
     bot.stop().await.expect("stop");
 }
 
-/// A channel's two tests, on its fake (`$start`, which answers a dropped send to `$to`):
-/// `$ambiguous`, a send dropped, refused or timed out (ambiguous on a timeout when
-/// `$timeout_ambiguous`), and `$settled`, a durable bot settling dropped sends.
+/// A channel's two tests: `$ambiguous`, a send dropped, refused or timed out (ambiguous on a
+/// timeout when `$timeout_ambiguous`), and `$settled`, a durable bot settling dropped sends;
+/// both sending to `$to` on the channel's fake (`$start`).
 #[cfg(any(feature = "whatsapp-cloud", feature = "twilio"))]
 macro_rules! ambiguity_tests {
-    ($start:expr, $to:expr, $timeout_ambiguous:expr, $ambiguous:ident, $settled:ident) => {
+    ($ambiguous:ident, $settled:ident, $to:expr, $timeout_ambiguous:expr, $start:expr) => {
         #[tokio::test]
         async fn $ambiguous() {
             let fake = $start.await;
@@ -283,11 +283,11 @@ mod whatsapp {
     }
 
     ambiguity_tests!(
-        FakeWhatsApp::start(TOKEN),
+        a_send_is_ambiguous_once_its_request_may_have_reached_the_graph,
+        a_durable_bot_settles_a_dropped_whatsapp_send_by_its_policy,
         TO,
         true,
-        a_send_is_ambiguous_once_its_request_may_have_reached_the_graph,
-        a_durable_bot_settles_a_dropped_whatsapp_send_by_its_policy
+        FakeWhatsApp::start(TOKEN)
     );
 }
 
@@ -313,10 +313,10 @@ mod twilio {
     }
 
     ambiguity_tests!(
-        FakeTwilio::start(SID, TOKEN),
+        a_send_is_ambiguous_once_its_request_may_have_reached_twilio,
+        a_durable_bot_settles_a_dropped_twilio_send_by_its_policy,
         TO,
         false,
-        a_send_is_ambiguous_once_its_request_may_have_reached_twilio,
-        a_durable_bot_settles_a_dropped_twilio_send_by_its_policy
+        FakeTwilio::start(SID, TOKEN)
     );
 }
