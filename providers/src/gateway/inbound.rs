@@ -33,6 +33,27 @@ pub(crate) fn typed_body(
     Ok((v, kind))
 }
 
+/// The webhook body of a signed REST channel (GoHighLevel, TikTok) when its `kind_field` is
+/// `kind` and its `account_field` is the channel's `account`; `None`, which delivers nothing,
+/// for another kind of event or another account's message.
+#[cfg(any(feature = "gohighlevel", feature = "tiktok"))]
+pub(crate) fn event_of_account(
+    body: &[u8],
+    (kind_field, kind): (&str, &str),
+    (account_field, account): (&str, &str),
+    malformed: impl Fn(String) -> Refused,
+) -> Result<Option<Value>, Refused> {
+    let (v, found) = typed_body(body, kind_field, malformed)?;
+    if found != kind {
+        return Ok(None);
+    }
+    if text_at(&v, account_field) != Some(account) {
+        tracing::debug!(account_field, "a message of another account, not delivered");
+        return Ok(None);
+    }
+    Ok(Some(v))
+}
+
 /// A non-empty string field of `v`.
 pub(crate) fn text_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())

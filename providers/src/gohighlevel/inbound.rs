@@ -20,7 +20,7 @@ use botmesh::provider::ProviderEvent;
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at, typed_body};
+use crate::gateway::inbound::{Attachment, Envelope, event_of_account, text_at};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -65,14 +65,10 @@ fn kind_of(url: &str) -> MediaKind {
 
 /// The events of a webhook body for `location`.
 pub(crate) fn parse(body: &[u8], location: &str) -> Result<Vec<ProviderEvent>, Refused> {
-    let (v, kind) = typed_body(body, "type", malformed)?;
-    if kind != "InboundMessage" {
+    let message = ("type", "InboundMessage");
+    let Some(v) = event_of_account(body, message, ("locationId", location), malformed)? else {
         return Ok(Vec::new());
-    }
-    if text_at(&v, "locationId") != Some(location) {
-        tracing::debug!("gohighlevel: a message of another location, not delivered");
-        return Ok(Vec::new());
-    }
+    };
     if text_at(&v, "direction").is_some_and(|d| d != "inbound") {
         return Ok(Vec::new());
     }

@@ -22,7 +22,7 @@ use botmesh::provider::ProviderEvent;
 use serde_json::Value;
 
 use super::NAME;
-use crate::gateway::inbound::{Attachment, Envelope, text_at, typed_body};
+use crate::gateway::inbound::{Attachment, Envelope, event_of_account, text_at};
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -50,14 +50,10 @@ pub(crate) fn media_parts(token: &str) -> Option<(&str, &str, &str)> {
 
 /// The events of a webhook body for `business`.
 pub(crate) fn parse(body: &[u8], business: &str) -> Result<Vec<ProviderEvent>, Refused> {
-    let (v, event) = typed_body(body, "event", malformed)?;
-    if event != "im_receive_msg" {
+    let message = ("event", "im_receive_msg");
+    let Some(v) = event_of_account(body, message, ("user_openid", business), malformed)? else {
         return Ok(Vec::new());
-    }
-    if text_at(&v, "user_openid") != Some(business) {
-        tracing::debug!("tiktok: a message of another business account, not delivered");
-        return Ok(Vec::new());
-    }
+    };
     // `content` is a JSON string (an object is taken too).
     let content: Value = match &v["content"] {
         Value::String(s) => {
