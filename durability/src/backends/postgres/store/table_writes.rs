@@ -10,16 +10,17 @@
 //! | table | rows | written as one by one |
 //! | --- | --- | --- |
 //! | ledger | every row, in order | `INSERT … SELECT … FROM unnest(…) WITH ORDINALITY … ORDER BY` the order (the `bigserial` follows it) |
-//! | chats (of inbound messages) | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
+//! | chats of inbound messages | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
+//! | chats replaced (`upsert_chat`) | each row, whole | `INSERT … ON CONFLICT (id) DO UPDATE` of every column |
 //! | contacts | one a contact: the last write | `INSERT … ON CONFLICT (id) DO UPDATE` |
 //! | checkpoints | one a chat: the last write, a save or a removal | an upsert of the saved, a `DELETE` of the removed |
 //! | values | one a `(scope, key)`: the last write, a set or a removal | an upsert of the set, a `DELETE` of the removed |
 //!
 //! The tables are independent of each other and of the journal's table, so their order in
 //! the transaction does not matter. The store's own writes of these rows (`append_ledger`,
-//! `upsert_contact`, `record_inbound`, `save_checkpoint`, `delete_checkpoint`) are the same
-//! statements with one row. It does not write the journal operations (the durable table's
-//! apply function does) nor a chat's full replacement (`upsert_chat`).
+//! `upsert_contact`, `upsert_chat`, `record_inbound`, `save_checkpoint`,
+//! `delete_checkpoint`) are the same statements with one row. It does not write the journal
+//! operations (the durable table's apply function does) nor the handoffs.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
