@@ -5,7 +5,6 @@
 //! - `tests/kill9.rs`: the `crashbot` binary (this crate's `[[bin]]`) killed with SIGKILL in the
 //!   middle of handlers and sends, restarted on the same file, with redelivery of what was not
 //!   acknowledged.
-//! - `tests/ui.rs`: compile-fail and pass cases of the flow macros (trybuild).
 //!
 //! The library holds what several of them use: [`server_url`], [`FlakyStore`], the
 //! [`process::Crashbot`] harness, the shared [`flows`] and [`settle`]. Its doc

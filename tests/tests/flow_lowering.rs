@@ -2,7 +2,7 @@
 //! outer local back, a name reused in a loop, a deferred initialisation complete before the ask,
 //! a macro expanding to `continue` in a resumed loop iteration, and loops resumed mid-iteration
 //! (labels, `continue` in nested loops, `break` with values, loops in match arms, `while`).
-//! The shapes the lowering refuses are pinned by `tests/ui/fail`.
+//! The shapes the lowering refuses are pinned by `macros/tests/ui/fail`.
 #![allow(missing_docs, clippy::unwrap_used)]
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;

@@ -1,6 +1,6 @@
 //! The crate's integration tests, one test binary: each file of `tests/` is a module (a test's
 //! name is `file::test`), and what they share is declared once here (`common`). The compile
-//! tests of `#[flow]` (`ui.rs`, trybuild) are a test binary of their own.
+//! tests of `#[flow]` (trybuild) are the macros crate's (`macros/tests/ui.rs`).
 
 // Helpers.
 mod common;
