@@ -383,6 +383,10 @@ async fn a_send_is_marked_sent_with_its_ledger_row_in_one_write(b: Backend) {
     assert!(again.mark_sent(&lease, None).await.is_err());
 }
 
+/// When alice's message of [`inbound_step`] comes: far enough after her chat's last activity
+/// (1) that the chat's row takes it.
+const INBOUND_AT: i64 = 1 + botmesh_durability::store::ACTIVITY_RESOLUTION_MS;
+
 /// What `record_inbound` writes for alice's message `id`: her chat, her contact, the ledger row.
 fn inbound_step(
     d: &KvDurability,
@@ -396,13 +400,13 @@ fn inbound_step(
         is_group: false,
         title: None,
         lang: None,
-        first_seen_ms: 5,
-        last_activity_ms: 5,
+        first_seen_ms: INBOUND_AT,
+        last_activity_ms: INBOUND_AT,
     });
     step.contact = Some(botmesh_durability::store::ContactRecord {
         id: "alice".into(),
         name: Some("Alice".into()),
-        last_seen_ms: 5,
+        last_seen_ms: INBOUND_AT,
     });
     step.ledger = vec![botmesh_durability::store::LedgerEntry {
         chat: "alice".into(),
@@ -470,7 +474,7 @@ async fn an_inbound_is_journaled_with_its_ledger_row_chat_and_contact_in_one_wri
             chat.first_seen_ms,
             chat.last_activity_ms
         ),
-        (Some("Alice's shop"), Some("fr"), 1, 5),
+        (Some("Alice's shop"), Some("fr"), 1, INBOUND_AT),
         "an existing chat keeps its title, language and first sighting"
     );
     let contact = store.contact("alice").await.unwrap().unwrap();

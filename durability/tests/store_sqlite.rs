@@ -11,7 +11,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use botmesh_durability::store::{SqliteSynchronous, rusqlite};
+use botmesh_durability::store::{ACTIVITY_RESOLUTION_MS, SqliteSynchronous, rusqlite};
 use botmesh_durability::{SqliteStore, SqliteStoreOptions, Store, StoreError};
 use serde_json::json;
 use tempfile::TempDir;
@@ -468,18 +468,50 @@ async fn record_inbound_writes_chat_contact_and_ledger_in_one_transaction() {
     with_lang.lang = Some("de".into());
     with_lang.title = Some("Ann's chat".into());
     store.upsert_chat(&with_lang).await.unwrap();
+    let later = 10 + ACTIVITY_RESOLUTION_MS;
     store
-        .record_inbound(&chat(20), &contact, &entry)
+        .record_inbound(&chat(later), &contact, &entry)
         .await
         .unwrap();
     let c = store.chat("c").await.unwrap().unwrap();
-    assert_eq!((c.first_seen_ms, c.last_activity_ms), (10, 20));
+    assert_eq!((c.first_seen_ms, c.last_activity_ms), (10, later));
     assert_eq!(c.lang.as_deref(), Some("de"), "the language is kept");
     assert_eq!(c.title.as_deref(), Some("Ann's chat"), "the title is kept");
     assert_eq!(store.ledger("c", 10).await.unwrap().len(), 2);
     assert_eq!(
         store.contact("u").await.unwrap().unwrap().name.as_deref(),
         Some("Ann")
+    );
+
+    // Sooner than the resolution after the stored times, with the same group flag and name:
+    // neither row is rewritten (the ledger row is written).
+    let soon = ContactRecord {
+        last_seen_ms: ACTIVITY_RESOLUTION_MS,
+        ..contact.clone()
+    };
+    store
+        .record_inbound(&chat(later + ACTIVITY_RESOLUTION_MS - 1), &soon, &entry)
+        .await
+        .unwrap();
+    let stored = async |store: &SqliteStore| {
+        let chat = store.chat("c").await.unwrap().unwrap();
+        let contact = store.contact("u").await.unwrap().unwrap();
+        (chat.last_activity_ms, contact.last_seen_ms)
+    };
+    assert_eq!(stored(&store).await, (later, 1), "both rows as they were");
+    assert_eq!(store.ledger("c", 10).await.unwrap().len(), 3);
+    // At the resolution, both move.
+    let seen = ContactRecord {
+        last_seen_ms: 1 + ACTIVITY_RESOLUTION_MS,
+        ..contact
+    };
+    store
+        .record_inbound(&chat(later + ACTIVITY_RESOLUTION_MS), &seen, &entry)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored(&store).await,
+        (later + ACTIVITY_RESOLUTION_MS, 1 + ACTIVITY_RESOLUTION_MS)
     );
 }
 

@@ -48,9 +48,19 @@ pub struct ChatRecord {
     pub lang: Option<String>,
     /// When the chat was first seen (Unix ms).
     pub first_seen_ms: i64,
-    /// When the chat last received or sent a message (Unix ms).
+    /// When the chat last received a message (Unix ms), to within
+    /// [`ACTIVITY_RESOLUTION_MS`] (the ledger keeps each message's own time).
     pub last_activity_ms: i64,
 }
+
+/// How far behind its latest inbound message a chat's
+/// [`last_activity_ms`](ChatRecord::last_activity_ms) and a contact's
+/// [`last_seen_ms`](ContactRecord::last_seen_ms) may be (one minute). A store may leave both
+/// rows alone for an inbound message that comes sooner than this after the stored time and
+/// changes neither the chat's group flag nor the contact's name: SQLite and Postgres do, so
+/// a busy chat does not rewrite two rows at every message. The ledger keeps each message's
+/// own time.
+pub const ACTIVITY_RESOLUTION_MS: i64 = 60_000;
 
 /// A contact: a user who wrote to the bot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,7 +69,7 @@ pub struct ContactRecord {
     pub id: String,
     /// The display name, when the channel gives one.
     pub name: Option<String>,
-    /// When the contact was last seen (Unix ms).
+    /// When the contact was last seen (Unix ms), to within [`ACTIVITY_RESOLUTION_MS`].
     pub last_seen_ms: i64,
 }
 
@@ -240,8 +250,9 @@ pub trait Store: Send + Sync + 'static {
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError>;
     /// Records an inbound message in one go: the chat (inserted, or only its `is_group` and
     /// `last_activity_ms` updated, keeping its title, language and first sighting), the contact
-    /// (inserted or replaced) and the ledger entry. The default makes the separate calls; a
-    /// backend may do it in one transaction (SQLite and Postgres do).
+    /// (inserted or replaced) and the ledger entry; the chat and the contact to within
+    /// [`ACTIVITY_RESOLUTION_MS`]. The default makes the separate calls; a backend may do it
+    /// in one transaction (SQLite and Postgres do).
     async fn record_inbound(
         &self,
         chat: &ChatRecord,

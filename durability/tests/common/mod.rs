@@ -6,6 +6,7 @@
 //! when the backend's server is not configured (`@tests` names the tests to run). Backend-specific tests
 //! (files, processes, group commit) live in the backend's own test file.
 
+use botmesh_durability::store::ACTIVITY_RESOLUTION_MS;
 use botmesh_durability::store::ChatRecord;
 use botmesh_durability::store::ContactRecord;
 use botmesh_durability::store::Direction;
@@ -127,11 +128,42 @@ pub(crate) async fn inbound_rows(store: &impl Store) {
         last_activity_ms: 3_000,
         ..named
     };
-    assert_eq!(store.chat("c1").await.unwrap(), Some(merged));
+    assert_eq!(store.chat("c1").await.unwrap(), Some(merged.clone()));
     assert_eq!(store.contact("u1").await.unwrap(), Some(ada("Ada L.", 2)));
     assert_eq!(
         store.ledger("c1", 10).await.unwrap(),
         vec![entry("c1", 0), entry("c1", 2)]
+    );
+
+    // The activity and the sighting stay within ACTIVITY_RESOLUTION_MS of the latest message
+    // (a store may leave the rows alone sooner than that), and take it at the resolution.
+    for at in [
+        3_000 + ACTIVITY_RESOLUTION_MS - 1,
+        3_000 + ACTIVITY_RESOLUTION_MS,
+    ] {
+        let now = ChatRecord {
+            last_activity_ms: at,
+            ..merged.clone()
+        };
+        store
+            .record_inbound(&now, &ada("Ada L.", at - 2_998), &entry("c1", 3))
+            .await
+            .unwrap();
+        let chat = store.chat("c1").await.unwrap().unwrap();
+        let contact = store.contact("u1").await.unwrap().unwrap();
+        assert!(
+            at - chat.last_activity_ms < ACTIVITY_RESOLUTION_MS,
+            "{chat:?} at {at}"
+        );
+        assert!(
+            at - 2_998 - contact.last_seen_ms < ACTIVITY_RESOLUTION_MS,
+            "{contact:?}"
+        );
+        assert_eq!(chat.title, merged.title, "the title is kept");
+    }
+    assert_eq!(
+        store.contact("u1").await.unwrap().map(|c| c.last_seen_ms),
+        Some(2 + ACTIVITY_RESOLUTION_MS)
     );
 }
 

@@ -345,7 +345,7 @@ impl Store for PostgresStore {
 
     async fn upsert_contact(&self, c: &ContactRecord) -> Result<(), StoreError> {
         let mut rows = TableWrites::default();
-        rows.contact(c);
+        rows.replace_contact(c);
         self.write_rows("upsert_contact", rows).await
     }
 

@@ -15,8 +15,9 @@ use rusqlite::{OptionalExtension, Row, Transaction, params};
 use super::{SqliteDurableKv, SqliteStore, durable, query_error};
 use crate::kv::{CasOutcome, DurableKv};
 use crate::store::{
-    ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction, FlowCheckpoint,
-    HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store, StoreError,
+    ACTIVITY_RESOLUTION_MS, ChatRecord, CheckpointHead, CheckpointWrite, ContactRecord, Direction,
+    FlowCheckpoint, HandoffRecord, LedgerEntry, LedgerStatus, StepCommit, StepCommitOutcome, Store,
+    StoreError,
 };
 use serde_json::Value;
 
@@ -247,15 +248,25 @@ const UPSERT_CHAT: &str = "INSERT INTO chats (id, is_group, title, lang, first_s
      last_activity_ms = excluded.last_activity_ms";
 
 /// Upserts the chat an inbound message came from: an existing chat keeps its title, language
-/// and first sighting (only `is_group` and `last_activity_ms` change).
+/// and first sighting, and is rewritten only when its group flag changes or its activity moves
+/// by [`ACTIVITY_RESOLUTION_MS`] (`?7`) or more.
 const UPSERT_INBOUND_CHAT: &str = "INSERT INTO chats (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
      ON CONFLICT(id) DO UPDATE SET is_group = excluded.is_group, \
-     last_activity_ms = excluded.last_activity_ms";
+     last_activity_ms = excluded.last_activity_ms \
+     WHERE chats.is_group IS NOT excluded.is_group \
+     OR excluded.last_activity_ms >= chats.last_activity_ms + ?7";
 
-/// Runs `sql` ([`UPSERT_CHAT`] or [`UPSERT_INBOUND_CHAT`]) for `chat`.
-fn write_chat(tx: &Transaction<'_>, sql: &str, chat: &ChatRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(sql)?.execute(params![
+/// Upserts the sender of an inbound message: an existing contact is rewritten only when its
+/// name changes or its sighting moves by [`ACTIVITY_RESOLUTION_MS`] (`?4`) or more.
+const UPSERT_INBOUND_CONTACT: &str = "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
+     ON CONFLICT(id) DO UPDATE SET name = excluded.name, last_seen_ms = excluded.last_seen_ms \
+     WHERE contacts.name IS NOT excluded.name \
+     OR excluded.last_seen_ms >= contacts.last_seen_ms + ?4";
+
+/// Inserts or replaces `chat`.
+fn write_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(UPSERT_CHAT)?.execute(params![
         chat.id,
         chat.is_group,
         chat.title,
@@ -274,6 +285,31 @@ fn write_contact(tx: &Transaction<'_>, contact: &ContactRecord) -> rusqlite::Res
          last_seen_ms = excluded.last_seen_ms",
     )?
     .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
+    Ok(())
+}
+
+/// Upserts the chat of an inbound message, as [`Store::record_inbound`] says.
+fn write_inbound_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(UPSERT_INBOUND_CHAT)?.execute(params![
+        chat.id,
+        chat.is_group,
+        chat.title,
+        chat.lang,
+        chat.first_seen_ms,
+        chat.last_activity_ms,
+        ACTIVITY_RESOLUTION_MS
+    ])?;
+    Ok(())
+}
+
+/// Upserts the sender of an inbound message, as [`Store::record_inbound`] says.
+fn write_inbound_contact(tx: &Transaction<'_>, contact: &ContactRecord) -> rusqlite::Result<()> {
+    tx.prepare_cached(UPSERT_INBOUND_CONTACT)?.execute(params![
+        contact.id,
+        contact.name,
+        contact.last_seen_ms,
+        ACTIVITY_RESOLUTION_MS
+    ])?;
     Ok(())
 }
 
@@ -371,10 +407,10 @@ fn commit_step_in(
         remove_value(tx, scope, key)?;
     }
     if let Some(chat) = &step.chat {
-        write_chat(tx, UPSERT_INBOUND_CHAT, chat)?;
+        write_inbound_chat(tx, chat)?;
     }
     if let Some(contact) = &step.contact {
-        write_contact(tx, contact)?;
+        write_inbound_contact(tx, contact)?;
     }
     for (entry, content) in step.ledger.iter().zip(contents) {
         insert_ledger(tx, entry, content)?;
@@ -397,7 +433,7 @@ impl Store for SqliteStore {
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError> {
         let chat = chat.clone();
-        self.write("upsert_chat", move |tx| write_chat(tx, UPSERT_CHAT, &chat))
+        self.write("upsert_chat", move |tx| write_chat(tx, &chat))
             .await
     }
 
@@ -410,8 +446,8 @@ impl Store for SqliteStore {
         let content = encode("record_inbound", &entry.content)?;
         let (chat, contact, entry) = (chat.clone(), contact.clone(), without_content(entry));
         self.write("record_inbound", move |tx| {
-            write_chat(tx, UPSERT_INBOUND_CHAT, &chat)?;
-            write_contact(tx, &contact)?;
+            write_inbound_chat(tx, &chat)?;
+            write_inbound_contact(tx, &contact)?;
             insert_ledger(tx, &entry, &content)
         })
         .await

@@ -12,9 +12,15 @@
 //! | ledger | every row, in order | `INSERT … SELECT … FROM unnest(…) WITH ORDINALITY … ORDER BY` the order (the `bigserial` follows it) |
 //! | chats of inbound messages | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
 //! | chats replaced (`upsert_chat`) | each row, whole | `INSERT … ON CONFLICT (id) DO UPDATE` of every column |
-//! | contacts | one a contact: the last write | `INSERT … ON CONFLICT (id) DO UPDATE` |
+//! | senders of inbound messages | one a contact: the last write | `INSERT … ON CONFLICT (id) DO UPDATE` |
+//! | contacts replaced (`upsert_contact`) | each row, whole | `INSERT … ON CONFLICT (id) DO UPDATE` |
 //! | checkpoints | one a chat: the last write, a save or a removal | an upsert of the saved, a `DELETE` of the removed |
 //! | values | one a `(scope, key)`: the last write, a set or a removal | an upsert of the set, a `DELETE` of the removed |
+//!
+//! An inbound message's chat and sender are rewritten only when the chat's group flag or the
+//! sender's name changes or the time moves by
+//! [`ACTIVITY_RESOLUTION_MS`](crate::store::ACTIVITY_RESOLUTION_MS) or more (a `WHERE` on the
+//! upsert's update).
 //!
 //! The tables are independent of each other and of the journal's table, so their order in
 //! the transaction does not matter. The store's own writes of these rows (`append_ledger`,
@@ -97,6 +103,18 @@ struct ContactColumns<'a> {
     last_seen_ms: Vec<i64>,
 }
 
+impl<'a> ContactColumns<'a> {
+    fn push(&mut self, c: &'a ContactRecord) {
+        self.id.push(&c.id);
+        self.name.push(c.name.as_deref());
+        self.last_seen_ms.push(c.last_seen_ms);
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![&self.id, &self.name, &self.last_seen_ms]
+    }
+}
+
 /// The columns of the checkpoints saved.
 #[derive(Default)]
 struct CheckpointArrays<'a> {
@@ -117,7 +135,10 @@ pub(super) struct TableWrites<'a> {
     ledger: LedgerColumns<'a>,
     /// Each chat's first write, with the last write's group flag and activity.
     chats: BTreeMap<&'a str, (&'a ChatRecord, bool, i64)>,
+    /// Each inbound message's sender: the last write.
     contacts: BTreeMap<&'a str, &'a ContactRecord>,
+    /// The contacts replaced whole (`upsert_contact`), in order.
+    replaced_contacts: ContactColumns<'a>,
     /// Each chat's last checkpoint write: `None` removes it.
     checkpoints: BTreeMap<&'a str, Option<&'a FlowCheckpoint>>,
     /// Each value's last write: `None` removes it.
@@ -179,9 +200,15 @@ impl<'a> TableWrites<'a> {
         self.checkpoints.insert(chat, None);
     }
 
-    /// Adds a contact (created or replaced).
+    /// Adds the sender of an inbound message: created, or (seen before) its name and
+    /// sighting updated.
     pub(super) fn contact(&mut self, contact: &'a ContactRecord) {
         self.contacts.insert(&contact.id, contact);
+    }
+
+    /// Adds a contact replaced whole; not for a contact also written as a sender.
+    pub(super) fn replace_contact(&mut self, contact: &'a ContactRecord) {
+        self.replaced_contacts.push(contact);
     }
 
     /// Adds a ledger row (after the ones added before it).
@@ -224,10 +251,7 @@ impl<'a> TableWrites<'a> {
             self.chat_columns.push(c, is_group, last_activity_ms);
         }
         for contact in self.contacts.values() {
-            let t = &mut self.contact_columns;
-            t.id.push(&contact.id);
-            t.name.push(contact.name.as_deref());
-            t.last_seen_ms.push(contact.last_seen_ms);
+            self.contact_columns.push(contact);
         }
         for (chat, write) in &self.checkpoints {
             match write {
@@ -269,7 +293,7 @@ impl<'a> TableWrites<'a> {
             &self.saved,
         );
         // In the order of `Writes::merged`.
-        let tables: [(&[&str], Vec<&'a (dyn ToSql + Sync)>); 8] = [
+        let tables: [(&[&str], Vec<&'a (dyn ToSql + Sync)>); 9] = [
             (
                 &l.chat,
                 vec![
@@ -286,7 +310,8 @@ impl<'a> TableWrites<'a> {
             ),
             (&c.id, c.params()),
             (&self.replaced_chats.id, self.replaced_chats.params()),
-            (&k.id, vec![&k.id, &k.name, &k.last_seen_ms]),
+            (&k.id, k.params()),
+            (&self.replaced_contacts.id, self.replaced_contacts.params()),
             (
                 &s.chat,
                 vec![

@@ -2,7 +2,7 @@
 //! prefix: one a table over arrays for the rows [`TableWrites`](super::table_writes) writes
 //! (ledger, chats, contacts, checkpoints, values).
 
-use crate::store::{Direction, LedgerStatus};
+use crate::store::{ACTIVITY_RESOLUTION_MS, Direction, LedgerStatus};
 
 /// The columns of a checkpoint row, in the order of its statements.
 pub(super) const CHECKPOINT_COLUMNS: &str =
@@ -11,28 +11,35 @@ pub(super) const CHECKPOINT_COLUMNS: &str =
 /// The write statements of one prefix.
 #[derive(Debug)]
 pub(super) struct Writes {
-    /// The statements of [`TableWrites`](super::table_writes), one a table (the chats: two,
-    /// inbound and replaced), over arrays (one element a row), each with its table's name,
+    /// The statements of [`TableWrites`](super::table_writes), one a table (the chats and the
+    /// contacts: two each, inbound and replaced), over arrays (one element a row), each with its table's name,
     /// in the order [`TableWrites::statements`](super::table_writes::TableWrites::statements)
     /// lists them.
-    pub(super) merged: [(String, String); 8],
+    pub(super) merged: [(String, String); 9],
 }
 
 /// The statements of [`Writes::merged`]: the ledger rows, the chats of inbound messages, the
-/// chats replaced, the contacts, the checkpoints saved, the checkpoints removed, the values
-/// set, the values removed.
+/// chats replaced, the senders of inbound messages, the contacts replaced, the checkpoints
+/// saved, the checkpoints removed, the values set, the values removed. An inbound message's
+/// chat and sender are rewritten only when their flag or name changes or their time moves by
+/// [`ACTIVITY_RESOLUTION_MS`] or more.
 fn merged(
     chats: &str,
     contacts: &str,
     ledger: &str,
     checkpoints: &str,
     kv: &str,
-) -> [(String, String); 8] {
+) -> [(String, String); 9] {
     let chat_insert = format!(
         "INSERT INTO {chats} (id, is_group, title, lang, first_seen_ms, last_activity_ms) \
          SELECT * FROM unnest($1::text[], $2::boolean[], $3::text[], $4::text[], $5::bigint[], \
          $6::bigint[]) ON CONFLICT (id) DO UPDATE SET is_group = excluded.is_group, \
          last_activity_ms = excluded.last_activity_ms"
+    );
+    let contact_insert = format!(
+        "INSERT INTO {contacts} (id, name, last_seen_ms) SELECT * FROM unnest($1::text[], \
+         $2::text[], $3::bigint[]) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
+         last_seen_ms = excluded.last_seen_ms"
     );
     [
         (
@@ -46,7 +53,14 @@ fn merged(
             ),
             ledger.to_owned(),
         ),
-        (chat_insert.clone(), chats.to_owned()),
+        (
+            format!(
+                "{chat_insert} WHERE {chats}.is_group IS DISTINCT FROM excluded.is_group \
+                 OR excluded.last_activity_ms >= {chats}.last_activity_ms + \
+                 {ACTIVITY_RESOLUTION_MS}"
+            ),
+            chats.to_owned(),
+        ),
         (
             format!(
                 "{chat_insert}, title = excluded.title, lang = excluded.lang, \
@@ -56,12 +70,12 @@ fn merged(
         ),
         (
             format!(
-                "INSERT INTO {contacts} (id, name, last_seen_ms) SELECT * FROM unnest($1::text[], \
-                 $2::text[], $3::bigint[]) ON CONFLICT (id) DO UPDATE SET name = excluded.name, \
-                 last_seen_ms = excluded.last_seen_ms"
+                "{contact_insert} WHERE {contacts}.name IS DISTINCT FROM excluded.name \
+                 OR excluded.last_seen_ms >= {contacts}.last_seen_ms + {ACTIVITY_RESOLUTION_MS}"
             ),
             contacts.to_owned(),
         ),
+        (contact_insert, contacts.to_owned()),
         (
             format!(
                 "INSERT INTO {checkpoints} ({CHECKPOINT_COLUMNS}) SELECT * FROM \
