@@ -46,6 +46,14 @@ pub use jsonl::JsonlProvider;
 #[cfg(any(feature = "console", feature = "jsonl"))]
 pub use lines::LineOutput;
 
+#[cfg(any(
+    rest_channel,
+    meta_channel,
+    feature = "email",
+    feature = "discord",
+    feature = "telegram"
+))]
+mod capabilities;
 #[cfg(feature = "discord")]
 #[cfg_attr(docsrs, doc(cfg(feature = "discord")))]
 pub mod discord;

@@ -290,15 +290,7 @@ impl Provider for DiscordProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            text_limit: outbound::TEXT_LIMIT,
-            buttons_text_limit: None,
-            interactions_require_ack: true,
-            edits: true,
-            typing: true,
-            mark_read: false,
-            resends_deduplicated: true,
-        }
+        crate::capabilities::interactive(outbound::TEXT_LIMIT, true)
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {

@@ -401,15 +401,7 @@ impl Provider for EmailProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            text_limit: TEXT_LIMIT,
-            buttons_text_limit: None,
-            interactions_require_ack: false,
-            edits: false,
-            typing: false,
-            mark_read: false,
-            resends_deduplicated: false,
-        }
+        crate::capabilities::rest(TEXT_LIMIT, None, false)
     }
 
     /// Takes webhook posts from now on, and starts the IMAP task when IMAP is configured.

@@ -58,13 +58,13 @@ impl<C: GatewayConfig> Gateway<C> {
         super::routes(Arc::new(route), &self.config.settings().path)
     }
 
-    /// The capabilities of a gateway channel ([`super::outbound::capabilities`]).
+    /// The capabilities of a gateway channel ([`crate::capabilities::rest`]).
     pub(crate) fn capabilities(
         text_limit: usize,
         buttons_text_limit: Option<usize>,
         edits: bool,
     ) -> Capabilities {
-        super::outbound::capabilities(text_limit, buttons_text_limit, edits)
+        crate::capabilities::rest(text_limit, buttons_text_limit, edits)
     }
 
     /// The API base URL followed by `tail`.

@@ -1,7 +1,7 @@
 //! What the REST channels' send builders share: their capabilities, the checks of a text,
 //! options as numbered lines, a location and contacts as a readable text.
 
-use botmesh::provider::{Capabilities, ProviderError};
+use botmesh::provider::ProviderError;
 
 use crate::errors::unsupported_content;
 
@@ -47,24 +47,6 @@ pub(crate) fn contacts_text(
         .map(|c| format!("{}: {}", c.name, c.phones.join(", ")))
         .collect::<Vec<_>>()
         .join("\n"))
-}
-
-/// The capabilities of a REST channel: its text limits and whether it edits; no typing, read
-/// marks or acknowledgements.
-pub(crate) fn capabilities(
-    text_limit: usize,
-    buttons_text_limit: Option<usize>,
-    edits: bool,
-) -> Capabilities {
-    Capabilities {
-        text_limit,
-        buttons_text_limit,
-        interactions_require_ack: false,
-        edits,
-        typing: false,
-        mark_read: false,
-        resends_deduplicated: false,
-    }
 }
 
 /// `text` with `options` numbered under it (`1. Yes`), for a channel without buttons: the

@@ -224,7 +224,7 @@ impl WebhookApi for GoHighLevel {
     const MEDIA_FIELD: &'static str = "url";
 
     fn capabilities(&self) -> Capabilities {
-        crate::gateway::outbound::capabilities(TEXT_LIMIT, Some(TEXT_LIMIT - OPTIONS_ROOM), false)
+        crate::capabilities::rest(TEXT_LIMIT, Some(TEXT_LIMIT - OPTIONS_ROOM), false)
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {

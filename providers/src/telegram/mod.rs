@@ -212,15 +212,7 @@ impl Provider for TelegramProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            text_limit: send::TEXT_LIMIT,
-            buttons_text_limit: None,
-            interactions_require_ack: true,
-            edits: true,
-            typing: true,
-            mark_read: false,
-            resends_deduplicated: false,
-        }
+        crate::capabilities::interactive(send::TEXT_LIMIT, false)
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {

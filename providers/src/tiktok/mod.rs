@@ -268,7 +268,7 @@ impl WebhookApi for TikTok {
     const MEDIA_FIELD: &'static str = "media";
 
     fn capabilities(&self) -> Capabilities {
-        crate::gateway::outbound::capabilities(TEXT_LIMIT, Some(TEXT_LIMIT - OPTIONS_ROOM), false)
+        crate::capabilities::rest(TEXT_LIMIT, Some(TEXT_LIMIT - OPTIONS_ROOM), false)
     }
 
     fn routes(&self, slot: &SinkSlot) -> Router {

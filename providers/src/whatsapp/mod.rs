@@ -207,14 +207,10 @@ impl WebhookApi for WhatsApp {
     const MEDIA_FIELD: &'static str = "media_id";
 
     fn capabilities(&self) -> Capabilities {
+        let limits = (outbound::TEXT_LIMIT, Some(outbound::INTERACTIVE_BODY_LIMIT));
         Capabilities {
-            text_limit: outbound::TEXT_LIMIT,
-            buttons_text_limit: Some(outbound::INTERACTIVE_BODY_LIMIT),
-            interactions_require_ack: false,
-            edits: false,
-            typing: false,
             mark_read: true,
-            resends_deduplicated: false,
+            ..crate::capabilities::rest(limits.0, limits.1, false)
         }
     }
 

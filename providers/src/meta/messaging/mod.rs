@@ -289,14 +289,11 @@ impl<C: Channel> WebhookApi for Messaging<C> {
     const MEDIA_FIELD: &'static str = "url";
 
     fn capabilities(&self) -> Capabilities {
+        let limits = (C::TEXT_LIMIT.chars(), Some(outbound::BUTTON_TEXT_LIMIT));
         Capabilities {
-            text_limit: C::TEXT_LIMIT.chars(),
-            buttons_text_limit: Some(outbound::BUTTON_TEXT_LIMIT),
-            interactions_require_ack: false,
-            edits: false,
             typing: true,
             mark_read: true,
-            resends_deduplicated: false,
+            ..crate::capabilities::rest(limits.0, limits.1, false)
         }
     }
 
