@@ -36,9 +36,9 @@ use botmesh::message::{
 };
 use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, ProviderEvent};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::task::JoinHandle;
 
 use crate::lines::{LineOutput, LineSource};
+use crate::task::TaskSlot;
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "console";
@@ -83,6 +83,8 @@ struct Shared {
     input: Arc<tokio::sync::Mutex<LineSource>>,
     out: LineOutput,
     state: Mutex<State>,
+    /// The task reading the input, between `start()` and `stop()`.
+    reader: TaskSlot,
     sent_ids: AtomicU64,
 }
 
@@ -94,7 +96,6 @@ struct State {
     choices_message: Option<MessageId>,
     /// A typing indicator is on stderr.
     typing_shown: bool,
-    reader: Option<JoinHandle<()>>,
     /// The bot whose answers the reader waits for (see `attach`).
     bot: Option<Bot>,
 }
@@ -141,6 +142,7 @@ impl ConsoleProvider {
                 input: Arc::new(tokio::sync::Mutex::new(input)),
                 out,
                 state: Mutex::new(State::default()),
+                reader: TaskSlot::default(),
                 sent_ids: AtomicU64::new(0),
             }),
         }
@@ -491,22 +493,16 @@ impl Provider for ConsoleProvider {
         if let Some(banner) = &self.banner {
             self.print(vec![banner.clone()]);
         }
-        let task = tokio::spawn(read_loop(self.clone(), sink));
-        if let Some(old) = self.state().reader.replace(task) {
-            old.abort();
-        }
+        self.shared
+            .reader
+            .set(tokio::spawn(read_loop(self.clone(), sink)));
         Ok(())
     }
 
     async fn stop(&self) -> Result<(), ProviderError> {
-        let (reader, bot) = {
-            let mut state = self.state();
-            (state.reader.take(), state.bot.take())
-        };
+        let bot = self.state().bot.take();
         drop(bot);
-        if let Some(task) = reader {
-            task.abort();
-        }
+        self.shared.reader.abort();
         // A failed output already failed the sends it lost; the run itself ended well.
         let _ = self.shared.out.flush().await;
         Ok(())

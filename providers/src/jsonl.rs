@@ -54,9 +54,9 @@ use botmesh::provider::{
 use botmesh::{Bot, BotEvent};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::task::JoinHandle;
 
 use crate::lines::{LineOutput, LineSource};
+use crate::task::TaskSlot;
 
 /// The provider's name, as media refs carry it.
 pub const NAME: &str = "jsonl";
@@ -364,7 +364,7 @@ struct Shared {
     attached: AtomicBool,
     /// Signalled whenever held-back output is released.
     released: tokio::sync::Notify,
-    reader: Mutex<Option<JoinHandle<()>>>,
+    reader: TaskSlot,
 }
 
 /// Output of the chat being delivered, held back until its ack is printed.
@@ -529,7 +529,7 @@ impl JsonlProvider {
                 run_tag,
                 attached: AtomicBool::new(false),
                 released: tokio::sync::Notify::new(),
-                reader: Mutex::new(None),
+                reader: TaskSlot::default(),
             }),
         }
     }
@@ -547,10 +547,6 @@ impl JsonlProvider {
     /// The output (stdout, or the writer given): waiting until it is written, its error.
     pub fn output(&self) -> &LineOutput {
         &self.shared.out
-    }
-
-    fn reader(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
-        self.shared.reader.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -620,18 +616,14 @@ impl Provider for JsonlProvider {
     }
 
     async fn start(&self, sink: EventSink) -> Result<(), ProviderError> {
-        let task = tokio::spawn(read_loop(self.shared.clone(), sink));
-        if let Some(old) = self.reader().replace(task) {
-            old.abort();
-        }
+        self.shared
+            .reader
+            .set(tokio::spawn(read_loop(self.shared.clone(), sink)));
         Ok(())
     }
 
     async fn stop(&self) -> Result<(), ProviderError> {
-        let reader = self.reader().take();
-        if let Some(task) = reader {
-            task.abort();
-        }
+        self.shared.reader.abort();
         // A delivery cut short by the abort printed no ack: release what it held back.
         let held = {
             let mut order = self.shared.ack_order();

@@ -102,6 +102,8 @@ pub mod meta;
 mod readable;
 #[cfg(network_channel)]
 pub mod settings;
+#[cfg(any(feature = "console", feature = "jsonl", feature = "email"))]
+mod task;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]
 pub mod telegram;

@@ -15,9 +15,9 @@
 use std::io::{self, BufRead};
 use std::sync::Mutex;
 
+use crate::task::TaskSlot;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
 /// A boxed reader.
 pub(crate) type BoxReader = Box<dyn AsyncRead + Send + Unpin>;
@@ -141,7 +141,7 @@ pub(crate) const CAPABILITIES: botmesh::provider::Capabilities = botmesh::provid
 pub struct LineOutput {
     tx: mpsc::UnboundedSender<Command>,
     idle: Mutex<Option<(mpsc::UnboundedReceiver<Command>, BoxWriter)>>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: TaskSlot,
     failure: Failure,
 }
 
@@ -153,7 +153,7 @@ impl LineOutput {
         Self {
             tx,
             idle: Mutex::new(Some((rx, Box::new(writer)))),
-            task: Mutex::new(None),
+            task: TaskSlot::default(),
             failure: watch::channel(None).0,
         }
     }
@@ -168,7 +168,7 @@ impl LineOutput {
         };
         if let Some((rx, writer)) = idle.take() {
             let task = handle.spawn(write_lines(rx, writer, self.failure.clone()));
-            *self.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+            self.task.set(task);
         }
     }
 
@@ -238,9 +238,7 @@ impl std::fmt::Debug for LineOutput {
 
 impl Drop for LineOutput {
     fn drop(&mut self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            task.abort();
-        }
+        self.task.abort();
     }
 }
 

@@ -52,7 +52,7 @@ mod store;
 mod strip;
 mod threading;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Router;
@@ -63,7 +63,6 @@ use botmesh::provider::{
     Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, ProviderEvent,
     StoredMediaRef,
 };
-use tokio::task::JoinHandle;
 
 pub use attachments::{ATTACHMENT_LIMIT, INLINE_MIN};
 pub use config::{EmailConfig, EmailConfigError, IDLE_RENEW, ImapConfig};
@@ -72,6 +71,7 @@ pub use mailgun::mailgun_signature;
 pub use rules::NotAnswered;
 pub use store::Position;
 
+use crate::task::TaskSlot;
 use crate::webhook::{Refused, SinkSlot, WebhookRequest};
 use form::Form;
 use inbound::{Mail, Outcome, Prepared};
@@ -109,7 +109,7 @@ const MEDIA_FIELD: &str = "attachment";
 pub struct EmailProvider {
     shared: Arc<Shared>,
     slot: SinkSlot,
-    imap_task: Arc<Mutex<Option<JoinHandle<()>>>>,
+    imap_task: Arc<TaskSlot>,
 }
 
 /// What the provider's parts share: the settings, the store and the SMTP client.
@@ -253,7 +253,7 @@ impl EmailProvider {
                 own,
             }),
             slot: SinkSlot::default(),
-            imap_task: Arc::new(Mutex::new(None)),
+            imap_task: Arc::default(),
         })
     }
 
@@ -409,14 +409,7 @@ impl Provider for EmailProvider {
         self.slot.start(sink.clone());
         if let Some(imap) = self.shared.config.imap.clone() {
             let task = tokio::spawn(imap::run(self.shared.clone(), imap, sink));
-            let old = self
-                .imap_task
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .replace(task);
-            if let Some(old) = old {
-                old.abort();
-            }
+            self.imap_task.set(task);
         }
         Ok(())
     }
@@ -424,15 +417,7 @@ impl Provider for EmailProvider {
     /// Refuses webhook posts (503: redelivered later) and ends the IMAP connection.
     async fn stop(&self) -> Result<(), ProviderError> {
         self.slot.set(None);
-        let task = self
-            .imap_task
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = task.await;
-        }
+        self.imap_task.stop().await;
         Ok(())
     }
 
