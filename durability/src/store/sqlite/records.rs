@@ -10,7 +10,7 @@
 //! transaction of its checkpoint.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Row, Transaction, params};
+use rusqlite::{OptionalExtension, Row, ToSql, Transaction, params};
 
 use super::{SqliteDurableKv, SqliteStore, durable, query_error};
 use crate::kv::{CasOutcome, DurableKv};
@@ -264,53 +264,63 @@ const UPSERT_INBOUND_CONTACT: &str = "INSERT INTO contacts (id, name, last_seen_
      WHERE contacts.name IS NOT excluded.name \
      OR excluded.last_seen_ms >= contacts.last_seen_ms + ?4";
 
-/// Inserts or replaces `chat`.
-fn write_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(UPSERT_CHAT)?.execute(params![
-        chat.id,
-        chat.is_group,
-        chat.title,
-        chat.lang,
-        chat.first_seen_ms,
-        chat.last_activity_ms
-    ])?;
+/// The statement writing a chat or a contact: `replace` and `inbound` (which takes
+/// [`ACTIVITY_RESOLUTION_MS`] as its last parameter).
+struct Upsert {
+    replace: &'static str,
+    inbound: &'static str,
+}
+
+const CHAT: Upsert = Upsert {
+    replace: UPSERT_CHAT,
+    inbound: UPSERT_INBOUND_CHAT,
+};
+
+const CONTACT: Upsert = Upsert {
+    replace: "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
+         ON CONFLICT(id) DO UPDATE SET name = excluded.name, last_seen_ms = excluded.last_seen_ms",
+    inbound: UPSERT_INBOUND_CONTACT,
+};
+
+/// Runs `upsert` on `row`: replacing it whole, or as an inbound message's (see
+/// [`Store::record_inbound`]).
+fn write_row(
+    tx: &Transaction<'_>,
+    upsert: &Upsert,
+    inbound: bool,
+    mut row: Vec<&dyn ToSql>,
+) -> rusqlite::Result<()> {
+    let sql = if inbound {
+        row.push(&ACTIVITY_RESOLUTION_MS);
+        upsert.inbound
+    } else {
+        upsert.replace
+    };
+    tx.prepare_cached(sql)?.execute(&*row)?;
     Ok(())
 }
 
-/// Inserts or replaces a contact.
-fn write_contact(tx: &Transaction<'_>, contact: &ContactRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO contacts (id, name, last_seen_ms) VALUES (?1, ?2, ?3) \
-         ON CONFLICT(id) DO UPDATE SET name = excluded.name, \
-         last_seen_ms = excluded.last_seen_ms",
-    )?
-    .execute(params![contact.id, contact.name, contact.last_seen_ms])?;
-    Ok(())
+/// Writes `chat` (see [`write_row`]).
+fn write_chat(tx: &Transaction<'_>, chat: &ChatRecord, inbound: bool) -> rusqlite::Result<()> {
+    let row: Vec<&dyn ToSql> = vec![
+        &chat.id,
+        &chat.is_group,
+        &chat.title,
+        &chat.lang,
+        &chat.first_seen_ms,
+        &chat.last_activity_ms,
+    ];
+    write_row(tx, &CHAT, inbound, row)
 }
 
-/// Upserts the chat of an inbound message, as [`Store::record_inbound`] says.
-fn write_inbound_chat(tx: &Transaction<'_>, chat: &ChatRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(UPSERT_INBOUND_CHAT)?.execute(params![
-        chat.id,
-        chat.is_group,
-        chat.title,
-        chat.lang,
-        chat.first_seen_ms,
-        chat.last_activity_ms,
-        ACTIVITY_RESOLUTION_MS
-    ])?;
-    Ok(())
-}
-
-/// Upserts the sender of an inbound message, as [`Store::record_inbound`] says.
-fn write_inbound_contact(tx: &Transaction<'_>, contact: &ContactRecord) -> rusqlite::Result<()> {
-    tx.prepare_cached(UPSERT_INBOUND_CONTACT)?.execute(params![
-        contact.id,
-        contact.name,
-        contact.last_seen_ms,
-        ACTIVITY_RESOLUTION_MS
-    ])?;
-    Ok(())
+/// Writes `contact` (see [`write_row`]).
+fn write_contact(
+    tx: &Transaction<'_>,
+    contact: &ContactRecord,
+    inbound: bool,
+) -> rusqlite::Result<()> {
+    let row: Vec<&dyn ToSql> = vec![&contact.id, &contact.name, &contact.last_seen_ms];
+    write_row(tx, &CONTACT, inbound, row)
 }
 
 /// A copy of `checkpoint` without its state (the writer gets it encoded), as
@@ -407,10 +417,10 @@ fn commit_step_in(
         remove_value(tx, scope, key)?;
     }
     if let Some(chat) = &step.chat {
-        write_inbound_chat(tx, chat)?;
+        write_chat(tx, chat, true)?;
     }
     if let Some(contact) = &step.contact {
-        write_inbound_contact(tx, contact)?;
+        write_contact(tx, contact, true)?;
     }
     for (entry, content) in step.ledger.iter().zip(contents) {
         insert_ledger(tx, entry, content)?;
@@ -433,7 +443,7 @@ impl Store for SqliteStore {
 
     async fn upsert_chat(&self, chat: &ChatRecord) -> Result<(), StoreError> {
         let chat = chat.clone();
-        self.write("upsert_chat", move |tx| write_chat(tx, &chat))
+        self.write("upsert_chat", move |tx| write_chat(tx, &chat, false))
             .await
     }
 
@@ -446,8 +456,8 @@ impl Store for SqliteStore {
         let content = encode("record_inbound", &entry.content)?;
         let (chat, contact, entry) = (chat.clone(), contact.clone(), without_content(entry));
         self.write("record_inbound", move |tx| {
-            write_inbound_chat(tx, &chat)?;
-            write_inbound_contact(tx, &contact)?;
+            write_chat(tx, &chat, true)?;
+            write_contact(tx, &contact, true)?;
             insert_ledger(tx, &entry, &content)
         })
         .await
@@ -468,8 +478,10 @@ impl Store for SqliteStore {
 
     async fn upsert_contact(&self, contact: &ContactRecord) -> Result<(), StoreError> {
         let contact = contact.clone();
-        self.write("upsert_contact", move |tx| write_contact(tx, &contact))
-            .await
+        self.write("upsert_contact", move |tx| {
+            write_contact(tx, &contact, false)
+        })
+        .await
     }
 
     async fn contact(&self, id: &str) -> Result<Option<ContactRecord>, StoreError> {
