@@ -98,7 +98,7 @@ pub mod messenger;
     )))
 )]
 pub mod meta;
-#[cfg(any(feature = "twilio", feature = "email"))]
+#[cfg(any(feature = "twilio", feature = "email", feature = "whatsapp-web"))]
 mod readable;
 #[cfg(network_channel)]
 pub mod settings;

@@ -57,7 +57,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use axum::Router;
 use botmesh::message::{
-    Button, ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
+    ChatId, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent, SentMessage,
 };
 use botmesh::provider::{
     Capabilities, EventSink, MediaUnavailableReason, Provider, ProviderError, ProviderEvent,
@@ -336,27 +336,17 @@ impl EmailProvider {
         &self,
         content: &OutgoingContent,
     ) -> Result<(String, Option<(String, String, Vec<u8>)>), ProviderError> {
-        let with_options = |text: &str, options: &[Button]| {
-            let mut out = text.to_owned();
-            if !options.is_empty() {
-                out.push('\n');
-            }
-            for (i, b) in options.iter().enumerate() {
-                out.push_str(&format!("\n{}. {}", i + 1, b.title));
-            }
-            out
-        };
         Ok(match content {
             OutgoingContent::Text { text, buttons } => {
                 if text.trim().is_empty() {
                     return Err(unsupported("an empty text"));
                 }
-                (with_options(text, buttons), None)
+                (crate::readable::numbered(text, buttons), None)
             }
-            OutgoingContent::List { text, sections, .. } => {
-                let rows: Vec<Button> = sections.iter().flat_map(|s| s.rows.clone()).collect();
-                (with_options(text, &rows), None)
-            }
+            OutgoingContent::List { text, sections, .. } => (
+                crate::readable::numbered(text, sections.iter().flat_map(|s| &s.rows)),
+                None,
+            ),
             OutgoingContent::Media {
                 source: MediaSource::Url { url },
                 caption,

@@ -63,8 +63,8 @@ use async_trait::async_trait;
 use botmesh::durability::DurableKv;
 use botmesh::durability::coordination::Fence;
 use botmesh::message::{
-    Button, ChatId, Content, InboundMedia, MediaRef, MediaSource, MessageId, Outgoing,
-    OutgoingContent, Reaction, SentMessage, UserId,
+    ChatId, Content, InboundMedia, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
+    Reaction, SentMessage, UserId,
 };
 use botmesh::provider::{
     Accepted, Capabilities, DeliveryStatus, EventSink, Provider, ProviderError, ProviderEvent,
@@ -374,18 +374,6 @@ pub fn message_id_for(key: Option<&str>) -> String {
     format!("3EB0{}", hex::encode_upper(&digest[..8]))
 }
 
-/// The text of a message with numbered options (buttons or list rows).
-fn numbered(text: &str, options: &[&Button]) -> String {
-    let mut out = text.to_owned();
-    if !options.is_empty() {
-        out.push('\n');
-    }
-    for (i, option) in options.iter().enumerate() {
-        out.push_str(&format!("\n{}. {}", i + 1, option.title));
-    }
-    out
-}
-
 /// What the session sends for `media`: a received media ref forwarded, bytes or a file
 /// uploaded; a URL is refused.
 async fn wa_media(media: OutgoingMedia<'_>) -> Result<WaOutgoing, ProviderError> {
@@ -426,17 +414,11 @@ async fn wa_outgoing(outgoing: &Outgoing) -> Result<WaOutgoing, ProviderError> {
     let quoted = outgoing.reply_to.as_ref().map(|id| id.0.clone());
     Ok(match &outgoing.content {
         OutgoingContent::Text { text, buttons } => WaOutgoing::Text {
-            text: numbered(text, &buttons.iter().collect::<Vec<_>>()),
+            text: crate::readable::numbered(text, buttons),
             quoted,
         },
         OutgoingContent::List { text, sections, .. } => WaOutgoing::Text {
-            text: numbered(
-                text,
-                &sections
-                    .iter()
-                    .flat_map(|s| s.rows.iter())
-                    .collect::<Vec<_>>(),
-            ),
+            text: crate::readable::numbered(text, sections.iter().flat_map(|s| &s.rows)),
             quoted,
         },
         // Taken by `wa_media` above: never reached.
