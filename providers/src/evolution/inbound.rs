@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::NAME;
 use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
-use crate::gateway::web::webhook_event;
+use crate::gateway::web::WebWebhook;
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -48,13 +48,16 @@ fn person(jid: Option<&str>, alt: Option<&str>) -> Option<String> {
     }
 }
 
-/// The events of a webhook body for `instance`; messages older than `horizon` are history.
-pub(crate) fn parse(
-    body: &[u8],
-    instance: &str,
-    horizon: Duration,
-) -> Result<Vec<ProviderEvent>, Refused> {
-    let (v, event) = webhook_event(body, ("instance", instance), malformed)?;
+/// How the webhooks are read: the instance in `instance`.
+pub(crate) static WEBHOOK: WebWebhook = WebWebhook {
+    scope_field: "instance",
+    malformed: |what| malformed(what),
+    parse,
+};
+
+/// The events of a webhook (its body `v`, its `event`); messages older than `horizon` are
+/// history.
+fn parse(v: &Value, event: &str, horizon: Duration) -> Result<Vec<ProviderEvent>, Refused> {
     let data = &v["data"];
     match event.to_ascii_lowercase().replace('_', ".").as_str() {
         "messages.upsert" => {
@@ -246,7 +249,7 @@ mod tests {
             json!({"key": {"remoteJid": "123@lid", "remoteJidAlt": "5511@s.whatsapp.net", "fromMe": false, "id": "3EB0AAAA1111"},
             "message": {"conversation": "hi"}, "messageTimestamp": now}),
         );
-        match parse(&lid, "shop1", H).as_deref() {
+        match WEBHOOK.read(&lid, "shop1", H).as_deref() {
             Ok([ProviderEvent::Message(m)]) => assert_eq!(m.chat.as_str(), "5511@s.whatsapp.net"),
             other => panic!("{other:?}"),
         }
@@ -259,10 +262,10 @@ mod tests {
             "message": {"conversation": "old"}, "messageTimestamp": now - 7200}),
         );
         for body in [own, old] {
-            assert!(parse(&body, "shop1", H).is_ok_and(|e| e.is_empty()));
+            assert!(WEBHOOK.read(&body, "shop1", H).is_ok_and(|e| e.is_empty()));
         }
         assert_eq!(
-            parse(&lid, "other", H).err(),
+            WEBHOOK.read(&lid, "other", H).err(),
             Some(Refused::BadSignature("instance"))
         );
     }

@@ -103,7 +103,7 @@ pub struct Evolution {
 impl WebhookProvider<Evolution> {
     /// A provider with these settings.
     pub fn new(config: EvolutionConfig) -> Result<Self, ProviderError> {
-        let inner = crate::gateway::web::gateway(NAME, config.0, inbound::parse)?;
+        let inner = crate::gateway::web::gateway(NAME, config.0, &inbound::WEBHOOK)?;
         Ok(Self::with_api(Evolution { inner }))
     }
 }

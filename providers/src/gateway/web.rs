@@ -18,15 +18,37 @@ use super::{Gateway, GatewayConfig, GatewayEnv, GatewaySettings};
 use crate::settings::ConfigError;
 use crate::webhook::Refused;
 
-/// A WhatsApp-Web gateway's webhook parser: the events of a body for the instance or session
-/// `scope`, a message older than the history horizon skipped.
-pub(crate) type Parse = fn(&[u8], &str, Duration) -> Result<Vec<ProviderEvent>, Refused>;
+/// How a WhatsApp-Web gateway channel reads its webhooks: a body is JSON naming its `event`
+/// and, in `scope_field`, the instance or session it is for ([`webhook_event`]); `parse`
+/// turns it into events.
+pub(crate) struct WebWebhook {
+    /// The field naming the instance (Evolution) or session (WPPConnect).
+    pub(crate) scope_field: &'static str,
+    /// The refusal of a body that is not the channel's webhook.
+    pub(crate) malformed: fn(String) -> Refused,
+    /// The events of a webhook (its JSON and its event), a message older than the history
+    /// horizon skipped.
+    pub(crate) parse: fn(&Value, &str, Duration) -> Result<Vec<ProviderEvent>, Refused>,
+}
 
-/// A WhatsApp-Web gateway channel's config as its [`Gateway`] holds it: the settings and the
-/// channel's webhook parser.
+impl WebWebhook {
+    /// The events of a webhook body for the instance or session `scope`.
+    pub(crate) fn read(
+        &self,
+        body: &[u8],
+        scope: &str,
+        horizon: Duration,
+    ) -> Result<Vec<ProviderEvent>, Refused> {
+        let (v, event) = webhook_event(body, (self.scope_field, scope), self.malformed)?;
+        (self.parse)(&v, &event, horizon)
+    }
+}
+
+/// A WhatsApp-Web gateway channel's config as its [`Gateway`] holds it: the settings and how
+/// the channel reads its webhooks.
 pub(crate) struct WebConfig {
     pub(crate) settings: WebSettings,
-    parse: Parse,
+    webhook: &'static WebWebhook,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -42,24 +64,24 @@ impl GatewayConfig for WebConfig {
 
     fn parse(&self, body: &[u8]) -> Result<Vec<ProviderEvent>, Refused> {
         let s = &self.settings;
-        (self.parse)(body, &s.scope, s.history_horizon)
+        self.webhook.read(body, &s.scope, s.history_horizon)
     }
 }
 
 /// The state of the WhatsApp-Web gateway channel `provider` with `settings`, its webhooks
-/// read by `parse`.
+/// read as `webhook` says.
 pub(crate) fn gateway(
     provider: &str,
     settings: WebSettings,
-    parse: Parse,
+    webhook: &'static WebWebhook,
 ) -> Result<Arc<Gateway<WebConfig>>, ProviderError> {
-    Gateway::new(provider, WebConfig { settings, parse })
+    Gateway::new(provider, WebConfig { settings, webhook })
 }
 
 /// A webhook body as JSON and its `event`: refused by `malformed` when it is not JSON or
 /// names no event, and as a bad signature when its `field` (the instance or session) is not
 /// `scope` (another instance's webhooks are not taken).
-pub(crate) fn webhook_event(
+fn webhook_event(
     body: &[u8],
     (field, scope): (&'static str, &str),
     malformed: impl Fn(String) -> Refused,

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::NAME;
 use crate::gateway::inbound::{Attachment, Envelope, location, text_at};
-use crate::gateway::web::webhook_event;
+use crate::gateway::web::WebWebhook;
 use crate::webhook::Refused;
 
 fn malformed(what: impl Into<String>) -> Refused {
@@ -40,16 +40,19 @@ fn serialized<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     text_at(v, key).or_else(|| v.get(key).and_then(|o| text_at(o, "_serialized")))
 }
 
-/// The events of a webhook body for `session`; messages older than `horizon` are history.
-pub(crate) fn parse(
-    body: &[u8],
-    session: &str,
-    horizon: Duration,
-) -> Result<Vec<ProviderEvent>, Refused> {
-    let (v, event) = webhook_event(body, ("session", session), malformed)?;
-    match event.as_str() {
-        "onmessage" => Ok(message_event(&v, horizon)?.into_iter().collect()),
-        "onack" => Ok(ack_event(&v).into_iter().collect()),
+/// How the webhooks are read: the session in `session`.
+pub(crate) static WEBHOOK: WebWebhook = WebWebhook {
+    scope_field: "session",
+    malformed: |what| malformed(what),
+    parse,
+};
+
+/// The events of a webhook (its body `v`, its `event`); messages older than `horizon` are
+/// history.
+fn parse(v: &Value, event: &str, horizon: Duration) -> Result<Vec<ProviderEvent>, Refused> {
+    match event {
+        "onmessage" => Ok(message_event(v, horizon)?.into_iter().collect()),
+        "onack" => Ok(ack_event(v).into_iter().collect()),
         _ => Ok(Vec::new()),
     }
 }

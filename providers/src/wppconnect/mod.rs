@@ -106,7 +106,7 @@ pub struct WppConnect {
 impl WebhookProvider<WppConnect> {
     /// A provider with these settings.
     pub fn new(config: WppConnectConfig) -> Result<Self, ProviderError> {
-        let inner = crate::gateway::web::gateway(NAME, config.0, inbound::parse)?;
+        let inner = crate::gateway::web::gateway(NAME, config.0, &inbound::WEBHOOK)?;
         Ok(Self::with_api(WppConnect { inner }))
     }
 }
