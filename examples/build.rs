@@ -1,8 +1,10 @@
-//! Names the feature set the shop and its channel tests are gated on, so that the list is
-//! written once: `network_channel` (any network channel the shop can run on).
+//! Names the feature sets the shop and its channel tests are gated on, so that each list is
+//! written once: `network_channel` (any network channel the shop can run on) and
+//! `rest_channel` (the HTTP gateways, GoHighLevel and TikTok: one webhook harness in the crash
+//! tests; the providers crate names the same set for the fakes both crates compile).
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(network_channel)");
+    println!("cargo::rustc-check-cfg=cfg(network_channel, rest_channel)");
     let channels = [
         "telegram",
         "whatsapp-cloud",
@@ -24,5 +26,15 @@ fn main() {
     };
     if channels.iter().any(on) {
         println!("cargo::rustc-cfg=network_channel");
+    }
+    let rest = [
+        "gupshup",
+        "evolution",
+        "wppconnect",
+        "gohighlevel",
+        "tiktok",
+    ];
+    if rest.iter().any(on) {
+        println!("cargo::rustc-cfg=rest_channel");
     }
 }

@@ -10,7 +10,8 @@
 use crate::fakes;
 
 use crate::channels::{
-    Channel, Fault, Listen, post_until_accepted, retries_faults, seeds, surfaced, survives_sigkills,
+    Channel, FakeApi, Fault, Listen, Posting, post_until_accepted, retries_faults, seeds, surfaced,
+    survives_sigkills,
 };
 
 /// A webhook POST the shop refuses fails the test from the task that tried it.
@@ -160,13 +161,7 @@ mod whatsapp {
             format!("1631555{user:04}")
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
             let wamid = format!("wamid.IN{id}");
             let body = hooks::text_from(&self.chat(user), &wamid, text);
             Some(post_meta_webhook(
@@ -178,16 +173,8 @@ mod whatsapp {
             ))
         }
 
-        fn check_fake(&self) {
-            self.0.check();
-        }
-
-        fn delivered(&self, user: u32) -> Vec<String> {
-            self.0.delivered_to(&self.chat(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.0.sent().len()
+        fn fake(&self) -> &dyn FakeApi {
+            &self.0
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -227,6 +214,17 @@ mod whatsapp_web {
         }
     }
 
+    /// The fake session has no server that could fail; each fault it answers was a send call.
+    impl FakeApi for FakeSession {
+        fn check(&self) {}
+        fn delivered(&self, chat: &str) -> Vec<String> {
+            self.delivered_to(chat)
+        }
+        fn send_calls(&self) -> usize {
+            self.sent().len() + self.faults_taken()
+        }
+    }
+
     impl Channel for WhatsAppWeb {
         fn name(&self) -> &'static str {
             "whatsapp-web"
@@ -247,13 +245,7 @@ mod whatsapp_web {
             format!("1555000{user:04}@s.whatsapp.net")
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            _listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, _listen: &Listen) -> Posting {
             let pn = self.chat(user);
             let lid = format!("9000000{user:04}@lid");
             let event = if user % 2 == 1 {
@@ -265,14 +257,8 @@ mod whatsapp_web {
             None
         }
 
-        fn check_fake(&self) {}
-
-        fn delivered(&self, user: u32) -> Vec<String> {
-            self.fake.delivered_to(&self.chat(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.fake.sent().len() + self.fake.faults_taken()
+        fn fake(&self) -> &dyn FakeApi {
+            &self.fake
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -342,13 +328,7 @@ mod meta_messaging {
             format!("65432{user:05}")
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
             let mid = format!("m_IN{id}");
             let item = hooks::item_from(
                 &self.chat(user),
@@ -365,16 +345,8 @@ mod meta_messaging {
             ))
         }
 
-        fn check_fake(&self) {
-            self.fake.check();
-        }
-
-        fn delivered(&self, user: u32) -> Vec<String> {
-            self.fake.delivered_to(&self.chat(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.fake.sent().len()
+        fn fake(&self) -> &dyn FakeApi {
+            &self.fake
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -452,13 +424,7 @@ mod twilio {
             format!("+1555000{user:04}")
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
             // Signed over the public URL; posted to whichever shop takes it.
             let url = format!("http://{}/twilio", listen.public());
             let listen = listen.clone();
@@ -488,16 +454,8 @@ mod twilio {
             }))
         }
 
-        fn check_fake(&self) {
-            self.0.check();
-        }
-
-        fn delivered(&self, user: u32) -> Vec<String> {
-            self.0.delivered_to(&self.chat(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.0.sent().len()
+        fn fake(&self) -> &dyn FakeApi {
+            &self.0
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -520,19 +478,12 @@ mod twilio {
 /// or the channel's signature headers, until accepted (WPPConnect itself never retries a
 /// webhook; the harness does, for every channel, to test the bot rather than the gateway).
 /// One [`Channel`] serves them all; each only says how it is reached.
-#[cfg(any(
-    feature = "gupshup",
-    feature = "evolution",
-    feature = "wppconnect",
-    feature = "gohighlevel",
-    feature = "tiktok"
-))]
+#[cfg(rest_channel)]
 mod gateways {
     use serde_json::Value;
 
     use super::*;
     use crate::fakes::Served;
-    use crate::fakes::log::Logs;
 
     /// The signature headers of a webhook body.
     type Sign = Box<dyn Fn(Vec<u8>) -> Vec<(&'static str, String)> + Send + Sync>;
@@ -555,7 +506,10 @@ mod gateways {
         fail: fn(&Served<S>, Fault),
     }
 
-    impl<S: Logs + Send + 'static> Channel for Gateway<S> {
+    impl<S: Send + 'static> Channel for Gateway<S>
+    where
+        Served<S>: FakeApi,
+    {
         fn name(&self) -> &'static str {
             self.name
         }
@@ -568,13 +522,7 @@ mod gateways {
             (self.chat)(user)
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
             let (what, path, body) = (self.hook)(&self.chat(user), id, text);
             let body = serde_json::to_vec(&body).expect("a JSON body");
             let headers = (self.sign)(body.clone());
@@ -588,16 +536,12 @@ mod gateways {
             }))
         }
 
-        fn check_fake(&self) {
-            self.fake.check();
+        fn fake(&self) -> &dyn FakeApi {
+            &self.fake
         }
 
         fn delivered(&self, user: u32) -> Vec<String> {
-            self.fake.delivered_to((self.to)(&self.chat(user)))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.fake.sent().len()
+            self.fake.delivered((self.to)(&self.chat(user)))
         }
 
         fn fail_next_send(&self, fault: Fault) {
@@ -805,6 +749,26 @@ mod email {
         }
     }
 
+    /// The SMTP server's mailboxes (by address) and every SMTP transaction tried.
+    impl FakeApi for FakeSmtp {
+        // The run's report, beside the harness's own lines.
+        #[allow(clippy::print_stdout)]
+        fn check(&self) {
+            let resent = self.resent();
+            if resent > 0 {
+                println!(
+                    "email: {resent} mails resent with their first Message-ID (one mail each in the mailbox)"
+                );
+            }
+        }
+        fn delivered(&self, address: &str) -> Vec<String> {
+            self.delivered_to(address)
+        }
+        fn send_calls(&self) -> usize {
+            self.calls()
+        }
+    }
+
     impl Channel for Email {
         fn name(&self) -> &'static str {
             "email"
@@ -822,13 +786,7 @@ mod email {
             format!("{}/thread-{user:04}@example.com", Self::address(user))
         }
 
-        fn write(
-            &self,
-            user: u32,
-            id: u64,
-            text: &str,
-            listen: &Listen,
-        ) -> Option<tokio::task::JoinHandle<()>> {
+        fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
             let root = format!("<thread-{user:04}@example.com>");
             let message_id = format!("<in-{id}@example.com>");
             let from = Self::address(user);
@@ -866,24 +824,13 @@ mod email {
             }))
         }
 
-        // The run's report, beside the harness's own lines.
-        #[allow(clippy::print_stdout)]
-        fn check_fake(&self) {
-            let resent = self.0.resent();
-            if resent > 0 {
-                println!(
-                    "email: {resent} mails resent with their first Message-ID (one mail each in the mailbox)"
-                );
-            }
+        fn fake(&self) -> &dyn FakeApi {
+            &self.0
         }
 
         /// As the user's mailbox shows them: one mail per Message-ID.
         fn delivered(&self, user: u32) -> Vec<String> {
             self.0.delivered_to(&Self::address(user))
-        }
-
-        fn send_calls(&self) -> usize {
-            self.0.calls()
         }
 
         fn fail_next_send(&self, fault: Fault) {

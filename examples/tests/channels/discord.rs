@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::{Channel, Fault};
+use super::{Channel, FakeApi, Fault, Listen, Posting};
 use crate::fakes::discord::FakeDiscord;
 
 const TOKEN: &str = "discord-crash-token";
@@ -47,13 +47,7 @@ impl Channel for Discord {
         format!("50000000000000{user:04}")
     }
 
-    fn write(
-        &self,
-        user: u32,
-        id: u64,
-        text: &str,
-        _listen: &super::Listen,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    fn write(&self, user: u32, id: u64, text: &str, _listen: &Listen) -> Posting {
         let author = format!("40000000000000{user:04}");
         let message = format!("6{id:018}");
         self.fake
@@ -61,16 +55,8 @@ impl Channel for Discord {
         None
     }
 
-    fn check_fake(&self) {
-        self.fake.check();
-    }
-
-    fn delivered(&self, user: u32) -> Vec<String> {
-        self.fake.delivered_to(&self.chat(user))
-    }
-
-    fn send_calls(&self) -> usize {
-        self.fake.creates().len()
+    fn fake(&self) -> &dyn FakeApi {
+        &self.fake
     }
 
     fn fail_next_send(&self, fault: Fault) {

@@ -76,13 +76,14 @@ pub trait Channel: Send + Sync + 'static {
     /// User `user` writes `text` as message `id` (unique in a run). A webhook channel POSTs
     /// it to a shop `listen` picks for each attempt until it gets a 2xx, as the real channel
     /// retries, in the task it returns (see [`post_until_accepted`]).
-    fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Option<JoinHandle<()>>;
-    /// Fails the test if the fake failed (a handler panicked).
-    fn check_fake(&self);
-    /// The texts of the sends to `user` that succeeded, in order.
-    fn delivered(&self, user: u32) -> Vec<String>;
-    /// How many send calls the fake answered (successes and failures).
-    fn send_calls(&self) -> usize;
+    fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting;
+    /// The fake the shop's sends reach.
+    fn fake(&self) -> &dyn FakeApi;
+    /// The texts of the sends to `user` that succeeded, in order: by default what the fake
+    /// recorded under the user's chat id.
+    fn delivered(&self, user: u32) -> Vec<String> {
+        self.fake().delivered(&self.chat(user))
+    }
     /// The next send call is answered with `fault`.
     fn fail_next_send(&self, fault: Fault);
     /// When a shop's call fetching updates came while another shop's was being answered,
@@ -95,6 +96,62 @@ pub trait Channel: Send + Sync + 'static {
     /// ambiguous send excuses a reply twice or a chat left unconfirmed.
     fn resends_deduplicated(&self) -> bool {
         false
+    }
+}
+
+/// A user's message on its way: the task POSTing it until the shop accepts it, or `None` when
+/// the channel's fake took it at once.
+pub type Posting = Option<JoinHandle<()>>;
+
+/// A channel's fake API as the runs read it.
+pub trait FakeApi {
+    /// Fails the test if the fake failed (a handler panicked).
+    fn check(&self);
+    /// The texts of the sends to `chat` that succeeded, in order.
+    fn delivered(&self, chat: &str) -> Vec<String>;
+    /// How many send calls the fake answered (successes and failures).
+    fn send_calls(&self) -> usize;
+}
+
+/// [`FakeApi`] for the fakes whose own `check`, `delivered_to` and `sent` say it.
+macro_rules! fake_api_of_its_log {
+    ($($(#[$cfg:meta])* impl<$($g:ident: $bound:path)?> $fake:ty),* $(,)?) => {$(
+        $(#[$cfg])*
+        impl<$($g: $bound)?> FakeApi for $fake {
+            fn check(&self) {
+                <$fake>::check(self);
+            }
+            fn delivered(&self, chat: &str) -> Vec<String> {
+                self.delivered_to(chat)
+            }
+            fn send_calls(&self) -> usize {
+                self.sent().len()
+            }
+        }
+    )*};
+}
+
+fake_api_of_its_log!(
+    // Twilio, the gateways, GoHighLevel and TikTok.
+    #[cfg(any(rest_channel, feature = "twilio"))]
+    impl<S: crate::fakes::log::Logs> crate::fakes::Served<S>,
+    #[cfg(feature = "whatsapp-cloud")]
+    impl<> crate::fakes::whatsapp::FakeWhatsApp,
+    #[cfg(any(feature = "messenger", feature = "instagram"))]
+    impl<> crate::fakes::meta_messaging::FakeSendApi,
+);
+
+#[cfg(feature = "discord")]
+impl FakeApi for crate::fakes::discord::FakeDiscord {
+    fn check(&self) {
+        self.api.check();
+    }
+    fn delivered(&self, chat: &str) -> Vec<String> {
+        self.delivered_to(chat)
+    }
+    /// The messages created (Discord's sends).
+    fn send_calls(&self) -> usize {
+        self.creates().len()
     }
 }
 
@@ -303,7 +360,7 @@ impl Users {
     /// Fails the test with the panic of a finished POST task (a webhook refused, or never
     /// accepted) or of the fake.
     async fn surface(&mut self, channel: &dyn Channel) {
-        channel.check_fake();
+        channel.fake().check();
         let (finished, running): (Vec<_>, Vec<_>) = std::mem::take(&mut self.posting)
             .into_iter()
             .partition(JoinHandle::is_finished);
@@ -319,7 +376,7 @@ impl Users {
         for task in std::mem::take(&mut self.posting) {
             surfaced(task).await;
         }
-        channel.check_fake();
+        channel.fake().check();
     }
 
     /// Drives until every chat is confirmed or `within` passed.
@@ -374,7 +431,7 @@ pub struct Outcome {
 /// Checks what every chat received from `shops` (see the module docs); `faults`: no
 /// ambiguity allowed.
 fn check(channel: &dyn Channel, shops: &[Shop], faults: bool) -> Outcome {
-    channel.check_fake();
+    channel.fake().check();
     let ambiguous: HashSet<String> = shops.iter().flat_map(Shop::ambiguous_chats).collect();
     let mut outcome = Outcome {
         ambiguous: ambiguous.len(),
@@ -528,7 +585,7 @@ pub async fn retries_faults<C: Channel>(channel: C) {
     check(&channel, std::slice::from_ref(&shop), true);
     let delivered: usize = (1..=CHATS).map(|u| channel.delivered(u).len()).sum();
     assert!(
-        channel.send_calls() > delivered,
+        channel.fake().send_calls() > delivered,
         "{}: no send failed: the faults were not injected",
         channel.name()
     );

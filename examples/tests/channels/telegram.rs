@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Channel, Fault, Listen, post_until_accepted};
+use super::{Channel, FakeApi, Fault, Listen, Posting, post_until_accepted};
 use crate::fakes::telegram::{FakeTelegram, updates};
 
 const TOKEN: &str = "4242:crash-token";
@@ -25,6 +25,18 @@ impl Telegram {
 
     fn user_id(user: u32) -> i64 {
         1000 + i64::from(user)
+    }
+}
+
+impl FakeApi for FakeTelegram {
+    fn check(&self) {
+        FakeTelegram::check(self);
+    }
+    fn delivered(&self, chat: &str) -> Vec<String> {
+        self.delivered_to(chat.parse().expect("a Telegram chat id"))
+    }
+    fn send_calls(&self) -> usize {
+        self.calls("sendMessage").len()
     }
 }
 
@@ -54,13 +66,7 @@ impl Channel for Telegram {
         Self::user_id(user).to_string()
     }
 
-    fn write(
-        &self,
-        user: u32,
-        id: u64,
-        text: &str,
-        listen: &Listen,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    fn write(&self, user: u32, id: u64, text: &str, listen: &Listen) -> Posting {
         let message_id = i64::try_from(id).expect("a message id");
         let update = updates::text(Self::user_id(user), message_id, text);
         if !self.webhook {
@@ -81,16 +87,8 @@ impl Channel for Telegram {
         ))
     }
 
-    fn check_fake(&self) {
-        self.fake.check();
-    }
-
-    fn delivered(&self, user: u32) -> Vec<String> {
-        self.fake.delivered_to(Self::user_id(user))
-    }
-
-    fn send_calls(&self) -> usize {
-        self.fake.calls("sendMessage").len()
+    fn fake(&self) -> &dyn FakeApi {
+        &self.fake
     }
 
     fn poll_overlaps(&self) -> Option<Vec<(std::time::Instant, String, String)>> {

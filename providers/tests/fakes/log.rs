@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{Served, json_resp};
 
 /// The state of a fake that keeps a [`Log`] of its calls (`Call`).
-pub trait Logs {
+pub trait Logs: Send + 'static {
     type Call: Clone;
 
     fn log(&mut self) -> &mut Log<Self::Call>;
@@ -48,7 +48,7 @@ logs!(
 );
 
 /// What a fake with a [`Log`] answers about its calls.
-impl<S: Logs + Send + 'static> Served<S> {
+impl<S: Logs> Served<S> {
     /// Every call, in order (failures too).
     pub fn sent(&self) -> Vec<S::Call> {
         self.s().log().sent.clone()
