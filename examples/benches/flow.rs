@@ -16,21 +16,21 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use botmesh::durability::{MemoryStore, Store};
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use tokio::sync::Notify;
+use common::{Figures, ORDER, Replies, closed_loop};
 
 /// The demo binaries' allocator (see `examples/src/bin/shop.rs`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const SCRIPT: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Variant {
@@ -55,87 +55,24 @@ impl Variant {
     }
 }
 
-struct Replies {
-    counts: Mutex<HashMap<String, usize>>,
-    changed: Notify,
-}
-
-impl Replies {
-    fn count(&self, chat: &str) -> usize {
-        self.counts.lock().unwrap().get(chat).copied().unwrap_or(0)
-    }
-}
-
-/// Messages answered per second, p50 and p99 (a message to the bot's first answer).
-async fn throughput(variant: Variant, chats: usize, rounds: usize) -> (f64, Duration, Duration) {
+/// Messages answered per second, p50 and p99 (a message to the bot's first answer, counted
+/// by the bot's `after` send hook).
+async fn throughput(variant: Variant, chats: usize, rounds: usize) -> Figures {
     let mock = MockProvider::new();
     let bot = variant.build(
         Bot::builder(mock.clone())
             .bot_id("shop")
             .store(MemoryStore::new()),
     );
-    let replies = Arc::new(Replies {
-        counts: Mutex::default(),
-        changed: Notify::new(),
-    });
-    let r = replies.clone();
-    bot.after_send(move |info| {
-        let r = r.clone();
-        async move {
-            *r.counts
-                .lock()
-                .unwrap()
-                .entry(info.chat.0.clone())
-                .or_default() += 1;
-            r.changed.notify_waiters();
-        }
-    });
+    let replies = Arc::new(Replies::default());
+    replies.count_after_sends(&bot);
     bot.start().await.expect("bot starts");
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..chats {
-        let mock = mock.clone();
-        let replies = replies.clone();
-        tasks.push(tokio::spawn(async move {
-            let chat = format!("chat{c}");
-            let mut latencies = Vec::with_capacity(rounds * SCRIPT.len());
-            for round in 0..rounds {
-                for (i, text) in SCRIPT.iter().enumerate() {
-                    let before = replies.count(&chat);
-                    let t0 = Instant::now();
-                    mock.say(&chat, &format!("m{round}-{i}"), text)
-                        .await
-                        .expect("accepted");
-                    loop {
-                        let notified = replies.changed.notified();
-                        tokio::pin!(notified);
-                        notified.as_mut().enable();
-                        if replies.count(&chat) > before {
-                            break;
-                        }
-                        if tokio::time::timeout(Duration::from_secs(30), notified)
-                            .await
-                            .is_err()
-                        {
-                            panic!("{chat}: no answer to {text:?} within 30 s");
-                        }
-                    }
-                    latencies.push(t0.elapsed());
-                }
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("chat task"));
-    }
-    let elapsed = started.elapsed();
+    let latencies = closed_loop(std::slice::from_ref(&mock), &replies, chats, rounds).await;
+    let figures = Figures::of(&latencies, started.elapsed());
     bot.idle().await;
     bot.stop().await.expect("bot stops");
-    all.sort();
-    let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
-    (all.len() as f64 / elapsed.as_secs_f64(), p(0.5), p(0.99))
+    figures
 }
 
 /// The size of the conversation state the store holds for `chat` after each step of one
@@ -152,7 +89,7 @@ async fn state_sizes(variant: Variant) -> (Vec<usize>, String) {
     let chat = "alice";
     let mut sizes = Vec::new();
     let mut sample = String::new();
-    for (i, text) in SCRIPT.iter().enumerate() {
+    for (i, text) in ORDER.iter().enumerate() {
         mock.say(chat, &format!("m{i}"), text)
             .await
             .expect("accepted");
@@ -191,12 +128,12 @@ fn main() {
     for v in variants {
         rt.block_on(throughput(v, chats / 4, 1)); // warm-up
     }
-    let mut best: HashMap<&str, (f64, Duration, Duration)> = HashMap::new();
+    let mut best: HashMap<&str, Figures> = HashMap::new();
     for _ in 0..3 {
         for v in variants {
             let r = rt.block_on(throughput(v, chats, rounds));
             let e = best.entry(v.name()).or_insert(r);
-            if r.0 > e.0 {
+            if r.per_sec > e.per_sec {
                 *e = r;
             }
         }
@@ -209,7 +146,7 @@ fn main() {
     println!(
         "shop order conversation: {chats} concurrent chats x {rounds} orders x {} messages, \
          MockProvider + MemoryStore, no durability (best of 3)",
-        SCRIPT.len()
+        ORDER.len()
     );
     println!(
         "{:<13} {:>8} {:>9} {:>9}   {:>24} {:>13} {:>11}",
@@ -222,7 +159,11 @@ fn main() {
         "per order"
     );
     for (v, (per_step, _)) in &sizes {
-        let (rate, p50, p99) = best[v.name()];
+        let Figures {
+            per_sec: rate,
+            p50,
+            p99,
+        } = best[v.name()];
         let written: Vec<usize> = per_step.iter().copied().filter(|n| *n > 0).collect();
         let total: usize = written.iter().sum();
         let avg = total as f64 / written.len().max(1) as f64;
@@ -238,7 +179,7 @@ fn main() {
             format!("{p99:.1?}"),
         );
     }
-    let rate = |v: Variant| best[v.name()].0;
+    let rate = |v: Variant| best[v.name()].per_sec;
     println!(
         "#[flow] runs at {:.0}% of the hand-written steps/s",
         rate(Variant::Flow) / rate(Variant::HandWritten) * 100.0

@@ -18,9 +18,10 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use botmesh::coordination::Coordination;
 use botmesh::durability::{DurableKv, Store};
@@ -28,14 +29,11 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use tokio::sync::Notify;
+use common::{Figures, ORDER, Replies, closed_loop};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// One chat's order.
-const ORDER: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
 /// A shared server.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -81,39 +79,6 @@ impl Server {
     }
 }
 
-/// Replies seen per chat, each waking its chat's task only.
-struct Seen {
-    count: Vec<AtomicUsize>,
-    woken: Vec<Notify>,
-}
-
-impl Seen {
-    fn new(chats: usize) -> Self {
-        Self {
-            count: (0..chats).map(|_| AtomicUsize::new(0)).collect(),
-            woken: (0..chats).map(|_| Notify::new()).collect(),
-        }
-    }
-
-    fn replied(&self, chat: &str) {
-        if let Some(c) = chat
-            .strip_prefix("chat")
-            .and_then(|c| c.parse::<usize>().ok())
-        {
-            self.count[c].fetch_add(1, Ordering::SeqCst);
-            self.woken[c].notify_one();
-        }
-    }
-}
-
-/// One run's figures.
-#[derive(Clone, Copy)]
-struct Figures {
-    per_sec: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
 /// `replicas` replicas of the shop on `server`, coordinated or not, under the closed loop.
 async fn run(
     server: Server,
@@ -128,7 +93,7 @@ async fn run(
         std::process::id(),
         fastrand::u32(..1_000_000)
     );
-    let seen = Arc::new(Seen::new(chats));
+    let replies = Arc::new(Replies::default());
     let mut bots = Vec::new();
     let mut mocks = Vec::new();
     for i in 0..replicas {
@@ -142,57 +107,18 @@ async fn run(
             builder = builder.coordination(Coordination::replicas());
         }
         let bot = shop::shop_bot(builder).expect("the shop builds");
-        let s = Arc::clone(&seen);
-        mock.on_send(move |sent| s.replied(&sent.chat.0));
+        replies.count_received(&mock);
         bot.start().await.expect("the shop starts");
         bots.push(bot);
         mocks.push(mock);
     }
-    let mocks = Arc::new(mocks);
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..chats {
-        let (mocks, seen) = (Arc::clone(&mocks), Arc::clone(&seen));
-        tasks.push(tokio::spawn(async move {
-            let mut rng = fastrand::Rng::with_seed(c as u64);
-            let chat = format!("chat{c}");
-            let mut latencies = Vec::with_capacity(rounds * ORDER.len());
-            for (n, text) in ORDER.iter().cycle().take(rounds * ORDER.len()).enumerate() {
-                let answered = seen.count[c].load(Ordering::SeqCst);
-                let sent = Instant::now();
-                let to = &mocks[rng.usize(..mocks.len())];
-                to.say(&chat, &format!("m{n}"), text)
-                    .await
-                    .expect("the replica accepts");
-                while seen.count[c].load(Ordering::SeqCst) <= answered {
-                    let woken = seen.woken[c].notified();
-                    if tokio::time::timeout(Duration::from_secs(60), woken)
-                        .await
-                        .is_err()
-                    {
-                        panic!("{chat}: no answer to {text:?} within 60 s");
-                    }
-                }
-                latencies.push(sent.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("a chat's task"));
-    }
+    let latencies = closed_loop(&mocks, &replies, chats, rounds).await;
     let elapsed = started.elapsed();
     for bot in &bots {
         bot.stop().await.expect("the shop stops");
     }
-    all.sort();
-    let at = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
-    Figures {
-        per_sec: all.len() as f64 / elapsed.as_secs_f64(),
-        p50: at(0.5),
-        p99: at(0.99),
-    }
+    Figures::of(&latencies, elapsed)
 }
 
 fn env_usize(var: &str, default: usize) -> usize {

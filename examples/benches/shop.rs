@@ -54,10 +54,11 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use botmesh::durability::store::rusqlite;
@@ -66,13 +67,11 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use tokio::sync::Notify;
+use common::{Figures, ORDER, Replies, closed_loop};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`): the figures are the demo's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const SCRIPT: [&str; 4] = ["/order", "coffee", "2", "yes"];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Variant {
@@ -84,46 +83,11 @@ enum Variant {
     Redis,
 }
 
-/// Replies received per chat (counted when the provider receives a reply: what the chat's
-/// user sees), and one wake-up per chat: a reply wakes only the chat task
-/// waiting for it (one `Notify` shared by every chat would wake all 200 tasks at each reply,
-/// and the harness would then cost more than some of the variants it measures).
-#[derive(Default)]
-struct Replies {
-    chats: Mutex<HashMap<String, Arc<ChatReplies>>>,
-}
-
-#[derive(Default)]
-struct ChatReplies {
-    count: AtomicUsize,
-    changed: Notify,
-}
-
-impl ChatReplies {
-    /// Counts a reply and wakes the chat's task (a permit is stored when the task is not
-    /// waiting yet: no reply is missed).
-    fn replied(&self) {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        self.changed.notify_one();
-    }
-}
-
 /// Whether a chat's next message waits for the bot's `after` send hook (the send journaled
 /// as sent, its ledger row written) instead of the provider's receipt of the reply:
 /// `SHOP_BENCH_LOOP=after-send`, the loop of the benchmark's figures before 2026-12-03.
 fn after_send_loop() -> bool {
     std::env::var("SHOP_BENCH_LOOP").is_ok_and(|v| v == "after-send")
-}
-
-impl Replies {
-    fn chat(&self, chat: &str) -> Arc<ChatReplies> {
-        self.chats
-            .lock()
-            .unwrap()
-            .entry(chat.to_owned())
-            .or_default()
-            .clone()
-    }
 }
 
 async fn run(
@@ -194,14 +158,10 @@ async fn run(
     }
     let bot = shop::shop_bot(builder).expect("shop builds");
     let replies = Arc::new(Replies::default());
-    let r = replies.clone();
     if after_send_loop() {
-        bot.after_send(move |info| {
-            let chat = r.chat(&info.chat.0);
-            async move { chat.replied() }
-        });
+        replies.count_after_sends(&bot);
     } else {
-        mock.on_send(move |sent| r.chat(&sent.chat.0).replied());
+        replies.count_received(&mock);
     }
     bot.start().await.expect("bot starts");
     let io_before = written_bytes();
@@ -209,40 +169,7 @@ async fn run(
     let faults_before = minor_faults();
     perf_control("enable");
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..chats {
-        let mock = mock.clone();
-        let replies = replies.clone();
-        tasks.push(tokio::spawn(async move {
-            let chat = format!("chat{c}");
-            let replies = replies.chat(&chat);
-            let mut latencies = Vec::new();
-            let script: Vec<(usize, &'static str)> = (0..rounds)
-                .flat_map(|r| (0..SCRIPT.len()).map(move |i| (r * SCRIPT.len() + i, SCRIPT[i])))
-                .collect();
-            for (i, text) in script {
-                let before = replies.count.load(Ordering::SeqCst);
-                let t0 = Instant::now();
-                mock.say(&chat, &format!("m{i}"), text)
-                    .await
-                    .expect("accepted");
-                while replies.count.load(Ordering::SeqCst) <= before {
-                    if tokio::time::timeout(Duration::from_secs(30), replies.changed.notified())
-                        .await
-                        .is_err()
-                    {
-                        panic!("{chat}: no answer to {text:?} within 30 s");
-                    }
-                }
-                latencies.push(t0.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("chat task"));
-    }
+    let latencies = closed_loop(std::slice::from_ref(&mock), &replies, chats, rounds).await;
     // The read of the due-time index the sweeper makes every second, inside the window:
     // `MemoryDurability` brings that index up to date only when it is read, so without this
     // read the upkeep the run's writes caused would fall after the window.
@@ -259,7 +186,6 @@ async fn run(
     let faults = minor_faults().saturating_sub(faults_before) as f64;
     bot.idle().await;
     bot.stop().await.expect("bot stops");
-    all.sort();
     if let Some(store) = sqlite {
         let stats = store.write_stats();
         println!(
@@ -268,9 +194,9 @@ async fn run(
             stats.transactions,
             stats.requests as f64 / stats.transactions.max(1) as f64,
             stats.largest_batch,
-            stats.requests as f64 / (chats * SCRIPT.len() * rounds) as f64
+            stats.requests as f64 / (chats * ORDER.len() * rounds) as f64
         );
-        let messages = (chats * SCRIPT.len() * rounds) as f64;
+        let messages = (chats * ORDER.len() * rounds) as f64;
         println!(
             "  sqlite writer: {:.0} µs running requests + {:.0} µs in COMMIT (WAL write and fsync) per message; busy {:.0}% of the run",
             stats.statements.as_secs_f64() * 1e6 / messages,
@@ -281,12 +207,12 @@ async fn run(
             "  written to disk: {:.1} KiB per message",
             written_bytes().saturating_sub(io_before) as f64
                 / 1024.0
-                / (chats * SCRIPT.len() * rounds) as f64
+                / (chats * ORDER.len() * rounds) as f64
         );
     }
-    let (workers, writer) = cpu_per_message(&cpu_before, &cpu_after, chats * SCRIPT.len() * rounds);
+    let (workers, writer) = cpu_per_message(&cpu_before, &cpu_after, chats * ORDER.len() * rounds);
     // The share of the run the workers spent on a CPU: below 100%, they waited for work.
-    let busy = workers * (chats * SCRIPT.len() * rounds) as f64
+    let busy = workers * (chats * ORDER.len() * rounds) as f64
         / (elapsed.as_secs_f64()
             * 1e6
             * tokio::runtime::Handle::current().metrics().num_workers() as f64)
@@ -294,20 +220,16 @@ async fn run(
     if variant == Variant::Sqlite {
         println!(
             "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run), {writer:.1} µs on the sqlite writer thread; {:.2} page faults",
-            faults / (chats * SCRIPT.len() * rounds) as f64
+            faults / (chats * ORDER.len() * rounds) as f64
         );
     } else {
         println!(
             "  CPU per message ({chats} chats): {workers:.1} µs on tokio's workers (busy {busy:.0}% of the run); {:.2} page faults",
-            faults / (chats * SCRIPT.len() * rounds) as f64
+            faults / (chats * ORDER.len() * rounds) as f64
         );
     }
-    let p = |q: f64| all[((all.len() - 1) as f64 * q).round() as usize];
-    (
-        (chats * SCRIPT.len() * rounds) as f64 / elapsed.as_secs_f64(),
-        p(0.5),
-        p(0.99),
-    )
+    let figures = Figures::of(&latencies, elapsed);
+    (figures.per_sec, figures.p50, figures.p99)
 }
 
 /// Bytes this process made the kernel write to storage so far (`/proc/self/io`; 0 elsewhere).
@@ -617,7 +539,7 @@ fn main() {
     }
     println!(
         "shop conversation, {chats} concurrent chats x {rounds} orders of {} messages, MockProvider; {repeat} rounds (memory in {pairs} pairs with off a round), medians",
-        SCRIPT.len()
+        ORDER.len()
     );
     println!(
         "tokio workers: {} (sqlite: {sqlite_workers}, beside its writer thread, as the shop binary)",
