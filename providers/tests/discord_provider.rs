@@ -53,6 +53,14 @@ async fn durable_pong(provider: DiscordProvider, kv: Arc<MemoryKv>) -> Bot {
     bot
 }
 
+/// A fresh fake and a [`durable_pong`] bot on it, its own journals, once the gateway is ready.
+async fn durable_pong_on_a_fresh_fake() -> (FakeDiscord, Bot) {
+    let fake = FakeDiscord::start(TOKEN).await;
+    let bot = durable_pong(provider(&fake), Arc::new(MemoryKv::new())).await;
+    fake.wait("READY", |f| f.seq() >= 1).await;
+    (fake, bot)
+}
+
 /// POSTs an interaction body to the endpoint at `base`, signed with `signature` (`None`: the
 /// application's key); returns the status, the JSON answer and how long it took.
 async fn post_interaction(
@@ -201,9 +209,7 @@ async fn a_redelivered_message_is_answered_once_and_the_bots_own_are_ignored() {
 
 #[tokio::test]
 async fn sends_are_retried_after_5xx_and_after_a_429_s_retry_after() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let bot = durable_pong(provider(&fake), Arc::new(MemoryKv::new())).await;
-    fake.wait("READY", |f| f.seq() >= 1).await;
+    let (fake, bot) = durable_pong_on_a_fresh_fake().await;
     fake.fail_next(502, json!({"message": "Bad Gateway", "code": 0}));
     fake.fail_next(
         429,
@@ -236,9 +242,7 @@ async fn sends_are_retried_after_5xx_and_after_a_429_s_retry_after() {
 
 #[tokio::test]
 async fn an_ambiguous_send_is_sent_again_and_its_nonce_makes_it_one_message() {
-    let fake = FakeDiscord::start(TOKEN).await;
-    let bot = durable_pong(provider(&fake), Arc::new(MemoryKv::new())).await;
-    fake.wait("READY", |f| f.seq() >= 1).await;
+    let (fake, bot) = durable_pong_on_a_fresh_fake().await;
     // Discord creates the message and the answer is lost.
     fake.drop_next();
     let sent = bot

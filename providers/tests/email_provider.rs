@@ -29,6 +29,13 @@ fn config(smtp: &FakeSmtp, kv: Arc<dyn DurableKv>) -> EmailConfig {
         .subject("Your order")
 }
 
+/// The fake SMTP server and a provider on it, its threads in memory.
+async fn started() -> (FakeSmtp, EmailProvider) {
+    fakes::provided(FakeSmtp::start().await, |smtp| {
+        EmailProvider::new(config(smtp, Arc::new(MemoryKv::new())))
+    })
+}
+
 fn now_secs() -> i64 {
     botmesh::clock::now_ms() / 1000
 }
@@ -137,8 +144,7 @@ async fn pong_shop() -> (
     String,
     botmesh::prelude::Bot,
 ) {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (smtp, email) = started().await;
     let (server, base) = fakes::mount(email.webhook_routes()).await;
     let bot = fakes::durable_pong_bot(email.clone());
     bot.start().await.expect("start");
@@ -200,8 +206,7 @@ async fn a_reply_threads_carries_our_message_id_and_is_marked_auto_replied() {
 
 #[tokio::test]
 async fn a_send_to_a_bare_address_starts_a_thread_and_the_message_id_follows_the_send_key() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (smtp, email) = started().await;
     let chat = ChatId("ana@example.com".into());
     let sent = email
         .send(&chat, &Outgoing::from("Your order shipped"))
@@ -228,8 +233,7 @@ async fn a_send_to_a_bare_address_starts_a_thread_and_the_message_id_follows_the
 
 #[tokio::test]
 async fn robots_lists_and_bounces_are_not_answered() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (_smtp, email) = started().await;
     let (rec, server, base) = fakes::started(&email, email.webhook_routes()).await;
     let cases: [(&str, &[(&str, &str)]); 5] = [
         ("<auto@example.com>", &[("Auto-Submitted", "auto-replied")]),
@@ -257,8 +261,7 @@ async fn robots_lists_and_bounces_are_not_answered() {
 
 #[tokio::test]
 async fn a_forged_a_stale_and_a_replayed_mailgun_post_are_refused() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (_smtp, email) = started().await;
     let (rec, server, base) = fakes::started(&email, email.webhook_routes()).await;
     let fields = mailgun_fields("<m1@example.com>", &[], "Hello");
 
@@ -289,8 +292,7 @@ async fn a_forged_a_stale_and_a_replayed_mailgun_post_are_refused() {
 
 #[tokio::test]
 async fn sendgrid_posts_need_the_secret_in_the_path_or_basic_auth() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (_smtp, email) = started().await;
     let (rec, server, base) = fakes::started(&email, email.webhook_routes()).await;
     let (ct, body) = sendgrid_body(SG_HEADERS, "Hello", &[]);
     assert_eq!(
@@ -360,8 +362,7 @@ async fn the_same_mail_through_mailgun_twice_and_sendgrid_is_answered_once() {
 
 #[tokio::test]
 async fn smtp_4xx_is_retried_5xx_is_final_and_no_connection_is_retryable() {
-    let smtp = FakeSmtp::start().await;
-    let email = EmailProvider::new(config(&smtp, Arc::new(MemoryKv::new()))).expect("provider");
+    let (smtp, email) = started().await;
     let chat = ChatId("ana@example.com".into());
     let hi = Outgoing::from("hi");
 

@@ -11,7 +11,7 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::evolution::{FakeEvolution, hooks};
-use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
+use botmesh::message::{ChatId, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider};
 use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
 use serde_json::{Value, json};
@@ -27,16 +27,9 @@ fn config(fake: &FakeEvolution) -> EvolutionConfig {
 
 /// The fake and a provider on it.
 async fn started() -> (FakeEvolution, EvolutionProvider) {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    (
-        fake.clone(),
-        EvolutionProvider::new(config(&fake)).expect("provider"),
-    )
-}
-
-/// POSTs `body` to `url` (with the secret header when given); the status and the answer.
-async fn post(url: &str, header: Option<&str>, body: &Value) -> (u16, String) {
-    fakes::post_json(url, header, body).await
+    fakes::provided(FakeEvolution::start(KEY, INSTANCE).await, |f| {
+        EvolutionProvider::new(config(f))
+    })
 }
 
 #[tokio::test]
@@ -54,11 +47,11 @@ async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
     ];
     let route = format!("{local}/evolution");
     fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
-    let (_, answer) = post(&format!("{route}/{SECRET}"), None, &broken).await;
+    let (_, answer) = fakes::post_json(&format!("{route}/{SECRET}"), None, &broken).await;
     assert!(!answer.contains(KEY), "{answer}");
     // `byEvents`: Evolution appends the event's name to the URL.
     let by_event = format!("{route}/{SECRET}/messages-upsert");
-    assert_eq!(post(&by_event, None, &hi).await.0, 200);
+    assert_eq!(fakes::post_json(&by_event, None, &hi).await.0, 200);
     let events = rec.wait_for(3).await;
     assert!(!format!("{events:?}").contains(KEY));
     server.shutdown().await;
@@ -127,9 +120,7 @@ async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
         json!({"event": "messages.update", "instance": INSTANCE, "apikey": KEY, "data": {
             "keyId": "BAE5000000000001", "remoteJid": USER, "fromMe": true, "status": "READ"}}),
     ];
-    for body in &bodies {
-        assert_eq!(post(&url, None, body).await.0, 200, "{body}");
-    }
+    fakes::gateway::post_all_accepted(&url, &bodies).await;
     let events = rec.wait_for(6).await;
     assert_eq!(
         fakes::gateway::summary(&events),
@@ -280,31 +271,10 @@ async fn the_outbox_retries_5xx_and_429_and_answers_once() {
 async fn media_refs_round_trip_through_the_servers_media_route() {
     let (fake, evo) = started().await;
     fake.add_media("3EB0IMG000000001", b"jpeg bytes");
-    let media = MediaRef {
-        provider: "evolution".into(),
-        token: "3EB0IMG000000001".into(),
-    };
-    let stored = evo.serialize_media_ref(&media).expect("journaled");
-    assert_eq!(stored.data, json!({"key_id": "3EB0IMG000000001"}));
-    let back = evo.rehydrate_media_ref(&stored).expect("rehydrated");
-    assert_eq!(
-        evo.download_media(&back).await.expect("download"),
-        b"jpeg bytes"
-    );
-    let gone = MediaRef {
-        provider: "evolution".into(),
-        token: "3EB0GONE00000001".into(),
-    };
-    assert_eq!(
-        evo.download_media(&gone).await.map_err(|e| e.class()).err(),
-        Some(ErrorClass::Final)
-    );
-    let good = fakes::stored_ref(&evo, json!({"key_id": "3EB0IMG000000001"}));
-    fakes::assert_refuses_foreign_refs(
-        &evo,
-        &good,
-        &[json!({"key_id": "../x"}), json!({"id": "3EB0IMG000000001"})],
-    );
+    let data = json!({"key_id": "3EB0IMG000000001"});
+    let bad = [json!({"key_id": "../x"}), json!({"id": "3EB0IMG000000001"})];
+    fakes::assert_media_round_trip(&evo, "3EB0IMG000000001", data, b"jpeg bytes", &bad).await;
+    fakes::assert_download_is_final(&evo, "3EB0GONE00000001").await;
 }
 
 #[tokio::test]

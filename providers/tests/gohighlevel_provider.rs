@@ -250,22 +250,11 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
     let (keys, fake, ghl) = started().await;
     fake.fail_next(503, "Service Unavailable", None);
     fake.fail_next(429, "Too many requests", Some(0));
-    let (server, local) = fakes::mount(ghl.webhook_routes()).await;
-    let bot = fakes::durable_pong_bot(ghl);
-    bot.start().await.expect("start");
     let ping = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "mping", "ping"));
     let sig = vec![("X-GHL-Signature", keys.sign(&ping))];
-    for attempt in ["the webhook", "its redelivery"] {
-        assert_eq!(
-            post(&format!("{local}/gohighlevel"), &sig, &ping).await,
-            200,
-            "{attempt}"
-        );
-    }
-    fakes::eventually(|| !fake.delivered_to(CHAT).is_empty()).await;
-    bot.stop_with(fakes::drained()).await.expect("stop");
-    server.shutdown().await;
-    assert_eq!(fake.delivered_to(CHAT), ["pong: ping"]);
+    let signed = async |local: &str| post(&format!("{local}/gohighlevel"), &sig, &ping).await;
+    let routes = ghl.webhook_routes();
+    fakes::retried_and_answered_once_by(ghl, routes, signed, || fake.delivered_to(CHAT)).await;
     assert_eq!(fake.sent().len(), 3, "two failures, then the send");
     fake.check();
 }
@@ -288,17 +277,11 @@ async fn media_refs_round_trip_and_stay_on_highlevels_hosts() {
         fakes::gateway::summary(&events),
         [format!("media Image {url} Some(\"look\")")]
     );
-    let media = MediaRef {
-        provider: "gohighlevel".into(),
-        token: url.clone(),
-    };
-    let stored = ghl.serialize_media_ref(&media).expect("journaled");
-    assert_eq!(stored.data, json!({ "url": url }));
-    let back = ghl.rehydrate_media_ref(&stored).expect("rehydrated");
-    assert_eq!(
-        ghl.download_media(&back).await.expect("download"),
-        b"jpeg bytes"
-    );
+    let bad = [
+        json!({"url": "http://storage.googleapis.com/a.png"}),
+        json!({"url": "https://storage.googleapis.com.attacker.example/a.png"}),
+    ];
+    fakes::assert_media_round_trip(&ghl, &url, json!({ "url": url }), b"jpeg bytes", &bad).await;
     let storage = "https://storage.googleapis.com/msgsndr/loc/media/a.png";
     assert!(
         ghl.serialize_media_ref(&MediaRef {
@@ -312,22 +295,7 @@ async fn media_refs_round_trip_and_stay_on_highlevels_hosts() {
         token: "https://attacker.example/a.png".into(),
     };
     assert!(ghl.serialize_media_ref(&elsewhere).is_none());
-    assert_eq!(
-        ghl.download_media(&elsewhere)
-            .await
-            .map_err(|e| e.class())
-            .err(),
-        Some(ErrorClass::Final)
-    );
-    let good = fakes::stored_ref(&ghl, json!({ "url": storage }));
-    fakes::assert_refuses_foreign_refs(
-        &ghl,
-        &good,
-        &[
-            json!({"url": "http://storage.googleapis.com/a.png"}),
-            json!({"url": "https://storage.googleapis.com.attacker.example/a.png"}),
-        ],
-    );
+    fakes::assert_download_is_final(&ghl, &elsewhere.token).await;
     server.shutdown().await;
 }
 

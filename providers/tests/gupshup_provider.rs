@@ -14,7 +14,7 @@ use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing};
 use botmesh::provider::{Provider, ProviderError};
 use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const KEY: &str = "gupshup-api-key";
 const APP: &str = "DemoApp";
@@ -31,16 +31,9 @@ fn config(fake: &FakeGupshup) -> GupshupConfig {
 
 /// The fake and a provider on it.
 async fn started() -> (FakeGupshup, GupshupProvider) {
-    let fake = FakeGupshup::start(KEY).await;
-    (
-        fake.clone(),
-        GupshupProvider::new(config(&fake)).expect("provider"),
-    )
-}
-
-/// POSTs `body` to `url` (with the secret header when given); the status.
-async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
-    fakes::post_json(url, header, body).await.0
+    fakes::provided(FakeGupshup::start(KEY).await, |f| {
+        GupshupProvider::new(config(f))
+    })
 }
 
 #[tokio::test]
@@ -55,7 +48,12 @@ async fn the_callback_secret_and_the_app_are_checked() {
     let route = format!("{local}/gupshup");
     fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
     rec.set_mode(fakes::Mode::Reject);
-    assert_eq!(post(&format!("{route}/{SECRET}"), None, &hi).await, 503);
+    assert_eq!(
+        fakes::post_json(&format!("{route}/{SECRET}"), None, &hi)
+            .await
+            .0,
+        503
+    );
     server.shutdown().await;
 }
 
@@ -110,9 +108,7 @@ async fn reads_both_formats_and_keys_statuses_by_the_gupshup_id() {
                 "image": {"id": "1234", "mime_type": "image/jpeg", "url": "https://filemanager.gupshup.io/fm/wamedia/b.jpg"}}],
             "statuses": [{"id": "wamid.S1", "gs_id": gs_id, "status": "read", "timestamp": "1718000001", "recipient_id": USER}]}}]}]}),
     ];
-    for body in &bodies {
-        assert_eq!(post(&url, None, body).await, 200, "{body}");
-    }
+    fakes::gateway::post_all_accepted(&url, &bodies).await;
     let events = rec.wait_for(7).await;
     assert_eq!(
         fakes::gateway::summary(&events),
@@ -248,30 +244,15 @@ async fn the_outbox_retries_5xx_and_429_and_answers_once() {
 async fn media_refs_round_trip_and_download_without_credentials() {
     let (fake, gs) = started().await;
     let url = fake.add_media("a.jpg", b"jpeg bytes");
-    let media = MediaRef {
-        provider: "gupshup".into(),
-        token: url.clone(),
-    };
-    let stored = gs.serialize_media_ref(&media).expect("journaled");
-    assert_eq!(stored.data, json!({"url": url}));
-    let back = gs.rehydrate_media_ref(&stored).expect("rehydrated");
-    assert_eq!(back, media);
-    assert_eq!(
-        gs.download_media(&back).await.expect("download"),
-        b"jpeg bytes"
-    );
+    let bad = [json!({"url": "ftp://x/y"}), json!({"href": "x"})];
+    let back =
+        fakes::assert_media_round_trip(&gs, &url, json!({"url": url}), b"jpeg bytes", &bad).await;
     assert!(
         gs.serialize_media_ref(&MediaRef {
             provider: "gupshup".into(),
             token: "file:///etc/passwd".into()
         })
         .is_none()
-    );
-    let good = fakes::stored_ref(&gs, json!({"url": url}));
-    fakes::assert_refuses_foreign_refs(
-        &gs,
-        &good,
-        &[json!({"url": "ftp://x/y"}), json!({"href": "x"})],
     );
     let blocked = GupshupProvider::new(
         GupshupConfig::new(KEY, APP, "1", SECRET)

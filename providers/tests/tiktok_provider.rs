@@ -11,7 +11,7 @@ use crate::fakes::Refusals;
 
 use crate::fakes::tiktok::{FakeTikTok, hooks};
 use botmesh::message::{
-    Button, ChatId, MediaKind, MediaRef, MediaSource, MessageId, Outgoing, OutgoingContent,
+    Button, ChatId, MediaKind, MediaSource, MessageId, Outgoing, OutgoingContent,
 };
 use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::http::GuardedClient;
@@ -33,11 +33,9 @@ fn config(fake: &FakeTikTok) -> TikTokConfig {
 
 /// The fake and a provider on it.
 async fn started() -> (FakeTikTok, TikTokProvider) {
-    let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
-    (
-        fake.clone(),
-        TikTokProvider::new(config(&fake)).expect("provider"),
-    )
+    fakes::provided(FakeTikTok::start(TOKEN, BUSINESS).await, |f| {
+        TikTokProvider::new(config(f))
+    })
 }
 
 async fn post(url: &str, signature: Option<&str>, body: &[u8]) -> u16 {
@@ -212,22 +210,14 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
     fake.fail_next(500, None);
     fake.fail_next(429, Some(0));
     fake.fail_next_code(40100, "Too many requests.");
-    let (server, local) = fakes::mount(tiktok.webhook_routes()).await;
-    let bot = fakes::durable_pong_bot(tiktok);
-    bot.start().await.expect("start");
     let ping = bytes(&hooks::text(BUSINESS, CONV, USER, "mping", "ping"));
-    for attempt in ["the webhook", "its redelivery"] {
+    // Signed afresh for each attempt, as TikTok signs each delivery.
+    let signed = async |local: &str| {
         let sig = hooks::sign(SECRET, &ping);
-        assert_eq!(
-            post(&format!("{local}/tiktok"), Some(&sig), &ping).await,
-            200,
-            "{attempt}"
-        );
-    }
-    fakes::eventually(|| !fake.delivered_to(CONV).is_empty()).await;
-    bot.stop_with(fakes::drained()).await.expect("stop");
-    server.shutdown().await;
-    assert_eq!(fake.delivered_to(CONV), ["pong: ping"]);
+        post(&format!("{local}/tiktok"), Some(&sig), &ping).await
+    };
+    let routes = tiktok.webhook_routes();
+    fakes::retried_and_answered_once_by(tiktok, routes, signed, || fake.delivered_to(CONV)).await;
     assert_eq!(fake.sent().len(), 4, "three failures, then the send");
     fake.check();
 }
@@ -259,35 +249,10 @@ async fn media_refs_round_trip_through_the_download_route() {
         fakes::gateway::summary(&rec.wait_for(1).await),
         [format!("media Image {token} None")]
     );
-    let media = MediaRef {
-        provider: "tiktok".into(),
-        token: token.clone(),
-    };
-    let stored = tiktok.serialize_media_ref(&media).expect("journaled");
-    assert_eq!(stored.data, json!({ "media": token }));
-    let back = tiktok.rehydrate_media_ref(&stored).expect("rehydrated");
-    assert_eq!(
-        tiktok.download_media(&back).await.expect("download"),
-        b"png bytes"
-    );
-    let gone = MediaRef {
-        provider: "tiktok".into(),
-        token: format!("{CONV}|mgone|v0gone"),
-    };
-    assert_eq!(
-        tiktok
-            .download_media(&gone)
-            .await
-            .map_err(|e| e.class())
-            .err(),
-        Some(ErrorClass::Final)
-    );
-    let good = fakes::stored_ref(&tiktok, json!({ "media": token }));
-    fakes::assert_refuses_foreign_refs(
-        &tiktok,
-        &good,
-        &[json!({"media": "only|two"}), json!({"url": token})],
-    );
+    let data = json!({ "media": token });
+    let bad = [json!({"media": "only|two"}), json!({"url": token})];
+    fakes::assert_media_round_trip(&tiktok, &token, data, b"png bytes", &bad).await;
+    fakes::assert_download_is_final(&tiktok, &format!("{CONV}|mgone|v0gone")).await;
     server.shutdown().await;
 }
 

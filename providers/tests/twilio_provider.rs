@@ -36,11 +36,9 @@ fn config(fake: &FakeTwilio) -> TwilioConfig {
 
 /// The fake and a provider on it.
 async fn started() -> (FakeTwilio, TwilioProvider) {
-    let fake = FakeTwilio::start(SID, TOKEN).await;
-    (
-        fake.clone(),
-        TwilioProvider::new(config(&fake)).expect("provider"),
-    )
+    fakes::provided(FakeTwilio::start(SID, TOKEN).await, |f| {
+        TwilioProvider::new(config(f))
+    })
 }
 
 async fn mounted(tw: &TwilioProvider) -> (RunningWebhookServer, String) {

@@ -62,14 +62,11 @@ impl Recorder {
     }
 }
 
-fn kv() -> Arc<dyn DurableKv> {
-    Arc::new(MemoryKv::new())
-}
-
-fn fake() -> (tempfile::TempDir, FakeSession) {
+/// Empty journals, and a fake session in a temporary directory (removed when dropped).
+fn fresh() -> (Arc<dyn DurableKv>, tempfile::TempDir, FakeSession) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let fake = FakeSession::new(dir.path().join("wa")).expect("fake session");
-    (dir, fake)
+    (Arc::new(MemoryKv::new()), dir, fake)
 }
 
 fn provider(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> WhatsAppWebProvider {
@@ -86,8 +83,7 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn pairs_once_and_a_restart_restores_the_session_from_the_store() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     let prompts = Arc::new(Mutex::new(Vec::new()));
     let seen = prompts.clone();
     let config = WhatsAppWebConfig::new(Arc::clone(&kv))
@@ -134,8 +130,7 @@ async fn pairs_once_and_a_restart_restores_the_session_from_the_store() {
 
 #[tokio::test]
 async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delivered() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     fake.push(&FakeSession::text("A1", PN, Some(LID), "hello"))
         .expect("push");
     fake.push(&FakeSession::text("A2", LID, None, "again, by LID"))
@@ -186,8 +181,7 @@ async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delive
 #[tokio::test]
 async fn receipts_of_the_bot_s_messages_are_statuses_in_the_person_s_chat() {
     use botmesh_providers::whatsapp_web::WaEvent;
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     // The person is known by both identities; the receipt names the LID only.
     fake.push(&FakeSession::text("R1", PN, Some(LID), "hello"))
         .expect("push");
@@ -238,8 +232,7 @@ async fn echo_bot(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> Bot {
 
 #[tokio::test]
 async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     // The server delivers m1 twice (a retry), then m2 by LID.
     fake.push(&FakeSession::text("M1", PN, Some(LID), "one"))
         .expect("push");
@@ -340,7 +333,7 @@ impl DurableKv for Watched {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_is_acknowledged_only_once_the_bot_s_inbox_journaled_it() {
-    let (_dir, fake) = fake();
+    let (_, _dir, fake) = fresh();
     let watched = Watched::new(&fake);
     let kv: Arc<dyn DurableKv> = watched.clone();
     fake.push(&FakeSession::text("J1", PN, None, "one"))
@@ -363,7 +356,7 @@ async fn a_message_is_acknowledged_only_once_the_bot_s_inbox_journaled_it() {
 
 #[tokio::test]
 async fn a_message_the_journal_refused_is_not_acknowledged_and_its_redelivery_is_answered_once() {
-    let (_dir, fake) = fake();
+    let (_, _dir, fake) = fresh();
     let watched = Watched::new(&fake);
     let kv: Arc<dyn DurableKv> = watched.clone();
     watched.failing.store(true, Ordering::SeqCst);
@@ -417,8 +410,7 @@ impl InboundPipeline for Slow {
 #[tokio::test]
 async fn a_burst_larger_than_the_client_s_mailbox_loses_nothing() {
     const BURST: usize = 5000;
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     for i in 0..BURST {
         fake.push(&FakeSession::text(&format!("B{i:05}"), PN, None, "x"))
             .expect("push");
@@ -449,8 +441,7 @@ async fn a_burst_larger_than_the_client_s_mailbox_loses_nothing() {
 
 #[tokio::test]
 async fn a_send_is_retried_under_the_same_message_id() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     // The first attempt reaches the server and its answer is lost; the second meets a
     // server error; the third goes through.
     fake.fail_next(FakeFault::Timeout).expect("fault");
@@ -481,8 +472,7 @@ async fn a_send_is_retried_under_the_same_message_id() {
 
 #[tokio::test]
 async fn send_errors_carry_their_retry_classes() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     let p = provider(&kv, &fake);
     let chat = ChatId::from(PN);
     let text = Outgoing::from("hi");
@@ -541,8 +531,7 @@ fn image(path: &str) -> WaMedia {
 
 #[tokio::test]
 async fn media_refs_round_trip_and_expired_media_is_uploaded_again() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     let path = "/v/t62.7118-24/old.enc";
     fake.put_media(path, b"JPEG!").expect("media");
     fake.push(&FakeSession::message(
@@ -619,8 +608,7 @@ async fn media_refs_round_trip_and_expired_media_is_uploaded_again() {
 
 #[tokio::test]
 async fn a_second_process_on_the_same_session_is_refused() {
-    let kv = kv();
-    let (_dir, fake) = fake();
+    let (kv, _dir, fake) = fresh();
     let first = provider(&kv, &fake);
     first
         .open(EventSink::new(Arc::new(Recorder::default())))

@@ -11,7 +11,7 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::wppconnect::{FakeWppConnect, hooks};
-use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing, OutgoingContent};
+use botmesh::message::{ChatId, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::{Provider, ProviderError};
 use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
 use serde_json::{Value, json};
@@ -28,15 +28,9 @@ fn config(fake: &FakeWppConnect) -> WppConnectConfig {
 
 /// The fake and a provider on it.
 async fn started() -> (FakeWppConnect, WppConnectProvider) {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    (
-        fake.clone(),
-        WppConnectProvider::new(config(&fake)).expect("provider"),
-    )
-}
-
-async fn post(url: &str, header: Option<&str>, body: &Value) -> u16 {
-    fakes::post_json(url, header, body).await.0
+    fakes::provided(FakeWppConnect::start(TOKEN, SESSION).await, |f| {
+        WppConnectProvider::new(config(f))
+    })
 }
 
 #[tokio::test]
@@ -98,9 +92,7 @@ async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
         json!({"event": "unreadmessages", "session": SESSION, "data": []}),
         json!({"event": "onack", "session": SESSION, "ack": 3, "id": {"fromMe": true, "remote": USER, "id": "3EB0SENT", "_serialized": format!("true_{USER}_3EB0SENT")}}),
     ];
-    for body in &bodies {
-        assert_eq!(post(&url, None, body).await, 200, "{body}");
-    }
+    fakes::gateway::post_all_accepted(&url, &bodies).await;
     let events = rec.wait_for(5).await;
     assert_eq!(
         fakes::gateway::summary(&events),
@@ -256,37 +248,18 @@ async fn media_refs_round_trip_through_the_servers_media_route() {
     let (fake, wpp) = started().await;
     let id = format!("false_{USER}_3EB0IMG1");
     fake.add_media(&id, b"jpeg bytes");
-    let media = MediaRef {
-        provider: "wppconnect".into(),
-        token: id.clone(),
-    };
-    let stored = wpp.serialize_media_ref(&media).expect("journaled");
-    assert_eq!(stored.data, json!({"message_id": id}));
-    let back = wpp.rehydrate_media_ref(&stored).expect("rehydrated");
-    assert_eq!(
-        wpp.download_media(&back).await.expect("download"),
-        b"jpeg bytes"
-    );
-    let good = fakes::stored_ref(&wpp, json!({"message_id": id}));
-    fakes::assert_refuses_foreign_refs(
-        &wpp,
-        &good,
-        &[json!({"message_id": "../../etc"}), json!({"id": "x"})],
-    );
+    let data = json!({"message_id": id});
+    let bad = [json!({"message_id": "../../etc"}), json!({"id": "x"})];
+    fakes::assert_media_round_trip(&wpp, &id, data, b"jpeg bytes", &bad).await;
 }
 
 #[tokio::test]
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
     let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let body =
-        serde_json::to_vec(&hooks::text_from(SESSION, USER, "3EB0CRASH", "ping")).expect("json");
+    let body = hooks::text_from(SESSION, USER, "3EB0CRASH", "ping");
     let provider = || WppConnectProvider::new(config(&fake)).expect("provider");
     let channel = (provider, WppConnectProvider::webhook_routes);
-    fakes::crash_before_the_200(channel, &format!("/wppconnect/{SECRET}"), |req| {
-        req.header("content-type", "application/json")
-            .body(body.clone())
-    })
-    .await;
+    fakes::gateway::crash_before_the_200(channel, &format!("/wppconnect/{SECRET}"), &body).await;
     assert_eq!(fake.delivered_to(PHONE), ["pong: ping"]);
 }
 

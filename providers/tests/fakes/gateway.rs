@@ -48,6 +48,13 @@ pub async fn assert_guarded(
     assert_eq!(rec.wait_for(2).await.len(), 2);
 }
 
+/// POSTs each of `bodies` to `url` (a gateway's route with its secret): each is answered 200.
+pub async fn post_all_accepted(url: &str, bodies: &[Value]) {
+    for body in bodies {
+        assert_eq!(super::post_json(url, None, body).await.0, 200, "{body}");
+    }
+}
+
 /// [`super::crash_before_the_200`] for a gateway: the JSON webhook `body` posted on `path`
 /// (which carries the secret).
 pub async fn crash_before_the_200<P: botmesh::provider::Provider>(

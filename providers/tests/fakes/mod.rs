@@ -11,13 +11,7 @@ pub mod contents;
 pub mod discord;
 #[cfg(feature = "evolution")]
 pub mod evolution;
-#[cfg(any(
-    feature = "gupshup",
-    feature = "evolution",
-    feature = "wppconnect",
-    feature = "gohighlevel",
-    feature = "tiktok"
-))]
+#[cfg(rest_channel)]
 pub mod gateway;
 #[cfg(feature = "gohighlevel")]
 pub mod gohighlevel;
@@ -25,14 +19,7 @@ pub mod gohighlevel;
 pub mod gupshup;
 #[cfg(feature = "email")]
 pub mod imap;
-#[cfg(any(
-    feature = "gupshup",
-    feature = "evolution",
-    feature = "wppconnect",
-    feature = "twilio",
-    feature = "gohighlevel",
-    feature = "tiktok"
-))]
+#[cfg(any(rest_channel, feature = "twilio"))]
 pub mod log;
 #[cfg(any(
     feature = "whatsapp-cloud",
@@ -481,15 +468,23 @@ pub async fn retried_and_answered_once<P: botmesh::provider::Provider>(
     body: &serde_json::Value,
     delivered: impl Fn() -> Vec<String>,
 ) {
+    let post = async |local: &str| post_json(&format!("{local}{path}"), None, body).await.0;
+    retried_and_answered_once_by(provider, routes, post, delivered).await;
+}
+
+/// [`retried_and_answered_once`] for a webhook that `post` sends (signed as the channel signs
+/// it) to the server whose base URL it is given; its status.
+pub async fn retried_and_answered_once_by<P: botmesh::provider::Provider>(
+    provider: P,
+    routes: axum::Router,
+    post: impl AsyncFn(&str) -> u16,
+    delivered: impl Fn() -> Vec<String>,
+) {
     let (server, local) = mount(routes).await;
     let bot = durable_pong_bot(provider);
     bot.start().await.expect("start");
     for attempt in ["the webhook", "its redelivery"] {
-        assert_eq!(
-            post_json(&format!("{local}{path}"), None, body).await.0,
-            200,
-            "{attempt}"
-        );
+        assert_eq!(post(&local).await, 200, "{attempt}");
     }
     eventually(|| !delivered().is_empty()).await;
     bot.stop_with(drained()).await.expect("stop");
@@ -577,6 +572,51 @@ pub fn menu_list() -> botmesh::message::Outgoing {
             rows: vec![Button::with_id("row1", "Row 1")],
         }],
     })
+}
+
+/// `fake` and a provider made on it.
+pub fn provided<F, P, E: std::fmt::Debug>(
+    fake: F,
+    make: impl FnOnce(&F) -> Result<P, E>,
+) -> (F, P) {
+    let provider = make(&fake).expect("provider");
+    (fake, provider)
+}
+
+/// Checks `provider`'s media reference `token` end to end: journaled as `data`, rehydrated as
+/// the same reference, downloaded as `bytes`; and the journaled reference refused as
+/// [`assert_refuses_foreign_refs`] says, with each of `bad_data`. The rehydrated reference.
+pub async fn assert_media_round_trip(
+    provider: &dyn botmesh::provider::Provider,
+    token: &str,
+    data: serde_json::Value,
+    bytes: &[u8],
+    bad_data: &[serde_json::Value],
+) -> botmesh::message::MediaRef {
+    let media = botmesh::message::MediaRef {
+        provider: provider.name().into(),
+        token: token.into(),
+    };
+    let stored = provider.serialize_media_ref(&media).expect("journaled");
+    assert_eq!(stored.data, data);
+    let back = provider.rehydrate_media_ref(&stored).expect("rehydrated");
+    assert_eq!(back, media);
+    assert_eq!(
+        provider.download_media(&back).await.expect("download"),
+        bytes
+    );
+    assert_refuses_foreign_refs(provider, &stored, bad_data);
+    back
+}
+
+/// Checks that downloading `provider`'s media `token` fails as a final error.
+pub async fn assert_download_is_final(provider: &dyn botmesh::provider::Provider, token: &str) {
+    let media = botmesh::message::MediaRef {
+        provider: provider.name().into(),
+        token: token.into(),
+    };
+    let class = provider.download_media(&media).await.map_err(|e| e.class());
+    assert_eq!(class.err(), Some(ErrorClass::Final), "{token}");
 }
 
 /// A media reference of `provider` as it journals one (format version 1), with `data`.
