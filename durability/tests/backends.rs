@@ -94,14 +94,6 @@ impl Restartable for MemoryBackend {
     async fn open(&self) -> Arc<MemoryKv> {
         Arc::new(self.0.clone())
     }
-
-    async fn kill(&self, kv: Arc<MemoryKv>) {
-        drop(kv);
-    }
-
-    async fn close(&self, kv: Arc<MemoryKv>) {
-        drop(kv);
-    }
 }
 
 fn memory() -> Option<impl Fn() -> std::future::Ready<MemoryBackend>> {
@@ -254,10 +246,6 @@ mod postgres_backend {
         async fn kill(&self, kv: Arc<PostgresKv>) {
             kv.close_pool();
         }
-
-        async fn close(&self, kv: Arc<PostgresKv>) {
-            kv.close_pool();
-        }
     }
 
     /// A factory of fresh prefixes on the test server, dropped with it; `None` without one.
@@ -304,14 +292,6 @@ mod redis_backend {
                 RedisKv::open_with(&self.nodes[0], config).await.unwrap()
             };
             Arc::new(kv)
-        }
-
-        async fn kill(&self, kv: Arc<RedisKv>) {
-            drop(kv);
-        }
-
-        async fn close(&self, kv: Arc<RedisKv>) {
-            drop(kv);
         }
     }
 

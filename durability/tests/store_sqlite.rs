@@ -21,6 +21,32 @@ async fn new_store() -> (SqliteStore, TempDir) {
     support::sqlite_store("nested/folder/bot.db").await
 }
 
+/// The first column of the first row `sql` selects, read through `store` as `operation`.
+async fn read_one<T: rusqlite::types::FromSql + Send + 'static>(
+    store: &SqliteStore,
+    operation: &'static str,
+    sql: &'static str,
+) -> T {
+    store
+        .read(operation, move |conn| {
+            conn.query_row(sql, [], |row| row.get(0))
+        })
+        .await
+        .unwrap()
+}
+
+/// A store in a fresh temporary folder (`bot.db`, its path beside it) holding `values` in
+/// scope `s`.
+async fn store_holding(
+    values: impl IntoIterator<Item = (String, serde_json::Value)>,
+) -> (SqliteStore, PathBuf, TempDir) {
+    let (store, dir) = support::sqlite_store("bot.db").await;
+    for (key, value) in values {
+        store.set_value("s", &key, &value).await.unwrap();
+    }
+    (store, dir.path().join("bot.db"), dir)
+}
+
 fn read_only() -> SqliteStoreOptions {
     SqliteStoreOptions::default().read_only(true)
 }
@@ -260,12 +286,7 @@ async fn a_new_file_is_initialised_with_the_schema() {
             ),
         ]
     );
-    let mode: String = store
-        .read("journal_mode", |conn| {
-            conn.query_row("PRAGMA journal_mode", [], |row| row.get(0))
-        })
-        .await
-        .unwrap();
+    let mode: String = read_one(&store, "journal_mode", "PRAGMA journal_mode").await;
     assert_eq!(mode, "wal");
     for table in [
         "botmesh_meta",
@@ -300,16 +321,8 @@ async fn write_and_read_closures_reach_the_durable_table() {
         .await
         .unwrap();
     assert_eq!(version, 1);
-    let value: Vec<u8> = store
-        .read("durable_get", |conn| {
-            conn.query_row(
-                "SELECT value FROM durable WHERE scope_id = 7 AND idx1 = '0001'",
-                [],
-                |row| row.get(0),
-            )
-        })
-        .await
-        .unwrap();
+    let sql = "SELECT value FROM durable WHERE scope_id = 7 AND idx1 = '0001'";
+    let value: Vec<u8> = read_one(&store, "durable_get", sql).await;
     assert_eq!(value, b"payload");
     // A failing closure names its operation.
     let error = store
@@ -563,16 +576,8 @@ async fn a_schema_1_file_is_migrated_and_keeps_its_rows() {
         "{refused:?}"
     );
     let store = SqliteStore::connect(&path).await.unwrap();
-    let version: String = store
-        .read("meta", |conn| {
-            conn.query_row(
-                "SELECT value FROM botmesh_meta WHERE key = 'schema_version'",
-                [],
-                |row| row.get(0),
-            )
-        })
-        .await
-        .unwrap();
+    let sql = "SELECT value FROM botmesh_meta WHERE key = 'schema_version'";
+    let version: String = read_one(&store, "meta", sql).await;
     assert_eq!(version, SqliteStore::SCHEMA_VERSION.to_string());
     let indexes: Vec<String> = store
         .read("indexes", |conn| {
@@ -779,15 +784,7 @@ fn names(error: &dyn std::error::Error, file: &Path) -> bool {
 /// answered before it is in the file when it is opened again.
 #[tokio::test]
 async fn a_full_disk_fails_the_write_naming_the_file_and_keeps_what_was_answered() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bot.db");
-    let store = SqliteStore::connect(&path).await.unwrap();
-    for n in 0..5 {
-        store
-            .set_value("s", &format!("kept{n}"), &json!(n))
-            .await
-            .unwrap();
-    }
+    let (store, path, _dir) = store_holding((0..5).map(|n| (format!("kept{n}"), json!(n)))).await;
     let pages: i64 = store
         .write("fill the disk", |tx| {
             let pages: i64 = tx.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -822,15 +819,8 @@ async fn a_full_disk_fails_the_write_naming_the_file_and_keeps_what_was_answered
 /// left as it was.
 #[tokio::test]
 async fn a_truncated_database_is_an_error_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bot.db");
-    let store = SqliteStore::connect(&path).await.unwrap();
-    for n in 0..400 {
-        store
-            .set_value("s", &format!("k{n:03}"), &json!("v".repeat(200)))
-            .await
-            .unwrap();
-    }
+    let values = (0..400).map(|n| (format!("k{n:03}"), json!("v".repeat(200))));
+    let (store, path, _dir) = store_holding(values).await;
     store.close().await.unwrap();
     // Closing the last connection checkpointed the WAL into the file and removed it.
     let len = std::fs::metadata(&path).unwrap().len();

@@ -24,10 +24,15 @@ pub(crate) trait Restartable {
     type Kv: DurableKv;
     /// Opens the backend from its files (empty on the first call).
     fn open(&self) -> impl Future<Output = Arc<Self::Kv>>;
-    /// The process dies: the backend is abandoned without a clean close.
-    fn kill(&self, kv: Arc<Self::Kv>) -> impl Future<Output = ()>;
-    /// A clean shutdown at the end of a test.
-    fn close(&self, kv: Arc<Self::Kv>) -> impl Future<Output = ()>;
+    /// The process dies: the backend is abandoned without a clean close (by default dropped).
+    fn kill(&self, kv: Arc<Self::Kv>) -> impl Future<Output = ()> {
+        async move { drop(kv) }
+    }
+    /// A clean shutdown at the end of a test (by default as a kill: a backend whose close is
+    /// no cleaner than that).
+    fn close(&self, kv: Arc<Self::Kv>) -> impl Future<Output = ()> {
+        self.kill(kv)
+    }
 }
 
 /// Runs the script armed by `arm`, kills the process, recovers on the reopened backend.
