@@ -4,6 +4,8 @@
 use botmesh::prelude::*;
 use botmesh::testing::Transcript;
 
+use crate::common::fresh;
+
 /// `/quiz 2` asks two questions (three without a number).
 fn rounds(ctx: &Ctx) -> u32 {
     ctx.text()
@@ -92,24 +94,12 @@ flow_builds! {
 async fn a_restarted_flow_starts_again_with_the_arguments_it_was_started_with() {
     let store: std::sync::Arc<dyn botmesh::durability::Store> =
         std::sync::Arc::new(botmesh::durability::MemoryStore::new());
-    let mut old = Transcript::with_store(store.clone(), |b| {
-        let bot = b.build()?;
-        bot.flow(quiz);
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
+    let mut old = fresh::flow_alone(store.clone(), quiz).await;
     old.says_id("ann", "m1", "/quiz 2").await;
     old.says_id("ann", "m2", "yes").await;
     old.bot().stop().await.expect("stop");
 
-    let mut new = Transcript::with_store(store, |b| {
-        let bot = b.build()?;
-        bot.flow(reworded::quiz);
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
+    let mut new = fresh::flow_alone(store, reworded::quiz).await;
     new.says_id("ann", "m3", "no").await;
     new.says_id("ann", "m4", "yes").await;
     new.says_id("ann", "m5", "yes").await;

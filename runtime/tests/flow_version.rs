@@ -85,13 +85,7 @@ fn to_qty(old: serde_json::Value, _old_hash: u64) -> Result<serde_json::Value, S
 }
 
 async fn written_by_v1(store: Arc<dyn Store>) -> String {
-    let mut t = Transcript::with_store(store, |b| {
-        let bot = b.build()?;
-        bot.flow(v1::order);
-        Ok(bot)
-    })
-    .await
-    .expect("bot starts");
+    let mut t = fresh::flow_alone(store, v1::order).await;
     t.says_all("ann", &["/order", "tea"]).await;
     t.bot().stop().await.expect("stop");
     t.render()

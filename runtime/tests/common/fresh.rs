@@ -1,7 +1,22 @@
 //! A bot with one flow that answers every other message as fresh, to show which messages no
-//! flow took.
+//! flow took; and a bot with one flow alone.
 
 use botmesh::prelude::*;
+
+/// A transcript on `store` of a bot with `flow` alone.
+pub(crate) async fn flow_alone<A, F: botmesh::flow::FlowFn<A>>(
+    store: std::sync::Arc<dyn botmesh::durability::Store>,
+    flow: F,
+) -> botmesh::testing::Transcript {
+    let setup = move |b: BotBuilder| {
+        let bot = b.build()?;
+        bot.flow(flow);
+        Ok(bot)
+    };
+    botmesh::testing::Transcript::with_store(store, setup)
+        .await
+        .expect("bot starts")
+}
 
 /// Builds the bot with `flow` registered and every message no flow takes answered
 /// `(a fresh message: <text>)`.
