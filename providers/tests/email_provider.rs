@@ -397,11 +397,7 @@ async fn smtp_4xx_is_retried_5xx_is_final_and_no_connection_is_retryable() {
 
     let nobody =
         EmailConfig::new(BOT, "smtp://127.0.0.1:9", Arc::new(MemoryKv::new())).expect("config");
-    let e = EmailProvider::new(nobody)
-        .expect("provider")
-        .send(&chat, &hi)
-        .await
-        .expect_err("refused");
+    let e = fakes::refused_send(EmailProvider::new(nobody), "ana@example.com").await;
     assert!(matches!(e, ProviderError::Network { .. }), "{e}");
 
     // Through the bot's outbox: a 4xx is retried until the mail goes out, once.

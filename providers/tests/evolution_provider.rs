@@ -242,12 +242,8 @@ async fn maps_evolution_errors_onto_classes() {
     ];
     fakes::assert_refusals(&evo, USER, fail, &cases).await;
     fakes::assert_dropped_is_ambiguous(&evo, USER, || fake.drop_next()).await;
-    let (c, hi) = (ChatId::from(USER), Outgoing::from("hi"));
-    let wrong_key = EvolutionProvider::new(
-        EvolutionConfig::new(&fake.base_url(), "wrong", INSTANCE, SECRET).expect("config"),
-    )
-    .expect("provider");
-    let e = wrong_key.send(&c, &hi).await.expect_err("refused");
+    let wrong_key = EvolutionConfig::new(&fake.base_url(), "wrong", INSTANCE, SECRET);
+    let e = fakes::refused_send(EvolutionProvider::new(wrong_key.expect("config")), USER).await;
     assert_eq!(
         (e.class(), e.to_string().contains("Unauthorized")),
         (ErrorClass::Final, true),

@@ -212,8 +212,6 @@ async fn sends_every_content_kind_on_the_chats_channel() {
 #[tokio::test]
 async fn maps_highlevel_errors_onto_classes() {
     let (keys, fake, ghl) = started().await;
-    let chat = ChatId::from(CHAT);
-    let hi = Outgoing::from("hi");
     let fail = |(status, message, retry_after)| fake.fail_next(status, message, retry_after);
     let cases: Refusals<'_, (u16, &str, Option<u64>), 4> = [
         ((429, "Too many requests", Some(4)), &fakes::rate_limited(4)),
@@ -232,11 +230,7 @@ async fn maps_highlevel_errors_onto_classes() {
     let wrong = GoHighLevelConfig::new("expired", LOCATION, &keys.ed25519_pem())
         .and_then(|c| c.api_base(&fake.base_url()))
         .expect("config");
-    let e = GoHighLevelProvider::new(wrong)
-        .expect("provider")
-        .send(&chat, &hi)
-        .await
-        .expect_err("refused");
+    let e = fakes::refused_send(GoHighLevelProvider::new(wrong), CHAT).await;
     assert!(
         matches!(&e, ProviderError::Api { status: Some(401), code: Some(c), retryable: false, .. } if c == "unauthorized")
             && e.to_string().contains("access token was refused")
@@ -304,15 +298,10 @@ async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
     let keys = Keys::new();
     let fake = FakeGhl::start(TOKEN).await;
     let body = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "mcrash", "ping"));
-    let signature = keys.sign(&body);
+    let signature = [("X-GHL-Signature", keys.sign(&body))];
     let provider = || GoHighLevelProvider::new(config(&fake, &keys)).expect("provider");
     let channel = (provider, GoHighLevelProvider::webhook_routes);
-    fakes::crash_before_the_200(channel, "/gohighlevel", |req| {
-        req.header("content-type", "application/json")
-            .header("X-GHL-Signature", &signature)
-            .body(body.clone())
-    })
-    .await;
+    fakes::crash_before_the_signed_200(channel, "/gohighlevel", &body, &signature).await;
     assert_eq!(fake.delivered_to(CHAT), ["pong: ping"]);
 }
 

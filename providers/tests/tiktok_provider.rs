@@ -164,8 +164,6 @@ async fn sends_texts_options_and_images() {
 #[tokio::test]
 async fn maps_tiktok_codes_and_http_failures_onto_classes() {
     let (fake, tiktok) = started().await;
-    let chat = ChatId::from(CONV);
-    let hi = Outgoing::from("hi");
     let http = |(status, retry_after)| fake.fail_next(status, retry_after);
     let failures: Refusals<'_, (u16, Option<u64>), 2> = [
         ((429, Some(3)), &fakes::rate_limited(3)),
@@ -192,11 +190,7 @@ async fn maps_tiktok_codes_and_http_failures_onto_classes() {
     let wrong = TikTokConfig::new("revoked", BUSINESS, SECRET)
         .and_then(|c| c.api_base(&fake.base_url()))
         .expect("config");
-    let e = TikTokProvider::new(wrong)
-        .expect("provider")
-        .send(&chat, &hi)
-        .await
-        .expect_err("refused");
+    let e = fakes::refused_send(TikTokProvider::new(wrong), CONV).await;
     assert!(
         matches!(&e, ProviderError::Api { code: Some(c), retryable: false, .. } if c == "40105")
             && e.to_string().contains("access token was refused"),
@@ -260,15 +254,10 @@ async fn media_refs_round_trip_through_the_download_route() {
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
     let fake = FakeTikTok::start(TOKEN, BUSINESS).await;
     let body = bytes(&hooks::text(BUSINESS, CONV, USER, "mcrash", "ping"));
-    let sig = hooks::sign(SECRET, &body);
+    let signature = [("TikTok-Signature", hooks::sign(SECRET, &body))];
     let provider = || TikTokProvider::new(config(&fake)).expect("provider");
     let channel = (provider, TikTokProvider::webhook_routes);
-    fakes::crash_before_the_200(channel, "/tiktok", |req| {
-        req.header("content-type", "application/json")
-            .header("TikTok-Signature", &sig)
-            .body(body.clone())
-    })
-    .await;
+    fakes::crash_before_the_signed_200(channel, "/tiktok", &body, &signature).await;
     assert_eq!(fake.delivered_to(CONV), ["pong: ping"]);
 }
 

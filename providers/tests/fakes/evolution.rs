@@ -15,11 +15,12 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
 #[derive(Default)]
 pub struct S {
-    key: String,
-    instance: String,
+    /// The instance's key and name.
+    pub(super) account: Account,
     /// Every call's action and body; the media of received messages by key id.
     pub(super) log: super::gateway::Log<(String, Value)>,
 }
@@ -29,13 +30,8 @@ pub type FakeEvolution = super::Served<S>;
 
 impl FakeEvolution {
     pub async fn start(key: &str, instance: &str) -> Self {
-        let state = S {
-            key: key.to_owned(),
-            instance: instance.to_owned(),
-            ..S::default()
-        };
         let router = Router::new().route("/{group}/{action}/{instance}", post(api));
-        Self::serve_state("Evolution", state, router).await
+        Self::serve_account("Evolution", Account::new(key, instance), router).await
     }
 
     /// The next call is answered `status` with Evolution's error body (and `Retry-After`).
@@ -73,10 +69,10 @@ fn admit(
     action: &str,
     body: &Value,
 ) -> Option<Response> {
-    if headers.get("apikey").and_then(|v| v.to_str().ok()) != Some(s.key.as_str()) {
+    if headers.get("apikey").and_then(|v| v.to_str().ok()) != Some(s.account.secret.as_str()) {
         return Some(error(StatusCode::UNAUTHORIZED, json!("Unauthorized")));
     }
-    if instance != s.instance {
+    if instance != s.account.id {
         return Some(error(
             StatusCode::NOT_FOUND,
             json!([format!("The \"{instance}\" instance does not exist")]),

@@ -63,11 +63,7 @@ pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
     body: &Value,
 ) {
     let body = serde_json::to_vec(body).expect("a JSON body");
-    super::crash_before_the_200(channel, path, |req| {
-        req.header("content-type", "application/json")
-            .body(body.clone())
-    })
-    .await;
+    super::crash_before_the_signed_200(channel, path, &body, &[]).await;
 }
 
 /// One line per event, to compare with what a webhook should have delivered: `text <text>

@@ -19,9 +19,12 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
+#[derive(Default)]
 pub struct S {
-    token: String,
+    /// The private integration token.
+    pub(super) account: Account,
     /// Every call's body; (chat `<type>:<contactId>`, message) of every accepted send.
     pub(super) log: super::gateway::Log<Value>,
 }
@@ -81,14 +84,10 @@ impl Keys {
 
 impl FakeGhl {
     pub async fn start(token: &str) -> Self {
-        let state = S {
-            token: token.to_owned(),
-            log: super::gateway::Log::default(),
-        };
         let router = Router::new()
             .route("/conversations/messages", post(send))
             .route("/media/{name}", get(media));
-        Self::serve_state("HighLevel", state, router).await
+        Self::serve_account("HighLevel", Account::of_secret(token), router).await
     }
 
     /// The next send is answered `status` with HighLevel's error body (and `Retry-After`).
@@ -119,7 +118,7 @@ fn error(status: StatusCode, message: &str) -> Response {
 async fn send(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: Bytes) -> Response {
     let mut s = state.lock().expect("lock");
     let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    if header("authorization") != Some(format!("Bearer {}", s.token).as_str()) {
+    if header("authorization") != Some(format!("Bearer {}", s.account.secret).as_str()) {
         return error(
             StatusCode::UNAUTHORIZED,
             "Invalid token: access token is invalid",

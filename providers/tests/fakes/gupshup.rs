@@ -14,10 +14,12 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
 #[derive(Default)]
 pub struct S {
-    key: String,
+    /// The API key.
+    pub(super) account: Account,
     /// Every send call's path and form.
     pub(super) log: super::gateway::Log<(String, Vec<(String, String)>)>,
 }
@@ -27,15 +29,11 @@ pub type FakeGupshup = super::Served<S>;
 
 impl FakeGupshup {
     pub async fn start(key: &str) -> Self {
-        let state = S {
-            key: key.to_owned(),
-            ..S::default()
-        };
         let router = Router::new()
             .route("/wa/api/v1/msg", post(send))
             .route("/wa/api/v1/template/msg", post(send))
             .route("/fm/wamedia/{name}", get(media));
-        Self::serve_state("Gupshup", state, router).await
+        Self::serve_account("Gupshup", Account::of_secret(key), router).await
     }
 
     /// The `message` (or `template`) JSON of the `n`-th send call.
@@ -84,7 +82,7 @@ async fn send(
     body: Bytes,
 ) -> Response {
     let mut s = state.lock().expect("lock");
-    if headers.get("apikey").and_then(|v| v.to_str().ok()) != Some(s.key.as_str()) {
+    if headers.get("apikey").and_then(|v| v.to_str().ok()) != Some(s.account.secret.as_str()) {
         return error(StatusCode::UNAUTHORIZED, "Authentication Failed");
     }
     let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) else {

@@ -11,14 +11,41 @@ use serde_json::Value;
 
 use super::{Served, json_resp};
 
-/// The state of a fake that keeps a [`Log`] of its calls (`Call`).
-pub trait Logs: Send + 'static {
+/// The state of a fake that keeps a [`Log`] of its calls (`Call`), for the calls of an
+/// [`Account`].
+pub trait Logs: Default + Send + 'static {
     type Call: Clone;
 
     fn log(&mut self) -> &mut Log<Self::Call>;
+
+    fn account(&mut self) -> &mut Account;
 }
 
-/// Implements [`Logs`] for the fakes' states: `State: Call` (the state's `log` field).
+/// What the calls to a fake must carry: its secret (an API key or token) and the account
+/// they name where the API names one (an Evolution instance, a WPPConnect session, a Twilio
+/// account SID, a TikTok business).
+#[derive(Default)]
+pub struct Account {
+    pub secret: String,
+    pub id: String,
+}
+
+impl Account {
+    pub fn new(secret: &str, id: &str) -> Self {
+        Self {
+            secret: secret.to_owned(),
+            id: id.to_owned(),
+        }
+    }
+
+    /// An account known by its secret alone (Gupshup's API key, HighLevel's token).
+    pub fn of_secret(secret: &str) -> Self {
+        Self::new(secret, "")
+    }
+}
+
+/// Implements [`Logs`] for the fakes' states: `State: Call` (the state's `log` and `account`
+/// fields).
 macro_rules! logs {
     ($($(#[$cfg:meta])* $state:ty: $call:ty),* $(,)?) => {$(
         $(#[$cfg])*
@@ -27,6 +54,10 @@ macro_rules! logs {
 
             fn log(&mut self) -> &mut Log<$call> {
                 &mut self.log
+            }
+
+            fn account(&mut self) -> &mut Account {
+                &mut self.account
             }
         }
     )*};
@@ -49,6 +80,17 @@ logs!(
 
 /// What a fake with a [`Log`] answers about its calls.
 impl<S: Logs> Served<S> {
+    /// Serves `router` as the fake `name` (`Twilio`) whose calls must carry `account`.
+    pub async fn serve_account(
+        name: &'static str,
+        account: Account,
+        router: axum::Router<std::sync::Arc<std::sync::Mutex<S>>>,
+    ) -> Self {
+        let mut state = S::default();
+        *state.account() = account;
+        Self::serve_state(name, state, router).await
+    }
+
     /// Every call, in order (failures too).
     pub fn sent(&self) -> Vec<S::Call> {
         self.s().log().sent.clone()

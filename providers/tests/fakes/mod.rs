@@ -541,6 +541,22 @@ pub async fn crash_before_the_200<P: botmesh::provider::Provider>(
     server_b.shutdown().await;
 }
 
+/// [`crash_before_the_200`] for the JSON webhook `body` posted on `path` with the signature
+/// `headers`.
+pub async fn crash_before_the_signed_200<P: botmesh::provider::Provider>(
+    channel: (impl Fn() -> P, impl Fn(&P) -> axum::Router),
+    path: &str,
+    body: &[u8],
+    headers: &[(&'static str, String)],
+) {
+    crash_before_the_200(channel, path, |req| {
+        let request = req.header("content-type", "application/json");
+        let signed = headers.iter().fold(request, |r, (k, v)| r.header(*k, v));
+        signed.body(body.to_vec())
+    })
+    .await;
+}
+
 /// A stop that lets queued work and sends finish: what was sent is final once it returns.
 pub fn drained() -> botmesh::prelude::StopOptions {
     botmesh::prelude::StopOptions {
@@ -607,6 +623,18 @@ pub async fn assert_media_round_trip(
     );
     assert_refuses_foreign_refs(provider, &stored, bad_data);
     back
+}
+
+/// The error of a send of "hi" to `chat` through the provider `made` (one whose credentials
+/// or server the send cannot get past).
+pub async fn refused_send<P: botmesh::provider::Provider, E: std::fmt::Debug>(
+    made: Result<P, E>,
+    chat: &str,
+) -> botmesh::provider::ProviderError {
+    let provider = made.expect("provider");
+    let hi = botmesh::message::Outgoing::from("hi");
+    let chat = botmesh::message::ChatId::from(chat);
+    provider.send(&chat, &hi).await.expect_err("refused")
 }
 
 /// Checks that downloading `provider`'s media `token` fails as a final error.

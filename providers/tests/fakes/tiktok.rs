@@ -17,10 +17,12 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
+#[derive(Default)]
 pub struct S {
-    token: String,
-    business: String,
+    /// The access token and the business.
+    pub(super) account: Account,
     /// Every send's body; (conversation, text or `[image <media_id>]`) of every accepted send.
     pub(super) log: super::gateway::Log<Value>,
     /// Coded failures (HTTP 200) for the next sends.
@@ -33,13 +35,6 @@ pub type FakeTikTok = super::Served<S>;
 
 impl FakeTikTok {
     pub async fn start(token: &str, business: &str) -> Self {
-        let state = S {
-            token: token.to_owned(),
-            business: business.to_owned(),
-            log: super::gateway::Log::default(),
-            codes: Default::default(),
-            uploads: 0,
-        };
         let router = Router::new()
             .route("/open_api/v1.3/business/message/send/", post(send))
             .route(
@@ -51,7 +46,7 @@ impl FakeTikTok {
                 post(download),
             )
             .route("/media/{id}", get(media));
-        Self::serve_state("TikTok", state, router).await
+        Self::serve_account("TikTok", Account::new(token, business), router).await
     }
 
     /// The next send is answered HTTP `status` (and `Retry-After`).
@@ -85,7 +80,7 @@ fn coded(code: i64, message: &str, data: Value) -> Response {
 
 fn authorized(s: &S, headers: &HeaderMap) -> Option<Response> {
     let token = headers.get("access-token").and_then(|v| v.to_str().ok());
-    (token != Some(s.token.as_str())).then(|| {
+    (token != Some(s.account.secret.as_str())).then(|| {
         coded(
             40105,
             "Access token is incorrect or has been revoked.",
@@ -110,7 +105,7 @@ async fn send(State(state): State<Arc<Mutex<S>>>, headers: HeaderMap, body: Byte
         return coded(code, &message, json!({}));
     }
     let recipient = body["recipient"].as_str().unwrap_or_default().to_owned();
-    if body["business_id"].as_str() != Some(s.business.as_str())
+    if body["business_id"].as_str() != Some(s.account.id.as_str())
         || body["recipient_type"] != "CONVERSATION"
         || recipient.is_empty()
     {

@@ -13,11 +13,12 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
 #[derive(Default)]
 pub struct S {
-    sid: String,
-    token: String,
+    /// The auth token and the account SID.
+    pub(super) account: Account,
     /// Every created message's form; (To, Body) of every message created with success.
     pub(super) log: super::log::Log<Vec<(String, String)>>,
 }
@@ -27,11 +28,6 @@ pub type FakeTwilio = super::Served<S>;
 
 impl FakeTwilio {
     pub async fn start(sid: &str, token: &str) -> Self {
-        let state = S {
-            sid: sid.to_owned(),
-            token: token.to_owned(),
-            ..S::default()
-        };
         let router = Router::new()
             .route("/2010-04-01/Accounts/{sid}/Messages.json", post(create))
             .route(
@@ -39,7 +35,7 @@ impl FakeTwilio {
                 get(media),
             )
             .route("/cdn/{me}", get(cdn));
-        Self::serve_state("Twilio", state, router).await
+        Self::serve_account("Twilio", Account::new(token, sid), router).await
     }
 
     /// The value of `key` in the `n`-th created message.
@@ -61,7 +57,7 @@ impl FakeTwilio {
         s.log.media.push((me.to_owned(), bytes.to_vec()));
         format!(
             "http://{}/2010-04-01/Accounts/{}/Messages/{mm}/Media/{me}",
-            self.addr, s.sid
+            self.addr, s.account.id
         )
     }
 
@@ -93,7 +89,7 @@ impl FakeTwilio {
 fn authorized(s: &S, headers: &HeaderMap) -> bool {
     let expected = format!(
         "Basic {}",
-        botmesh::codec::encode_base64(format!("{}:{}", s.sid, s.token).as_bytes())
+        botmesh::codec::encode_base64(format!("{}:{}", s.account.id, s.account.secret).as_bytes())
     );
     headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
 }
@@ -117,7 +113,7 @@ async fn create(
     body: Bytes,
 ) -> Response {
     let mut s = state.lock().expect("lock");
-    if sid != s.sid || !authorized(&s, &headers) {
+    if sid != s.account.id || !authorized(&s, &headers) {
         return error(401, 20003, "Authenticate");
     }
     let Ok(form) = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body) else {
@@ -155,11 +151,11 @@ async fn create(
     let sid = format!("SM{n:032x}");
     let answer = json_resp(
         StatusCode::CREATED,
-        json!({"sid": sid, "account_sid": s.sid, "api_version": "2010-04-01", "body": get("Body"),
+        json!({"sid": sid, "account_sid": s.account.id, "api_version": "2010-04-01", "body": get("Body"),
                "date_created": "Thu, 30 Jul 2015 20:12:31 +0000", "date_sent": null, "direction": "outbound-api",
                "error_code": null, "error_message": null, "from": get("From"), "messaging_service_sid": get("MessagingServiceSid"),
                "num_media": "0", "num_segments": "1", "price": null, "price_unit": "USD", "status": "queued",
-               "to": get("To"), "uri": format!("/2010-04-01/Accounts/{}/Messages/{sid}.json", s.sid)}),
+               "to": get("To"), "uri": format!("/2010-04-01/Accounts/{}/Messages/{sid}.json", s.account.id)}),
     );
     s.log.answer(answer)
 }

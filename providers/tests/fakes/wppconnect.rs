@@ -15,11 +15,12 @@ use axum::routing::any;
 use serde_json::{Value, json};
 
 use super::json_resp;
+use super::log::Account;
 
 #[derive(Default)]
 pub struct S {
-    token: String,
-    session: String,
+    /// The token and the session.
+    pub(super) account: Account,
     /// Every call's route and body; the media of received messages by id.
     pub(super) log: super::gateway::Log<(String, Value)>,
 }
@@ -29,13 +30,8 @@ pub type FakeWppConnect = super::Served<S>;
 
 impl FakeWppConnect {
     pub async fn start(token: &str, session: &str) -> Self {
-        let state = S {
-            token: token.to_owned(),
-            session: session.to_owned(),
-            ..S::default()
-        };
         let router = Router::new().route("/api/{session}/{*route}", any(api));
-        Self::serve_state("WPPConnect", state, router).await
+        Self::serve_account("WPPConnect", Account::new(token, session), router).await
     }
 
     /// The next call is answered `status` with `body` (and `Retry-After`).
@@ -57,9 +53,9 @@ async fn api(
     body: Bytes,
 ) -> Response {
     let mut s = state.lock().expect("lock");
-    let bearer = format!("Bearer {}", s.token);
+    let bearer = format!("Bearer {}", s.account.secret);
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(bearer.as_str())
-        || session != s.session
+        || session != s.account.id
     {
         return json_resp(StatusCode::UNAUTHORIZED, json!({"message": "Unauthorized"}));
     }
