@@ -24,59 +24,32 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use botmesh::coordination::Coordination;
-use botmesh::durability::{DurableKv, Store};
+use botmesh::durability::backends::postgres::PostgresConfig;
+use botmesh::durability::{DurableKv, PostgresStore, Store};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use common::{Figures, ORDER, Replies, closed_loop};
+use common::{Figures, ORDER, Replies, Server, closed_loop, store_and_journals};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// A shared server.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Server {
-    Postgres,
-    Redis,
-}
-
-impl Server {
-    fn name(self) -> &'static str {
-        match self {
-            Server::Postgres => "postgres",
-            Server::Redis => "redis",
-        }
+/// A replica's own store and journals on `server`, under `prefix`: on Postgres the journals
+/// share the store's pool, on Redis each has its own connection.
+async fn open(server: Server, url: &str, prefix: &str) -> (Arc<dyn Store>, Arc<dyn DurableKv>) {
+    if server == Server::Redis {
+        return store_and_journals(server, url, prefix, None)
+            .await
+            .expect("redis store and journals");
     }
-
-    /// A replica's own store and journals on the server, under `prefix`.
-    async fn open(self, url: &str, prefix: &str) -> (Arc<dyn Store>, Arc<dyn DurableKv>) {
-        match self {
-            Server::Postgres => {
-                use botmesh::durability::PostgresStore;
-                use botmesh::durability::backends::postgres::PostgresConfig;
-                let config = PostgresConfig::new().table_prefix(prefix);
-                let store = PostgresStore::connect_with(url, config)
-                    .await
-                    .expect("postgres store");
-                let kv = Arc::new(store.durability_kv());
-                (Arc::new(store), kv)
-            }
-            Server::Redis => {
-                use botmesh::durability::backends::redis::RedisConfig;
-                use botmesh::durability::{RedisKv, RedisStore};
-                let config = RedisConfig::new().prefix(prefix);
-                let kv = RedisKv::open_with(url, config.clone())
-                    .await
-                    .expect("redis kv");
-                let store = RedisStore::open_with(url, config)
-                    .await
-                    .expect("redis store");
-                (Arc::new(store), Arc::new(kv))
-            }
-        }
-    }
+    let config = PostgresConfig::new().table_prefix(prefix);
+    let store = PostgresStore::connect_with(url, config)
+        .await
+        .expect("postgres store");
+    let kv = Arc::new(store.durability_kv());
+    (Arc::new(store), kv)
 }
 
 /// `replicas` replicas of the shop on `server`, coordinated or not, under the closed loop.
@@ -97,7 +70,7 @@ async fn run(
     let mut bots = Vec::new();
     let mut mocks = Vec::new();
     for i in 0..replicas {
-        let (store, kv) = server.open(url, &prefix).await;
+        let (store, kv) = open(server, url, &prefix).await;
         let mock = MockProvider::new();
         let mut builder = Bot::builder(mock.clone())
             .bot_id("shop")

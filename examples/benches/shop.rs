@@ -67,7 +67,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use common::{Figures, ORDER, Replies, closed_loop};
+use common::{Figures, ORDER, Replies, Server, closed_loop, store_and_journals};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`): the figures are the demo's.
 #[global_allocator]
@@ -122,38 +122,19 @@ async fn run(
                 .store(store.clone())
                 .durability(DurabilityOptions::backend(store.durability_kv()))
         }
-        Variant::Postgres => {
-            use botmesh::durability::backends::postgres::PostgresConfig;
-            use botmesh::durability::{PostgresKv, PostgresStore};
-            let url = std::env::var("BOTMESH_TEST_POSTGRES_URL").expect("postgres url");
-            let config = PostgresConfig::new()
-                .table_prefix(format!("bench{}_", fastrand_suffix() % 1_000_000))
-                .max_connections(32);
-            let kv = PostgresKv::connect_with(&url, config.clone())
+        Variant::Postgres | Variant::Redis => {
+            let (server, var, pool) = match variant {
+                Variant::Postgres => (Server::Postgres, "BOTMESH_TEST_POSTGRES_URL", Some(32)),
+                _ => (Server::Redis, "BOTMESH_TEST_REDIS_URL", None),
+            };
+            let url = std::env::var(var).expect(var);
+            let prefix = format!("bench{}", fastrand_suffix() % 1_000_000);
+            let (store, kv) = store_and_journals(server, &url, &prefix, pool)
                 .await
-                .expect("postgres kv");
-            let store = PostgresStore::connect_with(&url, config)
-                .await
-                .expect("postgres store");
+                .expect("the server's store and journals");
             builder = builder
-                .store(store)
-                .durability(DurabilityOptions::backend(kv))
-        }
-        Variant::Redis => {
-            use botmesh::durability::backends::redis::RedisConfig;
-            use botmesh::durability::{RedisKv, RedisStore};
-            let url = std::env::var("BOTMESH_TEST_REDIS_URL").expect("redis url");
-            let config =
-                RedisConfig::new().prefix(format!("bench{}", fastrand_suffix() % 1_000_000));
-            let kv = RedisKv::open_with(&url, config.clone())
-                .await
-                .expect("redis kv");
-            let store = RedisStore::open_with(&url, config)
-                .await
-                .expect("redis store");
-            builder = builder
-                .store(store)
-                .durability(DurabilityOptions::backend(kv))
+                .store_arc(store)
+                .durability(DurabilityOptions::shared(kv))
         }
     }
     let bot = shop::shop_bot(builder).expect("shop builds");

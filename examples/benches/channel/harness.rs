@@ -29,6 +29,11 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::fakes::telegram::{FakeTelegram, Observed, updates};
+use common::{Server, store_and_journals};
+
+/// The shop benches' shared parts (the store and journals on a server).
+#[path = "../common/mod.rs"]
+mod common;
 
 /// The bot token the fake accepts.
 pub const TOKEN: &str = "4242:bench-token";
@@ -402,35 +407,19 @@ async fn build(
         (Storage::None | Storage::SqliteStoreOnly | Storage::SqliteDurable, _) => builder
             .store(MemoryStore::new())
             .durability(DurabilityOptions::off()),
-        (Storage::Postgres, _) => {
-            use botmesh::durability::backends::postgres::PostgresConfig;
-            use botmesh::durability::{PostgresKv, PostgresStore};
+        (Storage::Postgres | Storage::Redis, _) => {
+            let server = match storage {
+                Storage::Postgres => Server::Postgres,
+                _ => Server::Redis,
+            };
             let url = server_url(storage)?;
-            let config = PostgresConfig::new().table_prefix(format!("chbench{}_", unique()));
-            let kv = PostgresKv::connect_with(&url, config.clone())
+            let prefix = format!("chbench{}", unique());
+            let (store, kv) = store_and_journals(server, &url, &prefix, None)
                 .await
-                .map_err(|e| err(e.to_string()))?;
-            let store = PostgresStore::connect_with(&url, config)
-                .await
-                .map_err(|e| err(e.to_string()))?;
+                .map_err(&err)?;
             builder
-                .store(store)
-                .durability(DurabilityOptions::backend(kv))
-        }
-        (Storage::Redis, _) => {
-            use botmesh::durability::backends::redis::RedisConfig;
-            use botmesh::durability::{RedisKv, RedisStore};
-            let url = server_url(storage)?;
-            let config = RedisConfig::new().prefix(format!("chbench{}", unique()));
-            let kv = RedisKv::open_with(&url, config.clone())
-                .await
-                .map_err(|e| err(e.to_string()))?;
-            let store = RedisStore::open_with(&url, config)
-                .await
-                .map_err(|e| err(e.to_string()))?;
-            builder
-                .store(store)
-                .durability(DurabilityOptions::backend(kv))
+                .store_arc(store)
+                .durability(DurabilityOptions::shared(kv))
         }
     };
     let bot = shop::shop_bot(builder).map_err(|e| err(e.to_string()))?;

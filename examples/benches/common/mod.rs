@@ -1,6 +1,6 @@
-//! What the shop's benches on `MockProvider` share: the closed loop of chats (each writes its
+//! What the shop's benches share: the closed loop of chats on `MockProvider` (each writes its
 //! next message once the bot answered the previous one), the replies it waits for, and its
-//! figures. Each bench uses a part of it.
+//! figures; and the shop's store and journals on a server. Each bench uses a part of it.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use botmesh::durability::backends::postgres::PostgresConfig;
+use botmesh::durability::backends::redis::RedisConfig;
+use botmesh::durability::{DurableKv, PostgresKv, PostgresStore, RedisKv, RedisStore, Store};
 use botmesh::prelude::Bot;
 use botmesh::testing::MockProvider;
 use tokio::sync::Notify;
@@ -41,7 +44,7 @@ impl Replies {
     pub(crate) fn chat(&self, chat: &str) -> Arc<ChatReplies> {
         self.chats
             .lock()
-            .unwrap()
+            .unwrap_or_else(|e| e.into_inner())
             .entry(chat.to_owned())
             .or_default()
             .clone()
@@ -138,4 +141,57 @@ impl Figures {
             p99: at(0.99),
         }
     }
+}
+
+/// A server the shop's store and journals run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Server {
+    Postgres,
+    Redis,
+}
+
+impl Server {
+    /// The server's name in a bench's report.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Server::Postgres => "postgres",
+            Server::Redis => "redis",
+        }
+    }
+}
+
+/// The shop's store and its journals on `server` at `url`, each on connections of its own,
+/// under `prefix` (the table prefix `<prefix>_` on Postgres, the key prefix on Redis); on
+/// Postgres, pools of `max_connections` when given.
+pub(crate) async fn store_and_journals(
+    server: Server,
+    url: &str,
+    prefix: &str,
+    max_connections: Option<usize>,
+) -> Result<(Arc<dyn Store>, Arc<dyn DurableKv>), String> {
+    match server {
+        Server::Postgres => {
+            let mut config = PostgresConfig::new().table_prefix(format!("{prefix}_"));
+            if let Some(n) = max_connections {
+                config = config.max_connections(n);
+            }
+            let kv = PostgresKv::connect_with(url, config.clone());
+            opened(PostgresStore::connect_with(url, config), kv).await
+        }
+        Server::Redis => {
+            let config = RedisConfig::new().prefix(prefix);
+            let kv = RedisKv::open_with(url, config.clone());
+            opened(RedisStore::open_with(url, config), kv).await
+        }
+    }
+}
+
+/// The store and the journals `store` and `kv` open (the journals first).
+async fn opened<S: Store + 'static, K: DurableKv + 'static>(
+    store: impl Future<Output = Result<S, impl std::fmt::Display>>,
+    kv: impl Future<Output = Result<K, impl std::fmt::Display>>,
+) -> Result<(Arc<dyn Store>, Arc<dyn DurableKv>), String> {
+    let kv = kv.await.map_err(|e| format!("the journals: {e}"))?;
+    let store = store.await.map_err(|e| format!("the store: {e}"))?;
+    Ok((Arc::new(store), Arc::new(kv)))
 }
