@@ -5,7 +5,6 @@
 //! retry an ambiguous send as if it were safe: the send's ambiguity policy settles it (`skip`
 //! by default: delivered once, recorded `unknown`; `resend` for a send that says so, as an
 //! ask's prompt does: delivered again) and `durability:ambiguous` names it, with its text.
-#![cfg(any(feature = "telegram", feature = "whatsapp-cloud", feature = "twilio"))]
 #![allow(clippy::expect_used)]
 
 use crate::fakes;

@@ -2,7 +2,6 @@
 //! gateway WebSocket): signatures, the gateway's Identify and Resume, dedupe, retries that
 //! honour `retry_after`, nonces that make a resend after a crash harmless, and the ack of an
 //! interaction within its 3 seconds while its handler is slow.
-#![cfg(feature = "discord")]
 #![allow(clippy::expect_used)]
 
 use crate::fakes;

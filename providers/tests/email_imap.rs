@@ -2,7 +2,6 @@
 //! idling is delivered, IDLE is renewed, the read position survives a restart, a reconnect
 //! polls what arrived meanwhile, a mail the bot refused is read again, and a new UIDVALIDITY
 //! reads the mailbox again (the inbox then drops the copies by Message-ID).
-#![cfg(feature = "email")]
 
 use crate::fakes;
 

@@ -3,7 +3,6 @@
 //! not answered, the Mailgun signature (forged, stale, replayed), the SendGrid secret, the same
 //! mail answered once however often it comes, 4xx retried and 5xx dead-lettered, and
 //! attachments as media refs that survive a restart.
-#![cfg(feature = "email")]
 
 use crate::fakes;
 

@@ -4,7 +4,6 @@
 //! statuses, every content kind sent, edits, error classes (5xx and 429 retried by the
 //! outbox, final errors dead-lettered), media refs round-tripping through the server's media
 //! route, and duplicates and a crash before the 200 answered once.
-#![cfg(feature = "evolution")]
 
 use crate::fakes;
 use crate::fakes::Refusals;
@@ -144,8 +143,7 @@ async fn reads_messages_and_statuses_and_skips_own_sends_and_history() {
 async fn sends_every_content_kind_and_edits() {
     let (fake, evo) = started().await;
     let c = ChatId::from(USER);
-    let mut quoted = Outgoing::from("a reply");
-    quoted.reply_to = Some("3EB0TXT000000001".into());
+    let quoted = contents::reply("a reply", "3EB0TXT000000001");
     let bytes = contents::media(
         MediaKind::Document,
         contents::bytes(b"%PDF".to_vec(), Some("a.pdf")),
@@ -292,22 +290,18 @@ const ENV: &[(&str, &str)] = &[
 
 #[test]
 fn config_names_the_variable() {
-    let lookup = fakes::env;
     assert_eq!(
-        EvolutionConfig::from_lookup(lookup(&[("EVOLUTION_API_KEY", "k")])).expect_err("url"),
+        EvolutionConfig::from_lookup(fakes::env(&[("EVOLUTION_API_KEY", "k")])).expect_err("url"),
         EvolutionConfigError::MissingEnv("EVOLUTION_API_URL")
     );
     assert!(matches!(
-        EvolutionConfig::from_lookup(|k| match k {
-            "EVOLUTION_HISTORY_SECS" => Some("soon".to_owned()),
-            k => lookup(ENV)(k),
-        }),
+        EvolutionConfig::from_lookup(fakes::env_with(ENV, "EVOLUTION_HISTORY_SECS", "soon")),
         Err(EvolutionConfigError::Invalid {
             setting: "EVOLUTION_HISTORY_SECS",
             ..
         })
     ));
-    let ok = EvolutionConfig::from_lookup(lookup(ENV)).expect("config");
+    let ok = EvolutionConfig::from_lookup(fakes::env(ENV)).expect("config");
     assert!(!format!("{ok:?}").contains(SECRET) && !format!("{ok:?}").contains("\"k\""));
     assert!(EvolutionConfig::new("ftp://evo", "k", "shop1", SECRET).is_err());
 }

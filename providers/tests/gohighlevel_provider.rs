@@ -4,10 +4,10 @@
 //! status HighLevel redelivers on), every content kind sent, error classes (5xx and 429
 //! retried by the outbox, a refused token final and named), media refs round-tripping and
 //! restricted to HighLevel's hosts, and duplicates and a crash before the 200 answered once.
-#![cfg(feature = "gohighlevel")]
 
 use crate::fakes;
 use crate::fakes::Refusals;
+use crate::fakes::contents;
 
 use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
 use botmesh::message::{
@@ -132,9 +132,10 @@ async fn a_request_not_accepted_is_answered_429_for_highlevel_to_redeliver() {
 async fn sends_every_content_kind_on_the_chats_channel() {
     let (_, fake, ghl) = started().await;
     let chat = ChatId::from("WhatsApp:c2");
-    let mut quoted = Outgoing::from("plain");
-    quoted.reply_to = Some(MessageId("m7".into()));
-    let sent = ghl.send(&chat, &quoted).await.expect("sent");
+    let sent = ghl
+        .send(&chat, &contents::reply("plain", "m7"))
+        .await
+        .expect("sent");
     assert_eq!(
         sent.message_id.as_ref().map(MessageId::as_str),
         Some("msg00000001")

@@ -1,6 +1,5 @@
 //! `/metrics` mounted on the shared webhook server next to a channel's routes: one server, one
 //! port, the bot's counters served as OpenMetrics text.
-#![cfg(feature = "webhook")]
 
 use std::time::Duration;
 

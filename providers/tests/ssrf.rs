@@ -1,6 +1,5 @@
 //! The SSRF-guarded client refuses private, loopback and link-local addresses, as IP literals,
 //! after DNS resolution and on every redirect, unless they are allow-listed.
-#![cfg(feature = "webhook")]
 
 use crate::fakes;
 

@@ -1,7 +1,6 @@
 //! The Telegram provider against the fake Bot API: every inbound kind over long polling, every
 //! content kind sent, edits, typing, callback answers, error classes, media downloads through
 //! the guarded client, and media refs.
-#![cfg(feature = "telegram")]
 
 use crate::fakes;
 use crate::fakes::Refusals;

@@ -1,7 +1,6 @@
 //! The README's shop, end to end over the Telegram provider and the fake Bot API: the menu,
 //! an order taken with inline-keyboard presses and a typed quantity, the confirmation, and
 //! `/status`, each press answered with `answerCallbackQuery`.
-#![cfg(feature = "telegram")]
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! Telegram over the shared webhook server: the secret token check, malformed bodies, the
 //! 200-only-after-accept rule, and a crash between receiving and acknowledging (webhook and
 //! long polling) that ends in a redelivery and exactly one reply.
-#![cfg(feature = "telegram")]
 
 use crate::fakes;
 

@@ -4,10 +4,10 @@
 //! codes on HTTP 200 and HTTP failures mapped onto classes (5xx and 429 retried by the outbox,
 //! a refused token final and named), media refs round-tripping through the download route,
 //! and duplicates and a crash before the 200 answered once.
-#![cfg(feature = "tiktok")]
 
 use crate::fakes;
 use crate::fakes::Refusals;
+use crate::fakes::contents;
 
 use crate::fakes::tiktok::{FakeTikTok, hooks};
 use botmesh::message::{
@@ -93,9 +93,10 @@ async fn forged_tampered_or_stale_signatures_are_refused_and_echoes_not_delivere
 async fn sends_texts_options_and_images() {
     let (fake, tiktok) = started().await;
     let chat = ChatId::from(CONV);
-    let mut quoted = Outgoing::from("plain");
-    quoted.reply_to = Some(MessageId("m7".into()));
-    let sent = tiktok.send(&chat, &quoted).await.expect("sent");
+    let sent = tiktok
+        .send(&chat, &contents::reply("plain", "m7"))
+        .await
+        .expect("sent");
     assert_eq!(
         sent.message_id.as_ref().map(MessageId::as_str),
         Some("tt-msg-00000001")
@@ -263,23 +264,23 @@ async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
 
 #[test]
 fn config_names_the_variable() {
-    let env = fakes::env;
     const ENV: &[(&str, &str)] = &[
         ("TIKTOK_ACCESS_TOKEN", TOKEN),
         ("TIKTOK_BUSINESS_ID", BUSINESS),
         ("TIKTOK_APP_SECRET", SECRET),
     ];
-    let ok = TikTokConfig::from_lookup(env(ENV)).expect("config");
+    let ok = TikTokConfig::from_lookup(fakes::env(ENV)).expect("config");
     assert!(!format!("{ok:?}").contains(TOKEN) && !format!("{ok:?}").contains(SECRET));
     assert_eq!(
-        TikTokConfig::from_lookup(env(&ENV[..2])).expect_err("secret"),
+        TikTokConfig::from_lookup(fakes::env(&ENV[..2])).expect_err("secret"),
         TikTokConfigError::MissingEnv("TIKTOK_APP_SECRET")
     );
     assert!(matches!(
-        TikTokConfig::from_lookup(|k| match k {
-            "TIKTOK_SIGNATURE_TOLERANCE_SECS" => Some("soon".to_owned()),
-            k => env(ENV)(k),
-        }),
+        TikTokConfig::from_lookup(fakes::env_with(
+            ENV,
+            "TIKTOK_SIGNATURE_TOLERANCE_SECS",
+            "soon"
+        )),
         Err(TikTokConfigError::Invalid {
             setting: "TIKTOK_SIGNATURE_TOLERANCE_SECS",
             ..

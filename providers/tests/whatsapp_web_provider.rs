@@ -6,7 +6,6 @@
 //! larger than the native client's mailbox delivered whole, sends retried under the same
 //! message id, receipts as statuses, error classes, media refs round-tripping and expired
 //! media uploaded again by the phone, and a second process on the same session refused.
-#![cfg(feature = "whatsapp-web")]
 #![allow(clippy::expect_used)]
 
 use crate::fakes::poll;
@@ -60,6 +59,13 @@ impl Recorder {
     fn events(&self) -> Vec<ProviderEvent> {
         self.events.lock().expect("lock").clone()
     }
+}
+
+/// The server delivers the text `text` of message `id` from `from` (with its other identity
+/// `alt`, when the server names it).
+fn says(fake: &FakeSession, id: &str, from: &str, alt: Option<&str>, text: &str) {
+    fake.push(&FakeSession::text(id, from, alt, text))
+        .expect("push");
 }
 
 /// Empty journals, and a fake session in a temporary directory (removed when dropped).
@@ -131,27 +137,18 @@ async fn pairs_once_and_a_restart_restores_the_session_from_the_store() {
 #[tokio::test]
 async fn a_lid_and_its_phone_number_are_one_chat_and_own_messages_are_not_delivered() {
     let (kv, _dir, fake) = fresh();
-    fake.push(&FakeSession::text("A1", PN, Some(LID), "hello"))
-        .expect("push");
-    fake.push(&FakeSession::text("A2", LID, None, "again, by LID"))
-        .expect("push");
+    says(&fake, "A1", PN, Some(LID), "hello");
+    says(&fake, "A2", LID, None, "again, by LID");
     let mut own = FakeSession::text("A3", PN, None, "from the phone");
     if let botmesh_providers::whatsapp_web::WaEvent::Message(m) = &mut own {
         m.info.source.is_from_me = true;
     }
     fake.push(&own).expect("push");
-    fake.push(&FakeSession::text(
-        "A4",
-        "status@broadcast",
-        None,
-        "a status",
-    ))
-    .expect("push");
+    says(&fake, "A4", "status@broadcast", None, "a status");
     // The last event of the file, from someone else: the provider hands the session's events
     // over in order, so once it came, every event before it was delivered or left out.
     let last = "15550000000@s.whatsapp.net";
-    fake.push(&FakeSession::text("A5", last, None, "the last event"))
-        .expect("push");
+    says(&fake, "A5", last, None, "the last event");
     let p = provider(&kv, &fake);
     let rec = Arc::new(Recorder::default());
     p.open(EventSink::new(rec.clone())).await.expect("open");
@@ -183,8 +180,7 @@ async fn receipts_of_the_bot_s_messages_are_statuses_in_the_person_s_chat() {
     use botmesh_providers::whatsapp_web::WaEvent;
     let (kv, _dir, fake) = fresh();
     // The person is known by both identities; the receipt names the LID only.
-    fake.push(&FakeSession::text("R1", PN, Some(LID), "hello"))
-        .expect("push");
+    says(&fake, "R1", PN, Some(LID), "hello");
     fake.push(&WaEvent::Receipt {
         chat: LID.to_owned(),
         sender: "100000012345678:4@lid".to_owned(),
@@ -234,12 +230,9 @@ async fn echo_bot(kv: &Arc<dyn DurableKv>, fake: &FakeSession) -> Bot {
 async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
     let (kv, _dir, fake) = fresh();
     // The server delivers m1 twice (a retry), then m2 by LID.
-    fake.push(&FakeSession::text("M1", PN, Some(LID), "one"))
-        .expect("push");
-    fake.push(&FakeSession::text("M1", PN, Some(LID), "one"))
-        .expect("push");
-    fake.push(&FakeSession::text("M2", LID, None, "two"))
-        .expect("push");
+    says(&fake, "M1", PN, Some(LID), "one");
+    says(&fake, "M1", PN, Some(LID), "one");
+    says(&fake, "M2", LID, None, "two");
     let bot = echo_bot(&kv, &fake).await;
     eventually("two answers", || fake.delivered_to(PN).len() >= 2).await;
     bot.stop().await.expect("stop");
@@ -252,8 +245,7 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
     // A restart whose acknowledgements never reached the server (the process died first):
     // the server delivers every message again, and one new message comes.
     fake.lose_acks().expect("acks lost");
-    fake.push(&FakeSession::text("M3", PN, None, "three"))
-        .expect("push");
+    says(&fake, "M3", PN, None, "three");
     let again = FakeSession::new(fake.dir()).expect("fake");
     let bot = echo_bot(&kv, &again).await;
     eventually("three answers", || fake.delivered_to(PN).len() >= 3).await;
@@ -336,10 +328,8 @@ async fn a_message_is_acknowledged_only_once_the_bot_s_inbox_journaled_it() {
     let (_, _dir, fake) = fresh();
     let watched = Watched::new(&fake);
     let kv: Arc<dyn DurableKv> = watched.clone();
-    fake.push(&FakeSession::text("J1", PN, None, "one"))
-        .expect("push");
-    fake.push(&FakeSession::text("J2", PN, None, "two"))
-        .expect("push");
+    says(&fake, "J1", PN, None, "one");
+    says(&fake, "J2", PN, None, "two");
     let bot = echo_bot(&kv, &fake).await;
     eventually("two acknowledgements", || fake.acked().len() >= 2).await;
     eventually("two answers", || fake.delivered_to(PN).len() >= 2).await;
@@ -360,8 +350,7 @@ async fn a_message_the_journal_refused_is_not_acknowledged_and_its_redelivery_is
     let watched = Watched::new(&fake);
     let kv: Arc<dyn DurableKv> = watched.clone();
     watched.failing.store(true, Ordering::SeqCst);
-    fake.push(&FakeSession::text("F1", PN, None, "lost?"))
-        .expect("push");
+    says(&fake, "F1", PN, None, "lost?");
     let bot = echo_bot(&kv, &fake).await;
     // Refused, left unacknowledged, delivered again after the fake's reconnect, refused again.
     eventually("two refusals", || fake.not_accepted() >= 2).await;
@@ -412,8 +401,7 @@ async fn a_burst_larger_than_the_client_s_mailbox_loses_nothing() {
     const BURST: usize = 5000;
     let (kv, _dir, fake) = fresh();
     for i in 0..BURST {
-        fake.push(&FakeSession::text(&format!("B{i:05}"), PN, None, "x"))
-            .expect("push");
+        says(&fake, &format!("B{i:05}"), PN, None, "x");
     }
     let p = provider(&kv, &fake);
     let slow = Arc::new(Slow::default());
@@ -446,8 +434,7 @@ async fn a_send_is_retried_under_the_same_message_id() {
     // server error; the third goes through.
     fake.fail_next(FakeFault::Timeout).expect("fault");
     fake.fail_next(FakeFault::ServerError).expect("fault");
-    fake.push(&FakeSession::text("R1", PN, None, "retry me"))
-        .expect("push");
+    says(&fake, "R1", PN, None, "retry me");
     let bot = echo_bot(&kv, &fake).await;
     eventually("two sends reached the server", || fake.sent().len() >= 2).await;
     // The send's journal settles: recorded `sent`, no attempt left to make.

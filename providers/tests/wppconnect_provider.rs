@@ -4,7 +4,6 @@
 //! disconnected session retried by the outbox, final errors dead-lettered), media refs
 //! round-tripping through the server's media route, and duplicates and a crash before the
 //! 200 answered once.
-#![cfg(feature = "wppconnect")]
 
 use crate::fakes;
 use crate::fakes::Refusals;
@@ -115,8 +114,7 @@ async fn reads_messages_and_acks_and_skips_own_sends_and_history() {
 async fn sends_every_content_kind_and_edits() {
     let (fake, wpp) = started().await;
     let c = ChatId::from(USER);
-    let mut quoted = Outgoing::from("a reply");
-    quoted.reply_to = Some(format!("false_{USER}_3EB0TXT1").into());
+    let quoted = contents::reply("a reply", &format!("false_{USER}_3EB0TXT1"));
     let bytes = contents::media(
         MediaKind::Image,
         contents::bytes(b"\x89PNG".to_vec(), Some("a.png")),
@@ -265,13 +263,12 @@ async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
 
 #[test]
 fn config_names_the_variable() {
-    let lookup = fakes::env;
     assert_eq!(
-        WppConnectConfig::from_lookup(lookup(&[("WPPCONNECT_API_URL", "http://wpp:21465")]))
+        WppConnectConfig::from_lookup(fakes::env(&[("WPPCONNECT_API_URL", "http://wpp:21465")]))
             .expect_err("session"),
         WppConnectConfigError::MissingEnv("WPPCONNECT_SESSION")
     );
-    let ok = WppConnectConfig::from_lookup(lookup(&[
+    let ok = WppConnectConfig::from_lookup(fakes::env(&[
         ("WPPCONNECT_API_URL", "http://wpp:21465"),
         ("WPPCONNECT_SESSION", "s1"),
         ("WPPCONNECT_TOKEN", TOKEN),

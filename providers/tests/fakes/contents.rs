@@ -21,6 +21,13 @@ pub fn media(
     })
 }
 
+/// The text `text` in reply to the message `id`.
+pub fn reply(text: &str, id: &str) -> Outgoing {
+    let mut reply = Outgoing::from(text);
+    reply.reply_to = Some(id.into());
+    reply
+}
+
 /// The approved template `name` in `language`, with its body's `params`.
 pub fn template(name: &str, language: &str, params: &[&str]) -> Outgoing {
     Outgoing::from(OutgoingContent::Template {

@@ -237,6 +237,13 @@ impl Recorder {
         self.state.lock().expect("recorder lock").events.clone()
     }
 
+    /// The events, which must be `n`.
+    pub fn exactly(&self, n: usize) -> Vec<ProviderEvent> {
+        let events = self.events();
+        assert_eq!(events.len(), n, "{events:#?}");
+        events
+    }
+
     pub fn statuses(&self) -> Vec<TransportStatus> {
         self.state.lock().expect("recorder lock").statuses.clone()
     }
@@ -574,6 +581,21 @@ pub fn env(
             .iter()
             .find(|(n, _)| *n == k)
             .map(|(_, v)| (*v).to_owned())
+    }
+}
+
+/// [`env`] of `pairs` with `name` set to `value` over them.
+pub fn env_with(
+    pairs: &'static [(&'static str, &'static str)],
+    name: &'static str,
+    value: &'static str,
+) -> impl Fn(&str) -> Option<String> + Copy {
+    move |k: &str| {
+        if k == name {
+            Some(value.to_owned())
+        } else {
+            env(pairs)(k)
+        }
     }
 }
 
