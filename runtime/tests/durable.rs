@@ -66,9 +66,7 @@ fn harness_with(
     ))
     .build()
     .expect("valid durability config");
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
-    bot.on_event(move |ev| e.lock().unwrap().push(ev.clone()));
+    let events = crate::common::events_picked(&bot, |e| Some(e.clone()));
     Harness { bot, mock, events }
 }
 

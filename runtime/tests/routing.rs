@@ -10,6 +10,8 @@ use botmesh::provider::{Accepted, CallEvent, EventKind};
 use botmesh::testing::MockProvider;
 use botmesh::{DropReason, SendOutcome};
 
+use crate::common::events_picked;
+
 fn bot_with(build: impl FnOnce(BotBuilder) -> BotBuilder) -> (Bot, MockProvider) {
     let mock = MockProvider::new();
     let bot = build(Bot::builder(mock.clone()))
@@ -208,12 +210,9 @@ async fn access_lists_block_and_allow() {
 #[tokio::test]
 async fn duplicates_are_dropped_by_chat_and_id() {
     let (bot, mock) = bot_with(|b| b);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    bot.on_event(move |e| {
-        if let BotEvent::Dropped { reason, .. } = e {
-            s.lock().unwrap().push(*reason);
-        }
+    let seen = events_picked(&bot, |e| match e {
+        BotEvent::Dropped { reason, .. } => Some(*reason),
+        _ => None,
     });
     bot.catch_all(reply("once"));
     bot.start().await.unwrap();
@@ -399,12 +398,10 @@ async fn trigger_takes_the_queue_slot_and_respects_gates() {
 #[tokio::test]
 async fn calls_reactions_and_status_go_through_hooks_and_events() {
     let (bot, mock) = bot_with(|b| b);
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let e = events.clone();
-    bot.on_event(move |ev| match ev {
-        BotEvent::Call(_) => e.lock().unwrap().push("call".to_owned()),
-        BotEvent::Provider { kind, .. } => e.lock().unwrap().push(format!("{kind:?}")),
-        _ => {}
+    let events = events_picked(&bot, |e| match e {
+        BotEvent::Call(_) => Some("call".to_owned()),
+        BotEvent::Provider { kind, .. } => Some(format!("{kind:?}")),
+        _ => None,
     });
     bot.before_event(EventKind::Reaction, |ev| async move {
         match ev {
@@ -459,12 +456,9 @@ async fn calls_reactions_and_status_go_through_hooks_and_events() {
 #[tokio::test]
 async fn handler_errors_and_panics_are_reported_and_the_chat_goes_on() {
     let (bot, mock) = bot_with(|b| b);
-    let errors = Arc::new(Mutex::new(Vec::new()));
-    let e = errors.clone();
-    bot.on_event(move |ev| {
-        if let BotEvent::Error { context, error, .. } = ev {
-            e.lock().unwrap().push(format!("{context}: {error}"));
-        }
+    let errors = events_picked(&bot, |e| match e {
+        BotEvent::Error { context, error, .. } => Some(format!("{context}: {error}")),
+        _ => None,
     });
     bot.command(
         "fail",

@@ -67,9 +67,7 @@ fn replica_on(kv: Arc<dyn DurableKv>, clock: &ManualClock, instance: &str) -> Re
             .await?;
         Ok(())
     });
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let seen = events.clone();
-    bot.on_event(move |e| seen.lock().unwrap().push(e.clone()));
+    let events = crate::common::events_picked(&bot, |e| Some(e.clone()));
     Replica { bot, mock, events }
 }
 

@@ -24,6 +24,21 @@ macro_rules! on_server_kvs {
     };
 }
 
+/// What `pick` takes of each event `bot` reports, in order.
+pub(crate) fn events_picked<T: Send + 'static>(
+    bot: &Bot,
+    pick: impl Fn(&BotEvent) -> Option<T> + Send + Sync + 'static,
+) -> std::sync::Arc<std::sync::Mutex<Vec<T>>> {
+    let picked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = picked.clone();
+    bot.on_event(move |e| {
+        if let Some(t) = pick(e) {
+            into.lock().unwrap().push(t);
+        }
+    });
+    picked
+}
+
 pub(crate) mod eventually;
 #[macro_use]
 mod flow_builds;
