@@ -250,19 +250,11 @@ async fn a_damaged_line_in_the_middle_is_refused_with_line_and_offset() {
     bytes[offset + 20] ^= 0x01;
     std::fs::write(&log, &bytes).unwrap();
     let err = FileDurability::open(&path, log_opts()).await.unwrap_err();
-    match &err {
-        FileError::AppendLogCorrupt {
-            file,
-            line,
-            byte_offset,
-            ..
-        } => {
-            assert_eq!(file, &log);
-            assert_eq!(*line, 4);
-            assert_eq!(*byte_offset, offset as u64);
-        }
-        other => panic!("expected AppendLogCorrupt, got {other}"),
-    }
+    assert!(
+        matches!(&err, FileError::AppendLogCorrupt { file, line: 4, byte_offset, .. }
+            if file == &log && *byte_offset == offset as u64),
+        "expected AppendLogCorrupt at line 4, byte {offset}: {err}"
+    );
     assert_eq!(err.code(), "APPEND_LOG_CORRUPT");
     assert_eq!(
         std::fs::read(&log).unwrap(),
@@ -311,12 +303,10 @@ async fn a_second_open_in_this_process_waits_for_close() {
 /// `BOTMESH_FILE_CHILD_PATH` set; this opens the file, says so, and holds it until stdin ends.
 #[tokio::test]
 async fn child_holds_the_file() {
-    let Some(path) = std::env::var_os(CHILD_ENV) else {
+    let Some(path) = support::child_path(CHILD_ENV) else {
         return;
     };
-    let kv = FileDurability::open(PathBuf::from(path), log_opts())
-        .await
-        .unwrap();
+    let kv = FileDurability::open(path, log_opts()).await.unwrap();
     put(&kv, "child", "was here").await;
     println!("{CHILD_MARK}ready");
     std::io::stdout().flush().unwrap();
@@ -389,10 +379,7 @@ async fn a_stale_lock_of_a_dead_process_is_broken() {
 
 #[tokio::test]
 async fn an_unwritable_folder_is_an_error_naming_the_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let regular = dir.path().join("plain-file");
-    std::fs::write(&regular, "not a folder").unwrap();
-    let path = regular.join("journal.json");
+    let (dir, path) = support::under_a_regular_file("journal.json");
     let err = FileDurability::open(&path, FileOptions::new())
         .await
         .unwrap_err();

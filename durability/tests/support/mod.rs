@@ -16,6 +16,15 @@ pub(crate) fn fresh(file: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// The path `file` under a regular file (`plain-file`: a folder that cannot be), in a new
+/// temporary folder.
+pub(crate) fn under_a_regular_file(file: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let regular = dir.path().join("plain-file");
+    std::fs::write(&regular, "not a folder").unwrap();
+    (dir, regular.join(file))
+}
+
 /// The append log beside the file at `path`.
 pub(crate) fn log_of(path: &Path) -> PathBuf {
     PathBuf::from(format!("{}.log", path.display()))
@@ -53,6 +62,11 @@ where
 /// Runs this test binary again as a child process running only `test` (its path in the
 /// binary, `file::name`), with the variable `var` set to `path` (what tells that test to play
 /// the child); its stdin, stdout and stderr are piped.
+/// The path [`spawn_child`] handed this process in `var`; `None` when the test runs on its own.
+pub(crate) fn child_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var).map(PathBuf::from)
+}
+
 pub(crate) fn spawn_child(test: &str, var: &str, path: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
