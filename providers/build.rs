@@ -4,13 +4,12 @@
 //! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
 //! the gateways, GoHighLevel and TikTok), `http_api_channel` (any channel that sends through an
 //! HTTP API: the API-call helpers), `media_download_channel` (the channels that download media
-//! through the SSRF-guarded client: `media::fetch`), `redacted_channel` (the channels whose
-//! settings keep a secret as `settings::Redacted`) and `network_channel` (any network channel,
+//! through the SSRF-guarded client: `media::fetch`) and `network_channel` (any network channel,
 //! email included: the media and settings helpers they share).
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel, media_download_channel, redacted_channel)"
+        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel, media_download_channel)"
     );
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
@@ -47,13 +46,6 @@ fn main() {
         .any(on);
     if media_download {
         println!("cargo::rustc-cfg=media_download_channel");
-    }
-    let redacted = gateway
-        || ["telegram", "twilio", "discord", "gohighlevel"]
-            .into_iter()
-            .any(on);
-    if redacted {
-        println!("cargo::rustc-cfg=redacted_channel");
     }
     if http_api || on("email") {
         println!("cargo::rustc-cfg=network_channel");

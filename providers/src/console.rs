@@ -35,6 +35,7 @@ use botmesh::message::{
     OutgoingContent, SentMessage, UserId,
 };
 use botmesh::provider::{Capabilities, EventSink, Provider, ProviderError, ProviderEvent};
+use derive_setters::Setters;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::lines::{LineOutput, LineSource};
@@ -60,12 +61,19 @@ const TURN_WAIT: Duration = Duration::from_secs(30);
 /// bot.run().await
 /// # }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Setters)]
+#[setters(generate = false, into, strip_option)]
 pub struct ConsoleProvider {
     chat: ChatId,
     user: UserId,
+    /// The user's display name.
+    #[setters(generate)]
     user_name: Option<String>,
+    /// Shows (or hides) the transient typing indicator on stderr.
+    #[setters(generate, into = false, rename = "typing_indicator")]
     typing_on_stderr: bool,
+    /// A line printed as it is when the console starts (a greeting, how to quit).
+    #[setters(generate)]
     banner: Option<String>,
     shared: Arc<Shared>,
 }
@@ -153,24 +161,6 @@ impl ConsoleProvider {
         let chat = chat.into();
         self.user = UserId::from(chat.as_str());
         self.chat = ChatId::from(chat);
-        self
-    }
-
-    /// The user's display name.
-    pub fn user_name(mut self, name: impl Into<String>) -> Self {
-        self.user_name = Some(name.into());
-        self
-    }
-
-    /// Shows (or hides) the transient typing indicator on stderr.
-    pub fn typing_indicator(mut self, on: bool) -> Self {
-        self.typing_on_stderr = on;
-        self
-    }
-
-    /// A line printed as it is when the console starts (a greeting, how to quit).
-    pub fn banner(mut self, text: impl Into<String>) -> Self {
-        self.banner = Some(text.into());
         self
     }
 

@@ -23,18 +23,15 @@ pub enum ConfigError {
 
 /// A secret setting (a token, an API key, a webhook secret): reads as the `str` it holds, but
 /// its `Debug` never shows it.
-#[cfg(redacted_channel)]
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Redacted(String);
 
-#[cfg(redacted_channel)]
 impl From<String> for Redacted {
     fn from(secret: String) -> Self {
         Self(secret)
     }
 }
 
-#[cfg(redacted_channel)]
 impl std::ops::Deref for Redacted {
     type Target = str;
 
@@ -43,10 +40,72 @@ impl std::ops::Deref for Redacted {
     }
 }
 
-#[cfg(redacted_channel)]
 impl std::fmt::Debug for Redacted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("<redacted>")
+    }
+}
+
+/// The `from_env` constructor of a channel's config type: the settings read from the
+/// environment by the type's `from_lookup`, which fails with `$error`; the doc names where the
+/// variables are listed (the module table by default).
+#[cfg_attr(not(http_api_channel), allow(unused_macros))]
+macro_rules! from_env_fn {
+    ($error:ty) => {
+        $crate::settings::from_env_fn!(
+            $error,
+            "Reads the settings from the environment (see the module table)."
+        );
+    };
+    ($error:ty, $doc:literal) => {
+        #[doc = $doc]
+        pub fn from_env() -> Result<Self, $error> {
+            Self::from_lookup(|k| std::env::var(k).ok())
+        }
+    };
+}
+
+#[cfg_attr(not(http_api_channel), allow(unused_imports))]
+pub(crate) use from_env_fn;
+
+/// The checked `api_base` and `webhook_path` setters of a channel's config type that keeps
+/// them in its fields `api_base` (an http(s) URL) and `path` (a route, `$default_path` by
+/// default); a refused value fails with `$error`.
+#[cfg_attr(
+    not(any(feature = "tiktok", feature = "gohighlevel")),
+    allow(unused_macros)
+)]
+macro_rules! url_setters {
+    ($error:ty, $default_path:literal) => {
+        /// Another API base URL (a fake in tests).
+        pub fn api_base(mut self, base: &str) -> Result<Self, $error> {
+            self.api_base = $crate::settings::http_url(base, "api_base")?;
+            Ok(self)
+        }
+
+        #[doc = concat!("Another webhook route (`", $default_path, "` by default).")]
+        pub fn webhook_path(mut self, path: &str) -> Result<Self, $error> {
+            self.path = $crate::settings::route(path.to_owned(), "webhook_path")?;
+            Ok(self)
+        }
+    };
+}
+
+#[cfg_attr(
+    not(any(feature = "tiktok", feature = "gohighlevel")),
+    allow(unused_imports)
+)]
+pub(crate) use url_setters;
+
+/// A setting refused for `reason`.
+#[cfg_attr(
+    not(any(feature = "tiktok", feature = "gohighlevel", feature = "email")),
+    allow(dead_code)
+)]
+pub(crate) fn invalid(setting: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        reason: reason.into(),
     }
 }
 

@@ -4,14 +4,24 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
+
 use crate::file::FileOptions;
 
 /// Options of [`SharedFileEventJournal::open`](super::SharedFileEventJournal::open), set
 /// builder-style. The file options are those of [`FileOptions`] (the same file format).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Setters)]
 pub struct SharedFileOptions {
+    #[setters(skip)]
     pub(crate) file: FileOptions,
+    /// After how long without a heartbeat a live holder's mutex counts as abandoned and is
+    /// broken (default 30 s). A mutex of a dead process is broken at once. Keep it well above
+    /// the slowest write: nothing is ever killed, and two processes breaking the same stalled
+    /// mutex at once can briefly both hold it.
     pub(crate) stale_lock: Duration,
+    /// How often a holder refreshes the mutex's mtime (default a third of
+    /// [`stale_lock`](Self::stale_lock)).
+    #[setters(strip_option)]
     pub(crate) heartbeat: Option<Duration>,
 }
 
@@ -32,14 +42,6 @@ impl SharedFileOptions {
         Self::default()
     }
 
-    /// Each write appends one line with what changed to `<file>.log` instead of rewriting the
-    /// snapshot; the snapshot is rewritten (carrying the log sequence) and the log cut every
-    /// 1000 lines or 4 MiB.
-    pub fn append_log(mut self, on: bool) -> Self {
-        self.file = self.file.append_log(on);
-        self
-    }
-
     /// Compacts after this many log lines (default 1000). Turns the append log on.
     pub fn compact_every(mut self, lines: usize) -> Self {
         self.file = self.file.compact_every(lines);
@@ -49,28 +51,6 @@ impl SharedFileOptions {
     /// Compacts once the log reaches this size (default 4 MiB). Turns the append log on.
     pub fn compact_bytes(mut self, bytes: u64) -> Self {
         self.file = self.file.compact_bytes(bytes);
-        self
-    }
-
-    /// Whether each write is flushed to disk before it is acknowledged (default `true`).
-    pub fn fsync(mut self, on: bool) -> Self {
-        self.file = self.file.fsync(on);
-        self
-    }
-
-    /// After how long without a heartbeat a live holder's mutex counts as abandoned and is
-    /// broken (default 30 s). A mutex of a dead process is broken at once. Keep it well above
-    /// the slowest write: nothing is ever killed, and two processes breaking the same stalled
-    /// mutex at once can briefly both hold it.
-    pub fn stale_lock(mut self, after: Duration) -> Self {
-        self.stale_lock = after;
-        self
-    }
-
-    /// How often a holder refreshes the mutex's mtime (default a third of
-    /// [`stale_lock`](Self::stale_lock)).
-    pub fn heartbeat(mut self, every: Duration) -> Self {
-        self.heartbeat = Some(every);
         self
     }
 

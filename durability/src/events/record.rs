@@ -11,6 +11,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use derive_setters::Setters;
 use serde::{Deserialize, Serialize};
 
 /// Where an event is in its life (see the module table).
@@ -89,12 +90,20 @@ pub struct EventRecord {
 }
 
 /// An event to append.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Setters)]
+#[setters(generate = false, into, strip_option)]
 pub struct NewEvent {
+    /// Its id: appending an id the journal holds already returns the stored event instead
+    /// (an idempotent append).
+    #[setters(generate)]
     pub(crate) id: Option<String>,
     pub(crate) event_type: String,
+    /// Its channel.
+    #[setters(generate)]
     pub(crate) channel: Option<String>,
     pub(crate) payload: serde_json::Value,
+    /// Due only after `delay`.
+    #[setters(generate, into = false)]
     pub(crate) delay: Duration,
 }
 
@@ -110,32 +119,17 @@ impl NewEvent {
             delay: Duration::ZERO,
         }
     }
-
-    /// Its id: appending an id the journal holds already returns the stored event instead
-    /// (an idempotent append).
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-
-    /// Its channel.
-    pub fn channel(mut self, channel: impl Into<String>) -> Self {
-        self.channel = Some(channel.into());
-        self
-    }
-
-    /// Due only after `delay`.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = delay;
-        self
-    }
 }
 
 /// Which events [`list`](super::EventJournal::list) returns, in append time order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Setters)]
+#[setters(strip_option)]
 pub struct EventQuery {
+    #[setters(skip)]
     pub(crate) channel: Option<Option<String>>,
+    /// Only events in `status`.
     pub(crate) status: Option<EventStatus>,
+    /// At most `limit` events.
     pub(crate) limit: Option<usize>,
 }
 
@@ -151,18 +145,6 @@ impl EventQuery {
         self
     }
 
-    /// Only events in `status`.
-    pub fn status(mut self, status: EventStatus) -> Self {
-        self.status = Some(status);
-        self
-    }
-
-    /// At most `limit` events.
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = Some(limit);
-        self
-    }
-
     pub(crate) fn matches(&self, record: &EventRecord) -> bool {
         self.channel
             .as_ref()
@@ -172,11 +154,16 @@ impl EventQuery {
 }
 
 /// A claim request: due events of one channel (or of none), leased to `owner`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Setters)]
 pub struct ClaimRequest {
+    #[setters(skip)]
     pub(crate) owner: String,
+    /// Claims the events of `channel` instead.
+    #[setters(into, strip_option)]
     pub(crate) channel: Option<String>,
+    /// The lease length.
     pub(crate) lease: Duration,
+    /// At most `limit` events.
     pub(crate) limit: usize,
 }
 
@@ -189,24 +176,6 @@ impl ClaimRequest {
             lease: Duration::from_secs(30),
             limit: 10,
         }
-    }
-
-    /// Claims the events of `channel` instead.
-    pub fn channel(mut self, channel: impl Into<String>) -> Self {
-        self.channel = Some(channel.into());
-        self
-    }
-
-    /// The lease length.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// At most `limit` events.
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = limit;
-        self
     }
 }
 

@@ -7,6 +7,8 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use derive_setters::Setters;
+
 /// A low-level file operation of the writer, as seen by an [`IoHook`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoOp {
@@ -31,11 +33,22 @@ pub trait IoHook: Send + Sync + 'static {
 }
 
 /// Options of [`FileDurability::open`](super::FileDurability::open), set builder-style.
-#[derive(Clone)]
+#[derive(Clone, Setters)]
+#[setters(
+    generate = false,
+    generate_delegates(ty = "crate::events::SharedFileOptions", field = "file")
+)]
 pub struct FileOptions {
+    /// Appends each committed write to `<path>.log` instead of rewriting the snapshot; the
+    /// snapshot is rewritten and the log cut every 1000 lines or 4 MiB (see
+    /// `compact_every`, `compact_bytes`).
+    #[setters(generate)]
     pub(crate) append_log: bool,
     pub(crate) compact_every: usize,
     pub(crate) compact_bytes: u64,
+    /// Whether every commit is flushed to disk before it is acknowledged (default `true`).
+    /// Without it, a rename or append is atomic but may sit in the OS cache at a power loss.
+    #[setters(generate)]
     pub(crate) fsync: bool,
     pub(super) max_group: usize,
     pub(crate) io_hook: Option<Arc<dyn IoHook>>,
@@ -73,12 +86,6 @@ impl FileOptions {
         Self::default()
     }
 
-    /// Appends each committed write to `<path>.log` instead of rewriting the snapshot.
-    pub fn append_log(mut self, on: bool) -> Self {
-        self.append_log = on;
-        self
-    }
-
     /// Compacts after this many log lines (default 1000; 0 counts as 1). Turns the append
     /// log on.
     pub fn compact_every(mut self, lines: usize) -> Self {
@@ -91,13 +98,6 @@ impl FileOptions {
     pub fn compact_bytes(mut self, bytes: u64) -> Self {
         self.compact_bytes = bytes;
         self.append_log = true;
-        self
-    }
-
-    /// Whether every commit is flushed to disk before it is acknowledged (default `true`).
-    /// Without it, a rename or append is atomic but may sit in the OS cache at a power loss.
-    pub fn fsync(mut self, on: bool) -> Self {
-        self.fsync = on;
         self
     }
 

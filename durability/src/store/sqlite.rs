@@ -49,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use derive_setters::Setters;
 use rusqlite::{Connection, Transaction};
 use tokio::sync::oneshot;
 
@@ -95,13 +96,37 @@ impl SqliteSynchronous {
 ///     .busy_timeout(Duration::from_secs(10))
 ///     .synchronous(SqliteSynchronous::Normal);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Setters)]
 pub struct SqliteStoreOptions {
+    /// How long a statement waits for a lock held by another connection or process before it
+    /// fails with `SQLITE_BUSY` (default 5 s).
     busy_timeout: Duration,
+    /// How hard commits sync to disk (default [`SqliteSynchronous::Full`]).
     synchronous: SqliteSynchronous,
+    /// Opens the file read-only (default `false`): the file must already be a botmesh
+    /// database of the current schema; writes fail with [`StoreError::ReadOnly`]. Meant for
+    /// a second process that reads what a running bot writes.
     read_only: bool,
+    #[setters(skip)]
     max_batch: usize,
+    /// Whether a short read may run on the calling task's thread when a reader connection is
+    /// idle (default `true`). The hot reads (a chat, a checkpoint, a journal record, a scope's
+    /// values, a range of at most 256 rows) are index lookups in a WAL database, which do not
+    /// wait for the writer: handing each to tokio's blocking pool (waking a thread, then the
+    /// task back) costs more CPU than the read itself. Listings without a small bound (every
+    /// checkpoint, every handoff, a long range) always run on the blocking pool. With
+    /// `false`, every read does (for a file on a disk so slow that a cold page read would
+    /// stall the async threads).
     inline_reads: bool,
+    /// How many pages the WAL grows to before a commit copies them back into the database
+    /// file (`PRAGMA wal_autocheckpoint`; default 8000 pages, about 32 MiB with 4 KiB pages;
+    /// 0 turns automatic checkpoints off, leaving them to you).
+    ///
+    /// A checkpoint writes each page changed since the last one once, however many commits
+    /// changed it, and syncs the database file: the journal rewrites the same hot pages (the
+    /// newest rows, the index pages they sit on) in commit after commit, so a longer WAL
+    /// writes fewer bytes per message than SQLite's default of 1000 pages. The price is a larger `-wal` file, and reads that look up pages
+    /// in a longer WAL index.
     wal_autocheckpoint: u32,
 }
 
@@ -125,59 +150,11 @@ impl SqliteStoreOptions {
         Self::default()
     }
 
-    /// How long a statement waits for a lock held by another connection or process before it
-    /// fails with `SQLITE_BUSY` (default 5 s).
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.busy_timeout = timeout;
-        self
-    }
-
-    /// How hard commits sync to disk (default [`SqliteSynchronous::Full`]).
-    pub fn synchronous(mut self, synchronous: SqliteSynchronous) -> Self {
-        self.synchronous = synchronous;
-        self
-    }
-
-    /// Opens the file read-only (default `false`): the file must already be a botmesh
-    /// database of the current schema; writes fail with [`StoreError::ReadOnly`]. Meant for
-    /// a second process that reads what a running bot writes.
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
-    }
-
     /// The most write requests committed in one transaction (default 256; 0 counts as 1).
     /// A bot's writes are short (a few rows each), so a transaction of 256 still commits in a
     /// few milliseconds, and under load one `fsync` serves more of them.
     pub fn max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch.max(1);
-        self
-    }
-
-    /// Whether a short read may run on the calling task's thread when a reader connection is
-    /// idle (default `true`). The hot reads (a chat, a checkpoint, a journal record, a scope's
-    /// values, a range of at most 256 rows) are index lookups in a WAL database, which do not
-    /// wait for the writer: handing each to tokio's blocking pool (waking a thread, then the
-    /// task back) costs more CPU than the read itself. Listings without a small bound (every
-    /// checkpoint, every handoff, a long range) always run on the blocking pool. With
-    /// `false`, every read does (for a file on a disk so slow that a cold page read would
-    /// stall the async threads).
-    pub fn inline_reads(mut self, inline_reads: bool) -> Self {
-        self.inline_reads = inline_reads;
-        self
-    }
-
-    /// How many pages the WAL grows to before a commit copies them back into the database
-    /// file (`PRAGMA wal_autocheckpoint`; default 8000 pages, about 32 MiB with 4 KiB pages;
-    /// 0 turns automatic checkpoints off, leaving them to you).
-    ///
-    /// A checkpoint writes each page changed since the last one once, however many commits
-    /// changed it, and syncs the database file: the journal rewrites the same hot pages (the
-    /// newest rows, the index pages they sit on) in commit after commit, so a longer WAL
-    /// writes fewer bytes per message than SQLite's default of 1000 pages. The price is a larger `-wal` file, and reads that look up pages
-    /// in a longer WAL index.
-    pub fn wal_autocheckpoint(mut self, pages: u32) -> Self {
-        self.wal_autocheckpoint = pages;
         self
     }
 

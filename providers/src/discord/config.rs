@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
 use ed25519_dalek::VerifyingKey;
 
 use crate::http::GuardedClient;
@@ -34,17 +35,31 @@ pub const DEFAULT_INTERACTIONS_PATH: &str = "/discord/interactions";
 pub const DEFAULT_INTENTS: u64 = 1 | (1 << 9) | (1 << 12) | (1 << 15);
 
 /// The Discord provider's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false, strip_option)]
 pub struct DiscordConfig {
     pub(crate) token: Redacted,
     pub(crate) public_key: Option<VerifyingKey>,
     pub(crate) interactions_path: String,
     pub(crate) api_base: String,
     pub(crate) gateway_url: Option<String>,
+    /// Connects the gateway (messages) or not (`false`: interactions only).
+    #[setters(generate)]
     pub(crate) gateway: bool,
+    /// The gateway intents ([`DEFAULT_INTENTS`] by default).
+    #[setters(generate)]
     pub(crate) intents: u64,
+    /// The timeout of a REST call (30 s by default).
+    #[setters(generate)]
     pub(crate) request_timeout: Duration,
+    /// The client attachment downloads go through (by default a [`GuardedClient`] with no
+    /// allow-list).
+    #[setters(generate)]
     pub(crate) media_client: Option<GuardedClient>,
+    /// Keeps the gateway session in this file, so that a restarted process resumes it and
+    /// Discord replays what came while it was down (within the few minutes Discord keeps a
+    /// session).
+    #[setters(generate, into)]
     pub(crate) session_file: Option<std::path::PathBuf>,
 }
 
@@ -65,10 +80,7 @@ impl DiscordConfig {
         }
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, DiscordConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(DiscordConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, DiscordConfigError> {
@@ -138,39 +150,6 @@ impl DiscordConfig {
     pub fn gateway_url(mut self, url: &str) -> Result<Self, DiscordConfigError> {
         self.gateway_url = Some(ws_checked(url, "gateway_url")?);
         Ok(self)
-    }
-
-    /// Connects the gateway (messages) or not (`false`: interactions only).
-    pub fn gateway(mut self, on: bool) -> Self {
-        self.gateway = on;
-        self
-    }
-
-    /// The gateway intents ([`DEFAULT_INTENTS`] by default).
-    pub fn intents(mut self, intents: u64) -> Self {
-        self.intents = intents;
-        self
-    }
-
-    /// The client attachment downloads go through (by default a [`GuardedClient`] with no
-    /// allow-list).
-    pub fn media_client(mut self, client: GuardedClient) -> Self {
-        self.media_client = Some(client);
-        self
-    }
-
-    /// Keeps the gateway session in `path`, so that a restarted process resumes it and
-    /// Discord replays what came while it was down (within the few minutes Discord keeps a
-    /// session).
-    pub fn session_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.session_file = Some(path.into());
-        self
-    }
-
-    /// The timeout of a REST call (30 s by default).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
     }
 }
 

@@ -23,6 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use botmesh::durability::kv::DurableKv;
+use derive_setters::Setters;
+
+use crate::settings::{Redacted, invalid};
 
 /// The email provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type EmailConfigError = crate::settings::ConfigError;
@@ -32,28 +35,21 @@ pub type EmailConfigError = crate::settings::ConfigError;
 pub const IDLE_RENEW: Duration = Duration::from_secs(28 * 60);
 
 /// The IMAP side: where mail is read with IDLE.
-#[derive(Clone)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false)]
 pub struct ImapConfig {
     pub(crate) host: String,
+    /// Another port.
+    #[setters(generate)]
     pub(crate) port: u16,
     pub(crate) tls: bool,
     pub(crate) user: String,
-    pub(crate) password: String,
+    pub(crate) password: Redacted,
+    /// Another mailbox than `INBOX`.
+    #[setters(generate, into)]
     pub(crate) mailbox: String,
     pub(crate) idle_renew: Duration,
     pub(crate) reconnect_max: Duration,
-}
-
-impl std::fmt::Debug for ImapConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ImapConfig")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("tls", &self.tls)
-            .field("user", &self.user)
-            .field("mailbox", &self.mailbox)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ImapConfig {
@@ -68,28 +64,16 @@ impl ImapConfig {
             port: 993,
             tls: true,
             user: user.into(),
-            password: password.into(),
+            password: Redacted::from(password.into()),
             mailbox: "INBOX".to_owned(),
             idle_renew: IDLE_RENEW,
             reconnect_max: Duration::from_secs(60),
         }
     }
 
-    /// Another port.
-    pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
-        self
-    }
-
     /// A plain TCP connection, without TLS (a server on this machine; tests).
     pub fn plain(mut self) -> Self {
         self.tls = false;
-        self
-    }
-
-    /// Another mailbox than `INBOX`.
-    pub fn mailbox(mut self, mailbox: impl Into<String>) -> Self {
-        self.mailbox = mailbox.into();
         self
     }
 
@@ -109,17 +93,28 @@ impl ImapConfig {
 }
 
 /// The email provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Setters)]
+#[setters(generate = false, strip_option)]
 pub struct EmailConfig {
     pub(crate) from: lettre::message::Mailbox,
     pub(crate) smtp_url: String,
+    /// How long an SMTP command may wait for the server (60 s).
+    #[setters(generate)]
     pub(crate) smtp_timeout: Duration,
+    /// The subject of a mail that starts a thread.
+    #[setters(generate, into)]
     pub(crate) subject: Option<String>,
     pub(crate) kv: Arc<dyn DurableKv>,
+    /// Names this mailbox's state in the store (`default`).
+    #[setters(generate, into)]
     pub(crate) account: String,
+    /// Reads mail with IMAP IDLE.
+    #[setters(generate)]
     pub(crate) imap: Option<ImapConfig>,
     pub(crate) mailgun_key: Option<String>,
     pub(crate) mailgun_path: String,
+    /// How old a Mailgun `timestamp` may be (5 minutes).
+    #[setters(generate)]
     pub(crate) mailgun_tolerance: Duration,
     pub(crate) sendgrid_secret: Option<String>,
     pub(crate) sendgrid_path: String,
@@ -138,13 +133,6 @@ impl std::fmt::Debug for EmailConfig {
 }
 
 const SECRET_TOO_SHORT: &str = "at least 16 characters: it is the route's only protection";
-
-fn invalid(setting: &'static str, reason: impl Into<String>) -> EmailConfigError {
-    EmailConfigError::Invalid {
-        setting,
-        reason: reason.into(),
-    }
-}
 
 fn route_checked(value: String, setting: &'static str) -> Result<String, EmailConfigError> {
     crate::settings::route(value, setting).map_err(|e| match e {
@@ -252,30 +240,6 @@ impl EmailConfig {
         Ok(cfg)
     }
 
-    /// The subject of a mail that starts a thread.
-    pub fn subject(mut self, subject: impl Into<String>) -> Self {
-        self.subject = Some(subject.into());
-        self
-    }
-
-    /// How long an SMTP command may wait for the server (60 s).
-    pub fn smtp_timeout(mut self, timeout: Duration) -> Self {
-        self.smtp_timeout = timeout;
-        self
-    }
-
-    /// Names this mailbox's state in the store (`default`).
-    pub fn account(mut self, account: impl Into<String>) -> Self {
-        self.account = account.into();
-        self
-    }
-
-    /// Reads mail with IMAP IDLE.
-    pub fn imap(mut self, imap: ImapConfig) -> Self {
-        self.imap = Some(imap);
-        self
-    }
-
     /// Takes Mailgun Routes' `forward()` posts on `path`, checked with the HTTP webhook
     /// signing key.
     pub fn mailgun(mut self, signing_key: &str, path: &str) -> Result<Self, EmailConfigError> {
@@ -285,12 +249,6 @@ impl EmailConfig {
         self.mailgun_key = Some(signing_key.to_owned());
         self.mailgun_path = route_checked(path.to_owned(), "mailgun path")?;
         Ok(self)
-    }
-
-    /// How old a Mailgun `timestamp` may be (5 minutes).
-    pub fn mailgun_tolerance(mut self, tolerance: Duration) -> Self {
-        self.mailgun_tolerance = tolerance;
-        self
     }
 
     /// Takes SendGrid Inbound Parse posts on `path`, which carry no signature: the URL given

@@ -126,7 +126,7 @@ where
         .map_err(|e| fail(&e))?
         .ok_or_else(|| fail(&"closed before its greeting"))?;
     let mut session = client
-        .login(&imap.user, &imap.password)
+        .login(&imap.user, &*imap.password)
         .await
         .map_err(|(e, _)| fail(&format!("LOGIN: {e}")))?;
     let mailbox = session

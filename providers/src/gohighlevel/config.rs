@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use super::signature::WebhookKey;
 use crate::http::GuardedClient;
+use crate::settings::invalid;
 
 /// The GoHighLevel provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type GoHighLevelConfigError = crate::settings::ConfigError;
@@ -27,7 +28,7 @@ pub const DEFAULT_API_BASE: &str = "https://services.leadconnectorhq.com";
 pub const DEFAULT_API_VERSION: &str = "2021-04-15";
 
 /// The GoHighLevel provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct GoHighLevelConfig {
     pub(crate) token: crate::settings::Redacted,
     pub(crate) location_id: String,
@@ -38,24 +39,6 @@ pub struct GoHighLevelConfig {
     pub(crate) media_hosts: Vec<String>,
     pub(crate) request_timeout: Duration,
     pub(crate) media_client: Option<GuardedClient>,
-}
-
-impl std::fmt::Debug for GoHighLevelConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GoHighLevelConfig")
-            .field("location_id", &self.location_id)
-            .field("keys", &self.keys)
-            .field("api_base", &self.api_base)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-fn invalid(setting: &'static str, reason: impl Into<String>) -> GoHighLevelConfigError {
-    GoHighLevelConfigError::Invalid {
-        setting,
-        reason: reason.into(),
-    }
 }
 
 impl GoHighLevelConfig {
@@ -89,10 +72,7 @@ impl GoHighLevelConfig {
         })
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, GoHighLevelConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(GoHighLevelConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(
@@ -149,17 +129,7 @@ impl GoHighLevelConfig {
         Ok(self)
     }
 
-    /// Another API base URL (a fake in tests).
-    pub fn api_base(mut self, base: &str) -> Result<Self, GoHighLevelConfigError> {
-        self.api_base = crate::settings::http_url(base, "api_base")?;
-        Ok(self)
-    }
-
-    /// Another webhook route (`/gohighlevel` by default).
-    pub fn webhook_path(mut self, path: &str) -> Result<Self, GoHighLevelConfigError> {
-        self.path = crate::settings::route(path.to_owned(), "webhook_path")?;
-        Ok(self)
-    }
+    crate::settings::url_setters!(GoHighLevelConfigError, "/gohighlevel");
 
     /// More hosts inbound attachments may be downloaded from (`cdn.example.com`, or
     /// `.example.com` for its subdomains).

@@ -11,6 +11,8 @@
 //! | `GUPSHUP_WEBHOOK_PATH` | the callback route (the secret follows it) | `/gupshup` |
 //! | `GUPSHUP_API_BASE` | the REST base URL | `https://api.gupshup.io` |
 
+use derive_setters::Setters;
+
 use crate::gateway::{GatewayEnv, GatewaySettings};
 use crate::http::GuardedClient;
 
@@ -28,11 +30,14 @@ const ENV: GatewayEnv = GatewayEnv {
 };
 
 /// The Gupshup provider's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false)]
 pub struct GupshupConfig {
     pub(crate) gateway: GatewaySettings,
     pub(crate) app_name: String,
     pub(crate) source: String,
+    /// The app id that Meta-format callbacks must carry as `gs_app_id`.
+    #[setters(generate, into, strip_option)]
     pub(crate) app_id: Option<String>,
 }
 
@@ -60,10 +65,7 @@ impl GupshupConfig {
         })
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, GupshupConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(GupshupConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, GupshupConfigError> {
@@ -89,12 +91,6 @@ impl GupshupConfig {
     pub fn webhook_path(mut self, path: &str) -> Result<Self, GupshupConfigError> {
         self.gateway.path = crate::settings::route(path.to_owned(), "webhook_path")?;
         Ok(self)
-    }
-
-    /// The app id that Meta-format callbacks must carry as `gs_app_id`.
-    pub fn app_id(mut self, id: impl Into<String>) -> Self {
-        self.app_id = Some(id.into());
-        self
     }
 
     /// The client media downloads go through (a [`GuardedClient`] with no allow-list by default).

@@ -32,6 +32,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use derive_setters::Setters;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect;
 
@@ -219,10 +220,13 @@ pub struct Downloaded {
 }
 
 /// Builds a [`GuardedClient`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Setters)]
 pub struct GuardedClientBuilder {
+    #[setters(skip)]
     allow: Vec<IpNet>,
+    /// The whole-request timeout (60 s by default).
     timeout: Duration,
+    /// The largest body a download reads (64 MiB by default).
     max_bytes: u64,
 }
 
@@ -241,18 +245,6 @@ impl GuardedClientBuilder {
     /// allow a media proxy on its private network).
     pub fn allow(mut self, net: IpNet) -> Self {
         self.allow.push(net);
-        self
-    }
-
-    /// The whole-request timeout (60 s by default).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The largest body a download reads (64 MiB by default).
-    pub fn max_bytes(mut self, max_bytes: u64) -> Self {
-        self.max_bytes = max_bytes;
         self
     }
 

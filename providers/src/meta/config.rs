@@ -9,6 +9,7 @@ use std::time::Duration;
 use botmesh::provider::ProviderError;
 
 use crate::http::GuardedClient;
+use crate::settings::Redacted;
 
 /// The default Graph base URL.
 pub const DEFAULT_API_BASE: &str = "https://graph.facebook.com";
@@ -45,11 +46,11 @@ impl From<[&'static str; 6]> for EnvNames {
 }
 
 /// The settings every Meta channel has.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) struct GraphSettings {
-    pub(crate) token: String,
-    pub(crate) app_secret: String,
-    pub(crate) verify_token: String,
+    pub(crate) token: Redacted,
+    pub(crate) app_secret: Redacted,
+    pub(crate) verify_token: Redacted,
     pub(crate) api_base: String,
     pub(crate) api_version: String,
     pub(crate) path: String,
@@ -66,9 +67,9 @@ impl GraphSettings {
         path: &str,
     ) -> Self {
         Self {
-            token: token.into(),
-            app_secret: app_secret.into(),
-            verify_token: verify_token.into(),
+            token: Redacted::from(token.into()),
+            app_secret: Redacted::from(app_secret.into()),
+            verify_token: Redacted::from(verify_token.into()),
             api_base: DEFAULT_API_BASE.to_owned(),
             api_version: DEFAULT_API_VERSION.to_owned(),
             path: path.to_owned(),
@@ -121,16 +122,6 @@ impl GraphSettings {
             }
         }
         Ok(())
-    }
-
-    /// The fields that are not secrets, for a config's `Debug`.
-    pub(crate) fn debug_fields<'a, 'b, 'c>(
-        &self,
-        f: &'a mut std::fmt::DebugStruct<'b, 'c>,
-    ) -> &'a mut std::fmt::DebugStruct<'b, 'c> {
-        f.field("api_base", &self.api_base)
-            .field("api_version", &self.api_version)
-            .field("path", &self.path)
     }
 }
 

@@ -69,7 +69,7 @@ impl GraphClient {
             media,
             api_base: settings.api_base.clone(),
             api_version: settings.api_version.clone(),
-            token: settings.token.clone(),
+            token: settings.token.to_string(),
             table,
             payload_limit,
         })

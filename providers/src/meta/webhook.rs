@@ -42,8 +42,8 @@ impl<I: MetaInbound> MetaWebhook<I> {
     ) -> axum::Router {
         let channel = Self {
             slot: slot.clone(),
-            app_secret: settings.app_secret.clone(),
-            verify_token: settings.verify_token.clone(),
+            app_secret: settings.app_secret.to_string(),
+            verify_token: settings.verify_token.to_string(),
             window: window.clone(),
             inbound,
         };

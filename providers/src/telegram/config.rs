@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
+
 use crate::http::GuardedClient;
 use crate::settings::Redacted;
 
@@ -53,12 +55,18 @@ impl std::fmt::Debug for TelegramMode {
 }
 
 /// The Telegram provider's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false)]
 pub struct TelegramConfig {
     pub(crate) token: Redacted,
     pub(crate) api_base: String,
     pub(crate) mode: TelegramMode,
+    /// The client media downloads go through (by default a [`GuardedClient`] with no
+    /// allow-list).
+    #[setters(generate, strip_option)]
     pub(crate) media_client: Option<GuardedClient>,
+    /// The timeout of API calls other than the long poll (30 s by default).
+    #[setters(generate)]
     pub(crate) request_timeout: Duration,
 }
 
@@ -79,10 +87,7 @@ impl TelegramConfig {
         }
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, TelegramConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(TelegramConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TelegramConfigError> {
@@ -170,19 +175,6 @@ impl TelegramConfig {
         if let TelegramMode::Webhook { url, .. } = &mut self.mode {
             *url = Some(public_url.into());
         }
-        self
-    }
-
-    /// The client media downloads go through (by default a [`GuardedClient`] with no
-    /// allow-list).
-    pub fn media_client(mut self, client: GuardedClient) -> Self {
-        self.media_client = Some(client);
-        self
-    }
-
-    /// The timeout of API calls other than the long poll (30 s by default).
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
         self
     }
 

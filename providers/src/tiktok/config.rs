@@ -12,7 +12,10 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
+
 use crate::http::GuardedClient;
+use crate::settings::{Redacted, invalid};
 
 /// The TikTok provider's configuration error (see [`ConfigError`](crate::settings::ConfigError)).
 pub type TikTokConfigError = crate::settings::ConfigError;
@@ -21,33 +24,21 @@ pub type TikTokConfigError = crate::settings::ConfigError;
 pub const DEFAULT_API_BASE: &str = "https://business-api.tiktok.com";
 
 /// The TikTok provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false)]
 pub struct TikTokConfig {
-    pub(crate) token: String,
+    pub(crate) token: Redacted,
     pub(crate) business_id: String,
-    pub(crate) app_secret: String,
+    pub(crate) app_secret: Redacted,
     pub(crate) api_base: String,
     pub(crate) path: String,
+    /// How far a webhook's signed timestamp may be from now (5 minutes by default).
+    #[setters(generate, rename = "signature_tolerance")]
     pub(crate) tolerance: Duration,
     pub(crate) request_timeout: Duration,
+    /// The SSRF-guarded client media are downloaded (and URLs to send fetched) with.
+    #[setters(generate, strip_option)]
     pub(crate) media_client: Option<GuardedClient>,
-}
-
-impl std::fmt::Debug for TikTokConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TikTokConfig")
-            .field("business_id", &self.business_id)
-            .field("api_base", &self.api_base)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-fn invalid(setting: &'static str, reason: impl Into<String>) -> TikTokConfigError {
-    TikTokConfigError::Invalid {
-        setting,
-        reason: reason.into(),
-    }
 }
 
 impl TikTokConfig {
@@ -70,9 +61,9 @@ impl TikTokConfig {
             }
         }
         Ok(Self {
-            token,
+            token: token.into(),
             business_id,
-            app_secret,
+            app_secret: app_secret.into(),
             api_base: DEFAULT_API_BASE.to_owned(),
             path: "/tiktok".to_owned(),
             tolerance: Duration::from_secs(300),
@@ -81,10 +72,7 @@ impl TikTokConfig {
         })
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, TikTokConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(TikTokConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TikTokConfigError> {
@@ -117,27 +105,21 @@ impl TikTokConfig {
         Ok(c)
     }
 
-    /// Another API base URL (a fake in tests).
-    pub fn api_base(mut self, base: &str) -> Result<Self, TikTokConfigError> {
-        self.api_base = crate::settings::http_url(base, "api_base")?;
-        Ok(self)
-    }
+    crate::settings::url_setters!(TikTokConfigError, "/tiktok");
+}
 
-    /// Another webhook route (`/tiktok` by default).
-    pub fn webhook_path(mut self, path: &str) -> Result<Self, TikTokConfigError> {
-        self.path = crate::settings::route(path.to_owned(), "webhook_path")?;
-        Ok(self)
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// How far a webhook's signed timestamp may be from now (5 minutes by default).
-    pub fn signature_tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
-
-    /// The SSRF-guarded client media are downloaded (and URLs to send fetched) with.
-    pub fn media_client(mut self, client: GuardedClient) -> Self {
-        self.media_client = Some(client);
-        self
+    #[test]
+    fn debug_shows_the_account_and_hides_the_token_and_the_secret() {
+        let cfg = TikTokConfig::new("tok3n-value", "biz-1", "s3cret-value").expect("config");
+        let shown = format!("{cfg:?}");
+        assert!(shown.contains("biz-1"), "{shown}");
+        assert!(
+            !shown.contains("tok3n-value") && !shown.contains("s3cret-value"),
+            "{shown}"
+        );
     }
 }

@@ -163,7 +163,7 @@ impl TikTok {
         acts: bool,
         chat: &str,
     ) -> Result<Value, ProviderError> {
-        let request = request.header("Access-Token", &self.inner.config.token);
+        let request = request.header("Access-Token", &*self.inner.config.token);
         let answer = crate::gateway::call(NAME, what, acts, request, |_, _| None).await?;
         answer_code(&answer, what, chat)?;
         Ok(answer["data"].clone())

@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
+
 use crate::http::GuardedClient;
 use crate::settings::{Redacted, http_url, route};
 
@@ -33,7 +35,8 @@ pub enum TwilioSender {
 }
 
 /// The Twilio provider's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Setters)]
+#[setters(generate = false)]
 pub struct TwilioConfig {
     pub(crate) account_sid: String,
     pub(crate) auth_token: Redacted,
@@ -43,6 +46,8 @@ pub struct TwilioConfig {
     pub(crate) path: String,
     pub(crate) status_path: String,
     pub(crate) status_callback: Option<String>,
+    /// The client media downloads go through (a [`GuardedClient`] with no allow-list by default).
+    #[setters(generate, strip_option)]
     pub(crate) media_client: Option<GuardedClient>,
     pub(crate) request_timeout: Duration,
 }
@@ -71,10 +76,7 @@ impl TwilioConfig {
         }
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, TwilioConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(TwilioConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, TwilioConfigError> {
@@ -131,11 +133,5 @@ impl TwilioConfig {
     pub fn status_callback(mut self, url: &str) -> Result<Self, TwilioConfigError> {
         self.status_callback = Some(http_url(url, "status_callback")?);
         Ok(self)
-    }
-
-    /// The client media downloads go through (a [`GuardedClient`] with no allow-list by default).
-    pub fn media_client(mut self, client: GuardedClient) -> Self {
-        self.media_client = Some(client);
-        self
     }
 }

@@ -29,7 +29,7 @@ const ENV: EnvNames = EnvNames {
 };
 
 /// The WhatsApp Cloud provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct WhatsAppConfig {
     pub(crate) graph: GraphSettings,
     pub(crate) phone_number_id: String,
@@ -47,17 +47,6 @@ pub struct WindowTemplate {
     pub language: String,
 }
 
-impl std::fmt::Debug for WhatsAppConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("WhatsAppConfig");
-        d.field("phone_number_id", &self.phone_number_id);
-        self.graph
-            .debug_fields(&mut d)
-            .field("window_template", &self.window_template)
-            .finish_non_exhaustive()
-    }
-}
-
 impl WhatsAppConfig {
     /// Settings with the required credentials and the defaults.
     pub fn new(
@@ -73,10 +62,7 @@ impl WhatsAppConfig {
         }
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, WhatsAppConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(WhatsAppConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, WhatsAppConfigError> {

@@ -70,6 +70,7 @@ use botmesh::provider::{
     Accepted, Capabilities, DeliveryStatus, EventSink, Provider, ProviderError, ProviderEvent,
     Rejected, StoredMediaRef, TransportStatus,
 };
+use derive_setters::Setters;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -128,12 +129,21 @@ pub enum PairingPrompt {
 pub type PairingHandler = Arc<dyn Fn(&PairingPrompt) + Send + Sync>;
 
 /// The WhatsApp Web provider's settings.
-#[derive(Clone)]
+#[derive(Clone, Setters)]
+#[setters(generate = false)]
 pub struct WhatsAppWebConfig {
     store: Arc<dyn DurableKv>,
+    /// The session's name: one per linked account in a store.
+    #[setters(generate, into)]
     session: String,
     pairing: Pairing,
+    /// How long the session's lock lasts unless renewed (renewed every third): a process
+    /// that died holding it is replaced within this time.
+    #[setters(generate, rename = "session_lease")]
     lease: Duration,
+    /// How long a start waits for another holder's lock to run out before failing with
+    /// [`WhatsAppWebError::SessionHeld`] (default: the lease and a fifth).
+    #[setters(generate, strip_option, rename = "session_wait")]
     wait: Option<Duration>,
     on_pairing: Option<PairingHandler>,
 }
@@ -186,30 +196,10 @@ impl WhatsAppWebConfig {
         Ok(config)
     }
 
-    /// The session's name: one per linked account in a store.
-    pub fn session(mut self, name: impl Into<String>) -> Self {
-        self.session = name.into();
-        self
-    }
-
     /// Also offer a pair code for this phone number (digits with country code).
     pub fn pair_phone(mut self, phone: impl Into<String>) -> Self {
         let phone: String = phone.into().chars().filter(char::is_ascii_digit).collect();
         self.pairing.phone_number = Some(phone);
-        self
-    }
-
-    /// How long the session's lock lasts unless renewed (renewed every third): a process
-    /// that died holding it is replaced within this time.
-    pub fn session_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// How long a start waits for another holder's lock to run out before failing with
-    /// [`WhatsAppWebError::SessionHeld`] (default: the lease and a fifth).
-    pub fn session_wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
         self
     }
 

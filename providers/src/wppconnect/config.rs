@@ -47,10 +47,7 @@ impl WppConnectConfig {
         WebSettings::new(api_url, key, scope, webhook_secret.into(), "/wppconnect").map(Self)
     }
 
-    /// Reads the settings from the environment (see the module table).
-    pub fn from_env() -> Result<Self, WppConnectConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(WppConnectConfigError);
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(

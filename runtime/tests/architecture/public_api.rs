@@ -7,8 +7,9 @@
 //! re-exports of modules included), so an item moved between private modules and re-exported
 //! at the same path renders the same. Each item is printed once, under its canonical path (its
 //! deepest public path outside the prelude), with its other public paths listed below it; a type lists its derives, the public methods of its
-//! inherent impls and the traits it implements (impls are matched to a type by name, wherever
-//! in the crate they are written). A re-export of another crate prints as a `pub use` line.
+//! inherent impls (with the setters `#[derive(Setters)]` writes, and the macros invoked in them)
+//! and the traits it implements (impls are matched to a type by name, wherever in the crate
+//! they are written). A re-export of another crate prints as a `pub use` line.
 //!
 //! The rendering is of tokens, not of rustdoc: signatures are printed as written (one space
 //! normalised away around punctuation), without bodies, doc comments or private fields.
@@ -300,6 +301,7 @@ impl Crate {
                     }
                 }
                 self.add_def(module, s.ident.to_string(), lines, true);
+                self.impls.extend(derived_setters(s));
             }
             Item::Enum(e) if is_pub(&e.vis) => {
                 let where_ = where_clause(&e.generics);
@@ -487,6 +489,12 @@ impl Crate {
                     }
                     syn::ImplItem::Const(c) if is_pub(&c.vis) => {
                         lines.push(format!("{head}: pub const {}: {}", c.ident, tokens(&c.ty)));
+                    }
+                    // A macro that writes methods (`from_env_fn!(…)`): as invoked.
+                    syn::ImplItem::Macro(m) => {
+                        // The arguments as written (a doc string keeps its spaces).
+                        let args = m.mac.tokens.to_string().replace(" ,", ",");
+                        lines.push(format!("{head}: {}!({args})", tokens(&m.mac.path)));
                     }
                     _ => {}
                 }
@@ -725,6 +733,101 @@ impl Crate {
         }
         out
     }
+}
+
+/// What a `#[setters(…)]` attribute of `derive_setters` says, on a struct or on a field.
+#[derive(Default)]
+struct SetterOptions {
+    generate: Option<bool>,
+    skip: bool,
+    into: Option<bool>,
+    strip_option: Option<bool>,
+    rename: Option<String>,
+    /// The types of `generate_delegates(ty = "…", field = "…")`.
+    delegates: Vec<String>,
+}
+
+fn setter_options(attrs: &[syn::Attribute]) -> SetterOptions {
+    let mut o = SetterOptions::default();
+    for a in attrs.iter().filter(|a| a.path().is_ident("setters")) {
+        a.parse_nested_meta(|m| {
+            let flag = |m: &syn::meta::ParseNestedMeta<'_>| -> syn::Result<bool> {
+                if m.input.peek(syn::Token![=]) {
+                    Ok(m.value()?.parse::<syn::LitBool>()?.value)
+                } else {
+                    Ok(true)
+                }
+            };
+            let key = m.path.get_ident().map(ToString::to_string);
+            match key.as_deref().unwrap_or_default() {
+                "generate" => o.generate = Some(flag(&m)?),
+                "skip" => o.skip = flag(&m)?,
+                "into" => o.into = Some(flag(&m)?),
+                "strip_option" => o.strip_option = Some(flag(&m)?),
+                "rename" => o.rename = Some(m.value()?.parse::<syn::LitStr>()?.value()),
+                "generate_delegates" => m.parse_nested_meta(|d| {
+                    let value = d.value()?.parse::<syn::LitStr>()?.value();
+                    if d.path.is_ident("ty") {
+                        o.delegates.push(value);
+                    }
+                    Ok(())
+                })?,
+                other => {
+                    return Err(m.error(format!("setters({other}) is not rendered here yet")));
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("#[setters]: {e}"));
+    }
+    o
+}
+
+/// The setters `#[derive(Setters)]` (`derive_setters`) writes for `s`, as inherent impl lines
+/// of `s` and of each `generate_delegates` type: one per field it generates a setter for.
+fn derived_setters(s: &syn::ItemStruct) -> Vec<Impl> {
+    let derives = s
+        .attrs
+        .iter()
+        .any(|a| a.path().is_ident("derive") && tokens(&a.meta).contains("Setters"));
+    if !derives {
+        return Vec::new();
+    }
+    let outer = setter_options(&s.attrs);
+    let mut setters = Vec::new();
+    for field in &s.fields {
+        let Some(ident) = &field.ident else { continue };
+        let o = setter_options(&field.attrs);
+        if o.skip || !(o.generate == Some(true) || outer.generate != Some(false)) {
+            continue;
+        }
+        let mut ty = tokens(&field.ty);
+        if o.strip_option.or(outer.strip_option).unwrap_or(false) {
+            if let Some(inner) = ty.strip_prefix("Option<").and_then(|t| t.strip_suffix('>')) {
+                ty = inner.to_owned();
+            }
+        }
+        if o.into.or(outer.into).unwrap_or(false) {
+            ty = format!("impl Into<{ty}>");
+        }
+        let name = o.rename.unwrap_or_else(|| ident.to_string());
+        setters.push(format!(
+            "#[must_use] pub fn {name}(mut self, value: {ty}) -> Self"
+        ));
+    }
+    let own = format!("{}{}", s.ident, generics(&s.generics));
+    let delegates = outer
+        .delegates
+        .iter()
+        .map(|ty| ty.rsplit("::").next().unwrap_or(ty).to_owned());
+    std::iter::once(own)
+        .chain(delegates)
+        .map(|ty| Impl {
+            type_name: ty.split('<').next().unwrap_or(&ty).to_owned(),
+            lines: setters.iter().map(|l| format!("impl {ty}: {l}")).collect(),
+        })
+        .filter(|i| !i.lines.is_empty())
+        .collect()
 }
 
 /// Where `mod x;` declared in `file` looks for `x.rs` / `x/mod.rs`.

@@ -102,6 +102,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use derive_setters::Setters;
 use tokio_postgres::NoTls;
 use tokio_postgres::config::Host;
 
@@ -173,10 +174,14 @@ pub enum PostgresError {
 }
 
 /// Options shared by [`PostgresKv`] and [`PostgresStore`], set builder-style.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Setters)]
 pub struct PostgresConfig {
+    /// The prefix of every table name (default `botmesh_`): ASCII letters, digits and `_`.
+    #[setters(into)]
     table_prefix: String,
+    #[setters(skip)]
     max_connections: usize,
+    /// How long a new connection may take (default 10 s), for pools created here.
     connect_timeout: Duration,
 }
 
@@ -196,21 +201,9 @@ impl PostgresConfig {
         Self::default()
     }
 
-    /// The prefix of every table name (default `botmesh_`): ASCII letters, digits and `_`.
-    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.table_prefix = prefix.into();
-        self
-    }
-
     /// The size of a pool created from a connection string (default 16).
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n.max(1);
-        self
-    }
-
-    /// How long a new connection may take (default 10 s), for pools created here.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
         self
     }
 

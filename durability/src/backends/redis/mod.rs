@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::{Cmd, Pipeline, RedisFuture, Value};
+use derive_setters::Setters;
 
 /// Errors of the Redis backends. None of them carries the password.
 #[derive(Debug, thiserror::Error)]
@@ -104,11 +105,16 @@ pub enum RedisError {
 }
 
 /// Options shared by [`RedisKv`] and [`RedisStore`], set builder-style.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Setters)]
 pub struct RedisConfig {
+    /// The first part of every key (default `botmesh`).
+    #[setters(into)]
     prefix: String,
+    /// How long a (re)connection may take (default 5 s).
     connect_timeout: Duration,
+    /// How long a command may wait for its reply (default 10 s).
     response_timeout: Duration,
+    /// How many times a lost connection is retried, with exponential backoff (default 3).
     reconnect_attempts: usize,
 }
 
@@ -128,30 +134,6 @@ impl RedisConfig {
     /// attempts per lost connection.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The first part of every key (default `botmesh`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// How long a (re)connection may take (default 5 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long a command may wait for its reply (default 10 s).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// How many times a lost connection is retried, with exponential backoff (default 3).
-    pub fn reconnect_attempts(mut self, n: usize) -> Self {
-        self.reconnect_attempts = n;
-        self
     }
 
     pub(crate) fn checked_prefix(&self) -> Result<&str, RedisError> {

@@ -64,6 +64,7 @@ impl std::str::FromStr for MessageTag {
 }
 
 /// A Messenger or Instagram provider's settings (`MessengerConfig`, `InstagramConfig`).
+#[derive(Debug)]
 pub struct MessagingConfig<C> {
     pub(crate) graph: GraphSettings,
     pub(crate) account_id: Option<String>,
@@ -84,19 +85,6 @@ impl<C> Clone for MessagingConfig<C> {
     }
 }
 
-impl<C: Channel> std::fmt::Debug for MessagingConfig<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("MessagingConfig");
-        d.field("channel", &C::NAME)
-            .field("account_id", &self.account_id);
-        self.graph
-            .debug_fields(&mut d)
-            .field("window_tag", &self.window_tag)
-            .field("media_hosts", &self.media_hosts)
-            .finish_non_exhaustive()
-    }
-}
-
 impl<C: Channel> MessagingConfig<C> {
     /// Settings with the required credentials (the Page or Instagram access token, the app
     /// secret that signs webhooks, the verify token of the handshake) and the defaults.
@@ -114,10 +102,10 @@ impl<C: Channel> MessagingConfig<C> {
         }
     }
 
-    /// Reads the settings from the environment (the channel module's table).
-    pub fn from_env() -> Result<Self, MetaConfigError> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
+    crate::settings::from_env_fn!(
+        MetaConfigError,
+        "Reads the settings from the environment (the channel module's table)."
+    );
 
     /// As [`from_env`](Self::from_env), from any lookup (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, MetaConfigError> {

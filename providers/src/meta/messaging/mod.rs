@@ -62,7 +62,7 @@ pub mod sealed {
 
 /// What tells Messenger and Instagram apart; implemented by `crate::messenger::Messenger`
 /// and `crate::instagram::Instagram` only.
-pub trait Channel: sealed::Sealed + Send + Sync + 'static {
+pub trait Channel: sealed::Sealed + std::fmt::Debug + Send + Sync + 'static {
     /// The provider's name, as media refs carry it.
     const NAME: &'static str;
     /// The webhook envelope's `object`.
