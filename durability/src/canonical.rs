@@ -61,6 +61,26 @@ macro_rules! write_scalars {
     };
 }
 
+/// `Canonical`'s methods that open a variant with content, `{"variant":`, then its content
+/// (`$open`, given `out` and the length), closed by [`Wrapped`].
+macro_rules! variant_methods {
+    ($($method:ident -> $content:ty: |$out:ident, $len:ident| $open:expr;)*) => {
+        $(
+            fn $method(
+                self,
+                _: &'static str,
+                _: u32,
+                variant: &'static str,
+                $len: usize,
+            ) -> Result<Wrapped<$content>, Unsupported> {
+                wrap(self.out, variant);
+                let $out = self.out;
+                Ok(Wrapped($open))
+            }
+        )*
+    };
+}
+
 /// The serializer: writes one value into `out`.
 struct Canonical<'a> {
     out: &'a mut Vec<u8>,
@@ -150,9 +170,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         value: &T,
     ) -> Result<(), Unsupported> {
         // `{"variant": value}`: one key, so already in order.
-        self.out.push(b'{');
-        json(self.out, variant);
-        self.out.push(b':');
+        wrap(self.out, variant);
         value.serialize(Canonical {
             out: &mut *self.out,
         })?;
@@ -172,17 +190,9 @@ impl<'a> ser::Serializer for Canonical<'a> {
     fn serialize_tuple_struct(self, _: &'static str, len: usize) -> Result<Array<'a>, Unsupported> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<Wrapped<Array<'a>>, Unsupported> {
-        wrap(self.out, variant);
-        Ok(Wrapped(
-            Canonical { out: self.out }.serialize_seq(Some(len))?,
-        ))
+    variant_methods! {
+        serialize_tuple_variant -> Array<'a>: |out, len| Canonical { out }.serialize_seq(Some(len))?;
+        serialize_struct_variant -> Object<'a>: |out, _len| Object::new(out);
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Object<'a>, Unsupported> {
         Ok(Object::new(self.out))
@@ -193,19 +203,9 @@ impl<'a> ser::Serializer for Canonical<'a> {
         }
         Ok(Object::new(self.out))
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        _: usize,
-    ) -> Result<Wrapped<Object<'a>>, Unsupported> {
-        wrap(self.out, variant);
-        Ok(Wrapped(Object::new(self.out)))
-    }
 }
 
-/// Opens `{"variant":` around a variant's content (closed by [`Wrapped`]).
+/// Opens `{"variant":` around a variant's content.
 fn wrap(out: &mut Vec<u8>, variant: &str) {
     out.push(b'{');
     json(out, variant);
@@ -275,21 +275,36 @@ impl ser::SerializeTupleVariant for Wrapped<Array<'_>> {
     }
 }
 
-impl ser::SerializeStructVariant for Wrapped<Object<'_>> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.0.entry(key, value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        // The object's `}`, then the variant's.
-        self.0.finish().extend_from_slice(b"}}");
-        Ok(())
-    }
+/// An object's fields by name: what serde calls a struct, and, wrapped, a struct variant. The
+/// object is `$object` of `$this` (the value the trait is for); `$close` ends it.
+macro_rules! fields_impl {
+    ($($trait:ident for $ty:ty: |$this:ident| $object:expr, $close:literal;)*) => {
+        $(
+            impl ser::$trait for $ty {
+                type Ok = ();
+                type Error = Unsupported;
+                fn serialize_field<T: Serialize + ?Sized>(
+                    &mut self,
+                    key: &'static str,
+                    value: &T,
+                ) -> Result<(), Unsupported> {
+                    let $this = self;
+                    $object.entry(key, value)
+                }
+                fn end(self) -> Result<(), Unsupported> {
+                    let $this = self;
+                    $object.finish().extend_from_slice($close);
+                    Ok(())
+                }
+            }
+        )*
+    };
+}
+
+fields_impl! {
+    SerializeStruct for Object<'_>: |object| object, b"}";
+    // The object's `}`, then the variant's.
+    SerializeStructVariant for Wrapped<Object<'_>>: |wrapped| wrapped.0, b"}}";
 }
 
 /// An object being written: its entries go to a scratch buffer as they come (the key as
@@ -389,22 +404,6 @@ impl ser::SerializeMap for Object<'_> {
         let value = self.push_value(value)?;
         self.entries.push((key, value));
         Ok(())
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        self.finish().push(b'}');
-        Ok(())
-    }
-}
-
-impl ser::SerializeStruct for Object<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.entry(key, value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish().push(b'}');

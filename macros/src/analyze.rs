@@ -19,6 +19,29 @@ use crate::parse::Param;
 use crate::sites::Sites;
 use crate::validate::{self, Kind, Suspension};
 
+/// What a local kept across a suspension must be: a rule refuses a binding, and its message
+/// names the local and the suspension (`the ask #1 (…)`). Reported in this order.
+type KeptLocalRule = (fn(&Binding) -> bool, fn(&Ident, &str) -> String);
+
+const KEPT_LOCAL_RULES: [KeptLocalRule; 2] = [
+    (
+        |b| b.deferred,
+        |n, w| {
+            format!(
+                "`{n}` is declared without a value and lives across {w}: the flow keeps it in its state from where it is declared, so give it its value there (`let {n}: Type = if … {{ … }} else {{ … }};`)"
+            )
+        },
+    ),
+    (
+        |b| b.ty.is_none(),
+        |n, w| {
+            format!(
+                "`{n}` lives across {w}, so the flow keeps it in its state, and a kept local must name its type: write `let {n}: Type = …` (a pattern binding: rebind it first, `let {n}: Type = {n};`)"
+            )
+        },
+    ),
+];
+
 /// A flow after analysis.
 pub(crate) struct Analyzed {
     /// The body: sites given, suspensions replaced by markers, `while` loops desugared.
@@ -104,7 +127,8 @@ pub(crate) fn analyze(
         &answer_uses,
     );
 
-    // Live locals must name their type.
+    // Live locals must be keepable: not shadowing another, given their value where they are
+    // declared, of a named type.
     let what = |s: &Suspension| match &s.kind {
         Kind::Ask { .. } => format!("the ask #{} (`{}`)", s.id, s.label),
         Kind::Call { .. } => format!("the sub-flow call #{} (`{}`)", s.id, s.label),
@@ -119,26 +143,9 @@ pub(crate) fn analyze(
                 ),
             );
         }
-        for b in l.live.iter().filter(|b| b.deferred) {
-            errors.at(
-                b.name.span(),
-                format!(
-                    "`{n}` is declared without a value and lives across {w}: the flow keeps it in its state from where it is declared, so give it its value there (`let {n}: Type = if … {{ … }} else {{ … }};`)",
-                    n = b.name,
-                    w = what(s)
-                ),
-            );
-        }
-        for b in &l.live {
-            if b.ty.is_none() {
-                errors.at(
-                    b.name.span(),
-                    format!(
-                        "`{n}` lives across {w}, so the flow keeps it in its state, and a kept local must name its type: write `let {n}: Type = …` (a pattern binding: rebind it first, `let {n}: Type = {n};`)",
-                        n = b.name,
-                        w = what(s)
-                    ),
-                );
+        for (refused, message) in KEPT_LOCAL_RULES {
+            for b in l.live.iter().filter(|b| refused(b)) {
+                errors.at(b.name.span(), message(&b.name, &what(s)));
             }
         }
     }
@@ -188,7 +195,7 @@ pub(crate) fn analyze(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::DESIGN;
+    use crate::fixtures::design;
     use crate::identity::SiteKind;
     use crate::model::{Construct, State};
     use proc_macro2::TokenStream;
@@ -209,7 +216,7 @@ mod tests {
 
     #[test]
     fn the_design_example_as_a_model() {
-        let m = model_of(DESIGN);
+        let m = model_of(design());
         let idents: Vec<&str> = m.states.iter().map(|s| s.ident.as_str()).collect();
         assert_eq!(idents.len(), 2);
         assert!(
@@ -238,10 +245,10 @@ mod tests {
 
     #[test]
     fn inserting_a_send_and_an_ask_keeps_every_other_identity() {
-        let before = model_of(DESIGN);
+        let before = model_of(design());
         // A greeting first, a second ask after the first, a send at the end.
         let after = model_of(
-            &DESIGN
+            &design()
                 .replacen("let item", "cx.send(\"Welcome!\").await?;\nlet item", 1)
                 .replacen(
                     "let qty",
@@ -267,7 +274,7 @@ mod tests {
 
     #[test]
     fn reformatting_changes_nothing() {
-        let tight = model_of(DESIGN);
+        let tight = model_of(design());
         let loose = model_of(
             r#"
             async fn order(cx: &mut FlowCx) -> FlowResult {
@@ -294,16 +301,16 @@ mod tests {
 
     #[test]
     fn the_fingerprint_sees_kept_types_answers_and_structure() {
-        let base = model_of(DESIGN).fingerprint();
-        let retyped = model_of(&DESIGN.replace("let item: String", "let item: Box<str>"));
+        let base = model_of(design()).fingerprint();
+        let retyped = model_of(&design().replace("let item: String", "let item: Box<str>"));
         assert_ne!(base, retyped.fingerprint());
-        let parsed = model_of(&DESIGN.replace(
+        let parsed = model_of(&design().replace(
             r#"cx.ask("What would you like?").await?.text().to_owned()"#,
             r#"cx.ask("What would you like?").parse::<String>("Again?").await?"#,
         ));
         assert_ne!(base, parsed.fingerprint());
-        assert_eq!(parsed.states[0].ident, model_of(DESIGN).states[0].ident);
-        let renamed = model_of(&DESIGN.replace("How many?", "How many cups?"));
+        assert_eq!(parsed.states[0].ident, model_of(design()).states[0].ident);
+        let renamed = model_of(&design().replace("How many?", "How many cups?"));
         assert_ne!(base, renamed.fingerprint());
     }
 

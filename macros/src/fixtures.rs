@@ -1,17 +1,12 @@
 //! Flow sources that the unit tests of several passes share.
 
+/// The file of the design document's example, a flow of the runtime's tests.
+const DESIGN_FILE: &str = include_str!("fixtures/design_order.rs");
+
 /// The design document's example: an ask, then an ask in a loop until the answer is a number,
-/// then a send of both answers.
-pub(crate) const DESIGN: &str = r#"
-    async fn order(cx: &mut FlowCx) -> FlowResult {
-        let item: String = cx.ask("What would you like?").await?.text().to_owned();
-        let qty: u32 = loop {
-            let answer = cx.ask("How many?").await?;
-            match answer.text().trim().parse() {
-                Ok(n) if n > 0 => break n,
-                _ => cx.send("Please answer with a number.").await?,
-            }
-        };
-        cx.send(format!("Ordered {qty} x {item}")).await?;
-        Ok(())
-    }"#;
+/// then a send of both answers: the function as written, from `async fn order(` on.
+pub(crate) fn design() -> &'static str {
+    DESIGN_FILE
+        .find("async fn order(")
+        .map_or(DESIGN_FILE, |at| &DESIGN_FILE[at..])
+}

@@ -595,7 +595,7 @@ mod tests {
 
     #[test]
     fn design_example_lowers() {
-        let design: syn::ItemFn = syn::parse_str(crate::fixtures::DESIGN).expect("the example");
+        let design: syn::ItemFn = syn::parse_str(crate::fixtures::design()).expect("the example");
         let (body, n) = prep(*design.block);
         assert_eq!(n, 2);
         let l = lower(&body, n, &[], &BTreeMap::new(), &BTreeMap::new());

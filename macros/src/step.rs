@@ -578,55 +578,53 @@ mod tests {
         v.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    /// Each case: what it shows, a flow, and its plan.
     #[test]
     fn a_body_is_cut_after_each_statement_holding_an_ask() {
-        let p = plan(
-            r#"
-            async fn f(cx: &mut FlowCx, n: u32) -> FlowResult {
-                let unused = 1;
-                let item: String = loop {
-                    let a = cx.ask("Item?").id("item").await?;
-                    if !a.text().is_empty() { break a.text().to_owned(); }
-                };
-                let qty: u32 = cx.ask("Qty?").id("qty").parse::<u32>("A number.").await?;
-                cx.send(format!("{qty} x {item} ({n})")).await?;
-                Ok(())
-            }"#,
-        );
-        assert_eq!(
-            p,
-            vec![
-                (names(&["item"]), Some(names(&["n", "item"]))),
-                (names(&["qty"]), Some(names(&["n", "item", "qty"]))),
-                (vec![], None),
-            ]
-        );
-    }
-
-    #[test]
-    fn an_ask_in_the_tail_expression_gives_the_result() {
-        let p = plan(
-            r#"
-            async fn f(cx: &mut FlowCx) -> FlowResult {
-                cx.send("hi").await?;
-                match cx.ask("Go?").id("go").await?.text() {
-                    "yes" => Ok(()),
-                    _ => Ok(()),
-                }
-            }"#,
-        );
-        assert_eq!(p, vec![(names(&["go"]), None)]);
-    }
-
-    #[test]
-    fn a_flow_without_asks_is_one_segment() {
-        let p = plan(
-            r#"
-            async fn f(cx: &mut FlowCx) -> FlowResult {
-                cx.send("hi").await?;
-                Ok(())
-            }"#,
-        );
-        assert_eq!(p, vec![(vec![], None)]);
+        let cases = [
+            (
+                "one segment per statement holding an ask, then the rest",
+                r#"
+                async fn f(cx: &mut FlowCx, n: u32) -> FlowResult {
+                    let unused = 1;
+                    let item: String = loop {
+                        let a = cx.ask("Item?").id("item").await?;
+                        if !a.text().is_empty() { break a.text().to_owned(); }
+                    };
+                    let qty: u32 = cx.ask("Qty?").id("qty").parse::<u32>("A number.").await?;
+                    cx.send(format!("{qty} x {item} ({n})")).await?;
+                    Ok(())
+                }"#,
+                vec![
+                    (names(&["item"]), Some(names(&["n", "item"]))),
+                    (names(&["qty"]), Some(names(&["n", "item", "qty"]))),
+                    (vec![], None),
+                ],
+            ),
+            (
+                "an ask in the tail expression gives the result",
+                r#"
+                async fn f(cx: &mut FlowCx) -> FlowResult {
+                    cx.send("hi").await?;
+                    match cx.ask("Go?").id("go").await?.text() {
+                        "yes" => Ok(()),
+                        _ => Ok(()),
+                    }
+                }"#,
+                vec![(names(&["go"]), None)],
+            ),
+            (
+                "a flow without asks is one segment",
+                r#"
+                async fn f(cx: &mut FlowCx) -> FlowResult {
+                    cx.send("hi").await?;
+                    Ok(())
+                }"#,
+                vec![(vec![], None)],
+            ),
+        ];
+        for (what, src, expected) in cases {
+            assert_eq!(plan(src), expected, "{what}");
+        }
     }
 }

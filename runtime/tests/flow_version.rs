@@ -123,29 +123,42 @@ fn snapshot(before: &str, after: &str) -> String {
     format!("{before}· new code\n{after}")
 }
 
-#[tokio::test]
-async fn the_same_ask_resumes_where_it_waited() {
-    let (before, after) = read_by(added_around::order).await;
-    assert!(after.contains("version_mismatch:resumed"), "{after}");
+/// [`read_by`], checked: the new build logged `version_mismatch:{outcome}`, and the first thing
+/// it said after the `2` ends with `first`.
+async fn read_with<F, T>(flow: F, outcome: &str, first: &str) -> (String, String)
+where
+    F: Fn() -> T + Copy + Send + Sync + 'static,
+    T: botmesh::flow::Flow,
+{
+    let (before, after) = read_by(flow).await;
+    assert!(
+        after.contains(&format!("version_mismatch:{outcome}")),
+        "not {outcome}: {after}"
+    );
     let said = reply_to_2(&after);
     assert!(
-        said[0].ends_with("Gift wrap?"),
-        "2 answered How many?: {after}"
+        said.first().is_some_and(|l| l.ends_with(first)),
+        "the reply to 2 is not {first:?}: {after}"
     );
+    (before, after)
+}
+
+#[tokio::test]
+async fn the_same_ask_resumes_where_it_waited() {
+    // `2` answered How many?
+    let (before, after) = read_with(added_around::order, "resumed", "Gift wrap?").await;
     assert!(after.contains("2 x tea, wrapped: false"), "{after}");
     insta::assert_snapshot!(snapshot(&before, &after));
 }
 
 #[tokio::test]
 async fn a_gone_ask_restarts_with_a_notice_and_the_answer_is_not_taken() {
-    let (before, after) = read_by(restarting::order).await;
-    assert!(after.contains("version_mismatch:restarted"), "{after}");
-    let said = reply_to_2(&after);
+    let notice = botmesh::flow::DEFAULT_RESTART_NOTICE;
+    let (before, after) = read_with(restarting::order, "restarted", notice).await;
     assert!(
-        said[0].ends_with(botmesh::flow::DEFAULT_RESTART_NOTICE),
+        reply_to_2(&after)[1].ends_with("What would you like?"),
         "{after}"
     );
-    assert!(said[1].ends_with("What would you like?"), "{after}");
     // `2` was not the item: the next answer is.
     assert!(after.contains("How many cups?"), "{after}");
     assert!(!after.contains("x 2"), "{after}");
@@ -154,16 +167,10 @@ async fn a_gone_ask_restarts_with_a_notice_and_the_answer_is_not_taken() {
 
 #[tokio::test]
 async fn the_notice_is_the_flows_own_or_none() {
-    let (_, after) = read_by(restarting_with_a_notice::order).await;
-    let said = reply_to_2(&after);
-    assert!(
-        said[0].ends_with("We changed the menu: from the top."),
-        "{after}"
-    );
-    let (_, after) = read_by(restarting_quietly::order).await;
-    let said = reply_to_2(&after);
-    assert!(after.contains("version_mismatch:restarted"), "{after}");
-    assert!(said[0].ends_with("What would you like?"), "{after}");
+    let notice = "We changed the menu: from the top.";
+    read_with(restarting_with_a_notice::order, "restarted", notice).await;
+    let first = "What would you like?";
+    let (_, after) = read_with(restarting_quietly::order, "restarted", first).await;
     assert!(!after.contains("x 2"), "{after}");
 }
 
@@ -205,8 +212,6 @@ async fn abandon_policy() {
 
 #[tokio::test]
 async fn migrate_policy_maps_by_ask_identity() {
-    let (before, after) = read_by(migrating::order).await;
-    assert!(after.contains("version_mismatch:migrated"), "{after}");
-    assert!(reply_to_2(&after)[0].ends_with("2 x tea"), "{after}");
+    let (before, after) = read_with(migrating::order, "migrated", "2 x tea").await;
     insta::assert_snapshot!(snapshot(&before, &after));
 }

@@ -3,6 +3,7 @@
 //! condition variable the readers signal), never on the clock: [`Crashbot::wait_until`] and
 //! [`wait_all`] wake at each new line and at the end of an output.
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -84,6 +85,20 @@ pub fn texts(lines: &[Value], kind: &str, field: &str) -> Vec<String> {
         .iter()
         .filter(|v| v["type"] == kind)
         .filter_map(|v| v[field].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The ids of the messages acknowledged in `lines`.
+pub fn acked(lines: &[Value]) -> HashSet<String> {
+    texts(lines, "ack", "id").into_iter().collect()
+}
+
+/// The messages of `all` (`m<i>`, see [`message_line`]) that are not in `acked`: what the
+/// channel redelivers.
+pub fn unacked(all: &[usize], acked: &HashSet<String>) -> Vec<usize> {
+    all.iter()
+        .copied()
+        .filter(|i| !acked.contains(&format!("m{i}")))
         .collect()
 }
 

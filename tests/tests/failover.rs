@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use botmesh_tests::ambiguous_reply;
 use botmesh_tests::process::{
-    Crashbot, all_replied, assert_each_reply_once, message_line, on_server, texts, wait_all,
+    Crashbot, acked, all_replied, assert_each_reply_once, message_line, on_server, texts, unacked,
+    wait_all,
 };
 use serde_json::Value;
 
@@ -53,19 +54,10 @@ fn run(backend: &str, url: &str) {
         texts(lines, "ack", "id").len() >= n && !texts(lines, "send", "text").is_empty()
     });
     let lines_a = a.kill(); // SIGKILL in the middle of the handlers
-    let acked: HashSet<String> = lines_a
-        .iter()
-        .filter(|v| v["type"] == "ack")
-        .filter_map(|v| v["id"].as_str().map(str::to_owned))
-        .collect();
+    let acked = acked(&lines_a);
     // The others claim A's records once the leases (700 ms) expired; give them time to replay.
     let mut b = b;
-    let unacked: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|i| !acked.contains(&format!("m{i}")))
-        .collect();
-    b.feed(unacked.iter().map(|i| message_line(*i, 3)));
+    b.feed(unacked(&all, &acked).iter().map(|i| message_line(*i, 3)));
     // Until every reply went out (A's lines are final: it is dead).
     wait_all(&[&b, &c], Duration::from_secs(30), |lines| {
         let all: Vec<Value> = lines_a.iter().chain(lines).cloned().collect();

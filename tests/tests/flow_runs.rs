@@ -325,53 +325,54 @@ async fn a_cancel_inside_a_sub_flow_ends_the_parent_as_cancelled() {
 // ---------------------------------------------------------------------------------------
 // A kept local's own type changes shape between two builds.
 
-flow_builds! {
-    mod cart_v1 {
+/// `shop` of one build (module `$m`, its items `$item`): it keeps a `Cart` (the type of that
+/// name in scope) made with `items: $items` across an ask; `$flow` are more `#[flow]` arguments.
+macro_rules! cart_build {
+    ($(#[$doc:meta])* $m:ident { $($item:item)* }, items: $items:expr $(, $($flow:tt)*)?) => {
+        flow_builds! {
+            $(#[$doc])*
+            mod $m { $($item)* }: #[flow(start = command("cart") $(, $($flow)*)?)] fn shop(cx) {
+                let cart: Cart = Cart {
+                    items: $items,
+                    total_cents: 0,
+                };
+                let _a = cx.ask("Item?").await?;
+                cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+cart_build! {
+    cart_v1 {
         #[derive(serde::Serialize, serde::Deserialize)]
         pub(crate) struct Cart {
             pub(crate) items: Vec<String>,
             pub(crate) total_cents: u64,
         }
-    }: #[flow(start = command("cart"))] fn shop(cx) {
-        let cart: Cart = Cart {
-            items: vec!["tea".to_owned()],
-            total_cents: 0,
-        };
-        let _a = cx.ask("Item?").await?;
-        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
-            .await?;
-        Ok(())
-    }
+    },
+    items: vec!["tea".to_owned()]
+}
 
+cart_build! {
     /// The next build: `Cart` changed shape, the flow did not (same layout hash).
-    mod cart_v2 {
+    cart_v2 {
         #[derive(serde::Serialize, serde::Deserialize)]
         pub(crate) struct Cart {
             pub(crate) items: Vec<(String, u32)>,
             pub(crate) total_cents: u64,
         }
-    }: #[flow(start = command("cart"))] fn shop(cx) {
-        let cart: Cart = Cart {
-            items: Vec::new(),
-            total_cents: 0,
-        };
-        let _a = cx.ask("Item?").await?;
-        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
-            .await?;
-        Ok(())
-    }
+    },
+    items: Vec::new()
+}
 
-    /// The same, with `version = 2` bumped by hand.
-    mod cart_v2_versioned: #[flow(start = command("cart"), version = 2)] fn shop(cx) {
-        let cart: super::cart_v2::Cart = super::cart_v2::Cart {
-            items: Vec::new(),
-            total_cents: 0,
-        };
-        let _a = cx.ask("Item?").await?;
-        cx.send(format!("{} {}", cart.items.len(), cart.total_cents))
-            .await?;
-        Ok(())
-    }
+cart_build! {
+    /// The same code, with `version = 2` bumped by hand.
+    cart_v2_versioned { use super::cart_v2::Cart; },
+    items: Vec::new(),
+    version = 2
 }
 
 /// The layout fingerprint sees a kept local's type as written: `version = N` changes it by

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use botmesh_tests::ambiguous_reply;
-use botmesh_tests::process::{Crashbot, assert_each_reply_once, log_lines, message_line, texts};
+use botmesh_tests::process::{
+    Crashbot, acked, assert_each_reply_once, log_lines, message_line, texts, unacked,
+};
 
 fn spawn(db: &Path, backend: &str) -> Crashbot {
     let db_arg = db.to_str().unwrap();
@@ -74,15 +76,11 @@ fn run_case(backend: &str, seed: u64) -> (usize, usize, usize) {
     let kill_after = Duration::from_millis(15 + seed * 25);
     std::thread::sleep(kill_after);
     let lines1 = first.kill(); // SIGKILL
-    let acked: HashSet<String> = texts(&lines1, "ack", "id").into_iter().collect();
+    let acked = acked(&lines1);
 
     // Second run on the same file: the channel redelivers what was not acknowledged.
     let mut second = spawn(&db, backend);
-    let again: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|i| !acked.contains(&format!("m{i}")))
-        .collect();
+    let again = unacked(&all, &acked);
     // The flow's unacknowledged lines, in order (a chat's lines are acknowledged in order).
     let flow_again: Vec<usize> = (0..FLOW.len())
         .filter(|k| !acked.contains(&format!("f{k}")))

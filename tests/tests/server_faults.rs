@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use botmesh_tests::ambiguous_reply;
 use botmesh_tests::process::{
-    Crashbot, all_replied, assert_each_reply_once, log_lines, message_line, on_server, texts,
+    Crashbot, acked, all_replied, assert_each_reply_once, log_lines, message_line, on_server,
+    texts, unacked,
 };
 use serde_json::Value;
 
@@ -40,8 +41,6 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
         Some(&log),
         "botmesh=debug,botmesh_durability=debug",
     );
-    let acked =
-        |lines: &[Value]| -> HashSet<String> { texts(lines, "ack", "id").into_iter().collect() };
     let n = 24;
     let mut fault = Some(fault);
     let mut faulting = None;
@@ -63,9 +62,7 @@ fn run(backend: &str, url: &str, fault: impl FnOnce() + Send + 'static) {
     let mut rounds = 0;
     loop {
         let lines = child.lines();
-        let missing: Vec<usize> = (0..n)
-            .filter(|i| !acked(&lines).contains(&format!("m{i}")))
-            .collect();
+        let missing = unacked(&(0..n).collect::<Vec<_>>(), &acked(&lines));
         if missing.is_empty() {
             break;
         }

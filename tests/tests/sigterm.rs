@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use botmesh_tests::process::{Crashbot, assert_each_reply_once, message_line, texts};
+use botmesh_tests::process::{
+    Crashbot, acked, assert_each_reply_once, message_line, texts, unacked,
+};
 
 fn spawn(db: &Path) -> Crashbot {
     let db_arg = db.to_str().unwrap();
@@ -50,7 +52,7 @@ fn sigterm_mid_run_drains_and_loses_no_reply() {
         "a SIGTERM stop exits 0: {status:?}"
     );
     let lines1 = first.lines();
-    let acked: HashSet<String> = texts(&lines1, "ack", "id").into_iter().collect();
+    let acked = acked(&lines1);
     let sent1 = texts(&lines1, "send", "text");
     // The drain answered every message it had accepted, both replies.
     for id in &acked {
@@ -70,12 +72,7 @@ fn sigterm_mid_run_drains_and_loses_no_reply() {
 
     // The channel redelivers what was not acknowledged.
     let mut second = spawn(&db);
-    let again: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|i| !acked.contains(&format!("m{i}")))
-        .collect();
-    second.feed(again.iter().map(|i| message_line(*i, 4)));
+    second.feed(unacked(&all, &acked).iter().map(|i| message_line(*i, 4)));
     let lines2 = second.finish();
     let mut sends = sent1.clone();
     sends.extend(texts(&lines2, "send", "text"));

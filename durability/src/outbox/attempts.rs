@@ -17,7 +17,7 @@
 
 use super::sweep::PartGate;
 use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
-use crate::config::OnAmbiguous;
+use crate::config::{Backoff, OnAmbiguous};
 use crate::error::DurabilityError;
 use crate::journal::{Step, attempts, index};
 use crate::kv::{DurableKv, WritePoint};
@@ -371,6 +371,13 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         }
     }
 
+    /// What a send may take: this many provider calls at most (`outbox.retries` + 1), with
+    /// `outbox.backoff` between them.
+    fn call_budget(&self) -> (u32, &Backoff) {
+        let config = &self.d.config().outbox;
+        (config.retries.saturating_add(1), &config.backoff)
+    }
+
     /// Records a failed provider call: retried with `outbox.backoff` (a rate limit waits at
     /// least its `retry_after`) while retries remain, dead-lettered otherwise or when final.
     /// A dead-lettered send takes its later parts with it.
@@ -379,7 +386,6 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         lease: &OutboxLease,
         failure: &SendFailure,
     ) -> Result<FailOutcome, DurabilityError> {
-        let config = &self.d.config().outbox;
         let (outcome, record) = self
             .d
             .fail_attempt::<OutboxRecord>(
@@ -389,7 +395,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                 lease.token,
                 &failure.error,
                 failure.class,
-                (config.retries.saturating_add(1), &config.backoff),
+                self.call_budget(),
             )
             .await?;
         match outcome {
@@ -411,9 +417,8 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         lease: &OutboxLease,
         error: &str,
     ) -> Result<AmbiguousOutcome, DurabilityError> {
-        let config = &self.d.config().outbox;
-        let policy = config.on_ambiguous;
-        let max_calls = config.retries.saturating_add(1);
+        let policy = self.d.config().outbox.on_ambiguous;
+        let (max_calls, backoff) = self.call_budget();
         let unit = self.d.unit();
         let mut reported = false;
         let result = self
@@ -440,7 +445,7 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
                             let retry = retries::decide(
                                 r.attempts,
                                 max_calls,
-                                &config.backoff,
+                                backoff,
                                 retries::ErrorClass::Retryable,
                                 now,
                                 unit,

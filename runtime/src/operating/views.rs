@@ -21,32 +21,32 @@ pub(crate) struct DeadLetter {
     pub(crate) payload: serde_json::Value,
 }
 
-impl DeadLetter {
-    pub(crate) fn inbound(r: &InboundRecord) -> Self {
-        DeadLetter {
-            kind: "inbound",
-            id: r.id.clone(),
-            chat: r.chat.clone(),
-            state: r.state.as_str(),
-            attempts: r.attempts,
-            error: r.last_error.clone(),
-            updated_ms: r.updated_ms,
-            payload: serde_json::to_value(&r.payload).unwrap_or_default(),
+/// `DeadLetter`'s constructors: `$name` reads a `$record` of the journal `$kind`, whose id is
+/// its field `$id`.
+macro_rules! dead_letter_of {
+    ($($name:ident($record:ty): $kind:literal, id: $id:ident;)*) => {
+        impl DeadLetter {
+            $(
+                pub(crate) fn $name(r: &$record) -> Self {
+                    DeadLetter {
+                        kind: $kind,
+                        id: r.$id.clone(),
+                        chat: r.chat.clone(),
+                        state: r.state.as_str(),
+                        attempts: r.attempts,
+                        error: r.last_error.clone(),
+                        updated_ms: r.updated_ms,
+                        payload: serde_json::to_value(&r.payload).unwrap_or_default(),
+                    }
+                }
+            )*
         }
-    }
+    };
+}
 
-    pub(crate) fn outbound(r: &OutboxRecord) -> Self {
-        DeadLetter {
-            kind: "outbound",
-            id: r.key.clone(),
-            chat: r.chat.clone(),
-            state: r.state.as_str(),
-            attempts: r.attempts,
-            error: r.last_error.clone(),
-            updated_ms: r.updated_ms,
-            payload: serde_json::to_value(&r.payload).unwrap_or_default(),
-        }
-    }
+dead_letter_of! {
+    inbound(InboundRecord): "inbound", id: id;
+    outbound(OutboxRecord): "outbound", id: key;
 }
 
 /// A persistent conversation waiting for an answer.

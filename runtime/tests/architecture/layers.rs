@@ -27,6 +27,8 @@ use std::path::Path;
 
 use syn::visit::Visit;
 
+use super::public_api::{UseLeaf, use_leaves};
+
 /// The folders, bottom first; `""` is the crate root's files.
 pub(crate) const LAYERS: &[&str] = &[
     "",
@@ -304,8 +306,11 @@ fn root_reexports(lib: &Path) -> HashMap<String, String> {
     for item in &ast.items {
         if let syn::Item::Use(u) = item {
             let mut leaves = Vec::new();
-            leaves_of(&u.tree, Vec::new(), &mut leaves);
-            for (name, mut target) in leaves {
+            use_leaves(&u.tree, Vec::new(), &mut leaves);
+            for UseLeaf {
+                name, mut target, ..
+            } in leaves.into_iter().filter(|l| !l.glob)
+            {
                 if target.first().is_some_and(|s| s == "crate") {
                     target.remove(0);
                 }
@@ -316,32 +321,6 @@ fn root_reexports(lib: &Path) -> HashMap<String, String> {
         }
     }
     out
-}
-
-fn leaves_of(tree: &syn::UseTree, prefix: Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
-    match tree {
-        syn::UseTree::Path(p) => {
-            let mut next = prefix;
-            next.push(p.ident.to_string());
-            leaves_of(&p.tree, next, out);
-        }
-        syn::UseTree::Name(n) => {
-            let mut target = prefix;
-            target.push(n.ident.to_string());
-            out.push((n.ident.to_string(), target));
-        }
-        syn::UseTree::Rename(r) => {
-            let mut target = prefix;
-            target.push(r.ident.to_string());
-            out.push((r.rename.to_string(), target));
-        }
-        syn::UseTree::Glob(_) => {}
-        syn::UseTree::Group(g) => {
-            for t in &g.items {
-                leaves_of(t, prefix.clone(), out);
-            }
-        }
-    }
 }
 
 /// Every path of a file: `use` trees (each leaf with its prefix) and paths in code.
@@ -375,10 +354,9 @@ impl<'ast> Visit<'ast> for Paths {
 
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         let mut leaves = Vec::new();
-        leaves_of(&u.tree, Vec::new(), &mut leaves);
-        self.found.extend(leaves.into_iter().map(|(_, t)| t));
-        // Globs: the prefix alone.
-        glob_prefixes(&u.tree, Vec::new(), &mut self.found);
+        use_leaves(&u.tree, Vec::new(), &mut leaves);
+        // A glob's target is its prefix alone.
+        self.found.extend(leaves.into_iter().map(|l| l.target));
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
@@ -390,23 +368,6 @@ impl<'ast> Visit<'ast> for Paths {
         self.found
             .push(p.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, p);
-    }
-}
-
-fn glob_prefixes(tree: &syn::UseTree, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
-    match tree {
-        syn::UseTree::Path(p) => {
-            let mut next = prefix;
-            next.push(p.ident.to_string());
-            glob_prefixes(&p.tree, next, out);
-        }
-        syn::UseTree::Glob(_) => out.push(prefix),
-        syn::UseTree::Group(g) => {
-            for t in &g.items {
-                glob_prefixes(t, prefix.clone(), out);
-            }
-        }
-        _ => {}
     }
 }
 

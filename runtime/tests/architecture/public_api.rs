@@ -32,11 +32,13 @@ struct Def {
     is_type: bool,
 }
 
-/// A leaf of a `pub use` tree.
-struct UseLeaf {
-    name: String,
-    target: Vec<String>,
-    glob: bool,
+/// A leaf of a `use` tree.
+pub(crate) struct UseLeaf {
+    /// The name it brings in (`*` for a glob).
+    pub(crate) name: String,
+    /// The path it names (a glob's: the module).
+    pub(crate) target: Vec<String>,
+    pub(crate) glob: bool,
 }
 
 #[derive(Default)]
@@ -840,7 +842,8 @@ fn child_dir(file: &Path) -> PathBuf {
     }
 }
 
-fn use_leaves(tree: &syn::UseTree, prefix: Vec<String>, out: &mut Vec<UseLeaf>) {
+/// The leaves of a `use` tree below `prefix` (`a::{self}` names `a`).
+pub(crate) fn use_leaves(tree: &syn::UseTree, prefix: Vec<String>, out: &mut Vec<UseLeaf>) {
     match tree {
         syn::UseTree::Path(p) => {
             let mut next = prefix;
