@@ -62,6 +62,84 @@ enum Decision {
     DeadLetter { reason: String },
 }
 
+/// The methods of a journal (`$journal`) whose records (`$record`) are held under a lease
+/// (`$lease`, naming its record by its field `$id`): the fencing check, the lease extended by the
+/// journal's `$config.lease` (at the write point `$heartbeat`), and a failed attempt charged
+/// to the held record (at `$fail`, as the operation `$operation`).
+macro_rules! lease_holder {
+    (
+        $journal:ident: $record:ty,
+        $lease:ident { $id:ident },
+        $config:ident,
+        heartbeat: $heartbeat:ident,
+        fail: $fail:ident($operation:literal)
+    ) => {
+        impl<K: $crate::kv::DurableKv + ?Sized> $journal<'_, K> {
+            /// Refused with `StaleLease` unless `lease` still holds `r`.
+            pub(crate) fn check_fence(
+                r: &$record,
+                lease: &$lease,
+            ) -> Result<(), $crate::error::DurabilityError> {
+                $crate::journal::attempts::check_fence(r, lease.token)
+            }
+
+            /// `lease`, extended by the journal's lease from now.
+            async fn extended(
+                &self,
+                lease: &$lease,
+            ) -> Result<$lease, $crate::error::DurabilityError> {
+                let expires_ms = self
+                    .d
+                    .heartbeat::<$record>(
+                        $crate::kv::WritePoint::$heartbeat,
+                        &lease.$id,
+                        lease.token,
+                        self.d.config().$config.lease,
+                    )
+                    .await?;
+                Ok($lease {
+                    expires_ms,
+                    ..lease.clone()
+                })
+            }
+
+            /// Charges a failed attempt to the record `lease` holds: retried after the backoff
+            /// while the budget (calls at most, backoff) lasts and `class` allows, dead-lettered
+            /// otherwise.
+            async fn failed(
+                &self,
+                lease: &$lease,
+                error: &str,
+                class: $crate::retries::ErrorClass,
+                budget: (u32, &$crate::config::Backoff),
+            ) -> Result<($crate::retries::FailOutcome, $record), $crate::error::DurabilityError>
+            {
+                self.d
+                    .fail_attempt::<$record>(
+                        $crate::kv::WritePoint::$fail,
+                        $operation,
+                        &lease.$id,
+                        lease.token,
+                        error,
+                        class,
+                        budget,
+                    )
+                    .await
+            }
+        }
+    };
+}
+
+pub(crate) use lease_holder;
+
+lease_holder!(
+    Inbox: InboundRecord,
+    InboxLease { id },
+    inbox,
+    heartbeat: InboxHeartbeat,
+    fail: InboxFail("fail")
+);
+
 impl<K: DurableKv + ?Sized> Inbox<'_, K> {
     /// Takes a lease on `record` for this incarnation (new token, attempt charged).
     pub(crate) fn take_lease(&self, record: &mut InboundRecord, now: i64) -> InboxLease {
@@ -189,28 +267,9 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         Ok(claimed)
     }
 
-    pub(crate) fn check_fence(
-        r: &InboundRecord,
-        lease: &InboxLease,
-    ) -> Result<(), DurabilityError> {
-        attempts::check_fence(r, lease.token)
-    }
-
     /// Extends a processing lease by `inbox.lease` from now.
     pub async fn heartbeat(&self, lease: &InboxLease) -> Result<InboxLease, DurabilityError> {
-        let expires_ms = self
-            .d
-            .heartbeat::<InboundRecord>(
-                WritePoint::InboxHeartbeat,
-                &lease.id,
-                lease.token,
-                self.d.config().inbox.lease,
-            )
-            .await?;
-        Ok(InboxLease {
-            expires_ms,
-            ..lease.clone()
-        })
+        self.extended(lease).await
     }
 
     /// Marks the record done: its effects settled. Refused with `StaleLease` when the lease
@@ -258,18 +317,8 @@ impl<K: DurableKv + ?Sized> Inbox<'_, K> {
         } else {
             ErrorClass::Final
         };
-        let (outcome, _) = self
-            .d
-            .fail_attempt::<InboundRecord>(
-                WritePoint::InboxFail,
-                "fail",
-                &lease.id,
-                lease.token,
-                error,
-                class,
-                (config.max_attempts, &config.backoff),
-            )
-            .await?;
+        let budget = (config.max_attempts, &config.backoff);
+        let (outcome, _) = self.failed(lease, error, class, budget).await?;
         Ok(outcome)
     }
 

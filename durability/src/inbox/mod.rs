@@ -25,6 +25,7 @@
 
 mod leasing;
 
+pub(crate) use leasing::lease_holder;
 pub use leasing::{Claim, Claimed};
 
 use serde::{Deserialize, Serialize};

@@ -19,6 +19,7 @@ use super::sweep::PartGate;
 use super::{Created, NewSend, Outbox, OutboxRecord, OutboxState, SendJournal};
 use crate::config::{Backoff, OnAmbiguous};
 use crate::error::DurabilityError;
+use crate::inbox::lease_holder;
 use crate::journal::{Step, attempts, index};
 use crate::kv::{DurableKv, WritePoint};
 use crate::leases::{Incarnation, OutboxLease};
@@ -101,6 +102,14 @@ pub enum AmbiguousOutcome {
     /// `on_ambiguous: resend`, but out of retries: dead-lettered (with its later parts).
     DeadLettered,
 }
+
+lease_holder!(
+    Outbox: OutboxRecord,
+    OutboxLease { key },
+    outbox,
+    heartbeat: OutboxHeartbeat,
+    fail: OutboxMarkFailed("mark_failed")
+);
 
 impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
     /// "About to call the provider": leases the send to this process and charges an attempt,
@@ -308,29 +317,10 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
             .filter(|k| k != &r.key))
     }
 
-    pub(crate) fn check_fence(
-        r: &OutboxRecord,
-        lease: &OutboxLease,
-    ) -> Result<(), DurabilityError> {
-        attempts::check_fence(r, lease.token)
-    }
-
     /// Extends a send-in-flight lease by `outbox.lease` from now (a slow upload is never taken
     /// for an abandoned send).
     pub async fn heartbeat(&self, lease: &OutboxLease) -> Result<OutboxLease, DurabilityError> {
-        let expires_ms = self
-            .d
-            .heartbeat::<OutboxRecord>(
-                WritePoint::OutboxHeartbeat,
-                &lease.key,
-                lease.token,
-                self.d.config().outbox.lease,
-            )
-            .await?;
-        Ok(OutboxLease {
-            expires_ms,
-            ..lease.clone()
-        })
+        self.extended(lease).await
     }
 
     /// Records that the provider accepted the send, with its message id.
@@ -386,17 +376,9 @@ impl<'a, K: DurableKv + ?Sized> Outbox<'a, K> {
         lease: &OutboxLease,
         failure: &SendFailure,
     ) -> Result<FailOutcome, DurabilityError> {
+        let budget = self.call_budget();
         let (outcome, record) = self
-            .d
-            .fail_attempt::<OutboxRecord>(
-                WritePoint::OutboxMarkFailed,
-                "mark_failed",
-                &lease.key,
-                lease.token,
-                &failure.error,
-                failure.class,
-                self.call_budget(),
-            )
+            .failed(lease, &failure.error, failure.class, budget)
             .await?;
         match outcome {
             FailOutcome::Retrying { .. } => self.d.count(Counter::OutboxRetried),
