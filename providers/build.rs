@@ -4,12 +4,14 @@
 //! (the channels whose REST calls and webhook parsers use the `gateway` module's shared parts:
 //! the gateways, GoHighLevel and TikTok), `http_api_channel` (any channel that sends through an
 //! HTTP API: the API-call helpers), `media_download_channel` (the channels that download media
-//! through the SSRF-guarded client: `media::fetch`) and `network_channel` (any network channel,
-//! email included: the media and settings helpers they share).
+//! through the SSRF-guarded client: `media::fetch`), `network_channel` (any network channel,
+//! email included: the media and settings helpers they share) and `background_task` (the
+//! providers that run a task between their start and stop: console, JSON lines, email, WhatsApp
+//! Web's fake session; the `task` module).
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel, media_download_channel)"
+        "cargo::rustc-check-cfg=cfg(meta_channel, gateway_channel, rest_channel, network_channel, http_api_channel, media_download_channel, background_task)"
     );
     let on = |feature: &str| {
         let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
@@ -49,5 +51,11 @@ fn main() {
     }
     if http_api || on("email") {
         println!("cargo::rustc-cfg=network_channel");
+    }
+    if ["console", "jsonl", "email", "whatsapp-web"]
+        .into_iter()
+        .any(on)
+    {
+        println!("cargo::rustc-cfg=background_task");
     }
 }

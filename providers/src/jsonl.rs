@@ -688,24 +688,21 @@ mod tests {
 
     #[test]
     fn parses_messages_and_presses() {
-        let e = parse_line(br#"{"id":"m1","chat":"alice","text":"order","lang":"pt"}"#);
-        let Ok(ProviderEvent::Message(m)) = e else {
-            panic!("not a message: {e:?}")
+        let message = parse_line(br#"{"id":"m1","chat":"alice","text":"order","lang":"pt"}"#);
+        let Ok(ProviderEvent::Message(m)) = message else {
+            panic!("not a message: {message:?}")
         };
+        let (id, chat, sender) = (m.id.as_str(), m.chat.as_str(), m.sender.as_str());
         assert_eq!(
-            (m.id.as_str(), m.chat.as_str(), m.sender.as_str()),
-            ("m1", "alice", "alice")
+            (id, chat, sender, m.lang_hint.as_deref()),
+            ("m1", "alice", "alice", Some("pt"))
         );
-        assert_eq!(m.lang_hint.as_deref(), Some("pt"));
-        let e = parse_line(br#"{"id":7,"chat":"g","user":"bob","button":"yes","group":true}"#);
-        let Ok(ProviderEvent::Interaction(i)) = e else {
-            panic!("not a press: {e:?}")
+        let press = parse_line(br#"{"id":7,"chat":"g","user":"bob","button":"yes","group":true}"#);
+        let Ok(ProviderEvent::Interaction(i)) = press else {
+            panic!("not a press: {press:?}")
         };
-        assert_eq!(
-            (i.id.as_str(), i.data.as_str(), i.sender.as_str()),
-            ("7", "yes", "bob")
-        );
-        assert!(i.is_group);
+        let (id, data, sender) = (i.id.as_str(), i.data.as_str(), i.sender.as_str());
+        assert_eq!((id, data, sender, i.is_group), ("7", "yes", "bob", true));
     }
 
     #[test]

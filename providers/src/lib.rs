@@ -102,7 +102,7 @@ pub mod meta;
 mod readable;
 #[cfg(network_channel)]
 pub mod settings;
-#[cfg(any(feature = "console", feature = "jsonl", feature = "email"))]
+#[cfg(background_task)]
 mod task;
 #[cfg(feature = "telegram")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telegram")))]

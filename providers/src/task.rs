@@ -1,6 +1,7 @@
 //! [`TaskSlot`]: the background task a provider runs between its `start()` and its `stop()`
-//! (the console's and the JSON lines' reader, the email IMAP connection, a line writer). A
-//! second `start()` replaces the task and aborts the old one; `stop()` aborts it.
+//! (the console's and the JSON lines' reader, the email IMAP connection, a line writer, the
+//! WhatsApp Web fake session's follower). A second `start()` replaces the task and aborts the
+//! old one; `stop()` aborts it.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -19,7 +20,7 @@ impl TaskSlot {
     }
 
     /// Aborts the task (it ends at its next await), without waiting for it.
-    #[cfg(any(feature = "console", feature = "jsonl"))]
+    #[cfg(any(feature = "console", feature = "jsonl", feature = "whatsapp-web"))]
     pub(crate) fn abort(&self) {
         let task = self.slot().take();
         if let Some(task) = task {

@@ -10,9 +10,12 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::evolution::{FakeEvolution, hooks};
+use crate::gateway_suite::{self as suite, GatewayCase};
 use botmesh::message::{ChatId, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::{ErrorClass, Provider};
-use botmesh_providers::evolution::{EvolutionConfig, EvolutionConfigError, EvolutionProvider};
+use botmesh_providers::evolution::{
+    Evolution, EvolutionConfig, EvolutionConfigError, EvolutionProvider,
+};
 use serde_json::{Value, json};
 
 const KEY: &str = "evo-instance-key-123";
@@ -20,22 +23,45 @@ const INSTANCE: &str = "shop1";
 const SECRET: &str = "evo-webhook-secret-0123";
 const USER: &str = "5511999999999@s.whatsapp.net";
 
-fn config(fake: &FakeEvolution) -> EvolutionConfig {
-    EvolutionConfig::new(&fake.base_url(), KEY, INSTANCE, SECRET).expect("config")
+/// The Evolution API channel's case of the gateway suite.
+struct Case;
+
+impl GatewayCase for Case {
+    type Api = Evolution;
+    type State = fakes::evolution::S;
+    const ROUTE: &'static str = "/evolution";
+    const SECRET: &'static str = SECRET;
+    const ANSWERED: &'static str = USER;
+
+    async fn fake() -> FakeEvolution {
+        FakeEvolution::start(KEY, INSTANCE).await
+    }
+
+    fn provider(fake: &FakeEvolution) -> EvolutionProvider {
+        let config = EvolutionConfig::new(&fake.base_url(), KEY, INSTANCE, SECRET);
+        EvolutionProvider::new(config.expect("config")).expect("provider")
+    }
+
+    fn text(id: &str, text: &str) -> Value {
+        hooks::text_from(INSTANCE, KEY, USER, id, text)
+    }
+
+    fn fail_next(fake: &FakeEvolution, status: u16, retry_after: Option<u64>) {
+        let message = match status {
+            429 => json!("Too many requests"),
+            _ => json!(["Service Unavailable"]),
+        };
+        fake.fail_next(status, message, retry_after);
+    }
 }
 
 /// The fake and a provider on it.
 async fn started() -> (FakeEvolution, EvolutionProvider) {
-    fakes::provided(FakeEvolution::start(KEY, INSTANCE).await, |f| {
-        EvolutionProvider::new(config(f))
-    })
+    suite::started::<Case>().await
 }
 
 #[tokio::test]
 async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
-    let (_, evo) = started().await;
-    let (rec, server, local) = fakes::started(&evo, evo.webhook_routes()).await;
-    let hi = hooks::text_from(INSTANCE, KEY, USER, "3EB0C431C26A1916B5F2", "hi");
     let broken = json!({"event": "messages.upsert", "instance": INSTANCE, "data": {"key": {"remoteJid": USER}}, "apikey": KEY});
     let refused = [
         (
@@ -44,12 +70,12 @@ async fn the_secret_and_the_instance_are_checked_and_the_apikey_never_echoed() {
         ),
         (broken.clone(), 400),
     ];
-    let route = format!("{local}/evolution");
-    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    let (rec, server, route) = suite::assert_guarded::<Case>(&refused).await;
     let (_, answer) = fakes::post_json(&format!("{route}/{SECRET}"), None, &broken).await;
     assert!(!answer.contains(KEY), "{answer}");
     // `byEvents`: Evolution appends the event's name to the URL.
     let by_event = format!("{route}/{SECRET}/messages-upsert");
+    let hi = Case::text("3EB0C431C26A1916B5F2", "hi");
     assert_eq!(fakes::post_json(&by_event, None, &hi).await.0, 200);
     let events = rec.wait_for(3).await;
     assert!(!format!("{events:?}").contains(KEY));
@@ -251,14 +277,7 @@ async fn maps_evolution_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let (fake, evo) = started().await;
-    fake.fail_next(503, json!(["Service Unavailable"]), None);
-    fake.fail_next(429, json!("Too many requests"), Some(0));
-    let ping = hooks::text_from(INSTANCE, KEY, USER, "3EB0PING00000001", "ping");
-    let routes = evo.webhook_routes();
-    let path = format!("/evolution/{SECRET}");
-    fakes::retried_and_answered_once(evo, routes, &path, &ping, || fake.delivered_to(USER)).await;
-    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+    suite::assert_retried_and_answered_once::<Case>(503).await;
 }
 
 #[tokio::test]
@@ -273,12 +292,7 @@ async fn media_refs_round_trip_through_the_servers_media_route() {
 
 #[tokio::test]
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
-    let fake = FakeEvolution::start(KEY, INSTANCE).await;
-    let body = hooks::text_from(INSTANCE, KEY, USER, "3EB0CRASH0000001", "ping");
-    let provider = || EvolutionProvider::new(config(&fake)).expect("provider");
-    let channel = (provider, EvolutionProvider::webhook_routes);
-    fakes::gateway::crash_before_the_200(channel, &format!("/evolution/{SECRET}"), &body).await;
-    assert_eq!(fake.delivered_to(USER), ["pong: ping"]);
+    suite::assert_crash_before_the_200_answered_once::<Case>().await;
 }
 
 const ENV: &[(&str, &str)] = &[

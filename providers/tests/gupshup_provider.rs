@@ -9,11 +9,12 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::gupshup::{FakeGupshup, hooks};
+use crate::gateway_suite::{self as suite, GatewayCase};
 use botmesh::message::{Button, ChatId, MediaKind, MediaRef, Outgoing};
 use botmesh::provider::{Provider, ProviderError};
-use botmesh_providers::gupshup::{GupshupConfig, GupshupConfigError, GupshupProvider};
+use botmesh_providers::gupshup::{Gupshup, GupshupConfig, GupshupConfigError, GupshupProvider};
 use botmesh_providers::http::GuardedClient;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const KEY: &str = "gupshup-api-key";
 const APP: &str = "DemoApp";
@@ -28,25 +29,51 @@ fn config(fake: &FakeGupshup) -> GupshupConfig {
         .media_client(GuardedClient::allowing_localhost().expect("client"))
 }
 
+/// The Gupshup channel's case of the gateway suite.
+struct Case;
+
+impl GatewayCase for Case {
+    type Api = Gupshup;
+    type State = fakes::gupshup::S;
+    const ROUTE: &'static str = "/gupshup";
+    const SECRET: &'static str = SECRET;
+    const ANSWERED: &'static str = USER;
+
+    async fn fake() -> FakeGupshup {
+        FakeGupshup::start(KEY).await
+    }
+
+    fn provider(fake: &FakeGupshup) -> GupshupProvider {
+        GupshupProvider::new(config(fake)).expect("provider")
+    }
+
+    fn text(id: &str, text: &str) -> Value {
+        hooks::text_from(APP, USER, id, text)
+    }
+
+    fn fail_next(fake: &FakeGupshup, status: u16, retry_after: Option<u64>) {
+        let message = match status {
+            429 => "Too Many Requests",
+            _ => "Service Unavailable",
+        };
+        fake.fail_next(status, message, retry_after);
+    }
+}
+
 /// The fake and a provider on it.
 async fn started() -> (FakeGupshup, GupshupProvider) {
-    fakes::provided(FakeGupshup::start(KEY).await, |f| {
-        GupshupProvider::new(config(f))
-    })
+    suite::started::<Case>().await
 }
 
 #[tokio::test]
 async fn the_callback_secret_and_the_app_are_checked() {
-    let (_, gs) = started().await;
-    let (rec, server, local) = fakes::started(&gs, gs.webhook_routes()).await;
-    let hi = hooks::text_from(APP, USER, "ABEG1", "Hi");
     let refused = [
         (hooks::text_from("OtherApp", USER, "ABEG2", "Hi"), 403),
         (json!({"app": APP}), 400),
     ];
-    let route = format!("{local}/gupshup");
-    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    let (rec, server, route) = suite::assert_guarded::<Case>(&refused).await;
     rec.set_mode(fakes::Mode::Reject);
+    let hi = Case::text("ABEG1", "Hi");
     assert_eq!(
         fakes::post_json(&format!("{route}/{SECRET}"), None, &hi)
             .await
@@ -225,14 +252,7 @@ async fn maps_gupshup_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let (fake, gs) = started().await;
-    fake.fail_next(503, "Service Unavailable", None);
-    fake.fail_next(429, "Too Many Requests", Some(0));
-    let ping = hooks::text_from(APP, USER, "ABEG9", "ping");
-    let routes = gs.webhook_routes();
-    let path = format!("/gupshup/{SECRET}");
-    fakes::retried_and_answered_once(gs, routes, &path, &ping, || fake.delivered_to(USER)).await;
-    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+    suite::assert_retried_and_answered_once::<Case>(503).await;
 }
 
 #[tokio::test]
@@ -264,12 +284,7 @@ async fn media_refs_round_trip_and_download_without_credentials() {
 
 #[tokio::test]
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
-    let fake = FakeGupshup::start(KEY).await;
-    let body = hooks::text_from(APP, USER, "ABEG77", "ping");
-    let provider = || GupshupProvider::new(config(&fake)).expect("provider");
-    let channel = (provider, GupshupProvider::webhook_routes);
-    fakes::gateway::crash_before_the_200(channel, &format!("/gupshup/{SECRET}"), &body).await;
-    assert_eq!(fake.delivered_to(USER), ["pong: ping"]);
+    suite::assert_crash_before_the_200_answered_once::<Case>().await;
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! The crate's integration tests, one test binary: each file of `tests/` is a module (a test's
 //! name is `file::test`) compiled with the channel features it needs, and the helpers they
 //! share are declared once here: `fakes` (the channels' fake servers, also run by the
-//! examples' crash tests) and `support`.
+//! examples' crash tests), `gateway_suite` (the tests every HTTP-gateway channel passes) and
+//! `support`.
 
 // Helpers.
 mod fakes;
+#[cfg(gateway_channel)]
+mod gateway_suite;
 mod support;
 
 // Test files.

@@ -10,9 +10,12 @@ use crate::fakes::Refusals;
 
 use crate::fakes::contents;
 use crate::fakes::wppconnect::{FakeWppConnect, hooks};
+use crate::gateway_suite::{self as suite, GatewayCase};
 use botmesh::message::{ChatId, MediaKind, Outgoing, OutgoingContent};
 use botmesh::provider::{Provider, ProviderError};
-use botmesh_providers::wppconnect::{WppConnectConfig, WppConnectConfigError, WppConnectProvider};
+use botmesh_providers::wppconnect::{
+    WppConnect, WppConnectConfig, WppConnectConfigError, WppConnectProvider,
+};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "$2b$10$fakebcrypttokenvalue";
@@ -21,28 +24,50 @@ const SECRET: &str = "wpp-webhook-secret-0123";
 const USER: &str = "5521999999999@c.us";
 const PHONE: &str = "5521999999999";
 
-fn config(fake: &FakeWppConnect) -> WppConnectConfig {
-    WppConnectConfig::new(&fake.base_url(), SESSION, TOKEN, SECRET).expect("config")
+/// The WPPConnect channel's case of the gateway suite.
+struct Case;
+
+impl GatewayCase for Case {
+    type Api = WppConnect;
+    type State = fakes::wppconnect::S;
+    const ROUTE: &'static str = "/wppconnect";
+    const SECRET: &'static str = SECRET;
+    const ANSWERED: &'static str = PHONE;
+
+    async fn fake() -> FakeWppConnect {
+        FakeWppConnect::start(TOKEN, SESSION).await
+    }
+
+    fn provider(fake: &FakeWppConnect) -> WppConnectProvider {
+        let config = WppConnectConfig::new(&fake.base_url(), SESSION, TOKEN, SECRET);
+        WppConnectProvider::new(config.expect("config")).expect("provider")
+    }
+
+    fn text(id: &str, text: &str) -> Value {
+        hooks::text_from(SESSION, USER, id, text)
+    }
+
+    fn fail_next(fake: &FakeWppConnect, status: u16, retry_after: Option<u64>) {
+        let body = match status {
+            429 => json!({"message": "Too many requests"}),
+            _ => json!({"status": "error", "message": "Error on send message"}),
+        };
+        fake.fail_next(status, body, retry_after);
+    }
 }
 
 /// The fake and a provider on it.
 async fn started() -> (FakeWppConnect, WppConnectProvider) {
-    fakes::provided(FakeWppConnect::start(TOKEN, SESSION).await, |f| {
-        WppConnectProvider::new(config(f))
-    })
+    suite::started::<Case>().await
 }
 
 #[tokio::test]
 async fn the_secret_and_the_session_are_checked() {
-    let (_, wpp) = started().await;
-    let (rec, server, local) = fakes::started(&wpp, wpp.webhook_routes()).await;
-    let hi = hooks::text_from(SESSION, USER, "3EB0A1B2C3D4E5F6", "hi");
     let refused = [
         (hooks::text_from("s2", USER, "3EB0A1B2C3D4E5F7", "hi"), 403),
         (json!({"session": SESSION}), 400),
     ];
-    let route = format!("{local}/wppconnect");
-    fakes::gateway::assert_guarded(&route, SECRET, &hi, &refused, &rec).await;
+    let (_, server, _) = suite::assert_guarded::<Case>(&refused).await;
     server.shutdown().await;
 }
 
@@ -227,18 +252,7 @@ async fn maps_wppconnect_errors_onto_classes() {
 
 #[tokio::test]
 async fn the_outbox_retries_5xx_and_429_and_answers_once() {
-    let (fake, wpp) = started().await;
-    fake.fail_next(
-        500,
-        json!({"status": "error", "message": "Error on send message"}),
-        None,
-    );
-    fake.fail_next(429, json!({"message": "Too many requests"}), Some(0));
-    let ping = hooks::text_from(SESSION, USER, "3EB0PING", "ping");
-    let routes = wpp.webhook_routes();
-    let path = format!("/wppconnect/{SECRET}");
-    fakes::retried_and_answered_once(wpp, routes, &path, &ping, || fake.delivered_to(PHONE)).await;
-    assert_eq!(fake.sent().len(), 3, "two failures, then the send");
+    suite::assert_retried_and_answered_once::<Case>(500).await;
 }
 
 #[tokio::test]
@@ -253,12 +267,7 @@ async fn media_refs_round_trip_through_the_servers_media_route() {
 
 #[tokio::test]
 async fn a_crash_before_the_200_is_redelivered_and_answered_once() {
-    let fake = FakeWppConnect::start(TOKEN, SESSION).await;
-    let body = hooks::text_from(SESSION, USER, "3EB0CRASH", "ping");
-    let provider = || WppConnectProvider::new(config(&fake)).expect("provider");
-    let channel = (provider, WppConnectProvider::webhook_routes);
-    fakes::gateway::crash_before_the_200(channel, &format!("/wppconnect/{SECRET}"), &body).await;
-    assert_eq!(fake.delivered_to(PHONE), ["pong: ping"]);
+    suite::assert_crash_before_the_200_answered_once::<Case>().await;
 }
 
 #[test]

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::NAME;
 use super::ratelimit::{Limiter, RouteKey, seconds};
+use crate::settings::Redacted;
 
 /// Discord's required `User-Agent` form: `DiscordBot (<url>, <version>)`.
 const USER_AGENT: &str = concat!(
@@ -90,19 +91,12 @@ impl<'a> Call<'a> {
 }
 
 /// The REST API at a base URL with a bot token.
+#[derive(Debug)]
 pub(crate) struct Rest {
     http: reqwest::Client,
     base: String,
-    token: String,
+    token: Redacted,
     limiter: Limiter,
-}
-
-impl std::fmt::Debug for Rest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rest")
-            .field("base", &self.base)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Rest {
@@ -115,7 +109,7 @@ impl Rest {
         Ok(Self {
             http,
             base: base.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
+            token: token.to_owned().into(),
             limiter: Limiter::default(),
         })
     }
@@ -133,7 +127,7 @@ impl Rest {
             .http
             .request(call.method.clone(), format!("{}{}", self.base, call.path));
         if call.auth {
-            req = req.header("authorization", format!("Bot {}", self.token));
+            req = req.header("authorization", format!("Bot {}", &*self.token));
         }
         if let Some(body) = call.body {
             req = req.json(body);

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use tokio::task::JoinHandle;
 
 use super::CLIENT_PREFIX;
 use super::session::{
@@ -33,6 +32,7 @@ use super::session::{
     WaMessageInfo, WaOutgoing, WaSend, WaSession, WaSource,
 };
 use super::store::SessionStore;
+use crate::task::TaskSlot;
 
 /// The account the fake links as.
 const ACCOUNT: &str = "15550000000:7@s.whatsapp.net";
@@ -93,29 +93,22 @@ struct MediaState {
 }
 
 /// The fake session (see the module documentation). Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct FakeSession {
     dir: PathBuf,
     state: Arc<State>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct State {
     connected: AtomicBool,
     pairings: AtomicUsize,
     connects: AtomicUsize,
     not_accepted: AtomicUsize,
-    follow: Mutex<Option<JoinHandle<()>>>,
+    /// The task following the events file, between a connect and a disconnect.
+    follow: TaskSlot,
     /// Serializes this process's writes to the fault position.
     faults: Mutex<()>,
-}
-
-impl std::fmt::Debug for FakeSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeSession")
-            .field("dir", &self.dir)
-            .finish_non_exhaustive()
-    }
 }
 
 impl FakeSession {
@@ -437,29 +430,13 @@ impl WaSession for FakeSession {
         self.state.connected.store(true, Ordering::Relaxed);
         let _ = events.report(WaEvent::Connected).await;
         let task = tokio::spawn(self.clone().follow(events));
-        if let Some(old) = self
-            .state
-            .follow
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(task)
-        {
-            old.abort();
-        }
+        self.state.follow.set(task);
         Ok(())
     }
 
     async fn disconnect(&self) {
         self.state.connected.store(false, Ordering::Relaxed);
-        let task = self
-            .state
-            .follow
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = task {
-            task.abort();
-        }
+        self.state.follow.abort();
     }
 
     async fn send(&self, send: &WaSend) -> Result<String, WaError> {
