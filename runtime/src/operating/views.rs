@@ -2,10 +2,12 @@
 //! record: a dead letter of either journal, a waiting conversation, a scheduled job. Read from the public
 //! records of the journals and the store; serializable for `--json`.
 
-use botmesh_durability::inbox::InboundRecord;
-use botmesh_durability::outbox::OutboxRecord;
+use botmesh_durability::inbox::{InboundRecord, InboxState};
+use botmesh_durability::operating::RecordKind;
+use botmesh_durability::outbox::{OutboxRecord, OutboxState};
 use botmesh_durability::schedule::{JobRecord, JobSchedule};
 use botmesh_durability::store::FlowCheckpoint;
+use botmesh_durability::{DurabilityError, KvDurability};
 use serde::Serialize;
 
 /// One dead letter of either journal.
@@ -47,6 +49,26 @@ macro_rules! dead_letter_of {
 dead_letter_of! {
     inbound(InboundRecord): "inbound", id: id;
     outbound(OutboxRecord): "outbound", id: key;
+}
+
+impl DeadLetter {
+    /// The dead letters of the journal `kind`, oldest first, at most `limit`.
+    pub(crate) async fn listed(
+        journals: &KvDurability,
+        kind: RecordKind,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, DurabilityError> {
+        Ok(match kind {
+            RecordKind::Inbound => {
+                let dead = journals.inbox().list(InboxState::Dead, limit).await?;
+                dead.iter().map(DeadLetter::inbound).collect()
+            }
+            RecordKind::Outbound => {
+                let dead = journals.outbox().list(OutboxState::Dead, limit).await?;
+                dead.iter().map(DeadLetter::outbound).collect()
+            }
+        })
+    }
 }
 
 /// A persistent conversation waiting for an answer.

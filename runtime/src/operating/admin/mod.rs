@@ -52,8 +52,7 @@ use serde::Deserialize;
 
 use crate::kernel::Bot;
 use crate::operating::views::{Conversation, DeadLetter, JobRow};
-use botmesh_durability::inbox::InboxState;
-use botmesh_durability::outbox::OutboxState;
+use botmesh_durability::operating::RecordKind;
 
 /// The path the page is served at.
 pub const ADMIN_PATH: &str = "/admin";
@@ -227,22 +226,11 @@ async fn render(state: &AdminState, flash: Option<&str>) -> Result<String, Strin
     state.sample();
     let dead = match bot.durability() {
         Some(d) => {
-            let mut rows: Vec<DeadLetter> = d
-                .inbox()
-                .list(InboxState::Dead, LIST_LIMIT)
-                .await
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(DeadLetter::inbound)
-                .collect();
-            rows.extend(
-                d.outbox()
-                    .list(OutboxState::Dead, LIST_LIMIT)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .iter()
-                    .map(DeadLetter::outbound),
-            );
+            let mut rows = Vec::new();
+            for kind in [RecordKind::Inbound, RecordKind::Outbound] {
+                let listed = DeadLetter::listed(d, kind, LIST_LIMIT).await;
+                rows.extend(listed.map_err(|e| e.to_string())?);
+            }
             Some(rows)
         }
         None => None,
