@@ -10,10 +10,7 @@ use crate::fakes::Refusals;
 use crate::fakes::contents;
 
 use crate::fakes::gohighlevel::{FakeGhl, Keys, hooks};
-use botmesh::message::{
-    Button, ChatId, ContactCard, Location, MediaKind, MediaRef, MessageId, Outgoing,
-    OutgoingContent,
-};
+use botmesh::message::{ChatId, MediaKind, MediaRef, Outgoing};
 use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::gohighlevel::{
     GoHighLevelConfig, GoHighLevelConfigError, GoHighLevelProvider,
@@ -132,41 +129,22 @@ async fn a_request_not_accepted_is_answered_429_for_highlevel_to_redeliver() {
 async fn sends_every_content_kind_on_the_chats_channel() {
     let (_, fake, ghl) = started().await;
     let chat = ChatId::from("WhatsApp:c2");
-    let sent = ghl
-        .send(&chat, &contents::reply("plain", "m7"))
-        .await
-        .expect("sent");
+    let reply = contents::reply("plain", "m7");
     assert_eq!(
-        sent.message_id.as_ref().map(MessageId::as_str),
-        Some("msg00000001")
+        fakes::sent_id(&ghl, "WhatsApp:c2", &reply).await,
+        "msg00000001"
     );
     let kinds = [
-        Outgoing::from(OutgoingContent::Text {
-            text: "Pick one".into(),
-            buttons: vec![
-                Button::with_id("a", "Apples"),
-                Button::with_id("b", "Pears"),
-            ],
-        }),
+        Outgoing::buttons("Pick one", [("a", "Apples"), ("b", "Pears")]),
         fakes::menu_list(),
-        Outgoing::from(OutgoingContent::Media {
-            media_kind: MediaKind::Image,
-            source: botmesh::message::MediaSource::Url {
-                url: "https://example.com/a.jpg".into(),
-            },
-            caption: Some("a photo".into()),
-            mime: None,
-        }),
-        Outgoing::from(OutgoingContent::Location(Location {
-            latitude: 1.5,
-            longitude: 2.5,
-            name: Some("Shop".into()),
-            address: None,
-        })),
-        Outgoing::from(OutgoingContent::Contacts(vec![ContactCard {
-            name: "Ana".into(),
-            phones: vec!["+15550001".into()],
-        }])),
+        contents::media(
+            MediaKind::Image,
+            contents::url("https://example.com/a.jpg"),
+            Some("a photo"),
+            None,
+        ),
+        contents::location(1.5, 2.5, Some("Shop")),
+        contents::contact("Ana", "+15550001"),
     ];
     for outgoing in &kinds {
         ghl.send(&chat, outgoing).await.expect("sent");
@@ -189,13 +167,7 @@ async fn sends_every_content_kind_on_the_chats_channel() {
         ]
     );
     for (chat, outgoing) in [
-        (
-            "SMS:c2",
-            Outgoing::from(OutgoingContent::Reaction(botmesh::message::Reaction {
-                message_id: MessageId("m1".into()),
-                emoji: "👍".into(),
-            })),
-        ),
+        ("SMS:c2", contents::reaction("m1", "👍")),
         ("c2", Outgoing::from("no channel")),
         ("Fax:c2", Outgoing::from("no such channel")),
     ] {
@@ -248,8 +220,7 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
     let ping = bytes(&hooks::inbound(LOCATION, "SMS", CONTACT, "mping", "ping"));
     let sig = vec![("X-GHL-Signature", keys.sign(&ping))];
     let signed = async |local: &str| post(&format!("{local}/gohighlevel"), &sig, &ping).await;
-    let routes = ghl.webhook_routes();
-    fakes::retried_and_answered_once_by(ghl, routes, signed, || fake.delivered_to(CHAT)).await;
+    fakes::retried_and_answered_once_by(ghl, signed, || fake.delivered_to(CHAT)).await;
     assert_eq!(fake.sent().len(), 3, "two failures, then the send");
     fake.check();
 }

@@ -10,9 +10,7 @@ use crate::fakes::Refusals;
 use crate::fakes::contents;
 
 use crate::fakes::tiktok::{FakeTikTok, hooks};
-use botmesh::message::{
-    Button, ChatId, MediaKind, MediaSource, MessageId, Outgoing, OutgoingContent,
-};
+use botmesh::message::{ChatId, MediaKind, Outgoing};
 use botmesh::provider::{ErrorClass, Provider, ProviderError};
 use botmesh_providers::http::GuardedClient;
 use botmesh_providers::tiktok::{TikTokConfig, TikTokConfigError, TikTokProvider, signature};
@@ -92,33 +90,16 @@ async fn forged_tampered_or_stale_signatures_are_refused_and_echoes_not_delivere
 #[tokio::test]
 async fn sends_texts_options_and_images() {
     let (fake, tiktok) = started().await;
-    let chat = ChatId::from(CONV);
-    let sent = tiktok
-        .send(&chat, &contents::reply("plain", "m7"))
-        .await
-        .expect("sent");
+    let reply = contents::reply("plain", "m7");
     assert_eq!(
-        sent.message_id.as_ref().map(MessageId::as_str),
-        Some("tt-msg-00000001")
+        fakes::sent_id(&tiktok, CONV, &reply).await,
+        "tt-msg-00000001"
     );
-    let buttons = Outgoing::from(OutgoingContent::Text {
-        text: "Pick one".into(),
-        buttons: vec![
-            Button::with_id("a", "Apples"),
-            Button::with_id("b", "Pears"),
-        ],
-    });
-    tiktok.send(&chat, &buttons).await.expect("sent");
-    let image = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Bytes {
-            data: b"png bytes".to_vec(),
-            file_name: Some("a.png".into()),
-        },
-        caption: Some("a photo".into()),
-        mime: None,
-    });
-    tiktok.send(&chat, &image).await.expect("sent");
+    let buttons = Outgoing::buttons("Pick one", [("a", "Apples"), ("b", "Pears")]);
+    fakes::sent_id(&tiktok, CONV, &buttons).await;
+    let png = contents::bytes(b"png bytes".to_vec(), Some("a.png"));
+    let image = contents::media(MediaKind::Image, png, Some("a photo"), None);
+    fakes::sent_id(&tiktok, CONV, &image).await;
     assert_eq!(
         fake.sent()[0],
         json!({"business_id": BUSINESS, "recipient_type": "CONVERSATION", "recipient": CONV,
@@ -134,23 +115,15 @@ async fn sends_texts_options_and_images() {
             "a photo"
         ]
     );
-    let video = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Video,
-        source: MediaSource::Url {
-            url: "https://example.com/a.mp4".into(),
-        },
-        caption: None,
-        mime: None,
-    });
-    let big = Outgoing::from(OutgoingContent::Media {
-        media_kind: MediaKind::Image,
-        source: MediaSource::Bytes {
-            data: vec![0; 4 * 1024 * 1024],
-            file_name: None,
-        },
-        caption: None,
-        mime: None,
-    });
+    let video = contents::media(
+        MediaKind::Video,
+        contents::url("https://example.com/a.mp4"),
+        None,
+        None,
+    );
+    let large = contents::bytes(vec![0; 4 * 1024 * 1024], None);
+    let big = contents::media(MediaKind::Image, large, None, None);
+    let chat = ChatId::from(CONV);
     assert!(matches!(
         tiktok.send(&chat, &video).await,
         Err(ProviderError::UnsupportedContent { .. })
@@ -211,8 +184,7 @@ async fn the_outbox_retries_5xx_and_429_and_a_duplicate_is_answered_once() {
         let sig = hooks::sign(SECRET, &ping);
         post(&format!("{local}/tiktok"), Some(&sig), &ping).await
     };
-    let routes = tiktok.webhook_routes();
-    fakes::retried_and_answered_once_by(tiktok, routes, signed, || fake.delivered_to(CONV)).await;
+    fakes::retried_and_answered_once_by(tiktok, signed, || fake.delivered_to(CONV)).await;
     assert_eq!(fake.sent().len(), 4, "three failures, then the send");
     fake.check();
 }

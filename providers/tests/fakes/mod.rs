@@ -465,28 +465,29 @@ async fn post_as(
     with_headers.send().await.map_or(0, |r| r.status().as_u16())
 }
 
-/// A [`durable_pong_bot`] on `provider` gets the webhook `body` twice on `path` of `routes`
+/// A [`durable_pong_bot`] on `provider` gets the webhook `body` twice on `path` of its routes
 /// (a redelivery), while the fake answers the failures the caller queued (5xx, 429): once
 /// the outbox retried them, `delivered()` is the one reply.
-pub async fn retried_and_answered_once<P: botmesh::provider::Provider>(
-    provider: P,
-    routes: axum::Router,
+#[cfg(rest_channel)]
+pub async fn retried_and_answered_once<A: botmesh_providers::webhook::WebhookApi>(
+    provider: botmesh_providers::webhook::WebhookProvider<A>,
     path: &str,
     body: &serde_json::Value,
     delivered: impl Fn() -> Vec<String>,
 ) {
     let post = async |local: &str| post_json(&format!("{local}{path}"), None, body).await.0;
-    retried_and_answered_once_by(provider, routes, post, delivered).await;
+    retried_and_answered_once_by(provider, post, delivered).await;
 }
 
 /// [`retried_and_answered_once`] for a webhook that `post` sends (signed as the channel signs
 /// it) to the server whose base URL it is given; its status.
-pub async fn retried_and_answered_once_by<P: botmesh::provider::Provider>(
-    provider: P,
-    routes: axum::Router,
+#[cfg(rest_channel)]
+pub async fn retried_and_answered_once_by<A: botmesh_providers::webhook::WebhookApi>(
+    provider: botmesh_providers::webhook::WebhookProvider<A>,
     post: impl AsyncFn(&str) -> u16,
     delivered: impl Fn() -> Vec<String>,
 ) {
+    let routes = provider.webhook_routes();
     let (server, local) = mount(routes).await;
     let bot = durable_pong_bot(provider);
     bot.start().await.expect("start");
@@ -619,6 +620,17 @@ pub fn provided<F, P, E: std::fmt::Debug>(
 ) -> (F, P) {
     let provider = make(&fake).expect("provider");
     (fake, provider)
+}
+
+/// Sends `outgoing` to `chat` through `provider`: the message id it answered.
+pub async fn sent_id(
+    provider: &impl botmesh::provider::Provider,
+    chat: &str,
+    outgoing: &botmesh::message::Outgoing,
+) -> String {
+    let chat = botmesh::message::ChatId::from(chat);
+    let sent = provider.send(&chat, outgoing).await.expect("sent");
+    sent.message_id.expect("a message id").as_str().to_owned()
 }
 
 /// Checks `provider`'s media reference `token` end to end: journaled as `data`, rehydrated as
