@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use ed25519_dalek::{Signer, SigningKey};
@@ -377,18 +378,31 @@ impl FakeDiscord {
     }
 }
 
-fn authorized(s: &S, headers: &HeaderMap) -> bool {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == format!("Bot {}", s.token))
-}
+/// A REST request that carries the bot token (`Authorization: Bot <token>`): a handler that
+/// takes it answers only such requests, the others 401 as Discord does.
+struct BotToken;
 
-fn unauthorized() -> Response {
-    json_resp(
-        StatusCode::UNAUTHORIZED,
-        json!({"message": "401: Unauthorized", "code": 0}),
-    )
+impl FromRequestParts<Arc<Mutex<S>>> for BotToken {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<Mutex<S>>,
+    ) -> Result<Self, Response> {
+        let expected = format!("Bot {}", lock(state).token);
+        let given = parts
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if given == Some(expected.as_str()) {
+            Ok(BotToken)
+        } else {
+            Err(json_resp(
+                StatusCode::UNAUTHORIZED,
+                json!({"message": "401: Unauthorized", "code": 0}),
+            ))
+        }
+    }
 }
 
 type St = State<Arc<Mutex<S>>>;
@@ -397,21 +411,15 @@ fn lock(state: &Arc<Mutex<S>>) -> std::sync::MutexGuard<'_, S> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn me(State(state): St, headers: HeaderMap) -> Response {
-    if !authorized(&lock(&state), &headers) {
-        return unauthorized();
-    }
+async fn me(_: BotToken) -> Response {
     json_resp(
         StatusCode::OK,
         json!({"id": BOT_ID, "username": "shop", "bot": true}),
     )
 }
 
-async fn gateway_bot(State(state): St, headers: HeaderMap) -> Response {
+async fn gateway_bot(_: BotToken, State(state): St) -> Response {
     let s = lock(&state);
-    if !authorized(&s, &headers) {
-        return unauthorized();
-    }
     json_resp(
         StatusCode::OK,
         json!({"url": s.gateway.addr, "shards": 1,
@@ -435,16 +443,13 @@ fn with_rate_headers(mut resp: Response, remaining: u32) -> Response {
 }
 
 async fn create(
+    _: BotToken,
     State(state): St,
     Path(channel): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     let hang = {
         let mut s = lock(&state);
-        if !authorized(&s, &headers) {
-            return unauthorized();
-        }
         let body: Value = serde_json::from_slice(&body).expect("a JSON message body");
         s.creates.push((Instant::now(), body.clone()));
         if let Some((status, err)) = s.failures.pop_front() {
@@ -509,25 +514,15 @@ async fn create(
     StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
-async fn edit(
-    State(state): St,
-    Path((channel, message)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Response {
-    if !authorized(&lock(&state), &headers) {
-        return unauthorized();
-    }
+async fn edit(_: BotToken, Path((channel, message)): Path<(String, String)>) -> Response {
     json_resp(
         StatusCode::OK,
         message_json(&message, &channel, BOT_ID, "", true),
     )
 }
 
-async fn typing(State(state): St, headers: HeaderMap) -> Response {
-    if !authorized(&lock(&state), &headers) {
-        return unauthorized();
-    }
-    StatusCode::NO_CONTENT.into_response()
+async fn typing(_: BotToken) -> StatusCode {
+    StatusCode::NO_CONTENT
 }
 
 async fn callback(
@@ -552,8 +547,8 @@ async fn original(
     Path((app, token)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
-    let mut s = lock(&state);
     assert_eq!(app, APP_ID, "an @original edit for another application");
+    let mut s = lock(&state);
     let Some(channel) = s.tokens.get(&token).cloned() else {
         return json_resp(
             StatusCode::NOT_FOUND,
