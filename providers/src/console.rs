@@ -507,10 +507,7 @@ impl Provider for ConsoleProvider {
         self.remember_choices(chat, &id, choices);
         self.print(lines);
         // Delivered means written: a closed stdout fails the send (the outbox keeps it).
-        self.shared.out.flush_send(NAME, "the terminal").await?;
-        Ok(SentMessage {
-            message_id: Some(id),
-        })
+        self.shared.out.flush_send(NAME, "the terminal", id).await
     }
 
     async fn edit(

@@ -645,15 +645,14 @@ impl Provider for JsonlProvider {
             message_id: MessageId(format!("{}.{n}", self.shared.run_tag)),
             outgoing: outgoing.clone(),
         };
-        let message_id = record.message_id.clone();
         let key = botmesh::provider::current_send_key();
         self.shared.print_send(&record, key.as_deref());
         // Delivered means written: wait for a held-back line, then for the writer.
         self.shared.wait_released(chat).await;
-        self.shared.out.flush_send(NAME, "the output").await?;
-        Ok(SentMessage {
-            message_id: Some(message_id),
-        })
+        self.shared
+            .out
+            .flush_send(NAME, "the output", record.message_id)
+            .await
     }
 
     async fn edit(

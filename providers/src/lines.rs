@@ -193,19 +193,24 @@ impl LineOutput {
         }
     }
 
-    /// [`flush`](Self::flush) for a send: delivered means written, so a failed output
-    /// fails the send as a network error of `provider` (the outbox keeps it), naming `output`.
+    /// [`flush`](Self::flush) for the send of the message `id`: delivered means written, so
+    /// the send is done once its lines are, and a failed output fails it as a network error of
+    /// `provider` (the outbox keeps it), naming `output`.
     pub(crate) async fn flush_send(
         &self,
         provider: &str,
         output: &str,
-    ) -> Result<(), botmesh::provider::ProviderError> {
-        self.flush()
-            .await
-            .map_err(|e| botmesh::provider::ProviderError::Network {
+        id: botmesh::message::MessageId,
+    ) -> Result<botmesh::message::SentMessage, botmesh::provider::ProviderError> {
+        match self.flush().await {
+            Ok(()) => Ok(botmesh::message::SentMessage {
+                message_id: Some(id),
+            }),
+            Err(e) => Err(botmesh::provider::ProviderError::Network {
                 provider: provider.to_owned(),
                 message: format!("cannot write to {output}: {e}"),
-            })
+            }),
+        }
     }
 
     /// Why the output failed (the writer's error), once it did: the sends made since then
