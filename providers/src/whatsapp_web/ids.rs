@@ -86,19 +86,17 @@ impl Identities {
             .collect())
     }
 
+    /// The identities resolved so far (a poisoned lock still holds them).
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn cached(&self, id: &str) -> Option<String> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
+        self.known().get(id).cloned()
     }
 
     fn remember(&self, id: &str, canonical: &str) {
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned(), canonical.to_owned());
+        self.known().insert(id.to_owned(), canonical.to_owned());
     }
 
     async fn lookup(&self, id: &str) -> Result<Option<String>, WaError> {
