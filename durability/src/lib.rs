@@ -88,7 +88,8 @@ pub use kv::{DurableKv, KvError, MemoryKv, Scope};
 pub use operating::DurabilityEvent;
 pub use outbox::OutboxState;
 pub use step_journal::{
-    CommittedSend, StepCommitError, StepCommitted, StepConflict, StepJournal, StepSend,
+    CommittedSend, LeasedInbound, StepCommitError, StepCommitted, StepConflict, StepJournal,
+    StepSend,
 };
 pub use store::{MemoryStore, Store, StoreError};
 #[cfg(feature = "sqlite")]

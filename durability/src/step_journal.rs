@@ -118,8 +118,13 @@ pub enum StepCommitError {
 
 /// One thing the step writes.
 enum Item {
-    /// An inbound event journaled, already leased to this process.
-    Journal { record: InboundRecord, entry: Entry },
+    /// An inbound event journaled, already leased to this process, or `done` (written
+    /// completed: the step that consumed it commits with it).
+    Journal {
+        record: InboundRecord,
+        entry: Entry,
+        done: bool,
+    },
     /// A send: its records (first part first) with their encoded entries; `existing` once the
     /// key turned out to be recorded already (the send is then answered from it); `lease` when
     /// its one record is written `sending`, leased to this process.
@@ -158,7 +163,37 @@ impl<K: ?Sized> std::fmt::Debug for StepJournal<'_, K> {
     }
 }
 
+/// An inbound event made into its journal record and leased to this process, in memory only
+/// ([`KvDurability::lease_inbound`]): the dispatch can start under the lease while the record
+/// waits to be written with the step that consumes it
+/// ([`StepJournal::journal_leased`]), or alone.
+#[derive(Debug, Clone)]
+pub struct LeasedInbound {
+    record: InboundRecord,
+    lease: InboxLease,
+}
+
+impl LeasedInbound {
+    /// The lease the record holds once written.
+    pub fn lease(&self) -> &InboxLease {
+        &self.lease
+    }
+}
+
 impl<K: DurableKv + ?Sized> KvDurability<K> {
+    /// Makes `new` into its journal record, leased to this process, without writing it (see
+    /// [`LeasedInbound`]). `rows_recorded`: the message's ledger row, chat and contact go in
+    /// the [`StepCommit`](crate::store::StepCommit) that writes the record (the record says so,
+    /// [`InboundRecord::rows_recorded`], and its replay does not record them again).
+    pub fn lease_inbound(&self, new: NewInbound, rows_recorded: bool) -> LeasedInbound {
+        let inbox = self.inbox();
+        let now = self.now_ms();
+        let mut record = inbox.new_record(new, now);
+        record.rows_recorded = rows_recorded;
+        let lease = inbox.take_lease(&mut record, now);
+        LeasedInbound { record, lease }
+    }
+
     /// A builder of one flow step's journal operations.
     pub fn step(&self) -> StepJournal<'_, K> {
         StepJournal {
@@ -265,14 +300,34 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
     /// [`rows_recorded`](InboundRecord::rows_recorded): commit the message's ledger row, chat
     /// and contact in the same [`StepCommit`](crate::store::StepCommit).
     pub fn journal_inbound(&mut self, new: NewInbound) -> Result<InboxLease, DurabilityError> {
-        let inbox = self.d.inbox();
-        let now = self.d.now_ms();
-        let mut record = inbox.new_record(new, now);
-        record.rows_recorded = true;
-        let lease = inbox.take_lease(&mut record, now);
-        let entry = KvDurability::<K>::encode(&record)?;
-        self.items.push(Item::Journal { record, entry });
+        let leased = self.d.lease_inbound(new, true);
+        let lease = leased.lease.clone();
+        self.journal_leased(leased, false)?;
         Ok(lease)
+    }
+
+    /// Adds the journaling of an inbound record leased in memory
+    /// ([`KvDurability::lease_inbound`]), as [`journal_inbound`](Self::journal_inbound)
+    /// does; `done`: written completed, when this step is the last thing its dispatch
+    /// writes (the step that consumed the message commits with its record, one write for
+    /// both).
+    pub fn journal_leased(
+        &mut self,
+        leased: LeasedInbound,
+        done: bool,
+    ) -> Result<(), DurabilityError> {
+        let mut record = leased.record;
+        if done {
+            record.state = InboxState::Done;
+            record.lease = None;
+        }
+        let entry = KvDurability::<K>::encode(&record)?;
+        self.items.push(Item::Journal {
+            record,
+            entry,
+            done,
+        });
+        Ok(())
     }
 
     /// Adds the completion of the inbound record leased by `lease` (from this incarnation's
@@ -444,7 +499,11 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         if self.items.iter().any(|i| matches!(i, Item::Sent { .. })) {
             points.push(WritePoint::OutboxMarkSent);
         }
-        if self.items.iter().any(|i| matches!(i, Item::Inbound { .. })) {
+        if self
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Inbound { .. } | Item::Journal { done: true, .. }))
+        {
             points.push(WritePoint::InboxComplete);
         }
         points
@@ -677,12 +736,12 @@ impl<K: DurableKv + ?Sized> StepJournal<'_, K> {
         self.hooks(WritePhase::After)?;
         for item in self.items {
             match item {
-                Item::Journal { record, .. } => {
+                Item::Journal { record, done, .. } => {
                     if let Some(CasOutcome::Ok { version }) = versions.next() {
                         self.d.note_written(*version, &record);
                     }
                     self.d.count(Counter::InboundJournaled);
-                    tracing::debug!(id = %record.id, chat = %record.chat, "inbound journaled with its ledger row");
+                    tracing::debug!(id = %record.id, chat = %record.chat, done, "inbound journaled with its ledger row");
                 }
                 Item::Send {
                     existing: Some(found),

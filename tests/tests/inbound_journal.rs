@@ -1,8 +1,10 @@
 //! On a store that shares its transactions with the journal (a SQLite store and its own
 //! durability), an inbound message is journaled with its ledger row, chat and contact in one
-//! write: the live path does not record it a second time, a crash right before that write
-//! leaves none of it, right after it all of it, and the replay after the crash does not
-//! record it again; a message journaled alone (the ledger off then) is recorded by its replay.
+//! write, and that write is the one of the first flow step the message feeds (or, for a
+//! handler, the message's completion): the live path does not record it a second time, a
+//! crash right before that write leaves none of it, right after it all of it, and the replay
+//! after the crash does not record it again; a message journaled alone (the ledger off then)
+//! is recorded by its replay.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,22 +14,24 @@ use std::time::Duration;
 use botmesh::durability::kv::WritePhase;
 use botmesh::durability::kv::WritePoint;
 use botmesh::durability::store::Direction;
-use botmesh::durability::{DurableKv, SqliteStore, Store};
+use botmesh::durability::{DurableKv, InboxState, SqliteStore, Store};
 use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::{CrashableProvider, MockProvider, crashable};
 
 /// A bot on `store` and `kv` that answers every message.
 fn bot(provider: impl Provider, store: &SqliteStore, kv: Arc<dyn DurableKv>) -> Bot {
-    bot_with_ledger(provider, store, kv, true)
+    bot_with_ledger(provider, store, kv, true, None)
 }
 
-/// As [`bot`], with the message ledger on or off.
+/// As [`bot`], with the message ledger on or off; with a `gate`, each handler waits for it to
+/// open before it answers.
 fn bot_with_ledger(
     provider: impl Provider,
     store: &SqliteStore,
     kv: Arc<dyn DurableKv>,
     ledger: bool,
+    gate: Option<Arc<tokio::sync::Notify>>,
 ) -> Bot {
     let config = botmesh::config::BotConfig {
         ledger,
@@ -39,9 +43,15 @@ fn bot_with_ledger(
         .durability(DurabilityOptions::shared(kv).instance_id("i1"))
         .build()
         .unwrap();
-    bot.catch_all(|ctx: Ctx| async move {
-        ctx.reply("noted").await?;
-        Ok(())
+    bot.catch_all(move |ctx: Ctx| {
+        let gate = gate.clone();
+        async move {
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
+            ctx.reply("noted").await?;
+            Ok(())
+        }
     });
     bot
 }
@@ -71,13 +81,13 @@ async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_writ
         tokio::time::timeout(Duration::from_secs(5), bot_on_mock.idle())
             .await
             .unwrap();
-        // The journal write with its rows; the reply's outbox record leased for its first
-        // attempt (one write), its "sent" with its ledger row; the inbound's completion: four
-        // writes (five when the inbound's rows were written apart, or the reply's record and
-        // its attempt). The first message's journal write is preceded by one more: the
+        // The reply's outbox record leased for its first attempt (one write), its "sent" with
+        // its ledger row, then the inbound journaled completed with its rows as the handler
+        // ends: three writes (four when the inbound was journaled before the handler and
+        // completed after it). The first message's first write is preceded by one more: the
         // journal's scope registered in the file (once per store and scope).
         let writes = store.write_stats().requests - before;
-        let expected = if i == 0 { 5 } else { 4 };
+        let expected = if i == 0 { 4 } else { 3 };
         assert_eq!(writes, expected, "message {i}: {writes} write requests");
     }
     assert_eq!(
@@ -95,13 +105,16 @@ async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_writ
 /// Bot A crashes at the inbound journal write (`phase`) of alice's message; returns what the
 /// store holds then, and what it holds once bot B took over and the channel redelivered.
 async fn crash_at_journal(phase: WritePhase) -> (Vec<String>, Vec<String>, Vec<String>) {
-    crash_at_journal_with(phase, true).await
+    crash_at_journal_with(phase, true, false).await
 }
 
-/// As [`crash_at_journal`], bot A with the ledger on or off (bot B always has it on).
+/// As [`crash_at_journal`], bot A with the ledger on or off (bot B always has it on). With
+/// `held`, bot A's handler waits until the crash: the admission writes the record alone,
+/// leased (not done), before the handler answers.
 async fn crash_at_journal_with(
     phase: WritePhase,
     ledger_a: bool,
+    held: bool,
 ) -> (Vec<String>, Vec<String>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bot.db"));
@@ -109,16 +122,21 @@ async fn crash_at_journal_with(
     let switch = crashable(shared.clone());
     switch.crash_at(WritePoint::InboxJournal, phase, 1);
     let mock_a = MockProvider::new();
+    let gate = held.then(|| Arc::new(tokio::sync::Notify::new()));
     let bot_a = bot_with_ledger(
         CrashableProvider::new(mock_a.clone(), &switch),
         &store,
         Arc::new(switch.clone()),
         ledger_a,
+        gate.clone(),
     );
     bot_a.start().await.unwrap();
     // Not acknowledged either way: the crash is inside the admission.
     assert!(mock_a.say("alice", "m1", "hello").await.is_err());
     assert!(switch.is_crashed());
+    if let Some(gate) = gate {
+        gate.notify_one();
+    }
     bot_a.stop().await.unwrap();
     // Stopping the bot closed the store: open it again to look.
     store.open().await.unwrap();
@@ -162,11 +180,106 @@ async fn a_crash_after_the_journal_write_leaves_all_of_the_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_journaled_without_its_rows_is_recorded_by_its_replay() {
-    // Bot A ran with the ledger off: the record was journaled alone. Bot B has it on, and
-    // the replay must write the ledger row (a rule taken from the store, not the record,
-    // would skip it).
-    let (after_crash, finally, sent) = crash_at_journal_with(WritePhase::After, false).await;
+    // Bot A ran with the ledger off: the record was journaled alone, leased, while its
+    // handler waited. Bot B has the ledger on, and the replay must write the ledger row (a
+    // rule taken from the store, not the record, would skip it).
+    let (after_crash, finally, sent) = crash_at_journal_with(WritePhase::After, false, true).await;
     assert!(after_crash.is_empty(), "journaled without a ledger row");
     assert_eq!(finally, ["m1"], "the replay records it, once");
     assert_eq!(sent, ["noted"], "and it is answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_a_flow_step_answers_is_journaled_in_the_steps_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bot.db"));
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(store.clone())
+        .durability(DurabilityOptions::shared(Arc::new(store.durability_kv())).instance_id("i1"))
+        .build()
+        .unwrap();
+    bot.flow(botmesh_tests::flows::order);
+    bot.start().await.unwrap();
+    for (i, (id, text)) in [("m1", "/order"), ("m2", "tea"), ("m3", "2")]
+        .into_iter()
+        .enumerate()
+    {
+        let before = store.write_stats().requests;
+        mock.say("alice", id, text).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), bot.idle())
+            .await
+            .unwrap();
+        // The step's one write: the inbound record (done) with its ledger row, chat and
+        // contact, the checkpoint and the reply's outbox record leased; then the reply's
+        // "sent" with its ledger row. The first message: the journal's scope registered
+        // first.
+        let writes = store.write_stats().requests - before;
+        let expected = if i == 0 { 3 } else { 2 };
+        assert_eq!(writes, expected, "message {id}: {writes} write requests");
+    }
+    assert_eq!(
+        inbound_rows(&store).await,
+        ["m1", "m2", "m3"],
+        "one row each"
+    );
+    assert_eq!(
+        mock.texts("alice"),
+        ["What would you like?", "How many?", "Ordered 2 x tea"]
+    );
+    let d = bot.durability().unwrap();
+    let done: Vec<String> = d
+        .inbox()
+        .list(InboxState::Done, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        done,
+        ["alice/m1", "alice/m2", "alice/m3"],
+        "each written done"
+    );
+    bot.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handlers_message_is_accepted_before_the_handler_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bot.db"));
+    let mock = MockProvider::new();
+    let bot = Bot::builder(mock.clone())
+        .store(store.clone())
+        .durability(DurabilityOptions::shared(Arc::new(store.durability_kv())).instance_id("i1"))
+        .build()
+        .unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gate = Arc::clone(&release);
+    bot.catch_all(move |ctx: Ctx| {
+        let gate = Arc::clone(&gate);
+        async move {
+            gate.notified().await;
+            ctx.reply("done").await?;
+            Ok(())
+        }
+    });
+    bot.start().await.unwrap();
+    // Accepted while the handler waits: the record was written alone, leased.
+    tokio::time::timeout(Duration::from_secs(5), mock.say("alice", "m1", "hello"))
+        .await
+        .expect("accepted without waiting for the handler")
+        .unwrap();
+    let d = bot.durability().unwrap();
+    let leased = d.inbox().list(InboxState::Processing, 10).await.unwrap();
+    assert_eq!(leased.len(), 1, "{leased:?}");
+    assert_eq!(inbound_rows(&store).await, ["m1"], "with its ledger row");
+    release.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), bot.idle())
+        .await
+        .unwrap();
+    assert_eq!(mock.texts("alice"), ["done"]);
+    let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
+    assert_eq!(done.len(), 1, "completed as the handler ended");
+    bot.stop().await.unwrap();
 }

@@ -108,6 +108,7 @@ async fn admit(
         admitted_ms: Some(admitted_ms),
         ..CtxExtras::default()
     };
+    let lease = lease.map(crate::kernel::journals::LeaseSlot::new);
     match event {
         ProviderEvent::Message(m) => {
             process_message(k, Arc::new(m), lease, extras, true).await;

@@ -21,6 +21,7 @@ use crate::durable::{self, StalePolicy};
 use crate::events::{BotEvent, DropReason};
 use crate::kernel::Kernel;
 use crate::kernel::context::{CtxExtras, CtxSource};
+use crate::kernel::journals::{Durable, LeaseSlot, RecordWrite};
 use crate::kernel::routes::BoxFuture;
 use crate::kernel::routes::{HookFlow, Reg, Routes};
 use crate::message::{ChatId, Interaction, Message};
@@ -181,6 +182,14 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
     let record_id = Kernel::inbound_record_id(m.chat.as_str(), m.id.as_str());
     // Shared from here on: by the dispatch's context and by the journal record's payload.
     let m = Arc::new(m);
+    if let Some(dur) = k.durable.as_ref() {
+        let deferred = durable::inbound::defer(k, dur, &m, &record_id)
+            .instrument(telemetry::persist_span(m.chat.as_str()))
+            .await;
+        if let Some(slot) = deferred {
+            return admit_deferred(k, dur, m, slot).await;
+        }
+    }
     let (lease, recorded) = match journal(k, InboundEvent::Message(&m), &record_id).await {
         Ok(claimed) => claimed,
         Err(JournalOutcome::Duplicate) => {
@@ -192,7 +201,42 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
             return Err(r);
         }
     };
-    Ok(process_message(k, m, lease, CtxExtras::default(), recorded).await)
+    let slot = lease.map(LeaseSlot::new);
+    Ok(process_message(k, m, slot, CtxExtras::default(), recorded).await)
+}
+
+/// Admits a message whose record is not written yet (see [`durable::inbound::defer`]): its
+/// dispatch starts, and the message is accepted once the record is written (by the first flow
+/// step of the dispatch, in the step's transaction, or alone). A duplicate found then is
+/// dropped; a record that could not be written is refused, as when journaling fails.
+async fn admit_deferred(
+    k: &Arc<Kernel>,
+    dur: &Durable,
+    m: Arc<Message>,
+    slot: Arc<LeaseSlot>,
+) -> Result<Accepted, Rejected> {
+    let chat = m.chat.clone();
+    let id = m.id.clone();
+    let accepted = process_message(k, m, Some(Arc::clone(&slot)), CtxExtras::default(), true).await;
+    match durable::inbound::admitted(k, dur, &slot)
+        .instrument(telemetry::persist_span(chat.as_str()))
+        .await
+    {
+        RecordWrite::Written => Ok(accepted),
+        RecordWrite::Duplicate => {
+            drop_event(k, &chat, DropReason::Duplicate);
+            Ok(Accepted::Duplicate)
+        }
+        RecordWrite::Unavailable(reason) => {
+            k.events
+                .error("durability:inbox.journal", Some(&chat), &reason);
+            k.dedupe.forget(&chat, id.as_str());
+            Err(Rejected::JournalUnavailable {
+                id: slot.lease.id.clone(),
+                reason,
+            })
+        }
+    }
 }
 
 enum JournalOutcome {
@@ -244,7 +288,7 @@ pub(crate) fn readmit(k: Arc<Kernel>, readmitted: Readmitted) -> BoxFuture<()> {
                 recorded,
             } => {
                 let span = telemetry::inbound_span(message.chat.as_str(), "message", true);
-                process_message(&k, message, Some(lease), extras, recorded)
+                process_message(&k, message, Some(LeaseSlot::new(lease)), extras, recorded)
                     .instrument(span)
                     .await;
             }
@@ -254,7 +298,7 @@ pub(crate) fn readmit(k: Arc<Kernel>, readmitted: Readmitted) -> BoxFuture<()> {
                 extras,
             } => {
                 let span = telemetry::inbound_span(interaction.chat.as_str(), "interaction", true);
-                process_interaction(&k, interaction, Some(lease), extras)
+                process_interaction(&k, interaction, Some(LeaseSlot::new(lease)), extras)
                     .instrument(span)
                     .await;
             }
@@ -269,7 +313,7 @@ pub(crate) fn readmit(k: Arc<Kernel>, readmitted: Readmitted) -> BoxFuture<()> {
 pub(crate) async fn process_message(
     k: &Arc<Kernel>,
     m: Arc<Message>,
-    lease: Option<InboxLease>,
+    lease: Option<Arc<LeaseSlot>>,
     mut extras: CtxExtras,
     recorded: bool,
 ) -> Accepted {
@@ -355,14 +399,14 @@ async fn admit_interaction(k: &Arc<Kernel>, i: Interaction) -> Result<Accepted, 
     let ProviderEvent::Interaction(i) = event else {
         return Ok(Accepted::Handled);
     };
-    Ok(process_interaction(k, i, lease, CtxExtras::default()).await)
+    Ok(process_interaction(k, i, lease.map(LeaseSlot::new), CtxExtras::default()).await)
 }
 
 /// What follows the admission of an interaction (live or replayed): the chat's queue.
 pub(crate) async fn process_interaction(
     k: &Arc<Kernel>,
     i: Interaction,
-    lease: Option<InboxLease>,
+    lease: Option<Arc<LeaseSlot>>,
     extras: CtxExtras,
 ) -> Accepted {
     let inbound_id = Kernel::inbound_record_id(i.chat.as_str(), &i.dedupe_id());
@@ -386,7 +430,7 @@ fn queue_dispatch(
     chat: ChatId,
     inbound_id: String,
     source: CtxSource,
-    lease: Option<InboxLease>,
+    lease: Option<Arc<LeaseSlot>>,
     mut extras: CtxExtras,
 ) -> Accepted {
     let is_interaction = matches!(source, CtxSource::Interaction(_));
@@ -434,14 +478,14 @@ fn queue_dispatch(
 fn queue_job(
     k: &Arc<Kernel>,
     chat: &ChatId,
-    lease: Option<InboxLease>,
+    slot: Option<Arc<LeaseSlot>>,
     make: impl FnOnce(crate::kernel::waiting::Waiting) -> crate::kernel::routes::BoxFuture<()>,
 ) {
-    let slot = lease.map(crate::kernel::journals::LeaseSlot::new);
     let register = slot.clone();
     let job = make(crate::kernel::waiting::Waiting::new(k.clone(), slot));
     k.queues.push_behind(chat, job, || {
         if let (Some(slot), Some(dur)) = (&register, k.durable.as_ref()) {
+            slot.queued_behind();
             dur.waiting.register(slot);
         }
     });

@@ -5,7 +5,11 @@
 //! process in one step (`journal_and_lease`): a redelivery of a recorded event is a duplicate. When
 //! the store shares its transactions with the journal (SQLite and Postgres, store and journal
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
-//! transaction, and the pipeline does not record it again.
+//! transaction, and the pipeline does not record it again. There, a live message's record is
+//! usually not written before its dispatch starts ([`defer`]): it is leased in memory, and the
+//! dispatch's first flow step writes it in the step's own transaction (or the dispatch writes
+//! it when it ends, or the admission alone after [`STEP_WRITE_WINDOW`]); the admission answers
+//! the channel once it is written ([`admitted`]).
 //! `run_leased` runs a dispatch under the lease (heartbeat every third of `inbox.lease`, beside
 //! the dispatch in the same task; a beat that fails on the backend is tried again at the next
 //! one) and completes the record whatever the handler returned (a handler that errors is not
@@ -30,7 +34,9 @@ use botmesh_durability::store::{CheckpointWrite, StepCommit};
 use crate::durable::media;
 use crate::kernel::Kernel;
 use crate::kernel::context::CtxExtras;
-use crate::kernel::journals::{Durable, LeaseSlot, beats, with_heartbeat};
+use crate::kernel::journals::{
+    Durable, LeaseSlot, RecordWrite, Unwritten, atomic, beats, with_heartbeat,
+};
 use crate::kernel::routes::BoxFuture;
 use crate::message::{ChatId, Interaction, Message};
 use crate::outbound::persistence::{self, InboundRows};
@@ -98,7 +104,7 @@ pub(crate) async fn journal(
         if let Some(r) = media::serialize_for_journal(k, m) {
             new = new.with_media_ref(r);
         }
-        if crate::kernel::journals::atomic(k) {
+        if atomic(k) {
             if let Some(rows) = persistence::inbound_rows(k, m) {
                 return journal_with_rows(k, dur, new, rows).await;
             }
@@ -117,6 +123,100 @@ pub(crate) async fn journal(
 /// How many times journaling retries after a conflict it resolved (a record purged between
 /// the conflict and the read of it).
 const MAX_JOURNAL_TRIES: usize = 8;
+
+/// How long a live message's record waits for the first flow step of its dispatch to write it
+/// in the step's own transaction, before its admission writes it alone.
+pub(crate) const STEP_WRITE_WINDOW: Duration = Duration::from_millis(50);
+
+/// A live message's record, leased in memory and not written, when its dispatch may write it
+/// in the transaction of its first flow step (one write for both, and one commit less before
+/// the reply): the store shares the journals' transactions, the bot runs as one replica, and
+/// `fail_open` is off. `None` (journal it now) otherwise, and when a record of the message
+/// exists: a redelivery after a restart is found here, before any of its handlers runs.
+///
+/// The channel's acknowledgement still waits for the record (see [`admitted`]): until it is
+/// written, a crash loses nothing the channel does not deliver again.
+pub(crate) async fn defer(
+    k: &Kernel,
+    dur: &Durable,
+    m: &Arc<Message>,
+    record_id: &str,
+) -> Option<Arc<LeaseSlot>> {
+    if !atomic(k) || k.coordination.is_some() || dur.d.config().fail_open {
+        return None;
+    }
+    match dur.d.inbox().get(record_id).await {
+        Ok(None) => {}
+        // Found (a redelivery) or unreadable: journaled now, which tells which.
+        Ok(Some(_)) | Err(_) => return None,
+    }
+    let payload = Payload::encode(&MessageEventRef::Message(m)).ok()?;
+    let mut new = NewInbound {
+        id: record_id.to_owned(),
+        chat: m.chat.0.clone(),
+        payload,
+        media_ref: None,
+    };
+    if let Some(r) = media::serialize_for_journal(k, m) {
+        new = new.with_media_ref(r);
+    }
+    let rows = persistence::inbound_rows(k, m);
+    let (ledger, chat, contact) = match rows {
+        Some(r) => (Some(r.entry), Some(r.chat), Some(r.contact)),
+        None => (None, None, None),
+    };
+    Some(LeaseSlot::unwritten(Unwritten {
+        leased: dur.d.lease_inbound(new, ledger.is_some()),
+        ledger,
+        chat,
+        contact,
+    }))
+}
+
+/// The admission's wait for a record it deferred: the first flow step of the dispatch writes
+/// it, or the dispatch ends and writes it (completed), within [`STEP_WRITE_WINDOW`]; past
+/// that, or at once when the job went behind other work of its chat, the admission writes it
+/// alone.
+pub(crate) async fn admitted(k: &Kernel, dur: &Durable, slot: &LeaseSlot) -> RecordWrite {
+    if !slot.is_behind() {
+        tokio::select! {
+            outcome = slot.wait_written() => return outcome,
+            () = tokio::time::sleep(STEP_WRITE_WINDOW) => {}
+        }
+    }
+    write_unwritten(k, dur, slot, false).await
+}
+
+/// Writes a slot's record alone (completed when `done`), unless it was written or taken to be
+/// written: then how that went, once it is known. A record already written answers at once.
+pub(crate) async fn write_unwritten(
+    k: &Kernel,
+    dur: &Durable,
+    slot: &LeaseSlot,
+    done: bool,
+) -> RecordWrite {
+    let Some(record) = slot.take_unwritten() else {
+        return slot.wait_written().await;
+    };
+    let mut journal = dur.d.step();
+    let mut step = StepCommit::new(dur.d.scope().clone(), CheckpointWrite::Keep);
+    let outcome = match record.add_to(&mut journal, &mut step, done) {
+        Err(e) => RecordWrite::Unavailable(e.to_string()),
+        Ok(()) => match journal
+            .commit(&*k.store, &mut step, MAX_JOURNAL_TRIES)
+            .await
+        {
+            Ok(StepCommitted::Written(_)) => RecordWrite::Written,
+            Ok(StepCommitted::InboundDuplicate(_)) => RecordWrite::Duplicate,
+            Err(e) => RecordWrite::Unavailable(format!("inbound {}: {e}", slot.lease.id)),
+        },
+    };
+    if done && outcome == RecordWrite::Written {
+        slot.settle();
+    }
+    slot.written(outcome.clone());
+    outcome
+}
 
 /// Journals `new` with its ledger row, chat and contact in one transaction of the store (one
 /// write instead of two): what `journal_and_claim` and `record_inbound` write, all or none.
@@ -199,7 +299,7 @@ pub(crate) async fn journal_forwarded(
         payload,
         media_ref: None,
     };
-    if !crate::kernel::journals::atomic(k) {
+    if !atomic(k) {
         let journaled = match dur.d.inbox().journal_and_lease(new).await {
             Ok(InboxJournalLease::Leased(lease)) => Journaled::Claimed {
                 lease,
@@ -237,11 +337,28 @@ pub(crate) async fn run_leased<F: Future<Output = bool>>(
         every,
         lease,
         || slot.is_settled(),
-        |l| async move { dur.d.inbox().heartbeat(&l).await },
+        |l| {
+            // A record not written yet has nothing to renew: its lease starts when it is.
+            let written = slot.is_written();
+            async move {
+                if written {
+                    dur.d.inbox().heartbeat(&l).await
+                } else {
+                    Ok(l)
+                }
+            }
+        },
     );
     let journal_failed = with_heartbeat(work, beats).await;
+    // A record no flow step wrote is written now, completed unless the journal failed under
+    // the dispatch; one found a duplicate or not accepted is not this dispatch's to settle.
+    match write_unwritten(k, dur, &slot, !journal_failed).await {
+        RecordWrite::Written => {}
+        RecordWrite::Duplicate | RecordWrite::Unavailable(_) => return,
+    }
     if slot.is_settled() {
-        // A flow step completed the record in the transaction of its checkpoint.
+        // A flow step completed the record in the transaction of its checkpoint (or the
+        // record was written completed just now).
         return;
     }
     // The heartbeat may have renewed the lease; `complete` and `fail` check the fencing token,
@@ -293,10 +410,14 @@ async fn settle_retrying(k: &Kernel, dur: &Durable, lease: &InboxLease, journal_
     }
 }
 
-/// Marks a leased record done without dispatching it (a group message ignored, a stale one).
-pub(crate) async fn complete(k: &Kernel, lease: &InboxLease) {
+/// Marks a leased record done without dispatching it (a group message ignored, a stale one):
+/// a record not written yet is written completed.
+pub(crate) async fn complete(k: &Kernel, slot: &LeaseSlot) {
     if let Some(dur) = k.durable.as_ref() {
-        if let Err(e) = dur.d.inbox().complete(lease).await {
+        if write_unwritten(k, dur, slot, true).await != RecordWrite::Written || slot.is_settled() {
+            return;
+        }
+        if let Err(e) = dur.d.inbox().complete(&slot.lease).await {
             k.events.error("durability:inbox.complete", None, e);
         }
     }
@@ -304,9 +425,12 @@ pub(crate) async fn complete(k: &Kernel, lease: &InboxLease) {
 
 /// Charges a failed attempt that happened before the handlers ran (the store was down):
 /// retried with `inbox.backoff`, dead-lettered after `inbox.max_attempts`.
-pub(crate) async fn fail_before_handlers(k: &Kernel, lease: &InboxLease, error: &str) {
+pub(crate) async fn fail_before_handlers(k: &Kernel, slot: &LeaseSlot, error: &str) {
     if let Some(dur) = k.durable.as_ref() {
-        if let Err(e) = dur.d.inbox().fail(lease, error, true).await {
+        if write_unwritten(k, dur, slot, false).await != RecordWrite::Written {
+            return;
+        }
+        if let Err(e) = dur.d.inbox().fail(&slot.lease, error, true).await {
             k.events.error("durability:inbox.fail", None, e);
         }
     }
@@ -392,7 +516,7 @@ pub(crate) async fn replay(
         }
         other => {
             tracing::warn!(kind = ?other.kind(), id = %record.id, "journaled event of a kind that is not replayed");
-            complete(k, &lease).await;
+            complete(k, &LeaseSlot::new(lease)).await;
         }
     }
 }

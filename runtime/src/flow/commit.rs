@@ -12,7 +12,8 @@
 //! (or its removal), the outbox records of the step's sends (the first one leased for its
 //! provider call, `sending`, unless it is paced, in parts, or behind an earlier open send of
 //! the chat; the others pending), the completion of the inbound record that fed the step
-//! (when nothing of its dispatch can send after the step, see [`FlowCommit::ack`]) and the
+//! (when nothing of its dispatch can send after the step, see [`FlowCommit::ack`]; the record
+//! itself, with the message's ledger row, chat and contact, when it was not written yet) and the
 //! removal of the step's effect records; then [`deliver`] sends them, in order, through the
 //! outbox (attempt under a lease, `mark_sent`, ledger, `after` hooks).
 //!
@@ -44,6 +45,7 @@ use crate::flow::checkpoint::Encoded;
 use crate::flow::sends::{Collected, StepBuffer};
 use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
+use crate::kernel::journals::RecordWrite;
 use crate::message::ChatId;
 use crate::metrics::Counters;
 use crate::outbound::presence;
@@ -191,6 +193,14 @@ async fn write_atomic(ctx: &Ctx, sends: &StepBuffer, commit: FlowCommit) -> Writ
             }
             write_lost(k, &chat, lost).await;
             Written::Stored(committed)
+        }
+        Err(_)
+            if ctx.0.lease.as_ref().and_then(|s| s.write_outcome())
+                == Some(RecordWrite::Duplicate) =>
+        {
+            // A redelivery of a message handled before: nothing of the step is written.
+            tracing::debug!(%chat, "the message was delivered before: its step is dropped");
+            Written::Aborted
         }
         Err(e) => {
             ctx.0
@@ -362,20 +372,52 @@ async fn transaction(
         let routes = k.routes.read().unwrap_or_else(|e| e.into_inner());
         routes.after_message.is_empty()
     };
+    let mut step = StepCommit::new(dur.d.scope().clone(), checkpoint);
+    step.delete_values = effects;
+    // The inbound record that fed the step: written with it when it is not written yet
+    // (completed when the step has the last word), else completed with it when the step has
+    // the last word.
+    let mut took = None;
+    if let Some(s) = ctx.0.lease.as_ref() {
+        if let Some(record) = s.take_unwritten() {
+            if let Err(e) = record.add_to(&mut journal, &mut step, last_word) {
+                s.written(RecordWrite::Unavailable(e.to_string()));
+                return Err(BotError::Durability(e));
+            }
+            took = Some(s);
+        } else if let outcome @ (RecordWrite::Duplicate | RecordWrite::Unavailable(_)) =
+            s.wait_written().await
+        {
+            return Err(not_accepted(ctx, &outcome));
+        }
+    }
     let slot = ctx
         .0
         .lease
         .as_ref()
-        .filter(|s| last_word && !s.is_settled());
+        .filter(|s| took.is_none() && last_word && !s.is_settled());
     if let Some(slot) = slot {
         journal.complete_inbound(&slot.lease).await?;
     }
-    let mut step = StepCommit::new(dur.d.scope().clone(), checkpoint);
-    step.delete_values = effects;
-    let records = match journal.commit(&*k.store, &mut step, MAX_COMMIT_TRIES).await {
+    let written = journal.commit(&*k.store, &mut step, MAX_COMMIT_TRIES).await;
+    if let Some(s) = took {
+        let outcome = match &written {
+            Ok(StepCommitted::Written(_)) | Err(StepCommitError::AfterCommit(_)) => {
+                if last_word {
+                    s.settle();
+                }
+                RecordWrite::Written
+            }
+            Ok(StepCommitted::InboundDuplicate(_)) => RecordWrite::Duplicate,
+            Err(e) => RecordWrite::Unavailable(e.to_string()),
+        };
+        s.written(outcome);
+    }
+    let records = match written {
         Ok(StepCommitted::Written(records)) => records,
-        // A flow step journals no inbound: nothing else can be a duplicate.
-        Ok(StepCommitted::InboundDuplicate(_)) => Vec::new(),
+        Ok(StepCommitted::InboundDuplicate(_)) => {
+            return Err(not_accepted(ctx, &RecordWrite::Duplicate));
+        }
         Err(StepCommitError::Store(e)) => return Err(BotError::Store(e)),
         Err(StepCommitError::Journal(e)) => return Err(BotError::Durability(e)),
         Err(StepCommitError::AfterCommit(e)) => {
@@ -402,6 +444,26 @@ async fn transaction(
     Ok(Committed {
         deliveries,
         records,
+    })
+}
+
+/// The error of a step whose message was not accepted: its record was found written before
+/// (a redelivery, `done`) or could not be written (`unwritten`; the admission reports why).
+/// Nothing of the step is written.
+fn not_accepted(ctx: &Ctx, outcome: &RecordWrite) -> BotError {
+    let state = match outcome {
+        RecordWrite::Duplicate => "done",
+        RecordWrite::Unavailable(_) | RecordWrite::Written => "unwritten",
+    };
+    BotError::Durability(botmesh_durability::DurabilityError::InvalidState {
+        kind: botmesh_durability::operating::RecordKind::Inbound,
+        id: ctx
+            .0
+            .lease
+            .as_ref()
+            .map_or_else(String::new, |s| s.lease.id.clone()),
+        state,
+        operation: "commit_step",
     })
 }
 

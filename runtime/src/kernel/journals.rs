@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use botmesh_durability::leases::InboxLease;
-use botmesh_durability::{DurabilityError, KvDurability};
+use botmesh_durability::store::{ChatRecord, ContactRecord, LedgerEntry, StepCommit};
+use botmesh_durability::{DurabilityError, KvDurability, LeasedInbound, StepJournal};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::kernel::Kernel;
@@ -57,23 +59,92 @@ pub(crate) struct Durable {
 /// transaction marks it settled, and `run_leased` then leaves it alone. While its job waits
 /// behind another of its chat, the slot also holds its ticket among the
 /// [`WaitingLeases`](super::waiting::WaitingLeases).
+///
+/// A live message's record may not be written yet when its dispatch starts (see
+/// `durable::inbound::defer`): the slot then holds it ([`Unwritten`]) until the dispatch's
+/// first flow step writes it in its own transaction ([`take_unwritten`](Self::take_unwritten)),
+/// or the admission, or the end of the dispatch, writes it alone; [`written`](Self::written)
+/// tells everyone waiting how that went.
 #[derive(Debug)]
 pub(crate) struct LeaseSlot {
     pub(crate) lease: InboxLease,
     settled: AtomicBool,
     /// The ticket of its registration as a waiting lease; [`NOT_WAITING`] when none.
     waiting: AtomicU64,
+    /// The record while it is not written (`None` once taken to be written).
+    unwritten: Mutex<Option<Unwritten>>,
+    /// How writing it went: `Some` once written (or found a duplicate, or failed); `Some` from
+    /// the start for a record written before its dispatch was queued.
+    outcome: watch::Sender<Option<RecordWrite>>,
+    /// Its job was queued behind other work of its chat: the record is written at once, not
+    /// kept for a step that cannot come soon.
+    behind: AtomicBool,
+}
+
+/// An inbound record leased in memory and not written yet, with the rows its message records
+/// in the same transaction (its ledger row, chat and contact; none with the ledger off).
+#[derive(Debug)]
+pub(crate) struct Unwritten {
+    pub(crate) leased: LeasedInbound,
+    pub(crate) ledger: Option<LedgerEntry>,
+    pub(crate) chat: Option<ChatRecord>,
+    pub(crate) contact: Option<ContactRecord>,
+}
+
+impl Unwritten {
+    /// Adds the record (completed when `done`) and its rows to a step's journal and commit.
+    pub(crate) fn add_to(
+        self,
+        journal: &mut StepJournal<'_>,
+        step: &mut StepCommit,
+        done: bool,
+    ) -> Result<(), DurabilityError> {
+        journal.journal_leased(self.leased, done)?;
+        step.ledger.extend(self.ledger);
+        step.chat = self.chat;
+        step.contact = self.contact;
+        Ok(())
+    }
+}
+
+/// How writing a slot's record went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RecordWrite {
+    /// It is in the journal (completed when the slot is settled).
+    Written,
+    /// A record of the same id was there: the message is a redelivery, handled before.
+    Duplicate,
+    /// The journal could not write it: the message is not accepted.
+    Unavailable(String),
 }
 
 /// [`LeaseSlot::waiting`] when the lease is not registered as waiting.
 const NOT_WAITING: u64 = u64::MAX;
 
 impl LeaseSlot {
+    /// The slot of a record already written.
     pub(crate) fn new(lease: InboxLease) -> Arc<Self> {
+        Self::with(lease, None, Some(RecordWrite::Written))
+    }
+
+    /// The slot of a record not written yet (see [`Unwritten`]).
+    pub(crate) fn unwritten(record: Unwritten) -> Arc<Self> {
+        let lease = record.leased.lease().clone();
+        Self::with(lease, Some(record), None)
+    }
+
+    fn with(
+        lease: InboxLease,
+        unwritten: Option<Unwritten>,
+        outcome: Option<RecordWrite>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             lease,
             settled: AtomicBool::new(false),
             waiting: AtomicU64::new(NOT_WAITING),
+            unwritten: Mutex::new(unwritten),
+            outcome: watch::Sender::new(outcome),
+            behind: AtomicBool::new(false),
         })
     }
 
@@ -84,6 +155,49 @@ impl LeaseSlot {
 
     pub(crate) fn is_settled(&self) -> bool {
         self.settled.load(Ordering::SeqCst)
+    }
+
+    /// Takes the record to write it, when it is not written and nobody took it yet.
+    pub(crate) fn take_unwritten(&self) -> Option<Unwritten> {
+        self.unwritten
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Tells how writing the record went (by whoever took it).
+    pub(crate) fn written(&self, outcome: RecordWrite) {
+        self.outcome.send_replace(Some(outcome));
+    }
+
+    /// How writing the record went; `None` while it is not written.
+    pub(crate) fn write_outcome(&self) -> Option<RecordWrite> {
+        self.outcome.borrow().clone()
+    }
+
+    /// Waits until the record is written (or found a duplicate, or failed).
+    pub(crate) async fn wait_written(&self) -> RecordWrite {
+        let mut rx = self.outcome.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome.clone().unwrap_or(RecordWrite::Written),
+            // The sender lives in `self`: not reached.
+            Err(_) => RecordWrite::Unavailable("the inbound record's slot is gone".to_owned()),
+        }
+    }
+
+    /// Whether the record is written (a lease of a record not written yet is not renewed:
+    /// there is nothing to renew).
+    pub(crate) fn is_written(&self) -> bool {
+        self.outcome.borrow().is_some()
+    }
+
+    /// Its job was queued behind other work of its chat.
+    pub(crate) fn queued_behind(&self) {
+        self.behind.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_behind(&self) -> bool {
+        self.behind.load(Ordering::SeqCst)
     }
 
     /// The lease was registered as waiting under `ticket`.

@@ -64,6 +64,9 @@ type Job = (BoxFuture<()>, WorkGuard);
 struct ChatWorker {
     tx: mpsc::UnboundedSender<Job>,
     abort: Option<AbortHandle>,
+    /// Jobs sent to the worker and not finished (a worker whose queue just emptied lingers
+    /// until its task removes it: a job sent to it then does not wait).
+    unfinished: Arc<AtomicUsize>,
 }
 
 /// The per-chat queues.
@@ -82,8 +85,9 @@ impl ChatQueues {
     }
 
     /// As [`push`](Self::push), calling `queued_behind` first when the job goes behind work
-    /// of its chat (a worker runs, the job waits its turn), before the worker can take it;
-    /// not when the job starts a worker of its own.
+    /// of its chat (a job of the chat runs, this one waits its turn), before the worker can
+    /// take it; not when the job starts a worker of its own, nor when it goes to a worker
+    /// whose jobs are all done.
     pub(crate) fn push_behind(
         &self,
         chat: &ChatId,
@@ -94,7 +98,9 @@ impl ChatQueues {
         let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         let job = match workers.get(chat) {
             Some(w) => {
-                queued_behind();
+                if w.unfinished.fetch_add(1, Ordering::SeqCst) > 0 {
+                    queued_behind();
+                }
                 match w.tx.send((job, guard)) {
                     Ok(()) => return,
                     Err(mpsc::error::SendError(job)) => job,
@@ -105,17 +111,20 @@ impl ChatQueues {
         let (tx, rx) = mpsc::unbounded_channel();
         // A fresh receiver is alive: this send cannot fail.
         let _ = tx.send(job);
+        let unfinished = Arc::new(AtomicUsize::new(1));
         let handle = tokio::spawn(run_worker(
             self.workers.clone(),
             self.closed.clone(),
             chat.clone(),
             rx,
+            Arc::clone(&unfinished),
         ));
         workers.insert(
             chat.clone(),
             ChatWorker {
                 tx,
                 abort: Some(handle.abort_handle()),
+                unfinished,
             },
         );
     }
@@ -148,6 +157,7 @@ async fn run_worker(
     closed: Arc<AtomicBool>,
     chat: ChatId,
     mut rx: mpsc::UnboundedReceiver<Job>,
+    unfinished: Arc<AtomicUsize>,
 ) {
     loop {
         if closed.load(Ordering::SeqCst) {
@@ -174,6 +184,7 @@ async fn run_worker(
         };
         let Some((job, guard)) = next else { return };
         job.await;
+        unfinished.fetch_sub(1, Ordering::SeqCst);
         drop(guard);
     }
 }

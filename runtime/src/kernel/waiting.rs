@@ -91,7 +91,8 @@ impl WaitingLeases {
         self.registered()
             .leases
             .iter()
-            .filter(|(_, e)| now.duration_since(e.since) >= every)
+            // A record not written yet has no lease to renew (it is written soon after).
+            .filter(|(_, e)| e.slot.is_written() && now.duration_since(e.since) >= every)
             .map(|(ticket, e)| (*ticket, e.slot.lease.clone()))
             .collect()
     }
