@@ -68,6 +68,26 @@ async fn inbound_rows(store: &SqliteStore) -> Vec<String> {
         .collect()
 }
 
+/// Says each `(id, text)` from alice and waits for the bot to be idle; returns the write
+/// requests each message cost the store's writer.
+async fn writes_of(
+    store: &SqliteStore,
+    bot: &Bot,
+    mock: &MockProvider,
+    messages: &[(&str, &str)],
+) -> Vec<u64> {
+    let mut writes = Vec::new();
+    for (id, text) in messages {
+        let before = store.write_stats().requests;
+        mock.say("alice", id, text).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), bot.idle())
+            .await
+            .unwrap();
+        writes.push(store.write_stats().requests - before);
+    }
+    writes
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,21 +95,16 @@ async fn a_message_is_journaled_with_its_ledger_row_chat_and_contact_in_one_writ
     let mock = MockProvider::new();
     let bot_on_mock = bot(mock.clone(), &store, Arc::new(store.durability_kv()));
     bot_on_mock.start().await.unwrap();
-    for (i, id) in ["m1", "m2", "m3"].into_iter().enumerate() {
-        let before = store.write_stats().requests;
-        mock.say("alice", id, "hello").await.unwrap();
-        tokio::time::timeout(Duration::from_secs(5), bot_on_mock.idle())
-            .await
-            .unwrap();
-        // The reply's outbox record leased for its first attempt (one write), its "sent" with
-        // its ledger row, then the inbound journaled completed with its rows as the handler
-        // ends: three writes (four when the inbound was journaled before the handler and
-        // completed after it). The first message's first write is preceded by one more: the
-        // journal's scope registered in the file (once per store and scope).
-        let writes = store.write_stats().requests - before;
-        let expected = if i == 0 { 4 } else { 3 };
-        assert_eq!(writes, expected, "message {i}: {writes} write requests");
-    }
+    let said = [("m1", "hello"), ("m2", "hello"), ("m3", "hello")];
+    // The reply's outbox record leased for its first attempt (one write), its "sent" with its
+    // ledger row, then the inbound journaled completed with its rows as the handler ends:
+    // three writes (four when the inbound was journaled before the handler and completed
+    // after it). The first message's first write is preceded by one more: the journal's scope
+    // registered in the file (once per store and scope).
+    assert_eq!(
+        writes_of(&store, &bot_on_mock, &mock, &said).await,
+        [4, 3, 3]
+    );
     assert_eq!(
         inbound_rows(&store).await,
         ["m1", "m2", "m3"],
@@ -201,23 +216,11 @@ async fn a_message_a_flow_step_answers_is_journaled_in_the_steps_write() {
         .unwrap();
     bot.flow(botmesh_tests::flows::order);
     bot.start().await.unwrap();
-    for (i, (id, text)) in [("m1", "/order"), ("m2", "tea"), ("m3", "2")]
-        .into_iter()
-        .enumerate()
-    {
-        let before = store.write_stats().requests;
-        mock.say("alice", id, text).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(5), bot.idle())
-            .await
-            .unwrap();
-        // The step's one write: the inbound record (done) with its ledger row, chat and
-        // contact, the checkpoint and the reply's outbox record leased; then the reply's
-        // "sent" with its ledger row. The first message: the journal's scope registered
-        // first.
-        let writes = store.write_stats().requests - before;
-        let expected = if i == 0 { 3 } else { 2 };
-        assert_eq!(writes, expected, "message {id}: {writes} write requests");
-    }
+    let said = [("m1", "/order"), ("m2", "tea"), ("m3", "2")];
+    // The step's one write: the inbound record (done) with its ledger row, chat and contact,
+    // the checkpoint and the reply's outbox record leased; then the reply's "sent" with its
+    // ledger row. The first message: the journal's scope registered first.
+    assert_eq!(writes_of(&store, &bot, &mock, &said).await, [3, 2, 2]);
     assert_eq!(
         inbound_rows(&store).await,
         ["m1", "m2", "m3"],
@@ -227,17 +230,15 @@ async fn a_message_a_flow_step_answers_is_journaled_in_the_steps_write() {
         mock.texts("alice"),
         ["What would you like?", "How many?", "Ordered 2 x tea"]
     );
-    let d = bot.durability().unwrap();
-    let done: Vec<String> = d
+    let done = bot
+        .durability()
+        .unwrap()
         .inbox()
         .list(InboxState::Done, 10)
         .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
+        .unwrap();
     assert_eq!(
-        done,
+        done.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
         ["alice/m1", "alice/m2", "alice/m3"],
         "each written done"
     );
