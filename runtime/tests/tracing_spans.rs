@@ -39,8 +39,14 @@ fn ancestry(spans: &[SpanData], span: &SpanData) -> Vec<String> {
     names
 }
 
+/// Held by each test that records spans: two recorders set up at once (or one dropped while
+/// the other records) make tracing recompute which callsites are enabled while the other
+/// test's spans are being made, and a span can go unrecorded.
+static RECORDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// An in-memory exporter recording the spans of this thread (the test's runtime has one:
-/// every task the bot spawns records here) until the guard drops.
+/// every task the bot spawns records here) until the guard drops. Callsites other tests
+/// registered meanwhile have their interest computed again with this recorder in place.
 fn recorder() -> (
     InMemorySpanExporter,
     SdkTracerProvider,
@@ -52,11 +58,13 @@ fn recorder() -> (
         .build();
     let subscriber = tracing_subscriber::registry().with(telemetry::otel::layer(&provider));
     let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
     (exporter, provider, guard)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_paced_reply_is_a_pace_then_a_send_in_its_handler() {
+    let _serial = RECORDING.lock().await;
     let (exporter, provider, _default) = recorder();
     let mock = MockProvider::new();
     let bot = Bot::builder(mock.clone())
@@ -95,6 +103,7 @@ async fn a_paced_reply_is_a_pace_then_a_send_in_its_handler() {
 
 #[tokio::test]
 async fn the_order_flow_is_a_span_tree_and_its_resumed_turn_links_to_the_checkpoint() {
+    let _serial = RECORDING.lock().await;
     let (exporter, provider, _default) = recorder();
     let mut t = Transcript::durable(|b| {
         let bot = b.build()?;
