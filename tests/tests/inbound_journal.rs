@@ -209,11 +209,7 @@ async fn a_message_a_flow_step_answers_is_journaled_in_the_steps_write() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bot.db"));
     let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .store(store.clone())
-        .durability(DurabilityOptions::shared(Arc::new(store.durability_kv())).instance_id("i1"))
-        .build()
-        .unwrap();
+    let bot = bot(mock.clone(), &store, Arc::new(store.durability_kv()));
     bot.flow(botmesh_tests::flows::order);
     bot.start().await.unwrap();
     let said = [("m1", "/order"), ("m2", "tea"), ("m3", "2")];
@@ -250,21 +246,14 @@ async fn a_slow_handlers_message_is_accepted_before_the_handler_ends() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("bot.db"));
     let mock = MockProvider::new();
-    let bot = Bot::builder(mock.clone())
-        .store(store.clone())
-        .durability(DurabilityOptions::shared(Arc::new(store.durability_kv())).instance_id("i1"))
-        .build()
-        .unwrap();
     let release = Arc::new(tokio::sync::Notify::new());
-    let gate = Arc::clone(&release);
-    bot.catch_all(move |ctx: Ctx| {
-        let gate = Arc::clone(&gate);
-        async move {
-            gate.notified().await;
-            ctx.reply("done").await?;
-            Ok(())
-        }
-    });
+    let bot = bot_with_ledger(
+        mock.clone(),
+        &store,
+        Arc::new(store.durability_kv()),
+        true,
+        Some(Arc::clone(&release)),
+    );
     bot.start().await.unwrap();
     // Accepted while the handler waits: the record was written alone, leased.
     tokio::time::timeout(Duration::from_secs(5), mock.say("alice", "m1", "hello"))
@@ -279,7 +268,7 @@ async fn a_slow_handlers_message_is_accepted_before_the_handler_ends() {
     tokio::time::timeout(Duration::from_secs(5), bot.idle())
         .await
         .unwrap();
-    assert_eq!(mock.texts("alice"), ["done"]);
+    assert_eq!(mock.texts("alice"), ["noted"]);
     let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
     assert_eq!(done.len(), 1, "completed as the handler ended");
     bot.stop().await.unwrap();

@@ -86,24 +86,11 @@ pub(crate) async fn journal(
     event: InboundEvent<'_>,
     record_id: &str,
 ) -> Journaled {
-    let payload = match event {
-        InboundEvent::Message(m) => Payload::encode(&MessageEventRef::Message(m)),
-        InboundEvent::Other(e) => Payload::encode(e),
-    };
-    let payload = match payload {
-        Ok(p) => p,
-        Err(e) => return Journaled::Unavailable(format!("event not encodable: {e}")),
-    };
-    let mut new = NewInbound {
-        id: record_id.to_owned(),
-        chat: event.chat().0.clone(),
-        payload,
-        media_ref: None,
+    let new = match new_inbound(k, event, record_id) {
+        Ok(new) => new,
+        Err(reason) => return Journaled::Unavailable(reason),
     };
     if let InboundEvent::Message(m) = event {
-        if let Some(r) = media::serialize_for_journal(k, m) {
-            new = new.with_media_ref(r);
-        }
         if atomic(k) {
             if let Some(rows) = persistence::inbound_rows(k, m) {
                 return journal_with_rows(k, dur, new, rows).await;
@@ -118,6 +105,28 @@ pub(crate) async fn journal(
         Ok(InboxJournalLease::Duplicate) => Journaled::Duplicate,
         Err(e) => Journaled::Unavailable(e.to_string()),
     }
+}
+
+/// The journal record of an admitted event: its payload (the event as JSON) and, for a
+/// message, a serializable reference to its media. `Err`: the event does not encode.
+fn new_inbound(k: &Kernel, event: InboundEvent<'_>, record_id: &str) -> Result<NewInbound, String> {
+    let payload = match event {
+        InboundEvent::Message(m) => Payload::encode(&MessageEventRef::Message(m)),
+        InboundEvent::Other(e) => Payload::encode(e),
+    }
+    .map_err(|e| format!("event not encodable: {e}"))?;
+    let mut new = NewInbound {
+        id: record_id.to_owned(),
+        chat: event.chat().0.clone(),
+        payload,
+        media_ref: None,
+    };
+    if let InboundEvent::Message(m) = event {
+        if let Some(r) = media::serialize_for_journal(k, m) {
+            new = new.with_media_ref(r);
+        }
+    }
+    Ok(new)
 }
 
 /// How many times journaling retries after a conflict it resolved (a record purged between
@@ -150,16 +159,8 @@ pub(crate) async fn defer(
         // Found (a redelivery) or unreadable: journaled now, which tells which.
         Ok(Some(_)) | Err(_) => return None,
     }
-    let payload = Payload::encode(&MessageEventRef::Message(m)).ok()?;
-    let mut new = NewInbound {
-        id: record_id.to_owned(),
-        chat: m.chat.0.clone(),
-        payload,
-        media_ref: None,
-    };
-    if let Some(r) = media::serialize_for_journal(k, m) {
-        new = new.with_media_ref(r);
-    }
+    // An event that does not encode is journaled now, which reports it.
+    let new = new_inbound(k, InboundEvent::Message(m), record_id).ok()?;
     let rows = persistence::inbound_rows(k, m);
     let (ledger, chat, contact) = match rows {
         Some(r) => (Some(r.entry), Some(r.chat), Some(r.contact)),
