@@ -1,6 +1,7 @@
 //! The crate's integration tests, one test binary: each file of `tests/` is a module (a test's
 //! name is `file::test`), and the helpers they share are declared once here. `architecture.rs`
-//! (the public API snapshot and the layering) is a test binary of its own.
+//! (the public API snapshot and the layering) and `tracing_spans.rs` (the spans exported through
+//! OpenTelemetry, which must see every callsite of the process) are test binaries of their own.
 
 // Helpers.
 #[macro_use]
@@ -35,5 +36,3 @@ mod replicas;
 mod routing;
 mod schedule;
 mod stopping;
-#[cfg(feature = "otel")]
-mod tracing_spans;
