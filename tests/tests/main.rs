@@ -21,6 +21,7 @@ mod flow_store_faults;
 mod inbound_journal;
 mod kill9;
 mod leases;
+mod redelivery;
 mod schedule_kill9;
 mod server_faults;
 mod sigterm;

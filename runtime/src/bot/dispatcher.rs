@@ -9,10 +9,11 @@
 use std::sync::Arc;
 
 use crate::bot::inbound::drop_event;
+use crate::durable;
 use crate::events::{BotEvent, DropReason};
 use crate::kernel::context::Ctx;
 use crate::kernel::isolated::run_isolated;
-use crate::kernel::routes::{Handler, HookFlow};
+use crate::kernel::routes::{Acts, Handler, HookFlow, Route};
 use crate::metrics::Counters;
 use crate::outbound::interaction_ack;
 use tracing::Instrument;
@@ -38,6 +39,9 @@ pub(crate) async fn dispatch(ctx: Ctx) {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
         r.before_message.iter().map(|r| r.item.clone()).collect()
     };
+    if !before.is_empty() && !durable::inbound::acting(&ctx).await {
+        return;
+    }
     for hook in before {
         match hook(ctx.clone()).await {
             Ok(HookFlow::Continue) => {}
@@ -60,7 +64,9 @@ pub(crate) async fn dispatch(ctx: Ctx) {
         return;
     }
 
-    let route = route(&ctx).await;
+    let Some(route) = route(&ctx).await else {
+        return;
+    };
     tracing::Span::current().record("route", route);
 
     interaction_ack::routing_ended(&ctx).await;
@@ -68,6 +74,11 @@ pub(crate) async fn dispatch(ctx: Ctx) {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
         r.after_message.iter().map(|r| r.item.clone()).collect()
     };
+    // The record of a message no handler or step took is written now (done when nothing runs
+    // after): a redelivery neither runs the hooks nor counts as a message.
+    if !durable::inbound::routed(&ctx, after.is_empty()).await {
+        return;
+    }
     for hook in after {
         hook(ctx.clone()).await;
     }
@@ -80,7 +91,9 @@ pub(crate) async fn dispatch(ctx: Ctx) {
     }
 }
 
-async fn route(ctx: &Ctx) -> &'static str {
+/// The route the context took; `None` when its message turned out a redelivery (or its
+/// record could not be written) before a handler ran.
+async fn route(ctx: &Ctx) -> Option<&'static str> {
     let k = ctx.0.bot.kernel.clone();
 
     if let Some(name) = ctx.command() {
@@ -91,17 +104,16 @@ async fn route(ctx: &Ctx) -> &'static str {
                 .find(|c| c.item.0 == name)
                 .map(|c| c.item.1.clone())
         };
-        if let Some(h) = handler {
-            run_handler(ctx, h, "handler:command").await;
-            return "command";
+        if let Some(r) = handler {
+            return route_to(ctx, r, "handler:command", "command").await;
         }
     }
 
     if crate::flow::active_conversation(ctx).await {
-        return "conversation";
+        return Some("conversation");
     }
     if crate::flow::dormant_resume(ctx).await {
-        return "dormant_resume";
+        return Some("dormant_resume");
     }
 
     let matched = {
@@ -111,18 +123,35 @@ async fn route(ctx: &Ctx) -> &'static str {
             .find(|m| m.item.0.matches(ctx))
             .map(|m| m.item.1.clone())
     };
-    if let Some(h) = matched {
-        run_handler(ctx, h, "handler:matcher").await;
-        return "matcher";
+    if let Some(r) = matched {
+        return route_to(ctx, r, "handler:matcher", "matcher").await;
     }
 
     let catch_all = {
         let r = k.routes.read().unwrap_or_else(|e| e.into_inner());
         r.catch_all.last().map(|c| c.item.clone())
     };
-    if let Some(h) = catch_all {
-        run_handler(ctx, h, "handler:catch_all").await;
-        return "catch_all";
+    if let Some(handler) = catch_all {
+        let r = Route {
+            handler,
+            acts: Acts::Freely,
+        };
+        return route_to(ctx, r, "handler:catch_all", "catch_all").await;
     }
-    "none"
+    Some("none")
+}
+
+/// Runs a route's handler, the message's record written first unless the handler only starts
+/// a flow (see [`Acts`]).
+async fn route_to(
+    ctx: &Ctx,
+    r: Route,
+    context: &'static str,
+    route: &'static str,
+) -> Option<&'static str> {
+    if r.acts == Acts::Freely && !durable::inbound::acting(ctx).await {
+        return None;
+    }
+    run_handler(ctx, r.handler, context).await;
+    Some(route)
 }

@@ -183,10 +183,7 @@ async fn admit_message(k: &Arc<Kernel>, m: Message) -> Result<Accepted, Rejected
     // Shared from here on: by the dispatch's context and by the journal record's payload.
     let m = Arc::new(m);
     if let Some(dur) = k.durable.as_ref() {
-        let deferred = durable::inbound::defer(k, dur, &m, &record_id)
-            .instrument(telemetry::persist_span(m.chat.as_str()))
-            .await;
-        if let Some(slot) = deferred {
+        if let Some(slot) = durable::inbound::defer(k, dur, &m, &record_id) {
             return admit_deferred(k, dur, m, slot).await;
         }
     }

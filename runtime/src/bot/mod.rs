@@ -53,7 +53,7 @@ pub use plugin_host::Plugin;
 
 use crate::error::{BotError, HandlerError, HandlerResult};
 use crate::events::BotEvent;
-use crate::kernel::routes::{self, Reg};
+use crate::kernel::routes::{self, Acts, Reg, Route};
 use crate::message::{ChatId, Outgoing, UserId};
 use crate::metrics::BotMetrics;
 use crate::provider::{CallEvent, EventKind, Provider, ProviderEvent, TransportStatus};
@@ -87,16 +87,29 @@ impl Bot {
 
     /// Routes `/name` (any configured prefix) to `handler`. Commands are tried first.
     pub fn command(&self, name: &str, handler: impl Handler) -> &Self {
-        let name = name.trim_start_matches('/').to_ascii_lowercase();
-        let reg = self.reg((name, Arc::new(handler) as Arc<dyn Handler>));
-        self.routes_mut().commands.push(reg);
-        self
+        self.route_command(name, handler, Acts::Freely)
     }
 
     /// Routes what `matcher` accepts to `handler` (matchers are tried in registration order,
     /// after commands and conversations; the first match wins).
     pub fn when(&self, matcher: Matcher, handler: impl Handler) -> &Self {
-        let reg = self.reg((matcher, Arc::new(handler) as Arc<dyn Handler>));
+        self.route_when(matcher, handler, Acts::Freely)
+    }
+
+    /// [`command`](Self::command), saying what the handler does (a flow's start trigger only
+    /// starts its flow).
+    pub(crate) fn route_command(&self, name: &str, handler: impl Handler, acts: Acts) -> &Self {
+        let name = name.trim_start_matches('/').to_ascii_lowercase();
+        let handler = Arc::new(handler);
+        let reg = self.reg((name, Route { handler, acts }));
+        self.routes_mut().commands.push(reg);
+        self
+    }
+
+    /// [`when`](Self::when), saying what the handler does.
+    pub(crate) fn route_when(&self, matcher: Matcher, handler: impl Handler, acts: Acts) -> &Self {
+        let handler = Arc::new(handler);
+        let reg = self.reg((matcher, Route { handler, acts }));
         self.routes_mut().matchers.push(reg);
         self
     }

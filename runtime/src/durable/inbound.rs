@@ -33,7 +33,7 @@ use botmesh_durability::store::{CheckpointWrite, StepCommit};
 
 use crate::durable::media;
 use crate::kernel::Kernel;
-use crate::kernel::context::CtxExtras;
+use crate::kernel::context::{Ctx, CtxExtras};
 use crate::kernel::journals::{
     Durable, LeaseSlot, RecordWrite, Unwritten, atomic, beats, with_heartbeat,
 };
@@ -140,12 +140,15 @@ pub(crate) const STEP_WRITE_WINDOW: Duration = Duration::from_millis(50);
 /// A live message's record, leased in memory and not written, when its dispatch may write it
 /// in the transaction of its first flow step (one write for both, and one commit less before
 /// the reply): the store shares the journals' transactions, the bot runs as one replica, and
-/// `fail_open` is off. `None` (journal it now) otherwise, and when a record of the message
-/// exists: a redelivery after a restart is found here, before any of its handlers runs.
+/// `fail_open` is off. `None` (journal it now) otherwise.
+///
+/// Nothing is read first: a redelivery of a message an earlier run took is found when its
+/// record is written, by the transaction of a flow step that writes it (which rolls back),
+/// or before the dispatch does anything a redelivery must not do again ([`acting`]).
 ///
 /// The channel's acknowledgement still waits for the record (see [`admitted`]): until it is
 /// written, a crash loses nothing the channel does not deliver again.
-pub(crate) async fn defer(
+pub(crate) fn defer(
     k: &Kernel,
     dur: &Durable,
     m: &Arc<Message>,
@@ -153,11 +156,6 @@ pub(crate) async fn defer(
 ) -> Option<Arc<LeaseSlot>> {
     if !atomic(k) || k.coordination.is_some() || dur.d.config().fail_open {
         return None;
-    }
-    match dur.d.inbox().get(record_id).await {
-        Ok(None) => {}
-        // Found (a redelivery) or unreadable: journaled now, which tells which.
-        Ok(Some(_)) | Err(_) => return None,
     }
     // An event that does not encode is journaled now, which reports it.
     let new = new_inbound(k, InboundEvent::Message(m), record_id).ok()?;
@@ -172,6 +170,52 @@ pub(crate) async fn defer(
         chat,
         contact,
     }))
+}
+
+/// Makes sure the context's message is not a redelivery of one an earlier run took, before the
+/// dispatch does what a redelivery must not do again: run a handler or a hook of the bot's
+/// author, run a flow's effect, end a flow the message replaces. A record not written yet is
+/// looked up once (a flow step that only computes and sends needs no lookup: its transaction
+/// writes the record and rolls back with it). Whether the dispatch may go on: `false` when the
+/// message is a duplicate (which its admission drops) or its record could not be written (the
+/// admission refuses the message, which the channel delivers again).
+pub(crate) async fn acting(ctx: &Ctx) -> bool {
+    let (Some(slot), Some(dur)) = (ctx.0.lease.as_ref(), ctx.0.bot.kernel.durable.as_ref()) else {
+        return true;
+    };
+    match slot.write_outcome() {
+        Some(outcome) => return outcome == RecordWrite::Written,
+        None if slot.is_checked() => return true,
+        None => {}
+    }
+    match dur.d.inbox().get(&slot.lease.id).await {
+        Ok(None) => {
+            slot.checked();
+            true
+        }
+        // Found (a redelivery) or unreadable: written now, which tells which.
+        Ok(Some(_)) | Err(_) => {
+            write_unwritten(&ctx.0.bot.kernel, dur, slot, false).await == RecordWrite::Written
+        }
+    }
+}
+
+/// At the end of a message's routing, before the `after` hooks and the `message` event: a
+/// record no step wrote and no lookup cleared is written now when nothing runs after (`last`;
+/// completed unless the journal failed under the dispatch: the write the end of the dispatch
+/// would make), else looked up ([`acting`]). A redelivery runs no hook and emits no event.
+pub(crate) async fn routed(ctx: &Ctx, last: bool) -> bool {
+    let (Some(slot), Some(dur)) = (ctx.0.lease.as_ref(), ctx.0.bot.kernel.durable.as_ref()) else {
+        return true;
+    };
+    match slot.write_outcome() {
+        Some(outcome) => return outcome == RecordWrite::Written,
+        None if slot.is_checked() => return true,
+        None if !last => return acting(ctx).await,
+        None => {}
+    }
+    let done = !ctx.journal_failed();
+    write_unwritten(&ctx.0.bot.kernel, dur, slot, done).await == RecordWrite::Written
 }
 
 /// The admission's wait for a record it deferred: the first flow step of the dispatch writes

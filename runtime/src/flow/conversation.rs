@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::durable;
 use crate::error::BotError;
 use crate::events::BotEvent;
 use crate::flow::api::{AnyBox, Erased, FlowError, Input};
@@ -93,6 +94,11 @@ pub(crate) async fn start_in_with(
         .0
         .checkpoint_absent
         .swap(false, std::sync::atomic::Ordering::SeqCst);
+    // Ending the flow the message replaces is for its first delivery only: its record is
+    // written first (a redelivery stops here, the flow untouched).
+    if k.flows().active_name(&chat).is_some() && !durable::inbound::acting(ctx).await {
+        return Ok(());
+    }
     if let Some(old) = k.flows().take(&chat) {
         end_stack(&k, &chat, old, "replaced").await;
     } else if !absent
@@ -103,6 +109,9 @@ pub(crate) async fn start_in_with(
             .flatten()
             .is_some()
     {
+        if !durable::inbound::acting(ctx).await {
+            return Ok(());
+        }
         commit::remove_checkpoint(&k, chat.as_str()).await;
     }
     // A run started by a message is named after it: a replay of that message (after a crash
@@ -236,6 +245,11 @@ async fn restart(
     start: Option<serde_json::Value>,
 ) -> bool {
     let k = ctx.0.bot.kernel.clone();
+    // The restart ends the stored flow and may send its notice: for the message's first
+    // delivery only.
+    if !durable::inbound::acting(ctx).await {
+        return true;
+    }
     let name = flow.0.info().name;
     let state = flow
         .0

@@ -28,6 +28,15 @@ fn scope(chat: &str) -> String {
     format!("flow-effects:{chat}")
 }
 
+/// What a recorded call runs the first time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// The author's effect (a payment, a write elsewhere): never for a redelivered message.
+    Effect,
+    /// A reading of the clock or of randomness.
+    Reading,
+}
+
 impl FlowCx {
     /// Runs `effect` once for this step and records its result (see the module docs). Inside a
     /// `#[flow]` the macro gives the call its compile-time site id.
@@ -37,7 +46,7 @@ impl FlowCx {
         Fut: Future<Output = T> + Send,
     {
         let site = format!("{}/~effect", self.flow);
-        self.record(&site, effect).await
+        self.record(&site, effect, Runs::Effect).await
     }
 
     #[doc(hidden)]
@@ -46,14 +55,17 @@ impl FlowCx {
         T: Serialize + DeserializeOwned + Send,
         Fut: Future<Output = T> + Send,
     {
-        self.record(site, effect).await
+        self.record(site, effect, Runs::Effect).await
     }
 
     /// The bot clock's time (Unix ms), recorded: a re-run step reads the same instant.
     pub async fn now(&self) -> i64 {
         let clock = self.ctx.0.bot.kernel.clock.clone();
         let site = format!("{}/~now", self.flow);
-        match self.record(&site, async move { clock.now_ms() }).await {
+        match self
+            .record(&site, async move { clock.now_ms() }, Runs::Reading)
+            .await
+        {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(error = %e, "cx.now() not recorded; using the clock");
@@ -65,7 +77,10 @@ impl FlowCx {
     /// A random number, recorded: a re-run step reads the same number.
     pub async fn random(&self) -> u64 {
         let site = format!("{}/~random", self.flow);
-        match self.record(&site, async { fastrand::u64(..) }).await {
+        match self
+            .record(&site, async { fastrand::u64(..) }, Runs::Reading)
+            .await
+        {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(error = %e, "cx.random() not recorded");
@@ -74,7 +89,7 @@ impl FlowCx {
         }
     }
 
-    async fn record<T, Fut>(&self, site: &str, effect: Fut) -> Result<T, FlowError>
+    async fn record<T, Fut>(&self, site: &str, effect: Fut, runs: Runs) -> Result<T, FlowError>
     where
         T: Serialize + DeserializeOwned + Send,
         Fut: Future<Output = T> + Send,
@@ -100,6 +115,13 @@ impl FlowCx {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((scope, key.clone()));
             return serde_json::from_value(v).map_err(|e| err(e.to_string()));
+        }
+        // An effect runs only for a message that is the channel's first delivery of it: its
+        // record is written first (a step that only reads the clock writes it with its commit).
+        if runs == Runs::Effect && !crate::durable::inbound::acting(&self.ctx).await {
+            return Err(err(
+                "the step's message was not accepted (a redelivery of one handled before, or its record could not be written)".to_owned(),
+            ));
         }
         let value = effect.await;
         let json = serde_json::to_value(&value).map_err(|e| err(e.to_string()))?;

@@ -34,6 +34,7 @@ use crate::flow::stack::{Cut, Frame, Stack, Wait};
 use crate::flow::timeout::Timer;
 use crate::kernel::Kernel;
 use crate::kernel::context::Ctx;
+use crate::kernel::journals::RecordWrite;
 use crate::message::ChatId;
 use crate::metrics::Counters;
 use crate::telemetry;
@@ -466,6 +467,12 @@ async fn settle(
     let top = stack.top_name().unwrap_or("");
     let committed = match written {
         Written::Aborted => {
+            // A redelivery of a message handled before: the step never happened (the stored
+            // checkpoint is where the flow stands).
+            if ctx.0.lease.as_ref().and_then(|s| s.write_outcome()) == Some(RecordWrite::Duplicate)
+            {
+                return;
+            }
             emit(k, chat, top, "interrupted:journal");
             // Nothing was written or sent. A message's step is replayed with it; a step no
             // message fed (a timeout, a start or cancel from code) is not: take the stored

@@ -10,7 +10,7 @@ use crate::flow::api::{
 use crate::flow::conversation;
 use crate::kernel::Bot;
 use crate::kernel::context::Ctx;
-use crate::kernel::routes::matcher;
+use crate::kernel::routes::{Acts, matcher};
 use crate::message::ChatId;
 
 impl Bot {
@@ -42,14 +42,14 @@ impl Bot {
         match info.start {
             StartTrigger::None => {}
             StartTrigger::Command(name) => {
-                self.command(name, start);
+                self.route_command(name, start, Acts::InSteps);
             }
             StartTrigger::Keyword(word) => {
-                self.when(matcher::keyword([word]), start);
+                self.route_when(matcher::keyword([word]), start, Acts::InSteps);
             }
             StartTrigger::Regex(re) => match matcher::try_regex(re) {
                 Ok(m) => {
-                    self.when(m, start);
+                    self.route_when(m, start, Acts::InSteps);
                 }
                 Err(e) => self
                     .kernel
@@ -57,7 +57,7 @@ impl Bot {
                     .error(format!("flow:{}", info.name), None, e),
             },
             StartTrigger::Matcher(f) => {
-                self.when(matcher::func(f), start);
+                self.route_when(matcher::func(f), start, Acts::InSteps);
             }
         }
         self

@@ -79,6 +79,9 @@ pub(crate) struct LeaseSlot {
     /// Its job was queued behind other work of its chat: the record is written at once, not
     /// kept for a step that cannot come soon.
     behind: AtomicBool,
+    /// The record, not written yet, was looked up and is not in the journal: the message is
+    /// no redelivery of one an earlier run took.
+    checked: AtomicBool,
 }
 
 /// An inbound record leased in memory and not written yet, with the rows its message records
@@ -145,6 +148,7 @@ impl LeaseSlot {
             unwritten: Mutex::new(unwritten),
             outcome: watch::Sender::new(outcome),
             behind: AtomicBool::new(false),
+            checked: AtomicBool::new(false),
         })
     }
 
@@ -189,6 +193,15 @@ impl LeaseSlot {
     /// there is nothing to renew).
     pub(crate) fn is_written(&self) -> bool {
         self.outcome.borrow().is_some()
+    }
+
+    /// The record was looked up and not found (see the field `checked`).
+    pub(crate) fn checked(&self) {
+        self.checked.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_checked(&self) -> bool {
+        self.checked.load(Ordering::SeqCst)
     }
 
     /// Its job was queued behind other work of its chat.

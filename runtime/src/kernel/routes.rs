@@ -171,11 +171,29 @@ pub(crate) struct Reg<T> {
     pub(crate) item: T,
 }
 
+/// What a route's handler may do before its message's record is written (see
+/// `durable::inbound::acting`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acts {
+    /// Anything (a handler of the bot's author): the record is written before it runs.
+    Freely,
+    /// Only start a flow, whose first step writes the record in its own transaction (a flow's
+    /// start trigger).
+    InSteps,
+}
+
+/// A command's or a matcher's handler, with what it does.
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub(crate) handler: Arc<dyn Handler>,
+    pub(crate) acts: Acts,
+}
+
 /// Everything registered on a bot.
 #[derive(Default)]
 pub(crate) struct Routes {
-    pub(crate) commands: Vec<Reg<(String, Arc<dyn Handler>)>>,
-    pub(crate) matchers: Vec<Reg<(Matcher, Arc<dyn Handler>)>>,
+    pub(crate) commands: Vec<Reg<(String, Route)>>,
+    pub(crate) matchers: Vec<Reg<(Matcher, Route)>>,
     pub(crate) catch_all: Vec<Reg<Arc<dyn Handler>>>,
     pub(crate) calls: Vec<Reg<CallHandler>>,
     pub(crate) before_message: Vec<Reg<BeforeMessageHook>>,
