@@ -28,11 +28,13 @@
 //! does not migrate data from older schemas (there is only version 1) and does not retry.
 
 mod group;
+mod reads;
 mod rows;
 mod schema;
 mod table_writes;
 mod writes;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -53,6 +55,7 @@ use crate::store::{
     StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use group::{Committer, GroupCommit, Write};
+use reads::{Decoded, ReadGroup, decoded};
 use serde_json::Value;
 use table_writes::TableWrites;
 use writes::{CHECKPOINT_COLUMNS, Writes};
@@ -84,6 +87,16 @@ pub struct PostgresStore {
     writes: Arc<Writes>,
     /// The group commit of flow steps and value writes (see [`group`]).
     groups: Arc<GroupCommit>,
+    /// The point reads grouped (see [`reads`]): checkpoint heads, checkpoints, values.
+    reads: Arc<Reads>,
+}
+
+/// The store's [`ReadGroup`]s, one a statement.
+#[derive(Debug)]
+struct Reads {
+    heads: ReadGroup<String, Decoded<CheckpointHead>>,
+    checkpoints: ReadGroup<String, Decoded<FlowCheckpoint>>,
+    values: ReadGroup<(String, String), Decoded<Value>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -141,6 +154,11 @@ impl PostgresStore {
             journals: Arc::new(DurableTable::new(&prefix)),
             writes: Arc::new(Writes::new(&prefix)),
             groups: Arc::default(),
+            reads: Arc::new(Reads {
+                heads: ReadGroup::new("checkpoint_head", (pool.pool.status().max_size / 4).max(1)),
+                checkpoints: ReadGroup::new("checkpoint", (pool.pool.status().max_size / 4).max(1)),
+                values: ReadGroup::new("get_value", (pool.pool.status().max_size / 4).max(1)),
+            }),
             pool,
             prefix: prefix.into(),
             closed: Arc::new(AtomicBool::new(true)),
@@ -395,38 +413,69 @@ impl Store for PostgresStore {
         self.write_rows("save_checkpoint", rows).await
     }
 
+    /// Read with the other chats' reads of the moment (see [`reads`]).
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
+        self.check_open()?;
         let sql = format!(
-            "SELECT {CHECKPOINT_COLUMNS} FROM {} WHERE chat = $1",
+            "SELECT {CHECKPOINT_COLUMNS} FROM {} WHERE chat = ANY($1)",
             self.t("checkpoints")
         );
-        let rows = self
-            .query("checkpoint", "checkpoints", chat, &sql, &[&chat])
-            .await?;
-        rows.first().map(rows::checkpoint_row).transpose()
+        let read = |chats: Vec<String>| async {
+            let chats = chats;
+            let key = chats.first().map_or("", String::as_str);
+            let rows = self
+                .query("checkpoint", "checkpoints", key, &sql, &[&chats])
+                .await?;
+            let mut found = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let chat: String = row
+                    .try_get("chat")
+                    .map_err(|e| rows::corrupt("checkpoint", key, e))?;
+                found.insert(chat, rows::checkpoint_row(row).map_err(Arc::new));
+            }
+            Ok(found)
+        };
+        decoded(
+            "checkpoint",
+            self.reads.checkpoints.read(&chat.to_owned(), read).await,
+        )
     }
 
+    /// Read with the other chats' reads of the moment (see [`reads`]).
     async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
+        self.check_open()?;
         let sql = format!(
-            "SELECT step, inbound_id FROM {} WHERE chat = $1",
+            "SELECT chat, step, inbound_id FROM {} WHERE chat = ANY($1)",
             self.t("checkpoints")
         );
-        let rows = self
-            .query("checkpoint_head", "checkpoints", chat, &sql, &[&chat])
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
+        let read = |chats: Vec<String>| async {
+            let chats = chats;
+            let key = chats.first().map_or("", String::as_str);
+            let rows = self
+                .query("checkpoint_head", "checkpoints", key, &sql, &[&chats])
+                .await?;
+            let mut found = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let chat: String = row
+                    .try_get(0)
+                    .map_err(|e| rows::corrupt("checkpoint", key, e))?;
+                let head = (|| -> Result<CheckpointHead, tokio_postgres::Error> {
+                    let step: i64 = row.try_get(1)?;
+                    let inbound_id: Option<String> = row.try_get(2)?;
+                    Ok(CheckpointHead {
+                        step: rows::bits_u64(step),
+                        inbound_id,
+                    })
+                })()
+                .map_err(|e| Arc::new(rows::corrupt("checkpoint", &chat, e)));
+                found.insert(chat, head);
+            }
+            Ok(found)
         };
-        let step: i64 = row
-            .try_get(0)
-            .map_err(|e| rows::corrupt("checkpoint", chat, e))?;
-        let inbound_id: Option<String> = row
-            .try_get(1)
-            .map_err(|e| rows::corrupt("checkpoint", chat, e))?;
-        Ok(Some(CheckpointHead {
-            step: rows::bits_u64(step),
-            inbound_id,
-        }))
+        decoded(
+            "checkpoint_head",
+            self.reads.heads.read(&chat.to_owned(), read).await,
+        )
     }
 
     async fn delete_checkpoint(&self, chat: &str) -> Result<(), StoreError> {
@@ -474,19 +523,43 @@ impl Store for PostgresStore {
         rows.iter().map(rows::handoff_row).collect()
     }
 
+    /// Read with the other chats' reads of the moment (see [`reads`]).
     async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
+        self.check_open()?;
         let sql = format!(
-            "SELECT value FROM {} WHERE scope = $1 AND key = $2",
+            "SELECT r.scope, r.key, v.value FROM unnest($1::text[], $2::text[]) AS r(scope, key) \
+             CROSS JOIN LATERAL (SELECT value FROM {} WHERE scope = r.scope AND key = r.key) v",
             self.t("kv")
         );
-        let rows = self
-            .query("get_value", "kv", key, &sql, &[&scope, &key])
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
+        let read = |keys: Vec<(String, String)>| async {
+            let (scopes, names): (Vec<String>, Vec<String>) = keys.into_iter().unzip();
+            let first = names.first().map_or("", String::as_str);
+            let rows = self
+                .query("get_value", "kv", first, &sql, &[&scopes, &names])
+                .await?;
+            let mut found = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let scope: String = row
+                    .try_get(0)
+                    .map_err(|e| rows::corrupt("value", first, e))?;
+                let key: String = row
+                    .try_get(1)
+                    .map_err(|e| rows::corrupt("value", first, e))?;
+                let value = row
+                    .try_get::<_, String>(2)
+                    .map_err(|e| rows::corrupt("value", &key, e))
+                    .and_then(|text| rows::json("value", &key, &text))
+                    .map_err(Arc::new);
+                found.insert((scope, key), value);
+            }
+            Ok(found)
         };
-        let text: String = row.try_get(0).map_err(|e| rows::corrupt("value", key, e))?;
-        rows::json("value", key, &text).map(Some)
+        let read = self
+            .reads
+            .values
+            .read(&(scope.to_owned(), key.to_owned()), read)
+            .await;
+        decoded("get_value", read)
     }
 
     /// Committed with the other writes of the moment (see `group`).
