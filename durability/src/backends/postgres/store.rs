@@ -23,6 +23,10 @@
 //! is that journal table and whose pool reaches the same database (see
 //! [`super`]'s module documentation for how that is decided).
 //!
+//! Writes that concurrent chats make at the same moment share one transaction ([`group`]);
+//! their point reads (a checkpoint's head, a checkpoint, a value) share one statement
+//! ([`reads`]).
+//!
 //! `close()` makes every call fail with [`StoreError::Closed`] until the next `open()`, and
 //! drops the idle connections of a pool created here (an injected pool is left as it is). It
 //! does not migrate data from older schemas (there is only version 1) and does not retry.
@@ -413,7 +417,7 @@ impl Store for PostgresStore {
         self.write_rows("save_checkpoint", rows).await
     }
 
-    /// Read with the other chats' reads of the moment (see [`reads`]).
+    /// Read with the reads other chats make at the same moment, in one statement.
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
         self.check_open()?;
         let sql = format!(
@@ -441,7 +445,7 @@ impl Store for PostgresStore {
         )
     }
 
-    /// Read with the other chats' reads of the moment (see [`reads`]).
+    /// Read with the reads other chats make at the same moment, in one statement.
     async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
         self.check_open()?;
         let sql = format!(
@@ -523,7 +527,7 @@ impl Store for PostgresStore {
         rows.iter().map(rows::handoff_row).collect()
     }
 
-    /// Read with the other chats' reads of the moment (see [`reads`]).
+    /// Read with the reads other chats make at the same moment, in one statement.
     async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         self.check_open()?;
         let sql = format!(
