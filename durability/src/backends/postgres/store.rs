@@ -59,7 +59,7 @@ use crate::store::{
     StepCommit, StepCommitOutcome, Store, StoreError,
 };
 use group::{Committer, GroupCommit, Write};
-use reads::{Decoded, ReadGroup, decoded};
+use reads::{BoxedRead, Decoded, ReadGroup, decoded};
 use serde_json::Value;
 use table_writes::TableWrites;
 use writes::{CHECKPOINT_COLUMNS, Writes};
@@ -276,6 +276,38 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
+    /// The read of a group of chats' checkpoints (`columns`, the chat first), each row decoded
+    /// by `decode` (see [`reads`]).
+    fn by_chat<'a, T: Send + 'static>(
+        &'a self,
+        operation: &'static str,
+        columns: &str,
+        decode: impl Fn(&Row) -> Result<T, StoreError> + Send + Sync + 'static,
+    ) -> impl Fn(Vec<String>) -> BoxedRead<'a, String, T> + 'a {
+        let sql = format!(
+            "SELECT {columns} FROM {} WHERE chat = ANY($1)",
+            self.t("checkpoints")
+        );
+        let (sql, decode) = (Arc::new(sql), Arc::new(decode));
+        move |chats: Vec<String>| {
+            let (sql, decode) = (Arc::clone(&sql), Arc::clone(&decode));
+            Box::pin(async move {
+                let key = chats.first().map_or("", String::as_str);
+                let rows = self
+                    .query(operation, "checkpoints", key, &sql, &[&chats])
+                    .await?;
+                let mut found = HashMap::with_capacity(rows.len());
+                for row in &rows {
+                    let chat: String = row
+                        .try_get(0)
+                        .map_err(|e| rows::corrupt("checkpoint", key, e))?;
+                    found.insert(chat, decode(row).map_err(Arc::new));
+                }
+                Ok(found)
+            })
+        }
+    }
+
     /// Writes `rows` (see [`table_writes`]): one statement a table, in one transaction when
     /// there are several.
     async fn write_rows(
@@ -420,25 +452,7 @@ impl Store for PostgresStore {
     /// Read with the reads other chats make at the same moment, in one statement.
     async fn checkpoint(&self, chat: &str) -> Result<Option<FlowCheckpoint>, StoreError> {
         self.check_open()?;
-        let sql = format!(
-            "SELECT {CHECKPOINT_COLUMNS} FROM {} WHERE chat = ANY($1)",
-            self.t("checkpoints")
-        );
-        let read = |chats: Vec<String>| async {
-            let chats = chats;
-            let key = chats.first().map_or("", String::as_str);
-            let rows = self
-                .query("checkpoint", "checkpoints", key, &sql, &[&chats])
-                .await?;
-            let mut found = HashMap::with_capacity(rows.len());
-            for row in &rows {
-                let chat: String = row
-                    .try_get("chat")
-                    .map_err(|e| rows::corrupt("checkpoint", key, e))?;
-                found.insert(chat, rows::checkpoint_row(row).map_err(Arc::new));
-            }
-            Ok(found)
-        };
+        let read = self.by_chat("checkpoint", CHECKPOINT_COLUMNS, rows::checkpoint_row);
         decoded(
             "checkpoint",
             self.reads.checkpoints.read(&chat.to_owned(), read).await,
@@ -448,34 +462,17 @@ impl Store for PostgresStore {
     /// Read with the reads other chats make at the same moment, in one statement.
     async fn checkpoint_head(&self, chat: &str) -> Result<Option<CheckpointHead>, StoreError> {
         self.check_open()?;
-        let sql = format!(
-            "SELECT chat, step, inbound_id FROM {} WHERE chat = ANY($1)",
-            self.t("checkpoints")
-        );
-        let read = |chats: Vec<String>| async {
-            let chats = chats;
-            let key = chats.first().map_or("", String::as_str);
-            let rows = self
-                .query("checkpoint_head", "checkpoints", key, &sql, &[&chats])
-                .await?;
-            let mut found = HashMap::with_capacity(rows.len());
-            for row in &rows {
-                let chat: String = row
-                    .try_get(0)
-                    .map_err(|e| rows::corrupt("checkpoint", key, e))?;
-                let head = (|| -> Result<CheckpointHead, tokio_postgres::Error> {
-                    let step: i64 = row.try_get(1)?;
-                    let inbound_id: Option<String> = row.try_get(2)?;
-                    Ok(CheckpointHead {
-                        step: rows::bits_u64(step),
-                        inbound_id,
-                    })
-                })()
-                .map_err(|e| Arc::new(rows::corrupt("checkpoint", &chat, e)));
-                found.insert(chat, head);
-            }
-            Ok(found)
+        let head = |row: &Row| {
+            let chat: String = row
+                .try_get(0)
+                .map_err(|e| rows::corrupt("checkpoint", "?", e))?;
+            let bad = |e| rows::corrupt("checkpoint", &chat, e);
+            Ok(CheckpointHead {
+                step: rows::bits_u64(row.try_get(1).map_err(bad)?),
+                inbound_id: row.try_get(2).map_err(bad)?,
+            })
         };
+        let read = self.by_chat("checkpoint_head", "chat, step, inbound_id", head);
         decoded(
             "checkpoint_head",
             self.reads.heads.read(&chat.to_owned(), read).await,

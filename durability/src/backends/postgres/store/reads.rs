@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Semaphore, oneshot};
@@ -33,6 +34,10 @@ struct GroupFailed(Arc<StoreError>);
 /// A row of a group decoded, or why it could not be: a row that does not decode fails the
 /// read of its own key only.
 pub(super) type Decoded<T> = Result<T, Arc<StoreError>>;
+
+/// The future of a group's statement: the rows found, by key, each decoded.
+pub(super) type BoxedRead<'a, K, V> =
+    Pin<Box<dyn Future<Output = Result<HashMap<K, Decoded<V>>, StoreError>> + Send + 'a>>;
 
 /// A read's answer, its row decoded.
 pub(super) fn decoded<T>(
