@@ -180,14 +180,10 @@ pub(crate) fn defer(
 /// message is a duplicate (which its admission drops) or its record could not be written (the
 /// admission refuses the message, which the channel delivers again).
 pub(crate) async fn acting(ctx: &Ctx) -> bool {
-    let (Some(slot), Some(dur)) = (ctx.0.lease.as_ref(), ctx.0.bot.kernel.durable.as_ref()) else {
-        return true;
+    let (slot, dur) = match unsettled(ctx) {
+        Ok(unsettled) => unsettled,
+        Err(go_on) => return go_on,
     };
-    match slot.write_outcome() {
-        Some(outcome) => return outcome == RecordWrite::Written,
-        None if slot.is_checked() => return true,
-        None => {}
-    }
     match dur.d.inbox().get(&slot.lease.id).await {
         Ok(None) => {
             slot.checked();
@@ -200,19 +196,31 @@ pub(crate) async fn acting(ctx: &Ctx) -> bool {
     }
 }
 
+/// The slot of the context's message (and the journals) while its record is neither written
+/// nor cleared by a lookup; else `Err` with whether the dispatch goes on.
+fn unsettled(ctx: &Ctx) -> Result<(&LeaseSlot, &Durable), bool> {
+    let (Some(slot), Some(dur)) = (ctx.0.lease.as_deref(), ctx.0.bot.kernel.durable.as_ref())
+    else {
+        return Err(true);
+    };
+    match slot.write_outcome() {
+        Some(outcome) => Err(outcome == RecordWrite::Written),
+        None if slot.is_checked() => Err(true),
+        None => Ok((slot, dur)),
+    }
+}
+
 /// At the end of a message's routing, before the `after` hooks and the `message` event: a
 /// record no step wrote and no lookup cleared is written now when nothing runs after (`last`;
 /// completed unless the journal failed under the dispatch: the write the end of the dispatch
 /// would make), else looked up ([`acting`]). A redelivery runs no hook and emits no event.
 pub(crate) async fn routed(ctx: &Ctx, last: bool) -> bool {
-    let (Some(slot), Some(dur)) = (ctx.0.lease.as_ref(), ctx.0.bot.kernel.durable.as_ref()) else {
-        return true;
+    let (slot, dur) = match unsettled(ctx) {
+        Ok(unsettled) => unsettled,
+        Err(go_on) => return go_on,
     };
-    match slot.write_outcome() {
-        Some(outcome) => return outcome == RecordWrite::Written,
-        None if slot.is_checked() => return true,
-        None if !last => return acting(ctx).await,
-        None => {}
+    if !last {
+        return acting(ctx).await;
     }
     let done = !ctx.journal_failed();
     write_unwritten(&ctx.0.bot.kernel, dur, slot, done).await == RecordWrite::Written

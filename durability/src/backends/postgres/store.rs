@@ -159,9 +159,9 @@ impl PostgresStore {
             writes: Arc::new(Writes::new(&prefix)),
             groups: Arc::default(),
             reads: Arc::new(Reads {
-                heads: ReadGroup::new("checkpoint_head", (pool.pool.status().max_size / 4).max(1)),
-                checkpoints: ReadGroup::new("checkpoint", (pool.pool.status().max_size / 4).max(1)),
-                values: ReadGroup::new("get_value", (pool.pool.status().max_size / 4).max(1)),
+                heads: ReadGroup::new("checkpoint_head", quarter_of(&pool)),
+                checkpoints: ReadGroup::new("checkpoint", quarter_of(&pool)),
+                values: ReadGroup::new("get_value", quarter_of(&pool)),
             }),
             pool,
             prefix: prefix.into(),
@@ -224,7 +224,7 @@ impl PostgresStore {
     /// Commits `write` on an open store with the other writes of the moment (see [`group`]).
     async fn write(&self, write: Write) -> Result<StepCommitOutcome, StoreError> {
         self.check_open()?;
-        let writers = (self.pool.pool.status().max_size / 4).max(1);
+        let writers = quarter_of(&self.pool);
         let committer = || Committer {
             pool: self.pool.clone(),
             journals: Arc::clone(&self.journals),
@@ -328,6 +328,12 @@ impl PostgresStore {
         let client = self.pool.write_client().await.map_err(fail)?;
         Pipelined::run(client, &statements).await.map_err(fail)
     }
+}
+
+/// How many group commits, and how many group reads of each kind, run at once: a quarter of
+/// the pool's connections (at least one), so that neither takes the whole pool.
+fn quarter_of(pool: &PgPool) -> usize {
+    (pool.pool.status().max_size / 4).max(1)
 }
 
 fn open_err(e: PostgresError) -> StoreError {
