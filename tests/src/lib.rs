@@ -1,7 +1,7 @@
 //! botmesh-tests: tests that cross crates or processes.
 //!
 //! - `tests/crash_matrix.rs`: every journal crash point under both ambiguity policies, at the
-//!   bot level, against the guide's guarantee table.
+//!   bot level, against the table "What is guaranteed" of `docs/durability-and-backends.md`.
 //! - `tests/kill9.rs`: the `crashbot` binary (this crate's `[[bin]]`) killed with SIGKILL in the
 //!   middle of handlers and sends, restarted on the same file, with redelivery of what was not
 //!   acknowledged.
