@@ -21,10 +21,7 @@ pub mod process;
 #[doc = include_str!("../../README.md")]
 struct Readme;
 
-/// The code blocks of the book in `docs/` (not the channel pages `telegram.md`,
-/// `whatsapp-cloud.md`, `messenger.md`, `instagram.md`, `twilio.md`, `gupshup.md`,
-/// `evolution.md`, `wppconnect.md`, `whatsapp-web.md` and `discord.md`, whose code needs their
-/// channel's feature).
+/// The code blocks of the book in `docs/`.
 #[cfg(doctest)]
 mod book {
     #[doc = include_str!("../../docs/getting-started.md")]
@@ -39,6 +36,38 @@ mod book {
     struct Operating;
     #[doc = include_str!("../../docs/replicas.md")]
     struct Replicas;
+
+    /// The channel pages: their code needs their channel's feature of `botmesh-providers`,
+    /// which this crate's dev-dependencies turn on (all of them but `whatsapp-web-native`: the
+    /// WhatsApp Web page's code runs on the fake session).
+    mod channels {
+        #[doc = include_str!("../../docs/telegram.md")]
+        struct Telegram;
+        #[doc = include_str!("../../docs/whatsapp-cloud.md")]
+        struct WhatsAppCloud;
+        #[doc = include_str!("../../docs/messenger.md")]
+        struct Messenger;
+        #[doc = include_str!("../../docs/instagram.md")]
+        struct Instagram;
+        #[doc = include_str!("../../docs/twilio.md")]
+        struct Twilio;
+        #[doc = include_str!("../../docs/gupshup.md")]
+        struct Gupshup;
+        #[doc = include_str!("../../docs/evolution.md")]
+        struct Evolution;
+        #[doc = include_str!("../../docs/wppconnect.md")]
+        struct WppConnect;
+        #[doc = include_str!("../../docs/whatsapp-web.md")]
+        struct WhatsAppWeb;
+        #[doc = include_str!("../../docs/discord.md")]
+        struct Discord;
+        #[doc = include_str!("../../docs/email.md")]
+        struct Email;
+        #[doc = include_str!("../../docs/gohighlevel.md")]
+        struct GoHighLevel;
+        #[doc = include_str!("../../docs/tiktok.md")]
+        struct TikTok;
+    }
 }
 
 pub use flaky_store::{FlakyStore, away};
