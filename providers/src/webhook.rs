@@ -18,13 +18,17 @@
 //! | handshake (`GET`) | [`WebhookChannel::handshake`] accepts | 200 with its body | nothing |
 //! | handshake (`GET`) | refused, or the channel has none | 403, or 405 | nothing |
 //! | [`verify`](WebhookChannel::verify) | signature header missing | 401 | nothing |
-//! | [`verify`](WebhookChannel::verify) | signature header wrong | 403 | nothing |
+//! | [`verify`](WebhookChannel::verify) | signature header wrong | 403 ([`WebhookChannel::bad_signature_status`]) | nothing |
 //! | [`parse`](WebhookChannel::parse) (checked whole, before anything is delivered) | body that does not parse | 400 | nothing |
 //! | [`parse_and_keep`](WebhookChannel::parse_and_keep) | what the channel keeps before delivery could not be written | 503 | nothing |
-//! | deliver | nothing to deliver (an update the bot does not handle) | 200 | nothing |
-//! | deliver | provider not started (or stopped) | 503 ([`WebhookChannel::retry_status`]) | nothing |
-//! | deliver | pipeline rejected an event (not running, journal down) | 503 ([`WebhookChannel::retry_status`]) | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
-//! | deliver | every event accepted (queued, duplicate or handled) | 200, with [`WebhookChannel::accepted`] as body | all of them |
+//! | deliver | nothing to deliver (an update the bot does not handle, Discord's PING) | 200, with [`WebhookChannel::answer`] as body (empty by default) | nothing |
+//! | deliver | provider not started (or stopped) | 503 ([`WebhookChannel::retry_status`]), after [`WebhookChannel::not_accepted`] | nothing |
+//! | deliver | pipeline rejected an event (not running, journal down) | 503 ([`WebhookChannel::retry_status`]), after [`WebhookChannel::not_accepted`] | the events it accepted (other chats', and this chat's before it: deduped on redelivery) |
+//! | deliver | every event accepted (queued, duplicate or handled) | 200, with [`WebhookChannel::answer`] as body ([`WebhookChannel::accepted`] by default) | all of them |
+//!
+//! The body of a 200 is empty unless the channel gives one: Twilio's empty TwiML
+//! ([`accepted`](WebhookChannel::accepted)), or Discord's PONG and its answer to an
+//! interaction, held until the runtime acks it ([`answer`](WebhookChannel::answer)).
 //!
 //! Each refusal is logged at `warn` with the header or the reason; signatures are compared in
 //! constant time ([`constant_time_eq`]). The skeleton does not terminate TLS (put it behind a
@@ -98,7 +102,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use botmesh::provider::{EventSink, ProviderEvent, Rejected};
+use botmesh::provider::{Accepted, EventSink, ProviderEvent, Rejected};
 use tokio::net::ToSocketAddrs;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -282,7 +286,8 @@ pub trait WebhookChannel: Send + Sync + 'static {
     /// What [`route`] calls: [`parse`](Self::parse) by default. A channel that must write
     /// something before its events are delivered overrides it (the email channel keeps a
     /// mail's attachments in the bot's store, so that their media refs still resolve after a
-    /// restart); a failure to write is [`Refused::Unavailable`].
+    /// restart; Discord registers an interaction, so that the runtime's ack can answer its
+    /// held request); a failure to write is [`Refused::Unavailable`].
     fn parse_and_keep(
         &self,
         request: &WebhookRequest,
@@ -294,6 +299,33 @@ pub trait WebhookChannel: Send + Sync + 'static {
     /// Empty by default.
     fn accepted(&self) -> Option<(&'static str, String)> {
         None
+    }
+
+    /// What [`route`] answers a verified request with: the body of its 200, `outcomes` saying
+    /// how the pipeline took each event [`parse_and_keep`](Self::parse_and_keep) gave, in
+    /// order. By default [`accepted`](Self::accepted) when there were events, and an empty
+    /// body when there were none (an update the bot does not handle). A channel that answers
+    /// in the response overrides it (Discord: PONG to a PING, which carries no event, and an
+    /// interaction's answer, held until the runtime acks it).
+    fn answer(
+        &self,
+        request: &WebhookRequest,
+        outcomes: &[Accepted],
+    ) -> impl std::future::Future<Output = Option<(&'static str, String)>> + Send {
+        let _ = request;
+        std::future::ready(if outcomes.is_empty() {
+            None
+        } else {
+            self.accepted()
+        })
+    }
+
+    /// The pipeline did not accept the request's events (the route answers
+    /// [`retry_status`](Self::retry_status)): drops what
+    /// [`parse_and_keep`](Self::parse_and_keep) kept for them that only an accepted request
+    /// needs (Discord's held interaction). Nothing by default.
+    fn not_accepted(&self, request: &WebhookRequest) {
+        let _ = request;
     }
 
     /// A `GET` on the route: the channel's subscription handshake, answered with a 200 and
@@ -308,6 +340,12 @@ pub trait WebhookChannel: Send + Sync + 'static {
     /// redelivers on another status only says which (GoHighLevel retries a 429 only).
     fn retry_status(&self) -> StatusCode {
         StatusCode::SERVICE_UNAVAILABLE
+    }
+
+    /// The status answering a request whose signature does not match
+    /// ([`Refused::BadSignature`]): 403 by default; Discord requires 401.
+    fn bad_signature_status(&self) -> StatusCode {
+        StatusCode::FORBIDDEN
     }
 }
 
@@ -350,19 +388,23 @@ async fn notify<C: WebhookChannel>(
     body: Bytes,
 ) -> Answer {
     let request = WebhookRequest { uri, headers, body };
-    if let Err(refused) = channel.verify(&request) {
-        return refused.into();
+    match channel.verify(&request) {
+        Ok(()) => {}
+        Err(Refused::BadSignature(h)) => {
+            return Answer::BadSignature(h, channel.bad_signature_status());
+        }
+        Err(refused) => return refused.into(),
     }
     let events = match channel.parse_and_keep(&request).await {
         Ok(events) => events,
         Err(refused) => return refused.into(),
     };
-    if events.is_empty() {
-        return Answer::Ok(None);
-    }
     match deliver_all(channel.slot(), events).await {
-        Ok(()) => Answer::Ok(channel.accepted()),
-        Err(reason) => Answer::NotAccepted(reason, channel.retry_status()),
+        Ok(outcomes) => Answer::Ok(channel.answer(&request, &outcomes).await),
+        Err(reason) => {
+            channel.not_accepted(&request);
+            Answer::NotAccepted(reason, channel.retry_status())
+        }
     }
 }
 
@@ -373,8 +415,9 @@ enum Answer {
     Ok(Option<(&'static str, String)>),
     /// 401: the named signature header is missing.
     MissingSignature(&'static str),
-    /// 403: the named signature header does not match.
-    BadSignature(&'static str),
+    /// 403 (or the channel's [`WebhookChannel::bad_signature_status`]): the named signature
+    /// header does not match.
+    BadSignature(&'static str, StatusCode),
     /// 400: the body does not parse.
     Malformed(String),
     /// 503 (or the channel's [`WebhookChannel::retry_status`]): not started, or the pipeline
@@ -388,7 +431,7 @@ impl From<Refused> for Answer {
     fn from(refused: Refused) -> Self {
         match refused {
             Refused::MissingSignature(h) => Answer::MissingSignature(h),
-            Refused::BadSignature(h) => Answer::BadSignature(h),
+            Refused::BadSignature(h) => Answer::BadSignature(h, StatusCode::FORBIDDEN),
             Refused::Malformed(reason) => Answer::Malformed(reason),
             Refused::Unavailable(reason) => Answer::Unavailable(reason),
         }
@@ -409,9 +452,9 @@ impl IntoResponse for Answer {
                 tracing::warn!(header = h, "webhook refused: signature header missing");
                 (StatusCode::UNAUTHORIZED, format!("missing {h}")).into_response()
             }
-            Answer::BadSignature(h) => {
+            Answer::BadSignature(h, status) => {
                 tracing::warn!(header = h, "webhook refused: signature does not match");
-                (StatusCode::FORBIDDEN, format!("invalid {h}")).into_response()
+                (status, format!("invalid {h}")).into_response()
             }
             Answer::Malformed(reason) => {
                 tracing::warn!(%reason, "webhook refused: malformed body");
@@ -435,21 +478,23 @@ impl IntoResponse for Answer {
 }
 
 /// Delivers `events` that arrived together ([`EventSink::deliver_batch`](botmesh::provider::EventSink::deliver_batch):
-/// chats concurrently, each chat's in order); `Ok` only when every one was accepted, else why
-/// not (`None`: not started).
-async fn deliver_all(slot: &SinkSlot, events: Vec<ProviderEvent>) -> Result<(), Option<Rejected>> {
+/// chats concurrently, each chat's in order); `Ok` with how each was accepted only when every
+/// one was (none to deliver: at once, started or not), else why not (`None`: not started).
+async fn deliver_all(
+    slot: &SinkSlot,
+    events: Vec<ProviderEvent>,
+) -> Result<Vec<Accepted>, Option<Rejected>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
     let Some(sink) = slot.get() else {
         return Err(None);
     };
-    match sink
-        .deliver_batch(events)
+    sink.deliver_batch(events)
         .await
         .into_iter()
-        .find_map(Result::err)
-    {
-        Some(rejected) => Err(Some(rejected)),
-        None => Ok(()),
-    }
+        .collect::<Result<_, _>>()
+        .map_err(Some)
 }
 
 /// Compares two byte strings in time that depends only on their lengths (for secrets and

@@ -84,6 +84,14 @@ async fn post_interaction(
     (status, answer, started.elapsed())
 }
 
+/// POSTs the raw `body` to the endpoint at `base`, signed with the application's key; the
+/// status.
+async fn post_raw(base: &str, body: &[u8]) -> u16 {
+    let (sig, ts) = sign(body, "1765000000");
+    let headers = [("X-Signature-Ed25519", sig), ("X-Signature-Timestamp", ts)];
+    fakes::post_signed(&format!("{base}/discord/interactions"), headers, body).await
+}
+
 fn command(id: &str, token: &str, name: &str) -> Value {
     json!({"id": id, "application_id": APP_ID, "type": 2, "token": token, "version": 1,
            "channel_id": CHANNEL, "guild_id": "222222222222222222",
@@ -345,6 +353,10 @@ async fn an_interaction_is_acked_within_its_deadline_while_its_handler_is_slow()
         ctx.reply("Thanks for voting").await?;
         Ok(())
     });
+    bot.command("status", |ctx: Ctx| async move {
+        ctx.ack(Some("All systems go")).await;
+        Ok(())
+    });
     bot.start().await.expect("start");
     let (server, base) = fakes::mount(routes).await;
     fake.token_for("tok-report", CHANNEL);
@@ -385,11 +397,81 @@ async fn an_interaction_is_acked_within_its_deadline_while_its_handler_is_slow()
     );
     fake.wait("the thanks", |f| f.delivered_to(CHANNEL).len() >= 2)
         .await;
+    // An ack with a notice: the answer is the ephemeral notice.
+    let (status, answer, _) =
+        post_interaction(&base, &command("557", "tok-status", "status"), None).await;
+    let notice = json!({"type": 4, "data": {"content": "All systems go", "flags": 64,
+        "allowed_mentions": {"parse": []}}});
+    assert_eq!((status, answer), (200, notice));
     bot.stop_with(fakes::drained()).await.expect("stop");
     server.shutdown().await;
     assert_eq!(
         fake.delivered_to(CHANNEL),
         ["Your report is ready", "Thanks for voting"]
     );
+    fake.check();
+}
+
+#[tokio::test]
+async fn an_interaction_not_accepted_is_answered_503_and_what_carries_no_event_needs_no_start() {
+    let fake = FakeDiscord::start(TOKEN).await;
+    let discord = provider(&fake);
+    let (server, base) = fakes::mount(discord.interactions_routes()).await;
+    let ping = json!({"id": "1", "application_id": APP_ID, "type": 1, "token": "t", "version": 1});
+    let autocomplete = json!({"id": "2", "application_id": APP_ID, "type": 4, "token": "t",
+        "version": 1, "channel_id": CHANNEL, "user": {"id": USER}, "data": {"name": "order"}});
+    let press = json!({"id": "556", "application_id": APP_ID, "type": 3, "token": "tok-vote",
+        "version": 1, "channel_id": CHANNEL, "user": {"id": USER, "username": "ana"},
+        "message": {"id": "777"}, "data": {"component_type": 2, "custom_id": "vote:yes"}});
+    let order = command("555", "tok-order", "order");
+    // Not started: PING and autocomplete are answered (nothing to deliver), an interaction
+    // is not.
+    let (status, answer, _) = post_interaction(&base, &ping, None).await;
+    assert_eq!((status, answer), (200, json!({"type": 1})), "PING → PONG");
+    let (status, answer, _) = post_interaction(&base, &autocomplete, None).await;
+    assert_eq!(
+        (status, answer),
+        (200, json!({"type": 8, "data": {"choices": []}}))
+    );
+    assert_eq!(post_interaction(&base, &order, None).await.0, 503);
+    // Started, the pipeline rejecting: 503, nothing accepted.
+    let rec = fakes::Recorder::new();
+    discord.start(rec.sink()).await.expect("start");
+    rec.set_mode(fakes::Mode::Reject);
+    assert_eq!(post_interaction(&base, &order, None).await.0, 503);
+    assert!(rec.events().is_empty());
+    // Accepted, and never acked (no bot here): the deferred answers at the floor.
+    rec.set_mode(fakes::Mode::Accept);
+    let ((status, answer, took), (press_status, press_answer, _)) = tokio::join!(
+        post_interaction(&base, &order, None),
+        post_interaction(&base, &press, None)
+    );
+    assert_eq!((status, answer), (200, json!({"type": 5})));
+    assert_eq!((press_status, press_answer), (200, json!({"type": 6})));
+    assert!(
+        took >= Duration::from_millis(2_500) && took < Duration::from_secs(3),
+        "the floor, before Discord's 3 seconds: {took:?}"
+    );
+    assert_eq!(rec.exactly(2).len(), 2);
+    // Bodies that are not interactions the bot takes; a GET.
+    assert_eq!(post_raw(&base, b"not json").await, 400);
+    assert_eq!(post_raw(&base, br#"{"type": 9, "id": "3"}"#).await, 400);
+    let get = fakes::client()
+        .get(format!("{base}/discord/interactions"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(get.status().as_u16(), 405);
+    assert_eq!(rec.events().len(), 2, "nothing more delivered");
+    // Without the application's public key there is no endpoint.
+    let config = DiscordConfig::new(TOKEN)
+        .api_base(&fake.api_base())
+        .expect("config");
+    let keyless = DiscordProvider::new(config).expect("provider");
+    let (keyless_server, keyless_base) = fakes::mount(keyless.interactions_routes()).await;
+    assert_eq!(post_interaction(&keyless_base, &ping, None).await.0, 404);
+    keyless_server.shutdown().await;
+    discord.stop().await.expect("stop");
+    server.shutdown().await;
     fake.check();
 }

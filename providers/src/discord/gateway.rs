@@ -416,11 +416,7 @@ async fn dispatch(inner: &Inner, sink: &EventSink, t: &str, d: &Value) -> bool {
             inbound::message(d, inner.own_id().as_deref()).map(ProviderEvent::Message)
         }
         "INTERACTION_CREATE" => match inbound::interaction(d, botmesh::clock::now_ms()) {
-            Ok(Some(parsed)) => {
-                let event = ProviderEvent::Interaction(parsed.interaction.clone());
-                inner.interactions.open(parsed, None);
-                Some(event)
-            }
+            Ok(Some(parsed)) => Some(inner.interactions.open(parsed, false)),
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "discord gateway: an interaction that does not parse");

@@ -1,16 +1,20 @@
 //! Interactions: the endpoint Discord POSTs slash commands and component presses to, and the
 //! one answer each interaction gets within its 3 seconds.
 //!
-//! The endpoint ([`routes`]), in order:
+//! The endpoint ([`routes`]) is a route of the webhook skeleton ([`crate::webhook::route`]),
+//! which does the body limit (413), the order (signature before parsing), the 503 when the
+//! pipeline did not accept the interaction and the logs; [`Endpoint`] is Discord's part. In
+//! order:
 //!
 //! | request | answer |
 //! | --- | --- |
-//! | `X-Signature-Ed25519` / `X-Signature-Timestamp` missing, or not a valid Ed25519 signature by the application's public key over `timestamp ‖ raw body` (`verify_strict`) | 401, nothing delivered (Discord sends forged ones on purpose) |
+//! | `X-Signature-Ed25519` / `X-Signature-Timestamp` missing | 401, nothing delivered |
+//! | not a valid Ed25519 signature by the application's public key over `timestamp ‖ raw body` (`verify_strict`) | 401 (not the skeleton's 403: Discord sends forged ones on purpose and wants 401), nothing delivered |
 //! | a body that is not an interaction | 400 |
-//! | PING (type 1) | 200 `{"type":1}` (PONG) |
-//! | autocomplete (type 4) | 200 with no choices |
-//! | provider not started, or the pipeline rejected it | 503 |
-//! | command, component or modal, accepted | held open until the runtime's automatic ack ([`Interactions::ack`]), then 200 with the deferred answer: `{"type":5}` (command, modal: "thinking…") or `{"type":6}` (component); `{"type":4,…,"flags":64}` when the ack carries a notice (`ctx.ack(notice)`, an ephemeral message) |
+//! | PING (type 1) | 200 `{"type":1}` (PONG), nothing delivered, started or not |
+//! | autocomplete (type 4) | 200 with no choices, nothing delivered |
+//! | provider not started, or the pipeline rejected it | 503, the interaction forgotten |
+//! | command, component or modal, accepted | held open until the runtime's automatic ack ([`ack`]), then 200 with the deferred answer: `{"type":5}` (command, modal: "thinking…") or `{"type":6}` (component); `{"type":4,…,"flags":64}` when the ack carries a notice (`ctx.ack(notice)`, an ephemeral message) |
 //! | the ack did not come 2.7 s after arrival (the runtime's timer acks 0.5 s before the deadline; this is the floor) | the deferred answer anyway: Discord never drops the interaction |
 //! | a duplicate, or one the pipeline handled without a handler | the deferred answer at once |
 //!
@@ -28,11 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::http::StatusCode;
 use botmesh::provider::{Accepted, ProviderError, ProviderEvent};
 use ed25519_dalek::{Signature, VerifyingKey};
 use reqwest::Method;
@@ -43,12 +43,19 @@ use tokio::time::Instant;
 use super::Inner;
 use super::inbound::{self, Kind, Parsed};
 use super::rest::{Call, is_spent_interaction};
+use crate::webhook::{Refused, SinkSlot, WebhookChannel, WebhookRequest};
 
 /// How long after its arrival an interaction gets its deferred answer at the latest.
 pub(crate) const FLOOR: Duration = Duration::from_millis(2_700);
 
 /// How long an interaction token works.
 const TOKEN_LIFE: Duration = Duration::from_secs(15 * 60);
+
+/// Interaction types: a PING and an autocomplete are answered in the response without an
+/// event; a component's deferred answer has no "thinking…" state.
+const PING: u64 = 1;
+const COMPONENT: u64 = 3;
+const AUTOCOMPLETE: u64 = 4;
 
 /// Checks Discord's signature of an interactions request: Ed25519 by `key` over the
 /// timestamp header's bytes followed by the raw body.
@@ -79,6 +86,8 @@ struct Open {
     token: String,
     /// The held request of the endpoint, answered with the deferred response.
     held: Option<oneshot::Sender<Value>>,
+    /// The endpoint's end of `held`, until it waits on it.
+    waiting: Option<oneshot::Receiver<Value>>,
     answered: bool,
     since: Instant,
 }
@@ -113,8 +122,15 @@ enum Answer {
 }
 
 impl Interactions {
-    /// Registers an interaction (with the request to answer, for the endpoint).
-    pub(crate) fn open(&self, parsed: Parsed, held: Option<oneshot::Sender<Value>>) {
+    /// Registers an interaction and returns its event; `held`: it came to the endpoint, whose
+    /// request its answer goes to (else to the callback endpoint).
+    pub(crate) fn open(&self, parsed: Parsed, held: bool) -> ProviderEvent {
+        let (held, waiting) = if held {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.retain(|_, o| o.since.elapsed() < TOKEN_LIFE);
         open.insert(
@@ -125,10 +141,28 @@ impl Interactions {
                 application_id: parsed.application_id,
                 token: parsed.token,
                 held,
+                waiting,
                 answered: false,
                 since: Instant::now(),
             },
         );
+        ProviderEvent::Interaction(parsed.interaction)
+    }
+
+    /// The endpoint's end of interaction `id`'s held request (once), and when it arrived.
+    fn waiting(&self, id: &str) -> Option<(oneshot::Receiver<Value>, Instant)> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let o = open.get_mut(id)?;
+        Some((o.waiting.take()?, o.since))
+    }
+
+    /// Forgets interaction `id`, unanswered: the pipeline did not accept it (its request got a
+    /// 503), so nothing will ack it and there is no "thinking…" message to complete.
+    fn forget(&self, id: &str) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 
     /// Takes the answer of interaction `id` (once): the deferred one, or the notice.
@@ -218,85 +252,140 @@ pub(crate) async fn ack(
     }
 }
 
-/// The interactions endpoint on `path`, for the webhook server.
+/// The interactions endpoint on `path`, for the webhook server; no route (404) without the
+/// application's public key.
 pub(crate) fn routes(inner: Arc<Inner>, path: &str) -> Router {
-    Router::new()
-        .route(path, post(endpoint))
-        .layer(DefaultBodyLimit::max(crate::webhook::BODY_LIMIT))
-        .with_state(inner)
+    match inner.config.public_key {
+        Some(key) => crate::webhook::route(Arc::new(Endpoint { inner, key }), path),
+        None => Router::new(),
+    }
 }
 
-fn json_answer(body: &Value) -> Response {
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+/// Discord's part of the interactions endpoint: the Ed25519 check, the interaction's event,
+/// and its answer in the response.
+struct Endpoint {
+    inner: Arc<Inner>,
+    key: VerifyingKey,
 }
 
-async fn endpoint(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(key) = inner.config.public_key.as_ref() else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let signed = match (
-        header("x-signature-ed25519"),
-        header("x-signature-timestamp"),
-    ) {
-        (Some(sig), Some(ts)) => verify(key, ts, sig, &body),
-        _ => false,
-    };
-    if !signed {
-        tracing::warn!("discord interaction refused: invalid request signature");
-        return (StatusCode::UNAUTHORIZED, "invalid request signature").into_response();
+/// What the answer needs of a body the endpoint accepted: the interaction's type and id.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(rename = "type")]
+    kind: u64,
+    #[serde(default)]
+    id: String,
+}
+
+/// The interaction a verified body carries; `None` for a PING or an autocomplete, answered
+/// in the response with nothing delivered.
+fn interaction_of(request: &WebhookRequest) -> Result<Option<Parsed>, Refused> {
+    let v: Value = serde_json::from_slice(&request.body)
+        .map_err(|e| Refused::Malformed(format!("body is not JSON: {e}")))?;
+    if matches!(v["type"].as_u64(), Some(PING | AUTOCOMPLETE)) {
+        return Ok(None);
     }
-    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
-    };
-    match v["type"].as_u64() {
-        Some(1) => return json_answer(&json!({"type": 1})),
-        Some(4) => return json_answer(&json!({"type": 8, "data": {"choices": []}})),
-        _ => {}
-    }
-    let arrived = Instant::now();
-    let parsed = match inbound::interaction(&v, botmesh::clock::now_ms()) {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            return (StatusCode::BAD_REQUEST, "unsupported interaction type").into_response();
-        }
-        Err(e) => {
-            tracing::warn!(reason = %e, "discord interaction refused: malformed body");
-            return (StatusCode::BAD_REQUEST, e).into_response();
-        }
-    };
-    let Some(sink) = inner.slot.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not started").into_response();
-    };
-    let id = parsed.interaction.id.clone();
-    let event = ProviderEvent::Interaction(parsed.interaction.clone());
-    let (held, answer) = oneshot::channel();
-    inner.interactions.open(parsed, Some(held));
-    match sink.deliver(event).await {
-        Ok(Accepted::Queued) => {
-            if let Ok(Ok(body)) = tokio::time::timeout_at(arrived + FLOOR, answer).await {
-                return json_answer(&body);
+    inbound::interaction(&v, botmesh::clock::now_ms())
+        .map_err(Refused::Malformed)?
+        .map(Some)
+        .ok_or_else(|| Refused::Malformed("unsupported interaction type".to_owned()))
+}
+
+impl Endpoint {
+    /// The answer of the accepted interaction `head`: the runtime's ack when it comes by the
+    /// floor (`queued`: a handler will run), else the deferred answer now.
+    async fn deferred(&self, head: &Head, queued: bool) -> Value {
+        let interactions = &self.inner.interactions;
+        let mut waiting = interactions.waiting(&head.id);
+        if let (true, Some((acked, arrived))) = (queued, waiting.as_mut()) {
+            match tokio::time::timeout_at(*arrived + FLOOR, acked).await {
+                Ok(Ok(body)) => return body,
+                Ok(Err(_)) => {}
+                Err(_) => {
+                    tracing::warn!(
+                        id = head.id,
+                        "discord interaction not acked in time: deferring it"
+                    );
+                }
             }
-            tracing::warn!(id, "discord interaction not acked in time: deferring it");
         }
-        Ok(_) => {}
-        Err(rejected) => {
-            tracing::warn!(reason = %rejected, id, "discord interaction not accepted");
-            inner.interactions.take(&id, None);
-            return (StatusCode::SERVICE_UNAVAILABLE, "not accepted").into_response();
+        // The floor, a duplicate, or one routed nowhere: the deferred answer, unless the ack
+        // took it just now (its body is then in `waiting`).
+        match interactions.take(&head.id, None) {
+            Answer::Held(_, body) | Answer::Callback { body, .. } => body,
+            Answer::Done => waiting
+                .and_then(|(mut acked, _)| acked.try_recv().ok())
+                .unwrap_or_else(|| json!({"type": if head.kind == COMPONENT { 6 } else { 5 }})),
         }
     }
-    // The floor, a duplicate, or one routed nowhere: the deferred answer, unless the ack
-    // took it just now (its body is then in the channel).
-    match inner.interactions.take(&id, None) {
-        Answer::Held(_, body) | Answer::Callback { body, .. } => json_answer(&body),
-        Answer::Done => {
-            json_answer(&json!({"type": if matches!(v["type"].as_u64(), Some(3)) { 6 } else { 5 }}))
+}
+
+impl WebhookChannel for Endpoint {
+    fn slot(&self) -> &SinkSlot {
+        &self.inner.slot
+    }
+
+    fn verify(&self, request: &WebhookRequest) -> Result<(), Refused> {
+        let signature = request
+            .header("x-signature-ed25519")
+            .ok_or(Refused::MissingSignature("X-Signature-Ed25519"))?;
+        let timestamp = request
+            .header("x-signature-timestamp")
+            .ok_or(Refused::MissingSignature("X-Signature-Timestamp"))?;
+        if verify(&self.key, timestamp, signature, &request.body) {
+            Ok(())
+        } else {
+            Err(Refused::BadSignature("X-Signature-Ed25519"))
+        }
+    }
+
+    fn bad_signature_status(&self) -> StatusCode {
+        StatusCode::UNAUTHORIZED
+    }
+
+    fn parse(&self, request: &WebhookRequest) -> Result<Vec<ProviderEvent>, Refused> {
+        let parsed = interaction_of(request)?;
+        Ok(parsed
+            .map(|p| ProviderEvent::Interaction(p.interaction))
+            .into_iter()
+            .collect())
+    }
+
+    /// Registers the interaction before it is delivered: its handler may ack it at once.
+    fn parse_and_keep(
+        &self,
+        request: &WebhookRequest,
+    ) -> impl std::future::Future<Output = Result<Vec<ProviderEvent>, Refused>> + Send {
+        let events = interaction_of(request).map(|parsed| {
+            parsed
+                .map(|p| self.inner.interactions.open(p, true))
+                .into_iter()
+                .collect()
+        });
+        std::future::ready(events)
+    }
+
+    async fn answer(
+        &self,
+        request: &WebhookRequest,
+        outcomes: &[Accepted],
+    ) -> Option<(&'static str, String)> {
+        let head: Head = serde_json::from_slice(&request.body).ok()?;
+        let body = match (head.kind, outcomes) {
+            (PING, _) => json!({"type": 1}),
+            (AUTOCOMPLETE, _) => json!({"type": 8, "data": {"choices": []}}),
+            (_, [accepted]) => {
+                self.deferred(&head, matches!(accepted, Accepted::Queued))
+                    .await
+            }
+            _ => return None,
+        };
+        Some(("application/json", body.to_string()))
+    }
+
+    fn not_accepted(&self, request: &WebhookRequest) {
+        if let Ok(head) = serde_json::from_slice::<Head>(&request.body) {
+            self.inner.interactions.forget(&head.id);
         }
     }
 }
