@@ -262,8 +262,9 @@ async fn duplicates_and_replays_after_a_reconnect_are_answered_once() {
 
 /// The bot's durable store, watched: each inbox journal write, once applied, logs the ids
 /// the fake server had been acknowledged at that moment; while `failing`, journal writes fail
-/// (the backend away). Writes take a millisecond, as on a disk: an acknowledgement sent
-/// before the journal write would land in the log.
+/// (the backend away). A write is not applied at once, as on a disk: it first lets every
+/// other task that is ready run (on a one-thread runtime, the one the ordering test uses),
+/// so an acknowledgement sent before the journal write was applied would land in the log.
 struct Watched {
     inner: MemoryKv,
     fake: FakeSession,
@@ -292,14 +293,14 @@ impl DurableKv for Watched {
         self.inner.get(scope, key).await
     }
     async fn apply(&self, scope: &Scope, op: KvOp) -> Result<CasOutcome, KvError> {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::task::yield_now().await;
         self.inner.apply(scope, op).await
     }
     async fn scan(&self, scope: &Scope, query: RangeQuery<'_>) -> Result<Vec<KvRecord>, KvError> {
         self.inner.scan(scope, query).await
     }
     async fn batch(&self, scope: &Scope, ops: Vec<KvOp>) -> Result<Vec<CasOutcome>, KvError> {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::task::yield_now().await;
         self.inner.batch(scope, ops).await
     }
     fn on_journal_write(&self, point: WritePoint, phase: WritePhase) -> Result<(), KvError> {
@@ -323,7 +324,9 @@ impl DurableKv for Watched {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread: a journal write's `yield_now` (see `Watched`) lets every task that is ready run
+// before the write is applied, an acknowledgement sent too early included.
+#[tokio::test]
 async fn a_message_is_acknowledged_only_once_the_bot_s_inbox_journaled_it() {
     let (_, _dir, fake) = fresh();
     let watched = Watched::new(&fake);
@@ -376,7 +379,10 @@ async fn a_message_the_journal_refused_is_not_acknowledged_and_its_redelivery_is
     assert_eq!(fake.sent().len(), 1, "answered once");
 }
 
-/// Accepts every event after a pause now and then (a bot that journals slowly).
+/// Accepts every event, and now and then not at once (a bot that journals slowly): the
+/// acceptance waits for every other task that is ready. The session waits for each acceptance
+/// and nothing on its way is timed, so how long a pause lasts does not matter, only that there
+/// is one.
 #[derive(Default)]
 struct Slow(Recorder);
 
@@ -384,7 +390,7 @@ struct Slow(Recorder);
 impl InboundPipeline for Slow {
     async fn deliver(&self, event: ProviderEvent) -> Result<Accepted, Rejected> {
         if self.0.events.lock().expect("lock").len() % 1000 == 999 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::task::yield_now().await;
         }
         self.0.deliver(event).await
     }
@@ -406,12 +412,8 @@ async fn a_burst_larger_than_the_client_s_mailbox_loses_nothing() {
     let p = provider(&kv, &fake);
     let slow = Arc::new(Slow::default());
     p.open(EventSink::new(slow.clone())).await.expect("open");
-    for _ in 0..3000 {
-        if fake.acked().len() >= BURST {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Should some never be acknowledged, the assertions below say which.
+    let _ = poll::eventually(|| fake.acked().len() >= BURST).await;
     p.close().await;
     let ids: Vec<String> = slow
         .0

@@ -272,7 +272,9 @@ pub async fn run(
     }
     let server_commits = match commits_before {
         Some(before) => {
-            // The bot's connections report their counts when they close (on `stop`).
+            // The bot's connections report their counts when they close (on `stop`). Real time,
+            // on purpose: the bench runs against a real Postgres server, whose server processes
+            // report as they exit, on the wall clock, with nothing a client could await.
             tokio::time::sleep(Duration::from_millis(500)).await;
             server_commits(storage)
                 .await

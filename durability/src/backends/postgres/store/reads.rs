@@ -168,40 +168,65 @@ impl<K: Eq + Hash + Clone, V: Clone> ReadGroup<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Reads of keys 0..n made at once: each gets its own value, in fewer statements than reads.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    use tokio::sync::{mpsc, watch};
+
+    /// How many reads wait in `group`'s queue.
+    fn queued<K, V>(group: &ReadGroup<K, V>) -> usize {
+        group.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Lets the other tasks of the test's (one-thread) runtime run until `group` queues `n`
+    /// reads.
+    async fn until_queued<K, V>(group: &ReadGroup<K, V>, n: usize) {
+        while queued(group) < n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// 200 reads of keys 0..200 made while a lone read's statement runs: they wait for it, then
+    /// go in one statement, and each gets its own value.
+    #[tokio::test]
     async fn concurrent_reads_share_statements_and_get_their_own_values() {
+        const READS: u32 = 200;
         let group = Arc::new(ReadGroup::<u32, String>::new("test", 1));
-        let statements = Arc::new(AtomicUsize::new(0));
-        let reads = (0..200u32).map(|i| {
-            let (group, statements) = (Arc::clone(&group), Arc::clone(&statements));
-            tokio::spawn(async move {
-                group
-                    .read(&i, |keys| {
-                        let statements = Arc::clone(&statements);
-                        async move {
-                            statements.fetch_add(1, Ordering::SeqCst);
-                            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                            // Odd keys are not found.
-                            Ok(keys
-                                .into_iter()
-                                .filter(|k| k % 2 == 0)
-                                .map(|k| (k, format!("v{k}")))
-                                .collect())
-                        }
-                    })
-                    .await
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        // Closed until every read is queued.
+        let (open, gate) = watch::channel(false);
+        let reads: Vec<_> = (0..READS)
+            .map(|i| {
+                let (group, sizes, gate) = (Arc::clone(&group), Arc::clone(&sizes), gate.clone());
+                tokio::spawn(async move {
+                    group
+                        .read(&i, |keys| {
+                            let (sizes, mut gate) = (Arc::clone(&sizes), gate.clone());
+                            async move {
+                                sizes
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .push(keys.len());
+                                let _ = gate.wait_for(|open| *open).await;
+                                // Odd keys are not found.
+                                Ok(keys
+                                    .into_iter()
+                                    .filter(|k| k % 2 == 0)
+                                    .map(|k| (k, format!("v{k}")))
+                                    .collect())
+                            }
+                        })
+                        .await
+                })
             })
-        });
-        let reads: Vec<_> = reads.collect();
+            .collect();
+        // The first read leads a group of its own; the others queue behind it.
+        until_queued(&group, READS as usize - 1).await;
+        open.send_replace(true);
         for (i, read) in reads.into_iter().enumerate() {
             let expected = (i % 2 == 0).then(|| format!("v{i}"));
             assert_eq!(read.await.unwrap().unwrap(), expected, "key {i}");
         }
-        let n = statements.load(Ordering::SeqCst);
-        assert!((1..200).contains(&n), "{n} statements for 200 reads");
+        let sizes = sizes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(sizes, [1, READS as usize - 1], "keys per statement");
     }
 
     /// A group's failure is every read's, naming the operation; the next read goes on.
@@ -228,44 +253,65 @@ mod tests {
         assert_eq!(ok, Some(7));
     }
 
-    /// A leader dropped while its group runs: the reads queued behind it are answered.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// A leader dropped while its group runs: the reads of its group are queued again, and the
+    /// reads queued behind it are answered.
+    #[tokio::test]
     async fn reads_of_a_dropped_leaders_group_are_read_again() {
         let group = Arc::new(ReadGroup::<u32, u32>::new("test", 1));
-        let release = Arc::new(tokio::sync::Notify::new());
-        let leader = {
-            let (group, release) = (Arc::clone(&group), Arc::clone(&release));
+        // Each statement, as (the reader that ran it, its keys).
+        let (log, mut statements) = mpsc::unbounded_channel::<(u32, Vec<u32>)>();
+        // The statements of reads 0 and 1 wait for these; the others answer at once.
+        let (open_first, first_gate) = watch::channel(false);
+        let (_never, stuck) = watch::channel(false);
+        let read = |key: u32, gate: Option<watch::Receiver<bool>>| {
+            let (group, log) = (Arc::clone(&group), log.clone());
             tokio::spawn(async move {
                 group
-                    .read(&1, |_| {
-                        let release = Arc::clone(&release);
+                    .read(&key, |keys| {
+                        let (log, gate) = (log.clone(), gate.clone());
                         async move {
-                            release.notified().await;
-                            Ok(HashMap::new())
+                            let _ = log.send((key, keys.clone()));
+                            if let Some(mut gate) = gate {
+                                let _ = gate.wait_for(|open| *open).await;
+                            }
+                            Ok(keys.into_iter().map(|k| (k, k * 10)).collect())
                         }
                     })
                     .await
             })
         };
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        // Queued behind the stuck leader's group.
-        let follower = {
-            let group = Arc::clone(&group);
-            tokio::spawn(async move {
-                group
-                    .read(&2, |keys| async move {
-                        Ok(keys.into_iter().map(|k| (k, k * 10)).collect())
-                    })
-                    .await
-            })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        // Read 0 leads a group while reads 1 and 2 queue; read 1 leads the next group, reads 1
+        // and 2, and its statement never ends.
+        let first = read(0, Some(first_gate));
+        assert_eq!(statements.recv().await, Some((0, vec![0])));
+        let leader = read(1, Some(stuck));
+        until_queued(&group, 1).await;
+        let in_group = read(2, None);
+        until_queued(&group, 2).await;
+        open_first.send_replace(true);
+        assert_eq!(first.await.unwrap().unwrap(), Some(0));
+        assert_eq!(statements.recv().await, Some((1, vec![1, 2])));
+        // Read 3 queues behind the stuck group; then its leader is dropped.
+        let behind = read(3, None);
+        until_queued(&group, 1).await;
         leader.abort();
-        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), follower)
+        let answered = async {
+            (
+                in_group.await.unwrap().unwrap(),
+                behind.await.unwrap().unwrap(),
+            )
+        };
+        let answers = tokio::time::timeout(std::time::Duration::from_secs(5), answered)
             .await
-            .expect("the follower is answered")
-            .unwrap()
-            .unwrap();
-        assert_eq!(answer, Some(20));
+            .expect("the reads are answered");
+        assert_eq!(answers, (Some(20), Some(30)));
+        // Read 2 was read again, in a statement of its own or with read 3.
+        drop(log);
+        let mut again = Vec::new();
+        while let Some((_, keys)) = statements.recv().await {
+            again.extend(keys);
+        }
+        again.sort_unstable();
+        assert_eq!(again, [2, 3], "the keys read after the leader was dropped");
     }
 }
