@@ -1,8 +1,9 @@
-//! `DurabilityConfig`: every option of the guide's configuration table, with its default.
+//! `DurabilityConfig`: every option of the journals, with its default (the table
+//! "Configuration" of `docs/durability-and-backends.md`; below, as a config file names them).
 //!
 //! Durations are [`Duration`] in code and `"15s"`-style strings (or plain milliseconds) in config
 //! files; [`parse_duration`] is the one parser for both. [`DurabilityConfig::validate`] refuses
-//! what the guide refuses (an outbox lease under 20 ms, …) with a typed [`ConfigError`];
+//! values out of range (an outbox lease under 20 ms, …) with a typed [`ConfigError`];
 //! [`KvDurability`](crate::KvDurability) validates before it starts.
 //!
 //! | option | default | field |
@@ -30,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The shortest outbox lease the guide accepts.
+/// The shortest outbox lease accepted.
 pub const MIN_OUTBOX_LEASE: Duration = Duration::from_millis(20);
 
 /// Exponential backoff with a cap and a random jitter.
@@ -193,7 +194,7 @@ impl Default for OutboxConfig {
     }
 }
 
-/// The durability options of a bot (`BotConfig.durability` in the guide).
+/// The durability options of a bot (given with `DurabilityOptions::config`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct DurabilityConfig {

@@ -1,6 +1,7 @@
 //! Idempotency keys, inbound record ids and content fingerprints.
 //!
-//! Every send gets a key, by the guide's three rules, in this order:
+//! Every send gets a key, by three rules, in this order (as "Idempotency keys" in
+//! `docs/durability-and-backends.md` tells a user):
 //!
 //! | rule | key | recognised again on replay | compared by fingerprint |
 //! | --- | --- | --- | --- |

@@ -1,6 +1,6 @@
 //! Metrics and durability events: what every journal operation reports.
 //!
-//! - [`DurabilityMetrics`]: a snapshot of every counter of the guide, read with
+//! - [`DurabilityMetrics`]: a snapshot of every counter of the journals, read with
 //!   [`KvDurability::metrics`](crate::KvDurability::metrics). Counters are per process (a
 //!   restart starts from zero).
 //! - [`DurabilityEvent`]: `Dead` (a record reached the dead-letter queue, or was quarantined
@@ -58,7 +58,8 @@ impl fmt::Display for RecordKind {
     }
 }
 
-/// An event of the journals (`durability:dead`, `durability:ambiguous` in the guide).
+/// An event of the journals (`durability:dead`, `durability:ambiguous` where the bot's events
+/// are printed, as on the jsonl interface).
 ///
 /// Serialized with its [`name`](Self::name) beside its fields:
 /// `{"name":"ambiguous","key":"alice/m1:1","chat":"alice","text":"How many?"}`.
@@ -107,7 +108,7 @@ pub enum DurabilityEvent {
 }
 
 impl DurabilityEvent {
-    /// The guide's name of the event, without its `durability:` prefix: `dead` or `ambiguous`.
+    /// The event's name, without its `durability:` prefix: `dead` or `ambiguous`.
     pub fn name(&self) -> &'static str {
         match self {
             DurabilityEvent::Dead { .. } => "dead",
@@ -137,7 +138,8 @@ impl fmt::Display for DurabilityEvent {
     }
 }
 
-/// A snapshot of the durability counters (`metrics()` in the guide).
+/// A snapshot of the durability counters, read with
+/// [`KvDurability::metrics`](crate::KvDurability::metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DurabilityMetrics {
     /// Inbound events written to the inbox.

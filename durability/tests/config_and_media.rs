@@ -44,7 +44,7 @@ async fn media_refs_are_journaled_with_their_provider() {
 }
 
 #[test]
-fn config_defaults_follow_the_guide() {
+fn config_defaults_are_the_documented_ones() {
     let c = DurabilityConfig::default();
     assert!(!c.fail_open);
     assert_eq!(c.inbox.lease, Duration::from_secs(60));

@@ -1,5 +1,6 @@
-//! The journals on the in-memory backend: every row of the guide's guarantee table that can be
-//! checked at the storage level, fencing, scoping, retention and undecodable records.
+//! The journals on the in-memory backend: every row of the table "What is guaranteed" (in
+//! `docs/durability-and-backends.md`) that can be checked at the storage level, fencing,
+//! scoping, retention and undecodable records.
 
 use std::time::Duration;
 

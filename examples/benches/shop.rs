@@ -3,8 +3,8 @@
 //! A reply counts as answered when the provider receives it ([`MockProvider::on_send`]), what
 //! the chat's user sees; the bot's bookkeeping of the send (marked sent, ledger row) may then
 //! still run beside the chat's next message, as it does with a real user.
-//! `SHOP_BENCH_LOOP=after-send` waits for the bot's `after` send hook instead (the loop of the
-//! figures before 2026-12-03).
+//! `SHOP_BENCH_LOOP=after-send` waits for the bot's `after` send hook instead: a reply then
+//! counts once its send is journaled as sent and its ledger row written.
 //! Runs it with durability off, `MemoryDurability`, `FileDurability` (append log, fsync on) and
 //! SQLite (store and journal in one file, `synchronous=FULL`), and in the same run measures the
 //! raw ceiling of this disk: single-row fsync'd commits per second through rusqlite, and
@@ -85,7 +85,7 @@ enum Variant {
 
 /// Whether a chat's next message waits for the bot's `after` send hook (the send journaled
 /// as sent, its ledger row written) instead of the provider's receipt of the reply:
-/// `SHOP_BENCH_LOOP=after-send`, the loop of the benchmark's figures before 2026-12-03.
+/// `SHOP_BENCH_LOOP=after-send`, which measures the bot's bookkeeping of each send as well.
 fn after_send_loop() -> bool {
     std::env::var("SHOP_BENCH_LOOP").is_ok_and(|v| v == "after-send")
 }

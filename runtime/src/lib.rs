@@ -15,8 +15,8 @@
 //! # }
 //! ```
 //!
-//! The inbound path, the routing order, the outbound path and the lifecycle follow the
-//! architecture guide; see the [`bot`] module for the map of modules.
+//! The [`bot`] module maps the modules: the inbound path, the routing order, the outbound path
+//! and the lifecycle.
 
 #[allow(unused_extern_crates)]
 extern crate self as botmesh;

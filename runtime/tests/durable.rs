@@ -1,6 +1,7 @@
-//! Durable processing through `MockProvider` on `MemoryDurability`: every option of the guide's
-//! table that the runtime applies, the outbox rules, retries, deferral, the DLQ, parts, fencing
-//! across two bots, fail-closed and fail-open, `inbox.max_age`, media refs and bad records.
+//! Durable processing through `MockProvider` on `MemoryDurability`: every option of
+//! `DurabilityConfig` that the runtime applies, the outbox rules, retries, deferral, the DLQ,
+//! parts, fencing across two bots, fail-closed and fail-open, `inbox.max_age`, media refs and
+//! bad records.
 //!
 //! The tests run on tokio's paused clock (waits between events advance virtual time), except
 //! those whose retries wait for due times on the wall clock.

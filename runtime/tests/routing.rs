@@ -32,7 +32,7 @@ fn reply(text: &'static str) -> impl Fn(Ctx) -> BoxFut + Send + Sync + 'static {
 type BoxFut = botmesh::bot::BoxFuture<HandlerResult>;
 
 #[tokio::test]
-async fn stages_run_in_the_guide_order() {
+async fn stages_run_in_the_dispatchers_order() {
     let (bot, mock) = bot_with(|b| b);
     bot.when(matcher::keyword(["help"]), reply("matcher:help"));
     bot.when(matcher::regex("^/?help"), reply("matcher:regex"));

@@ -1,7 +1,6 @@
-//! `stop()` without a drain, as the architecture guide's lifecycle has it: the work not started
-//! is dropped (and its journaled messages are replayed at the next start, at once), the running
-//! handlers get up to `stop_timeout` to end (a send in flight lands and is recorded), and once
-//! `stop()` returns no handler runs or sends.
+//! `stop()` without a drain: the work not started is dropped (and its journaled messages are
+//! replayed at the next start, at once), the running handlers get up to `stop_timeout` to end
+//! (a send in flight lands and is recorded), and once `stop()` returns no handler runs or sends.
 //!
 //! | case | expected |
 //! | --- | --- |

@@ -1,8 +1,8 @@
 //! Tracing through OpenTelemetry (feature `otel`): the order flow's messages arrive in an
-//! in-memory exporter as the architecture guide's span tree (`bot.inbound` → `bot.persist`,
-//! `bot.dispatch` → `bot.turn` → `bot.send`), with chat and flow fields, and the first turn
-//! after a restart links to the turn that wrote the checkpoint it resumed from; a paced reply
-//! of a plain handler is `bot.handler` → `bot.pace`, then `bot.send`.
+//! in-memory exporter as a tree of spans (`bot.inbound` → `bot.persist`, `bot.dispatch` →
+//! `bot.turn` → `bot.send`), with chat and flow fields, and the first turn after a restart
+//! links to the turn that wrote the checkpoint it resumed from; a paced reply of a plain
+//! handler is `bot.handler` → `bot.pace`, then `bot.send`.
 //!
 //! A test binary of its own (`--test tracing_spans`, with `otel`): tracing decides which
 //! callsites a recorder sees across every thread of the process, and a test of another file

@@ -1,7 +1,8 @@
 //! The crash matrix at the bot level: a bot on a crashable journal dies at each journal write
 //! point (before and after the write), under both ambiguity policies; a new bot with the same
 //! instance id starts on the same backend and store, the channel redelivers what was not
-//! acknowledged, and the outcome is checked against the guide's "What is guaranteed" table.
+//! acknowledged, and the outcome is checked against the table "What is guaranteed" of
+//! `docs/durability-and-backends.md`.
 //! Seeded random crash points follow. The table of points × outcomes is printed.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]

@@ -1,6 +1,8 @@
 //! A program that uses botmesh's network channels and builds its own `reqwest` client must not
-//! panic for want of a TLS crypto provider, whichever it builds first. Each test file is its
-//! own process, so this one starts with no provider installed, as a user's `main` does.
+//! panic for want of a TLS crypto provider, whichever it builds first. The crate's tests share
+//! one process (`tests/main.rs`), and none of them installs a process-default rustls provider
+//! (their Postgres runs without TLS, their Redis over plain TCP), so this test finds none
+//! installed, as a user's `main` does; one installed by another test would fail its last check.
 
 use botmesh_providers::telegram::{TelegramConfig, TelegramProvider};
 

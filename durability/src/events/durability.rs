@@ -1,5 +1,6 @@
 //! [`EventsDurability`]: the bot's inbox and outbox kept in an app's events journal, with an
-//! optional outbox on another backend (the guide's `eventsDurability({ journal, outbox })`).
+//! optional outbox on another backend ([`events_durability`], then
+//! [`outbox`](EventsDurability::outbox)).
 //!
 //! It is a [`DurableKv`]: give it to the bot like any backend
 //! (`DurabilityOptions::backend(events_durability(&journal))`), and
@@ -49,7 +50,8 @@ impl fmt::Debug for EventsDurability {
     }
 }
 
-/// The bot's journals kept in `journal` (the guide's `eventsDurability({ journal })`).
+/// The bot's journals kept in `journal` ([`EventsDurability::outbox`] puts the outbox on
+/// another backend).
 pub fn events_durability(journal: &impl LeasedEventJournal) -> EventsDurability {
     EventsDurability::new(journal)
 }

@@ -1,7 +1,7 @@
 //! [`FileError`]: what opening, writing and closing a durable file can fail with.
 //!
-//! Every variant names the file concerned, and [`FileError::code`] gives the guide's stable
-//! code (`APPEND_LOG_CORRUPT`, …). Errors are `Clone` (the OS error is shared) because one
+//! Every variant names the file concerned, and [`FileError::code`] gives a stable code
+//! (`APPEND_LOG_CORRUPT`, …). Errors are `Clone` (the OS error is shared) because one
 //! failed group commit answers every request of the group with the same error. The journals
 //! see them wrapped in [`KvError::Unavailable`](crate::kv::KvError::Unavailable).
 
@@ -88,7 +88,8 @@ pub enum FileError {
 }
 
 impl FileError {
-    /// A stable code (`APPEND_LOG_CORRUPT`, `LOCKED`, …), as the guide names them.
+    /// A stable code (`APPEND_LOG_CORRUPT`, `LOCKED`, …), the same from one version to the
+    /// next: match on it rather than on the message.
     pub fn code(&self) -> &'static str {
         match self {
             FileError::Io { .. } => "IO",

@@ -1,7 +1,7 @@
 //! [`FileDurability`]: a [`DurableKv`] in one local file, for a single process (feature `file`).
 //!
-//! The guide's `FileDurability.open(path)`. Everything is held in memory and served from
-//! there; every committed write is persisted by one dedicated writer thread before it is
+//! Opened with [`FileDurability::open`]. Everything is held in memory and served from there;
+//! every committed write is persisted by one dedicated writer thread before it is
 //! acknowledged:
 //!
 //! | mode | a committed group of writes | on `close()` |
@@ -29,9 +29,8 @@
 //! | a damaged log line followed by more lines | [`FileError::AppendLogCorrupt`] (line, byte offset) |
 //!
 //! A torn last log line (a crash mid-append) is cut and the rest replayed. See `format`,
-//! `lock` and `writer` for the details. Departure from the guide: `fsync` defaults to `true`
-//! in both modes (the guide only makes it the append log's default), because botmesh never
-//! loses an acknowledged message; turn it off with [`FileOptions::fsync`].
+//! `lock` and `writer` for the details. `fsync` defaults to `true` in both modes, because
+//! botmesh never loses an acknowledged message; turn it off with [`FileOptions::fsync`].
 //!
 //! It is not shared between processes ([`DurableKv::shared_between_processes`] is `false`),
 //! and it does not encrypt or back up the file.

@@ -10,7 +10,8 @@
 //!  replay(id): dead | done ──► pending (whole attempt budget again)
 //! ```
 //!
-//! What a crash leaves behind and what the next start does (the guide's table, inbox side):
+//! What a crash leaves behind and what the next start does (the inbox side of the table
+//! "What is guaranteed" in `docs/durability-and-backends.md`):
 //!
 //! | the process dies… | record found | on restart |
 //! | --- | --- | --- |

@@ -14,8 +14,8 @@
 //!   The backend contract (a key never gets a version it had before, also after delete and
 //!   re-create) makes that write succeed only if the stored record is still exactly the
 //!   snapshot, as if it had just been read; any other write in between (another replica, a
-//!   sweeper, an operator, a purge) makes it conflict, and the change is re-read and re-decided
-//!   as before;
+//!   sweeper, an operator, a purge) makes it conflict, and the record is read again and the
+//!   change decided again, as after any conflict;
 //! - a decision that writes nothing (`Keep`) or refuses (`StaleLease`, …) is never taken on a
 //!   snapshot: the record is read from the backend and decided again;
 //! - taking a snapshot removes it, so two concurrent changes never start from the same one.

@@ -86,7 +86,7 @@ impl Scope {
         }
     }
 
-    /// The derived id that backends store (`bot.durability.scope` in the guide).
+    /// The derived id that backends store.
     pub fn id(&self) -> &str {
         &self.id
     }

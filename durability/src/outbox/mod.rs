@@ -10,7 +10,8 @@
 //!  sending under a dead incarnation's lease ──recovery──► unknown (skip) | pending (resend)
 //! ```
 //!
-//! What a crash leaves behind and what the next start does (the guide's table, outbox side):
+//! What a crash leaves behind and what the next start does (the outbox side of the table
+//! "What is guaranteed" in `docs/durability-and-backends.md`):
 //!
 //! | the process dies… | record found | on restart |
 //! | --- | --- | --- |

@@ -18,7 +18,8 @@
 //! The journal half is prepared by `KvDurability::step` (records, versions, fencing); this
 //! module only carries it. A store that cannot share a transaction with the journals answers
 //! `false` to [`Store::shares_transactions_with`](super::Store::shares_transactions_with), and
-//! the runtime writes the pieces one after the other as before.
+//! the runtime writes the pieces one after the other: each send journaled and sent as the step
+//! makes it, then the checkpoint change, then the removal of the effect records.
 
 use super::{ChatRecord, ContactRecord, FlowCheckpoint, LedgerEntry};
 use crate::kv::{CasOutcome, KvOp, Scope};

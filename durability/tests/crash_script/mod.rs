@@ -1,6 +1,6 @@
 //! The scripted "process" of the crash tests: a tiny runtime (handlers, inline send loop,
 //! sweeper) over the journals, a scripted provider that counts deliveries, an observer, and
-//! the guide's guarantees ([`check_guarantees`]).
+//! the guarantees of `docs/durability-and-backends.md` ([`check_guarantees`]).
 //!
 //! The harness runs on any [`DurableKv`] ([`Harness::on`]; [`Harness::new`] is the memory
 //! backend). A backend that survives a restart builds each new incarnation on a reopened
@@ -469,8 +469,9 @@ impl<B: DurableKv> Harness<B> {
     }
 }
 
-/// The guide's guarantees. `crash_loop` allows the first message to be dead-lettered: it was
-/// running in two incarnations that both died, and `inbox.max_attempts` is 2 here.
+/// Checks the guarantees (the table "What is guaranteed" in `docs/durability-and-backends.md`).
+/// `crash_loop` allows the first message to be dead-lettered: it was running in two
+/// incarnations that both died, and `inbox.max_attempts` is 2 here.
 pub(crate) fn check_guarantees(policy: OnAmbiguous, label: &str, o: &Observed, crash_loop: bool) {
     if crash_loop && o.m1 == Some(InboxState::Dead) {
         for (key, _, delivered) in &o.replies {

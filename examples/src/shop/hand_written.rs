@@ -1,6 +1,6 @@
 //! The order conversation, written by hand with the runtime's own API: item → quantity →
-//! confirmation. The shop now runs the `#[flow]` version ([`order_flow`](super::order_flow));
-//! this baseline is kept, compiled and tested, for the benchmark that compares the two
+//! confirmation. The shop runs the `#[flow]` version ([`order_flow`](super::order_flow)); this
+//! baseline is compiled and tested beside it, for the benchmark that compares the two
 //! (`examples/benches/flow.rs`) and is what [`hand_written_bot`](super::hand_written_bot) builds.
 //!
 //! The state is a small serde enum, [`Conversation`], stored per chat in the key/value scope

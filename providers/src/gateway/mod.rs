@@ -19,8 +19,9 @@
 //! | a timeout or a connection lost after a send was written | `Ambiguous` (`crate::http::call_error`) |
 //! | any other status (401 key, 400 body, 404 instance) | final `Api` with the status (dead-lettered), unless the channel's own table says otherwise |
 //!
-//! GoHighLevel and TikTok, whose webhooks are signed, use only the REST call (`call`) and the
-//! webhook parsers' helpers (`inbound`, `outbound`).
+//! GoHighLevel and TikTok, whose webhooks are signed, check no shared secret and hold no
+//! `Gateway`: they use `Rest` (their clients and their webhook route), the REST call (`call`)
+//! and the parsers' and senders' helpers (`inbound`, `outbound`).
 //!
 //! It does not sign anything, manage gateway sessions (QR pairing, instance creation), or
 //! retry (the runtime's outbox does).

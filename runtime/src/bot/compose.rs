@@ -265,8 +265,8 @@ impl BotBuilder {
         } else {
             steps.push(Arc::new(TransportStep));
         }
-        // After the transport, as the guide's start order: jobs may send at once. A bot without
-        // durable journals runs it too, on an in-memory journal (its flows' ask timeouts).
+        // After the transport: a job may send as soon as it runs. A bot without durable
+        // journals runs it too, on an in-memory journal (its flows' ask timeouts).
         steps.push(Arc::new(SchedulerStep));
         let jobs = JobsHandle::new(durable.is_some(), &self.config, self.clock.clone())
             .map_err(|e| BotError::config("scheduler", e.to_string()))?;

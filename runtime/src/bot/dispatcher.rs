@@ -1,4 +1,4 @@
-//! The dispatcher: routes one message or interaction, in the order of the architecture guide.
+//! The dispatcher: routes one message or interaction, through these stages in this order:
 //!
 //! language (resolved in the context) → `before` message hooks → handoff gate → command →
 //! active conversation → dormant resume → matchers (first match wins, in registration order)

@@ -100,8 +100,8 @@ impl Ctx {
             .await
         {
             Ok(bytes) => Ok(Some(bytes)),
-            // On a replay, a refused download is media that did not survive the wait (the
-            // guide's `MediaUnavailableError`); a retryable failure stays what it is.
+            // On a replay, a refused download is media that did not survive the wait
+            // (`MediaUnavailable`, reason `Expired`); a retryable failure stays what it is.
             Err(e) if throw_on_error && self.0.replay && !e.is_retryable() => {
                 Err(ProviderError::MediaUnavailable {
                     reason: MediaUnavailableReason::Expired,

@@ -1,5 +1,5 @@
 //! Durable processing in the bot: the runtime side of the inbox and outbox journals of
-//! `botmesh-durability` (see `docs/durability-and-backends.md` and the durability guide).
+//! `botmesh-durability` (see `docs/durability-and-backends.md`).
 //!
 //! With [`DurabilityOptions`] on the builder, the bot journals every admitted message before
 //! dispatch and completes it once the work it started settled (module `inbound`), journals every
@@ -53,8 +53,8 @@ pub(crate) enum Journals {
     Off,
 }
 
-/// The bot's `durability` configuration: where the journals live and the options of the
-/// guide's table.
+/// The bot's `durability` configuration: where the journals live and their options
+/// ([`DurabilityConfig`], the table "Configuration" of `docs/durability-and-backends.md`).
 ///
 /// Durable is the default: a bot built with a durable store (SQLite, Postgres, Redis) runs its
 /// journals in that store without this option; give it to change the options
@@ -149,7 +149,7 @@ impl DurabilityOptions {
         matches!(self.journals, Journals::Off)
     }
 
-    /// The options of the guide's table (validated when the bot is built).
+    /// The journals' options, [`DurabilityConfig`] (validated when the bot is built).
     pub fn config(mut self, config: DurabilityConfig) -> Self {
         self.config = config;
         self

@@ -132,7 +132,7 @@ pub fn coordination_counters(m: &CoordinationMetrics) -> [(&'static str, &'stati
     ]
 }
 
-/// The 13 durability counters of the guide as `(name, description, value)`.
+/// The 13 durability counters ([`DurabilityMetrics`]) as `(name, description, value)`.
 pub fn durability_counters(m: &DurabilityMetrics) -> [(&'static str, &'static str, u64); 13] {
     [
         (

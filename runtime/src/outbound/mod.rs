@@ -1,12 +1,12 @@
 //! The outbound path: sends and edits through the `before`/`after` send hooks, the pacer, the
 //! provider, the message ledger, metrics and the `sent` event.
 //!
-//! Order, as the architecture guide draws it: pacer (handler text replies) → `before` send
-//! hooks (abort → `skipped`, or rewrite) → split into parts over the channel's text limit →
-//! provider (with the short in-place rate-limit retry for handler replies) → metrics, `after`
-//! send hooks, ledger `sent`; or ledger `failed` and the error to the caller. The idempotency
-//! key is computed here from its [`KeyRule`] and is never passed to the provider. This module
-//! does not journal (the durable outbox does, when configured) and does not route.
+//! Order: pacer (handler text replies) → `before` send hooks (abort → `skipped`, or rewrite) →
+//! split into parts over the channel's text limit → provider (with the short in-place
+//! rate-limit retry for handler replies) → metrics, `after` send hooks, ledger `sent`; or ledger
+//! `failed` and the error to the caller. The idempotency key is computed here from its
+//! [`KeyRule`] and is never passed to the provider. This module does not journal (the durable
+//! outbox does, when configured) and does not route.
 //!
 //! The outbound layer sits on the kernel, below the durable inbound path, the flows and the
 //! bot:
@@ -44,7 +44,8 @@ use crate::message::{ChatId, MessageId, Outgoing, OutgoingContent};
 use crate::metrics::Counters;
 use crate::outbound::persistence::OutboundEntry;
 
-/// How a send's idempotency key is made (the guide's three key rules, plus flow send sites).
+/// How a send's idempotency key is made: the three key rules ("Idempotency keys" in
+/// `docs/durability-and-backends.md`), plus flow send sites.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyRule {
     /// Rule 1: the caller's key.

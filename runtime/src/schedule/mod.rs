@@ -1,6 +1,5 @@
-//! The durable scheduler (the architecture guide's `scheduler` opt-in): jobs with stable ids,
-//! stored in the bot's durable journals, that survive restarts with a missed-run policy and run
-//! on one replica per occurrence.
+//! The durable scheduler: jobs with stable ids, stored in the bot's durable journals, that
+//! survive restarts with a missed-run policy and run on one replica per occurrence.
 //!
 //! ```no_run
 //! use botmesh::prelude::*;

@@ -1,6 +1,6 @@
-//! The `jobs` lifecycle step (after `transport`, as in the guide's start order): a background
-//! runner that polls the due jobs, claims each due occurrence, runs its task and records the
-//! outcome.
+//! The `jobs` lifecycle step (after `transport`: a job may send as soon as it runs): a
+//! background runner that polls the due jobs, claims each due occurrence, runs its task and
+//! records the outcome.
 //!
 //! | found by the poll | what the runner does |
 //! | --- | --- |

@@ -1,4 +1,4 @@
-//! Tracing: the `tracing` spans the bot opens around each stage of the architecture guide,
+//! Tracing: the `tracing` spans the bot opens around each stage of a message's path (below),
 //! and the W3C trace context a flow checkpoint keeps so that a conversation resumed after a
 //! restart (or on another replica) links its first turn to the turn that wrote it.
 //!

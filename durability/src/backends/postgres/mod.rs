@@ -11,7 +11,7 @@
 //! several bots (scopes) share one durable table. The store reads and writes the durable table
 //! only in [`Store::commit_step`] (below).
 //!
-//! Connections, as the guide describes them:
+//! Connections:
 //!
 //! | constructor | I/O at construction | connects and creates tables |
 //! | --- | --- | --- |

@@ -1,5 +1,5 @@
 //! [`SqliteDurableKv`]: the [`DurableKv`] of a [`SqliteStore`], in the `durable` table of the
-//! store's own file (the guide's `store.durability()`).
+//! store's own file ([`SqliteStore::durability_kv`]).
 //!
 //! | call | runs on | how |
 //! | --- | --- | --- |
