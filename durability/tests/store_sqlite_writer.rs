@@ -66,20 +66,21 @@ async fn concurrent_writes_from_50_tasks_all_land() {
 
 /// The writer thread held inside a request ([`hold_writer`]).
 struct Held {
-    holder: tokio::task::JoinHandle<()>,
+    holder: tokio::task::JoinHandle<Result<(), StoreError>>,
     release: std::sync::mpsc::Sender<()>,
 }
 
 impl Held {
-    /// Lets the writer go on, and waits until the holding request is done.
-    async fn release(self) {
+    /// Lets the writer go on; the holding request's result once its group is done.
+    async fn release(self) -> Result<(), StoreError> {
         self.release.send(()).unwrap();
-        self.holder.await.unwrap();
+        self.holder.await.unwrap()
     }
 }
 
 /// Holds the writer thread inside a request until it is released (or dropped), so that the
-/// requests made meanwhile queue up into one group.
+/// requests made meanwhile queue up, and join the holding request's group. Only its first run
+/// waits (a group run again with savepoints runs it again).
 async fn hold_writer(store: &SqliteStore) -> Held {
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (inside_tx, inside_rx) = tokio::sync::oneshot::channel();
@@ -90,12 +91,11 @@ async fn hold_writer(store: &SqliteStore) -> Held {
             .write("hold", move |_tx| {
                 if let Some(inside) = inside_tx.take() {
                     let _ = inside.send(());
+                    let _ = release_rx.recv();
                 }
-                let _ = release_rx.recv();
                 Ok(())
             })
             .await
-            .unwrap();
     });
     inside_rx.await.unwrap();
     Held {
@@ -199,23 +199,23 @@ async fn keys(store: &SqliteStore) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn queued_writes_commit_in_one_transaction() {
+async fn writes_queued_while_a_group_runs_commit_with_it() {
     let (store, _dir, held) = held_store().await;
     let writes = spawn_numbered(&store, 20, |n| format!("k{n:02}"));
     let_tasks_queue().await;
     // Held inside the first request at least this long. Real time, on purpose: the writer
     // thread measures its statement time on the wall clock (checked below).
     std::thread::sleep(std::time::Duration::from_millis(20));
-    held.release().await;
+    held.release().await.unwrap();
     all_succeed(writes).await;
-    // The holding request alone, then the twenty together.
+    // The twenty queued while the holding request ran share its transaction: one `COMMIT`.
     let stats = store.write_stats();
     assert_eq!(stats.requests, 21, "{stats:?}");
-    assert_eq!(stats.transactions, 2, "{stats:?}");
-    assert_eq!(stats.largest_batch, 20, "{stats:?}");
+    assert_eq!(stats.transactions, 1, "{stats:?}");
+    assert_eq!(stats.largest_batch, 21, "{stats:?}");
     assert_eq!(stats.isolated_reruns, 0, "no request failed: {stats:?}");
     // The writer's time: the 20 ms it was held inside the first request count as statement
-    // time; the two commits took some time too.
+    // time; the commit took some time too.
     assert!(
         stats.statements >= std::time::Duration::from_millis(20),
         "{stats:?}"
@@ -234,11 +234,11 @@ async fn max_batch_bounds_a_group() {
     let held = hold_writer(&store).await;
     let writes = spawn_numbered(&store, 20, |n| format!("k{n:02}"));
     let_tasks_queue().await;
-    held.release().await;
+    held.release().await.unwrap();
     all_succeed(writes).await;
-    // The holding request, then 8 + 8 + 4.
+    // The holding request with the first 7 queued, then 8, then 5.
     let stats = store.write_stats();
-    assert_eq!((stats.transactions, stats.requests), (4, 21), "{stats:?}");
+    assert_eq!((stats.transactions, stats.requests), (3, 21), "{stats:?}");
     assert_eq!(stats.largest_batch, 8);
 }
 
@@ -269,7 +269,7 @@ async fn a_failing_request_fails_alone_in_its_group() {
     let panicking = spawn_panicking(&store, "panics", &panics);
     let last = set("after");
     let_tasks_queue().await;
-    held.release().await;
+    held.release().await.unwrap();
     first.await.unwrap().unwrap();
     counted.await.unwrap().unwrap();
     last.await.unwrap().unwrap();
@@ -279,12 +279,14 @@ async fn a_failing_request_fails_alone_in_its_group() {
     let error = panicking.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("panicked"), "{error}");
     let stats = store.write_stats();
-    assert_eq!(stats.largest_batch, 5, "{stats:?}");
-    // The group ran without savepoints until `half_then_fail` failed, then was rolled back
-    // and run again with one savepoint per request: `counted`, before it, ran twice (its
-    // first writes were undone), the panicking request once (it was not reached the first
-    // time; a closure that panicked is never run again).
-    assert_eq!(stats.isolated_reruns, 1, "{stats:?}");
+    // The holding request's group took in the requests queued while it ran, without
+    // savepoints, until `half_then_fail` failed; it was rolled back and run again with one
+    // savepoint per request (taking no more): `counted` ran twice (its first writes were
+    // undone). The panicking request and `after` made the next group, rolled back and run again
+    // too; the panicking request ran once (a closure that panicked is never run again).
+    assert_eq!(stats.largest_batch, 4, "{stats:?}");
+    assert_eq!((stats.transactions, stats.requests), (2, 6), "{stats:?}");
+    assert_eq!(stats.isolated_reruns, 2, "{stats:?}");
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(panics.load(std::sync::atomic::Ordering::SeqCst), 1);
     // The failed requests' own statements were rolled back, the others committed.
@@ -304,7 +306,7 @@ async fn a_request_that_panicked_is_not_run_again_with_its_group() {
         tokio::spawn(async move { store.set_value("s", "after", &json!(1)).await })
     };
     let_tasks_queue().await;
-    held.release().await;
+    held.release().await.unwrap();
     let error = panicking.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("panicked"), "{error}");
     after.await.unwrap().unwrap();
@@ -328,7 +330,7 @@ async fn close_drains_the_queued_writes() {
         tokio::spawn(async move { store.close().await })
     };
     let_tasks_queue().await;
-    held.release().await;
+    held.release().await.unwrap();
     closing.await.unwrap().unwrap();
     all_succeed(writes).await;
     assert!(matches!(
@@ -347,8 +349,10 @@ async fn a_request_that_ends_the_transaction_fails_only_the_requests_before_it()
     let rogue = spawn_write(&store, "rogue", |tx| tx.execute_batch("ROLLBACK"));
     let after = set("after");
     let_tasks_queue().await;
-    held.release().await;
-    // Its writes were rolled back with the transaction: it must not be told they landed.
+    // The holding request and `before` ran in the transaction `rogue` ended: their writes were
+    // rolled back with it, and they must not be told they landed.
+    let error = held.release().await.unwrap_err();
+    assert!(error.to_string().contains("before COMMIT"), "{error}");
     let error = before.await.unwrap().unwrap_err();
     assert!(error.to_string().contains("before COMMIT"), "{error}");
     let error = rogue.await.unwrap().unwrap_err();

@@ -1,10 +1,12 @@
 //! The writer thread: the one connection that writes, and group commit.
 //!
 //! Requests arrive on a channel. The thread takes the first one, then every request already
-//! queued (up to `max_batch`), and runs them in one `IMMEDIATE` transaction. It first runs
-//! the group as it is ("optimistic"): requests rarely fail, and a savepoint per request costs
-//! the writer a copy of every page a request changes (SQLite's statement journal) and two
-//! statements. When a request fails, the group is rolled back and run again "isolated":
+//! queued (up to `max_batch`), and runs them in one `IMMEDIATE` transaction, taking in the
+//! requests that arrive while it runs them (up to `max_batch` in all) before its `COMMIT`. It
+//! first runs the group as it is ("optimistic"): requests rarely fail, and a savepoint per
+//! request costs the writer a copy of every page a request changes (SQLite's statement
+//! journal) and two statements. When a request fails, the group is rolled back and run again
+//! "isolated":
 //!
 //! | step | on success | on failure |
 //! | --- | --- | --- |
@@ -294,26 +296,54 @@ impl WriterHandle {
     }
 }
 
+/// The requests waiting for the writer thread, and the shutdown queued after them.
+struct Queue<'a> {
+    receiver: &'a Receiver<Message>,
+    max_batch: usize,
+    /// A shutdown taken from the channel: nothing queued after it is taken.
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Queue<'_> {
+    /// A request already queued, if any (none once a shutdown was taken).
+    fn ready(&mut self) -> Option<Box<dyn WriteJob>> {
+        if self.shutdown.is_some() {
+            return None;
+        }
+        match self.receiver.try_recv() {
+            Ok(Message::Write(job)) => Some(job),
+            Ok(Message::Shutdown(done)) => {
+                self.shutdown = Some(done);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 /// The writer thread's loop.
 fn run(mut conn: Connection, receiver: &Receiver<Message>, max_batch: usize, stats: &Stats) {
     let mut batch = VecDeque::with_capacity(max_batch);
+    let mut queue = Queue {
+        receiver,
+        max_batch,
+        shutdown: None,
+    };
     loop {
-        let mut shutdown = None;
         match receiver.recv() {
             Ok(Message::Write(job)) => batch.push_back(job),
-            Ok(Message::Shutdown(done)) => shutdown = Some(done),
+            Ok(Message::Shutdown(done)) => queue.shutdown = Some(done),
             // Every sender is gone: the store was dropped.
             Err(_) => break,
         }
-        while shutdown.is_none() && batch.len() < max_batch {
-            match receiver.try_recv() {
-                Ok(Message::Write(job)) => batch.push_back(job),
-                Ok(Message::Shutdown(done)) => shutdown = Some(done),
-                Err(_) => break,
+        while batch.len() < max_batch {
+            match queue.ready() {
+                Some(job) => batch.push_back(job),
+                None => break,
             }
         }
-        run_batch(&mut conn, &mut batch, stats);
-        if let Some(done) = shutdown {
+        run_batch(&mut conn, &mut batch, &mut queue, stats);
+        if let Some(done) = queue.shutdown.take() {
             close(conn);
             let _ = done.send(());
             return;
@@ -330,8 +360,15 @@ fn close(conn: Connection) {
 
 /// Runs a group of requests, in as few transactions as failures allow; empties `pending`.
 /// Optimistic (no savepoints) until a request fails; isolated (a savepoint per request) for
-/// that group's rerun and whatever follows it in `pending`.
-fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, stats: &Stats) {
+/// that group's rerun and whatever follows it in `pending`. An optimistic transaction also
+/// takes the requests queued while it runs (up to `max_batch` in all), so that they share its
+/// `COMMIT` rather than wait for it and then pay for one of their own.
+fn run_batch(
+    conn: &mut Connection,
+    pending: &mut VecDeque<Box<dyn WriteJob>>,
+    queue: &mut Queue<'_>,
+    stats: &Stats,
+) {
     let mut isolated = false;
     while !pending.is_empty() {
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -349,7 +386,13 @@ fn run_batch(conn: &mut Connection, pending: &mut VecDeque<Box<dyn WriteJob>>, s
         let mut ran = 0;
         let running = Instant::now();
         let mut rerun = false;
-        while let Some(mut job) = pending.pop_front() {
+        loop {
+            let next = match pending.pop_front() {
+                Some(job) => Some(job),
+                None if !isolated && ran < queue.max_batch => queue.ready(),
+                None => None,
+            };
+            let Some(mut job) = next else { break };
             ran += 1;
             let step = if isolated {
                 run_one(&tx, job.as_mut())
