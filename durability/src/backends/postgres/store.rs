@@ -530,12 +530,16 @@ impl Store for PostgresStore {
         rows.iter().map(rows::handoff_row).collect()
     }
 
-    /// Read with the reads other chats make at the same moment, in one statement.
+    /// Read with the reads other chats make at the same moment, in one statement: a probe of
+    /// the primary key per key (the `LIMIT 1` keeps the subquery a probe: joined instead, the
+    /// plan a prepared statement keeps can be a scan of the whole table, made while it was
+    /// small, for as long as the connection lives).
     async fn get_value(&self, scope: &str, key: &str) -> Result<Option<Value>, StoreError> {
         self.check_open()?;
         let sql = format!(
             "SELECT r.scope, r.key, v.value FROM unnest($1::text[], $2::text[]) AS r(scope, key) \
-             CROSS JOIN LATERAL (SELECT value FROM {} WHERE scope = r.scope AND key = r.key) v",
+             CROSS JOIN LATERAL (SELECT value FROM {} WHERE scope = r.scope AND key = r.key \
+             LIMIT 1) v",
             self.t("kv")
         );
         let read = |keys: Vec<(String, String)>| async {
