@@ -30,7 +30,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use common::{Figures, ORDER, Replies, Server, closed_loop, store_and_journals};
+use common::{Figures, ORDER, Replies, Server, closed_loop, remove_run_data, store_and_journals};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`).
 #[global_allocator]
@@ -44,7 +44,7 @@ async fn open(server: Server, url: &str, prefix: &str) -> (Arc<dyn Store>, Arc<d
             .await
             .expect("redis store and journals");
     }
-    let config = PostgresConfig::new().table_prefix(prefix);
+    let config = PostgresConfig::new().table_prefix(format!("{prefix}_"));
     let store = PostgresStore::connect_with(url, config)
         .await
         .expect("postgres store");
@@ -62,7 +62,7 @@ async fn run(
     rounds: usize,
 ) -> Figures {
     let prefix = format!(
-        "bench_rep{}_{}_",
+        "bench_rep{}_{}",
         std::process::id(),
         fastrand::u32(..1_000_000)
     );
@@ -90,6 +90,9 @@ async fn run(
     let elapsed = started.elapsed();
     for bot in &bots {
         bot.stop().await.expect("the shop stops");
+    }
+    if let Err(e) = remove_run_data(server, url, &prefix).await {
+        tracing::warn!(server = server.name(), error = %e, "the run's data stays on the server");
     }
     Figures::of(&latencies, elapsed)
 }

@@ -67,7 +67,7 @@ use botmesh::durable::DurabilityOptions;
 use botmesh::prelude::*;
 use botmesh::testing::MockProvider;
 use botmesh_examples::shop;
-use common::{Figures, ORDER, Replies, Server, closed_loop, store_and_journals};
+use common::{Figures, ORDER, Replies, Server, closed_loop, remove_run_data, store_and_journals};
 
 /// The shop binary's allocator (see `src/bin/shop.rs`): the figures are the demo's.
 #[global_allocator]
@@ -99,6 +99,7 @@ async fn run(
     let mock = MockProvider::new();
     let mut builder = Bot::builder(mock.clone()).bot_id("shop");
     let mut sqlite = None;
+    let mut data = None;
     match variant {
         Variant::Off => builder = builder.store(MemoryStore::new()),
         Variant::Memory => {
@@ -132,6 +133,7 @@ async fn run(
             let (store, kv) = store_and_journals(server, &url, &prefix, pool)
                 .await
                 .expect("the server's store and journals");
+            data = Some((server, url, prefix));
             builder = builder
                 .store_arc(store)
                 .durability(DurabilityOptions::shared(kv))
@@ -167,6 +169,11 @@ async fn run(
     let faults = minor_faults().saturating_sub(faults_before) as f64;
     bot.idle().await;
     bot.stop().await.expect("bot stops");
+    if let Some((server, url, prefix)) = data
+        && let Err(e) = remove_run_data(server, &url, &prefix).await
+    {
+        tracing::warn!(server = server.name(), error = %e, "the run's data stays on the server");
+    }
     if let Some(store) = sqlite {
         let stats = store.write_stats();
         println!(

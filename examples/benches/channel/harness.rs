@@ -29,7 +29,7 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::fakes::telegram::{FakeTelegram, Observed, updates};
-use common::{Server, store_and_journals};
+use common::{Server, remove_run_data, store_and_journals};
 
 /// The shop benches' shared parts (the store and journals on a server).
 #[path = "../common/mod.rs"]
@@ -227,7 +227,7 @@ pub async fn run(
         .map_err(|e| BenchError::Chats(format!("the fake did not start: {e}")))?;
     fake.stop_recording();
     let observed = fake.observe();
-    let (bot, server, sqlite) = build(storage, mode, &fake, &run.dir).await?;
+    let (bot, server, sqlite, data) = build(storage, mode, &fake, &run.dir).await?;
     let writes = || {
         sqlite.as_ref().map(|s| {
             let stats = s.write_stats();
@@ -289,6 +289,11 @@ pub async fn run(
         )),
         _ => None,
     };
+    if let Some((server, url, prefix)) = data
+        && let Err(e) = remove_run_data(server, &url, &prefix).await
+    {
+        tracing::warn!(error = %e, "the run's data stays on the server");
+    }
     let (elapsed, mut latencies) = result?;
     latencies.sort();
     Ok(Outcome {
@@ -371,12 +376,21 @@ async fn server_commits(storage: Storage) -> Option<u64> {
     }
 }
 
+/// The bot, its webhook server, its SQLite store, and where its server keeps its data
+/// (server, URL, prefix).
+type Built = (
+    Bot,
+    Option<RunningWebhookServer>,
+    Option<SqliteStore>,
+    Option<(Server, String, String)>,
+);
+
 async fn build(
     storage: Storage,
     mode: Mode,
     fake: &FakeTelegram,
     dir: &Path,
-) -> Result<(Bot, Option<RunningWebhookServer>, Option<SqliteStore>), BenchError> {
+) -> Result<Built, BenchError> {
     let err = bot_error(storage);
     let config = TelegramConfig::new(TOKEN)
         .api_base(&fake.base_url())
@@ -401,6 +415,7 @@ async fn build(
     let builder = Bot::builder(telegram).bot_id(shop::BOT_ID);
     let sqlite = matches!(storage, Storage::SqliteStoreOnly | Storage::SqliteDurable)
         .then(|| SqliteStore::open(dir.join(format!("shop-{}.db", unique()))));
+    let mut data = None;
     let builder = match (storage, sqlite.clone()) {
         (Storage::SqliteStoreOnly, Some(store)) => {
             builder.store(store).durability(DurabilityOptions::off())
@@ -419,13 +434,14 @@ async fn build(
             let (store, kv) = store_and_journals(server, &url, &prefix, None)
                 .await
                 .map_err(&err)?;
+            data = Some((server, url, prefix));
             builder
                 .store_arc(store)
                 .durability(DurabilityOptions::shared(kv))
         }
     };
     let bot = shop::shop_bot(builder).map_err(|e| err(e.to_string()))?;
-    Ok((bot, server, sqlite))
+    Ok((bot, server, sqlite, data))
 }
 
 fn server_url(storage: Storage) -> Result<String, BenchError> {

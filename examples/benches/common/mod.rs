@@ -186,6 +186,88 @@ pub(crate) async fn store_and_journals(
     }
 }
 
+/// Removes what a run left on `server` at `url` under `prefix` (as given to
+/// [`store_and_journals`]): on Postgres the tables, sequences and functions named
+/// `<prefix>_…`, on Redis the keys `<prefix>:…`. A bench calls it once its bots stopped, so
+/// that runs do not pile their journals up in the user's database.
+pub(crate) async fn remove_run_data(server: Server, url: &str, prefix: &str) -> Result<(), String> {
+    match server {
+        Server::Postgres => {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| format!("connecting to {url}: {e}"))?;
+            let connection = tokio::spawn(connection);
+            let start = format!("{prefix}_");
+            // Tables first (their own sequences go with them), then the journals' version
+            // sequence and apply function.
+            let kinds = [
+                (
+                    "TABLE",
+                    "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables \
+                     WHERE starts_with(tablename, $1)",
+                ),
+                (
+                    "SEQUENCE",
+                    "SELECT format('%I.%I', schemaname, sequencename) FROM pg_sequences \
+                     WHERE starts_with(sequencename, $1)",
+                ),
+                (
+                    "FUNCTION",
+                    "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE starts_with(p.proname, $1)",
+                ),
+            ];
+            for (kind, list) in kinds {
+                let rows = client
+                    .query(list, &[&start])
+                    .await
+                    .map_err(|e| format!("listing the {kind}s of {start}: {e}"))?;
+                let names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                if !names.is_empty() {
+                    let drop = format!("DROP {kind} IF EXISTS {} CASCADE", names.join(", "));
+                    client
+                        .batch_execute(&drop)
+                        .await
+                        .map_err(|e| format!("dropping the {kind}s of {start}: {e}"))?;
+                }
+            }
+            drop(client);
+            let _ = connection.await;
+            Ok(())
+        }
+        Server::Redis => {
+            let client = redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| format!("connecting to {url}: {e}"))?;
+            let pattern = format!("{prefix}:*");
+            let mut cursor = 0u64;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| format!("listing the keys {pattern}: {e}"))?;
+                if !keys.is_empty() {
+                    let () = redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(|e| format!("removing the keys {pattern}: {e}"))?;
+                }
+                if next == 0 {
+                    return Ok(());
+                }
+                cursor = next;
+            }
+        }
+    }
+}
+
 /// The store and the journals `store` and `kv` open (the journals first).
 async fn opened<S: Store + 'static, K: DurableKv + 'static>(
     store: impl Future<Output = Result<S, impl std::fmt::Display>>,
