@@ -3,10 +3,10 @@
 //! | operation | SQL (one statement, or one transaction for `batch`) |
 //! | --- | --- |
 //! | `get` | `SELECT … WHERE scope = $1 AND key = $2` |
-//! | `cas`, `delete`, `batch` | `SELECT … FROM {prefix}durable_apply($1, …)`: the table's function, which applies a list of operations in order |
+//! | `cas`, `delete`, `batch` | `SELECT … FROM {prefix}durable_apply_all($1, …)`: the table's function, which applies a list of operations in order |
 //! | `range` | `… WHERE scope = $1 AND idx1 >= $2 AND idx1 < $3 ORDER BY idx1, key LIMIT $4` |
 //!
-//! Every write goes through one PL/pgSQL function, `{prefix}durable_apply`, created with the
+//! Every write goes through one PL/pgSQL function, `{prefix}durable_apply_all`, created with the
 //! table: it takes the operations as arrays (one element per operation) and runs, for each
 //! in order, one statement, so that a transaction of any number of operations is one
 //! statement from the client and each operation sees the writes of the ones before it:
@@ -20,7 +20,12 @@
 //!
 //! It answers a row per operation: the new version, or (a conflict) the version found, read
 //! after the write did not apply (an insert that lost to a row committed after its snapshot
-//! finds that row). Asked to, it stops at the first conflict (a flow step: all or none).
+//! finds that row). Asked to apply all or none (a flow step), it raises at the first conflict
+//! instead (SQLSTATE `BM409`, the operation's index and the version found in its detail), which
+//! aborts the transaction: a transaction sent together with its `COMMIT` (see
+//! [`Pipelined`]) then commits nothing, with no round trip to decide. (The function of earlier
+//! releases, `{prefix}durable_apply`, answered that conflict as a row; it is left in place for
+//! a binary of an earlier release that shares the database.)
 //! Versions come from the sequence `{prefix}durable_version`,
 //! shared by every scope, so a version is never reused, also after a delete and re-create
 //! (the same rule as `MemoryKv`). `key`, `idx1` and `idx2` are `text COLLATE "C"` (byte order);
@@ -92,11 +97,31 @@ impl Sql {
     }
 }
 
+/// The SQLSTATE the apply function raises at a conflict when it applies all or none.
+const CONFLICT_SQLSTATE: &str = "BM409";
+
+/// The conflict (operation index, version found) that `failed` reports, when it is the apply
+/// function's exception at a conflict (see [`apply_function`]).
+fn conflict_of(failed: &Failed) -> Option<(usize, Option<u64>)> {
+    let db = failed.source.as_db_error()?;
+    if db.code().code() != CONFLICT_SQLSTATE {
+        return None;
+    }
+    let (op, current) = db.detail()?.split_once(' ')?;
+    let current = match current {
+        "-" => None,
+        v => Some(v.parse().ok()?),
+    };
+    Some((op.parse().ok()?, current))
+}
+
 /// The `CREATE OR REPLACE FUNCTION` of table `t`'s apply function `function` (versions from
 /// `seq`): the operations in arrays, one element each (`p_kind`: see [`kind`]; `p_version`:
 /// the expected version of an update or a delete; `p_from`, `p_to`: a guarded create's
 /// range), applied in order; one `(found_version, applied)` row per operation applied or
-/// conflicting, and none after the first conflict when `p_stop`.
+/// conflicting, or, with `p_all`, an exception at the first conflict (SQLSTATE
+/// [`CONFLICT_SQLSTATE`], detail `"<operation index> <version found or ->"`: see
+/// [`conflict_of`]).
 fn apply_function(t: &str, seq: &str, function: &str) -> String {
     let insert = format!("INSERT INTO {t} AS d (scope, key, version, value, idx1, idx2)");
     let row = format!("p_scope[i], p_key[i], nextval('{seq}'), p_value[i], p_idx1[i], p_idx2[i]");
@@ -118,7 +143,7 @@ fn apply_function(t: &str, seq: &str, function: &str) -> String {
     format!(
         "CREATE OR REPLACE FUNCTION {function}(p_scope text[], p_kind smallint[], \
              p_key text[], p_version bigint[], p_value bytea[], p_idx1 text[], p_idx2 text[], \
-             p_from text[], p_to text[], p_stop boolean) \
+             p_from text[], p_to text[], p_all boolean) \
          RETURNS TABLE (found_version bigint, applied boolean) LANGUAGE plpgsql AS $fn$
          DECLARE v bigint;
          BEGIN
@@ -148,12 +173,14 @@ fn apply_function(t: &str, seq: &str, function: &str) -> String {
                  ELSE
                      SELECT r.version INTO v FROM {t} r
                          WHERE r.scope = p_scope[i] AND r.key = p_key[i];
+                     IF p_all THEN
+                         RAISE EXCEPTION USING ERRCODE = '{CONFLICT_SQLSTATE}',
+                             MESSAGE = 'durable operation ' || (i - 1) || ' conflicts',
+                             DETAIL = (i - 1) || ' ' || coalesce(v::text, '-');
+                     END IF;
                      found_version := v;
                      applied := false;
                      RETURN NEXT;
-                     IF p_stop THEN
-                         RETURN;
-                     END IF;
                  END IF;
              END LOOP;
          END
@@ -162,7 +189,7 @@ fn apply_function(t: &str, seq: &str, function: &str) -> String {
 }
 
 /// The `{prefix}durable` table: its statements, its creation (with its apply function,
-/// `{prefix}durable_apply`), and the compare-and-set writes
+/// `{prefix}durable_apply_all`), and the compare-and-set writes
 /// on any connection or transaction of a pool that reaches it. [`PostgresKv`] runs them on
 /// its own connections; [`PostgresStore::commit_step`](super::PostgresStore) runs them inside
 /// the store's transaction, with the same statements and so the same semantics (the same
@@ -191,7 +218,7 @@ impl DurableTable {
     pub(crate) fn new(prefix: &str) -> Self {
         let name = format!("{prefix}durable");
         let seq = format!("{prefix}durable_version");
-        let function = format!("{prefix}durable_apply");
+        let function = format!("{prefix}durable_apply_all");
         DurableTable {
             prefix: prefix.to_owned(),
             sql: Sql::new(&name, &function),
@@ -316,7 +343,8 @@ impl DurableTable {
         scope: &str,
         op: &KvOp,
     ) -> Result<CasOutcome, PostgresError> {
-        let ops = OpArrays::new([(scope, op)], true);
+        // One operation: its conflict is answered as its row.
+        let ops = OpArrays::new([(scope, op)], false);
         let key = op.key();
         let s = self.apply_statement(&ops, key);
         let run = async {
@@ -330,8 +358,8 @@ impl DurableTable {
     }
 
     /// Runs `ops`, then `then` (statements that cannot conflict), in one transaction on
-    /// `client`, all sent together (see [`Pipelined`]), and commits. With `all_or_none` (a
-    /// flow step), an operation that conflicts commits nothing and the first conflict is
+    /// `client`, all sent together with the `COMMIT` (see [`Pipelined`]). With `all_or_none`
+    /// (a flow step), an operation that conflicts commits nothing and the conflict is
     /// answered; without (a batch), it is answered among the outcomes and the others land.
     /// This is the one write path of a batch and of a store's flow step.
     pub(crate) async fn commit(
@@ -347,43 +375,38 @@ impl DurableTable {
         let mut statements = Vec::with_capacity(1 + then.len());
         statements.extend((!ops.is_empty()).then(|| self.apply_statement(&arrays, key)));
         statements.extend(then);
-        let mut tx = Pipelined::on(client);
-        let answers = tx
-            .begin(&statements)
-            .await
-            .map_err(|f| f.named(&statements, (&self.name, scope)))?;
+        let answers = match Pipelined::commit(client, &statements).await {
+            Ok(answers) => answers,
+            Err(failed) => {
+                return match conflict_of(&failed) {
+                    Some((op, current)) if failed.index == Some(0) && !ops.is_empty() => {
+                        Ok(Committed::Conflict { op, current })
+                    }
+                    _ => Err(failed.named(&statements, (&self.name, scope))),
+                };
+            }
+        };
         let rows = if ops.is_empty() {
             &[][..]
         } else {
             answers.first().map_or(&[][..], Vec::as_slice)
         };
         let outcomes = self.outcomes(&arrays, rows)?;
-        let conflict = outcomes.iter().enumerate().find_map(|(op, o)| match o {
-            CasOutcome::Conflict { current } => Some((op, *current)),
-            CasOutcome::Ok { .. } => None,
-        });
-        if let (Some((op, current)), true) = (conflict, all_or_none) {
-            tx.rollback().await;
-            return Ok(Committed::Conflict { op, current });
-        }
         if outcomes.len() != ops.len() {
-            tx.rollback().await;
             return Err(query_err(
                 &self.name,
                 key,
-                "the apply function answered too few operations",
+                "the apply function answered too few operations (the transaction committed)",
             ));
         }
-        tx.commit()
-            .await
-            .map_err(|f| f.named(&statements, (&self.name, scope)))?;
         Ok(Committed::Ok(outcomes))
     }
+
     /// Runs several flow steps (`parts`) in one transaction on `client`: their journal
-    /// operations in one statement (the apply function, stopping at the first conflict),
-    /// then their other statements, all sent together (see [`Pipelined`]), and commits: each
-    /// part's outcomes, in order. When an operation of any part conflicts, a creation finds
-    /// the key taken or a statement fails, nothing is committed and the answer is
+    /// operations in one statement (the apply function, all or none), then their other
+    /// statements, all sent together with the `COMMIT` (see [`Pipelined`]): each part's
+    /// outcomes, in order. When an operation of any part conflicts, a creation finds the key
+    /// taken or a statement fails, nothing is committed and the answer is
     /// [`GroupCommitted::Split`]: run each part alone ([`commit`](Self::commit)) to learn
     /// which one and why. The group is the store's group commit (see
     /// `PostgresStore::commit_step`); a part alone is [`commit`](Self::commit).
@@ -404,10 +427,9 @@ impl DurableTable {
         let mut statements: Vec<Statement<'_>> = Vec::new();
         statements.extend(any_ops.then(|| self.apply_statement(&arrays, "a group of flow steps")));
         statements.extend(then);
-        let mut tx = Pipelined::on(client);
-        let answers = match tx.begin(&statements).await {
+        let answers = match Pipelined::commit(client, &statements).await {
             Ok(answers) => answers,
-            // Rolled back (or its connection closed): nothing of the group was committed.
+            // Nothing of the group was committed.
             Err(Failed { index: Some(_), .. }) => return Ok(GroupCommitted::Split),
             Err(f) => return Err(f.named(&statements, (&self.name, "a group of flow steps"))),
         };
@@ -417,15 +439,13 @@ impl DurableTable {
             &[][..]
         };
         let mut outcomes = self.outcomes(&arrays, rows)?;
-        let all_applied = outcomes.len() == arrays.ops.len()
-            && outcomes.iter().all(|o| matches!(o, CasOutcome::Ok { .. }));
-        if !all_applied {
-            tx.rollback().await;
-            return Ok(GroupCommitted::Split);
+        if outcomes.len() != arrays.ops.len() {
+            return Err(query_err(
+                &self.name,
+                "a group of flow steps",
+                "the apply function answered too few operations (the transaction committed)",
+            ));
         }
-        tx.commit()
-            .await
-            .map_err(|f| f.named(&statements, (&self.name, "a group of flow steps")))?;
         let mut rest = outcomes.drain(..);
         Ok(GroupCommitted::Ok(
             counts
@@ -484,12 +504,12 @@ struct OpArrays<'a> {
     idx2: Vec<Option<Cow<'a, str>>>,
     from: Vec<Cow<'a, str>>,
     to: Vec<Cow<'a, str>>,
-    /// Stop at the first conflict.
-    stop: bool,
+    /// All or none: the first conflict raises (see [`apply_function`]).
+    all: bool,
 }
 
 impl<'a> OpArrays<'a> {
-    fn new(ops: impl IntoIterator<Item = (&'a str, &'a KvOp)>, stop: bool) -> Self {
+    fn new(ops: impl IntoIterator<Item = (&'a str, &'a KvOp)>, all: bool) -> Self {
         let mut arrays = OpArrays {
             ops: Vec::new(),
             scope: Vec::new(),
@@ -501,7 +521,7 @@ impl<'a> OpArrays<'a> {
             idx2: Vec::new(),
             from: Vec::new(),
             to: Vec::new(),
-            stop,
+            all,
         };
         for (scope, op) in ops {
             let entry = op.entry();
@@ -556,7 +576,7 @@ impl<'a> OpArrays<'a> {
             &self.idx2,
             &self.from,
             &self.to,
-            &self.stop,
+            &self.all,
         ]
     }
 }

@@ -1,13 +1,18 @@
-//! [`Pipelined`]: a transaction whose statements go to the server together.
+//! [`Pipelined`]: a transaction whose statements go to the server together with its `BEGIN`
+//! and its `COMMIT`.
 //!
 //! A transaction of n statements run one by one costs n + 2 round trips (`BEGIN`, each
 //! statement, `COMMIT`), and a round trip, not the statement, is what a short write costs the
-//! server and the client (a wake-up and a read on each side). Here `BEGIN` and every statement
-//! are sent at once and the server runs them in order (tokio-postgres pipelines requests that
-//! are polled together), then `COMMIT` or `ROLLBACK` follows once the answers are read: two
-//! round trips whatever the number of statements. The semantics are those of the statements
-//! run one by one: each sees the writes of the ones before it, and a failed statement aborts
-//! the transaction, so the ones after it fail too and nothing is committed.
+//! server and the client (a wake-up and a read on each side). Here `BEGIN`, every statement
+//! and `COMMIT` are sent at once and the server runs them in order (tokio-postgres pipelines
+//! requests that are polled together): one round trip whatever the number of statements, and
+//! the server's backend never sits idle inside the transaction waiting for the client to read
+//! the answers and say `COMMIT` (on a busy client that wait was as long as the commit itself).
+//! The semantics are those of the statements run one by one: each sees the writes of the ones
+//! before it, and a failed statement aborts the transaction, so the ones after it fail too,
+//! the `COMMIT` rolls back, and nothing is committed. A statement whose outcome must decide
+//! whether the transaction commits has to say so by failing (the journal's apply function
+//! raises on a conflict: see `kv::apply_function`).
 //!
 //! A transaction dropped before its end (its future cancelled) takes its connection out of
 //! the pool: closing it is what rolls the transaction back on the server, and no later user
@@ -35,8 +40,10 @@ pub(crate) struct Statement<'a> {
     pub(crate) key: &'a str,
 }
 
-/// A failure inside a [`Pipelined`] transaction: of the statement at `index` (`None`: of
-/// `BEGIN`, `COMMIT` or a statement's preparation before anything was sent).
+/// A failure of a [`Pipelined`] transaction: of the statement at `index` (`None`: of `BEGIN`,
+/// of `COMMIT`, or of a statement's preparation before anything was sent). Nothing was
+/// committed, except after a failed `COMMIT`, which may or may not have committed, as any
+/// commit whose answer is lost.
 #[derive(Debug)]
 pub(crate) struct Failed {
     pub(crate) index: Option<usize>,
@@ -58,31 +65,36 @@ impl Failed {
 /// A transaction on one pooled connection; see the [module documentation](self).
 pub(crate) struct Pipelined {
     client: Option<Client>,
-    /// `BEGIN` was sent and neither `COMMIT` nor `ROLLBACK` answered.
+    /// `BEGIN` was sent and `COMMIT` did not answer.
     open: bool,
 }
 
 impl Pipelined {
-    /// A transaction on `client` (nothing is sent yet).
-    pub(crate) fn on(client: Client) -> Self {
-        Pipelined {
-            client: Some(client),
-            open: false,
-        }
-    }
-
-    /// Runs `statements` in one transaction on `client` and commits (two round trips); a
+    /// Runs `statements` in one transaction on `client` and commits (one round trip); a
     /// failure names the statement's table and key.
     pub(crate) async fn run(
         client: Client,
         statements: &[Statement<'_>],
     ) -> Result<(), PostgresError> {
         let first = statements.first().map_or(("", ""), |s| (s.table, s.key));
-        let mut tx = Pipelined::on(client);
-        tx.begin(statements)
+        Self::commit(client, statements)
             .await
-            .map_err(|f| f.named(statements, first))?;
-        tx.commit().await.map_err(|f| f.named(statements, first))
+            .map(drop)
+            .map_err(|f| f.named(statements, first))
+    }
+
+    /// Runs `statements` in one transaction on `client`, sent together with its `BEGIN` and
+    /// its `COMMIT`; answers each statement's rows, in order, once committed. When a statement
+    /// fails, nothing is committed and the first failed statement is answered.
+    pub(crate) async fn commit(
+        client: Client,
+        statements: &[Statement<'_>],
+    ) -> Result<Vec<Vec<Row>>, Failed> {
+        let mut tx = Pipelined {
+            client: Some(client),
+            open: false,
+        };
+        tx.send(statements).await
     }
 
     fn client(&self) -> &Client {
@@ -93,12 +105,7 @@ impl Pipelined {
         }
     }
 
-    /// Sends `BEGIN` and `statements` together; answers each statement's rows, in order. On
-    /// a failure the transaction is rolled back before the error is returned.
-    pub(crate) async fn begin(
-        &mut self,
-        statements: &[Statement<'_>],
-    ) -> Result<Vec<Vec<Row>>, Failed> {
+    async fn send(&mut self, statements: &[Statement<'_>]) -> Result<Vec<Vec<Row>>, Failed> {
         let client = self.client();
         // Prepared before anything is sent (a cached statement costs nothing), so that every
         // request below goes out on its first poll, in order.
@@ -120,53 +127,37 @@ impl Pipelined {
             .iter()
             .zip(statements)
             .map(|(statement, s)| client.query(statement, &s.params));
-        let (begun, answers) = in_order(begin, queries.collect()).await;
-        let mut failed = begun.err().map(|source| Failed {
-            index: None,
-            source,
-        });
+        // After a failed statement the transaction is aborted: the server answers this
+        // `COMMIT` with a rollback, not an error.
+        let commit = client.batch_execute("COMMIT");
+        let (begun, answers, committed) = in_order(begin, queries.collect(), commit).await;
+        // Answered either way: a failed COMMIT ends the transaction too (or its connection).
+        self.open = false;
         let mut rows = Vec::with_capacity(answers.len());
+        let mut failed = None;
         for (index, answer) in answers.into_iter().enumerate() {
             match answer {
                 Ok(r) => rows.push(r),
-                Err(source) => {
-                    // The first failure is the cause; the later ones only say "aborted".
-                    failed.get_or_insert(Failed {
+                // The first failure is the cause; the later ones only say "aborted".
+                Err(source) if failed.is_none() => {
+                    failed = Some(Failed {
                         index: Some(index),
                         source,
                     });
                 }
+                Err(_) => {}
             }
         }
-        match failed {
-            None => Ok(rows),
-            Some(failed) => {
-                self.rollback().await;
-                Err(failed)
-            }
-        }
-    }
-
-    /// Commits.
-    pub(crate) async fn commit(mut self) -> Result<(), Failed> {
-        let done = self.client().batch_execute("COMMIT").await;
-        // Answered either way: a failed COMMIT ends the transaction too (or its connection).
-        self.open = false;
-        done.map_err(|source| Failed {
+        let unframed = |source| Failed {
             index: None,
             source,
-        })
-    }
-
-    /// Rolls back; a failed rollback leaves the connection to be dropped with the transaction.
-    pub(crate) async fn rollback(&mut self) {
-        match self.client().batch_execute("ROLLBACK").await {
-            Ok(()) => self.open = false,
-            Err(error) => tracing::debug!(
-                target: "botmesh_durability::postgres",
-                %error,
-                "rollback failed; the connection is closed instead"
-            ),
+        };
+        // A failed statement says nothing was committed, whatever `COMMIT` answered after it.
+        match (begun, failed, committed) {
+            (Err(source), _, _) => Err(unframed(source)),
+            (Ok(()), Some(failed), _) => Err(failed),
+            (Ok(()), None, Err(source)) => Err(unframed(source)),
+            (Ok(()), None, Ok(())) => Ok(rows),
         }
     }
 }
@@ -182,17 +173,22 @@ impl Drop for Pipelined {
     }
 }
 
-/// Polls `first`, then each of `rest`, in this order at every wake-up until all are done, so
-/// that each request is sent (on its first poll) in order; answers `first`'s and each of
-/// `rest`'s outcome.
-async fn in_order<A, B>(first: A, rest: Vec<B>) -> (A::Output, Vec<B::Output>)
+/// Polls `first`, then each of `rest`, then `last`, in this order at every wake-up until all
+/// are done, so that each request is sent (on its first poll) in order; answers each one's
+/// outcome.
+async fn in_order<A, B, C>(
+    first: A,
+    rest: Vec<B>,
+    last: C,
+) -> (A::Output, Vec<B::Output>, C::Output)
 where
     A: Future,
     B: Future,
+    C: Future,
 {
-    let mut first = std::pin::pin!(first);
+    let (mut first, mut last) = (std::pin::pin!(first), std::pin::pin!(last));
     let mut rest: Vec<Pin<Box<B>>> = rest.into_iter().map(Box::pin).collect();
-    let mut first_out = None;
+    let (mut first_out, mut last_out) = (None, None);
     let mut rest_out: Vec<Option<B::Output>> = rest.iter().map(|_| None).collect();
     poll_fn(|cx| {
         if first_out.is_none()
@@ -209,15 +205,21 @@ where
                 }
             }
         }
+        if last_out.is_none() {
+            match last.as_mut().poll(cx) {
+                Poll::Ready(out) => last_out = Some(out),
+                Poll::Pending => pending = true,
+            }
+        }
         if pending {
             Poll::Pending
         } else {
-            Poll::Ready(first_out.take())
+            Poll::Ready(first_out.take().zip(last_out.take()))
         }
     })
     .await
     .map_or_else(
         || unreachable!("ready only once every future answered"),
-        |first| (first, rest_out.into_iter().flatten().collect()),
+        |(first, last)| (first, rest_out.into_iter().flatten().collect(), last),
     )
 }
