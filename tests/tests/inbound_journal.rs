@@ -1,7 +1,8 @@
 //! On a store that shares its transactions with the journal (a SQLite store and its own
 //! durability), an inbound message is journaled with its ledger row, chat and contact in one
 //! write, and that write is the one of the first flow step the message feeds (or, for a
-//! handler, the message's completion): the live path does not record it a second time, a
+//! handler, the message's completion; for a step that runs an effect, a write right before
+//! the effect): the live path does not record it a second time, a
 //! crash right before that write leaves none of it, right after it all of it, and the replay
 //! after the crash does not record it again; a message journaled alone (the ledger off then)
 //! is recorded by its replay.
@@ -271,5 +272,44 @@ async fn a_slow_handlers_message_is_accepted_before_the_handler_ends() {
     assert_eq!(mock.texts("alice"), ["noted"]);
     let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
     assert_eq!(done.len(), 1, "completed as the handler ended");
+    bot.stop().await.unwrap();
+}
+
+/// Answers `/pay` with the inbound records being processed when its effect ran.
+#[flow(start = command("pay"))]
+#[persistent]
+async fn pay(cx: &mut FlowCx) -> FlowResult {
+    let bot = cx.ctx().bot().clone();
+    let processing: Vec<String> = cx
+        .effect(async move {
+            let d = bot.durability().unwrap();
+            let records = d.inbox().list(InboxState::Processing, 10).await.unwrap();
+            records.into_iter().map(|r| r.id).collect()
+        })
+        .await?;
+    cx.send(format!("recorded: {}", processing.join(",")))
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_step_runs_an_effect_is_recorded_before_the_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("bot.db"));
+    let mock = MockProvider::new();
+    let bot = bot(mock.clone(), &store, Arc::new(store.durability_kv()));
+    bot.flow(pay);
+    bot.start().await.unwrap();
+    let writes = writes_of(&store, &bot, &mock, &[("m1", "/pay")]).await;
+    // Leased (written) while the effect ran, not left for the step's commit after it.
+    assert_eq!(mock.texts("alice"), ["recorded: alice/m1"]);
+    assert_eq!(inbound_rows(&store).await, ["m1"], "one ledger row");
+    let d = bot.durability().unwrap();
+    let done = d.inbox().list(InboxState::Done, 10).await.unwrap();
+    assert_eq!(done.len(), 1, "completed by the step's write: {done:?}");
+    // The journal's scope registered (the first message), the record with its rows, the
+    // effect's record, the step (its end, the reply's outbox record leased, the inbound
+    // completed, the effect's record deleted), the reply's "sent" with its ledger row.
+    assert_eq!(writes, [5]);
     bot.stop().await.unwrap();
 }

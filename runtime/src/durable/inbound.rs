@@ -7,9 +7,10 @@
 //! in one database), a message is journaled with its ledger row, chat and contact in that one
 //! transaction, and the pipeline does not record it again. There, a live message's record is
 //! usually not written before its dispatch starts ([`defer`]): it is leased in memory, and the
-//! dispatch's first flow step writes it in the step's own transaction (or the dispatch writes
-//! it when it ends, or the admission alone after [`STEP_WRITE_WINDOW`]); the admission answers
-//! the channel once it is written ([`admitted`]).
+//! dispatch's first flow step writes it in the step's own transaction (or alone right before
+//! the step runs an effect: [`recorded`]; or the dispatch writes it when it ends, or the
+//! admission alone after [`STEP_WRITE_WINDOW`]); the admission answers the channel once it is
+//! written ([`admitted`]).
 //! `run_leased` runs a dispatch under the lease (heartbeat every third of `inbox.lease`, beside
 //! the dispatch in the same task; a beat that fails on the backend is tried again at the next
 //! one) and completes the record whatever the handler returned (a handler that errors is not
@@ -194,6 +195,20 @@ pub(crate) async fn acting(ctx: &Ctx) -> bool {
             write_unwritten(&ctx.0.bot.kernel, dur, slot, false).await == RecordWrite::Written
         }
     }
+}
+
+/// As [`acting`], for a flow step about to run an effect (`cx.effect`): a record not written
+/// yet is written now rather than looked up. The write answers the same question (a
+/// redelivery is found as a duplicate), and the step's own commit, which would otherwise
+/// write the record, is further away than one write (the effect runs, then its result is
+/// recorded): written now, the record lets the message's admission answer the channel (and a
+/// poller fetch the next batch) while the effect runs.
+pub(crate) async fn recorded(ctx: &Ctx) -> bool {
+    let (slot, dur) = match unsettled(ctx) {
+        Ok(unsettled) => unsettled,
+        Err(go_on) => return go_on,
+    };
+    write_unwritten(&ctx.0.bot.kernel, dur, slot, false).await == RecordWrite::Written
 }
 
 /// The slot of the context's message (and the journals) while its record is neither written

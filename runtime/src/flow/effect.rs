@@ -104,11 +104,17 @@ impl FlowCx {
             key: key.clone(),
             reason,
         };
-        if let Some(v) = store
-            .get_value(&scope, &key)
-            .await
-            .map_err(|e| err(e.to_string()))?
-        {
+        // An effect runs only for a message that is the channel's first delivery of it: the
+        // message's record is written before the effect (a step that only reads the clock
+        // writes it with its commit), at the same time as the effect's own record is read.
+        let (recorded, acting) = match runs {
+            Runs::Effect => tokio::join!(
+                store.get_value(&scope, &key),
+                crate::durable::inbound::recorded(&self.ctx)
+            ),
+            Runs::Reading => (store.get_value(&scope, &key).await, true),
+        };
+        if let Some(v) = recorded.map_err(|e| err(e.to_string()))? {
             tracing::debug!(flow = self.flow, %key, "effect replayed from its record");
             self.effects
                 .lock()
@@ -116,9 +122,7 @@ impl FlowCx {
                 .push((scope, key.clone()));
             return serde_json::from_value(v).map_err(|e| err(e.to_string()));
         }
-        // An effect runs only for a message that is the channel's first delivery of it: its
-        // record is written first (a step that only reads the clock writes it with its commit).
-        if runs == Runs::Effect && !crate::durable::inbound::acting(&self.ctx).await {
+        if !acting {
             return Err(err(
                 "the step's message was not accepted (a redelivery of one handled before, or its record could not be written)".to_owned(),
             ));
