@@ -29,7 +29,7 @@ fn scope(chat: &str) -> String {
 }
 
 /// What a recorded call runs the first time.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Runs {
     /// The author's effect (a payment, a write elsewhere): never for a redelivered message.
     Effect,

@@ -23,9 +23,9 @@
 //! finds that row). Asked to apply all or none (a flow step), it raises at the first conflict
 //! instead (SQLSTATE `BM409`, the operation's index and the version found in its detail), which
 //! aborts the transaction: a transaction sent together with its `COMMIT` (see
-//! [`Pipelined`]) then commits nothing, with no round trip to decide. (The function of earlier
-//! releases, `{prefix}durable_apply`, answered that conflict as a row; it is left in place for
-//! a binary of an earlier release that shares the database.)
+//! [`Pipelined`]) then commits nothing, with no round trip to decide. A database that a binary
+//! of an earlier release also uses holds that release's `{prefix}durable_apply` too, which
+//! answers the conflict as a row; neither binary replaces the other's function.
 //! Versions come from the sequence `{prefix}durable_version`,
 //! shared by every scope, so a version is never reused, also after a delete and re-create
 //! (the same rule as `MemoryKv`). `key`, `idx1` and `idx2` are `text COLLATE "C"` (byte order);

@@ -207,8 +207,7 @@ impl PostgresConfig {
     /// The size of a pool created from a connection string (default 8). A quarter of it
     /// commits the group commits and a quarter of it runs each kind of group read; a larger
     /// pool adds server backends that compete for the server's cores more than it adds
-    /// throughput (on the two-core bench machine, where the server shares the cores with the
-    /// bot, 16 connections carried about 15% fewer messages a second than 8).
+    /// throughput (measured in `docs/performance.md`, the shop on a channel).
     pub fn max_connections(mut self, n: usize) -> Self {
         self.max_connections = n.max(1);
         self
