@@ -16,6 +16,7 @@
 //! | `an_unreachable_server_names_host_and_port_not_the_password` | the connect error |
 //! | `a_lazy_backend_fails_open_naming_host_and_port_not_the_password` | `new` does no I/O; `open()` (the bot's `start()`) fails naming host and port, not the password; a malformed string fails at once (no server needed: always runs) |
 //! | `an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact` | `record_inbound`: chat, contact and ledger row in one transaction |
+//! | `an_inbound_within_the_activity_resolution_does_not_touch_its_rows` | an inbound message within `ACTIVITY_RESOLUTION_MS` of the stored time leaves the chat and contact rows unlocked (`xmax` 0); a later one or a new name rewrites them |
 //! | `transactions_are_shared_only_with_a_postgres_kv_on_the_same_database` | `shares_transactions_with`: same pool, same connection string, same server identity, wrappers → `true`; `MemoryKv`, another table, another database → `false` |
 //! | `an_injected_pool_stays_open` | `close()` never closes a pool it was given, and closes its own |
 //! | `racing_pools_have_one_winner_per_version` | 4 pools racing `cas` on one key |
@@ -429,6 +430,92 @@ async fn an_inbound_whose_ledger_row_fails_leaves_no_chat_and_no_contact() {
         Some(inbound_contact())
     );
     assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 1);
+}
+
+/// The row's `xmax` as text: `0` while no transaction has locked, updated or deleted it.
+async fn xmax(client: &tokio_postgres::Client, table: &str, id: &str) -> String {
+    client
+        .query_one(
+            &format!("SELECT xmax::text FROM {table} WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// An inbound message of a chat seen less than `ACTIVITY_RESOLUTION_MS` earlier leaves the
+/// chat and contact rows as they are, unlocked too (a lock is a heap write and a WAL record at
+/// every message); a later one, or a new name, rewrites them.
+#[tokio::test]
+async fn an_inbound_within_the_activity_resolution_does_not_touch_its_rows() {
+    let Some(pg) = Pg::new() else { return };
+    let prefix = pg.prefix();
+    let store = PostgresStore::connect_with(&pg.url, PostgresConfig::new().table_prefix(&prefix))
+        .await
+        .unwrap();
+    let client = raw_client(&pg.url).await;
+    let (chats, contacts) = (format!("{prefix}chats"), format!("{prefix}contacts"));
+    let at = |chat: &botmesh_durability::store::ChatRecord, ms: i64| {
+        let mut chat = chat.clone();
+        chat.last_activity_ms = ms;
+        chat
+    };
+    let seen = |name: &str, ms: i64| botmesh_durability::store::ContactRecord {
+        id: "alice".into(),
+        name: Some(name.into()),
+        last_seen_ms: ms,
+    };
+    let resolution = botmesh_durability::store::ACTIVITY_RESOLUTION_MS;
+    let chat = inbound_chat();
+    let first = chat.last_activity_ms;
+    store
+        .record_inbound(&chat, &seen("Alice", first), &common::entry("chat", 0))
+        .await
+        .unwrap();
+    assert_eq!(xmax(&client, &chats, "chat").await, "0");
+    assert_eq!(xmax(&client, &contacts, "alice").await, "0");
+
+    let soon = first + resolution - 1;
+    store
+        .record_inbound(
+            &at(&chat, soon),
+            &seen("Alice", soon),
+            &common::entry("chat", 2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        xmax(&client, &chats, "chat").await,
+        "0",
+        "the chat row was locked"
+    );
+    assert_eq!(
+        xmax(&client, &contacts, "alice").await,
+        "0",
+        "the contact row was locked"
+    );
+    assert_eq!(store.chat("chat").await.unwrap(), Some(chat.clone()));
+    assert_eq!(
+        store.contact("alice").await.unwrap(),
+        Some(seen("Alice", first))
+    );
+
+    let later = first + resolution;
+    store
+        .record_inbound(
+            &at(&chat, later),
+            &seen("Alice B.", soon),
+            &common::entry("chat", 4),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.chat("chat").await.unwrap(), Some(at(&chat, later)));
+    assert_eq!(
+        store.contact("alice").await.unwrap(),
+        Some(seen("Alice B.", soon))
+    );
+    assert_eq!(store.ledger("chat", 10).await.unwrap().len(), 3);
 }
 
 /// Flow steps committed at the same moment share transactions (group commit) and are answered

@@ -10,17 +10,19 @@
 //! | table | rows | written as one by one |
 //! | --- | --- | --- |
 //! | ledger | every row, in order | `INSERT … SELECT … FROM unnest(…) WITH ORDINALITY … ORDER BY` the order (the `bigserial` follows it) |
-//! | chats of inbound messages | one a chat: its first sighting's columns, the last write's `is_group` and activity | `INSERT … ON CONFLICT (id) DO UPDATE SET is_group, last_activity_ms` |
+//! | chats of inbound messages | one a chat: its first sighting's columns, the last write's `is_group` and activity | `UPDATE … SET is_group, last_activity_ms` of the changed, `INSERT … ON CONFLICT (id) DO NOTHING` |
 //! | chats replaced (`upsert_chat`) | each row, whole | `INSERT … ON CONFLICT (id) DO UPDATE` of every column |
-//! | senders of inbound messages | one a contact: the last write | `INSERT … ON CONFLICT (id) DO UPDATE` |
+//! | senders of inbound messages | one a contact: the last write | `UPDATE … SET name, last_seen_ms` of the changed, `INSERT … ON CONFLICT (id) DO NOTHING` |
 //! | contacts replaced (`upsert_contact`) | each row, whole | `INSERT … ON CONFLICT (id) DO UPDATE` |
 //! | checkpoints | one a chat: the last write, a save or a removal | an upsert of the saved, a `DELETE` of the removed |
 //! | values | one a `(scope, key)`: the last write, a set or a removal | an upsert of the set, a `DELETE` of the removed |
 //!
 //! An inbound message's chat and sender are rewritten only when the chat's group flag or the
 //! sender's name changes or the time moves by
-//! [`ACTIVITY_RESOLUTION_MS`](crate::store::ACTIVITY_RESOLUTION_MS) or more (a `WHERE` on the
-//! upsert's update).
+//! [`ACTIVITY_RESOLUTION_MS`](crate::store::ACTIVITY_RESOLUTION_MS) or more: an `UPDATE` of
+//! the rows that changed, then `INSERT … ON CONFLICT (id) DO NOTHING` of the rows that are new,
+//! in one statement. (An `ON CONFLICT DO UPDATE … WHERE` leaves the rows it does not update
+//! locked, and a row lock is a write: a heap change and a WAL record at every message.)
 //!
 //! The tables are independent of each other and of the journal's table, so their order in
 //! the transaction does not matter. The store's own writes of these rows (`append_ledger`,

@@ -22,7 +22,9 @@ pub(super) struct Writes {
 /// chats replaced, the senders of inbound messages, the contacts replaced, the checkpoints
 /// saved, the checkpoints removed, the values set, the values removed. An inbound message's
 /// chat and sender are rewritten only when their flag or name changes or their time moves by
-/// [`ACTIVITY_RESOLUTION_MS`] or more.
+/// [`ACTIVITY_RESOLUTION_MS`] or more, and the rows left as they are are not locked (an
+/// `UPDATE` of the changed rows, then an insert of the new ones that does nothing on a
+/// conflict).
 fn merged(
     chats: &str,
     contacts: &str,
@@ -55,9 +57,15 @@ fn merged(
         ),
         (
             format!(
-                "{chat_insert} WHERE {chats}.is_group IS DISTINCT FROM excluded.is_group \
-                 OR excluded.last_activity_ms >= {chats}.last_activity_ms + \
-                 {ACTIVITY_RESOLUTION_MS}"
+                "WITH r (id, is_group, title, lang, first_seen_ms, last_activity_ms) AS \
+                 (SELECT * FROM unnest($1::text[], $2::boolean[], $3::text[], $4::text[], \
+                 $5::bigint[], $6::bigint[])), \
+                 changed AS (UPDATE {chats} c SET is_group = r.is_group, \
+                 last_activity_ms = r.last_activity_ms FROM r WHERE c.id = r.id \
+                 AND (c.is_group IS DISTINCT FROM r.is_group \
+                 OR r.last_activity_ms >= c.last_activity_ms + {ACTIVITY_RESOLUTION_MS})) \
+                 INSERT INTO {chats} (id, is_group, title, lang, first_seen_ms, \
+                 last_activity_ms) SELECT * FROM r ON CONFLICT (id) DO NOTHING"
             ),
             chats.to_owned(),
         ),
@@ -70,8 +78,14 @@ fn merged(
         ),
         (
             format!(
-                "{contact_insert} WHERE {contacts}.name IS DISTINCT FROM excluded.name \
-                 OR excluded.last_seen_ms >= {contacts}.last_seen_ms + {ACTIVITY_RESOLUTION_MS}"
+                "WITH r (id, name, last_seen_ms) AS (SELECT * FROM unnest($1::text[], \
+                 $2::text[], $3::bigint[])), \
+                 changed AS (UPDATE {contacts} c SET name = r.name, \
+                 last_seen_ms = r.last_seen_ms FROM r WHERE c.id = r.id \
+                 AND (c.name IS DISTINCT FROM r.name \
+                 OR r.last_seen_ms >= c.last_seen_ms + {ACTIVITY_RESOLUTION_MS})) \
+                 INSERT INTO {contacts} (id, name, last_seen_ms) SELECT * FROM r \
+                 ON CONFLICT (id) DO NOTHING"
             ),
             contacts.to_owned(),
         ),
