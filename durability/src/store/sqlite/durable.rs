@@ -213,7 +213,10 @@ impl SqliteDurableKv {
             .map_err(self.error(operation))?;
         self.store
             .write(operation, move |tx| {
-                ops.iter().map(|op| apply(tx, scope, op)).collect()
+                let mut versions = Versions::for_ops(tx, &ops)?;
+                ops.iter()
+                    .map(|op| apply(tx, scope, op, &mut versions))
+                    .collect()
             })
             .await
             .map_err(self.error(operation))
@@ -235,32 +238,77 @@ pub(super) fn current_version(
         .map(|v| v.map(to_version))
 }
 
-/// Takes the next version from the counter row (created above every stored version on first
-/// use). The bump is part of the write's transaction: a rollback undoes it with the write, and
-/// a commit makes every other process see the counter past it.
-fn next_version(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
-    let bumped = tx
-        .prepare_cached(
-            "UPDATE durable SET version = version + 1 WHERE scope_id = ?1 AND key = ?2 RETURNING version",
-        )?
-        .query_row(params![COUNTER_SCOPE_ID, COUNTER_KEY], |row| row.get::<_, i64>(0))
-        .optional()?;
-    let version = match bumped {
-        Some(v) => v,
-        None => {
-            let first: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM durable",
-                [],
-                |row| row.get(0),
-            )?;
-            tx.execute(
-                "INSERT INTO durable (scope_id, key, version, value) VALUES (?1, ?2, ?3, x'')",
-                params![COUNTER_SCOPE_ID, COUNTER_KEY, first],
-            )?;
-            first
+/// The versions a write request reserved from the counter row, handed out in order to its
+/// operations that write an entry (a delete takes none).
+///
+/// One bump of the counter for the whole request, not one per operation: the counter row is
+/// the one row every write rewrites. The bump is part of the write's transaction: a rollback
+/// undoes it with the writes, and a commit makes every other process see the counter past it.
+/// A version reserved by an operation that conflicts is never used (versions have gaps, and
+/// are never reused).
+pub(super) struct Versions {
+    next: u64,
+    end: u64,
+}
+
+impl Versions {
+    /// Reserves one version for each operation of `ops` that writes an entry.
+    pub(super) fn for_ops(tx: &Transaction<'_>, ops: &[KvOp]) -> rusqlite::Result<Self> {
+        let writes = ops
+            .iter()
+            .filter(|op| !matches!(op, KvOp::Delete { .. }))
+            .count();
+        Self::reserve(tx, writes)
+    }
+
+    /// Reserves `n` versions (none for 0).
+    fn reserve(tx: &Transaction<'_>, n: usize) -> rusqlite::Result<Self> {
+        if n == 0 {
+            return Ok(Versions { next: 1, end: 1 });
         }
-    };
-    Ok(to_version(version))
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let bumped = tx
+            .prepare_cached(
+                "UPDATE durable SET version = version + ?3 WHERE scope_id = ?1 AND key = ?2 \
+                 RETURNING version",
+            )?
+            .query_row(params![COUNTER_SCOPE_ID, COUNTER_KEY, n], |row| {
+                row.get::<_, i64>(0)
+            })
+            .optional()?;
+        let last = match bumped {
+            Some(v) => v,
+            None => {
+                // The counter is created above every stored version on first use.
+                let first: i64 = tx.query_row(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM durable",
+                    [],
+                    |row| row.get(0),
+                )?;
+                let last = first.saturating_add(n - 1);
+                tx.execute(
+                    "INSERT INTO durable (scope_id, key, version, value) VALUES (?1, ?2, ?3, x'')",
+                    params![COUNTER_SCOPE_ID, COUNTER_KEY, last],
+                )?;
+                last
+            }
+        };
+        let end = to_version(last).saturating_add(1);
+        Ok(Versions {
+            next: end.saturating_sub(to_version(n)),
+            end,
+        })
+    }
+
+    /// The next reserved version, or a version reserved now when they ran out.
+    fn take(&mut self, tx: &Transaction<'_>) -> rusqlite::Result<u64> {
+        if self.next >= self.end {
+            *self = Self::reserve(tx, 1)?;
+        }
+        let version = self.next;
+        self.next += 1;
+        Ok(version)
+    }
 }
 
 /// The outcome of a conditional write that changed `changed` rows: `Ok` at `version` when it
@@ -355,7 +403,13 @@ pub(super) fn first_conflict(
     Ok(None)
 }
 
-pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Result<CasOutcome> {
+/// Applies `op`, its version (if it writes an entry) taken from `versions`.
+pub(super) fn apply(
+    tx: &Transaction<'_>,
+    scope: i64,
+    op: &KvOp,
+    versions: &mut Versions,
+) -> rusqlite::Result<CasOutcome> {
     // One statement decides and writes (the version check sits in its WHERE / ON CONFLICT);
     // the current version is read only to report a conflict.
     match op {
@@ -363,11 +417,24 @@ pub(super) fn apply(tx: &Transaction<'_>, scope: i64, op: &KvOp) -> rusqlite::Re
             key,
             expected,
             entry,
-        } => put(tx, scope, key, entry, *expected),
-        KvOp::CreateIfNoneIn { key, entry, .. } => match conflict_of(tx, scope, op)? {
-            Some(current) => Ok(CasOutcome::Conflict { current }),
-            None => put(tx, scope, key, entry, None),
-        },
+        } => put(tx, scope, key, entry, *expected, versions),
+        KvOp::CreateIfNoneIn {
+            key,
+            entry,
+            index,
+            from,
+            to,
+        } => {
+            // The range first: an entry listed there is a conflict, reported with the
+            // version under the key (`None` when the key is absent). Otherwise the insert's own
+            // `ON CONFLICT` finds a key that exists.
+            if listed(tx, scope, *index, from, to)? {
+                return Ok(CasOutcome::Conflict {
+                    current: current_version(tx, scope, key)?,
+                });
+            }
+            put(tx, scope, key, entry, None, versions)
+        }
         KvOp::Delete { key, expected } => {
             let removed = tx
                 .prepare_cached(
@@ -387,8 +454,9 @@ fn put(
     key: &str,
     entry: &Entry,
     expected: Option<u64>,
+    versions: &mut Versions,
 ) -> rusqlite::Result<CasOutcome> {
-    let version = next_version(tx)?;
+    let version = versions.take(tx)?;
     let Entry { value, idx1, idx2 } = entry;
     let v = sql_version(version);
     let written = match expected {

@@ -384,8 +384,9 @@ fn commit_step_in(
         tx.prepare_cached("SAVEPOINT botmesh_step")?.execute([])?;
     }
     let mut outcomes = Vec::with_capacity(step.journal.len());
+    let mut versions = durable::Versions::for_ops(tx, &step.journal)?;
     for (op, write) in step.journal.iter().enumerate() {
-        match durable::apply(tx, scope, write)? {
+        match durable::apply(tx, scope, write, &mut versions)? {
             // The first operation is not read before it is written (see `first_conflict`):
             // its conflict comes from its own write, before anything else is written.
             CasOutcome::Conflict { current } if checked && op == 0 => {

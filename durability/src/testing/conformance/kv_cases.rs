@@ -96,7 +96,7 @@ fn guarded(key: &str, value: &str, idx2: &str, from: &str, to: &str) -> KvOp {
 
 /// A guarded create writes only when its key is absent and its range lists nothing: an entry
 /// in the range answers `Conflict { current: None }` and writes nothing, the range's ends are
-/// half-open, and the key found answers its version.
+/// half-open, and the key found answers its version (also when its range lists entries).
 pub(super) async fn guarded_create_checks_its_range(kv: Arc<dyn DurableKv>) -> Case {
     let s = scope();
     let earlier = written(&kv, &s, "a1", None, entry("1", None, Some("c/a/1"))).await?;
@@ -138,6 +138,18 @@ pub(super) async fn guarded_create_checks_its_range(kv: Arc<dyn DurableKv>) -> C
                 current: Some(earlier)
             },
         "a guarded create of a taken key must answer its version, got {taken:?}"
+    );
+    // A taken key whose range also lists an entry (here the key's own): the key's version.
+    let both = kv
+        .apply(&s, guarded("a1", "x", "c/a/9", "c/a/", "c/a0"))
+        .await
+        .ctx("guarded create of a taken key, its range listing entries")?;
+    ensure!(
+        both == CasOutcome::Conflict {
+            current: Some(earlier)
+        },
+        "a guarded create of a taken key must answer its version also when its range lists \
+         entries, got {both:?}"
     );
     kv.delete(&s, "a1", earlier).await.ctx("delete a1")?;
     kv.delete(&s, "a0", version(first)?)
