@@ -18,8 +18,9 @@
 //!
 //! Versions come from one counter row kept in the same table under a reserved scope (id 0,
 //! `"\0botmesh:versions"`, which [`Scope::new`] never produces; a [`Scope::custom`] id must
-//! not take it), bumped in the writing transaction,
-//! so a version is never given twice, also across processes and after delete + re-create.
+//! not take it), bumped once per write request by the versions its operations need, in the
+//! writing transaction, so a version is never given twice, also across processes and after
+//! delete + re-create.
 //! Index values are `TEXT` compared with SQLite's `BINARY` collation (bytewise UTF-8).
 //!
 //! It touches no other table than `durable` and `durable_scopes`, and it neither creates nor
